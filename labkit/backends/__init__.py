@@ -1,0 +1,55 @@
+"""Backend selection: the GPU through CuPy, or the CPU executor.
+
+The caller never needs to know which one runs.  ``current()`` picks the GPU when
+CuPy is importable and sees a device, the CPU executor otherwise.  The
+environment variable ``LABKIT_BACKEND`` forces either (``cuda`` or ``cpu``);
+``auto`` (the default) chooses as above.
+"""
+from __future__ import annotations
+
+import functools
+import os
+
+BACKENDS = ("cuda", "cpu")
+ENV_VAR = "LABKIT_BACKEND"
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine."""
+
+
+@functools.lru_cache(maxsize=1)
+def _cuda_visible() -> str | None:
+    """None if CuPy sees a GPU, else the reason it does not."""
+    try:
+        import cupy  # noqa: F401
+    except Exception as exc:  # ImportError, or a broken CUDA install
+        return f"CuPy is not importable ({type(exc).__name__}: {exc})"
+    try:
+        n = cupy.cuda.runtime.getDeviceCount()
+    except Exception as exc:
+        return f"CuPy sees no CUDA driver ({type(exc).__name__}: {exc})"
+    return None if n > 0 else "CuPy sees no CUDA device"
+
+
+def current() -> str:
+    """The backend in use: ``'cuda'`` or ``'cpu'``."""
+    wanted = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+    if wanted not in BACKENDS + ("auto",):
+        raise BackendUnavailable(
+            f"{ENV_VAR}={wanted!r} is not a backend; use one of 'cuda', 'cpu' or 'auto'")
+    if wanted == "cpu":
+        return "cpu"
+    reason = _cuda_visible()
+    if wanted == "cuda" and reason is not None:
+        raise BackendUnavailable(f"{ENV_VAR}=cuda but {reason}; unset it to use the CPU executor")
+    return "cuda" if reason is None else "cpu"
+
+
+def xp():
+    """The array module matching the backend: ``cupy`` on the GPU, ``numpy`` on the CPU executor."""
+    if current() == "cuda":
+        import cupy
+        return cupy
+    import numpy
+    return numpy

@@ -1,0 +1,138 @@
+"""Compiling a kernel source for the CPU executor, with a cache.
+
+A kernel file becomes one translation unit: the execution-model header, the
+kernel's own text (behind a ``#line`` directive, so errors carry its own file
+name and line numbers), then generated entry points that Python calls through
+ctypes.  Shared objects are cached in the user cache folder; the key covers the
+source, the header, the flags and the compiler's version.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from ..kernel_source import KernelCompileError, SourceInfo
+
+HERE = Path(__file__).resolve().parent
+HEADER = HERE / "include" / "labkit_cpu.h"
+RUNNER = HERE / "runner.cpp"
+EXECUTOR_VERSION = "1"
+
+BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1")
+FAST_FLAGS = ("-O2",)
+# AddressSanitizer build for the memory check: bounds-checked global memory.
+ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
+
+
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("LABKIT_CACHE_DIR") or os.path.join(Path.home(), ".cache", "labkit")
+    d = Path(root) / "cpu-executor"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+@functools.lru_cache(maxsize=None)
+def compiler() -> tuple[str, str]:
+    """(path, version line) of the host C++ compiler: $CXX, else g++, c++ or clang++."""
+    names = [os.environ["CXX"]] if os.environ.get("CXX") else ["g++", "c++", "clang++"]
+    for name in names:
+        path = shutil.which(name)
+        if path:
+            out = subprocess.run([path, "--version"], capture_output=True, text=True)
+            return path, (out.stdout.splitlines() or ["unknown"])[0]
+    raise KernelCompileError(
+        "the CPU executor needs a C++17 compiler and found none (looked for "
+        + ", ".join(names) + "). Install g++ (Debian/Ubuntu: apt-get install g++; macOS: "
+        "xcode-select --install) or name one in the CXX environment variable.")
+
+
+def _is_gcc(version: str) -> bool:
+    return "clang" not in version.lower()
+
+
+def entry_points(info: SourceInfo, name_expressions: tuple[str, ...]) -> tuple[str, list[str]]:
+    """C++ text of the generated entry points, and the launchable names in index order."""
+    names = list(info.kernels) + [e for e in name_expressions if e not in info.kernels]
+    lines = ['extern "C" {',
+             "const char* labkit_error(void) { return ::labkit::last_error().c_str(); }",
+             "unsigned long long labkit_switches(void) { return ::labkit::last_switches(); }"]
+    for i, name in enumerate(names):
+        quoted = name.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f"int labkit_launch_{i}(const ::labkit::LaunchConfig* c, void** a) "
+                     f'{{ return ::labkit::launch(&{name}, "{quoted}", c, a); }}')
+        lines.append(f"const char* labkit_sig_{i}(void) {{ return ::labkit::signature(&{name}); }}")
+    for i, name in enumerate(info.constants + info.globals):
+        lines.append(f"void* labkit_sym_{i}(void) {{ return (void*)&{name}; }}")
+        lines.append(f"unsigned long long labkit_symsize_{i}(void) {{ return sizeof({name}); }}")
+    lines.append("}")
+    return "\n".join(lines) + "\n", names
+
+
+def translation_unit(code: str, path: str, entries: str) -> str:
+    shown = path.replace("\\", "/").replace('"', "'")
+    return (f'#include "{HEADER}"\n#line 1 "{shown}"\n{code}\n'
+            f'#line 1 "labkit-cpu-entry-points"\n{entries}')
+
+
+def _key(*parts: str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:24]
+
+
+def _run_compiler(cmd: list[str], path: str) -> None:
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        msg = res.stderr.strip()
+        # Put the lines about the kernel file itself first: they are the ones to fix.
+        own = [ln for ln in msg.splitlines() if ln.startswith(path)]
+        head = "\n".join(own[:20]) if own else msg[-4000:]
+        raise KernelCompileError(
+            f"the host compiler refused {path} (CPU executor):\n{head}\n\n--- full compiler output ---\n"
+            f"{msg[-8000:]}")
+
+
+def build(tu: str, path: str, *, asan: bool = False) -> Path:
+    """Compile a translation unit into a cached shared object and return its path."""
+    cxx, version = compiler()
+    flags = list(BASE_FLAGS) + list(ASAN_FLAGS if asan else FAST_FLAGS) + ["-shared"]
+    if _is_gcc(version):
+        # Without this, GCC makes inline variables process-wide ("unique") symbols,
+        # and two kernel modules would share one scheduler state.
+        flags.append("-fno-gnu-unique")
+    key = _key(EXECUTOR_VERSION, tu, HEADER.read_text(), " ".join(flags), version)
+    out = cache_dir() / f"{'asan-' if asan else ''}{key}.so"
+    if out.exists():
+        return out
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        src = Path(tmp) / "kernel.cpp"
+        src.write_text(tu)
+        obj = Path(tmp) / "kernel.so"
+        _run_compiler([cxx, *flags, "-o", str(obj), str(src)], path)
+        os.replace(obj, out)  # atomic: a concurrent build of the same key is harmless
+    return out
+
+
+def build_runner() -> Path:
+    """The AddressSanitizer-linked program that runs one launch for the memory check."""
+    cxx, version = compiler()
+    flags = list(BASE_FLAGS) + list(ASAN_FLAGS)
+    key = _key(EXECUTOR_VERSION, RUNNER.read_text(), HEADER.read_text(), " ".join(flags), version)
+    out = cache_dir() / f"runner-{key}"
+    if out.exists():
+        return out
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        exe = Path(tmp) / "runner"
+        _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(exe), str(RUNNER), "-ldl"],
+                      str(RUNNER))
+        os.replace(exe, out)
+    return out

@@ -1,0 +1,821 @@
+// labkit_cpu.h -- the CUDA execution model on a CPU, for labkit's CPU executor.
+//
+// A kernel source (*.cu) is compiled by the host C++ compiler with this header
+// in front of it.  The header turns the CUDA C vocabulary into plain C++:
+//
+//   * a grid runs block by block; blocks are spread over worker threads
+//     (one per core), each worker runs one block at a time;
+//   * the threads of a block are fibers: each has its own small stack and runs
+//     until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, a vote)
+//     or returns; then the next fiber runs.  A switch saves six registers and
+//     the stack pointer (no system call), so it costs a few nanoseconds;
+//   * __shared__ variables are `static thread_local`: one copy per worker,
+//     hence one per running block; dynamic shared memory is a per-worker buffer;
+//   * __constant__ and __device__ variables are ordinary globals, which the
+//     Python side finds by name (as CuPy's RawModule.get_global does).
+//
+// Checking modes (chosen per launch): a barrier check that reports a
+// __syncthreads() reached by part of a block, and a shuffled schedule that runs
+// the threads of a block in a random order between barriers.  Bounds checking
+// of memory is done by building the same source with AddressSanitizer and
+// running it in a separate process (see labkit/backends/cpu/runner.cpp).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/common_interface_defs.h>
+#define LABKIT_ASAN 1
+#else
+#define LABKIT_ASAN 0
+#endif
+
+// ---------------------------------------------------------------------------
+// Qualifiers and attributes
+// ---------------------------------------------------------------------------
+#define __global__
+#define __device__
+#define __host__
+#define __constant__
+#define __shared__ static thread_local
+#define __managed__
+#define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(...)
+#define __align__(n) __attribute__((aligned(n)))
+#define __grid_constant__
+
+// ---------------------------------------------------------------------------
+// Vector types
+// ---------------------------------------------------------------------------
+struct uint3 { unsigned int x, y, z; };
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+  constexpr operator uint3() const { return uint3{x, y, z}; }
+};
+
+#define LABKIT_VEC2(T, N, A) struct __attribute__((aligned(A))) N { T x, y; }; \
+  static inline N make_##N(T x, T y) { return N{x, y}; }
+#define LABKIT_VEC3(T, N) struct N { T x, y, z; }; \
+  static inline N make_##N(T x, T y, T z) { return N{x, y, z}; }
+#define LABKIT_VEC4(T, N, A) struct __attribute__((aligned(A))) N { T x, y, z, w; }; \
+  static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
+LABKIT_VEC2(float, float2, 8)
+LABKIT_VEC3(float, float3)
+LABKIT_VEC4(float, float4, 16)
+LABKIT_VEC2(int, int2, 8)
+LABKIT_VEC3(int, int3)
+LABKIT_VEC4(int, int4, 16)
+LABKIT_VEC2(unsigned int, uint2, 8)
+LABKIT_VEC4(unsigned int, uint4, 16)
+LABKIT_VEC2(double, double2, 16)
+LABKIT_VEC4(unsigned char, uchar4, 4)
+LABKIT_VEC4(signed char, char4, 4)
+static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
+
+// ---------------------------------------------------------------------------
+// Fiber switch: save callee-saved registers on the current stack, store the
+// stack pointer in *save, load `load` as the stack pointer, restore, return.
+// ---------------------------------------------------------------------------
+extern "C" void labkit_fiber_switch(void** save, void* load);
+
+#if defined(__APPLE__)
+#define LABKIT_SYM(s) "_" #s
+#define LABKIT_FN_BEGIN(s) ".globl " LABKIT_SYM(s) "\n.private_extern " LABKIT_SYM(s) "\n.p2align 4\n" LABKIT_SYM(s) ":\n"
+#define LABKIT_FN_END(s) ""
+#else
+#define LABKIT_SYM(s) #s
+#define LABKIT_FN_BEGIN(s) ".globl " #s "\n.hidden " #s "\n.type " #s ",@function\n.p2align 4\n" #s ":\n"
+#define LABKIT_FN_END(s) ".size " #s ",.-" #s "\n"
+#endif
+
+#if defined(__x86_64__)
+asm(".text\n" LABKIT_FN_BEGIN(labkit_fiber_switch)
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n" LABKIT_FN_END(labkit_fiber_switch));
+#define LABKIT_FRAME_BYTES 64  // 8 (mxcsr, x87 cw) + 6 registers + return address
+#elif defined(__aarch64__)
+asm(".text\n" LABKIT_FN_BEGIN(labkit_fiber_switch)
+    "  sub sp, sp, #160\n"
+    "  stp x19, x20, [sp, #0]\n  stp x21, x22, [sp, #16]\n  stp x23, x24, [sp, #32]\n"
+    "  stp x25, x26, [sp, #48]\n  stp x27, x28, [sp, #64]\n  stp x29, x30, [sp, #80]\n"
+    "  stp d8, d9, [sp, #96]\n  stp d10, d11, [sp, #112]\n  stp d12, d13, [sp, #128]\n"
+    "  stp d14, d15, [sp, #144]\n"
+    "  mov x9, sp\n  str x9, [x0]\n  mov sp, x1\n"
+    "  ldp x19, x20, [sp, #0]\n  ldp x21, x22, [sp, #16]\n  ldp x23, x24, [sp, #32]\n"
+    "  ldp x25, x26, [sp, #48]\n  ldp x27, x28, [sp, #64]\n  ldp x29, x30, [sp, #80]\n"
+    "  ldp d8, d9, [sp, #96]\n  ldp d10, d11, [sp, #112]\n  ldp d12, d13, [sp, #128]\n"
+    "  ldp d14, d15, [sp, #144]\n"
+    "  add sp, sp, #160\n  ret\n" LABKIT_FN_END(labkit_fiber_switch));
+#define LABKIT_FRAME_BYTES 160
+#else
+#error "labkit's CPU executor has fiber switching for x86-64 and AArch64 only"
+#endif
+
+namespace labkit {
+
+// ---------------------------------------------------------------------------
+// Launch state
+// ---------------------------------------------------------------------------
+enum CheckFlags : unsigned { CHECK_BARRIER = 1u, CHECK_SHUFFLE = 2u };
+
+// Shared with Python (ctypes): keep the layout in step with cpu/module.py.
+struct LaunchConfig {
+  unsigned grid[3];
+  unsigned block[3];
+  unsigned long long shared_mem;
+  unsigned flags;
+  unsigned workers;           // 0: one per core
+  unsigned long long seed;    // for the shuffled schedule
+  unsigned long long stack_bytes;
+};
+
+enum class St : unsigned char { Ready, BlockBar, WarpBar, Done };
+
+struct Fiber {
+  void* sp = nullptr;
+  uint3 tid{0, 0, 0};
+  unsigned linear = 0, lane = 0, warp = 0;
+  St state = St::Ready;
+  int line = 0;               // source line of the barrier it waits at
+  char* stack_lo = nullptr;   // lowest usable byte of its stack
+  size_t stack_size = 0;
+};
+
+struct WarpState {
+  unsigned live = 0;          // lanes that exist and have not returned
+  unsigned arrived = 0;       // lanes waiting at the warp barrier
+  unsigned mask = 0;          // the lanes that barrier waits for
+  unsigned long long slot[32];  // the values a shuffle or vote exchanges
+};
+
+struct Launch {
+  LaunchConfig cfg;
+  dim3 grid, block;
+  unsigned nthreads = 0;
+  void (*body)(void*) = nullptr;  // runs the kernel for the current fiber
+  void* ctx = nullptr;
+  const char* kernel = "";
+  std::atomic<unsigned long long> next_block{0};
+  unsigned long long nblocks = 0;
+  std::atomic<int> failed{0};
+  std::atomic<unsigned long long> switches{0};
+  std::mutex err_mu;
+  std::string error;
+  void fail(const std::string& msg) {
+    std::lock_guard<std::mutex> g(err_mu);
+    if (!failed.exchange(1)) error = msg;
+  }
+};
+
+struct Worker {
+  Launch* L = nullptr;
+  void* sched_sp = nullptr;
+  const void* sched_bottom = nullptr;  // for AddressSanitizer's fiber annotations
+  size_t sched_size = 0;
+  std::vector<Fiber> fibers;
+  std::vector<unsigned> order;
+  std::vector<WarpState> warps;
+  uint3 block_idx{0, 0, 0};
+  unsigned live = 0, at_bar = 0;
+  int bar_line = 0;
+  bool aborted = false;
+  unsigned long long switches = 0;
+  char* stacks = nullptr;
+  size_t stacks_bytes = 0, stack_size = 0;
+  unsigned nstacks = 0;
+  unsigned char* dyn = nullptr;   // dynamic shared memory of the running block
+  std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
+  std::mt19937_64 rng;
+
+  ~Worker() {
+    if (stacks) munmap(stacks, stacks_bytes);
+    std::free(dyn);
+  }
+};
+
+inline thread_local Worker* tl_worker = nullptr;
+inline thread_local Fiber* tl_fiber = nullptr;
+inline Launch* g_launch = nullptr;  // one launch at a time per module (Python holds a lock)
+
+inline void* dyn_shared() { return tl_worker->dyn; }
+
+// Called after each __shared__ declaration (the Python side adds the call): the first
+// time a worker meets an array, it is filled with NaN bytes; run_block refills it for
+// every block, since shared memory starts undefined.
+inline void shared_register(void* p, size_t n) {
+  Worker* W = tl_worker;
+  for (auto& r : W->shared_regions)
+    if (r.first == p) return;
+  W->shared_regions.emplace_back(p, n);
+  std::memset(p, 0xff, n);
+}
+
+// --- switching, with AddressSanitizer told about stack changes in checked builds
+inline void switch_to(void** save, void* load, const void* bottom, size_t size, bool dying = false) {
+#if LABKIT_ASAN
+  void* fake = nullptr;
+  __sanitizer_start_switch_fiber(dying ? nullptr : &fake, bottom, size);
+  labkit_fiber_switch(save, load);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  (void)bottom; (void)size; (void)dying;
+  labkit_fiber_switch(save, load);
+#endif
+}
+
+inline void yield_to_scheduler() {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size);
+}
+
+inline std::string block_name(const Worker* W) {
+  return "(" + std::to_string(W->block_idx.x) + "," + std::to_string(W->block_idx.y) + "," +
+         std::to_string(W->block_idx.z) + ")";
+}
+
+// Abort the block from inside a fiber: record the error and never run again.
+[[noreturn]] inline void fail_from_fiber(const std::string& msg) {
+  Worker* W = tl_worker;
+  W->L->fail(msg);
+  W->aborted = true;
+  tl_fiber->state = St::Done;
+  switch_to(&tl_fiber->sp, W->sched_sp, W->sched_bottom, W->sched_size, true);
+  __builtin_unreachable();
+}
+
+inline void release_block_barrier(Worker* W) {
+  for (auto& f : W->fibers)
+    if (f.state == St::BlockBar) f.state = St::Ready;
+  W->at_bar = 0;
+}
+
+// A warp barrier is complete once every live lane of the warp has arrived.
+inline void try_release_warp(Worker* W, WarpState& ws, unsigned warp) {
+  unsigned need = ws.mask & ws.live;
+  if (ws.arrived == 0 || (ws.arrived & need) != need) return;
+  for (unsigned lane = 0; lane < 32; ++lane) {
+    unsigned i = warp * 32 + lane;
+    if (i < W->fibers.size() && W->fibers[i].state == St::WarpBar) W->fibers[i].state = St::Ready;
+  }
+  ws.arrived = 0;
+}
+
+// __syncthreads(): wait until every live thread of the block has arrived.
+inline void syncthreads(int line) {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  const bool check = W->L->cfg.flags & CHECK_BARRIER;
+  if (check) {
+    if (W->at_bar == 0) W->bar_line = line;
+    else if (W->bar_line != line)
+      fail_from_fiber("barrier check: in kernel '" + std::string(W->L->kernel) + "', block " +
+                      block_name(W) + ", threads wait at two different __syncthreads() (lines " +
+                      std::to_string(W->bar_line) + " and " + std::to_string(line) +
+                      "): a barrier inside divergent code");
+    if (W->live < W->L->nthreads)
+      fail_from_fiber("barrier check: in kernel '" + std::string(W->L->kernel) + "', block " +
+                      block_name(W) + ", __syncthreads() at line " + std::to_string(line) +
+                      " is reached by only " + std::to_string(W->live) + " of " +
+                      std::to_string(W->L->nthreads) +
+                      " threads: the others returned before it (a barrier inside divergent code)");
+  }
+  if (++W->at_bar == W->live) {  // last to arrive: everyone may go on
+    release_block_barrier(W);
+    return;
+  }
+  f->state = St::BlockBar;
+  f->line = line;
+  yield_to_scheduler();
+}
+
+// A warp-level barrier over the lanes in `mask` (used by __syncwarp, shuffles, votes).
+inline void warp_sync(unsigned mask) {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  WarpState& ws = W->warps[f->warp];
+  if (W->L->cfg.flags & CHECK_BARRIER) {
+    // Lanes that do not exist (a partial last warp) are not missing; lanes that returned are.
+    unsigned exist = 0;
+    for (unsigned l = 0; l < 32; ++l)
+      if (f->warp * 32 + l < W->L->nthreads) exist |= 1u << l;
+    if (mask & exist & ~ws.live) {
+      char buf[16];
+      snprintf(buf, sizeof buf, "0x%08x", mask);
+      fail_from_fiber("barrier check: in kernel '" + std::string(W->L->kernel) + "', block " +
+                      block_name(W) + ", warp " + std::to_string(f->warp) +
+                      ": a warp operation with mask " + buf +
+                      " names lanes that have already returned");
+    }
+  }
+  ws.arrived |= 1u << f->lane;
+  ws.mask = mask;
+  unsigned need = mask & ws.live;
+  if ((ws.arrived & need) == need) {
+    for (unsigned lane = 0; lane < 32; ++lane) {
+      if (!((ws.arrived >> lane) & 1u) || lane == f->lane) continue;
+      Fiber& g = W->fibers[f->warp * 32 + lane];
+      if (g.state == St::WarpBar) g.state = St::Ready;
+    }
+    ws.arrived = 0;
+    return;
+  }
+  f->state = St::WarpBar;
+  yield_to_scheduler();
+}
+
+// Called when a fiber's kernel body returns.
+inline void thread_exit() {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  f->state = St::Done;
+  --W->live;
+  WarpState& ws = W->warps[f->warp];
+  ws.live &= ~(1u << f->lane);
+  ws.arrived &= ~(1u << f->lane);
+  // Hardware does not wait for threads that have exited: release barriers they complete.
+  if (W->at_bar > 0 && W->at_bar == W->live) {
+    if (W->L->cfg.flags & CHECK_BARRIER) {
+      W->L->fail("barrier check: in kernel '" + std::string(W->L->kernel) + "', block " +
+                 block_name(W) + ", __syncthreads() at line " + std::to_string(W->bar_line) +
+                 " is reached by only " + std::to_string(W->at_bar) + " of " +
+                 std::to_string(W->L->nthreads) +
+                 " threads: the others returned before it (a barrier inside divergent code)");
+      W->aborted = true;
+    }
+    release_block_barrier(W);
+  }
+  try_release_warp(W, ws, f->warp);
+}
+
+inline void fiber_main() {
+  Worker* W = tl_worker;
+#if LABKIT_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &W->sched_bottom, &W->sched_size);
+#endif
+  W->L->body(W->L->ctx);
+  thread_exit();
+  Fiber* f = tl_fiber;
+  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, true);
+  __builtin_unreachable();
+}
+
+// Lay out a fresh stack so that the first switch into it "returns" into fiber_main.
+inline void* initial_stack(char* lo, size_t size) {
+  uintptr_t top = (reinterpret_cast<uintptr_t>(lo) + size) & ~uintptr_t(15);
+#if defined(__x86_64__)
+  // After the switch pops 8 + 48 bytes and `ret` pops fiber_main's address, the
+  // stack pointer must be 8 mod 16, as at any function's entry.
+  uintptr_t sp = top - 72;
+  auto* p = reinterpret_cast<uint64_t*>(sp);
+  unsigned int csr[2];
+  asm volatile("stmxcsr %0" : "=m"(csr[0]));
+  asm volatile("fnstcw %0" : "=m"(*reinterpret_cast<unsigned short*>(&csr[1])));
+  std::memcpy(&p[0], csr, 8);
+  for (int i = 1; i <= 6; ++i) p[i] = 0;       // r15 r14 r13 r12 rbx rbp
+  p[7] = reinterpret_cast<uint64_t>(&fiber_main);
+  p[8] = 0;                                     // fiber_main never returns
+  return reinterpret_cast<void*>(sp);
+#else
+  uintptr_t sp = top - LABKIT_FRAME_BYTES;
+  auto* p = reinterpret_cast<uint64_t*>(sp);
+  std::memset(p, 0, LABKIT_FRAME_BYTES);
+  p[11] = reinterpret_cast<uint64_t>(&fiber_main);  // x30, the link register
+  return reinterpret_cast<void*>(sp);
+#endif
+}
+
+inline void prepare_worker(Worker& W, Launch& L) {
+  W.L = &L;
+  const unsigned n = L.nthreads;
+  size_t page = size_t(sysconf(_SC_PAGESIZE));
+  size_t want = (L.cfg.stack_bytes + page - 1) / page * page;
+  if (W.nstacks < n || W.stack_size != want + page) {
+    if (W.stacks) munmap(W.stacks, W.stacks_bytes);
+    W.stack_size = want + page;  // one guard page below each stack
+    W.stacks_bytes = W.stack_size * n;
+    void* m = mmap(nullptr, W.stacks_bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (m == MAP_FAILED) { W.stacks = nullptr; W.nstacks = 0; L.fail("cannot map fiber stacks"); return; }
+    W.stacks = static_cast<char*>(m);
+    W.nstacks = n;
+    for (unsigned i = 0; i < n; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
+  }
+  W.fibers.assign(n, Fiber{});
+  W.order.resize(n);
+  W.warps.assign((n + 31) / 32, WarpState{});
+  for (unsigned i = 0; i < n; ++i) {
+    Fiber& f = W.fibers[i];
+    f.linear = i;
+    f.tid = uint3{i % L.block.x, (i / L.block.x) % L.block.y, i / (L.block.x * L.block.y)};
+    f.lane = i % 32;
+    f.warp = i / 32;
+    f.stack_lo = W.stacks + i * W.stack_size + page;
+    f.stack_size = want;
+  }
+  // Exactly the bytes asked for (so that AddressSanitizer sees an overrun), 16-byte aligned,
+  // NaN-filled: shared memory starts undefined.
+  std::free(W.dyn);
+  W.dyn = nullptr;
+  if (posix_memalign(reinterpret_cast<void**>(&W.dyn), 16, std::max<size_t>(L.cfg.shared_mem, 1)) != 0) {
+    L.fail("cannot allocate dynamic shared memory");
+    return;
+  }
+  std::memset(W.dyn, 0xff, L.cfg.shared_mem);
+  W.rng.seed(L.cfg.seed ^ (0x9e3779b97f4a7c15ull * (reinterpret_cast<uintptr_t>(&W) >> 4)));
+}
+
+inline void run_block(Worker& W, unsigned long long b) {
+  Launch& L = *W.L;
+  W.block_idx = uint3{unsigned(b % L.grid.x), unsigned((b / L.grid.x) % L.grid.y),
+                      unsigned(b / (unsigned long long)(L.grid.x) / L.grid.y)};
+  const unsigned n = L.nthreads;
+  for (unsigned i = 0; i < n; ++i) {
+    Fiber& f = W.fibers[i];
+    f.state = St::Ready;
+    f.sp = initial_stack(f.stack_lo, f.stack_size);
+    W.order[i] = i;
+  }
+  for (unsigned w = 0; w < W.warps.size(); ++w) {
+    unsigned lanes = std::min(32u, n - w * 32);
+    W.warps[w].live = lanes == 32 ? ~0u : ((1u << lanes) - 1);
+    W.warps[w].arrived = 0;
+  }
+  std::memset(W.dyn, 0xff, L.cfg.shared_mem);
+  for (auto& r : W.shared_regions) std::memset(r.first, 0xff, r.second);
+  W.live = n;
+  W.at_bar = 0;
+  W.aborted = false;
+  const bool shuffle = L.cfg.flags & CHECK_SHUFFLE;
+  while (W.live > 0 && !W.aborted) {
+    if (shuffle) std::shuffle(W.order.begin(), W.order.end(), W.rng);
+    bool ran = false;
+    for (unsigned k = 0; k < n && !W.aborted; ++k) {
+      Fiber& f = W.fibers[W.order[k]];
+      if (f.state != St::Ready) continue;
+      tl_fiber = &f;
+      ++W.switches;
+      switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size);
+      ran = true;
+    }
+    if (!ran && W.live > 0 && !W.aborted) {
+      unsigned at_block = 0, at_warp = 0;
+      for (auto& f : W.fibers) {
+        at_block += f.state == St::BlockBar;
+        at_warp += f.state == St::WarpBar;
+      }
+      L.fail("deadlock in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ": " +
+             std::to_string(at_block) + " threads wait at __syncthreads() and " +
+             std::to_string(at_warp) +
+             " at a warp barrier (shuffle, vote or __syncwarp) that the others never reach");
+      W.aborted = true;
+    }
+  }
+}
+
+inline void worker_loop(Worker& W) {
+  tl_worker = &W;
+  // __shared__ arrays are thread_local: a launch may run on other OS threads than the last.
+  W.shared_regions.clear();
+  Launch& L = *W.L;
+  for (;;) {
+    if (L.failed.load(std::memory_order_relaxed)) break;
+    unsigned long long b = L.next_block.fetch_add(1);
+    if (b >= L.nblocks) break;
+    run_block(W, b);
+  }
+  L.switches += 2 * W.switches;  // each run of a fiber is a switch in and a switch out
+  W.switches = 0;
+  tl_worker = nullptr;
+  tl_fiber = nullptr;
+}
+
+// Workers (and their stacks) are kept between launches of a module.
+inline std::vector<Worker*>& worker_pool() {
+  static std::vector<Worker*> pool;
+  return pool;
+}
+
+inline std::string& last_error() {
+  static std::string e;
+  return e;
+}
+inline unsigned long long& last_switches() {
+  static unsigned long long s = 0;
+  return s;
+}
+
+inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx) {
+  Launch L;
+  L.cfg = *cfg;
+  L.grid = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
+  L.block = dim3(cfg->block[0], cfg->block[1], cfg->block[2]);
+  L.nthreads = cfg->block[0] * cfg->block[1] * cfg->block[2];
+  L.nblocks = (unsigned long long)cfg->grid[0] * cfg->grid[1] * cfg->grid[2];
+  L.body = body;
+  L.ctx = ctx;
+  L.kernel = kernel;
+  g_launch = &L;
+  unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  unsigned nw = cfg->workers ? cfg->workers : hw;
+  if ((unsigned long long)nw > L.nblocks) nw = unsigned(std::max(1ull, L.nblocks));
+  auto& pool = worker_pool();
+  while (pool.size() < nw) pool.push_back(new Worker());
+  for (unsigned w = 0; w < nw; ++w) prepare_worker(*pool[w], L);
+  if (!L.failed) {
+    if (nw == 1) {
+      worker_loop(*pool[0]);
+    } else {
+      std::vector<std::thread> threads;
+      for (unsigned w = 0; w < nw; ++w) threads.emplace_back(worker_loop, std::ref(*pool[w]));
+      for (auto& t : threads) t.join();
+    }
+  }
+  g_launch = nullptr;
+  last_switches() = L.switches.load();
+  last_error() = L.error;
+  return L.failed ? 1 : 0;
+}
+
+// --- argument unpacking: args[i] points at the value of parameter i (as for cuLaunchKernel)
+template <class... A, size_t... I>
+inline void call_kernel(void (*k)(A...), void** args, std::index_sequence<I...>) {
+  k(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(args[I])...);
+}
+
+template <class... A>
+inline int launch(void (*k)(A...), const char* name, const LaunchConfig* cfg, void** args) {
+  struct Ctx { void (*k)(A...); void** args; } ctx{k, args};
+  auto body = [](void* p) {
+    auto* c = static_cast<Ctx*>(p);
+    call_kernel(c->k, c->args, std::index_sequence_for<A...>{});
+  };
+  return run_grid(cfg, name, +body, &ctx);
+}
+
+// --- parameter types, as text for Python's argument checks
+template <class T> inline std::string scalar_code() {
+  using U = std::remove_cv_t<T>;
+  if constexpr (std::is_same_v<U, void>) return "void";
+  else if constexpr (std::is_same_v<U, bool>) return "bool";
+  else if constexpr (std::is_floating_point_v<U>) return "f" + std::to_string(8 * sizeof(U));
+  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U>) return "i" + std::to_string(8 * sizeof(U));
+  else if constexpr (std::is_integral_v<U>) return "u" + std::to_string(8 * sizeof(U));
+  else return "bytes" + std::to_string(sizeof(U));
+}
+template <class T> inline std::string param_code() {
+  using U = std::remove_cv_t<std::remove_reference_t<T>>;
+  if constexpr (std::is_pointer_v<U>)
+    return (std::is_const_v<std::remove_pointer_t<U>> ? "cptr:" : "ptr:") +
+           scalar_code<std::remove_pointer_t<U>>();
+  else return scalar_code<U>();
+}
+template <class... A> inline const char* signature(void (*)(A...)) {
+  static std::string s = [] {
+    std::string r;
+    ((r += param_code<A>() + ","), ...);
+    if (!r.empty()) r.pop_back();
+    return r;
+  }();
+  return s.c_str();
+}
+
+}  // namespace labkit
+
+// ---------------------------------------------------------------------------
+// Built-in variables
+// ---------------------------------------------------------------------------
+#define threadIdx (::labkit::tl_fiber->tid)
+#define blockIdx (::labkit::tl_worker->block_idx)
+#define blockDim (::labkit::g_launch->block)
+#define gridDim (::labkit::g_launch->grid)
+constexpr int warpSize = 32;
+
+// ---------------------------------------------------------------------------
+// Barriers, warp operations
+// ---------------------------------------------------------------------------
+#define __syncthreads() ::labkit::syncthreads(__LINE__)
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::labkit::warp_sync(mask); }
+inline unsigned __activemask() { return ::labkit::tl_worker->warps[::labkit::tl_fiber->warp].live; }
+
+namespace labkit {
+template <class T>
+inline T shfl_exchange(unsigned mask, T v, int src_of_lane) {
+  static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  WarpState& ws = W->warps[f->warp];
+  std::memcpy(&ws.slot[f->lane], &v, sizeof(T));
+  warp_sync(mask);
+  T r;
+  std::memcpy(&r, &ws.slot[src_of_lane & 31], sizeof(T));
+  warp_sync(mask);  // nobody may overwrite a slot before every lane has read
+  return r;
+}
+// A vote: the ballot of `pred` over the lanes in `mask`, and which lanes took part
+// (read between the two barriers, while every participant is still waiting).
+inline unsigned ballot(unsigned mask, int pred, unsigned* participants = nullptr) {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  WarpState& ws = W->warps[f->warp];
+  ws.slot[f->lane] = pred ? 1 : 0;
+  warp_sync(mask);
+  unsigned r = 0, who = mask & ws.live;
+  for (unsigned l = 0; l < 32; ++l)
+    if ((who >> l) & 1u) r |= (ws.slot[l] ? 1u : 0u) << l;
+  if (participants) *participants = who;
+  warp_sync(mask);
+  return r;
+}
+}  // namespace labkit
+
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  unsigned lane = ::labkit::tl_fiber->lane;
+  int base = int(lane) & ~(width - 1);
+  return ::labkit::shfl_exchange(mask, v, base + (src & (width - 1)));
+}
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  unsigned lane = ::labkit::tl_fiber->lane;
+  int in_seg = int(lane) & (width - 1);
+  int src = in_seg + int(delta) < width ? int(lane + delta) : int(lane);
+  return ::labkit::shfl_exchange(mask, v, src);
+}
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  unsigned lane = ::labkit::tl_fiber->lane;
+  int in_seg = int(lane) & (width - 1);
+  int src = in_seg >= int(delta) ? int(lane - delta) : int(lane);
+  return ::labkit::shfl_exchange(mask, v, src);
+}
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  unsigned lane = ::labkit::tl_fiber->lane;
+  int src = int(lane) ^ lane_mask;
+  if ((src & ~(width - 1)) != (int(lane) & ~(width - 1))) src = int(lane);
+  return ::labkit::shfl_exchange(mask, v, src);
+}
+inline unsigned __ballot_sync(unsigned mask, int pred) { return ::labkit::ballot(mask, pred); }
+inline int __any_sync(unsigned mask, int pred) { return ::labkit::ballot(mask, pred) != 0; }
+inline int __all_sync(unsigned mask, int pred) {
+  unsigned who = 0;
+  unsigned b = ::labkit::ballot(mask, pred, &who);
+  return b == who;
+}
+
+// ---------------------------------------------------------------------------
+// Atomics: fibers of one worker never interleave inside a call, so these need
+// to be atomic only across workers (other cores).
+// ---------------------------------------------------------------------------
+#define LABKIT_ATOMIC_INT(T)                                                                         \
+  inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }              \
+  inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }              \
+  inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }              \
+  inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }                \
+  inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }              \
+  inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }            \
+  inline T atomicCAS(T* p, T cmp, T v) {                                                             \
+    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);              \
+    return cmp;                                                                                      \
+  }                                                                                                  \
+  inline T atomicMax(T* p, T v) {                                                                    \
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                    \
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+    return old;                                                                                      \
+  }                                                                                                  \
+  inline T atomicMin(T* p, T v) {                                                                    \
+    T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                    \
+    while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+    return old;                                                                                      \
+  }
+LABKIT_ATOMIC_INT(int)
+LABKIT_ATOMIC_INT(unsigned int)
+LABKIT_ATOMIC_INT(unsigned long long)
+LABKIT_ATOMIC_INT(long long)
+#undef LABKIT_ATOMIC_INT
+
+// Floating-point atomics: a compare-and-swap loop on the bits.
+namespace labkit {
+template <class F, class Op> inline F atomic_float(F* p, Op op) {
+  using B = std::conditional_t<sizeof(F) == 4, unsigned int, unsigned long long>;
+  B* bp = reinterpret_cast<B*>(p);
+  B old_bits = __atomic_load_n(bp, __ATOMIC_RELAXED);
+  for (;;) {
+    F old_val, new_val;
+    std::memcpy(&old_val, &old_bits, sizeof(F));
+    new_val = op(old_val);
+    B new_bits;
+    std::memcpy(&new_bits, &new_val, sizeof(F));
+    if (__atomic_compare_exchange_n(bp, &old_bits, new_bits, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      return old_val;
+  }
+}
+}  // namespace labkit
+inline float atomicAdd(float* p, float v) { return ::labkit::atomic_float(p, [v](float o) { return o + v; }); }
+inline double atomicAdd(double* p, double v) { return ::labkit::atomic_float(p, [v](double o) { return o + v; }); }
+inline float atomicMax(float* p, float v) { return ::labkit::atomic_float(p, [v](float o) { return std::fmax(o, v); }); }
+inline float atomicMin(float* p, float v) { return ::labkit::atomic_float(p, [v](float o) { return std::fmin(o, v); }); }
+inline float atomicExch(float* p, float v) { return ::labkit::atomic_float(p, [v](float) { return v; }); }
+inline float atomicCAS(float* p, float cmp, float v) {
+  unsigned int c, n;
+  std::memcpy(&c, &cmp, 4);
+  std::memcpy(&n, &v, 4);
+  unsigned int r = atomicCAS(reinterpret_cast<unsigned int*>(p), c, n);
+  float out;
+  std::memcpy(&out, &r, 4);
+  return out;
+}
+inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+
+// ---------------------------------------------------------------------------
+// Math: the CUDA names that are not already C/C++ names
+// ---------------------------------------------------------------------------
+inline float __expf(float x) { return expf(x); }
+inline float __logf(float x) { return logf(x); }
+inline float __log2f(float x) { return log2f(x); }
+inline float __sinf(float x) { return sinf(x); }
+inline float __cosf(float x) { return cosf(x); }
+inline float __tanf(float x) { return tanf(x); }
+inline float __powf(float x, float y) { return powf(x, y); }
+inline float __fdividef(float a, float b) { return a / b; }
+inline float __frcp_rn(float x) { return 1.0f / x; }
+inline float __fsqrt_rn(float x) { return sqrtf(x); }
+inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
+inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
+inline float exp10f(float x) { return powf(10.f, x); }
+inline int __float2int_rn(float x) { return int(nearbyintf(x)); }
+inline int __float2int_rz(float x) { return int(x); }
+inline int __float2int_rd(float x) { return int(floorf(x)); }
+inline int __float2int_ru(float x) { return int(ceilf(x)); }
+inline float __int2float_rn(int x) { return float(x); }
+inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
+inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); return x; }
+inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }
+inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+inline unsigned __brev(unsigned x) {
+  x = ((x >> 1) & 0x55555555u) | ((x & 0x55555555u) << 1);
+  x = ((x >> 2) & 0x33333333u) | ((x & 0x33333333u) << 2);
+  x = ((x >> 4) & 0x0f0f0f0fu) | ((x & 0x0f0f0f0fu) << 4);
+  x = ((x >> 8) & 0x00ff00ffu) | ((x & 0x00ff00ffu) << 8);
+  return (x >> 16) | (x << 16);
+}
+inline int __mul24(int a, int b) { return a * b; }
+inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
+inline int __mulhi(int a, int b) { return int((long long)a * b >> 32); }
+template <class T> inline T __ldg(const T* p) { return *p; }
+
+// min/max as CUDA overloads them (integers and floats; mixed arguments promote).
+inline int min(int a, int b) { return a < b ? a : b; }
+inline int max(int a, int b) { return a > b ? a : b; }
+inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long min(long long a, long long b) { return a < b ? a : b; }
+inline long long max(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long min(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long max(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
+inline float min(float a, float b) { return fminf(a, b); }
+inline float max(float a, float b) { return fmaxf(a, b); }
+inline double min(double a, double b) { return fmin(a, b); }
+inline double max(double a, double b) { return fmax(a, b); }
+inline unsigned min(int a, unsigned b) { return min(unsigned(a), b); }
+inline unsigned min(unsigned a, int b) { return min(a, unsigned(b)); }
+inline unsigned max(int a, unsigned b) { return max(unsigned(a), b); }
+inline unsigned max(unsigned a, int b) { return max(a, unsigned(b)); }
+inline float min(float a, int b) { return fminf(a, float(b)); }
+inline float min(int a, float b) { return fminf(float(a), b); }
+inline float max(float a, int b) { return fmaxf(a, float(b)); }
+inline float max(int a, float b) { return fmaxf(float(a), b); }
+inline double min(double a, float b) { return fmin(a, double(b)); }
+inline double min(float a, double b) { return fmin(double(a), b); }
+inline double max(double a, float b) { return fmax(a, double(b)); }
+inline double max(float a, double b) { return fmax(double(a), b); }

@@ -1,0 +1,116 @@
+"""The memory check: one launch run under AddressSanitizer, in a separate process.
+
+Why a separate process: AddressSanitizer must be loaded before anything else in
+a process, which Python (or a Jupyter kernel) cannot arrange for a library it
+loads later.  A small runner program (runner.cpp) linked with it receives the
+launch through a file, puts every array in a heap block of exactly its size,
+runs the kernel and sends the arrays back.  An out-of-bounds access is reported
+with the kernel's name and source line, and with the argument whose block it
+ran past -- and a crash cannot take the notebook down.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+
+
+class KernelMemoryError(RuntimeError):
+    """The memory check found an out-of-bounds or otherwise invalid access."""
+
+
+def _write_launch(path: str, fn, cfg, packed) -> None:
+    module = fn.module
+    syms = list(module._symbols.values())
+    with open(path, "wb") as f:
+        f.write(b"LKRUN001")
+        f.write(struct.pack("<III", fn.index, len(packed), len(syms)))
+        f.write(bytes(cfg))
+        for i, s in enumerate(syms):
+            f.write(struct.pack("<IQ", i, s.nbytes))
+            f.write(ctypes.string_at(s.ptr, s.nbytes))
+        for obj, arr in packed:
+            if arr is not None:
+                f.write(struct.pack("<BQ", 1, arr.nbytes))
+                f.write(arr.tobytes())
+            else:
+                raw = bytes(obj)
+                f.write(struct.pack("<BQ", 0, len(raw)))
+                f.write(raw)
+
+
+def _explain(fn, stderr: str) -> str:
+    """The part of an AddressSanitizer report a student needs, with argument names."""
+    regions = {}
+    for m in re.finditer(r"LABKIT-ARG (\d+) (0x[0-9a-f]+|\(nil\)) (\d+)", stderr):
+        if m.group(2) != "(nil)":
+            regions[int(m.group(2), 16)] = (int(m.group(1)), int(m.group(3)))
+    lines = [ln for ln in stderr.splitlines() if not ln.startswith("LABKIT-ARG")]
+    summary = next((ln for ln in lines if "ERROR: AddressSanitizer" in ln), "")
+    access = next((ln for ln in lines if re.match(r"(READ|WRITE) of size", ln.strip())), "")
+    frames = [ln.strip() for ln in lines if re.match(r"\s*#\d+ ", ln)]
+    where = next((f for f in frames if ".cu:" in f or fn.module.path in f), frames[0] if frames else "")
+    what = ""
+    m = re.search(r"located (\d+) bytes (to the right of|to the left of|after|before|inside of) "
+                  r"(\d+)-byte region \[(0x[0-9a-f]+),", stderr)
+    if m:
+        start = int(m.group(4), 16)
+        if start in regions:
+            i, n = regions[start]
+            side = {"to the right of": "past the end of", "after": "past the end of",
+                    "to the left of": "before the start of", "before": "before the start of"}.get(
+                        m.group(2), m.group(2))
+            what = (f"{m.group(1)} bytes {side} the {n}-byte array passed as argument {i} "
+                    f"('{fn.param_names[i]}')")
+        else:
+            what = f"{m.group(1)} bytes {m.group(2)} a {m.group(3)}-byte block"
+    head = f"memory check: kernel '{fn.name}' made an invalid memory access"
+    parts = [head]
+    if access:
+        parts.append("  " + access.strip().split(" at pc")[0].split(" thread")[0])
+    if what:
+        parts.append("  " + what)
+    if where:
+        parts.append("  at " + where.split(" in ", 1)[-1])
+    parts.append("  (" + summary.split("ERROR: ")[-1].strip() + ")" if summary else "")
+    report = "\n".join(p for p in parts if p)
+    # The report without its shadow-memory dump, which says nothing to a kernel author.
+    cut = next((k for k, ln in enumerate(lines) if ln.startswith("Shadow bytes around")), len(lines))
+    return report + "\n\n--- AddressSanitizer report ---\n" + "\n".join(lines[:cut][-40:])
+
+
+def run(fn, cfg, packed) -> None:
+    """Run one launch of `fn` under AddressSanitizer; copy results back or raise."""
+    from .module import BarrierError, LaunchError
+    so, runner = fn.module._asan_build()
+    with tempfile.TemporaryDirectory(prefix="labkit-memcheck-") as tmp:
+        inp, out = os.path.join(tmp, "launch.in"), os.path.join(tmp, "result.out")
+        _write_launch(inp, fn, cfg, packed)
+        env = dict(os.environ)
+        env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:halt_on_error=1:allocator_may_return_null=1"
+        proc = subprocess.run([str(runner), str(so), inp, out], capture_output=True, text=True, env=env)
+        if proc.returncode == 86 or "AddressSanitizer" in proc.stderr:
+            raise KernelMemoryError(_explain(fn, proc.stderr))
+        if proc.returncode == 3:
+            err = proc.stderr.split("LABKIT-LAUNCH-ERROR: ", 1)[-1].strip()
+            raise (BarrierError if "barrier" in err or "deadlock" in err else LaunchError)(err)
+        if proc.returncode != 0:
+            raise KernelMemoryError(
+                f"memory check: kernel '{fn.name}' crashed (exit status {proc.returncode}):\n"
+                + proc.stderr[-4000:])
+        with open(out, "rb") as f:
+            data = f.read()
+    pos = 0
+    for _, arr in packed:
+        if arr is not None:
+            n = arr.nbytes
+            np.copyto(arr, np.frombuffer(data[pos:pos + n], dtype=arr.dtype).reshape(arr.shape))
+            pos += n
+    for s in fn.module._symbols.values():
+        ctypes.memmove(s.ptr, data[pos:pos + s.nbytes], s.nbytes)
+        pos += s.nbytes

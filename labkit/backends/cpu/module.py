@@ -1,0 +1,287 @@
+"""CPUModule and CPUFunction: CuPy's RawModule call shape, run by the CPU executor.
+
+    mod = CPUModule(code=source, path="labkit/kernels/x.cu", name_expressions=("k<16>",))
+    fn = mod.get_function("k")
+    fn((grid_x,), (block_x,), (x, y, np.int32(n)), shared_mem=0)
+    mod.get_global("weights").copy_from_host(w)
+
+Arguments are NumPy arrays (passed by address) and NumPy scalars (passed by
+value).  Unlike CuPy, the executor knows each parameter's C type, so it refuses
+arguments that would be misread ("n is int: pass numpy.int32(n)").
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import random
+import threading
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from .. import kernel_source as source
+from . import compiler, memcheck
+from ..kernel_source import ConstantMemoryError, UnsupportedOnCPU  # noqa: F401  (re-exported)
+
+# One launch at a time in this process; the workers of a launch use every core.
+_LAUNCH_LOCK = threading.Lock()
+
+CONSTANT_MEMORY_LIMIT = 64 * 1024
+DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
+CHECKS = ("memory", "barrier", "shuffle")
+CHECK_ENV = "LABKIT_CHECK"
+
+class LaunchError(RuntimeError):
+    """A launch was refused before it ran, or failed while running."""
+
+
+class BarrierError(LaunchError):
+    """The barrier check found a barrier that only part of a block reaches, or a deadlock."""
+
+
+class _LaunchConfig(ctypes.Structure):
+    # Keep in step with labkit::LaunchConfig in include/labkit_cpu.h.
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared_mem", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
+                ("workers", ctypes.c_uint), ("seed", ctypes.c_ulonglong),
+                ("stack_bytes", ctypes.c_ulonglong)]
+
+
+def parse_checks(check: str | Iterable[str] | None) -> frozenset[str]:
+    """Checking modes from an argument, or else from $LABKIT_CHECK ('memory,barrier,shuffle' or 'all')."""
+    if check is None:
+        check = os.environ.get(CHECK_ENV, "")
+    if isinstance(check, str):
+        check = [c.strip() for c in check.replace("+", ",").split(",") if c.strip()]
+    out = set()
+    for c in check:
+        c = c.lower()
+        if c == "all":
+            out.update(CHECKS)
+        elif c in ("", "none", "off"):
+            continue
+        elif c in CHECKS:
+            out.add(c)
+        else:
+            raise ValueError(f"unknown check {c!r}: use any of {', '.join(CHECKS)}, or 'all'")
+    return frozenset(out)
+
+
+def _dim3(v, what: str) -> tuple[int, int, int]:
+    if isinstance(v, (int, np.integer)):
+        v = (int(v),)
+    try:
+        t = tuple(int(x) for x in v)
+    except TypeError:
+        raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {v!r}") from None
+    if not 1 <= len(t) <= 3 or any(x < 1 for x in t):
+        raise LaunchError(f"{what} must be 1 to 3 positive ints, got {v!r}")
+    return t + (1,) * (3 - len(t))
+
+
+@dataclass
+class Symbol:
+    """A __constant__ or __device__ variable: its host address and size.
+
+    ``copy_from_host`` and ``copy_to_host`` take a NumPy array (or an address
+    and a byte count, as CuPy's MemoryPointer methods do).
+    """
+    name: str
+    ptr: int
+    nbytes: int
+    constant: bool
+
+    def _check_fit(self, nbytes: int) -> None:
+        if nbytes > self.nbytes:
+            kind = "__constant__" if self.constant else "__device__"
+            raise ConstantMemoryError(
+                f"{nbytes} bytes do not fit {kind} symbol '{self.name}' ({self.nbytes} bytes): "
+                "make the array in the kernel source larger, or pass less data")
+
+    def copy_from_host(self, src, nbytes: int | None = None) -> None:
+        if isinstance(src, np.ndarray):
+            src = np.ascontiguousarray(src)
+            nbytes = src.nbytes if nbytes is None else nbytes
+            self._check_fit(nbytes)
+            ctypes.memmove(self.ptr, src.ctypes.data, nbytes)
+        else:
+            if nbytes is None:
+                raise TypeError("copy_from_host(address, nbytes): give the byte count")
+            self._check_fit(nbytes)
+            ctypes.memmove(self.ptr, int(src), nbytes)
+
+    def copy_to_host(self, dst, nbytes: int | None = None) -> None:
+        if isinstance(dst, np.ndarray):
+            if not dst.flags.c_contiguous:
+                raise ValueError("copy_to_host needs a C-contiguous array")
+            nbytes = dst.nbytes if nbytes is None else nbytes
+            self._check_fit(nbytes)
+            ctypes.memmove(dst.ctypes.data, self.ptr, nbytes)
+        else:
+            if nbytes is None:
+                raise TypeError("copy_to_host(address, nbytes): give the byte count")
+            self._check_fit(nbytes)
+            ctypes.memmove(int(dst), self.ptr, nbytes)
+
+    def view(self, dtype=np.float32) -> np.ndarray:
+        """The symbol's memory as a NumPy array (no copy)."""
+        n = self.nbytes // np.dtype(dtype).itemsize
+        buf = (ctypes.c_char * self.nbytes).from_address(self.ptr)
+        return np.frombuffer(buf, dtype=dtype, count=n)
+
+
+class CPUModule:
+    """A kernel source compiled for the CPU executor (CuPy RawModule's interface)."""
+
+    backend = "cpu"
+
+    def __init__(self, code: str, *, path: str = "<string>", name_expressions: Sequence[str] = (),
+                 options: Sequence[str] = (), check: str | Iterable[str] | None = None):
+        source.check_supported(code, path)
+        self.code = code
+        self.path = path
+        self.checks = parse_checks(check)
+        self.info = source.scan(code)
+        entries, self._names = compiler.entry_points(self.info, tuple(name_expressions))
+        self._tu = compiler.translation_unit(source.rewrite(code), path, entries)
+        self._options = tuple(options)
+        so = compiler.build(self._tu, path)
+        self._lib = ctypes.CDLL(str(so), mode=getattr(os, "RTLD_LOCAL", 0))
+        self._lib.labkit_error.restype = ctypes.c_char_p
+        self._lib.labkit_switches.restype = ctypes.c_ulonglong
+        self._symbols: dict[str, Symbol] = {}
+        sym_names = self.info.constants + self.info.globals
+        for i, name in enumerate(sym_names):
+            addr_fn = getattr(self._lib, f"labkit_sym_{i}")
+            addr_fn.restype = ctypes.c_void_p
+            size_fn = getattr(self._lib, f"labkit_symsize_{i}")
+            size_fn.restype = ctypes.c_ulonglong
+            self._symbols[name] = Symbol(name, addr_fn(), int(size_fn()),
+                                         constant=name in self.info.constants)
+        total = sum(s.nbytes for s in self._symbols.values() if s.constant)
+        if total > CONSTANT_MEMORY_LIMIT:
+            raise ConstantMemoryError(
+                f"{path} declares {total} bytes of __constant__ memory; a GPU has 64 KiB "
+                f"({CONSTANT_MEMORY_LIMIT} bytes). Keep only small, broadcast-read data (weights "
+                "of a small layer, biases) in constant memory and the rest in global memory.")
+        self._functions: dict[str, CPUFunction] = {}
+        self._asan: tuple | None = None
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return list(self._names)
+
+    def get_function(self, name: str) -> "CPUFunction":
+        if name not in self._functions:
+            if name not in self._names:
+                known = ", ".join(self._names) or "none"
+                raise LaunchError(
+                    f"{self.path} has no kernel {name!r} (known: {known}). Kernels must be "
+                    'declared extern "C" __global__, or templates named in name_expressions.')
+            self._functions[name] = CPUFunction(self, name, self._names.index(name))
+        return self._functions[name]
+
+    def get_global(self, name: str) -> Symbol:
+        try:
+            return self._symbols[name]
+        except KeyError:
+            known = ", ".join(self._symbols) or "none"
+            raise LaunchError(f"{self.path} has no __constant__ or __device__ variable {name!r} "
+                              f"(known: {known})") from None
+
+    def _asan_build(self):
+        """The AddressSanitizer build and its runner, made on first use of the memory check."""
+        if self._asan is None:
+            self._asan = (compiler.build(self._tu, self.path, asan=True), compiler.build_runner())
+        return self._asan
+
+
+class CPUFunction:
+    """One kernel of a CPUModule; call it as CuPy's RawKernel: fn(grid, block, args, shared_mem=0)."""
+
+    def __init__(self, module: CPUModule, name: str, index: int):
+        self.module = module
+        self.name = name
+        self.index = index
+        lib = module._lib
+        sig = getattr(lib, f"labkit_sig_{index}")
+        sig.restype = ctypes.c_char_p
+        text = sig().decode()
+        self.param_types: list[str] = text.split(",") if text else []
+        names = module.info.params.get(name, [])
+        # Types come from the compiler (exact); names from the declaration, where it could be read.
+        self.param_names = names if len(names) == len(self.param_types) else \
+            [f"arg{i}" for i in range(len(self.param_types))]
+        self._launch = getattr(lib, f"labkit_launch_{index}")
+        self._launch.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
+        self._launch.restype = ctypes.c_int
+        self.max_dynamic_shared_size_bytes = DEFAULT_DYNAMIC_SHARED_LIMIT
+        self.last_switches = 0
+
+    @property
+    def attributes(self) -> dict:
+        """What the executor can say about the kernel (registers and occupancy are GPU notions)."""
+        return {"backend": "cpu", "params": list(zip(self.param_names, self.param_types)),
+                "max_dynamic_shared_size_bytes": self.max_dynamic_shared_size_bytes}
+
+    # --- arguments -------------------------------------------------------------------------
+    def _pack(self, i: int, value):
+        """(ctypes object holding argument i's bytes, the array it points to or None)."""
+        source.check_argument(self.name, i, self.param_names, self.param_types, value,
+                              array_type=np.ndarray, where="CPU executor")
+        code = self.param_types[i]
+        if code.startswith(("ptr:", "cptr:")):
+            return ctypes.c_void_p(value.ctypes.data), value
+        if code.startswith("bytes"):
+            n = int(code[5:])
+            raw = value.tobytes() if isinstance(value, (np.ndarray, np.generic)) else bytes(value)
+            if len(raw) != n:
+                raise TypeError(f"{source.describe_param(self.name, i, self.param_names, self.param_types)}"
+                                f" ({n} bytes); got {len(raw)} bytes")
+            return ctypes.create_string_buffer(raw, n), None
+        raw = np.asarray(value, dtype=source.NP_DTYPES[code]).tobytes()
+        return ctypes.create_string_buffer(raw, len(raw)), None
+
+    # --- launching -------------------------------------------------------------------------
+    def __call__(self, grid, block, args, *, shared_mem: int = 0, stream=None, check=None) -> None:
+        grid3 = _dim3(grid, "grid")
+        block3 = _dim3(block, "block")
+        nthreads = block3[0] * block3[1] * block3[2]
+        if nthreads > 1024 or block3[0] > 1024 or block3[1] > 1024 or block3[2] > 64:
+            raise LaunchError(f"block {block3} has {nthreads} threads: a block holds at most 1024 "
+                              "(x, y <= 1024, z <= 64)")
+        if grid3[0] > 2**31 - 1 or grid3[1] > 65535 or grid3[2] > 65535:
+            raise LaunchError(f"grid {grid3} is too large (x < 2**31, y and z <= 65535)")
+        shared_mem = int(shared_mem)
+        if shared_mem < 0 or shared_mem > self.max_dynamic_shared_size_bytes:
+            raise LaunchError(
+                f"shared_mem={shared_mem} bytes: a block may ask for at most "
+                f"{self.max_dynamic_shared_size_bytes} bytes of dynamic shared memory (48 KiB unless "
+                "the kernel's max_dynamic_shared_size_bytes is raised, as on a GPU)")
+        args = tuple(args)
+        if len(args) != len(self.param_types):
+            raise LaunchError(f"kernel '{self.name}' takes {len(self.param_types)} arguments "
+                              f"({', '.join(self.param_names)}), got {len(args)}")
+        packed = [self._pack(i, a) for i, a in enumerate(args)]
+        checks = parse_checks(check) if check is not None else self.module.checks
+        cfg = _LaunchConfig()
+        cfg.grid[:] = grid3
+        cfg.block[:] = block3
+        cfg.shared_mem = shared_mem
+        cfg.flags = (1 if "barrier" in checks else 0) | (2 if "shuffle" in checks else 0)
+        cfg.workers = int(os.environ.get("LABKIT_CPU_WORKERS", "0") or 0)
+        cfg.seed = random.getrandbits(63)
+        cfg.stack_bytes = int(os.environ.get("LABKIT_CPU_STACK_KIB", "128")) * 1024
+        if "memory" in checks:
+            memcheck.run(self, cfg, packed)
+            return
+        ptrs = (ctypes.c_void_p * max(1, len(packed)))(
+            *[ctypes.addressof(obj) for obj, _ in packed])
+        with _LAUNCH_LOCK:
+            rc = self._launch(ctypes.byref(cfg), ptrs)
+            err = self.module._lib.labkit_error().decode()
+            self.last_switches = int(self.module._lib.labkit_switches())
+        if rc != 0:
+            cls = BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError
+            raise cls(err)

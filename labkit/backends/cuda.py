@@ -1,0 +1,127 @@
+"""The GPU backend: kernel sources compiled by CuPy (RawModule, NVRTC).
+
+``CUDAModule`` has the same small interface as the CPU executor's module:
+``get_function(name)`` returns a callable ``fn(grid, block, args, shared_mem=0)``
+and ``get_global(name)`` a device pointer to a ``__constant__`` or ``__device__``
+variable.  It adds what only a GPU can tell: each kernel's registers, static
+shared memory and local memory, and its theoretical occupancy.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from . import kernel_source
+
+CONSTANT_MEMORY_LIMIT = 64 * 1024
+DEFAULT_OPTIONS = ("-std=c++17",)
+
+
+class CUDALaunchError(RuntimeError):
+    """A launch was refused before it ran."""
+
+
+def _cupy():
+    import cupy
+    return cupy
+
+
+class CUDAModule:
+    """A kernel source compiled for the GPU by CuPy."""
+
+    backend = "cuda"
+
+    def __init__(self, code: str, *, path: str = "<string>", name_expressions: Sequence[str] = (),
+                 options: Sequence[str] = (), check: str | Iterable[str] | None = None):
+        cp = _cupy()
+        self.code = code
+        self.path = path
+        self.info = kernel_source.scan(code)
+        # Checking modes are the CPU executor's; on a GPU, compute-sanitizer does that work.
+        self.checks = frozenset()
+        self._names = list(self.info.kernels) + [e for e in name_expressions
+                                                 if e not in self.info.kernels]
+        self._mod = cp.RawModule(code=code, options=DEFAULT_OPTIONS + tuple(options),
+                                 name_expressions=tuple(name_expressions) or None)
+        try:
+            self._mod.compile()
+        except cp.cuda.compiler.CompileException as exc:
+            raise kernel_source.KernelCompileError(
+                f"NVRTC refused {path}:\n{exc}") from None
+        total = 0
+        for name in self.info.constants:
+            total += self._mod.get_global(name).mem.size
+        if total > CONSTANT_MEMORY_LIMIT:
+            raise kernel_source.ConstantMemoryError(
+                f"{path} declares {total} bytes of __constant__ memory; the GPU has 64 KiB "
+                f"({CONSTANT_MEMORY_LIMIT} bytes). Keep only small, broadcast-read data in "
+                "constant memory and the rest in global memory.")
+        self._functions: dict[str, CUDAFunction] = {}
+
+    @property
+    def kernel_names(self) -> list[str]:
+        return list(self._names)
+
+    def get_function(self, name: str) -> "CUDAFunction":
+        if name not in self._functions:
+            if name not in self._names:
+                known = ", ".join(self._names) or "none"
+                raise CUDALaunchError(
+                    f"{self.path} has no kernel {name!r} (known: {known}). Kernels must be "
+                    'declared extern "C" __global__, or templates named in name_expressions.')
+            self._functions[name] = CUDAFunction(self, name, self._mod.get_function(name))
+        return self._functions[name]
+
+    def get_global(self, name: str):
+        if name not in self.info.constants and name not in self.info.globals:
+            known = ", ".join(self.info.constants + self.info.globals) or "none"
+            raise CUDALaunchError(f"{self.path} has no __constant__ or __device__ variable "
+                                  f"{name!r} (known: {known})")
+        return self._mod.get_global(name)
+
+
+class CUDAFunction:
+    """One kernel: checks its arguments, then launches it through CuPy."""
+
+    def __init__(self, module: CUDAModule, name: str, kernel):
+        self.module = module
+        self.name = name
+        self.kernel = kernel
+        self.param_names = module.info.params.get(name, [])
+        self.param_types = module.info.param_types.get(name, [])
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        return self.kernel.max_dynamic_shared_size_bytes
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        self.kernel.max_dynamic_shared_size_bytes = int(value)
+
+    @property
+    def attributes(self) -> dict:
+        """Registers per thread, static shared and local memory, as the driver reports them."""
+        a = dict(self.kernel.attributes)
+        a["backend"] = "cuda"
+        return a
+
+    def occupancy(self, block_threads: int, shared_mem: int = 0) -> dict:
+        """Theoretical occupancy: resident blocks per SM and warps per SM over the maximum."""
+        from ..occupancy import theoretical_occupancy
+        a = self.kernel.attributes
+        return theoretical_occupancy(block_threads=block_threads, regs_per_thread=a["num_regs"],
+                                     shared_per_block=a["shared_size_bytes"] + shared_mem)
+
+    def __call__(self, grid, block, args, *, shared_mem: int = 0, stream=None, check=None) -> None:
+        cp = _cupy()
+        args = tuple(args)
+        if self.param_types and len(args) != len(self.param_types):
+            raise CUDALaunchError(f"kernel '{self.name}' takes {len(self.param_types)} arguments "
+                                  f"({', '.join(self.param_names)}), got {len(args)}")
+        for i, a in enumerate(args):
+            kernel_source.check_argument(self.name, i, self.param_names, self.param_types, a,
+                                         array_type=cp.ndarray, where="GPU")
+        if stream is not None:
+            with stream:
+                self.kernel(grid, block, args, shared_mem=shared_mem)
+        else:
+            self.kernel(grid, block, args, shared_mem=shared_mem)

@@ -1,0 +1,350 @@
+"""Reading a CUDA C source for the CPU executor.
+
+The executor compiles the kernel file's own text with a header in front
+(``include/labkit_cpu.h``).  Before that, this module:
+
+* finds the ``extern "C" __global__`` kernels, the ``__constant__`` and
+  ``__device__`` variables (the names Python may ask for);
+* refuses constructs the executor cannot model (tensor-core ``mma``/``wmma``,
+  inline PTX, ``clock64``, grid-wide cooperative sync), naming them, and honours
+  a kernel file's declaration that it needs a GPU
+  (a comment ``// labkit: requires-gpu <why>``);
+* rewrites ``extern __shared__ T name[];`` (dynamic shared memory, sized at
+  launch) into a pointer to the worker's buffer.  The rewrite keeps every line
+  where it was, so compiler messages carry the kernel file's own line numbers.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+
+class UnsupportedOnCPU(RuntimeError):
+    """The kernel uses something the CPU executor cannot model: it needs a GPU."""
+
+
+class KernelCompileError(RuntimeError):
+    """The compiler (NVRTC, or the host compiler for the CPU executor) refused a kernel source."""
+
+
+class ConstantMemoryError(ValueError):
+    """More than 64 KiB of __constant__ memory, or data that does not fit a constant symbol."""
+
+
+@dataclass
+class SourceInfo:
+    kernels: list[str] = field(default_factory=list)      # extern "C" __global__ names
+    constants: list[str] = field(default_factory=list)    # __constant__ variables
+    globals: list[str] = field(default_factory=list)      # __device__ variables
+    params: dict[str, list[str]] = field(default_factory=dict)  # kernel -> parameter names
+    # kernel -> parameter type codes read off the declaration ('cptr:f32', 'i32', ...; None
+    # where the text alone cannot tell, as for a template parameter)
+    param_types: dict[str, list[str | None]] = field(default_factory=dict)
+
+
+def strip_comments(src: str) -> str:
+    """Blank out comments and string/char literals, keeping every character's position."""
+    out = list(src)
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            j = n if j < 0 else j
+            for k in range(i, j):
+                out[k] = " "
+            i = j
+        elif src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            for k in range(i, j):
+                if out[k] != "\n":
+                    out[k] = " "
+            i = j
+        elif c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c and src[j] != "\n":
+                j += 2 if src[j] == "\\" else 1
+            # keep the quotes so that `extern "C"` stays recognisable
+            for k in range(i + 1, min(j, n)):
+                out[k] = "C" if src[i + 1:j] == "C" else " "
+            i = j + 1
+        else:
+            i += 1
+    return "".join(out)
+
+
+def _depths(text: str) -> list[int]:
+    """Brace depth at each position (0 = file scope)."""
+    d, depth = [], 0
+    for ch in text:
+        if ch == "{":
+            depth += 1
+        d.append(depth)
+        if ch == "}":
+            depth = max(0, depth - 1)
+    return d
+
+
+def _line_of(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+# Constructs a CPU cannot model, each with the words used to name it.
+_UNSUPPORTED = [
+    (re.compile(r"\basm\s*(volatile\s*)?\("), "inline PTX assembly (asm)"),
+    (re.compile(r"\bwmma::"), "tensor-core matrix operations (wmma)"),
+    (re.compile(r"\bmma_sync\b|\bmma\.sync\b"), "tensor-core matrix operations (mma)"),
+    (re.compile(r"\bclock64\s*\(|\bclock\s*\(\s*\)"), "the SM cycle counter (clock64)"),
+    (re.compile(r"\bthis_grid\s*\(|\bgrid_group\b"), "grid-wide cooperative synchronisation"),
+    (re.compile(r"\b__nanosleep\s*\("), "__nanosleep"),
+    (re.compile(r"\bcp\.async\b|\b__pipeline_memcpy_async\b"), "asynchronous copies (cp.async)"),
+]
+_REQUIRES_GPU = re.compile(r"//\s*labkit:\s*requires-gpu\b[ \t]*(.*)")
+
+_KERNEL = re.compile(
+    r'extern\s+"C"\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?__global__\s+'
+    r'(?:__launch_bounds__\s*\([^)]*\)\s*)?void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?(\w+)\s*\(')
+_KERNEL_ALT = re.compile(  # `__global__ extern "C"` is rare but legal
+    r'__global__\s+extern\s+"C"\s+void\s+(\w+)\s*\(')
+_CONSTANT = re.compile(r"\b__constant__\b[^;(){}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
+_DEVICE_VAR = re.compile(r"\b__device__\b(?![^;{}]*\()[^;{}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
+_STATIC_SHARED = re.compile(r"(?<!extern)(?<!extern )\b__shared__\b([^;{}()]*);")
+_EXTERN_SHARED = re.compile(
+    r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([\w:]+(?:\s+[\w:]+)*?)\s*"
+    r"(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s*\[\s*\]\s*;")
+
+
+def check_supported(src: str, path: str) -> None:
+    """Raise UnsupportedOnCPU if the file declares or uses what the executor cannot model."""
+    m = _REQUIRES_GPU.search(src)
+    if m:
+        why = m.group(1).strip() or "it says it needs a GPU"
+        raise UnsupportedOnCPU(
+            f"{path} declares that it needs a GPU ({why}); the CPU executor does not run it. "
+            "Run it where CuPy sees a GPU.")
+    text = strip_comments(src)
+    for pattern, what in _UNSUPPORTED:
+        m = pattern.search(text)
+        if m:
+            raise UnsupportedOnCPU(
+                f"{path}:{_line_of(text, m.start())} uses {what}, which the CPU executor cannot "
+                "model; this kernel needs a GPU. Declare it with a comment "
+                "`// labkit: requires-gpu <why>` so that callers are told before they try.")
+
+
+_SCALAR_CODES = {
+    "float": "f32", "double": "f64", "int": "i32", "signed int": "i32", "signed": "i32",
+    "unsigned int": "u32", "unsigned": "u32", "long long": "i64", "long long int": "i64",
+    "unsigned long long": "u64", "unsigned long long int": "u64", "size_t": "u64",
+    "short": "i16", "unsigned short": "u16", "signed char": "i8", "char": "i8",
+    "unsigned char": "u8", "bool": "bool", "int32_t": "i32", "uint32_t": "u32",
+    "int64_t": "i64", "uint64_t": "u64", "int8_t": "i8", "uint8_t": "u8",
+    "float2": "bytes8", "float4": "bytes16", "int2": "bytes8", "int4": "bytes16",
+    "uint4": "bytes16", "double2": "bytes16", "void": "void",
+}
+_QUALIFIERS = {"__restrict__", "__restrict", "restrict", "volatile", "__grid_constant__"}
+
+
+def _param_code(decl: str) -> tuple[str, str | None]:
+    """(name, type code) of one parameter declaration such as `const float* __restrict__ x`."""
+    words = re.findall(r"\w+|\*", decl)
+    if not words:
+        return "", None
+    name = words[-1]
+    body = [w for w in words[:-1] if w not in _QUALIFIERS]
+    stars = body.count("*")
+    if stars > 1:
+        return name, None
+    if stars == 1:
+        k = body.index("*")
+        const = "const" in body[:k]
+        base = " ".join(w for w in body[:k] if w != "const")
+        code = _SCALAR_CODES.get(base)
+        return name, None if code is None else ("cptr:" if const else "ptr:") + code
+    base = " ".join(w for w in body if w != "const")
+    return name, _SCALAR_CODES.get(base) if base != "void" else None
+
+
+def _params(text: str, open_paren: int) -> list[tuple[str, str | None]]:
+    depth, j = 0, open_paren
+    while j < len(text):
+        if text[j] == "(":
+            depth += 1
+        elif text[j] == ")":
+            depth -= 1
+            if depth == 0:
+                break
+        j += 1
+    inner = text[open_paren + 1:j]
+    out, depth, cur = [], 0, ""
+    for ch in inner + ",":
+        if ch in "<([":
+            depth += 1
+        elif ch in ">)]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            if cur.strip() and cur.strip() != "void":
+                out.append(_param_code(cur))
+            cur = ""
+        else:
+            cur += ch
+    return out
+
+
+def scan(src: str) -> SourceInfo:
+    """Find the names Python may use: kernels, constant and device variables."""
+    text = strip_comments(src)
+    depth = _depths(text)
+    info = SourceInfo()
+    for pattern in (_KERNEL, _KERNEL_ALT):
+        for m in pattern.finditer(text):
+            if depth[m.start()] == 0 and m.group(1) not in info.kernels:
+                info.kernels.append(m.group(1))
+                params = _params(text, m.end() - 1)
+                info.params[m.group(1)] = [p[0] for p in params]
+                info.param_types[m.group(1)] = [p[1] for p in params]
+    for m in _CONSTANT.finditer(text):
+        if depth[m.start()] == 0:
+            info.constants.append(m.group(1))
+    for m in _DEVICE_VAR.finditer(text):
+        if depth[m.start()] == 0 and "__constant__" not in m.group(0):
+            info.globals.append(m.group(1))
+    return info
+
+
+def _declared_names(decl: str) -> list[str]:
+    """Names declared by `float a[4][4], b[16]` (the text after __shared__)."""
+    chunks, depth, cur = [], 0, ""
+    for ch in decl + ",":
+        if ch in "[(<":
+            depth += 1
+        elif ch in "])>":
+            depth -= 1
+        if ch == "," and depth == 0:
+            chunks.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    names = []
+    for chunk in chunks:
+        head = chunk.split("[", 1)[0].split("=", 1)[0]
+        words = re.findall(r"\w+", head)
+        if words:
+            names.append(words[-1])
+    return names
+
+
+def rewrite(src: str) -> str:
+    """Adapt a kernel source for the CPU executor's header, keeping every line in place.
+
+    * `extern __shared__ T name[];` (dynamic shared memory, sized at launch) becomes a
+      pointer to the worker's buffer: a local pointer inside a function, a macro at
+      file scope (where the name then means the buffer everywhere, as in CUDA);
+    * after each `__shared__` array declared inside a function, a call registers it,
+      so that the executor fills it with NaN bytes when a block starts (shared memory
+      starts undefined on a GPU; stale values from the previous block would hide a
+      missing write or barrier).
+    """
+    text = strip_comments(src)
+    depth = _depths(text)
+    edits: list[tuple[int, int, str]] = []
+    for m in _EXTERN_SHARED.finditer(text):
+        ty, name = m.group(1), m.group(2)
+        if depth[m.start()] > 0:
+            repl = f"{ty}* const {name} = reinterpret_cast<{ty}*>(::labkit::dyn_shared());"
+        else:
+            # a macro needs lines of its own; #line puts the numbering back
+            repl = (f"\n#define {name} (reinterpret_cast<{ty}*>(::labkit::dyn_shared()))\n"
+                    f"#line {_line_of(text, m.end())}\n")
+        edits.append((m.start(), m.end(), repl))
+    extern_spans = [(a, b) for a, b, _ in edits]
+    for m in _STATIC_SHARED.finditer(text):
+        if depth[m.start()] == 0 or any(a <= m.start() < b for a, b in extern_spans):
+            continue
+        regs = "".join(f" ::labkit::shared_register(&{n}, sizeof({n}));"
+                       for n in _declared_names(m.group(1)))
+        edits.append((m.end(), m.end(), regs))
+    out, last = [], 0
+    for a, b, repl in sorted(edits):
+        out.append(src[last:a])
+        out.append(repl)
+        last = b
+    out.append(src[last:])
+    return "".join(out)
+
+
+# --- argument checks shared by both backends ----------------------------------------------
+C_NAMES = {"f32": "float", "f64": "double", "i32": "int", "u32": "unsigned int",
+           "i64": "long long", "u64": "unsigned long long", "i16": "short",
+           "u16": "unsigned short", "i8": "signed char", "u8": "unsigned char", "bool": "bool",
+           "void": "void"}
+NP_DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "u32": "uint32",
+             "i64": "int64", "u64": "uint64", "i16": "int16", "u16": "uint16",
+             "i8": "int8", "u8": "uint8", "bool": "bool"}
+
+
+def describe_param(kernel: str, i: int, names: list[str], codes: list[str | None]) -> str:
+    name = names[i] if i < len(names) else f"arg{i}"
+    code = codes[i] if i < len(codes) else None
+    if code is None:
+        c = "?"
+    elif code.startswith(("ptr:", "cptr:")):
+        base = code.split(":", 1)[1]
+        c = ("const " if code.startswith("cptr") else "") + C_NAMES.get(base, base) + "*"
+    else:
+        c = C_NAMES.get(code, code)
+    return f"argument {i} ('{name}') of kernel '{kernel}' is `{c}`"
+
+
+def check_argument(kernel: str, i: int, names: list[str], codes: list[str | None], value, *,
+                   array_type, where: str) -> None:
+    """Refuse an argument a kernel would misread, with the fix in the message.
+
+    `array_type` is numpy.ndarray on the CPU executor and cupy.ndarray on a GPU.
+    """
+    import numpy as np
+    code = codes[i] if i < len(codes) else None
+    what = describe_param(kernel, i, names, codes)
+    is_array = hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__")
+    if code is not None and code.startswith(("ptr:", "cptr:")) or (code is None and is_array):
+        if not isinstance(value, array_type):
+            hint = ("copy it to the GPU with cupy.asarray(x)" if where == "GPU"
+                    else "use a NumPy array (cupy.asnumpy(x) brings a GPU array back)")
+            raise TypeError(f"{what}: got {type(value).__module__}.{type(value).__name__}, "
+                            f"which the {where} cannot read: {hint}")
+        if code is not None:
+            base = code.split(":", 1)[1]
+            want = NP_DTYPES.get(base)
+            if want is not None and value.dtype != np.dtype(want):
+                raise TypeError(f"{what}: the array is {value.dtype}, the kernel reads {want}. "
+                                f"Convert it: x.astype(numpy.{want})")
+        if not value.flags.c_contiguous:
+            raise TypeError(f"{what}: the array is not C-contiguous, and a kernel indexes memory "
+                            "as if it were. Pass a contiguous copy (ascontiguousarray(x))")
+        if code is not None and code.startswith("ptr:") and not value.flags.writeable:
+            raise TypeError(f"{what}: the kernel may write through it but the array is "
+                            "read-only. Pass a writeable copy, or declare the parameter const")
+        return
+    if code is None or code.startswith("bytes"):
+        return
+    want = np.dtype(NP_DTYPES[code])
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]
+    if isinstance(value, np.generic):
+        if value.dtype != want:
+            raise TypeError(f"{what} ({want}); got numpy.{value.dtype}. Pass "
+                            f"numpy.{want.name}(value): the kernel would read the wrong bytes")
+        return
+    # Python scalars: CuPy passes int as 64-bit and float as double; accept only where that is right.
+    if isinstance(value, bool):
+        if code == "bool":
+            return
+    elif isinstance(value, int) and code in ("i64", "u64"):
+        return
+    elif isinstance(value, float) and code == "f64":
+        return
+    kind = type(value).__name__
+    as_what = {"int": "an 8-byte integer", "float": "a double"}.get(kind, "something else")
+    raise TypeError(f"{what} ({want}); got Python {kind} {value!r}, which is passed as {as_what}. "
+                    f"Pass numpy.{want.name}(value)")

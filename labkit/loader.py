@@ -1,0 +1,95 @@
+"""Loading a kernel family for the backend in use, with a cache.
+
+    mod = labkit.load("conv_tiled", defines={"TILE_WIDTH": 16})
+    mod.get_function("conv_tiled")(grid, block, args, shared_mem=...)
+
+The same ``labkit/kernels/<family>.cu`` text is compiled by CuPy (NVRTC) on a
+GPU and by the host C++ compiler on the CPU executor.  Compile-time parameters
+(``defines``) are written in front of the source, behind a ``#line 1``, so
+compiler messages still carry the file's own line numbers.
+"""
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from . import backends
+from .backends.kernel_source import ConstantMemoryError
+
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
+_cache: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+def kernel_path(family: str) -> Path:
+    """The file of a kernel family: labkit/kernels/<family>.cu."""
+    p = KERNEL_DIR / f"{family}.cu"
+    if not p.is_file():
+        known = sorted(q.stem for q in KERNEL_DIR.glob("*.cu"))
+        raise FileNotFoundError(f"no kernel family {family!r} in {KERNEL_DIR} (known: {', '.join(known)})")
+    return p
+
+
+def _with_defines(code: str, path: str, defines: Mapping[str, object] | None) -> str:
+    if not defines:
+        return code
+    lines = []
+    for k, v in sorted(defines.items()):
+        if not str(k).isidentifier():
+            raise ValueError(f"define name {k!r} is not an identifier")
+        lines.append(f"#define {k} {v}")
+    shown = path.replace('"', "'")
+    return "\n".join(lines) + f'\n#line 1 "{shown}"\n' + code
+
+
+def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None,
+                name_expressions: Sequence[str] = (), options: Sequence[str] = (),
+                check: str | Iterable[str] | None = None):
+    """Compile any .cu file for the current backend (cached per source, defines and backend)."""
+    path = Path(path)
+    code = _with_defines(path.read_text(), str(path), defines)
+    backend = backends.current()
+    if backend == "cuda":
+        from .backends.cuda import CUDAModule as Module
+        checks: frozenset = frozenset()
+    else:
+        from .backends.cpu import CPUModule as Module, parse_checks
+        checks = parse_checks(check)
+    key = (backend, str(path), code, tuple(name_expressions), tuple(options), checks)
+    with _lock:
+        mod = _cache.get(key)
+        if mod is None:
+            mod = Module(code, path=str(path), name_expressions=tuple(name_expressions),
+                         options=tuple(options), check=sorted(checks))
+            _cache[key] = mod
+    return mod
+
+
+def load(family: str, *, defines: Mapping[str, object] | None = None,
+         name_expressions: Sequence[str] = (), options: Sequence[str] = (),
+         check: str | Iterable[str] | None = None):
+    """Compile labkit/kernels/<family>.cu for the current backend (cached)."""
+    return load_source(kernel_path(family), defines=defines, name_expressions=name_expressions,
+                       options=options, check=check)
+
+
+def set_constant(module, name: str, array) -> None:
+    """Copy a host array into a __constant__ (or __device__) variable, on either backend.
+
+    Refuses data larger than the symbol (the symbol's size is fixed in the kernel
+    source) before anything is copied.
+    """
+    host = np.ascontiguousarray(array)
+    ptr = module.get_global(name)
+    size = ptr.nbytes if hasattr(ptr, "nbytes") else ptr.mem.size
+    if host.nbytes > size:
+        raise ConstantMemoryError(
+            f"{host.nbytes} bytes ({host.shape} {host.dtype}) do not fit '{name}' "
+            f"({size} bytes) in {module.path}; constant memory holds 64 KiB in all")
+    if module.backend == "cuda":
+        ptr.copy_from_host(host.ctypes.data, host.nbytes)
+    else:
+        ptr.copy_from_host(host)
