@@ -84,7 +84,7 @@ def set_constant(module, name: str, array) -> None:
     """
     host = np.ascontiguousarray(array)
     ptr = module.get_global(name)
-    size = ptr.nbytes if hasattr(ptr, "nbytes") else ptr.mem.size
+    size = ptr.nbytes if module.backend == "cpu" else module.symbol_sizes[name]
     if host.nbytes > size:
         raise ConstantMemoryError(
             f"{host.nbytes} bytes ({host.shape} {host.dtype}) do not fit '{name}' "

@@ -119,11 +119,11 @@ def test_atomic_max_min_cas_exch(feat):
     x = rng.integers(-10**6, 10**6, n).astype(np.int32)
     f = rng.standard_normal(n).astype(np.float32)
     out = np.array([np.iinfo(np.int32).min, np.iinfo(np.int32).max, 0, 0], np.int32)
-    fout = np.array([0.0, -np.inf], np.float32)
+    fout = np.array([0.0, -np.inf, 0.0], np.float32)
     feat.get_function("atomic_misc")((8,), (128,), (x, f, out, fout, np.int32(n)))
     assert out.tolist() == [x.max(), x.min(), n, 7]
     assert rel_err(fout[0], f.astype(np.float64).sum()) < 1e-5
-    assert fout[1] == f.max()
+    assert fout[1] == f.max() and fout[2] == 0.5
 
 
 def test_constant_memory(feat):

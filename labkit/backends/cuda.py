@@ -40,16 +40,31 @@ class CUDAModule:
         self.checks = frozenset()
         self._names = list(self.info.kernels) + [e for e in name_expressions
                                                  if e not in self.info.kernels]
-        self._mod = cp.RawModule(code=code, options=DEFAULT_OPTIONS + tuple(options),
+        # CuPy's get_global does not report a symbol's size: a small kernel, appended after
+        # the file's own text (so its line numbers stay), writes every sizeof() once.
+        symbols = self.info.constants + self.info.globals
+        probe = ""
+        if symbols:
+            body = " ".join(f"out[{i}] = sizeof({n});" for i, n in enumerate(symbols))
+            probe = ('\nextern "C" __global__ void labkit_symbol_sizes(unsigned long long* out) '
+                     f"{{ {body} }}\n")
+        self._mod = cp.RawModule(code=code + probe, options=DEFAULT_OPTIONS + tuple(options),
                                  name_expressions=tuple(name_expressions) or None)
         try:
             self._mod.compile()
         except cp.cuda.compiler.CompileException as exc:
-            raise kernel_source.KernelCompileError(
-                f"NVRTC refused {path}:\n{exc}") from None
-        total = 0
-        for name in self.info.constants:
-            total += self._mod.get_global(name).mem.size
+            text = str(exc)
+            if "constant" in text.lower() and ("too much" in text or "exceed" in text):
+                raise kernel_source.ConstantMemoryError(
+                    f"{path} declares more __constant__ memory than the GPU's 64 KiB:\n{text}\n"
+                    "Keep only small, broadcast-read data in constant memory.") from None
+            raise kernel_source.KernelCompileError(f"NVRTC refused {path}:\n{text}") from None
+        self.symbol_sizes: dict[str, int] = {}
+        if symbols:
+            out = cp.zeros(len(symbols), dtype=cp.uint64)
+            self._mod.get_function("labkit_symbol_sizes")((1,), (1,), (out,))
+            self.symbol_sizes = dict(zip(symbols, (int(v) for v in out.get())))
+        total = sum(self.symbol_sizes[n] for n in self.info.constants)
         if total > CONSTANT_MEMORY_LIMIT:
             raise kernel_source.ConstantMemoryError(
                 f"{path} declares {total} bytes of __constant__ memory; the GPU has 64 KiB "

@@ -306,7 +306,7 @@ def check_argument(kernel: str, i: int, names: list[str], codes: list[str | None
     import numpy as np
     code = codes[i] if i < len(codes) else None
     what = describe_param(kernel, i, names, codes)
-    is_array = hasattr(value, "__array_interface__") or hasattr(value, "__cuda_array_interface__")
+    is_array = isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__")
     if code is not None and code.startswith(("ptr:", "cptr:")) or (code is None and is_array):
         if not isinstance(value, array_type):
             hint = ("copy it to the GPU with cupy.asarray(x)" if where == "GPU"
@@ -322,7 +322,7 @@ def check_argument(kernel: str, i: int, names: list[str], codes: list[str | None
         if not value.flags.c_contiguous:
             raise TypeError(f"{what}: the array is not C-contiguous, and a kernel indexes memory "
                             "as if it were. Pass a contiguous copy (ascontiguousarray(x))")
-        if code is not None and code.startswith("ptr:") and not value.flags.writeable:
+        if code is not None and code.startswith("ptr:") and not getattr(value.flags, "writeable", True):
             raise TypeError(f"{what}: the kernel may write through it but the array is "
                             "read-only. Pass a writeable copy, or declare the parameter const")
         return

@@ -95,7 +95,19 @@ extern "C" __global__ void histogram(const int* __restrict__ x, unsigned* __rest
   for (int b = threadIdx.x; b < nbins; b += blockDim.x) atomicAdd(&bins[b], local[b]);
 }
 
-// out: [max, min, count of CAS successes, last exchanged]; fout: [sum, max]
+// CUDA has no atomicMax on float: the usual idiom, a compare-and-swap loop on the bits.
+__device__ float atomic_max_float(float* addr, float v) {
+  int* bits = reinterpret_cast<int*>(addr);
+  int old = *bits;
+  while (__int_as_float(old) < v) {
+    int assumed = old;
+    old = atomicCAS(bits, assumed, __float_as_int(v));
+    if (old == assumed) break;
+  }
+  return __int_as_float(old);
+}
+
+// out: [max, min, count of CAS successes, last exchanged]; fout: [sum, max, last exchanged]
 extern "C" __global__ void atomic_misc(const int* __restrict__ x, const float* __restrict__ f,
                                        int* __restrict__ out, float* __restrict__ fout, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -110,7 +122,8 @@ extern "C" __global__ void atomic_misc(const int* __restrict__ x, const float* _
   }
   atomicExch(&out[3], 7);
   atomicAdd(&fout[0], f[i]);
-  atomicMax(&fout[1], f[i]);
+  atomic_max_float(&fout[1], f[i]);
+  atomicExch(&fout[2], 0.5f);
 }
 
 // --- constant memory: a polynomial whose coefficients all threads read ---------------------

@@ -734,18 +734,9 @@ template <class F, class Op> inline F atomic_float(F* p, Op op) {
 }  // namespace labkit
 inline float atomicAdd(float* p, float v) { return ::labkit::atomic_float(p, [v](float o) { return o + v; }); }
 inline double atomicAdd(double* p, double v) { return ::labkit::atomic_float(p, [v](double o) { return o + v; }); }
-inline float atomicMax(float* p, float v) { return ::labkit::atomic_float(p, [v](float o) { return std::fmax(o, v); }); }
-inline float atomicMin(float* p, float v) { return ::labkit::atomic_float(p, [v](float o) { return std::fmin(o, v); }); }
 inline float atomicExch(float* p, float v) { return ::labkit::atomic_float(p, [v](float) { return v; }); }
-inline float atomicCAS(float* p, float cmp, float v) {
-  unsigned int c, n;
-  std::memcpy(&c, &cmp, 4);
-  std::memcpy(&n, &v, 4);
-  unsigned int r = atomicCAS(reinterpret_cast<unsigned int*>(p), c, n);
-  float out;
-  std::memcpy(&out, &r, 4);
-  return out;
-}
+// As in CUDA, there is no atomicMax/atomicMin/atomicCAS on float: a kernel that used
+// them here would not compile on a GPU.  Build them from atomicCAS on the bits.
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 

@@ -1,0 +1,40 @@
+# The two commands of the lab series (see README.md):
+#   make series   create .venv on first use, then execute every notebook headless
+#                 (on this machine's GPU, or on the CPU executor where there is none),
+#                 writing executed notebooks, timing plots (PNG) and tables (JSON) to results/
+#   make test     create .venv on first use, then run the unit tests and strict nbval
+#                 over every notebook
+#
+# GPU=cuda12|cuda13|none picks the CuPy build (default: from nvidia-smi's CUDA version).
+# LABKIT_BACKEND=cpu|cuda forces a backend.
+
+comma := ,
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
+GPU ?= $(if $(CUDA_MAJOR),$(if $(filter 12,$(CUDA_MAJOR)),cuda12,cuda13),none)
+EXTRAS := lab,reference$(if $(filter cuda12 cuda13,$(GPU)),$(comma)$(GPU),)
+
+.PHONY: series test env lab clean
+
+$(VENV)/.installed-$(GPU): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e ".[$(EXTRAS)]"
+	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+env: $(VENV)/.installed-$(GPU)
+
+series: env
+	$(PY) -m labkit.series --out results
+
+test: env
+	$(PY) -m pytest --nbval --sanitize-with notebooks/nbval_sanitize.cfg
+
+lab: env
+	$(VENV)/bin/jupyter lab notebooks/
+
+clean:
+	rm -rf $(VENV) results

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# One whole GPU round on a machine with an NVIDIA GPU and CuPy (see ../shared/docs/GPU.md):
+# GPU tests (including the executor/GPU parity check), compute-sanitizer over the kernels,
+# benchmarks, and the notebooks executed and graded by nbval on the GPU.
+#
+#   bash scripts/gpu_round.sh OUTDIR [steps...]     steps: tests sanitize bench notebooks (default: all)
+#
+# Wheels for the Jupyter machinery, if the machine lacks it, are installed from .whl/.
+set -uo pipefail
+OUT=${1:?usage: gpu_round.sh OUTDIR [steps...]}
+shift
+STEPS=${*:-tests sanitize bench notebooks}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
+if [ -d .whl ] && ! python3 -c "import nbval, nbclient, ipykernel" 2>/dev/null; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .whl/*.whl \
+    && export PYTHONPATH=$PYTHONPATH:/tmp/site PATH=/tmp/site/bin:$PATH \
+    && python3 -m ipykernel install --user --name python3 >/dev/null
+fi
+status=0
+summary=()
+step() { local name=$1; shift; local t0=$SECONDS; "$@" >"$OUT/$name.log" 2>&1; local rc=$?;
+         summary+=("$(printf '%-10s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$(tail -n 1 "$OUT/$name.log")")");
+         [ $rc -eq 0 ] || status=1; }
+
+python3 -c "import labkit; d = labkit.device(); print(d.summary())" | tee "$OUT/device.txt"
+for s in $STEPS; do
+  case $s in
+    tests)     step tests python3 -m pytest tests -q -p no:cacheprovider ;;
+    sanitize)  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
+               step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py ;;
+    bench)     for b in benchmarks/*.py; do step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
+    notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --sanitize-with notebooks/nbval_sanitize.cfg
+               step series python3 -m labkit.series --out "$OUT/series"
+               tar -C "$OUT/series" -czf "$OUT/series.tgz" . && rm -rf "$OUT/series" ;;
+  esac
+done
+printf '%s\n' "${summary[@]}"
+exit $status
