@@ -1,0 +1,60 @@
+"""pyproject.toml and environment.yml name the same packages; the student-version tool works."""
+from __future__ import annotations
+
+import re
+
+from pathlib import Path
+
+import pytest
+
+from labkit.exercises import strip_solutions
+
+tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11+ (tomllib)")
+
+ROOT = Path(__file__).resolve().parent.parent
+# Names that differ between the two worlds, or exist in one only for a good reason.
+CONDA_ONLY = {"python", "pip", "cxx-compiler"}
+
+
+def _name(req: str) -> str:
+    return re.split(r"[<>=!~\[ ;]", req.strip(), maxsplit=1)[0].lower()
+
+
+def _pyproject() -> set[str]:
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {_name(r) for r in data["dependencies"]}
+    for extra in ("reference", "lab"):  # GPU extras depend on the CUDA version: documented apart
+        names |= {_name(r) for r in data["optional-dependencies"][extra]}
+    return names
+
+
+def _environment() -> set[str]:
+    names = set()
+    text = (ROOT / "environment.yml").read_text()
+    for line in text.split("dependencies:", 1)[1].splitlines():
+        m = re.match(r"^\s*-\s+([A-Za-z0-9_.\-]+[^#]*)", line)
+        if m and not m.group(1).startswith("-e"):
+            names.add(_name(m.group(1)))
+    return names - {"pip:"}
+
+
+def test_environment_yml_mirrors_pyproject():
+    py, env = _pyproject(), _environment() - CONDA_ONLY
+    assert py == env, f"only in pyproject: {sorted(py - env)}; only in environment.yml: {sorted(env - py)}"
+
+
+def test_version_ranges_agree():
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    reqs = data["dependencies"] + data["optional-dependencies"]["lab"] + data["optional-dependencies"]["reference"]
+    env_text = (ROOT / "environment.yml").read_text()
+    for r in reqs:
+        assert r.replace(" ", "") in env_text.replace(" ", ""), f"{r} not pinned the same in environment.yml"
+
+
+def test_student_version_replaces_solution_regions():
+    src = "x = 1\n    ### BEGIN SOLUTION\n    y = secret()\n    ### END SOLUTION\nprint(x)"
+    out, n = strip_solutions(src)
+    assert n == 1 and "secret" not in out
+    assert "    # YOUR CODE HERE\n    raise NotImplementedError()" in out and out.endswith("print(x)")
+    with pytest.raises(ValueError, match="no ### END SOLUTION"):
+        strip_solutions("### BEGIN SOLUTION\nx = 1\n")
