@@ -1,0 +1,23 @@
+"""Data sets of the course: a strict IDX reader and Fashion-MNIST."""
+from __future__ import annotations
+
+from .fashion_mnist import (
+    CLASS_NAMES,
+    ENV_VAR,
+    SYSTEM_DIR,
+    load_fashion_mnist,
+    resize_images,
+    search_paths,
+)
+from .idx import IDXFormatError, read_idx
+
+__all__ = [
+    "CLASS_NAMES",
+    "ENV_VAR",
+    "SYSTEM_DIR",
+    "IDXFormatError",
+    "load_fashion_mnist",
+    "read_idx",
+    "resize_images",
+    "search_paths",
+]
