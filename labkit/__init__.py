@@ -28,7 +28,10 @@ def __getattr__(name: str):
     if name in ("device", "sizes"):
         from . import device as _device
         return getattr(_device, name)
-    if name in ("reference", "data", "measure", "plots", "kernels", "results", "occupancy"):
+    if name == "conv2d":
+        from .conv import conv2d
+        return conv2d
+    if name in ("reference", "data", "measure", "plots", "kernels", "results", "occupancy", "conv"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")

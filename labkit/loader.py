@@ -79,17 +79,26 @@ def load(family: str, *, defines: Mapping[str, object] | None = None,
 def set_constant(module, name: str, array) -> None:
     """Copy a host array into a __constant__ (or __device__) variable, on either backend.
 
+    Takes a NumPy array, or on the GPU a CuPy array (copied device to device).
     Refuses data larger than the symbol (the symbol's size is fixed in the kernel
     source) before anything is copied.
     """
-    host = np.ascontiguousarray(array)
+    on_gpu = type(array).__module__.startswith("cupy")
+    if on_gpu and module.backend != "cuda":
+        raise TypeError("set_constant on the CPU executor takes a NumPy array: use cupy.asnumpy(a)")
+    data = array if on_gpu else np.ascontiguousarray(array)
+    if on_gpu:
+        import cupy
+        data = cupy.ascontiguousarray(array)
     ptr = module.get_global(name)
     size = ptr.nbytes if module.backend == "cpu" else module.symbol_sizes[name]
-    if host.nbytes > size:
+    if data.nbytes > size:
         raise ConstantMemoryError(
-            f"{host.nbytes} bytes ({host.shape} {host.dtype}) do not fit '{name}' "
+            f"{data.nbytes} bytes ({data.shape} {data.dtype}) do not fit '{name}' "
             f"({size} bytes) in {module.path}; constant memory holds 64 KiB in all")
-    if module.backend == "cuda":
-        ptr.copy_from_host(host.ctypes.data, host.nbytes)
+    if on_gpu:
+        ptr.copy_from_device(data.data, data.nbytes)     # device to constant memory, no host trip
+    elif module.backend == "cuda":
+        ptr.copy_from_host(data.ctypes.data, data.nbytes)
     else:
-        ptr.copy_from_host(host)
+        ptr.copy_from_host(data)

@@ -3,7 +3,8 @@
     compute-sanitizer --tool memcheck python3 scripts/sanitize_kernels.py
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py
 
-The executor's feature kernels are launched through the cases of the GPU parity test.
+The executor's feature kernels are launched through the cases of the GPU parity test, the
+convolution ladder (labkit/kernels/conv_*.cu) through labkit.conv.conv2d.
 """
 from __future__ import annotations
 
@@ -21,6 +22,23 @@ from labkit.backends.cuda import CUDAModule  # noqa: E402
 import test_executor_parity as parity  # noqa: E402
 
 
+def launch_conv_ladder() -> int:
+    """Every variant of labkit.conv once per shape: odd sizes, so edge tiles hang over the plane."""
+    from labkit.conv import VARIANTS, conv2d
+
+    rng = np.random.default_rng()
+    shapes = [((2, 3, 21, 19, 5, 5), 16), ((1, 2, 13, 17, 3, 3), 8), ((2, 1, 11, 9, 2, 1), 8)]
+    n = 0
+    for variant in VARIANTS:
+        for (N, C, H, W, M, K), tile_width in shapes:
+            x = cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32))
+            w = cp.asarray(rng.standard_normal((M, C, K, K), dtype=np.float32))
+            b = cp.asarray(rng.standard_normal(M, dtype=np.float32))
+            conv2d(x, w, b, variant=variant, activation="tanh", tile_width=tile_width)
+            n += 1
+    return n
+
+
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
@@ -29,6 +47,7 @@ def main() -> int:
         args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in make()]
         mod.get_function(name)(grid, block, args, shared_mem=shmem)
         n += 1
+    n += launch_conv_ladder()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

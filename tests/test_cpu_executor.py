@@ -363,3 +363,11 @@ def test_results_do_not_depend_on_worker_count(feat, monkeypatch):
         feat.get_function("matmul_tiled")((4, 4), (16, 16), (A, B, C, np.int32(n)))
         outs.append(C)
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def test_modules_of_one_source_have_their_own_constant_memory():
+    a = CPUModule(FEATURES.read_text(), path=str(FEATURES))
+    b = CPUModule(FEATURES.read_text(), path=str(FEATURES))
+    a.get_global("coeffs").copy_from_host(np.full(8, 1.0, np.float32))
+    b.get_global("coeffs").copy_from_host(np.full(8, 2.0, np.float32))
+    assert a.get_global("coeffs").view()[0] == 1.0 and b.get_global("coeffs").view()[0] == 2.0

@@ -8,8 +8,10 @@ source, the header, the flags and the compiler's version.
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
+import itertools
 import os
 import shutil
 import subprocess
@@ -136,3 +138,22 @@ def build_runner() -> Path:
                       str(RUNNER))
         os.replace(exe, out)
     return out
+
+
+_instances = itertools.count()
+
+
+def load_private(so: Path) -> ctypes.CDLL:
+    """Load a private copy of a cached shared object.
+
+    The loader returns the same handle for the same path, so two modules built from
+    one source would share their __constant__ and __device__ variables; on a GPU,
+    each module has its own.  A copy under a unique name gives each module its own
+    globals; the copy is removed once loaded (the mapping stays).
+    """
+    tmp = cache_dir() / f".instance-{os.getpid()}-{next(_instances)}-{so.name}"
+    shutil.copyfile(so, tmp)
+    try:
+        return ctypes.CDLL(str(tmp), mode=getattr(os, "RTLD_LOCAL", 0))
+    finally:
+        tmp.unlink(missing_ok=True)

@@ -147,7 +147,7 @@ class CPUModule:
         self._tu = compiler.translation_unit(source.rewrite(code), path, entries)
         self._options = tuple(options)
         so = compiler.build(self._tu, path)
-        self._lib = ctypes.CDLL(str(so), mode=getattr(os, "RTLD_LOCAL", 0))
+        self._lib = compiler.load_private(so)
         self._lib.labkit_error.restype = ctypes.c_char_p
         self._lib.labkit_switches.restype = ctypes.c_ulonglong
         self._symbols: dict[str, Symbol] = {}
@@ -274,7 +274,8 @@ class CPUFunction:
         cfg.seed = random.getrandbits(63)
         cfg.stack_bytes = int(os.environ.get("LABKIT_CPU_STACK_KIB", "128")) * 1024
         if "memory" in checks:
-            memcheck.run(self, cfg, packed)
+            with _LAUNCH_LOCK:
+                memcheck.run(self, cfg, packed)
             return
         ptrs = (ctypes.c_void_p * max(1, len(packed)))(
             *[ctypes.addressof(obj) for obj, _ in packed])
