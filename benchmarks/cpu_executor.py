@@ -61,7 +61,7 @@ def main() -> None:
         t_min, t_med = best_of(lambda: f((blocks,), (threads,), (y, np.int32(rounds))))
         switches = f.last_switches
         rows[f"switches_per_s_workers_{'all' if workers == '0' else workers}"] = switches / t_med
-        rows[f"switches_per_launch"] = switches
+        rows["switches_per_launch"] = switches
     os.environ["LABKIT_CPU_WORKERS"] = "0"
     feat = CPUModule(MATMUL.read_text(), path=str(MATMUL))
     mm = feat.get_function("matmul_tiled")

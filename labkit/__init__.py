@@ -11,6 +11,7 @@ LABKIT_BACKEND=cuda or LABKIT_BACKEND=cpu forces either.
 from __future__ import annotations
 
 from . import backends
+from .device_query import device, sizes
 from .loader import load, load_source, set_constant
 
 __version__ = "0.1.0"
@@ -25,9 +26,6 @@ def __getattr__(name: str):
     # `labkit.xp` follows the backend (an environment variable may change it between calls).
     if name == "xp":
         return backends.xp()
-    if name in ("device", "sizes"):
-        from . import device as _device
-        return getattr(_device, name)
     if name == "conv2d":
         from .conv import conv2d
         return conv2d

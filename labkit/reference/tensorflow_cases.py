@@ -55,7 +55,7 @@ def tensorflow_conv2d(x, w, b, *, stride=1, pad=0, groups=1) -> np.ndarray:
 
 def tensorflow_available() -> bool:
     try:
-        import tensorflow  # noqa: F401
+        import tensorflow  # noqa: F401  (importable is the question)
         return True
     except Exception:
         return False

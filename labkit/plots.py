@@ -1,0 +1,113 @@
+"""Plots of timings: batch-size curves and stacked breakdown bars (matplotlib only).
+
+    fig = plots.batch_curves(rows, title="conv layer 1")      # one line per label, log-log
+    plots.save_figure(fig, results_dir() / "conv_layer1.png")
+    fig = plots.stacked_bars(["batch 100", "batch 1000"],
+                             {"H2D": [..], "kernel": [..], "D2H": [..]}, "where the time goes", "ms")
+
+Every figure names the device it was measured on; on the CPU executor that name says
+the timings are not GPU timings.  Functions return the Figure (assign it, e.g.
+``fig = ...``, so a notebook does not show it twice).
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+DPI = 120
+
+
+def _current_label() -> str:
+    from .device_query import device
+    return device().label
+
+
+def _device_text(rows: Sequence[dict] = ()) -> str:
+    """The device label(s) the rows were measured on, else the current device's label."""
+    seen = []
+    for r in rows:
+        d = r.get("device")
+        if d and d not in seen:
+            seen.append(d)
+    return ", ".join(seen) if seen else _current_label()
+
+
+def _titled(ax, title: str | None, device_text: str) -> None:
+    ax.set_title(f"{title}\n{device_text}" if title else device_text, fontsize=10)
+
+
+def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label", title: str | None = None,
+                 ax=None, logx: bool = True, logy: bool = True, ylabel: str = "time (ms)") -> Figure:
+    """One line with markers per value of ``by`` (default: label), x = batch, y = ``y``; returns the Figure.
+
+    The title carries the device label of the rows (or of the current device).
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    else:
+        fig = ax.figure
+    groups: dict[object, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        groups[r.get(by)].append((r["batch"], r[y]))
+    for name, pts in groups.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=str(name))
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel("batch size")
+    ax.set_ylabel(ylabel)
+    ax.grid(True, which="both", alpha=0.3)
+    if any(name is not None for name in groups):
+        ax.legend(fontsize=8)
+    _titled(ax, title, _device_text(rows))
+    fig.tight_layout()
+    return fig
+
+
+def stacked_bars(categories: Sequence[str], parts: dict[str, Sequence[float]], title: str | None = None,
+                 ylabel: str = "time (ms)", *, ax=None, device: str | None = None) -> Figure:
+    """Stacked bars, one per category; ``parts`` maps a segment name (kernel, memcpy, ...) to one value per category.
+
+    ``device`` overrides the device label shown under the title (default: the current device's).
+    """
+    n = len(categories)
+    for name, vals in parts.items():
+        if len(vals) != n:
+            raise ValueError(f"part {name!r} has {len(vals)} values for {n} categories")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * n + 2.5), 4.2))
+    else:
+        fig = ax.figure
+    x = list(range(n))
+    bottom = [0.0] * n
+    for name, vals in parts.items():
+        vals = [float(v) for v in vals]
+        ax.bar(x, vals, bottom=bottom, label=name, width=0.6)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xticks(x, list(categories))
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    _titled(ax, title, device or _current_label())
+    fig.tight_layout()
+    return fig
+
+
+# A per-kernel / per-memcpy breakdown is drawn as stacked bars.
+bar_breakdown = stacked_bars
+
+
+def save_figure(fig: Figure, path: str | Path) -> Path:
+    """Save as PNG at 120 dpi (".png" added if the name has no suffix); returns the path."""
+    path = Path(path)
+    if not path.suffix:
+        path = path.with_suffix(".png")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, format="png", bbox_inches="tight")
+    return path
