@@ -31,7 +31,7 @@ series: env
 	$(PY) -m labkit.series --out results
 
 test: env
-	$(PY) -m pytest --nbval --sanitize-with notebooks/nbval_sanitize.cfg
+	$(PY) -m pytest --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 lab: env
 	$(VENV)/bin/jupyter lab notebooks/

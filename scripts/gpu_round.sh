@@ -31,7 +31,7 @@ for s in $STEPS; do
     sanitize)  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
                step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py ;;
     bench)     for b in benchmarks/*.py; do step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
-    notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --sanitize-with notebooks/nbval_sanitize.cfg
+    notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --nbval-sanitize-with notebooks/nbval_sanitize.cfg
                step series python3 -m labkit.series --out "$OUT/series"
                tar -C "$OUT/series" -czf "$OUT/series.tgz" . && rm -rf "$OUT/series" ;;
   esac
