@@ -11,6 +11,9 @@ y float32 (N, M, H - K + 1, W - K + 1).  Each variant is one kernel family in la
     naive      conv_naive.cu     one thread per output element, global memory only
     tiled      conv_tiled.cu     the input tile (halo included) staged in shared memory
     constant   conv_constant.cu  tiled, with the weights and bias in __constant__ memory
+    tuned      conv_tuned.cu     specialised at compile time for the layer's shape, whole images in
+                                 shared memory, all M channels per thread; launch parameters per GPU
+                                 from labkit/tuned/conv_tuned.json (see labkit.tuning)
 
 Every argument is checked before anything is compiled or launched, and each error says how to fix
 it.  A variant is one entry in ``_VARIANTS``: its launch configuration and its launcher.
@@ -25,6 +28,7 @@ import numpy as np
 from . import backends
 from .backends.kernel_source import ConstantMemoryError
 from .loader import load, set_constant
+from .tuning import TunedConfig, check_config, tuned_config
 
 __all__ = ["conv2d", "conv_launch_config", "VARIANTS", "ACTIVATIONS",
            "CONST_WEIGHT_FLOATS", "CONST_BIAS_FLOATS", "SHARED_MEM_LIMIT"]
@@ -63,12 +67,12 @@ def _halo_bytes(K: int, tile_width: int) -> int:
     return (tile_width + K - 1) ** 2 * 4
 
 
-def _config_naive(N, C, H, W, M, K, tile_width):
+def _config_naive(N, C, H, W, M, K, tile_width, tuned=None):
     grid, block = _tile_grid(N, M, H, W, K, tile_width)
     return grid, block, 0
 
 
-def _config_tiled(N, C, H, W, M, K, tile_width):
+def _config_tiled(N, C, H, W, M, K, tile_width, tuned=None):
     grid, block = _tile_grid(N, M, H, W, K, tile_width)
     shared = _halo_bytes(K, tile_width)
     if shared > SHARED_MEM_LIMIT:
@@ -77,6 +81,13 @@ def _config_tiled(N, C, H, W, M, K, tile_width):
             f"({tile_width}+{K}-1)^2 * 4 = {shared} bytes of shared memory, over the "
             f"{SHARED_MEM_LIMIT} bytes a block may have: use a smaller tile_width or variant='naive'")
     return grid, block, shared
+
+
+def _config_tuned(N, C, H, W, M, K, tile_width, tuned=None):
+    """conv_tuned.cu: a 1-D grid of ceil(N / imgs) blocks of `threads`; static shared memory only."""
+    cfg = tuned or tuned_config(C, H, W, M, K)
+    check_config(cfg, C, H, W, M, K)
+    return (-(-N // cfg.imgs), 1, 1), (cfg.threads, 1, 1), 0
 
 
 # --- launchers -------------------------------------------------------------------------------
@@ -91,13 +102,14 @@ class _Problem:
     act: int
     tile_width: int
     check: str | Iterable[str] | None
+    tuned: TunedConfig | None = None
 
     def int_args(self) -> tuple:
         # The kernels' `int` parameters: NumPy int32 scalars, which both backends pass as 4 bytes.
         return tuple(np.int32(v) for v in self.sizes) + (np.int32(self.act),)
 
     def config(self, variant: str):
-        return conv_launch_config(variant, *self.sizes, tile_width=self.tile_width)
+        return conv_launch_config(variant, *self.sizes, tile_width=self.tile_width, config=self.tuned)
 
 
 def _launch_naive(p: _Problem) -> None:
@@ -119,16 +131,32 @@ def _launch_constant(p: _Problem) -> None:
                defines={"TILE_WIDTH": p.tile_width, "CONST_WEIGHT_FLOATS": CONST_WEIGHT_FLOATS,
                         "CONST_BIAS_FLOATS": CONST_BIAS_FLOATS})
     # Copied on every call, since the cached module may have served another layer since.  The copy
-    # is at most 63 KiB, small beside the convolution it feeds (N*M*Ho*Wo*C*K*K multiply-adds).
-    # set_constant copies from host memory, so on a GPU the weights pass through the host.
-    set_constant(mod, "c_weights", _to_host(p.w).ravel())
-    set_constant(mod, "c_bias", _to_host(p.b))
+    # is at most 63 KiB, small beside the convolution it feeds (N*M*Ho*Wo*C*K*K multiply-adds); on
+    # a GPU it goes device to device, queued before the kernel on the same stream.
+    set_constant(mod, "c_weights", p.w.ravel())
+    set_constant(mod, "c_bias", p.b)
     grid, block, shared = p.config("constant")
     mod.get_function("conv_constant")(grid, block, (p.x, p.y) + p.int_args(), shared_mem=shared)
 
 
+def _launch_tuned(p: _Problem) -> None:
+    N, C, H, W, M, K = p.sizes
+    cfg = p.tuned or tuned_config(C, H, W, M, K)
+    grid, block, shared = p.config("tuned")
+    mod = load("conv_tuned", check=p.check, defines={
+        "LAYER_C": C, "LAYER_M": M, "LAYER_K": K, "LAYER_H": H, "LAYER_W": W,
+        "THREADS": cfg.threads, "IMGS": cfg.imgs, "OUT_W": cfg.out_w})
+    tail = (np.int32(N), np.int32(p.act))
+    if cfg.weights == "constant":
+        set_constant(mod, "c_weights", p.w.ravel())   # as in _launch_constant: on every call
+        set_constant(mod, "c_bias", p.b)
+        mod.get_function("conv_tuned_const")(grid, block, (p.x, p.y) + tail)
+    else:
+        mod.get_function("conv_tuned_smem")(grid, block, (p.x, p.w, p.b, p.y) + tail)
+
+
 class _Variant(NamedTuple):
-    config: Callable[..., tuple[Dim3, Dim3, int]]  # (N, C, H, W, M, K, tile_width) -> launch config
+    config: Callable[..., tuple[Dim3, Dim3, int]]  # (N, C, H, W, M, K, tile_width, tuned) -> launch config
     launch: Callable[[_Problem], None]             # compiles (cached) and launches the kernel
 
 
@@ -136,17 +164,19 @@ _VARIANTS: dict[str, _Variant] = {
     "naive": _Variant(_config_naive, _launch_naive),
     "tiled": _Variant(_config_tiled, _launch_tiled),
     "constant": _Variant(_config_tiled, _launch_constant),
+    "tuned": _Variant(_config_tuned, _launch_tuned),
 }
 VARIANTS: tuple[str, ...] = tuple(_VARIANTS)
 
 
 def conv_launch_config(variant: str, N: int, C: int, H: int, W: int, M: int, K: int,
-                       tile_width: int = 16) -> tuple[Dim3, Dim3, int]:
+                       tile_width: int = 16, config: TunedConfig | None = None) -> tuple[Dim3, Dim3, int]:
     """(grid, block, shared_mem bytes) with which ``conv2d`` launches a variant on this layer.
 
     Every variant so far uses the ECE408 mapping: grid (N, M, ceil(Ho/T) * ceil(Wo/T)),
     block (T, T, 1) with T = tile_width; "tiled" and "constant" add (T + K - 1)^2 * 4 bytes of
-    dynamic shared memory for one input channel's tile.
+    dynamic shared memory for one input channel's tile.  "tuned" ignores tile_width: its grid is
+    (ceil(N / imgs),) blocks of (threads,), from ``config`` or the tuned table (labkit.tuning).
     """
     _check_variant(variant)
     _check_tile_width(tile_width)
@@ -157,21 +187,13 @@ def conv_launch_config(variant: str, N: int, C: int, H: int, W: int, M: int, K: 
         raise ValueError(f"kernel size K={K} is larger than the {H}x{W} input plane; a valid "
                          "convolution needs K <= H and K <= W")
     sizes = tuple(int(v) for v in (N, C, H, W, M, K))
-    return _VARIANTS[variant].config(*sizes, int(tile_width))
+    return _VARIANTS[variant].config(*sizes, int(tile_width), config)
 
 
 # --- argument checks -------------------------------------------------------------------------
 def _is_cupy(a) -> bool:
     # Without importing CuPy: on the CPU executor it may not be installed at all.
     return type(a).__module__.startswith("cupy")
-
-
-def _to_host(a) -> np.ndarray:
-    """A NumPy array of `a` (set_constant copies from host memory)."""
-    if _is_cupy(a):
-        import cupy
-        return cupy.asnumpy(a)
-    return np.asarray(a)
 
 
 def _check_variant(variant) -> None:
@@ -219,7 +241,8 @@ def _check_array(a, name: str, layout: str, ndim: int, backend: str, xp,
 
 
 def conv2d(x, w, b=None, *, variant: str = "naive", activation: str | None = None,
-           tile_width: int = 16, out=None, check: str | Iterable[str] | None = None):
+           tile_width: int = 16, out=None, check: str | Iterable[str] | None = None,
+           config: TunedConfig | None = None):
     """Valid convolution (stride 1, no padding), plus bias and activation, on the backend in use.
 
     Args:
@@ -227,13 +250,15 @@ def conv2d(x, w, b=None, *, variant: str = "naive", activation: str | None = Non
             cupy on a GPU, numpy on the CPU executor).
         w: float32 MCKK ``(M, C, K, K)``, square kernels, K <= H and K <= W.
         b: float32 ``(M,)``, or None for no bias.
-        variant: one of ``VARIANTS``: "naive", "tiled", "constant".
+        variant: one of ``VARIANTS``: "naive", "tiled", "constant", "tuned".
         activation: None, "tanh" or "relu", applied after the bias inside the kernel.
         tile_width: the kernels' TILE_WIDTH (compile time; each value is compiled once, then cached).
         out: optional preallocated float32 ``(N, M, H-K+1, W-K+1)`` array on the backend to write.
         check: the CPU executor's checking modes, as for ``labkit.load``: "memory", "barrier",
             "shuffle", a list of them, or "all" (None: from $LABKIT_CHECK).  Ignored on a GPU,
             where compute-sanitizer does that work.
+        config: for variant "tuned", a ``labkit.tuning.TunedConfig`` to use instead of the tuned
+            table's choice for this layer and GPU (a sweep passes each candidate here).
 
     Returns:
         y, float32 ``(N, M, H-K+1, W-K+1)`` (``out`` itself when given).
@@ -287,8 +312,11 @@ def conv2d(x, w, b=None, *, variant: str = "naive", activation: str | None = Non
                              f"got {tuple(out.shape)}")
         if not getattr(out.flags, "writeable", True):  # CuPy arrays are always writeable
             raise ValueError("out is read-only: pass a writeable array")
-    p = _Problem(x, w, b, out, (N, C, H, W, M, K), ACTIVATIONS[activation], int(tile_width), check)
+    if config is not None and not isinstance(config, TunedConfig):
+        raise TypeError(f"config must be a labkit.tuning.TunedConfig, got {type(config).__name__}")
+    p = _Problem(x, w, b, out, (N, C, H, W, M, K), ACTIVATIONS[activation], int(tile_width), check,
+                 config)
     spec = _VARIANTS[variant]
-    spec.config(*p.sizes, p.tile_width)  # grid and shared-memory limits, before compiling
+    spec.config(*p.sizes, p.tile_width, p.tuned)  # grid and shared-memory limits, before compiling
     spec.launch(p)
     return out

@@ -3,13 +3,17 @@
 # GPU tests (including the executor/GPU parity check), compute-sanitizer over the kernels,
 # benchmarks, and the notebooks executed and graded by nbval on the GPU.
 #
-#   bash scripts/gpu_round.sh OUTDIR [steps...]     steps: tests sanitize bench notebooks (default: all)
+#   bash scripts/gpu_round.sh OUTDIR [steps...]   steps: tests sanitize tune bench notebooks (default: all)
+#
+# The tune step sweeps conv_tuned.cu's launch parameters on this GPU and writes the winners into
+# labkit/tuned/conv_tuned.json (copied to OUTDIR/bench/ to bring back and commit); the steps after
+# it use them.
 #
 # Wheels for the Jupyter machinery, if the machine lacks it, are installed from .whl/.
 set -uo pipefail
 OUT=${1:?usage: gpu_round.sh OUTDIR [steps...]}
 shift
-STEPS=${*:-tests sanitize bench notebooks}
+STEPS=${*:-tests sanitize tune bench notebooks}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 export LABKIT_CACHE_DIR=${LABKIT_CACHE_DIR:-/tmp/labkit-cache}
@@ -30,7 +34,11 @@ for s in $STEPS; do
     tests)     step tests python3 -m pytest tests -q -p no:cacheprovider ;;
     sanitize)  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
                step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py ;;
-    bench)     for b in benchmarks/*.py; do step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
+    tune)      step tune python3 benchmarks/tune_conv.py --out "$OUT/bench" --write-table
+               cp labkit/tuned/conv_tuned.json "$OUT/bench/" ;;
+    bench)     for b in benchmarks/*.py; do
+                 [ "$b" = benchmarks/tune_conv.py ] && continue   # the tune step runs it
+                 step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
     notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --nbval-sanitize-with notebooks/nbval_sanitize.cfg
                step series python3 -m labkit.series --out "$OUT/series"
                tar -C "$OUT/series" -czf "$OUT/series.tgz" . && rm -rf "$OUT/series" ;;

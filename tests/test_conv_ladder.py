@@ -131,7 +131,7 @@ def test_checking_modes(variant, check):
 
 # --- launch configuration ---------------------------------------------------------------------
 def test_variants():
-    assert VARIANTS == ("naive", "tiled", "constant")
+    assert VARIANTS == ("naive", "tiled", "constant", "tuned")
 
 
 def test_launch_config():

@@ -1,0 +1,65 @@
+"""The peer library every GPU time is compared with: cuDNN, through PyTorch, in the same run.
+
+    if peers.cudnn_available():
+        run = peers.cudnn_conv2d(x, w, b, activation="tanh")   # x, w, b: CuPy arrays (shared, no copy)
+        t = measure.time_fn(run)                               # timed like labkit's kernels
+
+PyTorch is optional: on a machine without it (or without a GPU) ``cudnn_available()`` says
+why, and notebooks and benchmarks print that instead of a comparison.  cuDNN runs in plain FP32
+(TF32 off) unless ``tf32=True``, with ``cudnn.benchmark`` on, so it picks its fastest algorithm
+for the shape, as a PyTorch user's deployed model would.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+
+def cudnn_available() -> str | None:
+    """None if PyTorch can run cuDNN on the GPU labkit uses; else the reason it cannot."""
+    from . import backends
+    if backends.current() != "cuda":
+        return "the CPU executor is running: cuDNN needs a GPU"
+    try:
+        import torch
+    except Exception as exc:
+        return f"PyTorch is not importable here ({type(exc).__name__}); install it to compare with cuDNN"
+    if not torch.cuda.is_available() or not torch.backends.cudnn.is_available():
+        return "PyTorch sees no CUDA device or no cuDNN"
+    return None
+
+
+def _torch(a):
+    """A CuPy array as a torch tensor on the same memory (DLPack, no copy)."""
+    import torch
+    return torch.from_dlpack(a)
+
+
+def cudnn_conv2d(x, w, b=None, *, activation: str | None = None, stride: int = 1, pad: int = 0,
+                 groups: int = 1, tf32: bool = False, out=None) -> Callable[[], object]:
+    """A zero-argument callable running torch.nn.functional.conv2d (cuDNN) on CuPy arrays.
+
+    ``out`` (a CuPy array of the output's shape) receives the result when given, so the peer
+    can be checked against the reference like labkit's kernels.
+    """
+    import torch
+    import torch.nn.functional as F
+    why = cudnn_available()
+    if why:
+        raise RuntimeError(why)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = bool(tf32)
+    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    xt, wt = _torch(x), _torch(w)
+    bt = None if b is None else _torch(b)
+    outt = None if out is None else _torch(out)
+    act = {None: None, "tanh": torch.tanh, "relu": torch.relu}[activation]
+
+    def run():
+        with torch.no_grad():
+            y = F.conv2d(xt, wt, bt, stride=stride, padding=pad, groups=groups)
+            if act is not None:
+                y = act(y)
+            if outt is not None:
+                outt.copy_(y)
+            return y
+    return run
