@@ -251,3 +251,29 @@ def test_gpu_time_fn_and_region():
     assert r.ms > 0
     rows = sweep(lambda b: (lambda: cupy.multiply(x[: b << 20], 2.0)), [1, 4, 16], progress=False)
     assert [r["batch"] for r in rows] == [1, 4, 16] and all(r["backend"] == "cuda" for r in rows)
+
+
+# --- breakdowns of kernels and copies ---------------------------------------------------------
+def test_conv_breakdown_parts_and_totals():
+    from labkit.measure import conv_breakdown
+    rng = np.random.default_rng()
+    x = rng.standard_normal((3, 2, 11, 13)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    bd = conv_breakdown(x, w, b, variant="tiled", activation="tanh", warmup=1, repeat=2)
+    assert [p.kind for p in bd.parts] == ["H2D", "H2D", "H2D", "kernel", "D2H"]
+    assert bd.parts[3].name == "conv_tiled"
+    assert bd.op_ms == bd.parts[3].median_ms > 0
+    assert bd.by_kind()["H2D"] == sum(p.median_ms for p in bd.parts[:3])
+    assert abs(sum(r["share"] for r in bd.rows()) - 1.0) < 1e-9
+    assert all(r["device"] == labkit.device().label for r in bd.rows())
+    text = bd.table()
+    assert "op time (kernels)" in text and "whole time" in text and "conv_tiled" in text
+
+
+def test_breakdown_refuses_unknown_kinds_and_host_arrays_only():
+    from labkit.measure import breakdown, conv_breakdown
+    with pytest.raises(ValueError, match="kind must be one of"):
+        breakdown([("copy", "memcpy", lambda: None)])
+    with pytest.raises(TypeError, match="x_host must be a NumPy array"):
+        conv_breakdown([[1.0]], np.zeros((1, 1, 1, 1), np.float32))

@@ -1,0 +1,141 @@
+"""Where the time goes: each kernel and each copy of a computation, in the spirit of nvprof's summary.
+
+    bd = conv_breakdown(x_host, w_host, b_host, variant="tuned", activation="tanh")
+    print(bd.table())            # Time(%)  Time  Name, one line per part, then op time and whole time
+    bd.op_ms, bd.whole_ms        # kernels only (the seed's "Op Time"); copies + kernels, end to end
+
+A breakdown runs a list of steps in order, each a (name, kind, callable) with kind "kernel",
+"H2D" (host to device copy) or "D2H" (device to host copy).  Each step is timed on its own with
+CUDA events (the median over the repeats), and the whole sequence once more as one region, so
+the whole time also counts the gaps between steps.  On the CPU executor the same steps run and
+are timed with the monotonic clock; its "copies" are host memory copies, and every figure is
+labelled as not a GPU timing.
+"""
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from .. import backends
+from .timer import time_region
+
+KINDS = ("kernel", "H2D", "D2H")
+
+
+@dataclass
+class Part:
+    name: str
+    kind: str
+    median_ms: float
+
+
+@dataclass
+class Breakdown:
+    """The parts of a computation and their times (ms); ``device`` says what they were measured on."""
+    parts: list[Part]
+    whole_ms: float
+    device: str
+    repeat: int
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def op_ms(self) -> float:
+        """Kernels only: the seed's "Op Time"."""
+        return sum(p.median_ms for p in self.parts if p.kind == "kernel")
+
+    @property
+    def copy_ms(self) -> float:
+        return sum(p.median_ms for p in self.parts if p.kind != "kernel")
+
+    def by_kind(self) -> dict[str, float]:
+        """Total ms per kind: kernel, H2D, D2H."""
+        return {k: sum(p.median_ms for p in self.parts if p.kind == k) for k in KINDS}
+
+    def rows(self) -> list[dict]:
+        """One plain dict per part, with its share of the sum of the parts."""
+        total = sum(p.median_ms for p in self.parts) or 1.0
+        return [{"name": p.name, "kind": p.kind, "median_ms": p.median_ms,
+                 "share": p.median_ms / total, "device": self.device, **self.meta} for p in self.parts]
+
+    def table(self) -> str:
+        """An nvprof-like summary: Time(%), time, kind and name per part; then op and whole time."""
+        lines = [f"{'Time(%)':>8s} {'Time':>11s}  {'kind':6s} name"]
+        for r in sorted(self.rows(), key=lambda r: -r["median_ms"]):
+            lines.append(f"{100 * r['share']:7.2f}% {r['median_ms']:8.3f} ms  {r['kind']:6s} {r['name']}")
+        lines.append(f"op time (kernels): {self.op_ms:.3f} ms   whole time (copies + kernels): "
+                     f"{self.whole_ms:.3f} ms   on {self.device}")
+        return "\n".join(lines)
+
+
+def _sync() -> None:
+    if backends.current() == "cuda":
+        import cupy
+        cupy.cuda.get_current_stream().synchronize()
+
+
+def breakdown(steps: Sequence[tuple[str, str, Callable[[], object]]], *, warmup: int = 2,
+              repeat: int = 10, meta: dict | None = None) -> Breakdown:
+    """Time each step of a computation and the whole of it; see the module docstring."""
+    for name, kind, _ in steps:
+        if kind not in KINDS:
+            raise ValueError(f"step {name!r}: kind must be one of {KINDS}, got {kind!r}")
+    if repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    for _ in range(warmup):
+        for _, _, fn in steps:
+            fn()
+    _sync()
+    per_step: list[list[float]] = [[] for _ in steps]
+    wholes = []
+    for _ in range(repeat):
+        with time_region() as whole:
+            for i, (_, _, fn) in enumerate(steps):
+                with time_region() as r:
+                    fn()
+                per_step[i].append(r.ms)
+        wholes.append(whole.ms)
+    parts = [Part(name, kind, float(statistics.median(ts))) for (name, kind, _), ts in zip(steps, per_step)]
+    from ..device_query import device
+    return Breakdown(parts, float(statistics.median(wholes)), device().label, repeat, meta or {})
+
+
+def conv_breakdown(x_host, w_host, b_host=None, *, variant: str = "naive", activation: str | None = None,
+                   tile_width: int = 16, warmup: int = 2, repeat: int = 10) -> Breakdown:
+    """One convolution layer from host arrays to a host result: copies in, the kernel, the copy out.
+
+    ``x_host``, ``w_host``, ``b_host`` are NumPy float32 arrays (NCHW, MCKK, (M,)); the device
+    buffers are allocated once, beforehand, so the parts are the copies and the kernel alone.
+    """
+    import numpy as np
+
+    from ..conv import conv2d
+    xp = backends.xp()
+    on_gpu = backends.current() == "cuda"
+    arrays = {"x": x_host, "w": w_host} | ({} if b_host is None else {"b": b_host})
+    for k, a in arrays.items():
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{k}_host must be a NumPy array (host memory), got {type(a).__name__}")
+    dev = {k: xp.empty(a.shape, dtype=a.dtype) for k, a in arrays.items()}
+    N, _, H, W = x_host.shape
+    M, _, K, _ = w_host.shape
+    y_dev = xp.empty((N, M, H - K + 1, W - K + 1), dtype=xp.float32)
+    y_host = np.empty(y_dev.shape, dtype=np.float32)
+
+    def h2d(k):
+        src, dst = arrays[k], dev[k]
+        return (lambda: dst.set(src)) if on_gpu else (lambda: np.copyto(dst, src))
+
+    def d2h():
+        if on_gpu:
+            y_dev.get(out=y_host)
+        else:
+            np.copyto(y_host, y_dev)
+
+    steps = [(f"[CUDA memcpy HtoD] {k} {arrays[k].nbytes / 1e6:.1f} MB", "H2D", h2d(k)) for k in arrays]
+    steps.append((f"conv_{variant}", "kernel",
+                  lambda: conv2d(dev["x"], dev["w"], dev.get("b"), variant=variant,
+                                 activation=activation, tile_width=tile_width, out=y_dev)))
+    steps.append((f"[CUDA memcpy DtoH] y {y_host.nbytes / 1e6:.1f} MB", "D2H", d2h))
+    return breakdown(steps, warmup=warmup, repeat=repeat,
+                     meta={"variant": variant, "batch": int(N)})
