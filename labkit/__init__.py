@@ -29,11 +29,12 @@ def __getattr__(name: str):
     if name == "conv2d":
         from .conv import conv2d
         return conv2d
-    if name in ("reference", "data", "measure", "plots", "kernels", "results", "occupancy", "conv"):
+    if name in ("reference", "data", "measure", "plots", "kernels", "results", "occupancy", "conv",
+                "ladder", "tuning", "peers"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
 __all__ = ["backend", "device", "sizes", "load", "load_source", "set_constant", "xp",
-           "reference", "data", "measure", "plots", "kernels", "results"]
+           "reference", "data", "measure", "plots", "kernels", "results", "ladder", "tuning", "peers"]

@@ -1,0 +1,62 @@
+"""labkit.ladder: the checks and comparisons notebooks 02-05 and the ladder benchmark share."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import ladder
+
+
+@pytest.mark.parametrize("variant", ["naive", "tiled", "constant", "tuned"])
+def test_check_passes_every_rung(variant):
+    assert ladder.check(variant, batch=2) is True
+
+
+def test_check_fails_a_kernel_that_skips_outputs(monkeypatch):
+    real = ladder.conv2d
+
+    def lazy(x, w, b, *, out, **kw):   # computes everything but leaves the last image unwritten
+        full = real(x, w, b, **kw)
+        out[:-1] = full[:-1]
+        return out
+    monkeypatch.setattr(ladder, "conv2d", lazy)
+    assert ladder.check("naive", batch=2) is False
+
+
+def test_check_fails_a_kernel_that_is_slightly_wrong(monkeypatch):
+    real = ladder.conv2d
+
+    def off(x, w, b, *, out, **kw):    # every output off by one part in ten thousand
+        real(x, w, b, out=out, **kw)
+        out *= np.float32(1.0001)
+        return out
+    monkeypatch.setattr(ladder, "conv2d", off)
+    assert ladder.check("tiled", batch=2) is False
+
+
+def test_compare_rows():
+    layers = {"small": dict(C=2, H=11, W=9, M=3, K=3)}
+    rows = ladder.compare({"naive": {"variant": "naive"}, "tiled 8": {"variant": "tiled", "tile_width": 8}},
+                          batches=[1, 2], layers=layers, repeat=1, warmup=0, progress=False)
+    assert [(r["label"], r["batch"]) for r in rows] == [("naive", 1), ("tiled 8", 1), ("naive", 2), ("tiled 8", 2)]
+    for r in rows:
+        assert r["median_ms"] > 0 and r["floor_ms"] > 0 and 0 < r["pct_of_floor"]
+        assert r["device"] == labkit.device().label
+        if labkit.backend() == "cpu":
+            assert r["ratio_to_cudnn"] is None
+    text = ladder.table(rows)
+    assert text.count("\n") == len(rows) and "tiled 8" in text
+
+
+def test_compare_refuses_a_wrong_kernel(monkeypatch):
+    real = ladder.conv2d
+
+    def off(x, w, b, *, out, **kw):
+        real(x, w, b, out=out, **kw)
+        out += np.float32(1.0)
+        return out
+    monkeypatch.setattr(ladder, "conv2d", off)
+    with pytest.raises(AssertionError, match="disagrees with the float64 reference"):
+        ladder.compare(["naive"], batches=[1], layers={"s": dict(C=1, H=7, W=7, M=2, K=3)},
+                       repeat=1, warmup=0, progress=False, peer=False)
