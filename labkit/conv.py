@@ -30,7 +30,7 @@ from .backends.kernel_source import ConstantMemoryError
 from .loader import load, set_constant
 from .tuning import TunedConfig, check_config, tuned_config
 
-__all__ = ["conv2d", "conv_launch_config", "VARIANTS", "ACTIVATIONS",
+__all__ = ["conv2d", "conv_launch_config", "kernel_resources", "format_resources", "VARIANTS", "ACTIVATIONS",
            "CONST_WEIGHT_FLOATS", "CONST_BIAS_FLOATS", "SHARED_MEM_LIMIT"]
 
 # The activation's code, the kernels' `int act` parameter.
@@ -112,47 +112,96 @@ class _Problem:
         return conv_launch_config(variant, *self.sizes, tile_width=self.tile_width, config=self.tuned)
 
 
+def _kernel(variant: str, sizes, tile_width: int, tuned: TunedConfig | None, check=None):
+    """(module, kernel name) a variant launches for a layer: compiled for the backend, cached."""
+    N, C, H, W, M, K = sizes
+    if variant in ("naive", "tiled"):
+        return load(f"conv_{variant}", defines={"TILE_WIDTH": tile_width}, check=check), f"conv_{variant}"
+    if variant == "constant":
+        return load("conv_constant", check=check,
+                    defines={"TILE_WIDTH": tile_width, "CONST_WEIGHT_FLOATS": CONST_WEIGHT_FLOATS,
+                             "CONST_BIAS_FLOATS": CONST_BIAS_FLOATS}), "conv_constant"
+    cfg = tuned or tuned_config(C, H, W, M, K)
+    mod = load("conv_tuned", check=check, defines={
+        "LAYER_C": C, "LAYER_M": M, "LAYER_K": K, "LAYER_H": H, "LAYER_W": W,
+        "THREADS": cfg.threads, "IMGS": cfg.imgs, "OUT_W": cfg.out_w})
+    return mod, cfg.kernel()
+
+
+def _launch_direct(p: _Problem, variant: str) -> None:
+    """naive and tiled: x, w, b and y are arguments."""
+    mod, name = _kernel(variant, p.sizes, p.tile_width, p.tuned, p.check)
+    grid, block, shared = p.config(variant)
+    mod.get_function(name)(grid, block, (p.x, p.w, p.b, p.y) + p.int_args(), shared_mem=shared)
+
+
 def _launch_naive(p: _Problem) -> None:
-    mod = load("conv_naive", defines={"TILE_WIDTH": p.tile_width}, check=p.check)
-    grid, block, shared = p.config("naive")
-    mod.get_function("conv_naive")(grid, block, (p.x, p.w, p.b, p.y) + p.int_args(),
-                                   shared_mem=shared)
+    _launch_direct(p, "naive")
 
 
 def _launch_tiled(p: _Problem) -> None:
-    mod = load("conv_tiled", defines={"TILE_WIDTH": p.tile_width}, check=p.check)
-    grid, block, shared = p.config("tiled")
-    mod.get_function("conv_tiled")(grid, block, (p.x, p.w, p.b, p.y) + p.int_args(),
-                                   shared_mem=shared)
+    _launch_direct(p, "tiled")
 
 
 def _launch_constant(p: _Problem) -> None:
-    mod = load("conv_constant", check=p.check,
-               defines={"TILE_WIDTH": p.tile_width, "CONST_WEIGHT_FLOATS": CONST_WEIGHT_FLOATS,
-                        "CONST_BIAS_FLOATS": CONST_BIAS_FLOATS})
+    mod, name = _kernel("constant", p.sizes, p.tile_width, p.tuned, p.check)
     # Copied on every call, since the cached module may have served another layer since.  The copy
     # is at most 63 KiB, small beside the convolution it feeds (N*M*Ho*Wo*C*K*K multiply-adds); on
     # a GPU it goes device to device, queued before the kernel on the same stream.
     set_constant(mod, "c_weights", p.w.ravel())
     set_constant(mod, "c_bias", p.b)
     grid, block, shared = p.config("constant")
-    mod.get_function("conv_constant")(grid, block, (p.x, p.y) + p.int_args(), shared_mem=shared)
+    mod.get_function(name)(grid, block, (p.x, p.y) + p.int_args(), shared_mem=shared)
 
 
 def _launch_tuned(p: _Problem) -> None:
-    N, C, H, W, M, K = p.sizes
-    cfg = p.tuned or tuned_config(C, H, W, M, K)
+    mod, name = _kernel("tuned", p.sizes, p.tile_width, p.tuned, p.check)
     grid, block, shared = p.config("tuned")
-    mod = load("conv_tuned", check=p.check, defines={
-        "LAYER_C": C, "LAYER_M": M, "LAYER_K": K, "LAYER_H": H, "LAYER_W": W,
-        "THREADS": cfg.threads, "IMGS": cfg.imgs, "OUT_W": cfg.out_w})
-    tail = (np.int32(N), np.int32(p.act))
-    if cfg.weights == "constant":
+    tail = (np.int32(p.sizes[0]), np.int32(p.act))
+    if name == "conv_tuned_const":
         set_constant(mod, "c_weights", p.w.ravel())   # as in _launch_constant: on every call
         set_constant(mod, "c_bias", p.b)
-        mod.get_function("conv_tuned_const")(grid, block, (p.x, p.y) + tail)
+        mod.get_function(name)(grid, block, (p.x, p.y) + tail)
     else:
-        mod.get_function("conv_tuned_smem")(grid, block, (p.x, p.w, p.b, p.y) + tail)
+        mod.get_function(name)(grid, block, (p.x, p.w, p.b, p.y) + tail)
+
+
+def kernel_resources(variant: str, N: int, C: int, H: int, W: int, M: int, K: int,
+                     tile_width: int = 16, config: TunedConfig | None = None) -> dict:
+    """What the kernel a variant launches on this layer uses, and how many of its blocks fit an SM.
+
+    On a GPU: registers per thread, static and dynamic shared memory, local memory (spills), the
+    block size, and the theoretical occupancy with its limiting resource.  On the CPU executor
+    those are GPU notions: the dict says so and gives the launch configuration only.
+    """
+    grid, block, shared = conv_launch_config(variant, N, C, H, W, M, K, tile_width, config)
+    mod, name = _kernel(variant, (N, C, H, W, M, K), tile_width, config)
+    fn = mod.get_function(name)
+    threads = block[0] * block[1] * block[2]
+    info = {"kernel": name, "grid": grid, "block": block, "threads_per_block": threads,
+            "dynamic_shared_bytes": shared, "backend": mod.backend}
+    if mod.backend != "cuda":
+        info["note"] = "registers, spills and occupancy are GPU notions: run on a GPU to see them"
+        return info
+    a = fn.attributes
+    occ = fn.occupancy(threads, shared)
+    info.update(registers_per_thread=a["num_regs"], static_shared_bytes=a["shared_size_bytes"],
+                local_bytes_per_thread=a["local_size_bytes"], blocks_per_sm=occ["blocks_per_sm"],
+                occupancy=occ["occupancy"], occupancy_limited_by=occ["limited_by"])
+    return info
+
+
+def format_resources(info: dict) -> str:
+    """kernel_resources() as a few lines for a notebook."""
+    head = (f"{info['kernel']}: grid {info['grid']}, block {info['block']}, "
+            f"{info['dynamic_shared_bytes']} bytes of dynamic shared memory")
+    if info["backend"] != "cuda":
+        return head + f"\n  ({info['note']})"
+    return (head + f"\n  {info['registers_per_thread']} registers/thread, "
+            f"{info['static_shared_bytes']} bytes static shared, "
+            f"{info['local_bytes_per_thread']} bytes local (spills) per thread"
+            f"\n  {info['blocks_per_sm']} blocks/SM, theoretical occupancy "
+            f"{100 * info['occupancy']:.0f}% (limited by {info['occupancy_limited_by']})")
 
 
 class _Variant(NamedTuple):

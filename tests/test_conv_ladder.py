@@ -270,3 +270,18 @@ def test_constant_memory_overflow(M, C, K):
     # The variant the message suggests takes the layer.
     y = run(x, w, b, variant="tiled")
     assert rel_err(y, expected(x, w, b, None)) < 1e-5
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_kernel_resources(variant):
+    from labkit.conv import format_resources, kernel_resources
+    info = kernel_resources(variant, 10, 6, 22, 22, 16, 5, tile_width=8)
+    assert info["kernel"].startswith(f"conv_{variant}")
+    assert (info["grid"], info["block"], info["dynamic_shared_bytes"]) == \
+        conv_launch_config(variant, 10, 6, 22, 22, 16, 5, 8)
+    text = format_resources(info)
+    if labkit.backend() == "cuda":
+        assert info["registers_per_thread"] > 0 and 0 < info["occupancy"] <= 1
+        assert "registers/thread" in text and "occupancy" in text
+    else:
+        assert "GPU notions" in text
