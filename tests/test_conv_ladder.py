@@ -208,7 +208,7 @@ BAD = [
     ("activation", good, {"activation": "sigmoid"}, ValueError,
      r"activation must be None, 'tanh' or 'relu', got 'sigmoid'"),
     ("variant", good, {"variant": "fast"}, ValueError,
-     r"variant must be one of 'naive', 'tiled', 'constant', got 'fast'"),
+     r"variant must be one of 'naive', 'tiled', 'constant', 'tuned', got 'fast'"),
     ("tile-width-type", good, {"tile_width": 16.0}, TypeError, r"tile_width must be an int"),
     ("tile-width-range", good, {"tile_width": 64}, ValueError, r"tile_width must be 1 to 32"),
 ]
