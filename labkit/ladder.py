@@ -89,8 +89,8 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
     ratio_to_cudnn (None without the peer), device, backend.  Every variant, and the peer, is
     checked against the reference on the first images of each batch before it is timed.
     """
-    from tqdm.auto import tqdm
     from .device_query import device
+    from .measure.sweep import progress_bar
 
     xp = backends.xp()
     ceil = device().ceilings()
@@ -101,7 +101,7 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
     use_peer = peer and peers.cudnn_available() is None
     rows: list[dict] = []
     jobs = [(name, L, n) for name, L in layers.items() for n in batches]
-    for name, L, batch in tqdm(jobs, desc="ladder", disable=not progress, leave=False):
+    for name, L, batch in progress_bar(jobs, desc="ladder", show=progress):
         x_h, w_h, b_h = random_layer(batch, **L)
         x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
         Ho, Wo = L["H"] - L["K"] + 1, L["W"] - L["K"] + 1

@@ -128,11 +128,11 @@ def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
     kernel never wins), then timed with ``measure.time_fn`` at ``batch`` on random inputs.
     """
     import numpy as np
-    from tqdm.auto import tqdm
 
     from . import backends, reference
     from .conv import conv2d
     from .measure import time_fn
+    from .measure.sweep import progress_bar
 
     xp = backends.xp()
     rng = np.random.default_rng()
@@ -145,7 +145,7 @@ def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
     ref = reference.conv2d(x_h[:n_check], w_h, b_h)
     configs = list(configs) if configs is not None else candidates(C, H, W, M, K)
     rows = []
-    for cfg in tqdm(configs, desc=f"tuning {layer_key(C, H, W, M, K)}", disable=not progress, leave=False):
+    for cfg in progress_bar(configs, desc=f"tuning {layer_key(C, H, W, M, K)}", show=progress):
         y.fill(float("nan"))
         conv2d(x, w, b, variant="tuned", config=cfg, out=y)
         got = y[:n_check].get() if hasattr(y, "get") else y[:n_check]

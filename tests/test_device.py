@@ -145,3 +145,17 @@ def test_gpu_device_and_ceilings(monkeypatch, tmp_path):
     assert c.measured_with["cupy"]
     print(dev.summary())
     print(c.summary())
+
+
+def test_use_backend_restores_the_previous_choice(monkeypatch):
+    from labkit import backends
+    monkeypatch.setenv("LABKIT_BACKEND", "auto")
+    with backends.use("cpu"):
+        assert backends.current() == "cpu"
+    assert os.environ["LABKIT_BACKEND"] == "auto"
+    monkeypatch.delenv("LABKIT_BACKEND")
+    with backends.use("cpu"):
+        assert backends.current() == "cpu"
+    assert "LABKIT_BACKEND" not in os.environ
+    with pytest.raises(backends.BackendUnavailable, match="not a backend"):
+        backends.use("tpu")

@@ -53,3 +53,30 @@ def xp():
         return cupy
     import numpy
     return numpy
+
+
+class use:
+    """Run a block on one backend: ``with labkit.backends.use("cpu"): ...`` (restores the previous choice).
+
+    The CPU executor runs on any machine with a C++ compiler, a GPU machine included, so a
+    notebook can show what only the executor checks (barriers, shuffled schedules) everywhere.
+    """
+
+    def __init__(self, backend: str) -> None:
+        if backend not in BACKENDS + ("auto",):
+            raise BackendUnavailable(f"{backend!r} is not a backend; use one of 'cuda', 'cpu' or 'auto'")
+        self.backend = backend
+        self._saved: str | None = None
+
+    def __enter__(self) -> "use":
+        self._saved = os.environ.get(ENV_VAR)
+        os.environ[ENV_VAR] = self.backend
+        current()  # fail here, not at the first launch, if the backend cannot run
+        return self
+
+    def __exit__(self, *exc) -> bool:
+        if self._saved is None:
+            os.environ.pop(ENV_VAR, None)
+        else:
+            os.environ[ENV_VAR] = self._saved
+        return False

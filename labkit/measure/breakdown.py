@@ -132,10 +132,13 @@ def conv_breakdown(x_host, w_host, b_host=None, *, variant: str = "naive", activ
         else:
             np.copyto(y_host, y_dev)
 
-    steps = [(f"[CUDA memcpy HtoD] {k} {arrays[k].nbytes / 1e6:.1f} MB", "H2D", h2d(k)) for k in arrays]
+    # nvprof's names on a GPU; on the CPU executor the "device" is host memory too.
+    to_dev, to_host = ("[CUDA memcpy HtoD]", "[CUDA memcpy DtoH]") if on_gpu else \
+        ("[host copy, as HtoD]", "[host copy, as DtoH]")
+    steps = [(f"{to_dev} {k} {arrays[k].nbytes / 1e6:.1f} MB", "H2D", h2d(k)) for k in arrays]
     steps.append((f"conv_{variant}", "kernel",
                   lambda: conv2d(dev["x"], dev["w"], dev.get("b"), variant=variant,
                                  activation=activation, tile_width=tile_width, out=y_dev)))
-    steps.append((f"[CUDA memcpy DtoH] y {y_host.nbytes / 1e6:.1f} MB", "D2H", d2h))
+    steps.append((f"{to_host} y {y_host.nbytes / 1e6:.1f} MB", "D2H", d2h))
     return breakdown(steps, warmup=warmup, repeat=repeat,
                      meta={"variant": variant, "batch": int(N)})

@@ -28,11 +28,10 @@ def sweep(run: Callable[[object], Callable[[], object]], batches: Iterable, *, l
     ``label`` names the curve (default: the name of ``run``).  A tqdm bar shows progress
     unless ``progress=False``.  Returns one row per batch, in the order given.
     """
-    from tqdm.auto import tqdm
     label = label or getattr(run, "__name__", "run")
     batches = list(batches)
     rows = []
-    for batch in tqdm(batches, desc=label, disable=not progress, leave=False):
+    for batch in progress_bar(batches, desc=label, show=progress):
         fn = run(batch)
         if not callable(fn):
             raise TypeError(f"run({batch!r}) returned {type(fn).__name__}; it must return a "
@@ -43,6 +42,15 @@ def sweep(run: Callable[[object], Callable[[], object]], batches: Iterable, *, l
                      "repeat": t.repeat, "device": t.device, "backend": t.backend})
         _release_gpu_memory()
     return rows
+
+
+def progress_bar(items, *, desc: str, show: bool = True):
+    """``items`` behind a tqdm bar when ``show``; untouched otherwise (tqdm is not even imported,
+    so a notebook without ipywidgets gets no warning about it)."""
+    if not show:
+        return items
+    from tqdm.auto import tqdm
+    return tqdm(items, desc=desc, leave=False)
 
 
 def _release_gpu_memory() -> None:
