@@ -35,12 +35,17 @@ def main() -> int:
         return 0
     rows = []
     for name, L in LAYERS.items():
-        layer_rows, best = tuning.sweep_tuned(**L, batch=args.batch)
+        # Constant-weight kernels unroll every weight into the code and compile slowly (about 10 s
+        # for layer 2): a smaller grid of them; shared-weight kernels compile in about 2 s.
+        configs = (tuning.candidates(**L, threads=(128, 256), imgs=(1,), weights=("constant",))
+                   + tuning.candidates(**L, weights=("shared",)))
+        layer_rows, best = tuning.sweep_tuned(**L, batch=args.batch, configs=configs, progress=False)
         rows += [dict(r, layer_name=name) for r in layer_rows]
         best_ms = min(r["median_ms"] for r in layer_rows)
         default = tuning.default_config(**L)
         default_ms = next((r["median_ms"] for r in layer_rows
-                           if tuning.TunedConfig(r["threads"], r["imgs"], r["out_w"], r["weights"]) == default),
+                           if tuning.TunedConfig(r["threads"], r["imgs"], r["out_w"], r["weights"],
+                                                 r["m_chunk"]) == default),
                           None)
         print(f"{name}: best {best.short()} {best_ms:.3f} ms at batch {args.batch}; default "
               f"{default.short()} {default_ms if default_ms is None else round(default_ms, 3)} ms")

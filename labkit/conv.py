@@ -122,10 +122,7 @@ def _kernel(variant: str, sizes, tile_width: int, tuned: TunedConfig | None, che
                     defines={"TILE_WIDTH": tile_width, "CONST_WEIGHT_FLOATS": CONST_WEIGHT_FLOATS,
                              "CONST_BIAS_FLOATS": CONST_BIAS_FLOATS}), "conv_constant"
     cfg = tuned or tuned_config(C, H, W, M, K)
-    mod = load("conv_tuned", check=check, defines={
-        "LAYER_C": C, "LAYER_M": M, "LAYER_K": K, "LAYER_H": H, "LAYER_W": W,
-        "THREADS": cfg.threads, "IMGS": cfg.imgs, "OUT_W": cfg.out_w})
-    return mod, cfg.kernel()
+    return load("conv_tuned", check=check, defines=cfg.defines(C, H, W, M, K)), cfg.kernel()
 
 
 def _launch_direct(p: _Problem, variant: str) -> None:

@@ -31,12 +31,20 @@ class TunedConfig:
     imgs: int = 1
     out_w: int = 2
     weights: str = "constant"
+    m_chunk: int = 0          # output channels per pass with shared weights; 0: all M at once
 
     def kernel(self) -> str:
         return "conv_tuned_const" if self.weights == "constant" else "conv_tuned_smem"
 
     def short(self) -> str:
-        return f"T{self.threads} I{self.imgs} R{self.out_w} {self.weights[:5]}"
+        chunk = f" MC{self.m_chunk}" if self.m_chunk and self.weights == "shared" else ""
+        return f"T{self.threads} I{self.imgs} R{self.out_w} {self.weights[:5]}{chunk}"
+
+    def defines(self, C: int, H: int, W: int, M: int, K: int) -> dict:
+        """The compile-time parameters of conv_tuned.cu for this configuration and layer."""
+        return {"LAYER_C": C, "LAYER_M": M, "LAYER_K": K, "LAYER_H": H, "LAYER_W": W,
+                "THREADS": self.threads, "IMGS": self.imgs, "OUT_W": self.out_w,
+                "M_CHUNK": self.m_chunk or M, "WEIGHTS_IN_CONSTANT": int(self.weights == "constant")}
 
 
 def layer_key(C: int, H: int, W: int, M: int, K: int) -> str:
@@ -59,6 +67,8 @@ def check_config(cfg: TunedConfig, C: int, H: int, W: int, M: int, K: int) -> No
         raise ValueError(f"threads must be a multiple of 32 from 32 to 1024, got {cfg.threads}")
     if not 1 <= cfg.imgs <= 64 or not 1 <= cfg.out_w <= 16:
         raise ValueError(f"imgs must be 1..64 and out_w 1..16, got {cfg.imgs} and {cfg.out_w}")
+    if cfg.m_chunk < 0 or (cfg.m_chunk and M % cfg.m_chunk):
+        raise ValueError(f"m_chunk must divide M={M} (or be 0 for all M), got {cfg.m_chunk}")
     if cfg.weights == "constant" and (M * C * K * K + M) * 4 > CONSTANT_LIMIT:
         raise ValueError(f"the layer's {M * C * K * K} weights and {M} biases take "
                          f"{(M * C * K * K + M) * 4} bytes, over the 64 KiB of constant memory: "
@@ -96,36 +106,50 @@ def tuned_config(C: int, H: int, W: int, M: int, K: int, device_name: str | None
         device_name = dev.name if dev.backend == "cuda" else None
     entry = _read_table().get("gpus", {}).get(device_name or "", {}).get(layer_key(C, H, W, M, K))
     if entry:
-        fields = {k: entry[k] for k in ("threads", "imgs", "out_w", "weights")}
+        fields = {k: entry[k] for k in ("threads", "imgs", "out_w", "weights", "m_chunk") if k in entry}
         return TunedConfig(**fields)
     return default_config(C, H, W, M, K)
 
 
 def candidates(C: int, H: int, W: int, M: int, K: int, *, threads: Iterable[int] = (64, 128, 256),
-               imgs: Iterable[int] = (1, 2), out_w: Iterable[int] = (1, 2, 4),
-               weights: Iterable[str] = WEIGHT_PLACES) -> list[TunedConfig]:
-    """Every configuration of the grid that fits the layer (shared and constant memory limits)."""
+               imgs: Iterable[int] = (1, 2), out_w: Iterable[int] | None = None,
+               weights: Iterable[str] = WEIGHT_PLACES,
+               m_chunks: Iterable[int] | None = None) -> list[TunedConfig]:
+    """Every configuration of the grid that fits the layer (shared and constant memory limits).
+
+    ``out_w`` defaults to 1, 2, 4 and the divisors 3 and 6 of the output width where they are;
+    ``m_chunks`` (shared weights only) defaults to all M and, where M allows, half of M in
+    multiples of 4 (the 16-byte weight loads).
+    """
+    Wo = W - K + 1
+    if out_w is None:
+        out_w = sorted({1, 2, 4} | {d for d in (3, 6) if Wo % d == 0})
+    out_w = [r for r in out_w if r <= Wo]
+    if m_chunks is None:
+        m_chunks = [0] + ([M // 2] if M % 8 == 0 else [])
     out = []
     for wgt in weights:
-        for t in threads:
-            for i in imgs:
-                for r in out_w:
-                    cfg = TunedConfig(threads=t, imgs=i, out_w=r, weights=wgt)
-                    try:
-                        check_config(cfg, C, H, W, M, K)
-                    except ValueError:
-                        continue
-                    out.append(cfg)
+        for mc in (m_chunks if wgt == "shared" else [0]):
+            for t in threads:
+                for i in imgs:
+                    for r in out_w:
+                        cfg = TunedConfig(threads=t, imgs=i, out_w=r, weights=wgt, m_chunk=mc)
+                        try:
+                            check_config(cfg, C, H, W, M, K)
+                        except ValueError:
+                            continue
+                        out.append(cfg)
     return out
 
 
 def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
-                configs: Iterable[TunedConfig] | None = None, repeat: int = 20,
-                progress: bool = True) -> tuple[list[dict], TunedConfig]:
+                configs: Iterable[TunedConfig] | None = None, activation: str | None = "tanh",
+                repeat: int = 20, progress: bool = True) -> tuple[list[dict], TunedConfig]:
     """Time conv_tuned on one layer shape for every configuration; rows and the fastest one.
 
     Each configuration is first checked against the float64 reference on a few images (a wrong
-    kernel never wins), then timed with ``measure.time_fn`` at ``batch`` on random inputs.
+    kernel never wins), then timed with ``measure.time_fn`` at ``batch`` on random inputs, with the
+    activation the layer uses (the seed model's tanh by default).
     """
     import numpy as np
 
@@ -143,22 +167,24 @@ def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
     y = xp.empty((batch, M, H - K + 1, W - K + 1), dtype=xp.float32)
     n_check = min(batch, 3)
     ref = reference.conv2d(x_h[:n_check], w_h, b_h)
+    ref = {None: ref, "tanh": np.tanh(ref), "relu": np.maximum(ref, 0.0)}[activation]
     configs = list(configs) if configs is not None else candidates(C, H, W, M, K)
     rows = []
     for cfg in progress_bar(configs, desc=f"tuning {layer_key(C, H, W, M, K)}", show=progress):
         y.fill(float("nan"))
-        conv2d(x, w, b, variant="tuned", config=cfg, out=y)
+        conv2d(x, w, b, variant="tuned", config=cfg, out=y, activation=activation)
         got = y[:n_check].get() if hasattr(y, "get") else y[:n_check]
         err = float(np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref))
         if not err < 1e-5:
             raise AssertionError(f"conv_tuned {cfg} disagrees with the reference ({err:.2e})")
-        t = time_fn(lambda cfg=cfg: conv2d(x, w, b, variant="tuned", config=cfg, out=y),
+        t = time_fn(lambda cfg=cfg: conv2d(x, w, b, variant="tuned", config=cfg, out=y,
+                                           activation=activation),
                     warmup=3, repeat=repeat)
         rows.append({**asdict(cfg), "config": cfg.short(), "batch": batch, "median_ms": t.median_ms,
                      "min_ms": t.min_ms, "device": t.device, "backend": t.backend,
-                     "layer": layer_key(C, H, W, M, K)})
+                     "layer": layer_key(C, H, W, M, K), "activation": activation})
     best = min(rows, key=lambda r: r["median_ms"])
-    return rows, TunedConfig(**{k: best[k] for k in ("threads", "imgs", "out_w", "weights")})
+    return rows, TunedConfig(**{k: best[k] for k in ("threads", "imgs", "out_w", "weights", "m_chunk")})
 
 
 def record_winner(C: int, H: int, W: int, M: int, K: int, *, config: TunedConfig, device_name: str,

@@ -23,12 +23,25 @@ CONFIGS = [TunedConfig(32, 1, 1, "constant"), TunedConfig(64, 2, 3, "constant"),
 
 
 @pytest.mark.parametrize("cfg", CONFIGS, ids=lambda c: c.short().replace(" ", "-"))
-@pytest.mark.parametrize("shape", [(5, 3, 13, 11, 5, 3), (4, 1, 20, 17, 6, 5), (3, 2, 9, 10, 7, 1)],
+@pytest.mark.parametrize("shape", [(5, 3, 13, 11, 5, 3), (4, 1, 20, 17, 6, 5), (3, 2, 9, 10, 7, 1),
+                                   (3, 2, 20, 20, 8, 5)],
                          ids=lambda s: "N{}C{}H{}W{}M{}K{}".format(*s))
 def test_every_configuration_matches_reference(cfg, shape):
     x, w, b = make_layer(*shape)
     y = run(x, w, b, variant="tuned", activation="tanh", config=cfg)
     assert not np.isnan(y).any(), "some outputs were never written"
+    assert rel_err(y, expected(x, w, b, "tanh")) < 1e-5
+
+
+@pytest.mark.parametrize("cfg, shape", [
+    (TunedConfig(64, 1, 4, "shared", 4), (3, 2, 20, 20, 8, 5)),     # 16-byte weight loads and stores
+    (TunedConfig(64, 2, 3, "shared", 4), (3, 3, 13, 14, 8, 3)),     # odd rows, chunks of 4
+    (TunedConfig(32, 1, 2, "shared", 3), (2, 2, 11, 12, 6, 3)),     # chunks of 3: scalar loads
+    (TunedConfig(96, 2, 4, "constant"), (3, 1, 24, 24, 6, 5)),      # 16-byte stores, constant weights
+], ids=lambda v: v.short().replace(" ", "-") if isinstance(v, TunedConfig) else "N{}C{}H{}W{}M{}K{}".format(*v))
+def test_channel_chunks_and_vector_stores(cfg, shape):
+    x, w, b = make_layer(*shape)
+    y = run(x, w, b, variant="tuned", activation="tanh", config=cfg)
     assert rel_err(y, expected(x, w, b, "tanh")) < 1e-5
 
 
@@ -60,6 +73,7 @@ def test_default_config_fits_seed_layers():
     (TunedConfig(128, 1, 2, "constant"), (64, 6, 6, 64, 3), r"over the 64 KiB.*weights='shared'"),
     (TunedConfig(100, 1, 2, "constant"), (1, 8, 8, 2, 3), r"multiple of 32"),
     (TunedConfig(128, 1, 2, "global"), (1, 8, 8, 2, 3), r"weights must be one of"),
+    (TunedConfig(128, 1, 2, "shared", 5), (1, 8, 8, 8, 3), r"m_chunk must divide M=8"),
 ])
 def test_configurations_that_cannot_run_are_refused(cfg, shape, match):
     with pytest.raises(ValueError, match=match):
@@ -94,7 +108,8 @@ def test_shipped_table_entries_are_valid():
     for gpu, layers in data["gpus"].items():
         for key, entry in layers.items():
             C, H, W, M, K = (int(part[1:]) for part in key.split("_"))
-            cfg = TunedConfig(entry["threads"], entry["imgs"], entry["out_w"], entry["weights"])
+            cfg = TunedConfig(entry["threads"], entry["imgs"], entry["out_w"], entry["weights"],
+                              entry.get("m_chunk", 0))
             tuning.check_config(cfg, C, H, W, M, K)
 
 

@@ -22,7 +22,8 @@ def source(family: str) -> str:
 
 
 def excerpt(family: str, kernel: str | None = None) -> str:
-    """One kernel of a family, with the comment block above it; the whole file if kernel is None.
+    """One kernel (or __device__ function) of a family, with the comment block above it; the whole
+    file if kernel is None.
 
     Raises KeyError if the family has no such kernel, so a rename fails loudly.
     """
@@ -31,7 +32,8 @@ def excerpt(family: str, kernel: str | None = None) -> str:
         return text
     lines = text.splitlines()
     pat = re.compile(rf"__global__\b.*\b{re.escape(kernel)}\s*\(|\b{re.escape(kernel)}\s*\(.*$")
-    start = next((i for i, ln in enumerate(lines) if "__global__" in ln and pat.search(ln)), None)
+    start = next((i for i, ln in enumerate(lines)
+                  if ("__global__" in ln or "__device__" in ln) and pat.search(ln)), None)
     if start is None:
         # the name may be on the line after `__global__ void`
         start = next((i for i, ln in enumerate(lines)

@@ -1,0 +1,48 @@
+"""The notebooks as stored: executed, no errors, and every check verdict they show is a pass.
+
+nbval compares a re-run with the stored outputs, so a verdict stored as ``False`` would grade a
+broken check as the expected answer.  These tests read the stored notebooks only (nbval itself
+re-executes them: `make test`).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+VERDICT = re.compile(r"^(?P<what>[^\n]*?): (?P<verdict>True|False)\s*$")
+
+
+def code_cells(path: Path) -> list[dict]:
+    nb = json.loads(path.read_text())
+    return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 2
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_outputs_are_from_a_full_run(path):
+    for i, cell in enumerate(code_cells(path)):
+        assert cell.get("execution_count") is not None, f"{path.name}: code cell {i} was never executed"
+        errors = [o for o in cell.get("outputs", []) if o.get("output_type") == "error"]
+        assert not errors, f"{path.name}: code cell {i} stored an error: {errors[0].get('ename')}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_every_stored_verdict_is_a_pass(path):
+    verdicts = 0
+    for i, cell in enumerate(code_cells(path)):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "stream" or out.get("name") != "stdout":
+                continue
+            for line in "".join(out.get("text", "")).splitlines():
+                m = VERDICT.match(line)
+                if m:
+                    verdicts += 1
+                    assert m["verdict"] == "True", f"{path.name}, code cell {i}: stored verdict {line!r}"
+    assert verdicts > 0, f"{path.name} shows no check verdict ('...: True')"
