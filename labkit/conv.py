@@ -360,6 +360,8 @@ def conv2d(x, w, b=None, *, variant: str = "naive", activation: str | None = Non
             raise ValueError("out is read-only: pass a writeable array")
     if config is not None and not isinstance(config, TunedConfig):
         raise TypeError(f"config must be a labkit.tuning.TunedConfig, got {type(config).__name__}")
+    if variant == "tuned" and config is None:
+        config = tuned_config(C, H, W, M, K)   # looked up once per call, not once per step
     p = _Problem(x, w, b, out, (N, C, H, W, M, K), ACTIVATIONS[activation], int(tile_width), check,
                  config)
     spec = _VARIANTS[variant]

@@ -87,7 +87,8 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
     ``variants``: names (each run with the layer's TILE_WIDTH), or a mapping label -> conv2d
     keyword arguments.  Each row: layer, label, batch, median_ms, min_ms, floor_ms, pct_of_floor,
     ratio_to_cudnn (None without the peer), device, backend.  Every variant, and the peer, is
-    checked against the reference on the first images of each batch before it is timed.
+    checked against the reference on the first images of each batch before it is timed.  Timing:
+    CUDA events around each call, calls queued back to back (``time_fn(sync=False)``).
     """
     from .device_query import device
     from .measure.sweep import progress_bar
@@ -125,7 +126,10 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
                                      f"float64 reference: relative error {err:.2e}")
             if label == PEER:  # time cuDNN's convolution alone, without the copy into y
                 run = peers.cudnn_conv2d(x, w, b, activation=activation)
-            t = measure.time_fn(run, warmup=warmup, repeat=repeat)
+            # Calls queued back to back: the host's launch overhead (Python, argument checks)
+            # overlaps the GPU's work, as between the layers of a network, so what is timed is
+            # the GPU's time, for labkit and cuDNN alike.
+            t = measure.time_fn(run, warmup=warmup, repeat=repeat, sync=False)
             batch_rows.append({"layer": name, "label": label, "batch": batch,
                                "median_ms": t.median_ms, "min_ms": t.min_ms, "repeat": t.repeat,
                                "floor_ms": measure.floor_ms(cost, ceil),

@@ -10,6 +10,7 @@ compiler messages still carry the file's own line numbers.
 """
 from __future__ import annotations
 
+import functools
 import threading
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -45,20 +46,37 @@ def _with_defines(code: str, path: str, defines: Mapping[str, object] | None) ->
     return "\n".join(lines) + f'\n#line 1 "{shown}"\n' + code
 
 
+@functools.lru_cache(maxsize=64)
+def _read_cached(path: str, stamp: int) -> str:
+    return Path(path).read_text()
+
+
 def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None,
                 name_expressions: Sequence[str] = (), options: Sequence[str] = (),
                 check: str | Iterable[str] | None = None):
-    """Compile any .cu file for the current backend (cached per source, defines and backend)."""
+    """Compile any .cu file for the current backend (cached per source, defines and backend).
+
+    Launchers call this on every launch, so a cache hit costs a stat() of the file and a dict
+    lookup: the key is the file's path and modification time, not its text.
+    """
     path = Path(path)
-    code = _with_defines(path.read_text(), str(path), defines)
+    stamp = path.stat().st_mtime_ns
     backend = backends.current()
     if backend == "cuda":
-        from .backends.cuda import CUDAModule as Module
         checks: frozenset = frozenset()
     else:
-        from .backends.cpu import CPUModule as Module, parse_checks
+        from .backends.cpu import parse_checks
         checks = parse_checks(check)
-    key = (backend, str(path), code, tuple(name_expressions), tuple(options), checks)
+    key = (backend, str(path), stamp, tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items())),
+           tuple(name_expressions), tuple(options), checks)
+    mod = _cache.get(key)
+    if mod is not None:
+        return mod
+    code = _with_defines(_read_cached(str(path), stamp), str(path), defines)
+    if backend == "cuda":
+        from .backends.cuda import CUDAModule as Module
+    else:
+        from .backends.cpu import CPUModule as Module
     with _lock:
         mod = _cache.get(key)
         if mod is None:

@@ -12,6 +12,7 @@ everywhere.
 """
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
@@ -93,9 +94,17 @@ def default_config(C: int, H: int, W: int, M: int, K: int) -> TunedConfig:
 
 
 def _read_table() -> dict:
-    if not TABLE.exists():
+    """The table, parsed once per version of the file (conv2d asks on every call)."""
+    try:
+        stamp = TABLE.stat().st_mtime_ns
+    except FileNotFoundError:
         return {"gpus": {}}
-    return json.loads(TABLE.read_text())
+    return _parse_table(str(TABLE), stamp)
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_table(path: str, stamp: int) -> dict:
+    return json.loads(Path(path).read_text())
 
 
 def tuned_config(C: int, H: int, W: int, M: int, K: int, device_name: str | None = None) -> TunedConfig:
@@ -179,7 +188,7 @@ def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
             raise AssertionError(f"conv_tuned {cfg} disagrees with the reference ({err:.2e})")
         t = time_fn(lambda cfg=cfg: conv2d(x, w, b, variant="tuned", config=cfg, out=y,
                                            activation=activation),
-                    warmup=3, repeat=repeat)
+                    warmup=3, repeat=repeat, sync=False)   # as labkit.ladder.compare times
         rows.append({**asdict(cfg), "config": cfg.short(), "batch": batch, "median_ms": t.median_ms,
                      "min_ms": t.min_ms, "device": t.device, "backend": t.backend,
                      "layer": layer_key(C, H, W, M, K), "activation": activation})

@@ -38,15 +38,24 @@ def test_check_fails_a_kernel_that_is_slightly_wrong(monkeypatch):
 def test_compare_rows():
     layers = {"small": dict(C=2, H=11, W=9, M=3, K=3)}
     rows = ladder.compare({"naive": {"variant": "naive"}, "tiled 8": {"variant": "tiled", "tile_width": 8}},
-                          batches=[1, 2], layers=layers, repeat=1, warmup=0, progress=False)
+                          batches=[1, 2], layers=layers, repeat=1, warmup=0, progress=False, peer=False)
     assert [(r["label"], r["batch"]) for r in rows] == [("naive", 1), ("tiled 8", 1), ("naive", 2), ("tiled 8", 2)]
     for r in rows:
         assert r["median_ms"] > 0 and r["floor_ms"] > 0 and 0 < r["pct_of_floor"]
         assert r["device"] == labkit.device().label
-        if labkit.backend() == "cpu":
-            assert r["ratio_to_cudnn"] is None
+        assert r["ratio_to_cudnn"] is None      # peer=False: no cuDNN rows, no ratios
     text = ladder.table(rows)
     assert text.count("\n") == len(rows) and "tiled 8" in text
+
+
+def test_compare_adds_the_peer_where_there_is_one():
+    layers = {"small": dict(C=2, H=11, W=9, M=3, K=3)}
+    rows = ladder.compare(["naive"], batches=[2], layers=layers, repeat=1, warmup=0, progress=False)
+    if labkit.peers.cudnn_available() is None:
+        assert [r["label"] for r in rows] == ["naive", ladder.PEER]
+        assert rows[1]["ratio_to_cudnn"] == 1.0 and rows[0]["ratio_to_cudnn"] > 0
+    else:
+        assert [r["label"] for r in rows] == ["naive"] and rows[0]["ratio_to_cudnn"] is None
 
 
 def test_compare_refuses_a_wrong_kernel(monkeypatch):

@@ -1,0 +1,148 @@
+"""The matrix-multiply ladder from Python: C = act(A @ B + bias), any variant, on the backend in use.
+
+    from labkit.gemm import gemm, gemm_launch_config, VARIANTS
+    c = gemm(a, b, bias, variant="dbuf", activation="relu")     # a, b, bias on the backend (labkit.xp)
+    grid, block, shared_mem = gemm_launch_config("regtile", M, N, K)
+
+a float32 (M, K), b float32 (K, N), bias float32 (N,) or None, c float32 (M, N), all row-major
+(C-contiguous).  Every variant is one kernel of labkit/kernels/gemm.cu:
+
+    naive     one thread per element of C, global memory only
+    tiled     GEMM_TILE x GEMM_TILE tiles of A and B in shared memory
+    regtile   2-D block tiling: BM x BN tiles of C, TM x TN outputs per thread in registers
+    vec       regtile with float4 loads (global and shared), A transposed in shared memory
+    dbuf      vec with two shared-memory stages, the next tile loading while this one computes
+
+``params`` overrides the compile-time tile sizes (DEFAULT_PARAMS); each set is compiled once, then
+cached.  Every argument is checked before anything is compiled or launched; errors say the fix.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from . import backends
+from .conv import ACTIVATIONS, _check_array
+from .loader import load
+
+__all__ = ["gemm", "gemm_launch_config", "VARIANTS", "DEFAULT_PARAMS"]
+
+VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
+
+# The kernels' compile-time parameters (macros of gemm.cu) and their defaults.
+DEFAULT_PARAMS: dict[str, int] = {"GEMM_TILE": 16, "GEMM_BM": 64, "GEMM_BN": 64, "GEMM_BK": 8,
+                                  "GEMM_TM": 4, "GEMM_TN": 4}
+_TILE_KEYS = ("GEMM_TILE",)                                           # naive, tiled
+_BLOCK_KEYS = ("GEMM_BM", "GEMM_BN", "GEMM_BK", "GEMM_TM", "GEMM_TN")  # regtile, vec, dbuf
+
+Dim3 = tuple[int, int, int]
+
+
+def _params(params: Mapping[str, int] | None) -> dict[str, int]:
+    """DEFAULT_PARAMS with `params` on top, checked as gemm.cu's static_asserts would."""
+    p = dict(DEFAULT_PARAMS)
+    for k, v in (params or {}).items():
+        if k not in DEFAULT_PARAMS:
+            raise ValueError(f"unknown gemm parameter {k!r}: the parameters are {', '.join(DEFAULT_PARAMS)}")
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{k} must be a positive int, got {v!r}")
+        p[k] = int(v)
+    bm, bn, bk, tm, tn = (p[k] for k in _BLOCK_KEYS)
+    if p["GEMM_TILE"] > 32:
+        raise ValueError(f"GEMM_TILE must be 1 to 32 (a block of GEMM_TILE^2 threads holds at most 1024), "
+                         f"got {p['GEMM_TILE']}")
+    if bm % tm or bn % tn:
+        raise ValueError(f"GEMM_TM must divide GEMM_BM and GEMM_TN divide GEMM_BN, got BM={bm}, TM={tm}, "
+                         f"BN={bn}, TN={tn}")
+    if tm % 4 or tn % 4 or bk % 4:
+        raise ValueError(f"GEMM_TM, GEMM_TN and GEMM_BK must be multiples of 4 (the float4 versions read "
+                         f"rows of 4), got TM={tm}, TN={tn}, BK={bk}")
+    if (bm // tm) * (bn // tn) > 1024:
+        raise ValueError(f"(BM/TM)*(BN/TN) = {(bm // tm) * (bn // tn)} threads: a block holds at most 1024; "
+                         "use larger TM, TN or smaller BM, BN")
+    if 2 * (bm + bn) * bk * 4 > 48 * 1024:
+        raise ValueError(f"gemm_dbuf's two stages take 2*(BM+BN)*BK*4 = {2 * (bm + bn) * bk * 4} bytes of "
+                         "shared memory, over 48 KiB: use a smaller BM, BN or BK")
+    return p
+
+
+def _check_variant(variant) -> None:
+    if variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, VARIANTS))}, got {variant!r}")
+
+
+def gemm_launch_config(variant: str, M: int, N: int, K: int,
+                       params: Mapping[str, int] | None = None) -> tuple[Dim3, Dim3, int]:
+    """(grid, block, shared_mem bytes) with which ``gemm`` launches a variant.
+
+    naive and tiled: grid (ceil(N/T), ceil(M/T)), block (T, T), T = GEMM_TILE; regtile, vec and dbuf:
+    grid (ceil(N/BN), ceil(M/BM)), block ((BM/TM)*(BN/TN),).  shared_mem is 0: the tiles are static.
+    """
+    _check_variant(variant)
+    for name, v in zip("MNK", (M, N, K)):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+            raise ValueError(f"{name} must be a positive int, got {v!r}")
+    p = _params(params)
+    if variant in ("naive", "tiled"):
+        t = p["GEMM_TILE"]
+        grid, block = (-(-N // t), -(-M // t), 1), (t, t, 1)
+    else:
+        bm, bn = p["GEMM_BM"], p["GEMM_BN"]
+        grid, block = (-(-N // bn), -(-M // bm), 1), ((bm // p["GEMM_TM"]) * (bn // p["GEMM_TN"]), 1, 1)
+    if grid[1] > 65535:
+        raise ValueError(f"M={M} needs {grid[1]} row tiles, but grid y holds at most 65535 blocks: "
+                         "split a into row blocks and call gemm on each")
+    return grid, block, 0
+
+
+def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = None, out=None,
+         check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None):
+    """C = act(a @ b + bias) on the backend in use (``labkit.xp`` arrays: cupy on a GPU, numpy on
+    the CPU executor).
+
+    Args:
+        a: float32 (M, K), C-contiguous.   b: float32 (K, N), C-contiguous.
+        bias: float32 (N,), added to every row of the product, or None.
+        variant: one of ``VARIANTS``.   activation: None, "tanh" or "relu" (after the bias).
+        out: optional float32 (M, N) C-contiguous array on the backend to write (returned).
+        check: the CPU executor's checking modes ("memory", "barrier", "shuffle", a list, "all"), as
+            for ``labkit.load``; ignored on a GPU.
+        params: compile-time tile sizes overriding DEFAULT_PARAMS, e.g. {"GEMM_TM": 8, "GEMM_TN": 8}.
+    """
+    backend = backends.current()
+    xp = backends.xp()
+    _check_variant(variant)
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation must be None, 'tanh' or 'relu', got {activation!r}")
+    _check_array(a, "a", "row-major (M, K)", 2, backend, xp)
+    _check_array(b, "b", "row-major (K, N)", 2, backend, xp)
+    M, K = (int(v) for v in a.shape)
+    Kb, N = (int(v) for v in b.shape)
+    if Kb != K:
+        hint = (f"; b looks transposed: pass {xp.__name__}.ascontiguousarray(b.T)" if N == K else "")
+        raise ValueError(f"inner dimensions differ: a is (M, K) = {tuple(a.shape)} but b is "
+                         f"{tuple(b.shape)}; b must be (K, N) with K={K} rows{hint}")
+    if bias is not None:
+        _check_array(bias, "bias", "(N,)", 1, backend, xp)
+        if tuple(bias.shape) != (N,):
+            raise ValueError(f"bias must have shape ({N},), one value per column of b, got {tuple(bias.shape)}")
+    if out is None:
+        out = xp.empty((M, N), dtype=xp.float32)
+    else:
+        _check_array(out, "out", "row-major (M, N)", 2, backend, xp, dtype_fix=(
+            f"allocate it with {xp.__name__}.empty({(M, N)}, dtype={xp.__name__}.float32)"))
+        if tuple(out.shape) != (M, N):
+            raise ValueError(f"out must have shape {(M, N)} (M, N), got {tuple(out.shape)}")
+        if not getattr(out.flags, "writeable", True):  # CuPy arrays are always writeable
+            raise ValueError("out is read-only: pass a writeable array")
+    p = _params(params)
+    grid, block, shared = gemm_launch_config(variant, M, N, K, p)
+    keys = _TILE_KEYS if variant in ("naive", "tiled") else _BLOCK_KEYS
+    mod = load("gemm", defines={k: p[k] for k in keys}, check=check)
+    # has_bias = 0: the kernel never reads `bias`, but the argument must still be a float array.
+    bias_arg = bias if bias is not None else a
+    args = (a, b, bias_arg, out) + tuple(np.int32(v) for v in (M, N, K, bias is not None,
+                                                              ACTIVATIONS[activation]))
+    mod.get_function(f"gemm_{variant}")(grid, block, args, shared_mem=shared)
+    return out

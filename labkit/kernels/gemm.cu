@@ -1,0 +1,343 @@
+// gemm.cu -- the matrix-multiply ladder: C = act(A @ B + bias), one idea per version.
+//
+// Versions (each builds on the one before; siboehm's "How to optimize a CUDA matmul kernel"
+// follows the same road):
+//   gemm_naive    one thread computes one element C[m, n], reading A and B from global memory
+//   gemm_tiled    a block stages GEMM_TILE x GEMM_TILE tiles of A and B in shared memory, so each
+//                 value loaded from global memory feeds GEMM_TILE multiply-adds
+//   gemm_regtile  2-D block tiling: a block computes a GEMM_BM x GEMM_BN tile of C, stepping through
+//                 K GEMM_BK at a time; each thread computes GEMM_TM x GEMM_TN outputs in registers,
+//                 so each value read from shared memory feeds TN (or TM) multiply-adds
+//   gemm_vec      gemm_regtile with 16-byte (float4) loads from global memory where the rows allow
+//                 it, and the A tile stored transposed in shared memory so that the inner loop
+//                 reads A and B with float4 as well
+//   gemm_dbuf     gemm_vec with two shared-memory stages: the next tile's global loads are in
+//                 flight while the current tile is computed; one __syncthreads per tile
+//
+// The operation: A (M, K), B (K, N), C (M, N), all float32 row-major (C-contiguous), any M, N, K
+// (the tiles need not divide them: every load and store is guarded).
+//   C[m, n] = act(sum over k of A[m, k] * B[k, n]  (+ bias[n] if has_bias))
+//   act: 0 none, 1 tanh, 2 ReLU.  `bias` (N,) is not read when has_bias is 0 (pass any float array).
+//
+// Every kernel: (A, B, bias, C, M, N, K, has_bias, act), with int sizes and flags.
+//
+// Launch (Python): labkit.gemm.gemm(a, b, bias, variant="regtile"), which also gives the launch
+// configuration (labkit.gemm.gemm_launch_config):
+//   gemm_naive, gemm_tiled   grid (ceil(N / T), ceil(M / T)), block (T, T), T = GEMM_TILE
+//   the other three          grid (ceil(N / BN), ceil(M / BM)), block ((BM/TM) * (BN/TN),)
+// All shared memory is static (no shared_mem at launch).
+//
+// Compile-time parameters (labkit.load("gemm", defines={...})):
+//   GEMM_TILE   the tile width of gemm_naive's block and gemm_tiled's tiles (default 16)
+//   GEMM_BM, GEMM_BN, GEMM_BK   the block tile of C and its step along K (defaults 64, 64, 8)
+//   GEMM_TM, GEMM_TN            outputs per thread (default 4 x 4: 256 threads to a block)
+// TM, TN and BK must be multiples of 4 (the float4 versions read rows of 4), TM must divide BM and
+// TN divide BN.
+
+#ifndef GEMM_TILE
+#define GEMM_TILE 16
+#endif
+#ifndef GEMM_BM
+#define GEMM_BM 64
+#endif
+#ifndef GEMM_BN
+#define GEMM_BN 64
+#endif
+#ifndef GEMM_BK
+#define GEMM_BK 8
+#endif
+#ifndef GEMM_TM
+#define GEMM_TM 4
+#endif
+#ifndef GEMM_TN
+#define GEMM_TN 4
+#endif
+
+#define ACT_NONE 0
+#define ACT_TANH 1
+#define ACT_RELU 2
+
+namespace gemm {
+constexpr int T = GEMM_TILE;
+constexpr int BM = GEMM_BM, BN = GEMM_BN, BK = GEMM_BK, TM = GEMM_TM, TN = GEMM_TN;
+constexpr int THREADS = (BM / TM) * (BN / TN);   // threads per block of the register-tiled versions
+constexpr int A_GROUPS = BM * BK / 4;             // float4 groups in one A tile (BM rows of BK)
+constexpr int B_GROUPS = BK * BN / 4;             // float4 groups in one B tile (BK rows of BN)
+static_assert(T >= 1 && T <= 32, "GEMM_TILE must be 1 to 32 (a block of T*T threads holds at most 1024)");
+static_assert(BM % TM == 0 && BN % TN == 0, "GEMM_TM must divide GEMM_BM and GEMM_TN divide GEMM_BN");
+static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0,
+              "GEMM_TM, GEMM_TN and GEMM_BK must be multiples of 4 (gemm_vec reads float4 rows)");
+static_assert(THREADS <= 1024, "(BM/TM) * (BN/TN) threads: a block holds at most 1024");
+static_assert(2 * (BM + BN) * BK * 4 <= 48 * 1024, "gemm_dbuf's two stages exceed 48 KiB of shared memory");
+}  // namespace gemm
+
+// `act` and `has_bias` are the same for every thread of a launch: these branches never diverge.
+__device__ __forceinline__ float epilogue(float acc, const float* __restrict__ bias, int has_bias, int n,
+                                          int act) {
+  if (has_bias) acc += bias[n];
+  if (act == ACT_TANH) return tanhf(acc);
+  if (act == ACT_RELU) return fmaxf(acc, 0.0f);
+  return acc;
+}
+
+// Version 1: one thread, one element of C.  threadIdx.x runs along a row of C, so a warp reads
+// consecutive elements of B's row and writes consecutive elements of C (coalesced), and all of it
+// reads the same A[m, k] (a broadcast).  Each element of A is read N times, each of B M times:
+// two global loads per multiply-add, the caches absorb what they can.
+extern "C" __global__ void gemm_naive(const float* __restrict__ A, const float* __restrict__ B,
+                                      const float* __restrict__ bias, float* __restrict__ C,
+                                      int M, int N, int K, int has_bias, int act) {
+  const int m = blockIdx.y * blockDim.y + threadIdx.y;
+  const int n = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m >= M || n >= N) return;
+  float acc = 0.0f;
+  for (int k = 0; k < K; ++k) acc += A[(size_t)m * K + k] * B[(size_t)k * N + n];
+  C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, n, act);
+}
+
+// Version 2: shared-memory tiles.  The block loads a T x T tile of A and one of B (one element
+// per thread, coalesced), waits, and every thread then takes T multiply-adds from shared memory:
+// global traffic falls by a factor T.  Threads past the edge of C still load (zeros outside the
+// matrices) and reach every __syncthreads; they only skip the final store.
+extern "C" __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict__ B,
+                                      const float* __restrict__ bias, float* __restrict__ C,
+                                      int M, int N, int K, int has_bias, int act) {
+  using gemm::T;
+  __shared__ float As[T][T];  // As[ty][k] = A[m, k0 + k]: read as a broadcast along a warp
+  __shared__ float Bs[T][T];  // Bs[k][tx] = B[k0 + k, n]: consecutive threads, consecutive banks
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int m = blockIdx.y * T + ty;
+  const int n = blockIdx.x * T + tx;
+  float acc = 0.0f;
+  for (int k0 = 0; k0 < K; k0 += T) {
+    // The zeros past K make the last tile's extra products vanish.
+    As[ty][tx] = (m < M && k0 + tx < K) ? A[(size_t)m * K + k0 + tx] : 0.0f;
+    Bs[ty][tx] = (k0 + ty < K && n < N) ? B[(size_t)(k0 + ty) * N + n] : 0.0f;
+    __syncthreads();  // the tiles are complete
+#pragma unroll
+    for (int k = 0; k < T; ++k) acc += As[ty][k] * Bs[k][tx];
+    __syncthreads();  // everyone is done with them before the next tile overwrites them
+  }
+  if (m < M && n < N) C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, n, act);
+}
+
+// The thread's TM x TN outputs, rows m0.., columns n0.. (register-tiled versions).
+__device__ __forceinline__ void store_tile(float* __restrict__ C, const float (&acc)[gemm::TM][gemm::TN],
+                                           const float* __restrict__ bias, int has_bias, int M, int N,
+                                           int m0, int n0, int act) {
+  using namespace gemm;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    if (m0 + i >= M) break;
+#pragma unroll
+    for (int j = 0; j < TN; ++j)
+      if (n0 + j < N) C[(size_t)(m0 + i) * N + n0 + j] = epilogue(acc[i][j], bias, has_bias, n0 + j, act);
+  }
+}
+
+// Version 3: 2-D block tiling (siboehm's kernel 5).  A block of THREADS threads owns a BM x BN tile
+// of C; thread (tr, tc) owns the TM x TN outputs at rows tr*TM.., columns tc*TN.. of it.  For each
+// step k of a BK-wide slice, it copies TM values of A's column and TN values of B's row from
+// shared memory to registers and does TM*TN multiply-adds with them: 2 shared loads per 2 FMAs in
+// gemm_tiled become TM + TN loads per TM*TN FMAs (8 per 16 with 4x4).
+extern "C" __global__ void gemm_regtile(const float* __restrict__ A, const float* __restrict__ B,
+                                        const float* __restrict__ bias, float* __restrict__ C,
+                                        int M, int N, int K, int has_bias, int act) {
+  using namespace gemm;
+  __shared__ float As[BM * BK];  // the A tile as stored: As[r * BK + k] = A[m0 + r, k0 + k]
+  __shared__ float Bs[BK * BN];  // Bs[k * BN + c] = B[k0 + k, n0 + c]
+  const int tid = threadIdx.x;
+  const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+  const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+  float acc[TM][TN] = {};
+  float regM[TM], regN[TN];
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    // Consecutive threads take consecutive elements of a tile row: coalesced where rows are long.
+    for (int i = tid; i < BM * BK; i += THREADS) {
+      const int r = i / BK, k = i % BK;
+      As[i] = (bm + r < M && k0 + k < K) ? A[(size_t)(bm + r) * K + k0 + k] : 0.0f;
+    }
+    for (int i = tid; i < BK * BN; i += THREADS) {
+      const int k = i / BN, c = i % BN;
+      Bs[i] = (k0 + k < K && bn + c < N) ? B[(size_t)(k0 + k) * N + bn + c] : 0.0f;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < BK; ++k) {
+#pragma unroll
+      for (int i = 0; i < TM; ++i) regM[i] = As[(tr * TM + i) * BK + k];
+#pragma unroll
+      for (int j = 0; j < TN; ++j) regN[j] = Bs[k * BN + tc * TN + j];
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] += regM[i] * regN[j];
+    }
+    __syncthreads();
+  }
+  store_tile(C, acc, bias, has_bias, M, N, bm + tr * TM, bn + tc * TN, act);
+}
+
+// --- helpers of the float4 versions -----------------------------------------------------------
+// Four neighbours row[col .. col+3] of a row `len` floats long, zeros past its end.  `vec`: the
+// row starts 16-byte aligned and len % 4 == 0 (and col % 4 == 0), so one float4 load reads all
+// four, or none of them is in the row.  Otherwise four guarded scalar loads.
+__device__ __forceinline__ float4 load4(const float* __restrict__ row, int col, int len, bool vec) {
+  if (vec) return col < len ? *reinterpret_cast<const float4*>(row + col) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  return make_float4(col < len ? row[col] : 0.0f, col + 1 < len ? row[col + 1] : 0.0f,
+                     col + 2 < len ? row[col + 2] : 0.0f, col + 3 < len ? row[col + 3] : 0.0f);
+}
+
+// Group g of the A tile at (bm, k0): row g / (BK/4), columns 4 * (g % (BK/4)) .. +3.
+__device__ __forceinline__ float4 load_a4(const float* __restrict__ A, int M, int K, int bm, int k0, int g,
+                                          bool vec) {
+  using namespace gemm;
+  const int r = g / (BK / 4), k = (g % (BK / 4)) * 4;
+  if (bm + r >= M) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  return load4(A + (size_t)(bm + r) * K, k0 + k, K, vec);
+}
+
+// ... stored transposed, As[k * BM + r]: the inner loop then finds a thread's TM rows of one k
+// next to each other (a float4 read).  The four scalar stores go to four different k rows.
+__device__ __forceinline__ void store_a4(float* As, int g, float4 v) {
+  using namespace gemm;
+  const int r = g / (BK / 4), k = (g % (BK / 4)) * 4;
+  As[(k + 0) * BM + r] = v.x;
+  As[(k + 1) * BM + r] = v.y;
+  As[(k + 2) * BM + r] = v.z;
+  As[(k + 3) * BM + r] = v.w;
+}
+
+// Group g of the B tile at (k0, bn): row g / (BN/4), columns 4 * (g % (BN/4)) .. +3; stored as is.
+__device__ __forceinline__ float4 load_b4(const float* __restrict__ B, int N, int K, int k0, int bn, int g,
+                                          bool vec) {
+  using namespace gemm;
+  const int k = g / (BN / 4), c = (g % (BN / 4)) * 4;
+  if (k0 + k >= K) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  return load4(B + (size_t)(k0 + k) * N, bn + c, N, vec);
+}
+
+__device__ __forceinline__ void store_b4(float* Bs, int g, float4 v) {
+  *reinterpret_cast<float4*>(Bs + g * 4) = v;  // group g sits at g * 4 in the row-major tile
+}
+
+// One BK slice of the thread's TM x TN outputs from the shared tiles (As transposed), reading
+// A's column and B's row four floats at a time.
+__device__ __forceinline__ void fma_tile(const float* As, const float* Bs, float (&acc)[gemm::TM][gemm::TN],
+                                         int tr, int tc) {
+  using namespace gemm;
+  float regM[TM], regN[TN];
+#pragma unroll
+  for (int k = 0; k < BK; ++k) {
+#pragma unroll
+    for (int i = 0; i < TM; i += 4) {
+      const float4 a = *reinterpret_cast<const float4*>(As + k * BM + tr * TM + i);
+      regM[i] = a.x, regM[i + 1] = a.y, regM[i + 2] = a.z, regM[i + 3] = a.w;
+    }
+#pragma unroll
+    for (int j = 0; j < TN; j += 4) {
+      const float4 b = *reinterpret_cast<const float4*>(Bs + k * BN + tc * TN + j);
+      regN[j] = b.x, regN[j + 1] = b.y, regN[j + 2] = b.z, regN[j + 3] = b.w;
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] += regM[i] * regN[j];
+  }
+}
+
+// Version 4: gemm_regtile with float4.  A quarter of the global load instructions where a row's
+// length is a multiple of 4 and the matrix starts 16-byte aligned (checked here at run time, the
+// same answer for the whole launch; a view that starts mid-allocation may not be aligned), and
+// the inner loop reads shared memory with float4 too, thanks to the transposed A tile.
+// The shared tiles are declared float4 so that they are 16-byte aligned on every compiler.
+extern "C" __global__ void gemm_vec(const float* __restrict__ A, const float* __restrict__ B,
+                                    const float* __restrict__ bias, float* __restrict__ C,
+                                    int M, int N, int K, int has_bias, int act) {
+  using namespace gemm;
+  __shared__ float4 As4[BK * BM / 4];  // As[k * BM + r] = A[bm + r, k0 + k] (transposed)
+  __shared__ float4 Bs4[BK * BN / 4];  // Bs[k * BN + c] = B[k0 + k, bn + c]
+  float* As = reinterpret_cast<float*>(As4);
+  float* Bs = reinterpret_cast<float*>(Bs4);
+  const bool a_vec = K % 4 == 0 && (reinterpret_cast<size_t>(A) & 15) == 0;
+  const bool b_vec = N % 4 == 0 && (reinterpret_cast<size_t>(B) & 15) == 0;
+  const int tid = threadIdx.x;
+  const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+  const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+  float acc[TM][TN] = {};
+  for (int k0 = 0; k0 < K; k0 += BK) {
+    for (int g = tid; g < A_GROUPS; g += THREADS) store_a4(As, g, load_a4(A, M, K, bm, k0, g, a_vec));
+    for (int g = tid; g < B_GROUPS; g += THREADS) store_b4(Bs, g, load_b4(B, N, K, k0, bn, g, b_vec));
+    __syncthreads();
+    fma_tile(As, Bs, acc, tr, tc);
+    __syncthreads();
+  }
+  store_tile(C, acc, bias, has_bias, M, N, bm + tr * TM, bn + tc * TN, act);
+}
+
+// Version 5: gemm_vec with double buffering.  Each thread first issues the global loads of tile
+// t+1 into registers, then computes tile t from shared stage t % 2 (the loads' latency hides
+// behind those FMAs), then writes its registers into the other stage.  That stage was last read
+// while computing tile t-1, which every thread finished before the previous __syncthreads, so one
+// barrier per tile is enough: it publishes tile t+1 and frees stage t % 2 at once.
+extern "C" __global__ void gemm_dbuf(const float* __restrict__ A, const float* __restrict__ B,
+                                     const float* __restrict__ bias, float* __restrict__ C,
+                                     int M, int N, int K, int has_bias, int act) {
+  using namespace gemm;
+  constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;  // float4 groups per thread per tile
+  constexpr int B_LOADS = (B_GROUPS + THREADS - 1) / THREADS;
+  __shared__ float4 As4[2][BK * BM / 4];  // two stages of gemm_vec's tiles
+  __shared__ float4 Bs4[2][BK * BN / 4];
+  const bool a_vec = K % 4 == 0 && (reinterpret_cast<size_t>(A) & 15) == 0;
+  const bool b_vec = N % 4 == 0 && (reinterpret_cast<size_t>(B) & 15) == 0;
+  const int tid = threadIdx.x;
+  const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
+  const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+  const int tiles = (K + BK - 1) / BK;
+  float acc[TM][TN] = {};
+  float4 ra[A_LOADS], rb[B_LOADS];  // the next tile, on its way from global memory
+
+  // Prologue: tile 0 into stage 0.
+  for (int l = 0; l < A_LOADS; ++l) {
+    const int g = tid + l * THREADS;
+    if (g < A_GROUPS) store_a4(reinterpret_cast<float*>(As4[0]), g, load_a4(A, M, K, bm, 0, g, a_vec));
+  }
+  for (int l = 0; l < B_LOADS; ++l) {
+    const int g = tid + l * THREADS;
+    if (g < B_GROUPS) store_b4(reinterpret_cast<float*>(Bs4[0]), g, load_b4(B, N, K, 0, bn, g, b_vec));
+  }
+  __syncthreads();
+
+  for (int t = 0; t < tiles; ++t) {
+    const int cur = t & 1;
+    const bool more = t + 1 < tiles;  // the same for the whole block: the barrier below is uniform
+    if (more) {
+      const int k0 = (t + 1) * BK;
+#pragma unroll
+      for (int l = 0; l < A_LOADS; ++l) {
+        const int g = tid + l * THREADS;
+        if (g < A_GROUPS) ra[l] = load_a4(A, M, K, bm, k0, g, a_vec);
+      }
+#pragma unroll
+      for (int l = 0; l < B_LOADS; ++l) {
+        const int g = tid + l * THREADS;
+        if (g < B_GROUPS) rb[l] = load_b4(B, N, K, k0, bn, g, b_vec);
+      }
+    }
+    fma_tile(reinterpret_cast<const float*>(As4[cur]), reinterpret_cast<const float*>(Bs4[cur]), acc, tr, tc);
+    if (more) {
+#pragma unroll
+      for (int l = 0; l < A_LOADS; ++l) {
+        const int g = tid + l * THREADS;
+        if (g < A_GROUPS) store_a4(reinterpret_cast<float*>(As4[cur ^ 1]), g, ra[l]);
+      }
+#pragma unroll
+      for (int l = 0; l < B_LOADS; ++l) {
+        const int g = tid + l * THREADS;
+        if (g < B_GROUPS) store_b4(reinterpret_cast<float*>(Bs4[cur ^ 1]), g, rb[l]);
+      }
+      __syncthreads();
+    }
+  }
+  store_tile(C, acc, bias, has_bias, M, N, bm + tr * TM, bn + tc * TN, act);
+}

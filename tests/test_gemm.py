@@ -1,0 +1,260 @@
+"""The GEMM ladder (labkit.gemm.gemm: naive, tiled, regtile, vec, dbuf) against float64 NumPy.
+
+Runs on whichever backend is active: the GPU where CuPy sees one, the CPU executor otherwise.
+Inputs are fresh random arrays, sizes are odd and do not divide the tiles, and the output is
+poisoned with NaN before each launch, so an element a kernel forgot to write fails the comparison.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
+
+rng = np.random.default_rng()
+ACTIVATIONS = (None, "tanh", "relu")
+
+
+def to_numpy(a) -> np.ndarray:
+    if type(a).__module__.startswith("cupy"):
+        import cupy
+        return cupy.asnumpy(a)
+    return np.asarray(a)
+
+
+def rel_err(c, ref) -> float:
+    c = to_numpy(c).astype(np.float64)
+    return float(np.linalg.norm(c - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def make(M, N, K, *, bias=True):
+    """Random float32 a (M, K), b (K, N), bias (N,) as NumPy arrays (bias None without)."""
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+    return a, b, rng.standard_normal(N).astype(np.float32) if bias else None
+
+
+def expected(a, b, bias, activation):
+    c = a.astype(np.float64) @ b.astype(np.float64)
+    if bias is not None:
+        c = c + bias.astype(np.float64)
+    if activation == "tanh":
+        return np.tanh(c)
+    if activation == "relu":
+        return np.maximum(0.0, c)
+    return c
+
+
+def run(a, b, bias, **kw):
+    """gemm on the backend's arrays, into a NaN-poisoned out; the result as NumPy."""
+    xp = labkit.xp
+    out = xp.full((a.shape[0], b.shape[1]), np.nan, dtype=xp.float32)
+    c = gemm(xp.asarray(a), xp.asarray(b), None if bias is None else xp.asarray(bias), out=out, **kw)
+    assert c is out
+    return to_numpy(c)
+
+
+# (M, N, K): a single element, sizes no tile divides, a K that is a multiple of 4 (the float4
+# path of vec and dbuf) and ones that are not (their scalar fallback), a wide and flat C.
+SHAPES = [(1, 1, 1), (17, 33, 9), (65, 70, 129), (128, 64, 100), (3, 200, 31)]
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}N{}K{}".format(*s))
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
+@pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_matches_reference(variant, activation, bias, shape):
+    a, b, bv = make(*shape, bias=bias)
+    c = run(a, b, bv, variant=variant, activation=activation)
+    assert not np.isnan(c).any(), "some outputs were never written"
+    assert rel_err(c, expected(a, b, bv, activation)) < 1e-5
+
+
+@pytest.mark.parametrize("shape", [(19, 37, 13), (20, 36, 12)], ids=["odd", "float4"])
+@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory"])
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_checking_modes(variant, check, shape):
+    # On the CPU executor: barriers reached by the whole block, a result that does not depend on
+    # the order of the threads, and no access outside the arrays.  On a GPU `check` is ignored.
+    a, b, bias = make(*shape)
+    c = run(a, b, bias, variant=variant, activation="tanh", check=check)
+    assert rel_err(c, expected(a, b, bias, "tanh")) < 1e-5
+
+
+def _misaligned(x: np.ndarray):
+    """A C-contiguous copy of x that starts 4 bytes past a 16-byte boundary, on the backend."""
+    xp = labkit.xp
+    buf = xp.zeros(x.size + 4, dtype=xp.float32)
+    base = buf.__array_interface__["data"][0] if xp is np else buf.data.ptr
+    off = next(i for i in range(4) if (base + 4 * i) % 16 == 4)
+    view = buf[off:off + x.size].reshape(x.shape)
+    view[...] = xp.asarray(x)
+    assert view.flags.c_contiguous
+    return view
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_misaligned_rows_fall_back_to_scalar_loads(variant):
+    # K and N are multiples of 4, but the matrices start off a 16-byte boundary: float4 loads
+    # would be misaligned, so vec and dbuf must see it at run time and load floats one by one.
+    a, b, bias = make(21, 44, 36)
+    xp = labkit.xp
+    out = xp.full((21, 44), np.nan, dtype=xp.float32)
+    c = gemm(_misaligned(a), _misaligned(b), xp.asarray(bias), variant=variant, out=out)
+    assert rel_err(c, expected(a, b, bias, None)) < 1e-5
+
+
+PARAMS = [
+    {"GEMM_TILE": 8},
+    {"GEMM_TM": 8, "GEMM_TN": 8},                                              # 64 threads
+    {"GEMM_BM": 32, "GEMM_BN": 64, "GEMM_BK": 4, "GEMM_TM": 4, "GEMM_TN": 8},  # non-square tiles
+]
+
+
+@pytest.mark.parametrize("params", PARAMS, ids=lambda p: ",".join(f"{k[5:]}={v}" for k, v in p.items()))
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_other_tile_sizes(variant, params):
+    a, b, bias = make(37, 75, 22)
+    c = run(a, b, bias, variant=variant, activation="relu", params=params)
+    assert rel_err(c, expected(a, b, bias, "relu")) < 1e-5
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_without_bias_and_without_out(variant):
+    a, b, _ = make(9, 13, 7, bias=False)
+    xp = labkit.xp
+    c = gemm(xp.asarray(a), xp.asarray(b), variant=variant)
+    assert isinstance(c, xp.ndarray) and c.dtype == np.float32 and c.shape == (9, 13)
+    assert rel_err(c, expected(a, b, None, None)) < 1e-5
+
+
+# --- launch configuration ---------------------------------------------------------------------
+def test_variants_and_defaults():
+    assert VARIANTS == ("naive", "tiled", "regtile", "vec", "dbuf")
+    assert DEFAULT_PARAMS == {"GEMM_TILE": 16, "GEMM_BM": 64, "GEMM_BN": 64, "GEMM_BK": 8,
+                              "GEMM_TM": 4, "GEMM_TN": 4}
+
+
+def test_launch_config():
+    for v in ("naive", "tiled"):
+        assert gemm_launch_config(v, 65, 70, 129) == ((5, 5, 1), (16, 16, 1), 0)
+    for v in ("regtile", "vec", "dbuf"):
+        assert gemm_launch_config(v, 65, 70, 129) == ((2, 2, 1), (256, 1, 1), 0)
+        assert gemm_launch_config(v, 3, 200, 31) == ((4, 1, 1), (256, 1, 1), 0)
+    assert gemm_launch_config("dbuf", 128, 128, 8, {"GEMM_TM": 8, "GEMM_TN": 8}) == ((2, 2, 1), (64, 1, 1), 0)
+    assert gemm_launch_config("tiled", 17, 33, 9, {"GEMM_TILE": 8}) == ((5, 3, 1), (8, 8, 1), 0)
+
+
+@pytest.mark.parametrize("args, match", [
+    (("fast", 1, 1, 1), "variant must be one of"),
+    (("naive", 0, 1, 1), "M must be a positive int"),
+    (("naive", 1, 1, 2.0), "K must be a positive int"),
+    (("naive", 16 * 65536, 1, 1), "grid y holds at most 65535"),
+    (("tiled", 1, 1, 1, {"GEMM_TILE": 33}), "GEMM_TILE must be 1 to 32"),
+    (("vec", 1, 1, 1, {"GEMM_TM": 6}), "GEMM_TM must divide GEMM_BM"),
+    (("vec", 1, 1, 1, {"GEMM_BK": 6}), "multiples of 4"),
+    (("vec", 1, 1, 1, {"GEMM_BM": 256, "GEMM_BN": 256}), "at most 1024"),
+    (("vec", 1, 1, 1, {"GEMM_BK": 128}), "over 48 KiB"),
+    (("vec", 1, 1, 1, {"BM": 64}), "unknown gemm parameter 'BM'"),
+])
+def test_launch_config_errors(args, match):
+    with pytest.raises(ValueError, match=match):
+        gemm_launch_config(*args)
+
+
+# --- errors, raised before anything is compiled or launched ------------------------------------
+def good():
+    xp = labkit.xp
+    a, b, bias = make(5, 7, 3)
+    return dict(a=xp.asarray(a), b=xp.asarray(b), bias=xp.asarray(bias))
+
+
+def _with(**changes):
+    def build():
+        args = good()
+        for k, f in changes.items():
+            args[k] = f(args)
+        return args
+    return build
+
+
+class _FakeCupyArray:
+    """Stands in for a cupy.ndarray where CuPy is not installed (gemm looks at the module name)."""
+
+
+_FakeCupyArray.__module__ = "cupy._core.core"
+
+BAD = [
+    # (name, arguments, extra keywords, exception, part of the message)
+    ("a-float64", _with(a=lambda x: x["a"].astype("float64")), {}, TypeError,
+     r"a must be float32 row-major \(M, K\), got float64: a\.astype\(np\.float32\)"),
+    ("b-int32", _with(b=lambda x: x["b"].astype("int32")), {}, TypeError,
+     r"b must be float32 row-major \(K, N\), got int32: b\.astype\(np\.float32\)"),
+    ("bias-float64", _with(bias=lambda x: x["bias"].astype("float64")), {}, TypeError,
+     r"bias must be float32"),
+    ("a-list", _with(a=lambda x: to_numpy(x["a"]).tolist()), {}, TypeError,
+     r"a must be a (numpy|cupy)\.ndarray, got list"),
+    ("a-1d", _with(a=lambda x: x["a"][0]), {}, ValueError, r"a must be 2-D row-major \(M, K\), got shape \(3,\)"),
+    ("b-3d", _with(b=lambda x: x["b"][None]), {}, ValueError, r"b must be 2-D"),
+    ("bias-2d", _with(bias=lambda x: x["bias"][None]), {}, ValueError, r"bias must be 1-D"),
+    ("a-empty", _with(a=lambda x: x["a"][:0]), {}, ValueError, r"a must not be empty"),
+    ("a-strided", _with(a=lambda x: x["a"][:, ::2]), {}, ValueError,
+     r"a must be C-contiguous.*ascontiguousarray\(a\)"),
+    ("b-transposed-view", _with(b=lambda x: x["b"].T.copy().T), {}, ValueError, r"b must be C-contiguous"),
+    ("mismatched-k", _with(b=lambda x: x["b"][:2].copy()), {}, ValueError,
+     r"inner dimensions differ: a is \(M, K\) = \(5, 3\) but b is \(2, 7\); b must be \(K, N\) with K=3"),
+    ("b-transposed", _with(b=lambda x: x["b"].T.copy()), {}, ValueError,
+     r"inner dimensions differ.*b looks transposed.*ascontiguousarray\(b\.T\)"),
+    ("bias-shape", _with(bias=lambda x: x["bias"][:5].copy()), {}, ValueError,
+     r"bias must have shape \(7,\), one value per column of b, got \(5,\)"),
+    ("activation", good, {"activation": "sigmoid"}, ValueError,
+     r"activation must be None, 'tanh' or 'relu', got 'sigmoid'"),
+    ("variant", good, {"variant": "fast"}, ValueError,
+     r"variant must be one of 'naive', 'tiled', 'regtile', 'vec', 'dbuf', got 'fast'"),
+    ("params", good, {"params": {"GEMM_TN": 3}}, ValueError, r"GEMM_TN divide GEMM_BN, got .*TN=3"),
+]
+
+
+@pytest.mark.parametrize("name, build, kw, exc, match", BAD, ids=[c[0] for c in BAD])
+def test_bad_input(name, build, kw, exc, match):
+    with pytest.raises(exc, match=match):
+        gemm(**build(), **kw)
+
+
+def test_bad_out():
+    xp = labkit.xp
+    args = good()
+    with pytest.raises(ValueError, match=r"out must have shape \(5, 7\)"):
+        gemm(**args, out=xp.empty((5, 6), dtype=xp.float32))
+    with pytest.raises(TypeError, match=r"out must be float32 row-major \(M, N\), got float64: allocate it"):
+        gemm(**args, out=xp.empty((5, 7), dtype=xp.float64))
+    with pytest.raises(ValueError, match=r"out must be C-contiguous"):
+        gemm(**args, out=xp.empty((5, 14), dtype=xp.float32)[:, ::2])
+
+
+def test_read_only_out(monkeypatch):
+    monkeypatch.setenv("LABKIT_BACKEND", "cpu")  # NumPy arrays can be read-only, CuPy arrays cannot
+    a, b, bias = make(4, 5, 3)
+    out = np.full((4, 5), np.nan, np.float32)
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="out is read-only"):
+        gemm(a, b, bias, out=out)
+
+
+def test_gpu_array_on_cpu_executor(monkeypatch):
+    monkeypatch.setenv("LABKIT_BACKEND", "cpu")
+    a, b, bias = make(4, 5, 3)
+    with pytest.raises(TypeError, match=r"a is a CuPy array.*CPU executor.*cupy\.asnumpy\(a\)"):
+        gemm(_FakeCupyArray(), b, bias)
+    with pytest.raises(TypeError, match=r"bias is a CuPy array.*cupy\.asnumpy\(bias\)"):
+        gemm(a, b, _FakeCupyArray())
+
+
+def test_host_array_on_gpu():
+    if labkit.backend() != "cuda":
+        pytest.skip("the GPU backend is not active")
+    a, b, bias = make(4, 5, 3)
+    import cupy
+    with pytest.raises(TypeError, match=r"b is a NumPy array.*cupy\.asarray\(b\)"):
+        gemm(cupy.asarray(a), b, cupy.asarray(bias))
