@@ -4,7 +4,8 @@
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py
 
 The executor's feature kernels are launched through the cases of the GPU parity test, the
-convolution ladder (labkit/kernels/conv_*.cu) through labkit.conv.conv2d.
+convolution ladder (labkit/kernels/conv_*.cu) through labkit.conv.conv2d, the GEMM ladder
+(labkit/kernels/gemm.cu) through labkit.gemm.gemm.
 """
 from __future__ import annotations
 
@@ -39,6 +40,22 @@ def launch_conv_ladder() -> int:
     return n
 
 
+def launch_gemm_ladder() -> int:
+    """Every GEMM variant once on odd sizes (tiles hang over every edge), with and without bias."""
+    from labkit.gemm import VARIANTS, gemm
+
+    rng = np.random.default_rng()
+    n = 0
+    for variant in VARIANTS:
+        for M, N, K in [(37, 70, 29), (64, 128, 96)]:
+            a = cp.asarray(rng.standard_normal((M, K), dtype=np.float32))
+            b = cp.asarray(rng.standard_normal((K, N), dtype=np.float32))
+            bias = cp.asarray(rng.standard_normal(N, dtype=np.float32))
+            gemm(a, b, bias, variant=variant, activation="relu")
+            n += 1
+    return n
+
+
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
@@ -48,6 +65,7 @@ def main() -> int:
         mod.get_function(name)(grid, block, args, shared_mem=shmem)
         n += 1
     n += launch_conv_ladder()
+    n += launch_gemm_ladder()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0
