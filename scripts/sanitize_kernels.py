@@ -58,6 +58,22 @@ def launch_gemm_ladder() -> int:
     return n
 
 
+def launch_layers() -> int:
+    """Pooling, softmax and the fused conv + tanh + pool, on odd sizes."""
+    from labkit import layers
+
+    rng = np.random.default_rng()
+    x = cp.asarray(rng.standard_normal((3, 5, 13, 11), dtype=np.float32))
+    layers.max_pool2d(x, 2, 2)
+    layers.max_pool2d(x, 3, 2)
+    layers.softmax(cp.asarray(rng.standard_normal((37, 10), dtype=np.float32)))
+    for (N, C, H, W, M, K), imgs in [((3, 1, 48, 48, 6, 5), 2), ((2, 3, 13, 12, 4, 3), 1)]:
+        layers.conv_pool_tanh(cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32)),
+                              cp.asarray(rng.standard_normal((M, C, K, K), dtype=np.float32)),
+                              cp.asarray(rng.standard_normal(M, dtype=np.float32)), imgs=imgs)
+    return 5
+
+
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
@@ -68,6 +84,7 @@ def main() -> int:
         n += 1
     n += launch_conv_ladder()
     n += launch_gemm_ladder()
+    n += launch_layers()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

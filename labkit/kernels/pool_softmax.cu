@@ -1,0 +1,44 @@
+// pool_softmax.cu -- the small layers around the convolutions and matrix multiplies.
+//
+// Versions:
+//   max_pool2d   one thread per output element: the largest of its window (k x k, stride s,
+//                no padding), NCHW in and out
+//   softmax_rows one warp per row of an (N, D) matrix: the row's max and sum of exponentials by
+//                warp shuffles, then exp(x - max) / sum; numerically safe for any logits
+//
+// Launch (Python: labkit.layers.max_pool2d, labkit.layers.softmax):
+//   max_pool2d(x, y, NC, H, W, PH, PW, k, s):  grid (ceil(NC*PH*PW / 256),), block (256,)
+//   softmax_rows(x, y, N, D):                 grid (ceil(N / 8),), block (256,) = 8 warps, 8 rows
+
+// Version 1: max-pooling, one output per thread.  Consecutive threads take consecutive outputs of
+// a row, so their window reads (stride s apart) stay close together in memory.
+extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __restrict__ y, int NC, int H,
+                                      int W, int PH, int PW, int k, int s) {
+  const long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= (long long)NC * PH * PW) return;
+  const int pw = (int)(o % PW);
+  const int ph = (int)((o / PW) % PH);
+  const long long plane = o / ((long long)PH * PW);
+  const float* xp = x + plane * H * W + (long long)(ph * s) * W + pw * s;
+  float best = xp[0];
+  for (int p = 0; p < k; ++p)
+    for (int q = 0; q < k; ++q) best = fmaxf(best, xp[p * W + q]);
+  y[o] = best;
+}
+
+// Version 2: softmax over each row, one warp per row.  Each lane takes columns lane, lane + 32, ...;
+// a butterfly of __shfl_xor_sync leaves the row's max (then its sum) in every lane, with no shared
+// memory and no __syncthreads.  Subtracting the max first keeps exp() from overflowing.
+extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __restrict__ y, int N, int D) {
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= N) return;  // the whole warp leaves together: the shuffles below stay full-warp
+  const float* xr = x + (long long)row * D;
+  float mx = -INFINITY;
+  for (int c = lane; c < D; c += 32) mx = fmaxf(mx, xr[c]);
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float sum = 0.0f;
+  for (int c = lane; c < D; c += 32) sum += expf(xr[c] - mx);
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  for (int c = lane; c < D; c += 32) y[(long long)row * D + c] = expf(xr[c] - mx) / sum;
+}

@@ -1,0 +1,89 @@
+"""labkit.layers: max-pooling, softmax and the fused conv + tanh + max-pool, against the reference."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import layers, reference
+
+from test_conv_ladder import make_layer, rel_err, to_numpy
+
+rng = np.random.default_rng()
+
+
+def dev(a):
+    return labkit.xp.asarray(a)
+
+
+def poisoned(shape):
+    return labkit.xp.full(shape, np.nan, dtype=labkit.xp.float32)
+
+
+@pytest.mark.parametrize("shape, k, s", [((2, 3, 13, 11), 2, 2), ((1, 4, 9, 9), 3, 2), ((3, 2, 7, 10), 2, 1),
+                                         ((2, 1, 44, 44), 2, 2)])
+def test_max_pool_matches_reference(shape, k, s):
+    x = rng.standard_normal(shape).astype(np.float32)
+    ref = reference.max_pool2d(x, k, s)
+    y = layers.max_pool2d(dev(x), k, s, out=poisoned(ref.shape))
+    assert np.array_equal(to_numpy(y), ref.astype(np.float32))      # a max is exact
+
+
+@pytest.mark.parametrize("shape", [(1, 10), (37, 10), (5, 33), (9, 100), (3, 1)])
+def test_softmax_matches_reference(shape):
+    x = (rng.standard_normal(shape) * 8).astype(np.float32)
+    x[0, 0] = 80.0                                                    # exp(80) overflows float32
+    ref = reference.softmax(x)
+    y = to_numpy(layers.softmax(dev(x), out=poisoned(shape)))
+    assert rel_err(y, ref) < 1e-5
+    assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape", [(3, 1, 48, 48, 6, 5), (2, 3, 13, 12, 4, 3), (2, 2, 10, 9, 5, 1)],
+                         ids=lambda s: "N{}C{}H{}W{}M{}K{}".format(*s))
+@pytest.mark.parametrize("threads, imgs", [(128, 1), (64, 2)])
+def test_conv_pool_tanh_matches_reference(shape, threads, imgs):
+    x, w, b = make_layer(*shape)
+    ref = reference.max_pool2d(np.tanh(reference.conv2d(x, w, b)), 2, 2)
+    y = layers.conv_pool_tanh(dev(x), dev(w), dev(b), out=poisoned(ref.shape), threads=threads, imgs=imgs)
+    assert rel_err(y, ref) < 1e-5
+
+
+def test_fused_equals_unfused_pipeline():
+    from labkit.conv import conv2d
+    x, w, b = make_layer(3, 1, 48, 48, 6, 5)
+    fused = to_numpy(layers.conv_pool_tanh(dev(x), dev(w), dev(b)))
+    unfused = to_numpy(layers.max_pool2d(conv2d(dev(x), dev(w), dev(b), variant="tuned", activation="tanh")))
+    assert rel_err(fused, unfused.astype(np.float64)) < 1e-6
+
+
+@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory"])
+def test_checking_modes(check):
+    if labkit.backend() != "cpu":
+        pytest.skip("the checking modes belong to the CPU executor (compute-sanitizer on a GPU)")
+    x = rng.standard_normal((3, 2, 9, 9)).astype(np.float32)
+    mod = labkit.load("pool_softmax", check=check)
+    y = np.full((3, 2, 4, 4), np.nan, np.float32)
+    mod.get_function("max_pool2d")((1,), (256,), (x, y) + tuple(np.int32(v) for v in (6, 9, 9, 4, 4, 2, 2)))
+    assert np.array_equal(y, reference.max_pool2d(x, 2, 2).astype(np.float32))
+    logits = rng.standard_normal((20, 10)).astype(np.float32)
+    s = np.full((20, 10), np.nan, np.float32)
+    mod.get_function("softmax_rows")((3,), (256,), (logits, s, np.int32(20), np.int32(10)))
+    assert rel_err(s, reference.softmax(logits)) < 1e-5
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: layers.max_pool2d(dev(np.zeros((1, 1, 4, 4), np.float64))), "float32"),
+    (lambda: layers.max_pool2d(dev(np.zeros((1, 4, 4), np.float32))), "4-D"),
+    (lambda: layers.max_pool2d(dev(np.zeros((1, 1, 4, 4), np.float32)), k=5), "does not fit"),
+    (lambda: layers.softmax(dev(np.zeros((2, 3, 4), np.float32))), "2-D"),
+    (lambda: layers.conv_pool_tanh(dev(np.zeros((1, 2, 8, 8), np.float32)),
+                                   dev(np.zeros((3, 1, 3, 3), np.float32)), dev(np.zeros(3, np.float32))), "w must be"),
+    (lambda: layers.conv_pool_tanh(dev(np.zeros((1, 8, 60, 60), np.float32)),
+                                   dev(np.zeros((3, 8, 3, 3), np.float32)), dev(np.zeros(3, np.float32))), "48 KiB"),
+    (lambda: layers.conv_pool_tanh(dev(np.zeros((1, 1, 5, 5), np.float32)),
+                                   dev(np.zeros((2, 1, 5, 5), np.float32)), dev(np.zeros(2, np.float32))), "nothing to pool"),
+])
+def test_bad_input_is_refused(call, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        call()
