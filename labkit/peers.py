@@ -63,3 +63,32 @@ def cudnn_conv2d(x, w, b=None, *, activation: str | None = None, stride: int = 1
                 outt.copy_(y)
             return y
     return run
+
+
+def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object], object]:
+    """The seed's Fashion-MNIST network in PyTorch (cuDNN, cuBLAS) with labkit's weights.
+
+    ``weights``: the dict of labkit.models.fashion_mnist.load_weights (NumPy, labkit's layouts:
+    MCKK convolutions, (in, out) dense).  Returns ``run(x)``: x a CuPy float32 (N, 1, 48, 48)
+    array; the softmax probabilities as a torch tensor on the GPU.  Written as a PyTorch user
+    would: conv2d, tanh, max_pool2d, conv2d, tanh, flatten, linear, tanh, linear, softmax.
+    """
+    import torch
+    import torch.nn.functional as F
+    why = cudnn_available()
+    if why:
+        raise RuntimeError(why)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = bool(tf32)
+    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    t = {k: torch.as_tensor(v, device="cuda") for k, v in weights.items()}
+    fc1_t, fc2_t = t["fc1_w"].t().contiguous(), t["fc2_w"].t().contiguous()   # linear takes (out, in)
+
+    def run(x):
+        with torch.no_grad():
+            h = torch.tanh(F.conv2d(_torch(x), t["conv1_w"], t["conv1_b"]))
+            h = F.max_pool2d(h, 2)
+            h = torch.tanh(F.conv2d(h, t["conv2_w"], t["conv2_b"]))
+            h = torch.tanh(F.linear(h.flatten(1), fc1_t, t["fc1_b"]))
+            return torch.softmax(F.linear(h, fc2_t, t["fc2_b"]), dim=1)
+    return run

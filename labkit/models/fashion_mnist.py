@@ -1,0 +1,288 @@
+"""The ECE408 (Spring 2019) Fashion-MNIST model: safe weight loader and NumPy reference.
+
+Network (NCHW activations, as everywhere in labkit)::
+
+    x      (N, 1, 48, 48)   Fashion-MNIST 28x28 resized to 48x48, pixels in [0, 1]
+    conv1  (N, 6, 44, 44)   6 filters 1x5x5, valid, + bias, tanh
+    pool1  (N, 6, 22, 22)   max 2x2, stride 2
+    conv2  (N, 16, 18, 18)  16 filters 6x5x5, valid, + bias, tanh   (no second pooling)
+    flat   (N, 5184)        x.reshape(N, -1): C, H, W order
+    fc1    (N, 140)         + bias, tanh
+    fc2    (N, 10)          + bias -> logits (softmax gives class probabilities)
+
+Weight layouts of the shipped file ``data/models/fashion_mnist_ece408.npz``
+(all float32, C-contiguous): conv weights MCKK ``(M, C, K, K)``, dense weights
+``(in, out)`` with the rows of ``fc1_w`` in C, H, W flatten order, biases 1-D.
+It was written by ``scripts/train_fashion_mnist.py``; its metadata (test
+accuracy, TensorFlow version, command) is ``fashion_mnist_ece408.json`` beside it.
+"""
+from __future__ import annotations
+
+import os
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+
+from ..data import resize_images
+from ..reference import conv2d, dense, max_pool2d, tanh
+
+__all__ = [
+    "WEIGHTS_PATH",
+    "METADATA_PATH",
+    "KERAS_LOGITS_PATH",
+    "SHAPES",
+    "INPUT_SHAPE",
+    "load_weights",
+    "check_weights",
+    "preprocess",
+    "reference_logits",
+    "reference_predict",
+]
+
+_MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "models"
+WEIGHTS_PATH = _MODELS_DIR / "fashion_mnist_ece408.npz"
+METADATA_PATH = _MODELS_DIR / "fashion_mnist_ece408.json"
+KERAS_LOGITS_PATH = _MODELS_DIR / "fashion_mnist_keras_logits.npz"
+
+INPUT_SHAPE: tuple[int, int, int] = (1, 48, 48)   # (C, H, W) of one image
+SHAPES: dict[str, tuple[int, ...]] = {
+    "conv1_w": (6, 1, 5, 5),      # MCKK
+    "conv1_b": (6,),
+    "conv2_w": (16, 6, 5, 5),     # MCKK
+    "conv2_b": (16,),
+    "fc1_w": (16 * 18 * 18, 140),  # (in, out); rows in C, H, W order
+    "fc1_b": (140,),
+    "fc2_w": (140, 10),           # (in, out)
+    "fc2_b": (10,),
+}
+_DTYPE = np.dtype(np.float32)
+_FIX = ("re-create it with `python scripts/train_fashion_mnist.py` "
+        "(see its docstring) or restore it from the repository")
+
+
+def check_weights(weights: dict[str, np.ndarray], source: str = "weights") -> None:
+    """Raise ValueError unless ``weights`` has exactly the keys of :data:`SHAPES`,
+    each a finite float32 array of the listed shape."""
+    if not isinstance(weights, dict):
+        raise TypeError(f"{source}: expected a dict of arrays, got {type(weights).__name__}")
+    missing = sorted(set(SHAPES) - set(weights))
+    extra = sorted(set(weights) - set(SHAPES))
+    if missing or extra:
+        raise ValueError(
+            f"{source}: wrong keys (missing: {missing or 'none'}; extra: {extra or 'none'}); "
+            f"expected exactly {sorted(SHAPES)}")
+    for key, shape in SHAPES.items():
+        arr = weights[key]
+        if not isinstance(arr, np.ndarray):
+            raise ValueError(f"{source}: {key} must be a numpy array, got {type(arr).__name__}")
+        if arr.dtype == object:
+            raise ValueError(f"{source}: {key} is an object (pickled) array; "
+                             "only float32 arrays are accepted")
+        if arr.shape != shape:
+            raise ValueError(f"{source}: {key} has shape {arr.shape}, expected {shape}")
+        if arr.dtype != _DTYPE:
+            raise ValueError(f"{source}: {key} has dtype {arr.dtype}, expected float32")
+        if not np.isfinite(arr).all():
+            raise ValueError(f"{source}: {key} holds {int((~np.isfinite(arr)).sum())} "
+                             "non-finite values (NaN or inf)")
+
+
+def load_weights(path: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """Load and validate the model's weights from an ``.npz`` file.
+
+    Args:
+        path: the file; by default :data:`WEIGHTS_PATH` (the shipped weights).
+
+    Returns:
+        ``{key: float32 C-contiguous array}`` with the keys and shapes of
+        :data:`SHAPES` (conv weights MCKK, dense weights ``(in, out)``).
+
+    Raises:
+        ValueError: the file is missing, not a readable ``.npz`` (truncated or
+            corrupt), holds a pickled object array, has a missing or extra key,
+            or an array of the wrong shape or dtype or with NaN/inf values.
+            The message names the file and the problem.  Nothing in the file
+            is ever executed (``allow_pickle=False``).
+    """
+    p = Path(WEIGHTS_PATH if path is None else path)
+    if not p.is_file():
+        raise ValueError(f"{p}: weights file not found; {_FIX}")
+    try:
+        with open(p, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        raise ValueError(f"{p}: cannot be read ({exc}); {_FIX}") from None
+    if magic != b"PK\x03\x04":        # every .npz is a zip archive
+        raise ValueError(f"{p}: not an .npz (zip) archive (it starts with {magic!r}); {_FIX}")
+    weights: dict[str, np.ndarray] = {}
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            for key in npz.files:
+                weights[key] = npz[key]
+    except ValueError as exc:
+        if "allow_pickle" in str(exc) or "pickled" in str(exc):
+            raise ValueError(
+                f"{p}: holds an object (pickled) array, which is refused because loading "
+                f"it could execute code; only float32 arrays are accepted; {_FIX}") from None
+        raise ValueError(f"{p}: not a readable .npz file ({exc}); {_FIX}") from None
+    except (zipfile.BadZipFile, EOFError, OSError, zlib.error, KeyError) as exc:
+        raise ValueError(f"{p}: truncated or corrupt .npz file "
+                         f"({type(exc).__name__}: {exc}); {_FIX}") from None
+    try:
+        check_weights(weights, str(p))
+    except ValueError as exc:
+        raise ValueError(f"{exc}; {_FIX}") from None
+    return {k: np.ascontiguousarray(weights[k]) for k in SHAPES}
+
+
+def preprocess(images: np.ndarray) -> np.ndarray:
+    """Fashion-MNIST ``uint8 (N, 28, 28)`` -> model input ``float32 (N, 1, 48, 48)``.
+
+    Bilinear resize to 48x48 (half-pixel centers, as ``tf.image.resize``) of
+    the pixels scaled by 1/255, exactly as in training
+    (:func:`labkit.data.resize_images`; the resize is linear, so scaling
+    before or after it is the same).
+    """
+    return resize_images(images, INPUT_SHAPE[1])
+
+
+def _check_input(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim != 4 or x.shape[1:] != INPUT_SHAPE:
+        hint = ""
+        if x.ndim == 3 and x.shape[1:] == (28, 28):
+            hint = "; these look like raw images: pass preprocess(images)"
+        raise ValueError(f"x must be NCHW (N, 1, 48, 48), got shape {x.shape}{hint}")
+    return x
+
+
+def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray,
+                     batch: int = 256) -> np.ndarray:
+    """Pre-softmax scores of the model, computed in float64 with labkit.reference.
+
+    Args:
+        weights: as returned by :func:`load_weights`.
+        x: NCHW input ``(N, 1, 48, 48)`` (see :func:`preprocess`).
+        batch: images per step (bounds the memory of the window views).
+
+    Returns:
+        ``float64 (N, 10)`` logits.
+    """
+    check_weights(weights)
+    x = _check_input(x)
+    w = weights
+    out = np.empty((len(x), SHAPES["fc2_b"][0]), dtype=np.float64)
+    for i in range(0, len(x), batch):
+        h = tanh(conv2d(x[i:i + batch], w["conv1_w"], w["conv1_b"]))   # (n, 6, 44, 44)
+        h = max_pool2d(h, 2)                                           # (n, 6, 22, 22)
+        h = tanh(conv2d(h, w["conv2_w"], w["conv2_b"]))                # (n, 16, 18, 18)
+        h = tanh(dense(h.reshape(len(h), -1), w["fc1_w"], w["fc1_b"]))  # (n, 140)
+        out[i:i + batch] = dense(h, w["fc2_w"], w["fc2_b"])             # (n, 10)
+    return out
+
+
+def reference_predict(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """Predicted class indices ``int64 (N,)`` (argmax of :func:`reference_logits`)."""
+    return np.argmax(reference_logits(weights, x), axis=1)
+
+
+# --- the network on labkit's kernels ------------------------------------------------------------
+CONV_VARIANTS = ("fused", "naive", "tiled", "constant", "tuned")
+# dense 1 is (N x 5184) @ (5184 x 140): 144-wide column tiles cover its 140 outputs in one tile.
+DENSE1_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 144, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 4}
+DENSE2_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 16, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4}
+
+
+class FashionNet:
+    """The seed's network on the backend in use, every layer a labkit kernel.
+
+        net = FashionNet()                       # the shipped weights, copied to the device once
+        probs = net(x)                           # x: float32 (N, 1, 48, 48) on the backend
+        for name, fn in net.layers(x): ...       # each layer as a callable (for per-layer op times)
+
+    ``variant``: "fused" runs layer 1 as one kernel (convolution, bias, tanh and max-pool,
+    labkit/kernels/conv_pool.cu) and layer 2 as the tuned convolution; a ladder variant ("naive",
+    "tiled", "constant", "tuned") runs both convolutions with it (tanh fused) and pools with
+    labkit.layers.max_pool2d.  The dense layers are the double-buffered GEMM with the bias and
+    tanh fused; softmax is one warp per row.  Activations stay on the device between layers.
+    """
+
+    def __init__(self, weights: dict[str, np.ndarray] | None = None, *, variant: str = "fused"):
+        from .. import backends
+        if variant not in CONV_VARIANTS:
+            raise ValueError(f"variant must be one of {', '.join(map(repr, CONV_VARIANTS))}, got {variant!r}")
+        weights = load_weights() if weights is None else weights
+        check_weights(weights)
+        xp = backends.xp()
+        self.variant = variant
+        self.w = {k: xp.array(v) for k, v in weights.items()}   # copies: the host dict stays as it is
+        self._buffers: dict[tuple, object] = {}
+
+    def _buffer(self, name: str, shape: tuple):
+        """Activations are allocated once per batch size and reused on every call."""
+        from .. import backends
+        key = (name, shape)
+        if key not in self._buffers:
+            self._buffers[key] = backends.xp().empty(shape, dtype=np.float32)
+        return self._buffers[key]
+
+    def layers(self, x) -> list[tuple[str, object]]:
+        """The forward pass as (name, zero-argument callable) steps, in order, writing into
+        buffers; the last step leaves the probabilities in ``self.output(x)``."""
+        from .. import layers as L
+        from ..conv import conv2d
+        from ..gemm import gemm
+        _check_model_input(x)
+        N = int(x.shape[0])
+        w = self.w
+        pool1 = self._buffer("pool1", (N, 6, 22, 22))
+        conv2 = self._buffer("conv2", (N, 16, 18, 18))
+        fc1 = self._buffer("fc1", (N, 140))
+        logits = self._buffer("logits", (N, 10))
+        probs = self._buffer("probs", (N, 10))
+        if self.variant == "fused":
+            first = [("conv1 + tanh + pool (fused)",
+                      lambda: L.conv_pool_tanh(x, w["conv1_w"], w["conv1_b"], out=pool1))]
+            v2 = "tuned"
+        else:
+            conv1 = self._buffer("conv1", (N, 6, 44, 44))
+            first = [(f"conv1 + tanh ({self.variant})",
+                      lambda: conv2d(x, w["conv1_w"], w["conv1_b"], variant=self.variant,
+                                     activation="tanh", out=conv1)),
+                     ("max-pool 2x2", lambda: L.max_pool2d(conv1, 2, 2, out=pool1))]
+            v2 = self.variant
+        tile2 = 8   # the ladder's tile width for layer 2 (labkit.ladder.TILE_WIDTH)
+        return first + [
+            (f"conv2 + tanh ({v2})", lambda: conv2d(pool1, w["conv2_w"], w["conv2_b"], variant=v2,
+                                                    activation="tanh", out=conv2, tile_width=tile2)),
+            ("dense 5184->140 + tanh", lambda: gemm(conv2.reshape(N, 5184), w["fc1_w"], w["fc1_b"],
+                                                    variant="dbuf", activation="tanh", out=fc1,
+                                                    params=DENSE1_PARAMS)),
+            ("dense 140->10", lambda: gemm(fc1, w["fc2_w"], w["fc2_b"], variant="dbuf", out=logits,
+                                           params=DENSE2_PARAMS)),
+            ("softmax", lambda: L.softmax(logits, out=probs)),
+        ]
+
+    def logits(self, x):
+        """Pre-softmax scores (N, 10) on the backend (runs every layer but the softmax)."""
+        for _, step in self.layers(x)[:-1]:
+            step()
+        return self._buffer("logits", (int(x.shape[0]), 10))
+
+    def __call__(self, x):
+        """Class probabilities (N, 10) on the backend.  The array is reused by the next call with
+        the same batch size: copy it (``.copy()``) to keep it."""
+        for _, step in self.layers(x):
+            step()
+        return self._buffer("probs", (int(x.shape[0]), 10))
+
+
+def _check_model_input(x) -> None:
+    shape = tuple(int(v) for v in x.shape)
+    if len(shape) != 4 or shape[1:] != (1, 48, 48):
+        raise ValueError(f"the model takes float32 (N, 1, 48, 48) images, got shape {shape}: "
+                         "preprocess(images_uint8) resizes Fashion-MNIST's 28x28 to 48x48")
+    if str(x.dtype) != "float32":
+        raise TypeError(f"the model takes float32 images, got {x.dtype}: x.astype(numpy.float32)")
