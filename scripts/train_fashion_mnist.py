@@ -131,8 +131,10 @@ def main() -> None:
     args.out_dir.mkdir(parents=True, exist_ok=True)
     weights_path = args.out_dir / fm.WEIGHTS_PATH.name
     save_npz(weights_path, weights)
+    # Keras's predicted class for every test image: labkit's network must agree on >= 99.9% of them.
+    keras_pred = np.argmax(model.predict(x_test, batch_size=500, verbose=0), axis=1).astype(np.int8)
     save_npz(args.out_dir / fm.KERAS_LOGITS_PATH.name,
-             {"indices": idx, "labels": y_test[idx], "logits": keras_logits})
+             {"indices": idx, "labels": y_test[idx], "logits": keras_logits, "predictions": keras_pred})
     layouts = {
         "conv1_w": "(M=6, C=1, KH=5, KW=5) MCKK", "conv1_b": "(6,)",
         "conv2_w": "(M=16, C=6, KH=5, KW=5) MCKK", "conv2_b": "(16,)",
@@ -185,6 +187,7 @@ def main() -> None:
             "indices": f"int64 ({N_LOGITS},): indices into the 10,000-image test split",
             "labels": f"int64 ({N_LOGITS},): their labels",
             "logits": f"float32 ({N_LOGITS}, 10): Keras's pre-softmax fc2 output",
+            "predictions": "int8 (10000,): Keras's predicted class for every test image",
         },
     }
     meta_path = args.out_dir / fm.METADATA_PATH.name

@@ -188,6 +188,24 @@ def reference_predict(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarr
     return np.argmax(reference_logits(weights, x), axis=1)
 
 
+def load_keras_outputs(path: str | os.PathLike | None = None) -> dict[str, np.ndarray]:
+    """What the Keras model computed, recorded when it was trained (no TensorFlow needed here):
+    ``indices`` (32,) and ``logits`` (32, 10) for the first test images, ``predictions`` (10000,),
+    its class for every test image.  Read without unpickling; shapes checked."""
+    p = Path(path) if path is not None else KERAS_LOGITS_PATH
+    want = {"indices": (32,), "labels": (32,), "logits": (32, 10), "predictions": (10000,)}
+    try:
+        with np.load(p, allow_pickle=False) as f:
+            out = {k: f[k] for k in f.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ValueError(f"{p}: not a readable .npz of Keras outputs ({exc}); {_FIX}") from None
+    for k, shape in want.items():
+        if k not in out or out[k].shape != shape:
+            raise ValueError(f"{p}: '{k}' must have shape {shape}, got "
+                             f"{None if k not in out else out[k].shape}; {_FIX}")
+    return out
+
+
 # --- the network on labkit's kernels ------------------------------------------------------------
 CONV_VARIANTS = ("fused", "naive", "tiled", "constant", "tuned")
 # dense 1 is (N x 5184) @ (5184 x 140): 144-wide column tiles cover its 140 outputs in one tile.
@@ -225,7 +243,8 @@ class FashionNet:
         from .. import backends
         key = (name, shape)
         if key not in self._buffers:
-            self._buffers[key] = backends.xp().empty(shape, dtype=np.float32)
+            # Poisoned with NaN when first made: an element a layer forgot to write shows up.
+            self._buffers[key] = backends.xp().full(shape, np.nan, dtype=np.float32)
         return self._buffers[key]
 
     def layers(self, x) -> list[tuple[str, object]]:
