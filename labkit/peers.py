@@ -28,6 +28,17 @@ def cudnn_available() -> str | None:
     return None
 
 
+def _setup_torch(tf32: bool) -> None:
+    """cuDNN as a deployed model runs it: its fastest algorithm per shape; TF32 only if asked."""
+    import torch
+    why = cudnn_available()
+    if why:
+        raise RuntimeError(why)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = bool(tf32)
+    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+
+
 def _torch(a):
     """A CuPy array as a torch tensor on the same memory (DLPack, no copy)."""
     import torch
@@ -43,12 +54,7 @@ def cudnn_conv2d(x, w, b=None, *, activation: str | None = None, stride: int = 1
     """
     import torch
     import torch.nn.functional as F
-    why = cudnn_available()
-    if why:
-        raise RuntimeError(why)
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = bool(tf32)
-    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    _setup_torch(tf32)
     xt, wt = _torch(x), _torch(w)
     bt = None if b is None else _torch(b)
     outt = None if out is None else _torch(out)
@@ -75,12 +81,7 @@ def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object]
     """
     import torch
     import torch.nn.functional as F
-    why = cudnn_available()
-    if why:
-        raise RuntimeError(why)
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = bool(tf32)
-    torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+    _setup_torch(tf32)
     t = {k: torch.as_tensor(v, device="cuda") for k, v in weights.items()}
     fc1_t, fc2_t = t["fc1_w"].t().contiguous(), t["fc2_w"].t().contiguous()   # linear takes (out, in)
 

@@ -15,6 +15,8 @@ from labkit.backends.kernel_source import ConstantMemoryError
 from labkit.conv import (CONST_BIAS_FLOATS, CONST_WEIGHT_FLOATS, VARIANTS, conv2d,
                          conv_launch_config)
 
+from support import FakeCupyArray, with_changes
+
 rng = np.random.default_rng()
 ACTIVATIONS = (None, "tanh", "relu")
 
@@ -165,19 +167,10 @@ def good():
 
 
 def _with(**changes):
-    def make():
-        args = good()
-        for k, f in changes.items():
-            args[k] = f(args)
-        return args
-    return make
+    return with_changes(good, **changes)
 
 
-class _FakeCupyArray:
-    """Stands in for a cupy.ndarray where CuPy is not installed (conv2d looks at the module name)."""
-
-
-_FakeCupyArray.__module__ = "cupy._core.core"
+_FakeCupyArray = FakeCupyArray
 
 BAD = [
     # (name, arguments, extra keywords, exception, part of the message)

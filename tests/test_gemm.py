@@ -12,6 +12,8 @@ import pytest
 import labkit
 from labkit.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
 
+from support import FakeCupyArray, with_changes
+
 rng = np.random.default_rng()
 ACTIVATIONS = (None, "tanh", "relu")
 
@@ -171,19 +173,10 @@ def good():
 
 
 def _with(**changes):
-    def build():
-        args = good()
-        for k, f in changes.items():
-            args[k] = f(args)
-        return args
-    return build
+    return with_changes(good, **changes)
 
 
-class _FakeCupyArray:
-    """Stands in for a cupy.ndarray where CuPy is not installed (gemm looks at the module name)."""
-
-
-_FakeCupyArray.__module__ = "cupy._core.core"
+_FakeCupyArray = FakeCupyArray
 
 BAD = [
     # (name, arguments, extra keywords, exception, part of the message)
