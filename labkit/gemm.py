@@ -97,13 +97,16 @@ def gemm_launch_config(variant: str, M: int, N: int, K: int,
 
 
 def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = None, out=None,
-         check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None):
+         check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None,
+         bias_per: str = "column"):
     """C = act(a @ b + bias) on the backend in use (``labkit.xp`` arrays: cupy on a GPU, numpy on
     the CPU executor).
 
     Args:
         a: float32 (M, K), C-contiguous.   b: float32 (K, N), C-contiguous.
-        bias: float32 (N,), added to every row of the product, or None.
+        bias: float32 (N,), added to every row of the product (``bias_per="column"``, a dense
+            layer), or (M,), added to every column (``bias_per="row"``, a convolution computed as
+            weights @ columns); or None.
         variant: one of ``VARIANTS``.   activation: None, "tanh" or "relu" (after the bias).
         out: optional float32 (M, N) C-contiguous array on the backend to write (returned).
         check: the CPU executor's checking modes ("memory", "barrier", "shuffle", a list, "all"), as
@@ -123,10 +126,13 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
         hint = (f"; b looks transposed: pass {xp.__name__}.ascontiguousarray(b.T)" if N == K else "")
         raise ValueError(f"inner dimensions differ: a is (M, K) = {tuple(a.shape)} but b is "
                          f"{tuple(b.shape)}; b must be (K, N) with K={K} rows{hint}")
+    if bias_per not in ("column", "row"):
+        raise ValueError(f"bias_per must be 'column' or 'row', got {bias_per!r}")
     if bias is not None:
-        _check_array(bias, "bias", "(N,)", 1, backend, xp)
-        if tuple(bias.shape) != (N,):
-            raise ValueError(f"bias must have shape ({N},), one value per column of b, got {tuple(bias.shape)}")
+        want, what = ((N,), "column of b") if bias_per == "column" else ((M,), "row of a")
+        _check_array(bias, "bias", f"({'N' if bias_per == 'column' else 'M'},)", 1, backend, xp)
+        if tuple(bias.shape) != want:
+            raise ValueError(f"bias must have shape {want}, one value per {what}, got {tuple(bias.shape)}")
     if out is None:
         out = xp.empty((M, N), dtype=xp.float32)
     else:
@@ -142,7 +148,8 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
     mod = load("gemm", defines={k: p[k] for k in keys}, check=check)
     # has_bias = 0: the kernel never reads `bias`, but the argument must still be a float array.
     bias_arg = bias if bias is not None else a
-    args = (a, b, bias_arg, out) + tuple(np.int32(v) for v in (M, N, K, bias is not None,
+    has_bias = 0 if bias is None else (1 if bias_per == "column" else 2)
+    args = (a, b, bias_arg, out) + tuple(np.int32(v) for v in (M, N, K, has_bias,
                                                               ACTIVATIONS[activation]))
     mod.get_function(f"gemm_{variant}")(grid, block, args, shared_mem=shared)
     return out

@@ -74,6 +74,19 @@ def launch_layers() -> int:
     return 5
 
 
+def launch_unroll() -> int:
+    """im2col and col2im (padding, stride), and the unrolled convolution with groups."""
+    from labkit import unroll
+
+    rng = np.random.default_rng()
+    x = cp.asarray(rng.standard_normal((2, 4, 13, 11), dtype=np.float32))
+    cols = unroll.im2col(x, 3, stride=2, pad=1)
+    unroll.col2im(cols, x.shape, 3, stride=2, pad=1)
+    w = cp.asarray(rng.standard_normal((6, 2, 3, 3), dtype=np.float32))
+    unroll.conv2d_unrolled(x, w, cp.zeros(6, cp.float32), stride=2, pad=1, groups=2, activation="relu")
+    return 3
+
+
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
@@ -85,6 +98,7 @@ def main() -> int:
     n += launch_conv_ladder()
     n += launch_gemm_ladder()
     n += launch_layers()
+    n += launch_unroll()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

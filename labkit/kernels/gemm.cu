@@ -16,8 +16,10 @@
 //
 // The operation: A (M, K), B (K, N), C (M, N), all float32 row-major (C-contiguous), any M, N, K
 // (the tiles need not divide them: every load and store is guarded).
-//   C[m, n] = act(sum over k of A[m, k] * B[k, n]  (+ bias[n] if has_bias))
-//   act: 0 none, 1 tanh, 2 ReLU.  `bias` (N,) is not read when has_bias is 0 (pass any float array).
+//   C[m, n] = act(sum over k of A[m, k] * B[k, n]  (+ bias[n] if has_bias == 1, + bias[m] if 2))
+//   act: 0 none, 1 tanh, 2 ReLU.  has_bias: 0 none (`bias` is not read: pass any float array),
+//   1 one bias per column, `bias` (N,) (a dense layer: x @ W + b), 2 one bias per row, `bias` (M,)
+//   (a convolution as W @ columns, whose rows are the output channels).
 //
 // Every kernel: (A, B, bias, C, M, N, K, has_bias, act), with int sizes and flags.
 //
@@ -72,9 +74,10 @@ static_assert(2 * (BM + BN) * BK * 4 <= 48 * 1024, "gemm_dbuf's two stages excee
 }  // namespace gemm
 
 // `act` and `has_bias` are the same for every thread of a launch: these branches never diverge.
-__device__ __forceinline__ float epilogue(float acc, const float* __restrict__ bias, int has_bias, int n,
-                                          int act) {
-  if (has_bias) acc += bias[n];
+__device__ __forceinline__ float epilogue(float acc, const float* __restrict__ bias, int has_bias, int m,
+                                          int n, int act) {
+  if (has_bias == 1) acc += bias[n];
+  else if (has_bias == 2) acc += bias[m];
   if (act == ACT_TANH) return tanhf(acc);
   if (act == ACT_RELU) return fmaxf(acc, 0.0f);
   return acc;
@@ -92,7 +95,7 @@ extern "C" __global__ void gemm_naive(const float* __restrict__ A, const float* 
   if (m >= M || n >= N) return;
   float acc = 0.0f;
   for (int k = 0; k < K; ++k) acc += A[(size_t)m * K + k] * B[(size_t)k * N + n];
-  C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, n, act);
+  C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, m, n, act);
 }
 
 // Version 2: shared-memory tiles.  The block loads a T x T tile of A and one of B (one element
@@ -118,7 +121,7 @@ extern "C" __global__ void gemm_tiled(const float* __restrict__ A, const float* 
     for (int k = 0; k < T; ++k) acc += As[ty][k] * Bs[k][tx];
     __syncthreads();  // everyone is done with them before the next tile overwrites them
   }
-  if (m < M && n < N) C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, n, act);
+  if (m < M && n < N) C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, m, n, act);
 }
 
 // The thread's TM x TN outputs, rows m0.., columns n0.. (register-tiled versions).
@@ -131,7 +134,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ C, const float (&
     if (m0 + i >= M) break;
 #pragma unroll
     for (int j = 0; j < TN; ++j)
-      if (n0 + j < N) C[(size_t)(m0 + i) * N + n0 + j] = epilogue(acc[i][j], bias, has_bias, n0 + j, act);
+      if (n0 + j < N) C[(size_t)(m0 + i) * N + n0 + j] = epilogue(acc[i][j], bias, has_bias, m0 + i, n0 + j, act);
   }
 }
 
