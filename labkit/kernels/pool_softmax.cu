@@ -34,7 +34,7 @@ extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __re
   const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
   if (row >= N) return;  // the whole warp leaves together: the shuffles below stay full-warp
   const float* xr = x + (long long)row * D;
-  float mx = -INFINITY;
+  float mx = xr[0];  // any element of the row starts the max (NVRTC has no INFINITY)
   for (int c = lane; c < D; c += 32) mx = fmaxf(mx, xr[c]);
   for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float sum = 0.0f;
