@@ -19,6 +19,23 @@
 //   im2col(x, cols, N, C, H, W, K, stride, pad, Ho, Wo)
 //   col2im(cols, dx, N, C, H, W, K, stride, pad, Ho, Wo)     dx zeroed first: it accumulates
 
+// Where element i of the column matrix comes from: its image n, channel c, and input row and column
+// (ih, iw), which lie outside the input where the window hangs over the padding.
+struct ColSource {
+  int n, c, ih, iw;
+};
+
+__device__ __forceinline__ ColSource col_source(long long i, long long per_image, int K, int stride,
+                                                int pad, int Ho, int Wo) {
+  const int n = (int)(i / per_image);
+  const long long r = i - n * per_image;
+  const int ow = (int)(r % Wo);
+  const int oh = (int)((r / Wo) % Ho);
+  const int row = (int)(r / ((long long)Ho * Wo));   // (c * K + p) * K + q
+  const int q = row % K, p = (row / K) % K, c = row / (K * K);
+  return ColSource{n, c, oh * stride - pad + p, ow * stride - pad + q};
+}
+
 // Version 1: im2col.  Consecutive threads write consecutive columns (ow), so the writes coalesce;
 // their reads are `stride` floats apart along a row of x.
 extern "C" __global__ void im2col(const float* __restrict__ x, float* __restrict__ cols, int N, int C,
@@ -26,29 +43,18 @@ extern "C" __global__ void im2col(const float* __restrict__ x, float* __restrict
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long per_image = (long long)C * K * K * Ho * Wo;
   if (i >= N * per_image) return;
-  const int n = (int)(i / per_image);
-  long long r = i - n * per_image;
-  const int ow = (int)(r % Wo);
-  const int oh = (int)((r / Wo) % Ho);
-  const int row = (int)(r / ((long long)Ho * Wo));   // (c * K + p) * K + q
-  const int q = row % K, p = (row / K) % K, c = row / (K * K);
-  const int ih = oh * stride - pad + p, iw = ow * stride - pad + q;
-  cols[i] = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[(((long long)n * C + c) * H + ih) * W + iw] : 0.0f;
+  const ColSource s = col_source(i, per_image, K, stride, pad, Ho, Wo);
+  const bool inside = s.ih >= 0 && s.ih < H && s.iw >= 0 && s.iw < W;
+  cols[i] = inside ? x[(((long long)s.n * C + s.c) * H + s.ih) * W + s.iw] : 0.0f;
 }
 
-// Version 2: col2im.  The same index arithmetic, with the copy reversed into an atomic sum.
+// Version 2: col2im.  The same element-to-input map, with the copy reversed into an atomic sum.
 extern "C" __global__ void col2im(const float* __restrict__ cols, float* __restrict__ dx, int N, int C,
                                   int H, int W, int K, int stride, int pad, int Ho, int Wo) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   const long long per_image = (long long)C * K * K * Ho * Wo;
   if (i >= N * per_image) return;
-  const int n = (int)(i / per_image);
-  long long r = i - n * per_image;
-  const int ow = (int)(r % Wo);
-  const int oh = (int)((r / Wo) % Ho);
-  const int row = (int)(r / ((long long)Ho * Wo));
-  const int q = row % K, p = (row / K) % K, c = row / (K * K);
-  const int ih = oh * stride - pad + p, iw = ow * stride - pad + q;
-  if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-    atomicAdd(&dx[(((long long)n * C + c) * H + ih) * W + iw], cols[i]);
+  const ColSource s = col_source(i, per_image, K, stride, pad, Ho, Wo);
+  if (s.ih >= 0 && s.ih < H && s.iw >= 0 && s.iw < W)
+    atomicAdd(&dx[(((long long)s.n * C + s.c) * H + s.ih) * W + s.iw], cols[i]);
 }
