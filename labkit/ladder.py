@@ -38,7 +38,8 @@ def random_layer(N: int, C: int, H: int, W: int, M: int, K: int, rng=None):
     return x, w, b
 
 
-def _activate(y: np.ndarray, activation: str | None) -> np.ndarray:
+def reference_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
+    """The activation the kernels fuse, applied to a float64 reference output."""
     return {None: y, "tanh": np.tanh(y), "relu": np.maximum(y, 0.0)}[activation]
 
 
@@ -71,7 +72,7 @@ def check(variant: str | Mapping = "naive", *, layers: Mapping[str, Mapping[str,
         shapes.append(dict(N=batch, C=3, H=23, W=19, M=5, K=5))
     for s in shapes:
         x, w, b = random_layer(**s)
-        ref = _activate(reference.conv2d(x, w, b), activation)
+        ref = reference_activation(reference.conv2d(x, w, b), activation)
         out = xp.full(ref.shape, np.nan, dtype=xp.float32)
         conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), activation=activation, out=out, **opts)
         if not rel_error(out, ref) < tol:
@@ -108,7 +109,7 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
         Ho, Wo = L["H"] - L["K"] + 1, L["W"] - L["K"] + 1
         y = xp.empty((batch, L["M"], Ho, Wo), dtype=xp.float32)
         n_check = min(batch, 4)
-        ref = _activate(reference.conv2d(x_h[:n_check], w_h, b_h), activation)
+        ref = reference_activation(reference.conv2d(x_h[:n_check], w_h, b_h), activation)
         cost = measure.conv2d_cost(batch, **L)
         runs = {}
         for label, opts in specs.items():

@@ -31,7 +31,8 @@ def _backend():
 def _out(out, shape, name_fix, backend, xp):
     if out is None:
         return xp.empty(shape, dtype=xp.float32)
-    _check_array(out, "out", "float32", len(shape), backend, xp,
+    layout = "NCHW" if len(shape) == 4 else "(N, D)"
+    _check_array(out, "out", layout, len(shape), backend, xp,
                  dtype_fix=f"allocate it with {xp.__name__}.empty({shape}, dtype={xp.__name__}.float32)")
     if tuple(out.shape) != tuple(shape):
         raise ValueError(f"out must have shape {tuple(shape)} ({name_fix}), got {tuple(out.shape)}")

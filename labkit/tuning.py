@@ -160,30 +160,24 @@ def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
     kernel never wins), then timed with ``measure.time_fn`` at ``batch`` on random inputs, with the
     activation the layer uses (the seed model's tanh by default).
     """
-    import numpy as np
-
     from . import backends, reference
     from .conv import conv2d
+    from .ladder import random_layer, reference_activation, rel_error
     from .measure import time_fn
     from .measure.sweep import progress_bar
 
     xp = backends.xp()
-    rng = np.random.default_rng()
-    x_h = rng.standard_normal((batch, C, H, W), dtype=np.float32)
-    w_h = (rng.standard_normal((M, C, K, K)) / np.sqrt(C * K * K)).astype(np.float32)
-    b_h = rng.standard_normal(M).astype(np.float32)
+    x_h, w_h, b_h = random_layer(batch, C, H, W, M, K)
     x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
     y = xp.empty((batch, M, H - K + 1, W - K + 1), dtype=xp.float32)
     n_check = min(batch, 3)
-    ref = reference.conv2d(x_h[:n_check], w_h, b_h)
-    ref = {None: ref, "tanh": np.tanh(ref), "relu": np.maximum(ref, 0.0)}[activation]
+    ref = reference_activation(reference.conv2d(x_h[:n_check], w_h, b_h), activation)
     configs = list(configs) if configs is not None else candidates(C, H, W, M, K)
     rows = []
     for cfg in progress_bar(configs, desc=f"tuning {layer_key(C, H, W, M, K)}", show=progress):
         y.fill(float("nan"))
         conv2d(x, w, b, variant="tuned", config=cfg, out=y, activation=activation)
-        got = y[:n_check].get() if hasattr(y, "get") else y[:n_check]
-        err = float(np.linalg.norm(got.astype(np.float64) - ref) / np.linalg.norm(ref))
+        err = rel_error(y[:n_check], ref)
         if not err < 1e-5:
             raise AssertionError(f"conv_tuned {cfg} disagrees with the reference ({err:.2e})")
         t = time_fn(lambda cfg=cfg: conv2d(x, w, b, variant="tuned", config=cfg, out=y,
