@@ -61,6 +61,9 @@ def cudnn_conv2d(x, w, b=None, *, activation: str | None = None, stride: int = 1
     act = {None: None, "tanh": torch.tanh, "relu": torch.relu}[activation]
 
     def run():
+        # The TF32 switch is process-wide: set it on every call, so that peers made with either
+        # setting can be timed one after the other.
+        torch.backends.cudnn.allow_tf32 = bool(tf32)
         with torch.no_grad():
             y = F.conv2d(xt, wt, bt, stride=stride, padding=pad, groups=groups)
             if act is not None:
@@ -86,6 +89,7 @@ def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object]
     fc1_t, fc2_t = t["fc1_w"].t().contiguous(), t["fc2_w"].t().contiguous()   # linear takes (out, in)
 
     def run(x):
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
         with torch.no_grad():
             h = torch.tanh(F.conv2d(_torch(x), t["conv1_w"], t["conv1_b"]))
             h = F.max_pool2d(h, 2)

@@ -99,6 +99,30 @@ def stacked_bars(categories: Sequence[str], parts: dict[str, Sequence[float]], t
     return fig
 
 
+def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], title: str | None = None,
+                 ylabel: str = "time (ms)", *, ax=None, device: str | None = None) -> Figure:
+    """Side-by-side bars, one group per category and one bar per series (e.g. labkit vs cuDNN per layer)."""
+    n, k = len(categories), len(series)
+    for name, vals in series.items():
+        if len(vals) != n:
+            raise ValueError(f"series {name!r} has {len(vals)} values for {n} categories")
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * n * k + 3.0), 4.2))
+    else:
+        fig = ax.figure
+    width = 0.8 / max(k, 1)
+    for i, (name, vals) in enumerate(series.items()):
+        ax.bar([j + (i - (k - 1) / 2) * width for j in range(n)], [float(v) for v in vals], width=width,
+               label=name)
+    ax.set_xticks(list(range(n)), list(categories))
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    _titled(ax, title, device or _current_label())
+    fig.tight_layout()
+    return fig
+
+
 # A per-kernel / per-memcpy breakdown is drawn as stacked bars.
 bar_breakdown = stacked_bars
 

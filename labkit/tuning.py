@@ -93,18 +93,29 @@ def default_config(C: int, H: int, W: int, M: int, K: int) -> TunedConfig:
     return cfg
 
 
-def _read_table() -> dict:
-    """The table, parsed once per version of the file (conv2d asks on every call)."""
+def read_table(path: Path) -> dict:
+    """A tuned table (JSON), parsed once per version of the file (launchers ask on every call)."""
     try:
-        stamp = TABLE.stat().st_mtime_ns
+        stamp = Path(path).stat().st_mtime_ns
     except FileNotFoundError:
         return {"gpus": {}}
-    return _parse_table(str(TABLE), stamp)
+    return _parse_table(str(path), stamp)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def _parse_table(path: str, stamp: int) -> dict:
     return json.loads(Path(path).read_text())
+
+
+def write_entry(path: Path, device_name: str, key: str, entry: dict, *, merge: bool = False) -> None:
+    """Set table["gpus"][device_name][key] = entry (dated); ``merge`` keeps the entry's other fields."""
+    path = Path(path)
+    data = json.loads(path.read_text()) if path.exists() else {"gpus": {}}
+    slot = data.setdefault("gpus", {}).setdefault(device_name, {})
+    stamped = {**entry, "date": datetime.now(timezone.utc).date().isoformat()}
+    slot[key] = {**slot.get(key, {}), **stamped} if merge else stamped
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
 
 
 def tuned_config(C: int, H: int, W: int, M: int, K: int, device_name: str | None = None) -> TunedConfig:
@@ -113,7 +124,7 @@ def tuned_config(C: int, H: int, W: int, M: int, K: int, device_name: str | None
         from .device_query import device
         dev = device()
         device_name = dev.name if dev.backend == "cuda" else None
-    entry = _read_table().get("gpus", {}).get(device_name or "", {}).get(layer_key(C, H, W, M, K))
+    entry = read_table(TABLE).get("gpus", {}).get(device_name or "", {}).get(layer_key(C, H, W, M, K))
     if entry:
         fields = {k: entry[k] for k in ("threads", "imgs", "out_w", "weights", "m_chunk") if k in entry}
         return TunedConfig(**fields)
@@ -193,9 +204,5 @@ def sweep_tuned(C: int, H: int, W: int, M: int, K: int, batch: int, *,
 def record_winner(C: int, H: int, W: int, M: int, K: int, *, config: TunedConfig, device_name: str,
                   median_ms: float, batch: int, table: Path = TABLE) -> None:
     """Write a winner into the table (one entry per GPU name and layer shape)."""
-    data = json.loads(table.read_text()) if table.exists() else {"gpus": {}}
-    data.setdefault("gpus", {}).setdefault(device_name, {})[layer_key(C, H, W, M, K)] = {
-        **asdict(config), "median_ms": round(median_ms, 5), "batch": batch,
-        "date": datetime.now(timezone.utc).date().isoformat()}
-    table.parent.mkdir(parents=True, exist_ok=True)
-    table.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_entry(table, device_name, layer_key(C, H, W, M, K),
+                {**asdict(config), "median_ms": round(median_ms, 5), "batch": batch})

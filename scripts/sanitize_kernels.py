@@ -5,7 +5,8 @@
 
 The executor's feature kernels are launched through the cases of the GPU parity test, the
 convolution ladder (labkit/kernels/conv_*.cu) through labkit.conv.conv2d, the GEMM ladder
-(labkit/kernels/gemm.cu) through labkit.gemm.gemm.
+(labkit/kernels/gemm.cu) through labkit.gemm.gemm, the implicit-GEMM convolutions through
+labkit.implicit.
 """
 from __future__ import annotations
 
@@ -87,6 +88,25 @@ def launch_unroll() -> int:
     return 3
 
 
+def launch_implicit() -> int:
+    """The implicit-GEMM convolutions, FP32 and TF32, on odd shapes: partial tiles along every edge,
+    padding, stride, groups, and output channels per group that are not a multiple of 4."""
+    from labkit.implicit import Tiles, conv2d_implicit
+
+    rng = np.random.default_rng()
+    n = 0
+    for (N, C, H, W, M, K, s, p, g) in [(2, 3, 21, 19, 5, 3, 1, 1, 1), (1, 8, 13, 13, 12, 5, 2, 2, 2),
+                                        (3, 6, 7, 9, 66, 3, 1, 1, 3)]:
+        x = cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32))
+        w = cp.asarray(rng.standard_normal((M, C // g, K, K), dtype=np.float32))
+        b = cp.asarray(rng.standard_normal(M, dtype=np.float32))
+        for t in (Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4), Tiles("fp32", bm=64, bn=128, bk=16, tm=8, tn=8),
+                  Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2), Tiles("tf32", bm=128, bn=128, bk=16, wm=2, wn=4, stages=4)):
+            conv2d_implicit(x, w, b, stride=s, pad=p, groups=g, activation="relu", precision=t.precision, tiles=t)
+            n += 1
+    return n
+
+
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
@@ -99,6 +119,7 @@ def main() -> int:
     n += launch_gemm_ladder()
     n += launch_layers()
     n += launch_unroll()
+    n += launch_implicit()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

@@ -1,0 +1,367 @@
+"""Convolution as an implicit GEMM: labkit/kernels/conv_implicit.cu (FP32) and
+conv_implicit_tf32.cu (TF32 tensor cores, GPU only), for any stride, padding and groups.
+
+    layer = ConvLayer(C=96, H=27, W=27, M=256, K=5, pad=2, groups=2)
+    conv = ImplicitConv2d(w, b, layer, activation="relu", precision="tf32")   # prepares the weights once
+    y = conv(x)                                              # x (N, 96, 27, 27) -> y (N, 256, 27, 27)
+    y = conv2d_implicit(x, w, b, pad=2, groups=2)            # the same in one call (prepares each time)
+
+The weights are re-laid out once per layer, (M, C/G, K, K) -> (G, C/G*K*K, M/G): each group's weight
+matrix transposed, so the kernels read a tile of it as rows of neighbouring floats.  A layer object
+does that when it is made, as an inference engine prepares a model when it loads it.
+
+The tile sizes are compile-time parameters, chosen per layer shape and GPU from the tuned table
+``labkit/tuned/conv_implicit.json`` (written by ``benchmarks/tune_implicit.py``), else a default
+that is sensible everywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+import numpy as np
+
+from . import backends
+from .conv import ACTIVATIONS, _check_array
+from .loader import load
+from .tuning import read_table, write_entry
+
+__all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
+           "candidates", "sweep_implicit", "record_tiles", "ALEXNET_CONVS", "PRECISIONS", "TABLE"]
+
+PRECISIONS = ("fp32", "tf32")
+TABLE = Path(__file__).resolve().parent / "tuned" / "conv_implicit.json"
+SHARED_LIMIT = 48 * 1024          # static shared memory of a block (the FP32 kernel's two stages)
+DYNAMIC_SHARED_LIMIT = 99 * 1024  # dynamic shared memory every GPU from sm_80 on lets a block opt into
+
+
+class ConvLayer(NamedTuple):
+    """A convolution's shape: input channels and plane, output channels, square kernel, and how it
+    slides (stride, zero padding on every side, groups)."""
+    C: int
+    H: int
+    W: int
+    M: int
+    K: int
+    stride: int = 1
+    pad: int = 0
+    groups: int = 1
+
+    @property
+    def out_hw(self) -> tuple[int, int]:
+        return ((self.H + 2 * self.pad - self.K) // self.stride + 1,
+                (self.W + 2 * self.pad - self.K) // self.stride + 1)
+
+    @property
+    def key(self) -> str:
+        return (f"C{self.C}_H{self.H}_W{self.W}_M{self.M}_K{self.K}_S{self.stride}_P{self.pad}"
+                f"_G{self.groups}")
+
+    def gemm_shape(self, N: int) -> tuple[int, int, int]:
+        """(rows, columns, depth) of each group's GEMM: M/G, N*Ho*Wo, C/G*K*K."""
+        ho, wo = self.out_hw
+        return self.M // self.groups, N * ho * wo, self.C // self.groups * self.K * self.K
+
+    def flops(self, N: int) -> int:
+        """Multiply-adds times 2, as a direct convolution counts them."""
+        m, p, k = self.gemm_shape(N)
+        return 2 * self.groups * m * p * k
+
+    def defines(self) -> dict:
+        return {"LAYER_C": self.C, "LAYER_H": self.H, "LAYER_W": self.W, "LAYER_M": self.M,
+                "LAYER_K": self.K, "LAYER_S": self.stride, "LAYER_P": self.pad, "LAYER_G": self.groups}
+
+    def check(self) -> None:
+        for name, v, low in zip(self._fields, self, (1, 1, 1, 1, 1, 1, 0, 1)):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+        if self.C % self.groups or self.M % self.groups:
+            raise ValueError(f"groups={self.groups} must divide C={self.C} and M={self.M}")
+        if self.pad >= self.K:
+            raise ValueError(f"pad={self.pad} must be smaller than K={self.K}")
+        if min(self.out_hw) < 1:
+            raise ValueError(f"a {self.K}x{self.K} window with pad {self.pad} does not fit {self.H}x{self.W}")
+
+
+# AlexNet's five convolutions (the original grouped network, 227x227 input), as cuDNN is timed on
+# them in ../shared/anchors: the GEMM ladder's large layers.
+ALEXNET_CONVS: dict[str, ConvLayer] = {
+    "conv1": ConvLayer(3, 227, 227, 96, 11, stride=4),
+    "conv2": ConvLayer(96, 27, 27, 256, 5, pad=2, groups=2),
+    "conv3": ConvLayer(256, 13, 13, 384, 3, pad=1),
+    "conv4": ConvLayer(384, 13, 13, 384, 3, pad=1, groups=2),
+    "conv5": ConvLayer(384, 13, 13, 256, 3, pad=1, groups=2),
+}
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """The kernels' compile-time tile sizes.  Both: a block computes a bm x bn tile of a group's
+    output (channels x pixels), bk deep at a time.  fp32: each thread tm x tn outputs.  tf32: a
+    block of wm x wn warps, each owning a (bm/wm) x (bn/wn) piece as 16 x 8 mma tiles, with
+    ``stages`` tiles in flight (cp.async) and registers budgeted for ``minb`` blocks per SM."""
+    precision: str = "fp32"
+    bm: int = 128
+    bn: int = 128
+    bk: int = 8
+    tm: int = 8
+    tn: int = 8
+    wm: int = 2
+    wn: int = 4
+    stages: int = 3
+    minb: int = 1
+
+    @property
+    def threads(self) -> int:
+        if self.precision == "tf32":
+            return 32 * self.wm * self.wn
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def kernel(self) -> str:
+        return "conv_implicit" if self.precision == "fp32" else "conv_implicit_tf32"
+
+    def short(self) -> str:
+        inner = (f"T{self.tm}x{self.tn}" if self.precision == "fp32"
+                 else f"W{self.wm}x{self.wn} S{self.stages} B{self.minb}")
+        return f"{self.bm}x{self.bn}x{self.bk} {inner}"
+
+    def defines(self) -> dict:
+        if self.precision == "fp32":
+            return {"IG_BM": self.bm, "IG_BN": self.bn, "IG_BK": self.bk, "IG_TM": self.tm, "IG_TN": self.tn}
+        return {"TC_BM": self.bm, "TC_BN": self.bn, "TC_BK": self.bk, "TC_WM": self.wm, "TC_WN": self.wn,
+                "TC_STAGES": self.stages, "TC_MINB": self.minb}
+
+    def shared_bytes(self) -> int:
+        """fp32: the static tiles; tf32: the dynamic shared memory given at launch."""
+        if self.precision == "fp32":
+            return 2 * (self.bm + self.bn) * self.bk * 4
+        return self.stages * self.bk * (self.bm + 8 + self.bn + 8) * 4
+
+    def check(self) -> None:
+        """Raise ValueError, naming the fix, where the kernels' static_asserts would fail."""
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        vals = asdict(self)
+        for k in ("bm", "bn", "bk", "tm", "tn", "wm", "wn", "stages", "minb"):
+            v = vals[k]
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{k} must be a positive int, got {v!r}")
+        if self.precision == "fp32":
+            if self.bm % self.tm or self.bn % self.tn or self.tm % 4 or self.tn % 4 or self.bk % 4:
+                raise ValueError(f"tm, tn, bk must be multiples of 4, tm dividing bm and tn dividing bn: {self}")
+        else:
+            if self.bm % (16 * self.wm) or self.bn % (8 * self.wn) or self.bk % 8 or self.bm % 4:
+                raise ValueError(f"bm must be a multiple of 16*wm, bn of 8*wn, bk of 8: {self}")
+            if self.stages < 2:
+                raise ValueError(f"stages must be at least 2 (one tile computed, one arriving): {self}")
+        t = self.threads
+        if t > 1024 or t % self.bn:
+            raise ValueError(f"{t} threads per block: at most 1024, and a multiple of bn={self.bn} "
+                             f"(each thread gathers one column of the input tile): {self}")
+        limit = SHARED_LIMIT if self.precision == "fp32" else DYNAMIC_SHARED_LIMIT
+        if self.shared_bytes() > limit:
+            raise ValueError(f"the shared stages take {self.shared_bytes()} bytes, over {limit // 1024} KiB: {self}")
+
+
+_TILE_FIELDS = ("bm", "bn", "bk", "tm", "tn", "wm", "wn", "stages", "minb")
+
+
+def default_tiles(layer: ConvLayer, precision: str = "fp32") -> Tiles:
+    """Sensible on any GPU: 128 pixels a block; 64 or 128 channels, whichever wastes less."""
+    mg = layer.M // layer.groups
+    bm = 64 if mg <= 64 or (mg % 128 and mg % 64 == 0) else 128
+    if precision == "tf32":
+        return Tiles("tf32", bm=bm, bn=128, bk=16, wm=2, wn=4, stages=3)
+    return Tiles("fp32", bm=bm, bn=128, bk=8, tm=8, tn=8)
+
+
+def tiles_for(layer: ConvLayer, precision: str = "fp32", device_name: str | None = None) -> Tiles:
+    """The tuned table's tiles for this layer, precision and GPU, else ``default_tiles``."""
+    if device_name is None:
+        from .device_query import device
+        dev = device()
+        device_name = dev.name if dev.backend == "cuda" else ""
+    entry = read_table(TABLE).get("gpus", {}).get(device_name or "", {}).get(layer.key, {}).get(precision)
+    if entry:
+        return Tiles(precision, **{k: entry[k] for k in _TILE_FIELDS if k in entry})
+    return default_tiles(layer, precision)
+
+
+def prepare_weights(w, groups: int):
+    """(M, C/G, K, K) -> (G, C/G*K*K, M/G), contiguous, on w's backend: each group's matrix transposed."""
+    xp = backends.xp()
+    M = int(w.shape[0])
+    return xp.ascontiguousarray(w.reshape(groups, M // groups, -1).transpose(0, 2, 1))
+
+
+class ImplicitConv2d:
+    """One convolution layer on the implicit-GEMM kernels, its weights prepared once.
+
+    Args:
+        w: float32 (M, C/groups, K, K) on the backend;  b: float32 (M,) or None.
+        layer: its ``ConvLayer`` (input plane, stride, padding, groups); checked against w.
+        activation: None, "tanh" or "relu", fused into the kernel's epilogue.
+        precision: "fp32" (CUDA cores, any backend) or "tf32" (tensor cores, GPU only).
+        tiles: a ``Tiles`` to use instead of the tuned table's choice (a sweep passes each one).
+    """
+
+    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, precision: str = "fp32",
+                 tiles: Tiles | None = None):
+        backend, xp = backends.current(), backends.xp()
+        layer = ConvLayer(*layer)
+        layer.check()
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be 'fp32' or 'tf32', got {precision!r}")
+        if precision == "tf32" and backend != "cuda":
+            raise RuntimeError("precision='tf32' runs on the tensor cores (conv_implicit_tf32.cu declares "
+                               "that it needs a GPU); the CPU executor runs precision='fp32'")
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be None, 'tanh' or 'relu', got {activation!r}")
+        _check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
+        want = (layer.M, layer.C // layer.groups, layer.K, layer.K)
+        if tuple(w.shape) != want:
+            raise ValueError(f"w must have shape {want} (M, C/groups, K, K) for {layer}, got {tuple(w.shape)}")
+        if b is not None:
+            _check_array(b, "b", "(M,)", 1, backend, xp)
+            if tuple(b.shape) != (layer.M,):
+                raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
+        if tiles is None:
+            tiles = tiles_for(layer, precision)
+        elif not isinstance(tiles, Tiles):
+            raise TypeError(f"tiles must be a labkit.implicit.Tiles, got {type(tiles).__name__}")
+        tiles = replace(tiles, precision=precision)
+        tiles.check()
+        self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
+        self.wt = prepare_weights(w, layer.groups)
+        self.b = b
+        self._mod = load("conv_implicit" if precision == "fp32" else "conv_implicit_tf32",
+                         defines={**layer.defines(), **tiles.defines()})
+        self._fn = self._mod.get_function(tiles.kernel)
+        self._shared = 0 if precision == "fp32" else tiles.shared_bytes()   # fp32's tiles are static
+        if self._shared > SHARED_LIMIT:   # a block may use more than 48 KiB only once the kernel opts in
+            self._fn.max_dynamic_shared_size_bytes = self._shared
+
+    def launch_config(self, N: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(grid, block): one block per bm x bn tile of each group's output."""
+        mg, p, _ = self.layer.gemm_shape(N)
+        grid = (-(-p // self.tiles.bn), -(-mg // self.tiles.bm), self.layer.groups)
+        if grid[0] > 2**31 - 1:
+            raise ValueError(f"batch {N} needs {grid[0]} column blocks: split the batch")
+        return grid, (self.tiles.threads, 1, 1)
+
+    def __call__(self, x, out=None):
+        backend, xp = backends.current(), backends.xp()
+        L = self.layer
+        _check_array(x, "x", "NCHW", 4, backend, xp)
+        if tuple(x.shape[1:]) != (L.C, L.H, L.W):
+            raise ValueError(f"x must be (N, {L.C}, {L.H}, {L.W}) for this layer, got {tuple(x.shape)}")
+        N = int(x.shape[0])
+        ho, wo = L.out_hw
+        if N * L.C * L.H * L.W >= 2**31 or N * L.M * ho * wo >= 2**31:
+            raise ValueError(f"batch {N} makes x or y over 2**31 elements (32-bit offsets): split the batch")
+        if out is None:
+            out = xp.empty((N, L.M, ho, wo), dtype=xp.float32)
+        else:
+            _check_array(out, "out", "NCHW", 4, backend, xp)
+            if tuple(out.shape) != (N, L.M, ho, wo):
+                raise ValueError(f"out must have shape {(N, L.M, ho, wo)}, got {tuple(out.shape)}")
+        grid, block = self.launch_config(N)
+        bias = self.b if self.b is not None else self.wt   # not read when has_bias == 0
+        self._fn(grid, block, (x, self.wt, bias, out, np.int32(N), np.int32(self.b is not None),
+                               np.int32(ACTIVATIONS[self.activation])), shared_mem=self._shared)
+        return out
+
+
+def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,
+                    activation: str | None = None, precision: str = "fp32", tiles: Tiles | None = None,
+                    out=None):
+    """y = act(conv(x, w) + b) with stride, zero padding and groups, as one implicit-GEMM launch.
+
+    x float32 (N, C, H, W); w float32 (M, C/groups, K, K); b (M,) or None.  Prepares the weights on
+    every call: keep an ``ImplicitConv2d`` to run a layer many times.
+    """
+    backend, xp = backends.current(), backends.xp()
+    _check_array(x, "x", "NCHW", 4, backend, xp)
+    _check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
+    _, C, H, W = (int(v) for v in x.shape)
+    M, _, K, _ = (int(v) for v in w.shape)
+    layer = ConvLayer(C, H, W, M, K, stride, pad, groups)
+    return ImplicitConv2d(w, b, layer, activation=activation, precision=precision, tiles=tiles)(x, out=out)
+
+
+# --- tuning ---------------------------------------------------------------------------------------
+
+def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
+    """The tile sizes a sweep tries for a layer: every valid one of a small grid."""
+    out = []
+    if precision == "fp32":
+        for bm in (64, 96, 128):
+            for bn in (64, 128):
+                for bk in (8, 16):
+                    out += [Tiles("fp32", bm=bm, bn=bn, bk=bk, tm=8, tn=8),
+                            Tiles("fp32", bm=bm, bn=bn, bk=bk, tm=8, tn=4)]
+    else:
+        for bm in (64, 96, 128):
+            for bn in (128, 256):
+                for bk, stages in ((16, 3), (16, 4), (32, 3)):
+                    out += [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, minb=minb)
+                            for wm, wn in ((2, 4), (4, 2)) for minb in (1, 2)]
+    good = []
+    for t in out:
+        try:
+            t.check()
+        except ValueError:
+            continue
+        if not 128 <= t.threads <= 512:
+            continue
+        mg = layer.M // layer.groups
+        if t.bm > 2 * mg or (t.bm == 96 and (mg % 96 or mg % 64 == 0)):
+            continue   # half the block idle, or 96 rows where 64 or 128 fit as well
+        good.append(t)
+    return good
+
+
+def sweep_implicit(layer: ConvLayer, batch: int, precision: str = "fp32", *,
+                   tiles: Iterable[Tiles] | None = None, repeat: int = 20, progress: bool = True):
+    """Time every candidate on one layer; (rows, fastest Tiles).  Each is first checked against the
+    float64 reference on two images (a wrong kernel never wins)."""
+    from . import reference
+    from .ladder import rel_error
+    from .measure import time_fn
+    from .measure.sweep import progress_bar
+
+    xp = backends.xp()
+    rng = np.random.default_rng(0)
+    x_h = rng.standard_normal((batch, layer.C, layer.H, layer.W), dtype=np.float32)
+    w_h = rng.standard_normal((layer.M, layer.C // layer.groups, layer.K, layer.K), dtype=np.float32)
+    w_h *= np.float32(1.0 / np.sqrt(w_h[0].size))
+    b_h = rng.standard_normal(layer.M, dtype=np.float32)
+    x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
+    ref = reference.conv2d(x_h[:2], w_h, b_h, stride=layer.stride, pad=layer.pad, groups=layer.groups)
+    tol = 1e-5 if precision == "fp32" else 5e-3
+    ho, wo = layer.out_hw
+    y = xp.empty((batch, layer.M, ho, wo), dtype=xp.float32)
+    rows = []
+    for t in progress_bar(list(tiles or candidates(layer, precision)), desc=f"tuning {layer.key} {precision}",
+                          show=progress):
+        conv = ImplicitConv2d(w, b, layer, precision=precision, tiles=t)
+        y.fill(float("nan"))
+        conv(x, out=y)
+        err = rel_error(y[:2], ref)
+        if not err < tol:
+            raise AssertionError(f"{t} disagrees with the reference on {layer} ({err:.2e})")
+        r = time_fn(lambda: conv(x, out=y), warmup=3, repeat=repeat, sync=False)
+        rows.append({**asdict(t), "tiles": t.short(), "layer": layer.key, "batch": batch,
+                     "median_ms": r.median_ms, "min_ms": r.min_ms, "device": r.device, "rel_error": err})
+    best = min(rows, key=lambda r: r["median_ms"])
+    return rows, Tiles(best["precision"], **{k: best[k] for k in _TILE_FIELDS})
+
+
+def record_tiles(layer: ConvLayer, tiles: Tiles, *, device_name: str, median_ms: float, batch: int,
+                 table=None) -> None:
+    """Keep a winner in the table: one entry per GPU name, layer shape and precision."""
+    entry = {k: v for k, v in asdict(tiles).items() if k != "precision"}
+    write_entry(table or TABLE, device_name, layer.key, {tiles.precision: {
+        **entry, "median_ms": round(median_ms, 5), "batch": batch}}, merge=True)

@@ -1,0 +1,235 @@
+// conv_implicit.cu -- convolution as an implicit GEMM: the column matrix of im2col is never
+// written; each block gathers the slice of it that it needs straight from the NCHW input.
+//
+// The GEMM of one group g (unroll.conv2d_unrolled does the same with a materialised matrix):
+//   Y_g (MG, P) = W_g (MG, KG) @ X_g (KG, P)
+//   MG = M / G output channels, KG = (C / G) * K * K, P = N * Ho * Wo: every output pixel of every
+//   image is one column, so the whole batch is one GEMM (one launch for all images and groups).
+//   Column p is pixel (n, oh, ow); row k of X_g is (c, kh, kw) with k = (c * K + kh) * K + kw, and
+//   X_g[k, p] = x[n, g * C/G + c, oh * S - PAD + kh, ow * S - PAD + kw], zero in the padding.
+//
+// The kernel is gemm.cu's gemm_dbuf (register tiles, float4 shared reads, two shared stages with
+// the next tile's loads in flight) with two changes:
+//   * The B tile is gathered: each thread owns one column p of the tile for the whole launch (its
+//     image and window corner are decoded once) and, for each k, decodes (c, kh, kw) and loads one
+//     input value, or 0 in the padding.  A warp's 32 threads take 32 neighbouring pixels: for
+//     stride 1 that is 32 neighbouring floats of one input row (coalesced).  The layer's shape is a
+//     compile-time constant, so those divisions are multiplications and shifts.
+//   * A thread's TM x TN outputs are TM/4 x TN/4 groups of 4 x 4, spread BM/(TM/4) rows and
+//     BN/(TN/4) columns apart (CUTLASS's layout): the float4 shared-memory reads of 8 neighbouring
+//     threads are then 128 neighbouring bytes (no bank conflict), and a warp's stores cover 64
+//     neighbouring pixels of an output row.
+//
+// Weights: the "prepared" layout wt (G, KG, MG), i.e. each group's W_g transposed, which
+// labkit.implicit makes once per layer: a tile of it is then BK rows of BM neighbouring floats,
+// read with float4 and stored in shared memory as it comes (the A tile must be k-major).
+//
+// conv_implicit(x, wt, bias, y, N, has_bias, act)
+//   x (N, C, H, W), wt (G, KG, MG), bias (M,) (not read when has_bias == 0), y (N, M, Ho, Wo),
+//   all float32 C-contiguous; act: 0 none, 1 tanh, 2 ReLU (after the bias).
+// Launch: grid (ceil(N*Ho*Wo / IG_BN), ceil(MG / IG_BM), G), block ((BM/TM) * (BN/TN),).
+//
+// Compile-time parameters (labkit.implicit sets them; the tile sizes come from the tuned table
+// labkit/tuned/conv_implicit.json):
+//   LAYER_C, LAYER_H, LAYER_W, LAYER_M, LAYER_K, LAYER_S, LAYER_P, LAYER_G   the layer
+//   IG_BM, IG_BN, IG_BK, IG_TM, IG_TN   the block tile of Y, its step along k, outputs per thread
+
+#ifndef LAYER_C
+#define LAYER_C 3
+#endif
+#ifndef LAYER_H
+#define LAYER_H 11
+#endif
+#ifndef LAYER_W
+#define LAYER_W 11
+#endif
+#ifndef LAYER_M
+#define LAYER_M 8
+#endif
+#ifndef LAYER_K
+#define LAYER_K 3
+#endif
+#ifndef LAYER_S
+#define LAYER_S 1
+#endif
+#ifndef LAYER_P
+#define LAYER_P 0
+#endif
+#ifndef LAYER_G
+#define LAYER_G 1
+#endif
+#ifndef IG_BM
+#define IG_BM 64
+#endif
+#ifndef IG_BN
+#define IG_BN 64
+#endif
+#ifndef IG_BK
+#define IG_BK 8
+#endif
+#ifndef IG_TM
+#define IG_TM 4
+#endif
+#ifndef IG_TN
+#define IG_TN 4
+#endif
+
+namespace ig {
+constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, K = LAYER_K;
+constexpr int S = LAYER_S, PAD = LAYER_P, G = LAYER_G;
+constexpr int CG = C / G, MG = M / G, KG = CG * K * K;
+constexpr int HO = (H + 2 * PAD - K) / S + 1, WO = (W + 2 * PAD - K) / S + 1, HWO = HO * WO;
+constexpr int BM = IG_BM, BN = IG_BN, BK = IG_BK, TM = IG_TM, TN = IG_TN;
+constexpr int THREADS = (BM / TM) * (BN / TN);
+constexpr int TMV = TM / 4, TNV = TN / 4;               // 4x4 groups per thread along m and p
+constexpr int ROW_STEP = BM / TMV, COL_STEP = BN / TNV;  // the distance between a thread's groups
+constexpr int A_GROUPS = BK * BM / 4;                    // float4s in an A tile
+constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;
+constexpr int B_ROWS = THREADS / BN;                     // tile rows gathered per pass of the block
+constexpr int B_LOADS = (BK + B_ROWS - 1) / B_ROWS;
+static_assert(C % G == 0 && M % G == 0, "LAYER_G must divide LAYER_C and LAYER_M");
+static_assert(HO >= 1 && WO >= 1 && PAD < K, "the window does not fit the padded input");
+static_assert(BM % TM == 0 && BN % TN == 0 && TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0,
+              "IG_TM, IG_TN, IG_BK must be multiples of 4 dividing IG_BM, IG_BN");
+static_assert(THREADS % BN == 0, "(BM/TM)*(BN/TN) threads must be a multiple of IG_BN (one column each)");
+static_assert(THREADS <= 1024, "a block holds at most 1024 threads");
+static_assert(2 * (BM + BN) * BK * 4 <= 48 * 1024, "two shared stages exceed 48 KiB");
+}  // namespace ig
+
+// The thread's column of the B tile: where its pixel's window starts in x, or -1 past the end.
+struct Column {
+  int base;      // offset in x of channel 0 of this group at row ih0, column iw0 (may be negative)
+  int ih0, iw0;  // the window's top-left corner in the unpadded input
+};
+
+__device__ __forceinline__ Column column_of(int p, int N, int g) {
+  using namespace ig;
+  Column col{0, -(1 << 20), -(1 << 20)};  // far outside: every tap reads as padding
+  if (p < N * HWO) {
+    const int n = p / HWO, r = p - n * HWO, oh = r / WO, ow = r - oh * WO;
+    col.ih0 = oh * S - PAD;
+    col.iw0 = ow * S - PAD;
+    col.base = (n * C + g * CG) * H * W + col.ih0 * W + col.iw0;
+  }
+  return col;
+}
+
+// X_g[k, p] for the thread's column p: one input value, or 0 in the padding or past KG.
+__device__ __forceinline__ float gather(const float* __restrict__ x, const Column& col, int k) {
+  using namespace ig;
+  const int c = k / (K * K), r = k - c * (K * K), kh = r / K, kw = r - kh * K;
+  const bool inside = k < KG && (unsigned)(col.ih0 + kh) < (unsigned)H && (unsigned)(col.iw0 + kw) < (unsigned)W;
+  return inside ? x[col.base + (c * H + kh) * W + kw] : 0.0f;
+}
+
+// Four neighbouring weights wt[g, k, m .. m+3] (zeros past KG or MG).  MG % 4 == 0 allows one
+// float4 (every row then starts 16-byte aligned); otherwise four guarded loads.
+__device__ __forceinline__ float4 weights4(const float* __restrict__ wt, int g, int k, int m) {
+  using namespace ig;
+  const float* row = wt + ((size_t)g * KG + k) * MG;
+  if (k >= KG || m >= MG) return make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  if (MG % 4 == 0) return *reinterpret_cast<const float4*>(row + m);
+  return make_float4(row[m], m + 1 < MG ? row[m + 1] : 0.0f, m + 2 < MG ? row[m + 2] : 0.0f,
+                     m + 3 < MG ? row[m + 3] : 0.0f);
+}
+
+// The thread's TM x TN products over one BK slice, from the shared tiles As[k][m], Bs[k][p].
+__device__ __forceinline__ void fma_slice(const float* As, const float* Bs, float (&acc)[ig::TM][ig::TN],
+                                          int tr, int tc) {
+  using namespace ig;
+#pragma unroll
+  for (int k = 0; k < BK; ++k) {
+    float a[TM], b[TN];
+#pragma unroll
+    for (int q = 0; q < TMV; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(As + k * BM + q * ROW_STEP + tr * 4);
+      a[4 * q] = v.x, a[4 * q + 1] = v.y, a[4 * q + 2] = v.z, a[4 * q + 3] = v.w;
+    }
+#pragma unroll
+    for (int q = 0; q < TNV; ++q) {
+      const float4 v = *reinterpret_cast<const float4*>(Bs + k * BN + q * COL_STEP + tc * 4);
+      b[4 * q] = v.x, b[4 * q + 1] = v.y, b[4 * q + 2] = v.z, b[4 * q + 3] = v.w;
+    }
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+      for (int j = 0; j < TN; ++j) acc[i][j] += a[i] * b[j];
+  }
+}
+
+extern "C" __global__ void conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
+                                         const float* __restrict__ bias, float* __restrict__ y,
+                                         int N, int has_bias, int act) {
+  using namespace ig;
+  __shared__ float4 As4[2][BK * BM / 4];  // As[k * BM + m] = W_g[bm + m, k0 + k]
+  __shared__ float4 Bs4[2][BK * BN / 4];  // Bs[k * BN + j] = X_g[k0 + k, bp + j]
+  const int tid = threadIdx.x, g = blockIdx.z;
+  const int bm = blockIdx.y * BM, bp = blockIdx.x * BN;
+  const int tr = tid / (BN / TN), tc = tid % (BN / TN);
+  const int my_col = tid % BN, my_row = tid / BN;  // the B tile's column and first row this thread gathers
+  const Column col = column_of(bp + my_col, N, g);
+  constexpr int tiles = (KG + BK - 1) / BK;
+  float acc[TM][TN] = {};
+  float4 ra[A_LOADS];
+  float rb[B_LOADS];
+
+  // Tile t into registers: A as float4 groups (row k = i / (BM/4)), B one value per gathered row.
+  auto fetch = [&](int t) {
+    const int k0 = t * BK;
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+      const int i = tid + l * THREADS;
+      if (i < A_GROUPS) ra[l] = weights4(wt, g, k0 + i / (BM / 4), bm + (i % (BM / 4)) * 4);
+    }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+      const int r = my_row + l * B_ROWS;
+      if (r < BK) rb[l] = gather(x, col, k0 + r);
+    }
+  };
+  auto stash = [&](int stage) {
+    float* As = reinterpret_cast<float*>(As4[stage]);
+    float* Bs = reinterpret_cast<float*>(Bs4[stage]);
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+      const int i = tid + l * THREADS;
+      if (i < A_GROUPS) reinterpret_cast<float4*>(As)[i] = ra[l];  // group i sits at 4 * i
+    }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+      const int r = my_row + l * B_ROWS;
+      if (r < BK) Bs[r * BN + my_col] = rb[l];
+    }
+  };
+
+  fetch(0);
+  stash(0);
+  __syncthreads();
+  for (int t = 0; t < tiles; ++t) {
+    const int cur = t & 1;
+    if (t + 1 < tiles) fetch(t + 1);  // in flight while this tile is computed
+    fma_slice(reinterpret_cast<const float*>(As4[cur]), reinterpret_cast<const float*>(Bs4[cur]), acc, tr, tc);
+    if (t + 1 < tiles) {  // the same for the whole block: the barrier is uniform
+      stash(cur ^ 1);    // that stage was last read in tile t-1, before the previous barrier
+      __syncthreads();
+    }
+  }
+
+  // Epilogue: bias, activation, and the NCHW store of each output pixel.
+#pragma unroll
+  for (int j = 0; j < TN; ++j) {
+    const int p = bp + (j / 4) * COL_STEP + tc * 4 + (j % 4);
+    if (p >= N * HWO) continue;
+    const int n = p / HWO, pix = p - n * HWO;
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {
+      const int m = bm + (i / 4) * ROW_STEP + tr * 4 + (i % 4);
+      if (m >= MG) continue;
+      const int oc = g * MG + m;
+      float v = acc[i][j] + (has_bias ? bias[oc] : 0.0f);
+      if (act == 1) v = tanhf(v);
+      else if (act == 2) v = fmaxf(v, 0.0f);
+      y[((size_t)n * M + oc) * HWO + pix] = v;
+    }
+  }
+}

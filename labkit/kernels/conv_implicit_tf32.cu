@@ -1,0 +1,246 @@
+// conv_implicit_tf32.cu -- the implicit-GEMM convolution of conv_implicit.cu on the tensor cores,
+// in TF32: each warp multiplies 16x8x8 tiles with one `mma.sync` instruction.
+// labkit: requires-gpu tensor-core mma.sync (TF32) has no CPU executor model
+//
+// The GEMM is the same: Y_g (MG, P) = W_g (MG, KG) @ X_g (KG, P), one column per output pixel of
+// the batch, X_g gathered from NCHW x with the padding read as zeros, weights prepared as
+// wt (G, KG, MG).  What changes is who multiplies:
+//   * A block of TC_WM x TC_WN warps owns a TC_BM x TC_BN tile of Y; each warp a (BM/WM) x (BN/WN)
+//     piece of it, as MT x NT tiles of 16 x 8 (the shape of one mma.m16n8k8), kept in registers.
+//   * Per step of 8 along k, a warp loads MT fragments of A (4 values per thread) and NT of B
+//     (2 per thread) from shared memory and issues MT * NT mma instructions, each 16*8*8 FMAs.
+//   * TF32 keeps float32's exponent and 10 of its 23 mantissa bits.  The tiles are rounded to TF32
+//     (cvt.rna) once, when they are written to shared memory; products are accumulated in FP32.
+//     The relative error is about 1e-3 of the output's size instead of FP32's 1e-6: cuDNN's "TF32"
+//     mode, which PyTorch enables for convolutions by default.
+//   * Shared rows are padded by 8 floats: a fragment's 32 loads (4 rows k x 8 columns) then fall in
+//     32 different banks.
+//   * The tiles travel with cp.async (Ampere and later): global-to-shared copies that need no
+//     registers and complete in the background, TC_STAGES tiles deep.  While tile t is multiplied,
+//     the copies of tiles t+1 .. t+STAGES-1 are in flight: enough bytes in flight to cover the
+//     memory latency that one register-staged tile (gemm_dbuf) could not.  A copy of size 0
+//     writes zeros: that is how the padding and the ragged edges are filled, with no branch
+//     around the copy.  The values arrive as FP32 and are rounded to TF32 (cvt.rna) as fragments
+//     are loaded.
+//
+// conv_implicit_tf32(x, wt, bias, y, N, has_bias, act): the arguments of conv_implicit.
+// Launch: grid (ceil(N*Ho*Wo / TC_BN), ceil(MG / TC_BM), G), block (32 * TC_WM * TC_WN,),
+//   dynamic shared memory TC_STAGES * TC_BK * (TC_BM + 8 + TC_BN + 8) * 4 bytes (over 48 KiB needs
+//   the kernel's max_dynamic_shared_size_bytes raised first; labkit.implicit does it).
+// Compile-time parameters: LAYER_* as in conv_implicit.cu; TC_BM, TC_BN, TC_BK (a multiple of 8),
+// TC_WM, TC_WN (warps along m and along p), TC_STAGES (>= 2), TC_MINB (blocks per SM the register
+// budget must allow: __launch_bounds__'s second argument).
+
+#ifndef LAYER_C
+#define LAYER_C 3
+#endif
+#ifndef LAYER_H
+#define LAYER_H 11
+#endif
+#ifndef LAYER_W
+#define LAYER_W 11
+#endif
+#ifndef LAYER_M
+#define LAYER_M 8
+#endif
+#ifndef LAYER_K
+#define LAYER_K 3
+#endif
+#ifndef LAYER_S
+#define LAYER_S 1
+#endif
+#ifndef LAYER_P
+#define LAYER_P 0
+#endif
+#ifndef LAYER_G
+#define LAYER_G 1
+#endif
+#ifndef TC_BM
+#define TC_BM 128
+#endif
+#ifndef TC_BN
+#define TC_BN 128
+#endif
+#ifndef TC_BK
+#define TC_BK 16
+#endif
+#ifndef TC_WM
+#define TC_WM 2
+#endif
+#ifndef TC_WN
+#define TC_WN 4
+#endif
+#ifndef TC_STAGES
+#define TC_STAGES 3
+#endif
+#ifndef TC_MINB
+#define TC_MINB 1
+#endif
+
+namespace tc {
+constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, K = LAYER_K;
+constexpr int S = LAYER_S, PAD = LAYER_P, G = LAYER_G;
+constexpr int CG = C / G, MG = M / G, KG = CG * K * K, KK = K * K;
+constexpr int HO = (H + 2 * PAD - K) / S + 1, WO = (W + 2 * PAD - K) / S + 1, HWO = HO * WO;
+constexpr int BM = TC_BM, BN = TC_BN, BK = TC_BK, WM = TC_WM, WN = TC_WN, STAGES = TC_STAGES;
+constexpr int THREADS = 32 * WM * WN;
+constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's piece of the block tile
+constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
+constexpr int LDA = BM + 8, LDB = BN + 8;    // padded shared rows (see above)
+constexpr int STAGE_FLOATS = BK * (LDA + LDB);  // one stage: the A tile, then the B tile
+constexpr int A_GROUPS = BK * BM / 4;
+constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;
+constexpr int B_ROWS = THREADS / BN;
+constexpr int B_LOADS = (BK + B_ROWS - 1) / B_ROWS;
+static_assert(C % G == 0 && M % G == 0, "LAYER_G must divide LAYER_C and LAYER_M");
+static_assert(HO >= 1 && WO >= 1 && PAD < K, "the window does not fit the padded input");
+static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "a warp's piece must be whole 16x8 tiles");
+static_assert(BK % 8 == 0 && BM % 4 == 0, "TC_BK must be a multiple of 8 and TC_BM of 4");
+static_assert(THREADS % BN == 0, "32*TC_WM*TC_WN threads must be a multiple of TC_BN (one column each)");
+static_assert(STAGES >= 2, "TC_STAGES must be at least 2");
+}  // namespace tc
+
+__device__ __forceinline__ unsigned to_tf32(float v) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
+  return r;
+}
+
+// Asynchronous copies global -> shared of `bytes` (4 or 16) of which the first `src_bytes` are
+// read and the rest written as zeros.  .ca keeps the input in L1 (neighbouring windows overlap);
+// .cg (16-byte copies only) goes around it for the weights, which L2 serves to every block.
+__device__ __forceinline__ void copy4(float* dst, const float* src, bool read) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(read ? 4 : 0));
+}
+__device__ __forceinline__ void copy16(float* dst, const float* src, bool read) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(read ? 16 : 0));
+}
+__device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int PENDING>
+__device__ __forceinline__ void copies_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(PENDING)); }
+
+// One 16x8x8 product on the tensor cores: d += a (16x8, row-major fragment) * b (8x8, column).
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+extern "C" __global__ void __launch_bounds__(tc::THREADS, TC_MINB)
+conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, const float* __restrict__ bias,
+                   float* __restrict__ y, int N, int has_bias, int act) {
+  using namespace tc;
+  // STAGES stages of: As[k * LDA + m] = W_g[bm + m, k0 + k], then Bs[k * LDB + j] = X_g[k0 + k, bp + j].
+  extern __shared__ __align__(16) float smem[];
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int gid = lane / 4, tig = lane % 4;  // the mma fragments' row group and thread-in-group
+  const int wm = warp / WN, wn = warp % WN;
+  const int g = blockIdx.z, bm = blockIdx.y * BM, bp = blockIdx.x * BN;
+  const float* wg = wt + (size_t)g * KG * MG;
+
+  // The column this thread gathers for the whole launch, decoded once.
+  const int my_col = tid % BN, my_row = tid / BN;
+  const int p = bp + my_col;
+  int ih0 = -(1 << 20), iw0 = 0, base = 0;  // past the last pixel: every tap reads as padding
+  if (p < N * HWO) {
+    const int n = p / HWO, r = p - n * HWO;
+    ih0 = (r / WO) * S - PAD;
+    iw0 = (r % WO) * S - PAD;
+    base = (n * C + g * CG) * H * W + ih0 * W + iw0;
+  }
+
+  // Start the copies of tile t into its stage (any thread may run past KG: those copies write zeros).
+  auto issue = [&](int t) {
+    float* As = smem + (t % STAGES) * STAGE_FLOATS;
+    float* Bs = As + BK * LDA;
+    const int k0 = t * BK;
+#pragma unroll
+    for (int l = 0; l < A_LOADS; ++l) {
+      const int i = tid + l * THREADS, k = k0 + i / (BM / 4), m = bm + (i % (BM / 4)) * 4;
+      if (i >= A_GROUPS) break;
+      float* dst = As + (i / (BM / 4)) * LDA + (i % (BM / 4)) * 4;
+      const float* row = wg + (size_t)(k < KG ? k : 0) * MG;
+      if (MG % 4 == 0) {
+        copy16(dst, row + (m < MG ? m : 0), k < KG && m < MG);
+      } else {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) copy4(dst + e, row + (m + e < MG ? m + e : 0), k < KG && m + e < MG);
+      }
+    }
+#pragma unroll
+    for (int l = 0; l < B_LOADS; ++l) {
+      const int r = my_row + l * B_ROWS, k = k0 + r;
+      if (r >= BK) break;
+      const int c = k / KK, kh = (k % KK) / K, kw = k % K;
+      const bool in = k < KG && (unsigned)(ih0 + kh) < (unsigned)H && (unsigned)(iw0 + kw) < (unsigned)W;
+      copy4(Bs + r * LDB + my_col, in ? x + base + (c * H + kh) * W + kw : x, in);
+    }
+  };
+
+  float acc[MT][NT][4] = {};
+  constexpr int tiles = (KG + BK - 1) / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) issue(s);
+    copies_commit();  // one group per tile, empty ones too: the wait below counts groups
+  }
+  for (int t = 0; t < tiles; ++t) {
+    copies_wait<STAGES - 2>();  // this thread's copies of tile t have landed ...
+    __syncthreads();            // ... and everyone's; and every warp is done with tile t-1's stage
+    if (t + STAGES - 1 < tiles) issue(t + STAGES - 1);  // into the stage tile t-1 used
+    copies_commit();
+    const float* as = smem + (t % STAGES) * STAGE_FLOATS + wm * WTM + gid;
+    const float* bs = smem + (t % STAGES) * STAGE_FLOATS + BK * LDA + wn * WTN + gid;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 8) {
+      unsigned a[MT][4], b[NT][2];
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {  // rows gid and gid+8 of tile i, columns tig and tig+4
+        const float* q = as + (kk + tig) * LDA + i * 16;
+        a[i][0] = to_tf32(q[0]);
+        a[i][1] = to_tf32(q[8]);
+        a[i][2] = to_tf32(q[4 * LDA]);
+        a[i][3] = to_tf32(q[4 * LDA + 8]);
+      }
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {  // column gid of tile j, rows tig and tig+4
+        const float* q = bs + (kk + tig) * LDB + j * 8;
+        b[j][0] = to_tf32(q[0]);
+        b[j][1] = to_tf32(q[4 * LDB]);
+      }
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], a[i], b[j]);
+    }
+  }
+  copies_wait<0>();  // no copy may still be writing shared memory when the block exits
+
+  // Epilogue.  Thread (gid, tig) holds rows gid, gid+8 and columns 2*tig, 2*tig+1 of each tile.
+#pragma unroll
+  for (int j = 0; j < NT; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int pp = bp + wn * WTN + j * 8 + 2 * tig + h;
+      if (pp >= N * HWO) continue;
+      const int n = pp / HWO, pix = pp - n * HWO;
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+#pragma unroll
+        for (int v = 0; v < 2; ++v) {
+          const int m = bm + wm * WTM + i * 16 + gid + 8 * v;
+          if (m >= MG) continue;
+          const int oc = g * MG + m;
+          float out = acc[i][j][2 * v + h] + (has_bias ? bias[oc] : 0.0f);
+          if (act == 1) out = tanhf(out);
+          else if (act == 2) out = fmaxf(out, 0.0f);
+          y[((size_t)n * M + oc) * HWO + pix] = out;
+        }
+      }
+    }
+  }
+}

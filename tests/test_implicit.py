@@ -1,0 +1,158 @@
+"""labkit.implicit: the implicit-GEMM convolutions (FP32 everywhere, TF32 on a GPU) against the
+float64 reference, on odd shapes with stride, padding and groups, into poisoned output buffers."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import implicit, reference
+from labkit.implicit import ConvLayer, ImplicitConv2d, Tiles, conv2d_implicit
+
+from test_conv_ladder import rel_err, to_numpy
+
+rng = np.random.default_rng()
+ON_GPU = labkit.backend() == "cuda"
+needs_gpu = pytest.mark.skipif(not ON_GPU, reason="TF32 runs on the tensor cores: needs a GPU "
+                               "(conv_implicit_tf32.cu declares requires-gpu)")
+
+CONVS = [  # N, C, H, W, M, K, stride, pad, groups
+    (2, 3, 21, 19, 5, 3, 1, 1, 1), (1, 3, 35, 35, 8, 11, 4, 0, 1), (2, 8, 13, 13, 6, 5, 1, 2, 2),
+    (1, 4, 9, 11, 4, 3, 2, 1, 4), (3, 2, 10, 7, 3, 1, 1, 0, 1), (1, 6, 7, 9, 66, 3, 1, 1, 3)]
+FP32_TILES = [Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4), Tiles("fp32", bm=64, bn=128, bk=16, tm=8, tn=8),
+              Tiles("fp32", bm=128, bn=64, bk=8, tm=8, tn=4)]
+TF32_TILES = [Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=2),
+              Tiles("tf32", bm=128, bn=128, bk=16, wm=2, wn=4, stages=4, minb=2),   # 69 KiB: opts in past 48
+              Tiles("tf32", bm=96, bn=256, bk=8, wm=2, wn=4, stages=3)]
+
+
+def dev(a):
+    return labkit.xp.asarray(a)
+
+
+def case(N, C, H, W, M, K, stride, pad, groups):
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C // groups, K, K)) / np.sqrt(C // groups * K * K)).astype(np.float32)
+    b = rng.standard_normal(M).astype(np.float32)
+    return x, w, b, reference.conv2d(x, w, b, stride=stride, pad=pad, groups=groups)
+
+
+@pytest.mark.parametrize("shape", CONVS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("tiles", FP32_TILES, ids=Tiles.short)
+def test_fp32_matches_reference(shape, tiles):
+    N, C, H, W, M, K, stride, pad, groups = shape
+    x, w, b, ref = case(*shape)
+    out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)   # poisoned: every element must be written
+    y = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, tiles=tiles, out=out)
+    assert y is out and rel_err(y, ref) < 1e-5
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", None], ids=str)
+def test_fused_bias_and_activation(activation):
+    x, w, b, ref = case(2, 5, 12, 10, 7, 3, 1, 1, 1)
+    act = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, None: lambda v: v}[activation]
+    y = conv2d_implicit(dev(x), dev(w), dev(b), pad=1, activation=activation)
+    assert rel_err(y, act(ref)) < 1e-5
+    y0 = conv2d_implicit(dev(x), dev(w), None, pad=1)   # no bias: the kernel must not add one
+    assert rel_err(y0, ref - b[None, :, None, None]) < 1e-5
+
+
+def test_layer_object_prepares_weights_once_and_reruns():
+    layer = ConvLayer(6, 11, 9, 10, 3, stride=2, pad=1, groups=2)
+    x, w, b, ref = case(3, *layer)
+    conv = ImplicitConv2d(dev(w), dev(b), layer)
+    assert tuple(conv.wt.shape) == (2, 3 * 9, 5)       # (G, C/G*K*K, M/G): each group's W transposed
+    for _ in range(2):
+        assert rel_err(conv(dev(x)), ref) < 1e-5
+    x2 = rng.standard_normal((1, 6, 11, 9)).astype(np.float32)   # another batch size, same module
+    assert rel_err(conv(dev(x2)), reference.conv2d(x2, w, b, stride=2, pad=1, groups=2)) < 1e-5
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape", CONVS, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("tiles", TF32_TILES, ids=Tiles.short)
+def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
+    N, C, H, W, M, K, stride, pad, groups = shape
+    x, w, b, ref = case(*shape)
+    out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
+    y = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
+                        tiles=tiles, out=out)
+    err = rel_err(y, ref)
+    assert err < 3e-3          # TF32 keeps 10 mantissa bits: about 5e-4 per rounded operand
+    assert err > 1e-7          # ... and it is really TF32, not FP32
+
+
+def test_tf32_on_the_cpu_executor_says_it_needs_a_gpu():
+    if ON_GPU:
+        pytest.skip("on a GPU TF32 runs (the test above); this checks the CPU executor's refusal")
+    x, w, b, _ = case(1, 3, 8, 8, 4, 3, 1, 1, 1)
+    with pytest.raises(RuntimeError, match="tensor cores.*CPU executor runs precision='fp32'"):
+        conv2d_implicit(dev(x), dev(w), dev(b), pad=1, precision="tf32")
+
+
+@pytest.mark.parametrize("bad, match", [
+    (dict(x=np.zeros((1, 3, 8, 8), np.float64)), "x must be float32"),
+    (dict(x=np.zeros((3, 8, 8), np.float32)), "add the batch axis"),
+    (dict(w=np.zeros((4, 2, 3, 3), np.float32)), r"w must have shape \(4, 3, 3, 3\)"),
+    (dict(b=np.zeros(5, np.float32)), r"b must have shape \(4,\)"),
+    (dict(groups=2), "groups=2 must divide C=3"),
+    (dict(pad=3), "pad=3 must be smaller than K=3"),
+    (dict(precision="fp16"), "precision must be 'fp32' or 'tf32'"),
+    (dict(out=np.zeros((1, 4, 7, 7), np.float32)), r"out must have shape \(1, 4, 8, 8\)"),
+])
+def test_bad_input_is_refused_before_launch(bad, match):
+    args = dict(x=np.zeros((1, 3, 8, 8), np.float32), w=np.zeros((4, 3, 3, 3), np.float32),
+                b=np.zeros(4, np.float32), pad=1, groups=1, precision="fp32", out=None)
+    args.update(bad)
+    args = {k: dev(v) if isinstance(v, np.ndarray) else v for k, v in args.items()}
+    with pytest.raises((ValueError, TypeError), match=match):
+        conv2d_implicit(args.pop("x"), args.pop("w"), args.pop("b"), **args)
+
+
+@pytest.mark.parametrize("tiles, match", [
+    (Tiles("fp32", bm=64, bn=64, bk=6, tm=8, tn=8), "multiples of 4"),
+    (Tiles("fp32", bm=128, bn=128, bk=32, tm=8, tn=8), "over 48 KiB"),
+    (Tiles("fp32", bm=32, bn=128, bk=8, tm=8, tn=8), "multiple of bn=128"),
+    (Tiles("tf32", bm=48, bn=64, bk=16, wm=2, wn=2), "multiple of 16\\*wm"),
+    (Tiles("tf32", bm=128, bn=128, bk=32, wm=2, wn=4, stages=3), "over 99 KiB"),
+    (Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=1), "stages must be at least 2"),
+])
+def test_bad_tiles_are_refused(tiles, match):
+    with pytest.raises(ValueError, match=match):
+        tiles.check()
+
+
+def test_tuned_table_lookup(tmp_path, monkeypatch):
+    layer = implicit.ALEXNET_CONVS["conv3"]
+    table = tmp_path / "t.json"
+    monkeypatch.setattr(implicit, "TABLE", table)
+    assert implicit.tiles_for(layer, "fp32", device_name="GPU X") == implicit.default_tiles(layer, "fp32")
+    best = Tiles("fp32", bm=64, bn=64, bk=16, tm=8, tn=4)
+    implicit.record_tiles(layer, best, device_name="GPU X", median_ms=1.25, batch=128, table=table)
+    implicit.record_tiles(layer, Tiles("tf32", bm=64, bn=128, bk=32, wm=2, wn=2), device_name="GPU X",
+                          median_ms=0.5, batch=128, table=table)
+    assert implicit.tiles_for(layer, "fp32", device_name="GPU X") == best      # kept beside the tf32 one
+    assert implicit.tiles_for(layer, "tf32", device_name="GPU X").bk == 32
+    assert implicit.tiles_for(layer, "fp32", device_name="GPU Y") == implicit.default_tiles(layer, "fp32")
+    entry = json.loads(table.read_text())["gpus"]["GPU X"][layer.key]
+    assert entry["fp32"]["median_ms"] == 1.25 and entry["tf32"]["median_ms"] == 0.5
+
+
+def test_every_candidate_and_default_is_valid():
+    for layer in implicit.ALEXNET_CONVS.values():
+        for prec in implicit.PRECISIONS:
+            implicit.default_tiles(layer, prec).check()
+            cands = implicit.candidates(layer, prec)
+            assert cands and all(t.precision == prec for t in cands)
+            for t in cands:
+                t.check()
+
+
+def test_alexnet_layer_on_the_cpu_executor_at_batch_1():
+    # The layer with the most columns per image; checked on a slice of the outputs to stay quick.
+    layer = implicit.ALEXNET_CONVS["conv2"]
+    x, w, b, ref = case(1, *layer)
+    y = ImplicitConv2d(dev(w), dev(b), layer)(dev(x))
+    assert rel_err(to_numpy(y), ref) < 1e-5
