@@ -24,7 +24,7 @@ import numpy as np
 
 from . import backends
 from .conv import ACTIVATIONS, _check_array
-from .loader import load
+from .loader import load, set_constant
 from .tuning import read_table, write_entry
 
 __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
@@ -33,7 +33,17 @@ __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for
 PRECISIONS = ("fp32", "tf32")
 TABLE = Path(__file__).resolve().parent / "tuned" / "conv_implicit.json"
 SHARED_LIMIT = 48 * 1024          # static shared memory of a block (the FP32 kernel's two stages)
-DYNAMIC_SHARED_LIMIT = 99 * 1024  # dynamic shared memory every GPU from sm_80 on lets a block opt into
+DYNAMIC_SHARED_LIMIT = 227 * 1024  # the most dynamic shared memory any GPU lets a block opt into (sm_90)
+
+
+def shared_optin_limit() -> int:
+    """The dynamic shared memory a block may opt into on the GPU in use (99 KiB on sm_86/89, 163 KiB
+    on sm_80, 227 KiB on sm_90), or DYNAMIC_SHARED_LIMIT where there is no GPU."""
+    if backends.current() != "cuda":
+        return DYNAMIC_SHARED_LIMIT
+    import cupy
+    return int(cupy.cuda.runtime.deviceGetAttribute(cupy.cuda.runtime.cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                                    cupy.cuda.Device().id))
 
 
 class ConvLayer(NamedTuple):
@@ -189,6 +199,18 @@ def tiles_for(layer: ConvLayer, precision: str = "fp32", device_name: str | None
     return default_tiles(layer, precision)
 
 
+def k_taps(layer: ConvLayer, bk: int) -> np.ndarray:
+    """conv_implicit_tf32.cu's table k_taps: for each row k = (c*K + kh)*K + kw of a group's column
+    matrix, (offset of the tap in the input from the window's corner, kh << 16 | kw); rows past the
+    last, up to a whole number of bk-tiles, get kh = 0x4000 (outside every image: zeros)."""
+    kg = layer.C // layer.groups * layer.K * layer.K
+    k = np.arange(-(-kg // bk) * bk)
+    c, kh, kw = k // (layer.K * layer.K), (k // layer.K) % layer.K, k % layer.K
+    taps = np.stack([(c * layer.H + kh) * layer.W + kw, (kh << 16) | kw], axis=1).astype(np.int32)
+    taps[kg:] = (0, 0x4000 << 16)
+    return taps
+
+
 def prepare_weights(w, groups: int):
     """(M, C/G, K, K) -> (G, C/G*K*K, M/G), contiguous, on w's backend: each group's matrix transposed."""
     xp = backends.xp()
@@ -205,10 +227,12 @@ class ImplicitConv2d:
         activation: None, "tanh" or "relu", fused into the kernel's epilogue.
         precision: "fp32" (CUDA cores, any backend) or "tf32" (tensor cores, GPU only).
         tiles: a ``Tiles`` to use instead of the tuned table's choice (a sweep passes each one).
+        round_tf32: tf32 only: round the operands to the nearest TF32 value (cvt.rna) rather than
+            let the tensor cores drop their low bits (toward zero): half the error, slower.
     """
 
     def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, precision: str = "fp32",
-                 tiles: Tiles | None = None):
+                 tiles: Tiles | None = None, round_tf32: bool = False):
         backend, xp = backends.current(), backends.xp()
         layer = ConvLayer(*layer)
         layer.check()
@@ -236,10 +260,17 @@ class ImplicitConv2d:
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
         self.wt = prepare_weights(w, layer.groups)
         self.b = b
-        self._mod = load("conv_implicit" if precision == "fp32" else "conv_implicit_tf32",
-                         defines={**layer.defines(), **tiles.defines()})
+        defines = {**layer.defines(), **tiles.defines()}
+        if precision == "tf32":
+            defines["TC_ROUND"] = int(bool(round_tf32))
+        self._mod = load("conv_implicit" if precision == "fp32" else "conv_implicit_tf32", defines=defines)
         self._fn = self._mod.get_function(tiles.kernel)
         self._shared = 0 if precision == "fp32" else tiles.shared_bytes()   # fp32's tiles are static
+        if precision == "tf32":
+            set_constant(self._mod, "k_taps", k_taps(layer, tiles.bk))
+        if self._shared > shared_optin_limit():
+            raise ValueError(f"{tiles.short()} needs {self._shared} bytes of shared memory; this GPU lets a "
+                             f"block have {shared_optin_limit()}: use fewer stages or a smaller bk")
         if self._shared > SHARED_LIMIT:   # a block may use more than 48 KiB only once the kernel opts in
             self._fn.max_dynamic_shared_size_bytes = self._shared
 
@@ -276,7 +307,7 @@ class ImplicitConv2d:
 
 def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,
                     activation: str | None = None, precision: str = "fp32", tiles: Tiles | None = None,
-                    out=None):
+                    round_tf32: bool = False, out=None):
     """y = act(conv(x, w) + b) with stride, zero padding and groups, as one implicit-GEMM launch.
 
     x float32 (N, C, H, W); w float32 (M, C/groups, K, K); b (M,) or None.  Prepares the weights on
@@ -288,7 +319,8 @@ def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int 
     _, C, H, W = (int(v) for v in x.shape)
     M, _, K, _ = (int(v) for v in w.shape)
     layer = ConvLayer(C, H, W, M, K, stride, pad, groups)
-    return ImplicitConv2d(w, b, layer, activation=activation, precision=precision, tiles=tiles)(x, out=out)
+    return ImplicitConv2d(w, b, layer, activation=activation, precision=precision, tiles=tiles,
+                          round_tf32=round_tf32)(x, out=out)
 
 
 # --- tuning ---------------------------------------------------------------------------------------
@@ -305,7 +337,7 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
     else:
         for bm in (64, 96, 128):
             for bn in (128, 256):
-                for bk, stages in ((16, 3), (16, 4), (32, 3)):
+                for bk, stages in ((16, 3), (16, 4), (32, 3), (32, 4)):
                     out += [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, minb=minb)
                             for wm, wn in ((2, 4), (4, 2)) for minb in (1, 2)]
     good = []
@@ -317,6 +349,8 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
         if not 128 <= t.threads <= 512:
             continue
         mg = layer.M // layer.groups
+        if t.precision == "tf32" and t.shared_bytes() > shared_optin_limit():
+            continue
         if t.bm > 2 * mg or (t.bm == 96 and (mg % 96 or mg % 64 == 0)):
             continue   # half the block idle, or 96 rows where 64 or 128 fit as well
         good.append(t)

@@ -80,8 +80,20 @@ def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
     y = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
                         tiles=tiles, out=out)
     err = rel_err(y, ref)
-    assert err < 3e-3          # TF32 keeps 10 mantissa bits: about 5e-4 per rounded operand
+    assert err < 3e-3          # TF32 keeps 10 mantissa bits: about 1e-3 per truncated operand
     assert err > 1e-7          # ... and it is really TF32, not FP32
+    y_rn = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
+                           tiles=tiles, round_tf32=True)
+    assert 1e-7 < rel_err(y_rn, ref) < 2e-3
+
+
+def test_k_taps_table():
+    layer = ConvLayer(4, 9, 7, 6, 3, pad=1, groups=2)          # KG = 2 * 3 * 3 = 18 rows
+    taps = implicit.k_taps(layer, 16)
+    assert taps.shape == (32, 2) and taps.dtype == np.int32
+    k = 13                                                   # c = 1, kh = 1, kw = 1
+    assert tuple(taps[k]) == ((1 * 9 + 1) * 7 + 1, (1 << 16) | 1)
+    assert (taps[18:, 1] >> 16 == 0x4000).all()               # past KG: outside every image
 
 
 def test_tf32_on_the_cpu_executor_says_it_needs_a_gpu():
@@ -116,7 +128,7 @@ def test_bad_input_is_refused_before_launch(bad, match):
     (Tiles("fp32", bm=128, bn=128, bk=32, tm=8, tn=8), "over 48 KiB"),
     (Tiles("fp32", bm=32, bn=128, bk=8, tm=8, tn=8), "multiple of bn=128"),
     (Tiles("tf32", bm=48, bn=64, bk=16, wm=2, wn=2), "multiple of 16\\*wm"),
-    (Tiles("tf32", bm=128, bn=128, bk=32, wm=2, wn=4, stages=3), "over 99 KiB"),
+    (Tiles("tf32", bm=128, bn=256, bk=32, wm=2, wn=4, stages=5), "over 227 KiB"),
     (Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=1), "stages must be at least 2"),
 ])
 def test_bad_tiles_are_refused(tiles, match):

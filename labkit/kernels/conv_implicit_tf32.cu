@@ -20,8 +20,14 @@
 //     the copies of tiles t+1 .. t+STAGES-1 are in flight: enough bytes in flight to cover the
 //     memory latency that one register-staged tile (gemm_dbuf) could not.  A copy of size 0
 //     writes zeros: that is how the padding and the ragged edges are filled, with no branch
-//     around the copy.  The values arrive as FP32 and are rounded to TF32 (cvt.rna) as fragments
-//     are loaded.
+//     around the copy.  The values arrive as FP32; the tensor cores read only their TF32 bits (the
+//     low 13 mantissa bits are ignored: rounding toward zero).  TC_ROUND=1 rounds to nearest
+//     instead (cvt.rna) as fragments are loaded: half the error, and one more instruction for
+//     every value loaded, which costs about a fifth of the speed here.
+//   * Decoding row k of X_g into (c, kh, kw) takes a dozen integer instructions, for every value
+//     gathered: more than the mma work.  The decoding is done once per layer instead, on the host,
+//     into the table k_taps in constant memory (k -> offset in x, kh, kw).  All threads of a warp
+//     gather the same row k, so each lookup is one broadcast read of the constant cache.
 //
 // conv_implicit_tf32(x, wt, bias, y, N, has_bias, act): the arguments of conv_implicit.
 // Launch: grid (ceil(N*Ho*Wo / TC_BN), ceil(MG / TC_BM), G), block (32 * TC_WM * TC_WN,),
@@ -29,7 +35,8 @@
 //   the kernel's max_dynamic_shared_size_bytes raised first; labkit.implicit does it).
 // Compile-time parameters: LAYER_* as in conv_implicit.cu; TC_BM, TC_BN, TC_BK (a multiple of 8),
 // TC_WM, TC_WN (warps along m and along p), TC_STAGES (>= 2), TC_MINB (blocks per SM the register
-// budget must allow: __launch_bounds__'s second argument).
+// budget must allow: __launch_bounds__'s second argument), TC_ROUND (0 or 1, see above).
+// Before the first launch, k_taps must hold labkit.implicit.k_taps(layer, TC_BK) (set_constant).
 
 #ifndef LAYER_C
 #define LAYER_C 3
@@ -76,11 +83,14 @@
 #ifndef TC_MINB
 #define TC_MINB 1
 #endif
+#ifndef TC_ROUND
+#define TC_ROUND 0
+#endif
 
 namespace tc {
 constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, K = LAYER_K;
 constexpr int S = LAYER_S, PAD = LAYER_P, G = LAYER_G;
-constexpr int CG = C / G, MG = M / G, KG = CG * K * K, KK = K * K;
+constexpr int CG = C / G, MG = M / G, KG = CG * K * K;
 constexpr int HO = (H + 2 * PAD - K) / S + 1, WO = (W + 2 * PAD - K) / S + 1, HWO = HO * WO;
 constexpr int BM = TC_BM, BN = TC_BN, BK = TC_BK, WM = TC_WM, WN = TC_WN, STAGES = TC_STAGES;
 constexpr int THREADS = 32 * WM * WN;
@@ -97,13 +107,23 @@ static_assert(HO >= 1 && WO >= 1 && PAD < K, "the window does not fit the padded
 static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "a warp's piece must be whole 16x8 tiles");
 static_assert(BK % 8 == 0 && BM % 4 == 0, "TC_BK must be a multiple of 8 and TC_BM of 4");
 static_assert(THREADS % BN == 0, "32*TC_WM*TC_WN threads must be a multiple of TC_BN (one column each)");
+constexpr int TAPS = (KG + BK - 1) / BK * BK;  // rows of X_g, rounded up to whole tiles
 static_assert(STAGES >= 2, "TC_STAGES must be at least 2");
+static_assert(TAPS * 8 <= 60 * 1024, "the k_taps table exceeds constant memory");
 }  // namespace tc
 
+// Row k of X_g: x.x = (c * H + kh) * W + kw, the offset of the tap from the window's corner in
+// channel 0; x.y = kh << 16 | kw.  Rows past KG have kh = 0x4000: outside every image (zeros).
+__constant__ int2 k_taps[tc::TAPS];
+
 __device__ __forceinline__ unsigned to_tf32(float v) {
+#if TC_ROUND
   unsigned r;
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(v));
   return r;
+#else
+  return __float_as_uint(v);
+#endif
 }
 
 // Asynchronous copies global -> shared of `bytes` (4 or 16) of which the first `src_bytes` are
@@ -173,11 +193,11 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
     }
 #pragma unroll
     for (int l = 0; l < B_LOADS; ++l) {
-      const int r = my_row + l * B_ROWS, k = k0 + r;
+      const int r = my_row + l * B_ROWS;
       if (r >= BK) break;
-      const int c = k / KK, kh = (k % KK) / K, kw = k % K;
-      const bool in = k < KG && (unsigned)(ih0 + kh) < (unsigned)H && (unsigned)(iw0 + kw) < (unsigned)W;
-      copy4(Bs + r * LDB + my_col, in ? x + base + (c * H + kh) * W + kw : x, in);
+      const int2 tap = k_taps[k0 + r];
+      const bool in = (unsigned)(ih0 + (tap.y >> 16)) < (unsigned)H && (unsigned)(iw0 + (tap.y & 0xffff)) < (unsigned)W;
+      copy4(Bs + r * LDB + my_col, x + (in ? base + tap.x : 0), in);
     }
   };
 
