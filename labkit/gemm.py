@@ -153,3 +153,60 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
                                                               ACTIVATIONS[activation]))
     mod.get_function(f"gemm_{variant}")(grid, block, args, shared_mem=shared)
     return out
+
+
+# --- the ladder against cuBLAS ---------------------------------------------------------------------
+
+BIG_TILES = {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
+LADDER = {"naive": ("naive", None), "tiled": ("tiled", None),
+          "regtile 64/4x4": ("regtile", None), "regtile 128/8x8": ("regtile", BIG_TILES),
+          "vec 128/8x8": ("vec", BIG_TILES), "dbuf 128/8x8": ("dbuf", BIG_TILES)}
+
+
+def sgemm_ladder(n: int, *, repeat: int = 10, cases: Mapping[str, tuple] = LADDER) -> list[dict]:
+    """An FP32 n x n x n SGEMM on every rung of ``cases`` and, on a GPU, cuBLAS (cupy.matmul, TF32
+    off), in this same run.  Each is checked first against a float64 product of a 256-row slice
+    (AssertionError if off).  Rows: ms, TFLOP/s, % of cuBLAS, % of the device's FP32 floor."""
+    import os
+    from . import measure
+    from .device_query import device
+
+    dev, xp = device(), backends.xp()
+    rng = np.random.default_rng()
+    a_h = rng.standard_normal((n, n), dtype=np.float32)
+    b_h = rng.standard_normal((n, n), dtype=np.float32)
+    rows_check = min(n, 256)
+    ref = a_h[:rows_check].astype(np.float64) @ b_h.astype(np.float64)
+    a, b = xp.asarray(a_h), xp.asarray(b_h)
+    c = xp.empty((n, n), dtype=xp.float32)
+    cost, ceil = measure.gemm_cost(n, n, n), dev.ceilings()
+    runs = {label: (lambda v=v, p=p: gemm(a, b, variant=v, params=p, out=c)) for label, (v, p) in cases.items()}
+    if dev.is_gpu:
+        if os.environ.get("CUPY_TF32", "0") != "0":
+            raise RuntimeError("CUPY_TF32 is set: cuBLAS would run in TF32, not FP32; unset it")
+        runs["cuBLAS"] = lambda: xp.matmul(a, b, out=c)
+    rows = []
+    for label, run in runs.items():
+        c.fill(float("nan"))
+        run()
+        got = c[:rows_check].get() if hasattr(c, "get") else c[:rows_check]
+        err = float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        if not err < 1e-5:
+            raise AssertionError(f"{label} disagrees with the float64 product: {err:.2e}")
+        t = measure.time_fn(run, warmup=2, repeat=repeat)
+        tf, _ = measure.achieved(t.median_ms, cost)
+        rows.append({"label": label, "n": n, "median_ms": t.median_ms, "min_ms": t.min_ms, "TFLOPs": tf,
+                     "pct_of_floor": measure.percent_of_floor(t.median_ms, cost, ceil), "rel_err": err,
+                     "device": t.device, "backend": t.backend, "batch": n})
+    blas = next((r["median_ms"] for r in rows if r["label"] == "cuBLAS"), None)
+    for r in rows:
+        r["pct_of_cublas"] = None if blas is None else 100.0 * blas / r["median_ms"]
+    return rows
+
+
+def ladder_table(rows: list[dict]) -> str:
+    out = [f"{'kernel':18s} {'ms':>9s} {'TFLOP/s':>8s} {'% cuBLAS':>9s} {'% floor':>8s}"]
+    for r in rows:
+        pc = "n/a" if r["pct_of_cublas"] is None else f"{r['pct_of_cublas']:.1f}%"
+        out.append(f"{r['label']:18s} {r['median_ms']:9.3f} {r['TFLOPs']:8.2f} {pc:>9s} {r['pct_of_floor']:7.1f}%")
+    return "\n".join(out)

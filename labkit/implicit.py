@@ -399,3 +399,86 @@ def record_tiles(layer: ConvLayer, tiles: Tiles, *, device_name: str, median_ms:
     entry = {k: v for k, v in asdict(tiles).items() if k != "precision"}
     write_entry(table or TABLE, device_name, layer.key, {tiles.precision: {
         **entry, "median_ms": round(median_ms, 5), "batch": batch}}, merge=True)
+
+
+# --- comparison with cuDNN ------------------------------------------------------------------------
+
+TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3}   # relative error against the float64 reference
+
+
+def compare(layers: dict[str, ConvLayer] | None = None, *, batch: int, repeat: int = 30,
+            precisions: Iterable[str] | None = None, tf32_peak_TFLOPs: float | None = None) -> list[dict]:
+    """Time each layer (bias, no activation) on the implicit-GEMM kernels and, on a GPU with PyTorch,
+    on cuDNN with TF32 off and on, in this same run.  Every kernel's output is first checked against
+    the float64 reference on two images (AssertionError if it is off).  Rows carry ms, TFLOP/s and %
+    of the floor (FP32 rows against the FP32 GEMM ceiling, TF32 rows against ``tf32_peak_TFLOPs``)."""
+    from . import measure, peers, reference
+    from .device_query import device
+    from .ladder import rel_error
+
+    dev, xp = device(), backends.xp()
+    ceil = dev.ceilings()
+    layers = layers or ALEXNET_CONVS
+    precisions = tuple(precisions or (PRECISIONS if dev.is_gpu else ("fp32",)))
+    no_peer = peers.cudnn_available()
+    rng = np.random.default_rng()
+    rows = []
+    for name, L in layers.items():
+        x_h = rng.standard_normal((batch, L.C, L.H, L.W), dtype=np.float32)
+        w_h = rng.standard_normal((L.M, L.C // L.groups, L.K, L.K), dtype=np.float32)
+        w_h *= np.float32(1 / np.sqrt(w_h[0].size))
+        b_h = rng.standard_normal(L.M, dtype=np.float32)
+        x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
+        ref = reference.conv2d(x_h[:2], w_h, b_h, stride=L.stride, pad=L.pad, groups=L.groups)
+        y = xp.empty((batch, L.M) + L.out_hw, dtype=xp.float32)
+        cost = measure.conv2d_cost(batch, L.C, L.H, L.W, L.M, L.K, stride=L.stride, pad=L.pad, groups=L.groups)
+        runs = []
+        for prec in precisions:
+            conv = ImplicitConv2d(w, b, L, precision=prec)
+            runs.append((f"labkit {prec}", prec, conv.tiles.short(), lambda conv=conv: conv(x, out=y)))
+        if no_peer is None:
+            runs += [(f"cuDNN {prec}", prec, "", peers.cudnn_conv2d(x, w, b, stride=L.stride, pad=L.pad,
+                                                                    groups=L.groups, tf32=prec == "tf32", out=y))
+                     for prec in precisions]
+        for label, prec, tiles, run in runs:
+            y.fill(float("nan"))
+            run()
+            err = rel_error(y[:2], ref)
+            if not err < TOLERANCE[prec]:
+                raise AssertionError(f"{name} {label} disagrees with the float64 reference: {err:.2e}")
+            t = measure.time_fn(run, warmup=3, repeat=repeat, sync=False)
+            peak = tf32_peak_TFLOPs if prec == "tf32" else ceil.fp32_TFLOPs
+            floor = (max(cost.flops / (peak * 1e12), cost.bytes / (ceil.copy_GBps * 1e9)) * 1e3) if peak else None
+            rows.append({"layer": name, "shape": L.key, "label": label, "precision": prec, "tiles": tiles,
+                         "batch": batch, "median_ms": t.median_ms, "min_ms": t.min_ms,
+                         "TFLOPs": cost.flops / (t.median_ms * 1e-3) / 1e12, "rel_err": err, "floor_ms": floor,
+                         "pct_of_floor": None if floor is None else 100 * floor / t.median_ms,
+                         "device": t.device, "backend": t.backend})
+        del x, w, b, y
+    return rows
+
+
+def summarize(rows: list[dict]) -> tuple[dict[str, float], dict[str, float]]:
+    """(sum of the layers' ms per label, labkit / cuDNN ratio of those sums per precision)."""
+    sums: dict[str, float] = {}
+    for r in rows:
+        sums[r["label"]] = sums.get(r["label"], 0.0) + r["median_ms"]
+    ratios = {p: sums[f"labkit {p}"] / sums[f"cuDNN {p}"] for p in PRECISIONS
+              if f"labkit {p}" in sums and f"cuDNN {p}" in sums}
+    return sums, ratios
+
+
+def table(rows: list[dict]) -> str:
+    """A text table: one line per layer with each label's ms (TFLOP/s, % of floor), then the sums."""
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    layers = list(dict.fromkeys(r["layer"] for r in rows))
+    out = [f"{'layer':7s}" + "".join(f"{lab:>26s}" for lab in labels)]
+    for name in layers:
+        cells = {r["label"]: r for r in rows if r["layer"] == name}
+        out.append(f"{name:7s}" + "".join(
+            f"{cells[lab]['median_ms']:8.3f} ms {cells[lab]['TFLOPs']:5.1f} TF "
+            + (f"{cells[lab]['pct_of_floor']:3.0f}%" if cells[lab]["pct_of_floor"] else "  - ") for lab in labels))
+    sums, ratios = summarize(rows)
+    out.append(f"{'sum':7s}" + "".join(f"{sums[lab]:8.3f} ms {'':13s}" for lab in labels))
+    out += [f"labkit {p} / cuDNN {p}, five layers summed: {r:.2f}x" for p, r in ratios.items()]
+    return "\n".join(out)

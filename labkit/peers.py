@@ -39,6 +39,23 @@ def _setup_torch(tf32: bool) -> None:
     torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
 
 
+def tf32_gemm_TFLOPs(n: int = 8192) -> float:
+    """The TF32 tensor-core ceiling: an n^3 TF32 matmul through PyTorch (cuBLAS), in TFLOP/s."""
+    import torch
+    from .measure import time_fn
+    why = cudnn_available()
+    if why:
+        raise RuntimeError(why)
+    before = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        a = torch.randn(n, n, device="cuda")
+        t = time_fn(lambda: a @ a, warmup=3, repeat=10, sync=False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = before
+    return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
+
+
 def _torch(a):
     """A CuPy array as a torch tensor on the same memory (DLPack, no copy)."""
     import torch
