@@ -396,7 +396,8 @@ def sweep_implicit(layer: ConvLayer, batch: int, precision: str = "fp32", *,
 def record_tiles(layer: ConvLayer, tiles: Tiles, *, device_name: str, median_ms: float, batch: int,
                  table=None) -> None:
     """Keep a winner in the table: one entry per GPU name, layer shape and precision."""
-    entry = {k: v for k, v in asdict(tiles).items() if k != "precision"}
+    used = ("bm", "bn", "bk") + (("tm", "tn") if tiles.precision == "fp32" else ("wm", "wn", "stages", "minb"))
+    entry = {k: v for k, v in asdict(tiles).items() if k in used}
     write_entry(table or TABLE, device_name, layer.key, {tiles.precision: {
         **entry, "median_ms": round(median_ms, 5), "batch": batch}}, merge=True)
 

@@ -3,7 +3,8 @@
 # GPU tests (including the executor/GPU parity check), compute-sanitizer over the kernels,
 # benchmarks, and the notebooks executed and graded by nbval on the GPU.
 #
-#   bash scripts/gpu_round.sh OUTDIR [steps...]   steps: tests sanitize tune bench notebooks (default: all)
+#   bash scripts/gpu_round.sh OUTDIR [steps...]   steps: tests sanitize tune bench notebooks (default),
+#                                                 and tune-implicit (the implicit GEMMs' tile sweep)
 #
 # The tune step sweeps conv_tuned.cu's launch parameters on this GPU and writes the winners into
 # labkit/tuned/conv_tuned.json (copied to OUTDIR/bench/ to bring back and commit); the steps after
@@ -36,8 +37,11 @@ for s in $STEPS; do
                step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py ;;
     tune)      step tune python3 benchmarks/tune_conv.py --out "$OUT/bench" --write-table
                cp labkit/tuned/conv_tuned.json "$OUT/bench/" ;;
+    tune-implicit)  # about 8 minutes on an H100: run it alone, one precision per call if need be
+               step tune-implicit python3 benchmarks/tune_implicit.py --out "$OUT/bench" --write-table
+               cp labkit/tuned/conv_implicit.json "$OUT/bench/" ;;
     bench)     for b in benchmarks/*.py; do
-                 [ "$b" = benchmarks/tune_conv.py ] && continue   # the tune step runs it
+                 case $b in benchmarks/tune_*.py) continue ;; esac   # sweeps: the tune step runs them
                  step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
     notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --nbval-sanitize-with notebooks/nbval_sanitize.cfg
                step series python3 -m labkit.series --out "$OUT/series"
