@@ -147,7 +147,7 @@ class Tiles:
         """fp32: the static tiles; tf32: the dynamic shared memory given at launch."""
         if self.precision == "fp32":
             return 2 * (self.bm + self.bn) * self.bk * 4
-        return self.stages * self.bk * (self.bm + 8 + self.bn + 8) * 4
+        return self.stages * self.bk * (self.bm + self.bn + 8) * 4
 
     def check(self) -> None:
         """Raise ValueError, naming the fix, where the kernels' static_asserts would fail."""
@@ -211,6 +211,32 @@ def k_taps(layer: ConvLayer, bk: int) -> np.ndarray:
     return taps
 
 
+def round_to_tf32(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest TF32 value (10 mantissa bits; ties away from zero, as
+    cvt.rna), still stored as float32.  For finite values."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def pack_weights_tf32(w, layer: ConvLayer, tiles: Tiles):
+    """conv_implicit_tf32.cu's weight layout: (G, MB, KT, BK*BM) with MB = ceil(MG/BM) block rows and
+    KT = ceil(KG/BK) k-tiles, zero-padded, rounded to TF32.  Within a BK x BM chunk the value
+    W_g[m, k] of m = mi*16 + mh*8 + gid, k = kb*8 + kh*4 + tig sits at
+    ((kb*(BM/16) + mi)*32 + gid*4 + tig)*4 + mh + 2*kh: the 4 values of one thread's mma A fragment
+    (rows gid, gid+8; columns tig, tig+4) are neighbours, and a warp's 32 fragments 512
+    neighbouring bytes."""
+    xp = backends.xp()
+    G, bm, bk = layer.groups, tiles.bm, tiles.bk
+    mg, kg = layer.M // G, layer.C // G * layer.K * layer.K
+    mb, kt = -(-mg // bm), -(-kg // bk)
+    host = w.get() if hasattr(w, "get") else np.asarray(w)
+    wp = np.zeros((G, mb * bm, kt * bk), dtype=np.float32)
+    wp[:, :mg, :kg] = host.reshape(G, mg, kg)
+    # axes: G, MB, mi, mh, gid | KT, kb, kh, tig  ->  G, MB, KT, kb, mi, gid, tig, kh, mh
+    packed = wp.reshape(G, mb, bm // 16, 2, 8, kt, bk // 8, 2, 4).transpose(0, 1, 5, 6, 2, 4, 8, 7, 3)
+    return xp.asarray(round_to_tf32(packed.reshape(G, mb, kt, bk * bm)))
+
+
 def prepare_weights(w, groups: int):
     """(M, C/G, K, K) -> (G, C/G*K*K, M/G), contiguous, on w's backend: each group's matrix transposed."""
     xp = backends.xp()
@@ -227,8 +253,9 @@ class ImplicitConv2d:
         activation: None, "tanh" or "relu", fused into the kernel's epilogue.
         precision: "fp32" (CUDA cores, any backend) or "tf32" (tensor cores, GPU only).
         tiles: a ``Tiles`` to use instead of the tuned table's choice (a sweep passes each one).
-        round_tf32: tf32 only: round the operands to the nearest TF32 value (cvt.rna) rather than
-            let the tensor cores drop their low bits (toward zero): half the error, slower.
+        round_tf32: tf32 only: round the inputs to the nearest TF32 value (cvt.rna) rather than let
+            the tensor cores drop their low bits (toward zero): less error, a little slower.  (The
+            weights are always rounded to nearest, once, when they are packed.)
     """
 
     def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, precision: str = "fp32",
@@ -258,7 +285,8 @@ class ImplicitConv2d:
         tiles = replace(tiles, precision=precision)
         tiles.check()
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
-        self.wt = prepare_weights(w, layer.groups)
+        # fp32: each group's matrix transposed; tf32: packed in mma fragment order (see the kernels)
+        self.wt = prepare_weights(w, layer.groups) if precision == "fp32" else pack_weights_tf32(w, layer, tiles)
         self.b = b
         defines = {**layer.defines(), **tiles.defines()}
         if precision == "tf32":

@@ -168,3 +168,25 @@ def test_alexnet_layer_on_the_cpu_executor_at_batch_1():
     x, w, b, ref = case(1, *layer)
     y = ImplicitConv2d(dev(w), dev(b), layer)(dev(x))
     assert rel_err(to_numpy(y), ref) < 1e-5
+
+
+def test_tf32_weights_are_packed_in_fragment_order():
+    layer = ConvLayer(6, 5, 5, 40, 3, groups=2)               # MG = 20, KG = 27: both padded
+    tiles = Tiles("tf32", bm=32, bn=64, bk=16, wm=2, wn=2)
+    w = rng.standard_normal((40, 3, 3, 3)).astype(np.float32)
+    wp = to_numpy(implicit.pack_weights_tf32(dev(w), layer, tiles))
+    assert wp.shape == (2, 1, 2, 16 * 32)                     # (G, MB, KT, BK*BM)
+    wg = implicit.round_to_tf32(w).reshape(2, 20, 27)
+    for g, mb, t, kb, mi, gid, tig, kh, mh in [(1, 0, 1, 1, 1, 3, 2, 0, 0), (0, 0, 0, 0, 0, 7, 3, 1, 1),
+                                                (1, 0, 0, 1, 0, 2, 1, 1, 0)]:
+        m, k = mb * 32 + mi * 16 + mh * 8 + gid, t * 16 + kb * 8 + kh * 4 + tig
+        got = wp[g, mb, t, ((kb * 2 + mi) * 32 + gid * 4 + tig) * 4 + mh + 2 * kh]
+        assert got == (wg[g, m, k] if m < 20 and k < 27 else 0.0)
+    assert np.count_nonzero(wp) == np.count_nonzero(wg)      # every weight once, zeros elsewhere
+
+
+def test_round_to_tf32():
+    v = np.array([1.0, 1 + 2**-11, 1 + 2**-10 + 2**-12, -3.14159], dtype=np.float32)
+    r = implicit.round_to_tf32(v)
+    assert r[0] == 1.0 and r[1] == 1 + 2**-10 and r[2] == 1 + 2**-10     # ties away from zero, then nearest
+    assert (r.view(np.uint32) & 0x1FFF == 0).all() and abs(r[3] + 3.14159) < 2**-10 * 4

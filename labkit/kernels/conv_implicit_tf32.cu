@@ -3,35 +3,39 @@
 // labkit: requires-gpu tensor-core mma.sync (TF32) has no CPU executor model
 //
 // The GEMM is the same: Y_g (MG, P) = W_g (MG, KG) @ X_g (KG, P), one column per output pixel of
-// the batch, X_g gathered from NCHW x with the padding read as zeros, weights prepared as
-// wt (G, KG, MG).  What changes is who multiplies:
+// the batch, X_g gathered from NCHW x with the padding read as zeros.  What changes is who
+// multiplies, and how the tiles travel:
 //   * A block of TC_WM x TC_WN warps owns a TC_BM x TC_BN tile of Y; each warp a (BM/WM) x (BN/WN)
 //     piece of it, as MT x NT tiles of 16 x 8 (the shape of one mma.m16n8k8), kept in registers.
 //   * Per step of 8 along k, a warp loads MT fragments of A (4 values per thread) and NT of B
 //     (2 per thread) from shared memory and issues MT * NT mma instructions, each 16*8*8 FMAs.
-//   * TF32 keeps float32's exponent and 10 of its 23 mantissa bits.  The tiles are rounded to TF32
-//     (cvt.rna) once, when they are written to shared memory; products are accumulated in FP32.
-//     The relative error is about 1e-3 of the output's size instead of FP32's 1e-6: cuDNN's "TF32"
-//     mode, which PyTorch enables for convolutions by default.
-//   * Shared rows are padded by 8 floats: a fragment's 32 loads (4 rows k x 8 columns) then fall in
-//     32 different banks.
+//   * TF32 keeps float32's exponent and 10 of its 23 mantissa bits; products are accumulated in
+//     FP32.  The relative error is about 1e-3 of the output's size instead of FP32's 1e-7: cuDNN's
+//     "TF32" mode, which PyTorch enables for convolutions by default.
+//   * The weights are packed on the host, once per layer, in the order the fragments want them
+//     (labkit.implicit.pack_weights_tf32): for each block row and k-tile one contiguous BK x BM
+//     chunk, zero-padded to whole tiles and rounded to TF32, in which the 4 values a thread needs
+//     for one A fragment sit next to each other.  A tile then travels as plain 16-byte copies with
+//     no bounds checks, and a fragment is one 16-byte shared load instead of four.
+//   * The B tile's rows are padded by 8 floats: a fragment's 32 loads (4 rows k x 8 columns) then
+//     fall in 32 different banks.
 //   * The tiles travel with cp.async (Ampere and later): global-to-shared copies that need no
 //     registers and complete in the background, TC_STAGES tiles deep.  While tile t is multiplied,
 //     the copies of tiles t+1 .. t+STAGES-1 are in flight: enough bytes in flight to cover the
 //     memory latency that one register-staged tile (gemm_dbuf) could not.  A copy of size 0
 //     writes zeros: that is how the padding and the ragged edges are filled, with no branch
-//     around the copy.  The values arrive as FP32; the tensor cores read only their TF32 bits (the
-//     low 13 mantissa bits are ignored: rounding toward zero).  TC_ROUND=1 rounds to nearest
-//     instead (cvt.rna) as fragments are loaded: half the error, and one more instruction for
-//     every value loaded, which costs about a fifth of the speed here.
+//     around the copy.  The inputs arrive as FP32; the tensor cores read only their TF32 bits (the
+//     low 13 mantissa bits are ignored: rounding toward zero).  TC_ROUND=1 rounds them to nearest
+//     instead (cvt.rna) as B fragments are loaded: less error, one more instruction per value.
 //   * Decoding row k of X_g into (c, kh, kw) takes a dozen integer instructions, for every value
 //     gathered: more than the mma work.  The decoding is done once per layer instead, on the host,
 //     into the table k_taps in constant memory (k -> offset in x, kh, kw).  All threads of a warp
 //     gather the same row k, so each lookup is one broadcast read of the constant cache.
 //
-// conv_implicit_tf32(x, wt, bias, y, N, has_bias, act): the arguments of conv_implicit.
+// conv_implicit_tf32(x, wp, bias, y, N, has_bias, act): the arguments of conv_implicit, but the
+//   weights packed: wp (G, MB, KT, BK * BM), MB = ceil(MG / BM) block rows, KT = ceil(KG / BK).
 // Launch: grid (ceil(N*Ho*Wo / TC_BN), ceil(MG / TC_BM), G), block (32 * TC_WM * TC_WN,),
-//   dynamic shared memory TC_STAGES * TC_BK * (TC_BM + 8 + TC_BN + 8) * 4 bytes (over 48 KiB needs
+//   dynamic shared memory TC_STAGES * TC_BK * (TC_BM + TC_BN + 8) * 4 bytes (over 48 KiB needs
 //   the kernel's max_dynamic_shared_size_bytes raised first; labkit.implicit does it).
 // Compile-time parameters: LAYER_* as in conv_implicit.cu; TC_BM, TC_BN, TC_BK (a multiple of 8),
 // TC_WM, TC_WN (warps along m and along p), TC_STAGES (>= 2), TC_MINB (blocks per SM the register
@@ -96,8 +100,10 @@ constexpr int BM = TC_BM, BN = TC_BN, BK = TC_BK, WM = TC_WM, WN = TC_WN, STAGES
 constexpr int THREADS = 32 * WM * WN;
 constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's piece of the block tile
 constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
-constexpr int LDA = BM + 8, LDB = BN + 8;    // padded shared rows (see above)
-constexpr int STAGE_FLOATS = BK * (LDA + LDB);  // one stage: the A tile, then the B tile
+constexpr int LDB = BN + 8;                  // the B tile's padded rows (see above)
+constexpr int STAGE_FLOATS = BK * (BM + LDB); // one stage: the packed A tile, then the B tile
+constexpr int MB = (MG + BM - 1) / BM;        // block rows of a group's output
+constexpr int KT = (KG + BK - 1) / BK;        // k-tiles
 constexpr int A_GROUPS = BK * BM / 4;
 constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;
 constexpr int B_ROWS = THREADS / BN;
@@ -105,7 +111,7 @@ constexpr int B_LOADS = (BK + B_ROWS - 1) / B_ROWS;
 static_assert(C % G == 0 && M % G == 0, "LAYER_G must divide LAYER_C and LAYER_M");
 static_assert(HO >= 1 && WO >= 1 && PAD < K, "the window does not fit the padded input");
 static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "a warp's piece must be whole 16x8 tiles");
-static_assert(BK % 8 == 0 && BM % 4 == 0, "TC_BK must be a multiple of 8 and TC_BM of 4");
+static_assert(BK % 8 == 0, "TC_BK must be a multiple of 8");
 static_assert(THREADS % BN == 0, "32*TC_WM*TC_WN threads must be a multiple of TC_BN (one column each)");
 constexpr int TAPS = (KG + BK - 1) / BK * BK;  // rows of X_g, rounded up to whole tiles
 static_assert(STAGES >= 2, "TC_STAGES must be at least 2");
@@ -154,13 +160,13 @@ extern "C" __global__ void __launch_bounds__(tc::THREADS, TC_MINB)
 conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, const float* __restrict__ bias,
                    float* __restrict__ y, int N, int has_bias, int act) {
   using namespace tc;
-  // STAGES stages of: As[k * LDA + m] = W_g[bm + m, k0 + k], then Bs[k * LDB + j] = X_g[k0 + k, bp + j].
+  // STAGES stages of: the packed A tile (BK * BM floats), then Bs[k * LDB + j] = X_g[k0 + k, bp + j].
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane / 4, tig = lane % 4;  // the mma fragments' row group and thread-in-group
   const int wm = warp / WN, wn = warp % WN;
   const int g = blockIdx.z, bm = blockIdx.y * BM, bp = blockIdx.x * BN;
-  const float* wg = wt + (size_t)g * KG * MG;
+  const float* wa = wt + ((size_t)g * MB + blockIdx.y) * KT * (BK * BM);  // this block row's k-tiles
 
   // The column this thread gathers for the whole launch, decoded once.
   const int my_col = tid % BN, my_row = tid / BN;
@@ -176,20 +182,12 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
   // Start the copies of tile t into its stage (any thread may run past KG: those copies write zeros).
   auto issue = [&](int t) {
     float* As = smem + (t % STAGES) * STAGE_FLOATS;
-    float* Bs = As + BK * LDA;
+    float* Bs = As + BK * BM;
     const int k0 = t * BK;
 #pragma unroll
     for (int l = 0; l < A_LOADS; ++l) {
-      const int i = tid + l * THREADS, k = k0 + i / (BM / 4), m = bm + (i % (BM / 4)) * 4;
-      if (i >= A_GROUPS) break;
-      float* dst = As + (i / (BM / 4)) * LDA + (i % (BM / 4)) * 4;
-      const float* row = wg + (size_t)(k < KG ? k : 0) * MG;
-      if (MG % 4 == 0) {
-        copy16(dst, row + (m < MG ? m : 0), k < KG && m < MG);
-      } else {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) copy4(dst + e, row + (m + e < MG ? m + e : 0), k < KG && m + e < MG);
-      }
+      const int i = tid + l * THREADS;
+      if (i < A_GROUPS) copy16(As + 4 * i, wa + (size_t)t * (BK * BM) + 4 * i, true);
     }
 #pragma unroll
     for (int l = 0; l < B_LOADS; ++l) {
@@ -213,18 +211,18 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
     __syncthreads();            // ... and everyone's; and every warp is done with tile t-1's stage
     if (t + STAGES - 1 < tiles) issue(t + STAGES - 1);  // into the stage tile t-1 used
     copies_commit();
-    const float* as = smem + (t % STAGES) * STAGE_FLOATS + wm * WTM + gid;
-    const float* bs = smem + (t % STAGES) * STAGE_FLOATS + BK * LDA + wn * WTN + gid;
+    const float4* as = reinterpret_cast<const float4*>(smem + (t % STAGES) * STAGE_FLOATS) + lane;
+    const float* bs = smem + (t % STAGES) * STAGE_FLOATS + BK * BM + wn * WTN + gid;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
       unsigned a[MT][4], b[NT][2];
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {  // rows gid and gid+8 of tile i, columns tig and tig+4
-        const float* q = as + (kk + tig) * LDA + i * 16;
-        a[i][0] = to_tf32(q[0]);
-        a[i][1] = to_tf32(q[8]);
-        a[i][2] = to_tf32(q[4 * LDA]);
-        a[i][3] = to_tf32(q[4 * LDA + 8]);
+      for (int i = 0; i < MT; ++i) {  // fragment (kk/8, m-tile) of the packed tile: 32 lanes x 4 values
+        const float4 v = as[((kk / 8) * (BM / 16) + wm * (WTM / 16) + i) * 32];
+        a[i][0] = __float_as_uint(v.x);   // already TF32: rounded when packed
+        a[i][1] = __float_as_uint(v.y);
+        a[i][2] = __float_as_uint(v.z);
+        a[i][3] = __float_as_uint(v.w);
       }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {  // column gid of tile j, rows tig and tig+4
