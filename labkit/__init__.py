@@ -30,7 +30,7 @@ def __getattr__(name: str):
         from .conv import conv2d
         return conv2d
     if name in ("reference", "data", "measure", "plots", "kernels", "results", "occupancy", "conv",
-                "ladder", "tuning", "peers", "gemm", "layers", "models", "unroll"):
+                "ladder", "tuning", "peers", "gemm", "layers", "models", "unroll", "implicit"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
