@@ -16,7 +16,7 @@ from . import backends
 from .conv import _check_array
 from .loader import load, set_constant
 
-__all__ = ["max_pool2d", "softmax", "conv_pool_tanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]
+__all__ = ["max_pool2d", "softmax", "lrn", "conv_pool_tanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]
 
 THREADS = 256
 CONV_POOL_THREADS = 128
@@ -68,6 +68,28 @@ def softmax(x, *, out=None):
     rows_per_block = THREADS // 32
     load("pool_softmax").get_function("softmax_rows")(
         (-(-N // rows_per_block),), (THREADS,), (x, y, np.int32(N), np.int32(D)))
+    return y
+
+
+def lrn(x, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: float = 0.75, *, out=None):
+    """Local response normalization across the channels of float32 NCHW ``x``, with TensorFlow's
+    parameters and semantics (``tf.nn.local_response_normalization``; kernel: labkit/kernels/lrn.cu)."""
+    backend, xp = _backend()
+    _check_array(x, "x", "NCHW", 4, backend, xp)
+    if isinstance(depth_radius, bool) or not isinstance(depth_radius, (int, np.integer)) or depth_radius < 0:
+        raise ValueError(f"depth_radius must be an int >= 0, got {depth_radius!r}")
+    for name, v in (("bias", bias), ("alpha", alpha), ("beta", beta)):
+        if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)) or not np.isfinite(v):
+            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    if bias <= 0 or alpha < 0:
+        raise ValueError(f"bias must be > 0 and alpha >= 0 (the base of the power stays positive), "
+                         f"got bias={bias}, alpha={alpha}")
+    N, C, H, W = (int(v) for v in x.shape)
+    y = _out(out, (N, C, H, W), "the shape of x", backend, xp)
+    load("lrn").get_function("lrn_across_channels")(
+        (-(-(N * H * W) // THREADS),), (THREADS,),
+        (x, y, np.int32(N), np.int32(C), np.int32(H * W), np.int32(depth_radius), np.float32(bias),
+         np.float32(alpha), np.float32(beta)))
     return y
 
 

@@ -1,0 +1,165 @@
+"""AlexNet: the safe weight reader, the re-layout, the input pipeline, LRN, and the whole network on
+the backend against the float64 reference and against TensorFlow."""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import layers, reference
+from labkit.models import alexnet
+from labkit.models import alexnet_weights as aw
+
+from test_conv_ladder import rel_err, to_numpy
+
+rng = np.random.default_rng()
+REAL_FRAGMENT = Path(__file__).resolve().parent.parent / "data" / "alexnet" / "bvlc_alexnet_real_first128KiB.npy"
+
+
+def write_npy_pickle(path: Path, obj, protocol: int = 2) -> None:
+    """A .npy of a 0-d object array holding ``obj``, pickled as the real file is (protocol 2)."""
+    arr = np.empty((), dtype=object)
+    arr[()] = obj
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "|O", "fortran_order": False, "shape": ()})
+        pickle.dump(arr, f, protocol=protocol)
+
+
+def test_the_real_truncated_file_is_refused_as_truncated():
+    with pytest.raises(aw.WeightFileError, match=r"incomplete or corrupt.*131,072 bytes.*243,861,814: it is truncated"):
+        aw.read_bvlc_npy(REAL_FRAGMENT)
+
+
+class _RunsACommand:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_a_pickle_that_runs_a_command_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "hostile.npy"
+    write_npy_pickle(path, {"conv1": [_RunsACommand(marker), np.zeros(96, np.float32)]})
+    with pytest.raises(aw.WeightFileError, match=r"asks for (posix|os|nt)\.system.*refused"):
+        aw.read_bvlc_npy(path)
+    assert not marker.exists()
+    # the usual loader would have run it: the test's pickle is really hostile
+    np.load(path, allow_pickle=True)
+    assert marker.exists()
+
+
+def test_any_other_class_is_refused(tmp_path):
+    path = tmp_path / "eval.npy"
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "|O", "fortran_order": False, "shape": ()})
+        f.write(b"\x80\x02cbuiltins\neval\nq\x00X\x04\x00\x00\x001+1q\x01\x85q\x02Rq\x03.")
+    with pytest.raises(aw.WeightFileError, match=r"builtins\.eval.*refused"):
+        aw.read_bvlc_npy(path)
+
+
+def tiny(shape_overrides=None):
+    d = {k: [np.zeros(ws, np.float32) if k.startswith("conv") else np.zeros((2, 2), np.float32),
+             np.zeros(bs, np.float32)] for k, (ws, bs) in aw.FILE_SHAPES.items()}
+    d.update(shape_overrides or {})
+    return d
+
+
+@pytest.mark.parametrize("obj, match", [
+    ({"conv1": [np.zeros((11, 11, 3, 96), np.float32), np.zeros(96, np.float32)]}, r"layers \['conv1'\], expected"),
+    (tiny({"conv1": [np.zeros((11, 11, 96, 3), np.float32), np.zeros(96, np.float32)]}),
+     r"conv1 W has shape \(11, 11, 96, 3\), expected \(11, 11, 3, 96\)"),
+    (tiny({"conv2": [np.zeros((5, 5, 48, 256), np.float64), np.zeros(256, np.float32)]}), "conv2 W must be a float32"),
+    (tiny({"conv3": "not a pair"}), "conv3 must be \\[W, b\\]"),
+    ([1, 2, 3], "expected a dict of layers, got list"),
+])
+def test_wrong_contents_are_refused(tmp_path, obj, match):
+    path = tmp_path / "bad.npy"
+    write_npy_pickle(path, obj)
+    with pytest.raises(aw.WeightFileError, match=match):
+        aw.read_bvlc_npy(path)
+
+
+def test_not_an_object_npy_is_refused(tmp_path):
+    path = tmp_path / "plain.npy"
+    np.save(path, np.zeros(3, np.float32))
+    with pytest.raises(aw.WeightFileError, match="expected a 0-d object array"):
+        aw.read_bvlc_npy(path)
+    with pytest.raises(aw.WeightFileError, match="no such file.*LABKIT_ALEXNET_WEIGHTS"):
+        aw.read_bvlc_npy(tmp_path / "missing.npy")
+
+
+def test_a_well_formed_file_reads_back_exactly(tmp_path):
+    raw = aw.synthetic_weights(seed=7)
+    path = tmp_path / "bvlc_alexnet.npy"
+    write_npy_pickle(path, {k: [w, b] for k, (w, b) in raw.items()})
+    back = aw.read_bvlc_npy(path)
+    assert all(np.array_equal(back[k][0], raw[k][0]) and np.array_equal(back[k][1], raw[k][1]) for k in raw)
+    w, source = alexnet.load_weights(path)
+    assert str(path) in source and w["conv2_w"].shape == (256, 48, 5, 5)
+
+
+def test_relayout():
+    raw = aw.synthetic_weights()
+    w = aw.to_labkit(raw)
+    # conv: (kh, kw, cin, cout) -> (cout, cin, kh, kw)
+    assert w["conv4_w"].shape == (384, 192, 3, 3) and w["conv4_w"][5, 7, 1, 2] == raw["conv4"][0][1, 2, 7, 5]
+    # fc6: row (h*6 + w)*256 + c of the file is row c*36 + h*6 + w
+    h, wd, c = 4, 1, 200
+    assert np.array_equal(w["fc6_w"][c * 36 + h * 6 + wd], raw["fc6"][0][(h * 6 + wd) * 256 + c])
+    assert sum(v.size for v in w.values()) == 60_965_224       # the data README's parameter count
+
+
+def test_input_pipeline_and_classes():
+    rgb, names = alexnet.load_photos()
+    assert rgb.shape == (5, 227, 227, 3) and rgb.dtype == np.uint8 and "chelsea.png" in names
+    flat = np.zeros((1, 227, 227, 3), np.uint8)
+    flat[..., 0], flat[..., 1], flat[..., 2] = 200, 100, 50          # R, G, B
+    x = alexnet.preprocess(flat)
+    assert x.shape == (1, 3, 227, 227) and x.dtype == np.float32
+    assert np.allclose(x[0, :, 0, 0], [50 - 103.939, 100 - 116.779, 200 - 123.68], atol=1e-4)   # B, G, R
+    with pytest.raises(ValueError, match=r"\(N, 227, 227, 3\)"):
+        alexnet.preprocess(np.zeros((1, 3, 227, 227)))
+    names = alexnet.class_names()
+    assert len(names) == 1000 and names[0] == "tench" and names[281] == "tabby"
+
+
+@pytest.mark.parametrize("shape, r", [((2, 7, 5, 3), 2), ((1, 96, 11, 13), 2), ((3, 4, 2, 2), 5), ((1, 3, 4, 4), 0)])
+def test_lrn_matches_reference(shape, r):
+    x = (rng.standard_normal(shape) * 30).astype(np.float32)
+    out = labkit.xp.full(shape, np.nan, dtype=labkit.xp.float32)
+    y = layers.lrn(labkit.xp.asarray(x), r, 1.0, 1e-3, 0.75, out=out)
+    assert y is out and rel_err(y, reference.lrn(x, r, 1.0, 1e-3, 0.75)) < 1e-5
+    with pytest.raises(ValueError, match="bias must be > 0"):
+        layers.lrn(labkit.xp.asarray(x), r, bias=0.0)
+
+
+@pytest.fixture(scope="module")
+def synthetic():
+    raw = aw.synthetic_weights()
+    return raw, aw.to_labkit(raw), alexnet.AlexNet(aw.to_labkit(raw))
+
+
+def test_network_matches_reference_at_batch_1(synthetic):
+    _raw, w, net = synthetic
+    x = alexnet.preprocess(alexnet.load_photos(["coffee.png"])[0])
+    ref = reference.softmax(alexnet.reference_logits(w, x))
+    p = net(labkit.xp.asarray(x))
+    assert rel_err(p, ref) < 1e-5 and abs(float(to_numpy(p).sum()) - 1.0) < 1e-5
+    with pytest.raises(ValueError, match=r"x must be \(N, 3, 227, 227\)"):
+        net(labkit.xp.zeros((1, 3, 224, 224), dtype=labkit.xp.float32))
+
+
+def test_network_agrees_with_tensorflow_at_batch_2(synthetic):
+    pytest.importorskip("tensorflow", reason="TensorFlow (the reference extra) is the oracle of this test")
+    from labkit.models import alexnet_tf
+    raw, _w, net = synthetic
+    x = alexnet.preprocess(alexnet.load_photos(["astronaut.png", "rocket.jpg"])[0])
+    tf_logits = alexnet_tf.tensorflow_logits(raw, x)       # the file's layouts, TensorFlow's code
+    assert rel_err(net.logits(labkit.xp.asarray(x)), tf_logits.astype(np.float64)) < 1e-4
