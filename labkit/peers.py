@@ -114,3 +114,41 @@ def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object]
             h = torch.tanh(F.linear(h.flatten(1), fc1_t, t["fc1_b"]))
             return torch.softmax(F.linear(h, fc2_t, t["fc2_b"]), dim=1)
     return run
+
+
+def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) -> Callable[[object], object]:
+    """AlexNet in PyTorch with labkit's weights (labkit.models.alexnet layouts), as a PyTorch user
+    writes it: conv2d (groups), relu, local_response_norm, max_pool2d, linear, softmax.
+
+    ``device="cuda"``: cuDNN and cuBLAS, ``run(x)`` takes a CuPy array (shared, no copy);
+    ``device="cpu"``: PyTorch's CPU kernels, ``run(x)`` takes a NumPy array.  Returns the softmax
+    probabilities as a torch tensor.  PyTorch's LRN divides alpha by the window size (Caffe's
+    convention), so alpha is passed as 5 * 2e-5 to compute TensorFlow's LRN, which labkit uses.
+    """
+    import torch
+    import torch.nn.functional as F
+    from .implicit import ALEXNET_CONVS
+    from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
+    if device == "cuda":
+        _setup_torch(tf32)
+    t = {k: torch.as_tensor(v, device=device) for k, v in weights.items()}
+    fc = {n: t[f"{n}_w"].t().contiguous() for n in ("fc6", "fc7", "fc8")}   # linear takes (out, in)
+    size = 2 * LRN["depth_radius"] + 1
+
+    def run(x):
+        if device == "cuda":
+            torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+        with torch.no_grad():
+            h = _torch(x) if device == "cuda" else torch.as_tensor(x)
+            for name, L in ALEXNET_CONVS.items():
+                h = F.relu(F.conv2d(h, t[f"{name}_w"], t[f"{name}_b"], stride=L.stride, padding=L.pad,
+                                    groups=L.groups))
+                if name in LRN_AFTER:
+                    h = F.local_response_norm(h, size, alpha=LRN["alpha"] * size, beta=LRN["beta"], k=LRN["bias"])
+                if name in POOL_AFTER:
+                    h = F.max_pool2d(h, 3, 2)
+            h = h.flatten(1)
+            h = F.relu(F.linear(h, fc["fc6"], t["fc6_b"]))
+            h = F.relu(F.linear(h, fc["fc7"], t["fc7_b"]))
+            return torch.softmax(F.linear(h, fc["fc8"], t["fc8_b"]), dim=1)
+    return run

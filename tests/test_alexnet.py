@@ -163,3 +163,20 @@ def test_network_agrees_with_tensorflow_at_batch_2(synthetic):
     x = alexnet.preprocess(alexnet.load_photos(["astronaut.png", "rocket.jpg"])[0])
     tf_logits = alexnet_tf.tensorflow_logits(raw, x)       # the file's layouts, TensorFlow's code
     assert rel_err(net.logits(labkit.xp.asarray(x)), tf_logits.astype(np.float64)) < 1e-4
+
+
+def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
+    from labkit.models import alexnet_bench as ab
+    _raw, w, net = synthetic
+    bd = ab.forward_breakdown(net, 1, warmup=0, repeat=1)
+    names = [p.name for p in bd.parts]
+    assert names[0].endswith("x (pageable)") and names[-1].endswith("probabilities (pageable)")
+    assert names[1:-1] == ["conv1", "lrn1", "pool1", "conv2", "lrn2", "pool2", "conv3", "conv4", "conv5", "pool5",
+                           "fc6", "fc7", "fc8", "softmax"]
+    assert all(p.median_ms > 0 for p in bd.parts) and bd.whole_ms >= bd.op_ms * 0.5
+    mem = {r["component"]: r for r in ab.memory(net, 2)}
+    assert mem["conv1"]["activations"] == 2 * 96 * 55 * 55 * 4 and mem["pool5"]["activations"] == 2 * 9216 * 4
+    assert mem["fc6"]["weights"] == (9216 * 4096 + 4096) * 4 and all(r["workspace"] == 0 for r in mem.values())
+    fc = ab.first_call(w, 1)
+    assert set(fc) == {"prepare network (weights, modules)", "allocate activations", "first forward",
+                       "second forward", "free activations"} and all(v >= 0 for v in fc.values())

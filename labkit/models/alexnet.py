@@ -142,41 +142,75 @@ class AlexNet:
                       for name, L in ALEXNET_CONVS.items()}
         self._gemm, self._layers = gemm.gemm, layers
 
-    def dense(self, h, name: str, relu: bool):
+    def dense(self, h, name: str, relu: bool, out=None):
         return self._gemm(h, self.w[f"{name}_w"], self.w[f"{name}_b"], variant="dbuf", params=DENSE_PARAMS,
-                          activation="relu" if relu else None)
+                          activation="relu" if relu else None, out=out)
 
-    def steps(self):
-        """[(name, function of the activation)] in order: the forward pass, one kernel each."""
-        L = self._layers
-        out = []
-        for name, conv in self.convs.items():
-            out.append((name, conv))
-            if name in LRN_AFTER:
-                out.append((f"lrn{name[-1]}", lambda h: L.lrn(h, **LRN)))
-            if name in POOL_AFTER:
-                out.append((f"pool{name[-1]}", lambda h: L.max_pool2d(h, 3, 2)))
-        out.append(("fc6", lambda h: self.dense(h.reshape(h.shape[0], -1), "fc6", True)))
-        out.append(("fc7", lambda h: self.dense(h, "fc7", True)))
-        out.append(("fc8", lambda h: self.dense(h, "fc8", False)))
-        out.append(("softmax", L.softmax))
-        return out
+    def plan(self, N: int) -> "Plan":
+        """Every activation buffer of a batch of N, allocated now, and the forward pass as a list of
+        zero-argument steps writing into them (what a per-kernel breakdown times)."""
+        return Plan(self, N)
 
-    def logits(self, x):
-        h = x
-        for name, fn in self.steps():
-            if name == "softmax":
-                return h
-            h = fn(h)
-        raise AssertionError("no softmax step")
-
-    def __call__(self, x):
-        """Class probabilities (N, 1000) of float32 (N, 3, 227, 227) x on the backend."""
+    def _check(self, x) -> int:
         from ..conv import _check_array
         _check_array(x, "x", "NCHW", 4, backends.current(), backends.xp())
         if tuple(x.shape[1:]) != INPUT_SHAPE:
             raise ValueError(f"x must be (N, 3, 227, 227), got {tuple(x.shape)}: use alexnet.preprocess")
-        h = x
-        for _name, fn in self.steps():
-            h = fn(h)
-        return h
+        return int(x.shape[0])
+
+    def logits(self, x):
+        """fc8's output (N, 1000) of float32 (N, 3, 227, 227) x on the backend."""
+        p = self.plan(self._check(x))
+        p.x[...] = x
+        for name, fn in p.steps[:-1]:   # all but the softmax
+            fn()
+        return p.buffers["fc8"]
+
+    def __call__(self, x):
+        """Class probabilities (N, 1000) of float32 (N, 3, 227, 227) x on the backend."""
+        p = self.plan(self._check(x))
+        p.x[...] = x
+        for _name, fn in p.steps:
+            fn()
+        return p.buffers["softmax"]
+
+
+class Plan:
+    """A batch's buffers and steps: ``x`` (the input buffer), ``buffers`` (name -> output of that
+    step), ``steps`` [(name, fn)] in order, and the bytes of each buffer (``activation_bytes``).
+    There is no workspace: the implicit GEMMs never write a column matrix."""
+
+    def __init__(self, net: "AlexNet", N: int):
+        from .. import layers as L
+        from ..implicit import ALEXNET_CONVS
+        xp = backends.xp()
+        self.N = N
+        self.x = xp.empty((N,) + INPUT_SHAPE, dtype=xp.float32)
+        self.buffers: dict[str, object] = {}
+        self.steps: list[tuple[str, object]] = []
+        h = self.x
+
+        def add(name, shape, fn):
+            out = xp.empty(shape, dtype=xp.float32)
+            self.buffers[name] = out
+            self.steps.append((name, (lambda src=h, out=out: fn(src, out))))
+            return out
+
+        for name, layer in ALEXNET_CONVS.items():
+            conv = net.convs[name]
+            h = add(name, (N, layer.M) + layer.out_hw, lambda src, out, conv=conv: conv(src, out=out))
+            if name in LRN_AFTER:
+                h = add(f"lrn{name[-1]}", h.shape, lambda src, out: L.lrn(src, **LRN, out=out))
+            if name in POOL_AFTER:
+                c, hh, ww = h.shape[1:]
+                h = add(f"pool{name[-1]}", (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1),
+                        lambda src, out: L.max_pool2d(src, 3, 2, out=out))
+        h = h.reshape(N, -1)          # a view: the (c, h, w) flatten, no copy
+        h = add("fc6", (N, 4096), lambda src, out: net.dense(src, "fc6", True, out=out))
+        h = add("fc7", (N, 4096), lambda src, out: net.dense(src, "fc7", True, out=out))
+        h = add("fc8", (N, 1000), lambda src, out: net.dense(src, "fc8", False, out=out))
+        add("softmax", (N, 1000), lambda src, out: L.softmax(src, out=out))
+
+    @property
+    def activation_bytes(self) -> dict[str, int]:
+        return {"input": int(self.x.nbytes), **{k: int(v.nbytes) for k, v in self.buffers.items()}}
