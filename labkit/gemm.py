@@ -26,7 +26,7 @@ from . import backends
 from .conv import ACTIVATIONS, _check_array
 from .loader import load
 
-__all__ = ["gemm", "gemm_launch_config", "VARIANTS", "DEFAULT_PARAMS"]
+__all__ = ["gemm", "gemm_launch_config", "splits_for", "VARIANTS", "DEFAULT_PARAMS"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
 
@@ -96,9 +96,36 @@ def gemm_launch_config(variant: str, M: int, N: int, K: int,
     return grid, block, 0
 
 
+def splits_for(M: int, N: int, K: int, params: Mapping[str, int] | None = None, sms: int | None = None) -> int:
+    """How many slices of K ``gemm(..., splits="auto")`` uses: enough blocks for two per SM, each
+    slice at least 8 k-tiles deep; 1 when the product has blocks enough (or on the CPU executor)."""
+    p = _params(params)
+    if sms is None:
+        from .device_query import device
+        dev = device()
+        sms = dev.sm_count if dev.is_gpu and dev.sm_count else 0
+    blocks = -(-N // p["GEMM_BN"]) * -(-M // p["GEMM_BM"])
+    tiles = -(-K // p["GEMM_BK"])
+    return max(1, min(-(-2 * sms // blocks), tiles // 8))
+
+
+def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act):
+    """gemm_dbuf_splitk over `splits` slices of K into a workspace, then the reduce with the epilogue."""
+    xp = backends.xp()
+    tiles = -(-K // p["GEMM_BK"])
+    per = -(-tiles // splits)
+    splits = -(-tiles // per)                       # no empty slice
+    part = xp.empty((splits, M, N), dtype=xp.float32)
+    grid = (-(-N // p["GEMM_BN"]), -(-M // p["GEMM_BM"]), splits)
+    block = ((p["GEMM_BM"] // p["GEMM_TM"]) * (p["GEMM_BN"] // p["GEMM_TN"]), 1, 1)
+    mod.get_function("gemm_dbuf_splitk")(grid, block, (a, b, part) + tuple(np.int32(v) for v in (M, N, K, per)))
+    mod.get_function("gemm_splitk_reduce")((-(-(M * N) // 256),), (256,),
+                                           (part, bias, out) + tuple(np.int32(v) for v in (M, N, splits, has_bias, act)))
+
+
 def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = None, out=None,
          check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None,
-         bias_per: str = "column"):
+         bias_per: str = "column", splits: int | str = 1):
     """C = act(a @ b + bias) on the backend in use (``labkit.xp`` arrays: cupy on a GPU, numpy on
     the CPU executor).
 
@@ -112,6 +139,9 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
         check: the CPU executor's checking modes ("memory", "barrier", "shuffle", a list, "all"), as
             for ``labkit.load``; ignored on a GPU.
         params: compile-time tile sizes overriding DEFAULT_PARAMS, e.g. {"GEMM_TM": 8, "GEMM_TN": 8}.
+        splits: variant "dbuf" only: split K among this many slices of blocks (partial products
+            in a workspace, then one reduce that adds the bias and the activation), for products
+            with few rows; "auto" picks it from the GPU's SM count (``splits_for``).
     """
     backend = backends.current()
     xp = backends.xp()
@@ -143,12 +173,21 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
         if not getattr(out.flags, "writeable", True):  # CuPy arrays are always writeable
             raise ValueError("out is read-only: pass a writeable array")
     p = _params(params)
+    if splits == "auto":
+        splits = splits_for(M, N, K, p) if variant == "dbuf" else 1
+    if isinstance(splits, (bool, np.bool_)) or not isinstance(splits, (int, np.integer)) or splits < 1:
+        raise ValueError(f"splits must be a positive int or 'auto', got {splits!r}")
+    if splits > 1 and variant != "dbuf":
+        raise ValueError(f"splits={splits}: split-K is built on variant 'dbuf', got variant={variant!r}")
     grid, block, shared = gemm_launch_config(variant, M, N, K, p)
     keys = _TILE_KEYS if variant in ("naive", "tiled") else _BLOCK_KEYS
     mod = load("gemm", defines={k: p[k] for k in keys}, check=check)
     # has_bias = 0: the kernel never reads `bias`, but the argument must still be a float array.
     bias_arg = bias if bias is not None else a
     has_bias = 0 if bias is None else (1 if bias_per == "column" else 2)
+    if splits > 1:
+        _launch_splitk(mod, a, b, bias_arg, out, M, N, K, p, int(splits), has_bias, ACTIVATIONS[activation])
+        return out
     args = (a, b, bias_arg, out) + tuple(np.int32(v) for v in (M, N, K, has_bias,
                                                               ACTIVATIONS[activation]))
     mod.get_function(f"gemm_{variant}")(grid, block, args, shared_mem=shared)

@@ -177,6 +177,12 @@ class Tiles:
 
 _TILE_FIELDS = ("bm", "bn", "bk", "tm", "tn", "wm", "wn", "stages", "minb")
 
+# Small tiles for small batches: a layer whose tuned tiles make fewer blocks than the GPU has SMs
+# (AlexNet's conv3 at batch 1: 169 pixels, 6 blocks of 128 x 128) runs these instead, which make
+# up to 8 times as many (ImplicitConv2d.tiles_at).
+SMALL_TILES = {"fp32": Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4),
+               "tf32": Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3, minb=1)}
+
 
 def default_tiles(layer: ConvLayer, precision: str = "fp32") -> Tiles:
     """Sensible on any GPU: 128 pixels a block; 64 or 128 channels, whichever wastes less."""
@@ -278,6 +284,7 @@ class ImplicitConv2d:
             _check_array(b, "b", "(M,)", 1, backend, xp)
             if tuple(b.shape) != (layer.M,):
                 raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
+        self._fixed = tiles is not None
         if tiles is None:
             tiles = tiles_for(layer, precision)
         elif not isinstance(tiles, Tiles):
@@ -285,30 +292,58 @@ class ImplicitConv2d:
         tiles = replace(tiles, precision=precision)
         tiles.check()
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
-        # fp32: each group's matrix transposed; tf32: packed in mma fragment order (see the kernels)
-        self.wt = prepare_weights(w, layer.groups) if precision == "fp32" else pack_weights_tf32(w, layer, tiles)
+        self._w, self._round = w, bool(round_tf32)
         self.b = b
+        self._kernels: dict[Tiles, tuple] = {}
+        self.wt = self._kernel(tiles)[1]
+
+    def _kernel(self, tiles: Tiles) -> tuple:
+        """(function, prepared weights, dynamic shared bytes) for these tiles, made once."""
+        if tiles in self._kernels:
+            return self._kernels[tiles]
+        layer, precision = self.layer, self.precision
+        # fp32: each group's matrix transposed; tf32: packed in mma fragment order (see the kernels)
+        wt = prepare_weights(self._w, layer.groups) if precision == "fp32" else pack_weights_tf32(self._w, layer, tiles)
         defines = {**layer.defines(), **tiles.defines()}
         if precision == "tf32":
-            defines["TC_ROUND"] = int(bool(round_tf32))
-        self._mod = load("conv_implicit" if precision == "fp32" else "conv_implicit_tf32", defines=defines)
-        self._fn = self._mod.get_function(tiles.kernel)
-        self._shared = 0 if precision == "fp32" else tiles.shared_bytes()   # fp32's tiles are static
+            defines["TC_ROUND"] = int(self._round)
+        mod = load("conv_implicit" if precision == "fp32" else "conv_implicit_tf32", defines=defines)
+        fn = mod.get_function(tiles.kernel)
+        shared = 0 if precision == "fp32" else tiles.shared_bytes()   # fp32's tiles are static
         if precision == "tf32":
-            set_constant(self._mod, "k_taps", k_taps(layer, tiles.bk))
-        if self._shared > shared_optin_limit():
-            raise ValueError(f"{tiles.short()} needs {self._shared} bytes of shared memory; this GPU lets a "
+            set_constant(mod, "k_taps", k_taps(layer, tiles.bk))
+        if shared > shared_optin_limit():
+            raise ValueError(f"{tiles.short()} needs {shared} bytes of shared memory; this GPU lets a "
                              f"block have {shared_optin_limit()}: use fewer stages or a smaller bk")
-        if self._shared > SHARED_LIMIT:   # a block may use more than 48 KiB only once the kernel opts in
-            self._fn.max_dynamic_shared_size_bytes = self._shared
+        if shared > SHARED_LIMIT:   # a block may use more than 48 KiB only once the kernel opts in
+            fn.max_dynamic_shared_size_bytes = shared
+        self._kernels[tiles] = (fn, wt, shared)
+        return self._kernels[tiles]
 
-    def launch_config(self, N: int) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """(grid, block): one block per bm x bn tile of each group's output."""
+    def tiles_at(self, N: int) -> Tiles:
+        """The tiles a batch of N runs with: the table's, or (unless tiles were given) SMALL_TILES
+        when the table's would leave SMs idle (fewer blocks than SMs) and the small ones do not."""
+        if self._fixed or backends.current() != "cuda":
+            return self.tiles
+        from .device_query import device
+        sms = device().sm_count or 0
+        small = SMALL_TILES[self.precision]
+        if self.blocks(self.tiles, N) < sms and self.blocks(small, N) > self.blocks(self.tiles, N):
+            return small
+        return self.tiles
+
+    def blocks(self, tiles: Tiles, N: int) -> int:
         mg, p, _ = self.layer.gemm_shape(N)
-        grid = (-(-p // self.tiles.bn), -(-mg // self.tiles.bm), self.layer.groups)
+        return -(-p // tiles.bn) * -(-mg // tiles.bm) * self.layer.groups
+
+    def launch_config(self, N: int, tiles: Tiles | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(grid, block): one block per bm x bn tile of each group's output."""
+        t = tiles or self.tiles_at(N)
+        mg, p, _ = self.layer.gemm_shape(N)
+        grid = (-(-p // t.bn), -(-mg // t.bm), self.layer.groups)
         if grid[0] > 2**31 - 1:
             raise ValueError(f"batch {N} needs {grid[0]} column blocks: split the batch")
-        return grid, (self.tiles.threads, 1, 1)
+        return grid, (t.threads, 1, 1)
 
     def __call__(self, x, out=None):
         backend, xp = backends.current(), backends.xp()
@@ -326,10 +361,12 @@ class ImplicitConv2d:
             _check_array(out, "out", "NCHW", 4, backend, xp)
             if tuple(out.shape) != (N, L.M, ho, wo):
                 raise ValueError(f"out must have shape {(N, L.M, ho, wo)}, got {tuple(out.shape)}")
-        grid, block = self.launch_config(N)
-        bias = self.b if self.b is not None else self.wt   # not read when has_bias == 0
-        self._fn(grid, block, (x, self.wt, bias, out, np.int32(N), np.int32(self.b is not None),
-                               np.int32(ACTIVATIONS[self.activation])), shared_mem=self._shared)
+        tiles = self.tiles_at(N)
+        fn, wt, shared = self._kernel(tiles)
+        grid, block = self.launch_config(N, tiles)
+        bias = self.b if self.b is not None else wt   # not read when has_bias == 0
+        fn(grid, block, (x, wt, bias, out, np.int32(N), np.int32(self.b is not None),
+                         np.int32(ACTIVATIONS[self.activation])), shared_mem=shared)
         return out
 
 

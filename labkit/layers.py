@@ -87,7 +87,7 @@ def lrn(x, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: 
     N, C, H, W = (int(v) for v in x.shape)
     y = _out(out, (N, C, H, W), "the shape of x", backend, xp)
     load("lrn").get_function("lrn_across_channels")(
-        (-(-(N * H * W) // THREADS),), (THREADS,),
+        (-(-(N * C * H * W) // THREADS),), (THREADS,),
         (x, y, np.int32(N), np.int32(C), np.int32(H * W), np.int32(depth_radius), np.float32(bias),
          np.float32(alpha), np.float32(beta)))
     return y

@@ -107,6 +107,20 @@ def launch_implicit() -> int:
     return n
 
 
+def launch_alexnet_parts() -> int:
+    """LRN, split-K GEMM (partial tiles, ragged K) and its reduce, on odd sizes."""
+    from labkit import layers
+    from labkit.gemm import gemm
+
+    rng = np.random.default_rng()
+    layers.lrn(cp.asarray(rng.standard_normal((2, 7, 5, 3), dtype=np.float32)), 2)
+    a = cp.asarray(rng.standard_normal((3, 293), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((293, 70), dtype=np.float32))
+    gemm(a, b, cp.zeros(70, cp.float32), variant="dbuf", splits=5, activation="relu",
+         params={"GEMM_BM": 16, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4})
+    return 3
+
+
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
@@ -120,6 +134,7 @@ def main() -> int:
     n += launch_layers()
     n += launch_unroll()
     n += launch_implicit()
+    n += launch_alexnet_parts()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

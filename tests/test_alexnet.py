@@ -169,8 +169,8 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     from labkit.models import alexnet_bench as ab
     _raw, w, net = synthetic
     bd = ab.forward_breakdown(net, 1, warmup=0, repeat=1)
-    names = [p.name for p in bd.parts]
-    assert names[0].endswith("x (pageable)") and names[-1].endswith("probabilities (pageable)")
+    names, mem_kind = [p.name for p in bd.parts], bd.meta["host_memory"]   # pinned on a GPU, else pageable
+    assert names[0].endswith(f"x ({mem_kind})") and names[-1].endswith(f"probabilities ({mem_kind})")
     assert names[1:-1] == ["conv1", "lrn1", "pool1", "conv2", "lrn2", "pool2", "conv3", "conv4", "conv5", "pool5",
                            "fc6", "fc7", "fc8", "softmax"]
     assert all(p.median_ms > 0 for p in bd.parts) and bd.whole_ms >= bd.op_ms * 0.5

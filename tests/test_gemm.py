@@ -251,3 +251,32 @@ def test_host_array_on_gpu():
     import cupy
     with pytest.raises(TypeError, match=r"b is a NumPy array.*cupy\.asarray\(b\)"):
         gemm(cupy.asarray(a), b, cupy.asarray(bias))
+
+
+@pytest.mark.parametrize("M, N, K, splits", [(1, 70, 293, 3), (5, 130, 1000, 7), (37, 64, 40, 2), (3, 33, 17, 9)])
+@pytest.mark.parametrize("bias_per", ["column", "row"])
+def test_split_k_matches_the_float64_product(M, N, K, splits, bias_per):
+    rng = np.random.default_rng()
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N if bias_per == "column" else M).astype(np.float32)
+    out = labkit.xp.full((M, N), np.nan, dtype=labkit.xp.float32)
+    params = {"GEMM_BM": 16, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4}
+    c = gemm(labkit.xp.asarray(a), labkit.xp.asarray(b), labkit.xp.asarray(bias), variant="dbuf", params=params,
+             splits=splits, bias_per=bias_per, activation="relu", out=out)
+    want = a.astype(np.float64) @ b + (bias[None, :] if bias_per == "column" else bias[:, None])
+    got = np.asarray(c.get() if hasattr(c, "get") else c)
+    assert c is out and np.abs(got - np.maximum(want, 0)).max() / np.abs(want).max() < 1e-5
+
+
+def test_split_k_choice_and_refusals():
+    from labkit.gemm import splits_for
+    big = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
+    assert splits_for(1, 4096, 9216, big, sms=132) == 9          # 32 blocks -> 264 wanted
+    assert splits_for(4096, 4096, 4096, big, sms=132) == 1       # plenty of blocks already
+    assert splits_for(1, 4096, 64, big, sms=132) == 1            # 8 k-tiles: too shallow to split
+    a = labkit.xp.zeros((2, 16), dtype=labkit.xp.float32)
+    with pytest.raises(ValueError, match="split-K is built on variant 'dbuf'"):
+        gemm(a, labkit.xp.zeros((16, 4), dtype=labkit.xp.float32), variant="vec", splits=2)
+    with pytest.raises(ValueError, match="splits must be a positive int or 'auto'"):
+        gemm(a, labkit.xp.zeros((16, 4), dtype=labkit.xp.float32), variant="dbuf", splits=0)

@@ -190,3 +190,17 @@ def test_round_to_tf32():
     r = implicit.round_to_tf32(v)
     assert r[0] == 1.0 and r[1] == 1 + 2**-10 and r[2] == 1 + 2**-10     # ties away from zero, then nearest
     assert (r.view(np.uint32) & 0x1FFF == 0).all() and abs(r[3] + 3.14159) < 2**-10 * 4
+
+
+def test_small_batches_take_small_tiles_on_a_gpu():
+    layer = implicit.ALEXNET_CONVS["conv3"]
+    x, w, b, ref = case(1, *layer)
+    conv = ImplicitConv2d(dev(w), dev(b), layer)
+    assert conv.blocks(conv.tiles, 1) == 6 and conv.blocks(implicit.SMALL_TILES["fp32"], 1) == 36
+    if not ON_GPU:
+        assert conv.tiles_at(1) == conv.tiles          # the CPU executor has no SMs to fill
+        return
+    for prec in implicit.PRECISIONS:
+        conv = ImplicitConv2d(dev(w), dev(b), layer, precision=prec)
+        assert conv.tiles_at(1) == implicit.SMALL_TILES[prec] and conv.tiles_at(128) == conv.tiles
+        assert rel_err(conv(dev(x)), ref) < (1e-5 if prec == "fp32" else 3e-3)

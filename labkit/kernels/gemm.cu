@@ -12,7 +12,8 @@
 //                 it, and the A tile stored transposed in shared memory so that the inner loop
 //                 reads A and B with float4 as well
 //   gemm_dbuf     gemm_vec with two shared-memory stages: the next tile's global loads are in
-//                 flight while the current tile is computed; one __syncthreads per tile
+//                 flight while the current tile is computed; gemm_dbuf_splitk + gemm_splitk_reduce
+//                 share its main loop among blocks that each take a slice of K (few rows of C); one __syncthreads per tile
 //
 // The operation: A (M, K), B (K, N), C (M, N), all float32 row-major (C-contiguous), any M, N, K
 // (the tiles need not divide them: every load and store is guarded).
@@ -283,9 +284,11 @@ extern "C" __global__ void gemm_vec(const float* __restrict__ A, const float* __
 // behind those FMAs), then writes its registers into the other stage.  That stage was last read
 // while computing tile t-1, which every thread finished before the previous __syncthreads, so one
 // barrier per tile is enough: it publishes tile t+1 and frees stage t % 2 at once.
-extern "C" __global__ void gemm_dbuf(const float* __restrict__ A, const float* __restrict__ B,
-                                     const float* __restrict__ bias, float* __restrict__ C,
-                                     int M, int N, int K, int has_bias, int act) {
+// The main loop runs over the k-tiles [t_begin, t_end): all of them in gemm_dbuf, a slice of them
+// in gemm_dbuf_splitk.
+__device__ __forceinline__ void dbuf_mainloop(const float* __restrict__ A, const float* __restrict__ B, int M,
+                                              int N, int K, int t_begin, int t_end,
+                                              float (&acc)[gemm::TM][gemm::TN]) {
   using namespace gemm;
   constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;  // float4 groups per thread per tile
   constexpr int B_LOADS = (B_GROUPS + THREADS - 1) / THREADS;
@@ -296,24 +299,23 @@ extern "C" __global__ void gemm_dbuf(const float* __restrict__ A, const float* _
   const int tid = threadIdx.x;
   const int bm = blockIdx.y * BM, bn = blockIdx.x * BN;
   const int tr = tid / (BN / TN), tc = tid % (BN / TN);
-  const int tiles = (K + BK - 1) / BK;
-  float acc[TM][TN] = {};
   float4 ra[A_LOADS], rb[B_LOADS];  // the next tile, on its way from global memory
+  if (t_begin >= t_end) return;     // the same for the whole block: no barrier is skipped by a part of it
 
-  // Prologue: tile 0 into stage 0.
+  // Prologue: tile t_begin into stage 0.
   for (int l = 0; l < A_LOADS; ++l) {
     const int g = tid + l * THREADS;
-    if (g < A_GROUPS) store_a4(reinterpret_cast<float*>(As4[0]), g, load_a4(A, M, K, bm, 0, g, a_vec));
+    if (g < A_GROUPS) store_a4(reinterpret_cast<float*>(As4[0]), g, load_a4(A, M, K, bm, t_begin * BK, g, a_vec));
   }
   for (int l = 0; l < B_LOADS; ++l) {
     const int g = tid + l * THREADS;
-    if (g < B_GROUPS) store_b4(reinterpret_cast<float*>(Bs4[0]), g, load_b4(B, N, K, 0, bn, g, b_vec));
+    if (g < B_GROUPS) store_b4(reinterpret_cast<float*>(Bs4[0]), g, load_b4(B, N, K, t_begin * BK, bn, g, b_vec));
   }
   __syncthreads();
 
-  for (int t = 0; t < tiles; ++t) {
-    const int cur = t & 1;
-    const bool more = t + 1 < tiles;  // the same for the whole block: the barrier below is uniform
+  for (int t = t_begin; t < t_end; ++t) {
+    const int cur = (t - t_begin) & 1;
+    const bool more = t + 1 < t_end;  // the same for the whole block: the barrier below is uniform
     if (more) {
       const int k0 = (t + 1) * BK;
 #pragma unroll
@@ -342,5 +344,43 @@ extern "C" __global__ void gemm_dbuf(const float* __restrict__ A, const float* _
       __syncthreads();
     }
   }
-  store_tile(C, acc, bias, has_bias, M, N, bm + tr * TM, bn + tc * TN, act);
+}
+
+extern "C" __global__ void gemm_dbuf(const float* __restrict__ A, const float* __restrict__ B,
+                                     const float* __restrict__ bias, float* __restrict__ C,
+                                     int M, int N, int K, int has_bias, int act) {
+  using namespace gemm;
+  const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
+  float acc[TM][TN] = {};
+  dbuf_mainloop(A, B, M, N, K, 0, (K + BK - 1) / BK, acc);
+  store_tile(C, acc, bias, has_bias, M, N, blockIdx.y * BM + tr * TM, blockIdx.x * BN + tc * TN, act);
+}
+
+// Split-K (for products with few rows: a dense layer at a small batch).  A (1 x 9216) @ (9216 x 4096)
+// product is 32 blocks of gemm_dbuf, a quarter of an H100's SMs, each walking all of K alone.  Here
+// blockIdx.z takes a slice of `tiles_per_split` k-tiles and writes its partial products to
+// P[z] (M x N); gemm_splitk_reduce then adds the slices, the bias and the activation.
+// Launch: grid (ceil(N / BN), ceil(M / BM), splits), block ((BM/TM) * (BN/TN),); P (splits, M, N).
+extern "C" __global__ void gemm_dbuf_splitk(const float* __restrict__ A, const float* __restrict__ B,
+                                            float* __restrict__ P, int M, int N, int K, int tiles_per_split) {
+  using namespace gemm;
+  const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
+  const int tiles = (K + BK - 1) / BK, t0 = blockIdx.z * tiles_per_split;
+  float acc[TM][TN] = {};
+  dbuf_mainloop(A, B, M, N, K, t0, min(tiles, t0 + tiles_per_split), acc);
+  store_tile(P + (size_t)blockIdx.z * M * N, acc, nullptr, 0, M, N, blockIdx.y * BM + tr * TM,
+             blockIdx.x * BN + tc * TN, 0);
+}
+
+// C[m, n] = act(sum over z of P[z, m, n] + bias): one thread per element, a fixed order of the
+// slices (the result does not depend on which block finished first).
+// Launch: grid (ceil(M * N / 256),), block (256,).
+extern "C" __global__ void gemm_splitk_reduce(const float* __restrict__ P, const float* __restrict__ bias,
+                                              float* __restrict__ C, int M, int N, int splits, int has_bias,
+                                              int act) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= (long long)M * N) return;
+  float s = 0.0f;
+  for (int z = 0; z < splits; ++z) s += P[(size_t)z * M * N + i];
+  C[i] = epilogue(s, bias, has_bias, (int)(i / N), (int)(i % N), act);
 }

@@ -120,9 +120,11 @@ def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarra
     return reference.dense(h, weights["fc8_w"], weights["fc8_b"])
 
 
-# Tiles for the dense layers: a (batch x 9216) @ (9216 x 4096) product has few rows, so 64-row
-# blocks waste less than 128-row ones at small batches.
+# Tiles for the dense layers: a (batch x 9216) @ (9216 x 4096) product has as many rows as images,
+# so small batches take 16-row blocks (64-row ones above 16 images) and split K among blocks
+# (gemm's splits="auto") until the GPU has work for every SM.
 DENSE_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
+DENSE_PARAMS_FEW_ROWS = {"GEMM_BM": 16, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 8}
 
 
 class AlexNet:
@@ -143,8 +145,9 @@ class AlexNet:
         self._gemm, self._layers = gemm.gemm, layers
 
     def dense(self, h, name: str, relu: bool, out=None):
-        return self._gemm(h, self.w[f"{name}_w"], self.w[f"{name}_b"], variant="dbuf", params=DENSE_PARAMS,
-                          activation="relu" if relu else None, out=out)
+        params = DENSE_PARAMS_FEW_ROWS if h.shape[0] <= 16 else DENSE_PARAMS
+        return self._gemm(h, self.w[f"{name}_w"], self.w[f"{name}_b"], variant="dbuf", params=params,
+                          activation="relu" if relu else None, out=out, splits="auto")
 
     def plan(self, N: int) -> "Plan":
         """Every activation buffer of a batch of N, allocated now, and the forward pass as a list of
