@@ -80,22 +80,32 @@ def main() -> int:
                          "median_ms": t.median_ms, "label": "PyTorch CPU", "device": labkit.device_query.cpu_model()})
     path = measure.save_rows(rows, Path(args.out) / "alexnet.json", meta=meta)
 
-    whole = [r for r in rows if r["name"] == "whole"]
+    for r in rows:   # labkit's forward as one CUDA graph: a label of its own
+        if r["name"] == "graph":
+            r["name"], r["label"] = "whole", r["label"] + " graph"
+    whole = [r for r in rows if r["name"] == "whole" and not r["label"].endswith("pageable")]
     labels = list(dict.fromkeys(r["label"] for r in whole))
     print(f"AlexNet forward ({source}) on {dev.label}: op time per batch (kernels only; labkit's whole time "
-          "with copies in parentheses)")
+          "with copies in parentheses; 'graph': labkit's kernels as one CUDA graph; PyTorch eager)")
     print(f"{'batch':>6s} " + " ".join(f"{lab:>22s}" for lab in labels))
     for n in batches:
         cells = {r["label"]: r for r in whole if r["batch"] == n}
         print(f"{n:6d} " + " ".join(
             (f"{cells[lab]['op_ms']:9.3f} ({cells[lab]['median_ms']:8.3f})" if lab.startswith("labkit")
+             and not lab.endswith("graph")
              else f"{cells[lab]['op_ms']:20.3f}  ") if lab in cells else f"{'':22s}" for lab in labels))
     for prec in precisions:
-        mine = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"labkit {prec}"}
         peer = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"PyTorch {prec}"}
-        if peer:
-            ratios = {n: mine[n] / peer[n] for n in batches}
-            print(f"labkit {prec} / PyTorch {prec}: " + ", ".join(f"{n}: {v:.2f}x" for n, v in ratios.items()))
+        for mode in ("", " graph"):
+            mine = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"labkit {prec}{mode}"}
+            if peer:
+                ratios = {n: mine[n] / peer[n] for n in batches}
+                print(f"labkit {prec}{mode} / PyTorch {prec}: " + ", ".join(f"{n}: {v:.2f}x" for n, v in ratios.items()))
+    pinned = {r["batch"]: r["median_ms"] for r in rows if r["name"] == "whole" and r["label"] == "labkit fp32"}
+    pageable = {r["batch"]: r["median_ms"] for r in rows if r["name"] == "whole" and r["label"] == "labkit fp32 pageable"}
+    if pageable:
+        print("whole time with copies, pinned / pageable host memory: "
+              + ", ".join(f"{n}: {pinned[n]:.2f} / {pageable[n]:.2f} ms" for n in batches))
     import matplotlib
     matplotlib.use("Agg")
     from labkit import plots

@@ -26,7 +26,7 @@ from . import backends
 from .conv import ACTIVATIONS, _check_array
 from .loader import load
 
-__all__ = ["gemm", "gemm_launch_config", "splits_for", "VARIANTS", "DEFAULT_PARAMS"]
+__all__ = ["gemm", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
 
@@ -109,13 +109,25 @@ def splits_for(M: int, N: int, K: int, params: Mapping[str, int] | None = None, 
     return max(1, min(-(-2 * sms // blocks), tiles // 8))
 
 
-def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act):
+def splitk_slices(K: int, splits: int, params: Mapping[str, int] | None = None) -> int:
+    """The slices split-K really makes (none empty): the first dimension of its workspace."""
+    tiles = -(-K // _params(params)["GEMM_BK"])
+    return -(-tiles // -(-tiles // splits))
+
+
+def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act, workspace):
     """gemm_dbuf_splitk over `splits` slices of K into a workspace, then the reduce with the epilogue."""
     xp = backends.xp()
     tiles = -(-K // p["GEMM_BK"])
     per = -(-tiles // splits)
     splits = -(-tiles // per)                       # no empty slice
-    part = xp.empty((splits, M, N), dtype=xp.float32)
+    if workspace is None:
+        part = xp.empty((splits, M, N), dtype=xp.float32)
+    else:
+        if tuple(workspace.shape) != (splits, M, N) or workspace.dtype != np.float32:
+            raise ValueError(f"workspace must be float32 {(splits, M, N)} (splitk_slices(K, splits), M, N), "
+                             f"got {workspace.dtype} {tuple(workspace.shape)}")
+        part = workspace
     grid = (-(-N // p["GEMM_BN"]), -(-M // p["GEMM_BM"]), splits)
     block = ((p["GEMM_BM"] // p["GEMM_TM"]) * (p["GEMM_BN"] // p["GEMM_TN"]), 1, 1)
     mod.get_function("gemm_dbuf_splitk")(grid, block, (a, b, part) + tuple(np.int32(v) for v in (M, N, K, per)))
@@ -125,7 +137,7 @@ def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act):
 
 def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = None, out=None,
          check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None,
-         bias_per: str = "column", splits: int | str = 1):
+         bias_per: str = "column", splits: int | str = 1, workspace=None):
     """C = act(a @ b + bias) on the backend in use (``labkit.xp`` arrays: cupy on a GPU, numpy on
     the CPU executor).
 
@@ -142,6 +154,8 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
         splits: variant "dbuf" only: split K among this many slices of blocks (partial products
             in a workspace, then one reduce that adds the bias and the activation), for products
             with few rows; "auto" picks it from the GPU's SM count (``splits_for``).
+        workspace: split-K's partial products, float32 (splitk_slices(K, splits), M, N); allocated
+            per call when None.  Pass one to keep the call free of allocations (a CUDA graph).
     """
     backend = backends.current()
     xp = backends.xp()
@@ -186,7 +200,8 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
     bias_arg = bias if bias is not None else a
     has_bias = 0 if bias is None else (1 if bias_per == "column" else 2)
     if splits > 1:
-        _launch_splitk(mod, a, b, bias_arg, out, M, N, K, p, int(splits), has_bias, ACTIVATIONS[activation])
+        _launch_splitk(mod, a, b, bias_arg, out, M, N, K, p, int(splits), has_bias, ACTIVATIONS[activation],
+                       workspace)
         return out
     args = (a, b, bias_arg, out) + tuple(np.int32(v) for v in (M, N, K, has_bias,
                                                               ACTIVATIONS[activation]))

@@ -180,3 +180,16 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     fc = ab.first_call(w, 1)
     assert set(fc) == {"prepare network (weights, modules)", "allocate activations", "first forward",
                        "second forward", "free activations"} and all(v >= 0 for v in fc.values())
+
+
+def test_plan_run_and_workspace(synthetic):
+    _raw, w, net = synthetic
+    x = alexnet.preprocess(alexnet.load_photos(["coffee.png"])[0])
+    plan = net.plan(1)
+    plan.x[...] = labkit.xp.asarray(x)
+    plan.buffers["softmax"][...] = float("nan")
+    plan.run()                       # a CUDA graph on a GPU, the steps on the CPU executor
+    plan.run()
+    assert rel_err(plan.buffers["softmax"], reference.softmax(alexnet.reference_logits(w, x))) < 1e-5
+    if labkit.backend() == "cuda":   # split-K's partial products live in the plan, not in the calls
+        assert plan.workspace["fc6"] is not None and plan.workspace_bytes["fc6"] > 0

@@ -144,10 +144,18 @@ class AlexNet:
                       for name, L in ALEXNET_CONVS.items()}
         self._gemm, self._layers = gemm.gemm, layers
 
-    def dense(self, h, name: str, relu: bool, out=None):
-        params = DENSE_PARAMS_FEW_ROWS if h.shape[0] <= 16 else DENSE_PARAMS
+    def dense_config(self, rows: int, name: str) -> tuple[dict, int, tuple[int, int, int] | None]:
+        """(tile sizes, K slices, workspace shape or None) of a dense layer on `rows` images."""
+        from ..gemm import splits_for, splitk_slices
+        params = DENSE_PARAMS_FEW_ROWS if rows <= 16 else DENSE_PARAMS
+        K, N = (int(v) for v in self.w[f"{name}_w"].shape)
+        splits = splits_for(rows, N, K, params)
+        return params, splits, ((splitk_slices(K, splits, params), rows, N) if splits > 1 else None)
+
+    def dense(self, h, name: str, relu: bool, out=None, workspace=None):
+        params, splits, _ = self.dense_config(int(h.shape[0]), name)
         return self._gemm(h, self.w[f"{name}_w"], self.w[f"{name}_b"], variant="dbuf", params=params,
-                          activation="relu" if relu else None, out=out, splits="auto")
+                          activation="relu" if relu else None, out=out, splits=splits, workspace=workspace)
 
     def plan(self, N: int) -> "Plan":
         """Every activation buffer of a batch of N, allocated now, and the forward pass as a list of
@@ -209,11 +217,42 @@ class Plan:
                 h = add(f"pool{name[-1]}", (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1),
                         lambda src, out: L.max_pool2d(src, 3, 2, out=out))
         h = h.reshape(N, -1)          # a view: the (c, h, w) flatten, no copy
-        h = add("fc6", (N, 4096), lambda src, out: net.dense(src, "fc6", True, out=out))
-        h = add("fc7", (N, 4096), lambda src, out: net.dense(src, "fc7", True, out=out))
-        h = add("fc8", (N, 1000), lambda src, out: net.dense(src, "fc8", False, out=out))
+        self.workspace: dict[str, object] = {}   # split-K's partial products, per dense layer
+        for name, width, relu in (("fc6", 4096, True), ("fc7", 4096, True), ("fc8", 1000, False)):
+            shape = net.dense_config(N, name)[2]
+            ws = self.workspace[name] = None if shape is None else xp.empty(shape, dtype=xp.float32)
+            h = add(name, (N, width), lambda src, out, name=name, relu=relu, ws=ws:
+                    net.dense(src, name, relu, out=out, workspace=ws))
         add("softmax", (N, 1000), lambda src, out: L.softmax(src, out=out))
+        self._graph = None
+
+    def run(self) -> None:
+        """The forward pass on the plan's buffers (x in, buffers["softmax"] out): on a GPU as one
+        CUDA graph, captured on the first call after a first plain run, so a batch costs one launch
+        from Python instead of one per kernel; on the CPU executor, step by step."""
+        if backends.current() != "cuda":
+            for _name, fn in self.steps:
+                fn()
+            return
+        import cupy
+        if self._graph is None:
+            for _name, fn in self.steps:      # compiles and loads everything before the capture
+                fn()
+            stream = cupy.cuda.Stream(non_blocking=True)
+            with stream:
+                stream.begin_capture()
+                try:
+                    for _name, fn in self.steps:
+                        fn()
+                finally:
+                    self._graph = stream.end_capture()
+            self._stream = stream
+        self._graph.launch(cupy.cuda.get_current_stream())
 
     @property
     def activation_bytes(self) -> dict[str, int]:
         return {"input": int(self.x.nbytes), **{k: int(v.nbytes) for k, v in self.buffers.items()}}
+
+    @property
+    def workspace_bytes(self) -> dict[str, int]:
+        return {k: (0 if v is None else int(v.nbytes)) for k, v in self.workspace.items()}

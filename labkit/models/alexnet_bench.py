@@ -15,7 +15,7 @@ from .. import backends
 from ..measure import breakdown, time_region
 from .alexnet import INPUT_SHAPE, AlexNet, weight_bytes
 
-__all__ = ["forward_breakdown", "first_call", "memory", "sweep", "host_buffer"]
+__all__ = ["forward_breakdown", "first_call", "memory", "sweep", "graph_ms", "host_buffer"]
 
 
 def _sync() -> None:
@@ -90,30 +90,44 @@ def first_call(weights: dict[str, np.ndarray], batch: int = 1, *, precision: str
 
 def memory(net: AlexNet, batch: int) -> list[dict]:
     """Bytes per layer: weights (as the kernels hold them; TF32 packs and pads its convolutions'),
-    activations (the layer's output buffer at this batch) and workspace (none: the implicit GEMMs
-    never write a column matrix; im2col's would be listed here)."""
+    activations (the layer's output buffer at this batch) and workspace (split-K's partial products
+    in the dense layers at small batches; none in the convolutions: the implicit GEMMs never write
+    a column matrix, where im2col's would be K*K times the layer's input)."""
     plan = net.plan(batch)
-    acts = plan.activation_bytes
+    acts, ws = plan.activation_bytes, plan.workspace_bytes
     held = {name: int(c.wt.nbytes) + int(c.b.nbytes) for name, c in net.convs.items()}
     wb = weight_bytes({k: v for k, v in net.w.items() if k.startswith("fc")})
     rows = [{"component": "input", "weights": 0, "activations": acts["input"], "workspace": 0}]
     for name in plan.buffers:
         rows.append({"component": name, "weights": held.get(name, wb.get(name, 0)),
-                     "activations": acts[name], "workspace": 0})
+                     "activations": acts[name], "workspace": ws.get(name, 0)})
     for r in rows:
         r["batch"] = batch
     return rows
 
 
+def graph_ms(net: AlexNet, batch: int, *, repeat: int = 10) -> float:
+    """The forward pass's kernels launched as one CUDA graph (Plan.run), median ms: the GPU's time
+    with no host in between (on the CPU executor, the steps one by one)."""
+    from ..measure import time_fn
+    plan = net.plan(batch)
+    plan.x[...] = 0.5
+    return time_fn(plan.run, warmup=2, repeat=repeat, sync=False).median_ms
+
+
 def sweep(net: AlexNet, batches, *, pinned: bool = True, repeat: int = 10, progress: bool = False) -> list[dict]:
-    """forward_breakdown at each batch size: one row per part (kernel or copy), plus a row
-    ``name="whole"`` with the op time (kernels), copy time and whole time."""
+    """forward_breakdown at each batch size: one row per part (kernel or copy), a row
+    ``name="whole"`` with the op time (the kernels' sum), copy time and whole time, and a row
+    ``name="graph"`` with the kernels as one CUDA graph.  At small batches the per-kernel times
+    include the GPU waiting for Python to launch the next kernel; the graph's does not."""
     from ..measure.sweep import progress_bar
     rows = []
     for n in progress_bar(list(batches), desc="AlexNet batch sweep", show=progress):
         bd = forward_breakdown(net, n, pinned=pinned, repeat=repeat)
         rows += bd.rows()
-        rows.append({"name": "whole", "kind": "whole", "batch": n, "median_ms": bd.whole_ms, "op_ms": bd.op_ms,
-                     "copy_ms": bd.copy_ms, "device": bd.device, "host_memory": bd.meta["host_memory"],
-                     "precision": net.precision})
+        common = {"batch": n, "device": bd.device, "host_memory": bd.meta["host_memory"], "precision": net.precision}
+        rows.append({"name": "whole", "kind": "whole", "median_ms": bd.whole_ms, "op_ms": bd.op_ms,
+                     "copy_ms": bd.copy_ms, **common})
+        g = graph_ms(net, n, repeat=repeat)
+        rows.append({"name": "graph", "kind": "graph", "median_ms": g, "op_ms": g, **common})
     return rows
