@@ -83,7 +83,7 @@ def main() -> int:
     for r in rows:   # labkit's forward as one CUDA graph: a label of its own
         if r["name"] == "graph":
             r["name"], r["label"] = "whole", r["label"] + " graph"
-    whole = [r for r in rows if r["name"] == "whole" and not r["label"].endswith("pageable")]
+    whole = [r for r in rows if r["name"] == "whole" and "pageable" not in r["label"]]
     labels = list(dict.fromkeys(r["label"] for r in whole))
     print(f"AlexNet forward ({source}) on {dev.label}: op time per batch (kernels only; labkit's whole time "
           "with copies in parentheses; 'graph': labkit's kernels as one CUDA graph; PyTorch eager)")

@@ -176,7 +176,10 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     assert all(p.median_ms > 0 for p in bd.parts) and bd.whole_ms >= bd.op_ms * 0.5
     mem = {r["component"]: r for r in ab.memory(net, 2)}
     assert mem["conv1"]["activations"] == 2 * 96 * 55 * 55 * 4 and mem["pool5"]["activations"] == 2 * 9216 * 4
-    assert mem["fc6"]["weights"] == (9216 * 4096 + 4096) * 4 and all(r["workspace"] == 0 for r in mem.values())
+    assert mem["fc6"]["weights"] == (9216 * 4096 + 4096) * 4
+    assert all(r["workspace"] == 0 for k, r in mem.items() if not k.startswith("fc"))   # no column matrix
+    ws = net.plan(2).workspace_bytes                                                    # split-K's, if any
+    assert all(mem[k]["workspace"] == ws[k] for k in ("fc6", "fc7", "fc8"))
     fc = ab.first_call(w, 1)
     assert set(fc) == {"prepare network (weights, modules)", "allocate activations", "first forward",
                        "second forward", "free activations"} and all(v >= 0 for v in fc.values())
