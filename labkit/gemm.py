@@ -118,9 +118,8 @@ def splitk_slices(K: int, splits: int, params: Mapping[str, int] | None = None) 
 def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act, workspace):
     """gemm_dbuf_splitk over `splits` slices of K into a workspace, then the reduce with the epilogue."""
     xp = backends.xp()
-    tiles = -(-K // p["GEMM_BK"])
-    per = -(-tiles // splits)
-    splits = -(-tiles // per)                       # no empty slice
+    per = -(-(-(-K // p["GEMM_BK"])) // splits)     # k-tiles per slice
+    splits = splitk_slices(K, splits, p)            # no empty slice
     if workspace is None:
         part = xp.empty((splits, M, N), dtype=xp.float32)
     else:

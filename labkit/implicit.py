@@ -31,6 +31,7 @@ __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for
            "candidates", "sweep_implicit", "record_tiles", "ALEXNET_CONVS", "PRECISIONS", "TABLE"]
 
 PRECISIONS = ("fp32", "tf32")
+TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3}   # relative error against the float64 reference
 TABLE = Path(__file__).resolve().parent / "tuned" / "conv_implicit.json"
 SHARED_LIMIT = 48 * 1024          # static shared memory of a block (the FP32 kernel's two stages)
 DYNAMIC_SHARED_LIMIT = 227 * 1024  # the most dynamic shared memory any GPU lets a block opt into (sm_90)
@@ -422,24 +423,31 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
     return good
 
 
+def random_case(layer: ConvLayer, batch: int, rng=None):
+    """Fresh float32 x (batch, C, H, W), w (M, C/G, K, K) scaled by 1/sqrt(C/G*K*K), b (M,) on the host,
+    and the float64 reference output of the first two images."""
+    from . import reference
+    rng = rng or np.random.default_rng()
+    x = rng.standard_normal((batch, layer.C, layer.H, layer.W), dtype=np.float32)
+    w = rng.standard_normal((layer.M, layer.C // layer.groups, layer.K, layer.K), dtype=np.float32)
+    w *= np.float32(1.0 / np.sqrt(w[0].size))
+    b = rng.standard_normal(layer.M, dtype=np.float32)
+    ref = reference.conv2d(x[:2], w, b, stride=layer.stride, pad=layer.pad, groups=layer.groups)
+    return x, w, b, ref
+
+
 def sweep_implicit(layer: ConvLayer, batch: int, precision: str = "fp32", *,
                    tiles: Iterable[Tiles] | None = None, repeat: int = 20, progress: bool = True):
     """Time every candidate on one layer; (rows, fastest Tiles).  Each is first checked against the
     float64 reference on two images (a wrong kernel never wins)."""
-    from . import reference
     from .ladder import rel_error
     from .measure import time_fn
     from .measure.sweep import progress_bar
 
     xp = backends.xp()
-    rng = np.random.default_rng(0)
-    x_h = rng.standard_normal((batch, layer.C, layer.H, layer.W), dtype=np.float32)
-    w_h = rng.standard_normal((layer.M, layer.C // layer.groups, layer.K, layer.K), dtype=np.float32)
-    w_h *= np.float32(1.0 / np.sqrt(w_h[0].size))
-    b_h = rng.standard_normal(layer.M, dtype=np.float32)
+    x_h, w_h, b_h, ref = random_case(layer, batch, np.random.default_rng(0))
     x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
-    ref = reference.conv2d(x_h[:2], w_h, b_h, stride=layer.stride, pad=layer.pad, groups=layer.groups)
-    tol = 1e-5 if precision == "fp32" else 5e-3
+    tol = TOLERANCE[precision]
     ho, wo = layer.out_hw
     y = xp.empty((batch, layer.M, ho, wo), dtype=xp.float32)
     rows = []
@@ -469,16 +477,13 @@ def record_tiles(layer: ConvLayer, tiles: Tiles, *, device_name: str, median_ms:
 
 # --- comparison with cuDNN ------------------------------------------------------------------------
 
-TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3}   # relative error against the float64 reference
-
-
 def compare(layers: dict[str, ConvLayer] | None = None, *, batch: int, repeat: int = 30,
             precisions: Iterable[str] | None = None, tf32_peak_TFLOPs: float | None = None) -> list[dict]:
     """Time each layer (bias, no activation) on the implicit-GEMM kernels and, on a GPU with PyTorch,
     on cuDNN with TF32 off and on, in this same run.  Every kernel's output is first checked against
     the float64 reference on two images (AssertionError if it is off).  Rows carry ms, TFLOP/s and %
     of the floor (FP32 rows against the FP32 GEMM ceiling, TF32 rows against ``tf32_peak_TFLOPs``)."""
-    from . import measure, peers, reference
+    from . import measure, peers
     from .device_query import device
     from .ladder import rel_error
 
@@ -490,12 +495,8 @@ def compare(layers: dict[str, ConvLayer] | None = None, *, batch: int, repeat: i
     rng = np.random.default_rng()
     rows = []
     for name, L in layers.items():
-        x_h = rng.standard_normal((batch, L.C, L.H, L.W), dtype=np.float32)
-        w_h = rng.standard_normal((L.M, L.C // L.groups, L.K, L.K), dtype=np.float32)
-        w_h *= np.float32(1 / np.sqrt(w_h[0].size))
-        b_h = rng.standard_normal(L.M, dtype=np.float32)
+        x_h, w_h, b_h, ref = random_case(L, batch, rng)
         x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
-        ref = reference.conv2d(x_h[:2], w_h, b_h, stride=L.stride, pad=L.pad, groups=L.groups)
         y = xp.empty((batch, L.M) + L.out_hw, dtype=xp.float32)
         cost = measure.conv2d_cost(batch, L.C, L.H, L.W, L.M, L.K, stride=L.stride, pad=L.pad, groups=L.groups)
         runs = []
