@@ -56,7 +56,15 @@ def launch_gemm_ladder() -> int:
             bias = cp.asarray(rng.standard_normal(N, dtype=np.float32))
             gemm(a, b, bias, variant=variant, activation="relu")
             n += 1
-    return n
+    # The float4 versions with 8 x 8 per thread: two 4 x 4 groups per thread along each axis.
+    big = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
+    a = cp.asarray(rng.standard_normal((131, 77), dtype=np.float32))
+    b = cp.asarray(rng.standard_normal((77, 259), dtype=np.float32))
+    for variant in ("vec", "dbuf"):
+        gemm(a, b, cp.zeros(259, cp.float32), variant=variant, activation="relu", params=big)
+        n += 1
+    gemm(a[:5], b, None, variant="dbuf", splits=3, params=big)
+    return n + 2
 
 
 def launch_layers() -> int:

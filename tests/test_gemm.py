@@ -111,6 +111,7 @@ PARAMS = [
     {"GEMM_TILE": 8},
     {"GEMM_TM": 8, "GEMM_TN": 8},                                              # 64 threads
     {"GEMM_BM": 32, "GEMM_BN": 64, "GEMM_BK": 4, "GEMM_TM": 4, "GEMM_TN": 8},  # non-square tiles
+    {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 16, "GEMM_TM": 16, "GEMM_TN": 8},  # 4 x 2 groups of 4 x 4
 ]
 
 
@@ -255,13 +256,15 @@ def test_host_array_on_gpu():
 
 @pytest.mark.parametrize("M, N, K, splits", [(1, 70, 293, 3), (5, 130, 1000, 7), (37, 64, 40, 2), (3, 33, 17, 9)])
 @pytest.mark.parametrize("bias_per", ["column", "row"])
-def test_split_k_matches_the_float64_product(M, N, K, splits, bias_per):
+@pytest.mark.parametrize("params", [{"GEMM_BM": 16, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4},
+                                    {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}],
+                         ids=["16x64/4x4", "64x128/8x8"])
+def test_split_k_matches_the_float64_product(M, N, K, splits, bias_per, params):
     rng = np.random.default_rng()
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
     bias = rng.standard_normal(N if bias_per == "column" else M).astype(np.float32)
     out = labkit.xp.full((M, N), np.nan, dtype=labkit.xp.float32)
-    params = {"GEMM_BM": 16, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4}
     c = gemm(labkit.xp.asarray(a), labkit.xp.asarray(b), labkit.xp.asarray(bias), variant="dbuf", params=params,
              splits=splits, bias_per=bias_per, activation="relu", out=out)
     want = a.astype(np.float64) @ b + (bias[None, :] if bias_per == "column" else bias[:, None])

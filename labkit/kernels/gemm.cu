@@ -10,7 +10,8 @@
 //                 so each value read from shared memory feeds TN (or TM) multiply-adds
 //   gemm_vec      gemm_regtile with 16-byte (float4) loads from global memory where the rows allow
 //                 it, and the A tile stored transposed in shared memory so that the inner loop
-//                 reads A and B with float4 as well
+//                 reads A and B with float4 as well; a thread's outputs are groups of 4 x 4 spread
+//                 across the block tile, so that those float4 reads are free of bank conflicts
 //   gemm_dbuf     gemm_vec with two shared-memory stages: the next tile's global loads are in
 //                 flight while the current tile is computed; gemm_dbuf_splitk + gemm_splitk_reduce
 //                 share its main loop among blocks that each take a slice of K (few rows of C); one __syncthreads per tile
@@ -66,6 +67,10 @@ constexpr int BM = GEMM_BM, BN = GEMM_BN, BK = GEMM_BK, TM = GEMM_TM, TN = GEMM_
 constexpr int THREADS = (BM / TM) * (BN / TN);   // threads per block of the register-tiled versions
 constexpr int A_GROUPS = BM * BK / 4;             // float4 groups in one A tile (BM rows of BK)
 constexpr int B_GROUPS = BK * BN / 4;             // float4 groups in one B tile (BK rows of BN)
+// The float4 versions give a thread TMV x TNV groups of 4 x 4 outputs, ROW_STEP rows and COL_STEP
+// columns apart (see fma_tile); with TM = TN = 4 that is one group, the layout of gemm_regtile.
+constexpr int TMV = TM / 4, TNV = TN / 4;
+constexpr int ROW_STEP = BM / TMV, COL_STEP = BN / TNV;
 static_assert(T >= 1 && T <= 32, "GEMM_TILE must be 1 to 32 (a block of T*T threads holds at most 1024)");
 static_assert(BM % TM == 0 && BN % TN == 0, "GEMM_TM must divide GEMM_BM and GEMM_TN divide GEMM_BN");
 static_assert(TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0,
@@ -227,6 +232,11 @@ __device__ __forceinline__ void store_b4(float* Bs, int g, float4 v) {
 
 // One BK slice of the thread's TM x TN outputs from the shared tiles (As transposed), reading
 // A's column and B's row four floats at a time.
+// Which outputs: not TM neighbouring rows and TN neighbouring columns (gemm_regtile's layout) but
+// TMV x TNV groups of 4 x 4, ROW_STEP rows and COL_STEP columns apart (CUTLASS's layout).  Why:
+// with TN = 8 neighbouring columns, thread tc reads B at tc * 8 and tc * 8 + 4, so the float4
+// reads of 8 neighbouring threads (one shared-memory wavefront) span 256 bytes and hit each bank
+// twice.  Groups of 4 make them read tc * 4: 128 neighbouring bytes, every bank once.
 __device__ __forceinline__ void fma_tile(const float* As, const float* Bs, float (&acc)[gemm::TM][gemm::TN],
                                          int tr, int tc) {
   using namespace gemm;
@@ -234,19 +244,38 @@ __device__ __forceinline__ void fma_tile(const float* As, const float* Bs, float
 #pragma unroll
   for (int k = 0; k < BK; ++k) {
 #pragma unroll
-    for (int i = 0; i < TM; i += 4) {
-      const float4 a = *reinterpret_cast<const float4*>(As + k * BM + tr * TM + i);
-      regM[i] = a.x, regM[i + 1] = a.y, regM[i + 2] = a.z, regM[i + 3] = a.w;
+    for (int q = 0; q < TMV; ++q) {
+      const float4 a = *reinterpret_cast<const float4*>(As + k * BM + q * ROW_STEP + tr * 4);
+      regM[4 * q] = a.x, regM[4 * q + 1] = a.y, regM[4 * q + 2] = a.z, regM[4 * q + 3] = a.w;
     }
 #pragma unroll
-    for (int j = 0; j < TN; j += 4) {
-      const float4 b = *reinterpret_cast<const float4*>(Bs + k * BN + tc * TN + j);
-      regN[j] = b.x, regN[j + 1] = b.y, regN[j + 2] = b.z, regN[j + 3] = b.w;
+    for (int q = 0; q < TNV; ++q) {
+      const float4 b = *reinterpret_cast<const float4*>(Bs + k * BN + q * COL_STEP + tc * 4);
+      regN[4 * q] = b.x, regN[4 * q + 1] = b.y, regN[4 * q + 2] = b.z, regN[4 * q + 3] = b.w;
     }
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
       for (int j = 0; j < TN; ++j) acc[i][j] += regM[i] * regN[j];
+  }
+}
+
+// fma_tile's outputs to C: acc[i][j] is row bm + (i / 4) * ROW_STEP + tr * 4 + i % 4, column
+// bn + (j / 4) * COL_STEP + tc * 4 + j % 4.  A warp's stores of one row cover (BN / TN) * 4
+// neighbouring columns.
+__device__ __forceinline__ void store_groups(float* __restrict__ C, const float (&acc)[gemm::TM][gemm::TN],
+                                             const float* __restrict__ bias, int has_bias, int M, int N,
+                                             int bm, int bn, int tr, int tc, int act) {
+  using namespace gemm;
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = bm + (i / 4) * ROW_STEP + tr * 4 + i % 4;
+    if (m >= M) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int n = bn + (j / 4) * COL_STEP + tc * 4 + j % 4;
+      if (n < N) C[(size_t)m * N + n] = epilogue(acc[i][j], bias, has_bias, m, n, act);
+    }
   }
 }
 
@@ -276,7 +305,7 @@ extern "C" __global__ void gemm_vec(const float* __restrict__ A, const float* __
     fma_tile(As, Bs, acc, tr, tc);
     __syncthreads();
   }
-  store_tile(C, acc, bias, has_bias, M, N, bm + tr * TM, bn + tc * TN, act);
+  store_groups(C, acc, bias, has_bias, M, N, bm, bn, tr, tc, act);
 }
 
 // Version 5: gemm_vec with double buffering.  Each thread first issues the global loads of tile
@@ -353,7 +382,7 @@ extern "C" __global__ void gemm_dbuf(const float* __restrict__ A, const float* _
   const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
   float acc[TM][TN] = {};
   dbuf_mainloop(A, B, M, N, K, 0, (K + BK - 1) / BK, acc);
-  store_tile(C, acc, bias, has_bias, M, N, blockIdx.y * BM + tr * TM, blockIdx.x * BN + tc * TN, act);
+  store_groups(C, acc, bias, has_bias, M, N, blockIdx.y * BM, blockIdx.x * BN, tr, tc, act);
 }
 
 // Split-K (for products with few rows: a dense layer at a small batch).  A (1 x 9216) @ (9216 x 4096)
@@ -368,8 +397,8 @@ extern "C" __global__ void gemm_dbuf_splitk(const float* __restrict__ A, const f
   const int tiles = (K + BK - 1) / BK, t0 = blockIdx.z * tiles_per_split;
   float acc[TM][TN] = {};
   dbuf_mainloop(A, B, M, N, K, t0, min(tiles, t0 + tiles_per_split), acc);
-  store_tile(P + (size_t)blockIdx.z * M * N, acc, nullptr, 0, M, N, blockIdx.y * BM + tr * TM,
-             blockIdx.x * BN + tc * TN, 0);
+  store_groups(P + (size_t)blockIdx.z * M * N, acc, nullptr, 0, M, N, blockIdx.y * BM, blockIdx.x * BN, tr,
+               tc, 0);
 }
 
 // C[m, n] = act(sum over z of P[z, m, n] + bias): one thread per element, a fixed order of the
