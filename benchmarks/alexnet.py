@@ -72,6 +72,11 @@ def main() -> int:
                 t = measure.time_fn(lambda: run(x), warmup=3, repeat=args.repeat, sync=False)
                 rows.append({"name": "whole", "kind": "whole", "batch": n, "op_ms": t.median_ms,
                              "median_ms": t.median_ms, "label": f"PyTorch {prec}", "device": t.device})
+                # The same network as one CUDA graph: no Python between its kernels either.
+                t = measure.time_fn(peers.torch_alexnet_graph(weights, n, tf32=prec == "tf32"), warmup=3,
+                                    repeat=args.repeat, sync=False)
+                rows.append({"name": "whole", "kind": "whole", "batch": n, "op_ms": t.median_ms,
+                             "median_ms": t.median_ms, "label": f"PyTorch {prec} graph", "device": t.device})
         cpu = peers.torch_alexnet(weights, device="cpu")
         for n in [b for b in batches if b <= 16]:
             xh = np.random.default_rng(n).standard_normal((n,) + alexnet.INPUT_SHAPE, dtype=np.float32)
@@ -86,7 +91,7 @@ def main() -> int:
     whole = [r for r in rows if r["name"] == "whole" and "pageable" not in r["label"]]
     labels = list(dict.fromkeys(r["label"] for r in whole))
     print(f"AlexNet forward ({source}) on {dev.label}: op time per batch (kernels only; labkit's whole time "
-          "with copies in parentheses; 'graph': labkit's kernels as one CUDA graph; PyTorch eager)")
+          "with copies in parentheses; 'graph': the kernels as one CUDA graph; PyTorch without it: eager)")
     print(f"{'batch':>6s} " + " ".join(f"{lab:>22s}" for lab in labels))
     for n in batches:
         cells = {r["label"]: r for r in whole if r["batch"] == n}
@@ -95,12 +100,13 @@ def main() -> int:
              and not lab.endswith("graph")
              else f"{cells[lab]['op_ms']:20.3f}  ") if lab in cells else f"{'':22s}" for lab in labels))
     for prec in precisions:
-        peer = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"PyTorch {prec}"}
-        for mode in ("", " graph"):
-            mine = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"labkit {prec}{mode}"}
+        for mine_mode, peer_mode in (("", ""), (" graph", ""), (" graph", " graph")):
+            peer = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"PyTorch {prec}{peer_mode}"}
+            mine = {r["batch"]: r["op_ms"] for r in whole if r["label"] == f"labkit {prec}{mine_mode}"}
             if peer:
                 ratios = {n: mine[n] / peer[n] for n in batches}
-                print(f"labkit {prec}{mode} / PyTorch {prec}: " + ", ".join(f"{n}: {v:.2f}x" for n, v in ratios.items()))
+                print(f"labkit {prec}{mine_mode} / PyTorch {prec}{peer_mode}: "
+                      + ", ".join(f"{n}: {v:.2f}x" for n, v in ratios.items()))
     pinned = {r["batch"]: r["median_ms"] for r in rows if r["name"] == "whole" and r["label"] == "labkit fp32"}
     pageable = {r["batch"]: r["median_ms"] for r in rows if r["name"] == "whole" and r["label"] == "labkit fp32 pageable"}
     if pageable:

@@ -26,7 +26,7 @@ from . import backends
 from .conv import ACTIVATIONS, _check_array
 from .loader import load
 
-__all__ = ["gemm", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS"]
+__all__ = ["gemm", "gemm_few_rows", "few_rows_slices", "ROWS_MAX", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
 
@@ -134,31 +134,11 @@ def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act, work
                                            (part, bias, out) + tuple(np.int32(v) for v in (M, N, splits, has_bias, act)))
 
 
-def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = None, out=None,
-         check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None,
-         bias_per: str = "column", splits: int | str = 1, workspace=None):
-    """C = act(a @ b + bias) on the backend in use (``labkit.xp`` arrays: cupy on a GPU, numpy on
-    the CPU executor).
-
-    Args:
-        a: float32 (M, K), C-contiguous.   b: float32 (K, N), C-contiguous.
-        bias: float32 (N,), added to every row of the product (``bias_per="column"``, a dense
-            layer), or (M,), added to every column (``bias_per="row"``, a convolution computed as
-            weights @ columns); or None.
-        variant: one of ``VARIANTS``.   activation: None, "tanh" or "relu" (after the bias).
-        out: optional float32 (M, N) C-contiguous array on the backend to write (returned).
-        check: the CPU executor's checking modes ("memory", "barrier", "shuffle", a list, "all"), as
-            for ``labkit.load``; ignored on a GPU.
-        params: compile-time tile sizes overriding DEFAULT_PARAMS, e.g. {"GEMM_TM": 8, "GEMM_TN": 8}.
-        splits: variant "dbuf" only: split K among this many slices of blocks (partial products
-            in a workspace, then one reduce that adds the bias and the activation), for products
-            with few rows; "auto" picks it from the GPU's SM count (``splits_for``).
-        workspace: split-K's partial products, float32 (splitk_slices(K, splits), M, N); allocated
-            per call when None.  Pass one to keep the call free of allocations (a CUDA graph).
-    """
+def _check_operands(a, b, bias, activation, bias_per: str, out):
+    """gemm's operands checked (dtype, layout, backend, shapes), before anything is compiled or
+    launched; returns M, N, K and the output array (allocated when ``out`` is None)."""
     backend = backends.current()
     xp = backends.xp()
-    _check_variant(variant)
     if activation not in ACTIVATIONS:
         raise ValueError(f"activation must be None, 'tanh' or 'relu', got {activation!r}")
     _check_array(a, "a", "row-major (M, K)", 2, backend, xp)
@@ -185,6 +165,33 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
             raise ValueError(f"out must have shape {(M, N)} (M, N), got {tuple(out.shape)}")
         if not getattr(out.flags, "writeable", True):  # CuPy arrays are always writeable
             raise ValueError("out is read-only: pass a writeable array")
+    return M, N, K, out
+
+
+def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = None, out=None,
+         check: str | Iterable[str] | None = None, params: Mapping[str, int] | None = None,
+         bias_per: str = "column", splits: int | str = 1, workspace=None):
+    """C = act(a @ b + bias) on the backend in use (``labkit.xp`` arrays: cupy on a GPU, numpy on
+    the CPU executor).
+
+    Args:
+        a: float32 (M, K), C-contiguous.   b: float32 (K, N), C-contiguous.
+        bias: float32 (N,), added to every row of the product (``bias_per="column"``, a dense
+            layer), or (M,), added to every column (``bias_per="row"``, a convolution computed as
+            weights @ columns); or None.
+        variant: one of ``VARIANTS``.   activation: None, "tanh" or "relu" (after the bias).
+        out: optional float32 (M, N) C-contiguous array on the backend to write (returned).
+        check: the CPU executor's checking modes ("memory", "barrier", "shuffle", a list, "all"), as
+            for ``labkit.load``; ignored on a GPU.
+        params: compile-time tile sizes overriding DEFAULT_PARAMS, e.g. {"GEMM_TM": 8, "GEMM_TN": 8}.
+        splits: variant "dbuf" only: split K among this many slices of blocks (partial products
+            in a workspace, then one reduce that adds the bias and the activation), for products
+            with few rows; "auto" picks it from the GPU's SM count (``splits_for``).
+        workspace: split-K's partial products, float32 (splitk_slices(K, splits), M, N); allocated
+            per call when None.  Pass one to keep the call free of allocations (a CUDA graph).
+    """
+    _check_variant(variant)
+    M, N, K, out = _check_operands(a, b, bias, activation, bias_per, out)
     p = _params(params)
     if splits == "auto":
         splits = splits_for(M, N, K, p) if variant == "dbuf" else 1
@@ -207,6 +214,65 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
     mod.get_function(f"gemm_{variant}")(grid, block, args, shared_mem=shared)
     return out
 
+
+
+ROWS_MAX = 16          # gemm_few_rows: at most this many rows of A (GEMM_ROWS of gemm.cu)
+_ROWS_COLS = 128       # columns of C per block of gemm_few_rows (a warp of float4s)
+
+
+def few_rows_slices(M: int, N: int, K: int, sms: int | None = None) -> tuple[int, int]:
+    """(slices, k_per_slice) of gemm_few_rows: enough blocks for four per SM, each slice at least 64
+    deep (shallower slices make the partial sums cost more than the products); one slice on the
+    CPU executor."""
+    if sms is None:
+        from .device_query import device
+        dev = device()
+        sms = dev.sm_count if dev.is_gpu and dev.sm_count else 0
+    blocks = -(-N // _ROWS_COLS)
+    return _slices_of(K, max(1, min(-(-4 * sms // blocks), K // 64)))
+
+
+def _slices_of(K: int, slices: int) -> tuple[int, int]:
+    """(slices, k_per_slice): K cut in about ``slices`` slices of a multiple of 4 (float4 reads of A), none empty."""
+    per = -(-(-(-K // slices)) // 4) * 4
+    return -(-K // per), per
+
+
+def gemm_few_rows(a, b, bias=None, *, activation: str | None = None, out=None, slices: int | str = "auto",
+                  workspace=None, check: str | Iterable[str] | None = None):
+    """C = act(a @ b + bias) for an ``a`` of at most ROWS_MAX rows (a dense layer at a small
+    batch): gemm.cu's gemm_few_rows streams b once with float4 loads, many in flight, each block
+    taking a slice of K, then gemm_splitk_reduce adds the slices, the bias (one per column) and
+    the activation.  Arguments as for ``gemm``; ``slices``: how many slices of K ("auto":
+    ``few_rows_slices``); ``workspace``: float32 (slices, M, N) with the slices really made
+    (``few_rows_slices(M, N, K)[0]`` for "auto"), allocated per call when None (pass one to keep
+    the call free of allocations, as in a CUDA graph)."""
+    xp = backends.xp()
+    M, N, K, out = _check_operands(a, b, bias, activation, "column", out)
+    if M > ROWS_MAX:
+        raise ValueError(f"gemm_few_rows takes at most {ROWS_MAX} rows of a, got M={M}: use gemm(variant='dbuf')")
+    if slices == "auto":
+        slices, per = few_rows_slices(M, N, K)
+    elif isinstance(slices, (bool, np.bool_)) or not isinstance(slices, (int, np.integer)) or not 1 <= slices <= K:
+        raise ValueError(f"slices must be 'auto' or an int from 1 to K={K}, got {slices!r}")
+    else:
+        slices, per = _slices_of(K, int(slices))
+    if workspace is None:
+        workspace = xp.empty((slices, M, N), dtype=xp.float32)
+    elif tuple(workspace.shape) != (slices, M, N) or workspace.dtype != np.float32:
+        raise ValueError(f"workspace must be float32 {(slices, M, N)} (the slices of K, M, N), "
+                         f"got {workspace.dtype} {tuple(workspace.shape)}")
+    rows = 1 << (M - 1).bit_length()                     # 1, 2, 4, 8 or 16: one module each
+    mod = load("gemm", defines={"GEMM_ROWS": rows}, check=check)
+    warps = 8 if rows <= 8 else 4
+    mod.get_function("gemm_few_rows")((-(-N // _ROWS_COLS), slices, 1), (32 * warps, 1, 1),
+                                      (a, b, workspace) + tuple(np.int32(v) for v in (M, N, K, per)))
+    has_bias = 0 if bias is None else 1
+    mod.get_function("gemm_splitk_reduce")((-(-(M * N) // 256),), (256,),
+                                           (workspace, bias if bias is not None else a, out)
+                                           + tuple(np.int32(v) for v in (M, N, slices, has_bias,
+                                                                         ACTIVATIONS[activation])))
+    return out
 
 # --- the ladder against cuBLAS ---------------------------------------------------------------------
 

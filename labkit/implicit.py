@@ -318,7 +318,8 @@ class ImplicitConv2d:
                              f"block have {shared_optin_limit()}: use fewer stages or a smaller bk")
         if shared > SHARED_LIMIT:   # a block may use more than 48 KiB only once the kernel opts in
             fn.max_dynamic_shared_size_bytes = shared
-        self._kernels[tiles] = (fn, wt, shared)
+        reduce = mod.get_function("conv_implicit_reduce") if precision == "fp32" else None
+        self._kernels[tiles] = (fn, wt, shared, reduce)
         return self._kernels[tiles]
 
     def tiles_at(self, N: int) -> Tiles:
@@ -333,20 +334,50 @@ class ImplicitConv2d:
             return small
         return self.tiles
 
+    def splits_at(self, N: int, splits: int | None = None) -> int:
+        """Split-K's slices of K at a batch of N (FP32 on a GPU): when the tiles of ``tiles_at(N)``
+        make fewer than two blocks per SM (conv3-5 of AlexNet at batch 1: 24-36 blocks, each
+        walking 1,728-3,456 products), enough slices for four blocks per SM, each slice at least 8
+        k-tiles deep; else 1.  ``splits`` asks for a number instead (tests; the CPU executor);
+        either way, the slices really made: none is empty."""
+        tiles = self.tiles_at(N)
+        k_tiles = -(-self.layer.gemm_shape(N)[2] // tiles.bk)
+        if splits is None:
+            if self.precision != "fp32" or backends.current() != "cuda":
+                return 1
+            from .device_query import device
+            sms, blocks = device().sm_count or 0, self.blocks(tiles, N)
+            splits = max(1, min(-(-4 * sms // blocks), k_tiles // 8)) if blocks < 2 * sms else 1
+        elif isinstance(splits, (bool, np.bool_)) or not isinstance(splits, (int, np.integer)) or splits < 1:
+            raise ValueError(f"splits must be a positive int, got {splits!r}")
+        elif splits > 1 and self.precision != "fp32":
+            raise ValueError("split-K is built into the FP32 kernel only (conv_implicit.cu)")
+        per = -(-k_tiles // min(int(splits), k_tiles))
+        return -(-k_tiles // per)
+
+    def workspace_shape(self, N: int, splits: int | None = None) -> tuple[int, ...] | None:
+        """Split-K's partial sums at a batch of N: (slices, N, M, Ho, Wo), or None without split-K."""
+        s = self.splits_at(N, splits)
+        return None if s == 1 else (s, N, self.layer.M) + self.layer.out_hw
+
     def blocks(self, tiles: Tiles, N: int) -> int:
         mg, p, _ = self.layer.gemm_shape(N)
         return -(-p // tiles.bn) * -(-mg // tiles.bm) * self.layer.groups
 
-    def launch_config(self, N: int, tiles: Tiles | None = None) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
-        """(grid, block): one block per bm x bn tile of each group's output."""
+    def launch_config(self, N: int, tiles: Tiles | None = None,
+                      splits: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(grid, block): one block per bm x bn tile of each group's output (and slice of K)."""
         t = tiles or self.tiles_at(N)
         mg, p, _ = self.layer.gemm_shape(N)
-        grid = (-(-p // t.bn), -(-mg // t.bm), self.layer.groups)
+        grid = (-(-p // t.bn), -(-mg // t.bm), self.layer.groups * splits)
         if grid[0] > 2**31 - 1:
             raise ValueError(f"batch {N} needs {grid[0]} column blocks: split the batch")
         return grid, (t.threads, 1, 1)
 
-    def __call__(self, x, out=None):
+    def __call__(self, x, out=None, *, workspace=None, splits: int | None = None):
+        """y = act(conv(x) + b).  ``splits``: split-K's slices (default ``splits_at``); with more
+        than one, the partial sums go to ``workspace`` (float32 ``workspace_shape(N)``; allocated
+        per call when None: pass one to keep the call free of allocations, as in a CUDA graph)."""
         backend, xp = backends.current(), backends.xp()
         L = self.layer
         _check_array(x, "x", "NCHW", 4, backend, xp)
@@ -363,11 +394,23 @@ class ImplicitConv2d:
             if tuple(out.shape) != (N, L.M, ho, wo):
                 raise ValueError(f"out must have shape {(N, L.M, ho, wo)}, got {tuple(out.shape)}")
         tiles = self.tiles_at(N)
-        fn, wt, shared = self._kernel(tiles)
-        grid, block = self.launch_config(N, tiles)
+        splits = self.splits_at(N, splits)
+        fn, wt, shared, reduce = self._kernel(tiles)
+        grid, block = self.launch_config(N, tiles, splits)
         bias = self.b if self.b is not None else wt   # not read when has_bias == 0
-        fn(grid, block, (x, wt, bias, out, np.int32(N), np.int32(self.b is not None),
-                         np.int32(ACTIVATIONS[self.activation])), shared_mem=shared)
+        flags = (np.int32(self.b is not None), np.int32(ACTIVATIONS[self.activation]))
+        if splits == 1:
+            extra = (np.int32(1),) if self.precision == "fp32" else ()
+            fn(grid, block, (x, wt, bias, out, np.int32(N)) + flags + extra, shared_mem=shared)
+            return out
+        want = self.workspace_shape(N, splits)
+        if workspace is None:
+            workspace = xp.empty(want, dtype=xp.float32)
+        elif tuple(workspace.shape) != want or workspace.dtype != np.float32:
+            raise ValueError(f"workspace must be float32 {want} (slices, N, M, Ho, Wo), got "
+                             f"{workspace.dtype} {tuple(workspace.shape)}")
+        fn(grid, block, (x, wt, bias, workspace, np.int32(N)) + flags + (np.int32(splits),), shared_mem=shared)
+        reduce((-(-out.size // 256),), (256,), (workspace, bias, out, np.int32(N)) + flags + (np.int32(splits),))
         return out
 
 

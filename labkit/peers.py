@@ -135,11 +135,11 @@ def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) ->
     fc = {n: t[f"{n}_w"].t().contiguous() for n in ("fc6", "fc7", "fc8")}   # linear takes (out, in)
     size = 2 * LRN["depth_radius"] + 1
 
-    def run(x):
+    def forward(h):
+        """The network on a torch tensor ``h`` (N, 3, 227, 227) on ``device``."""
         if device == "cuda":
             torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
         with torch.no_grad():
-            h = _torch(x) if device == "cuda" else torch.as_tensor(x)
             for name, L in ALEXNET_CONVS.items():
                 h = F.relu(F.conv2d(h, t[f"{name}_w"], t[f"{name}_b"], stride=L.stride, padding=L.pad,
                                     groups=L.groups))
@@ -151,4 +151,33 @@ def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) ->
             h = F.relu(F.linear(h, fc["fc6"], t["fc6_b"]))
             h = F.relu(F.linear(h, fc["fc7"], t["fc7_b"]))
             return torch.softmax(F.linear(h, fc["fc8"], t["fc8_b"]), dim=1)
+
+    def run(x):
+        return forward(_torch(x) if device == "cuda" else torch.as_tensor(x))
+    run.forward = forward
     return run
+
+
+def torch_alexnet_graph(weights: dict, batch: int, *, tf32: bool = False) -> Callable[[], object]:
+    """torch_alexnet captured as one CUDA graph (torch.cuda.CUDAGraph) on a fixed input of ``batch``
+    images: the peer of labkit's Plan.run, with no Python between the kernels.  Returns ``replay()``,
+    which runs the graph and returns its output tensor.  Warmed up before capture, so that cuDNN
+    has chosen its algorithms (they are frozen into the graph)."""
+    import torch
+    forward = torch_alexnet(weights, tf32=tf32).forward
+    x = torch.randn((batch, 3, 227, 227), device="cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            forward(x)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = forward(x)
+
+    def replay():
+        graph.replay()
+        return out
+    replay.x = x   # the graph's input: fill it (x.copy_(...)) before replay() to run other images
+    return replay

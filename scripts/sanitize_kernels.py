@@ -126,7 +126,16 @@ def launch_alexnet_parts() -> int:
     b = cp.asarray(rng.standard_normal((293, 70), dtype=np.float32))
     gemm(a, b, cp.zeros(70, cp.float32), variant="dbuf", splits=5, activation="relu",
          params={"GEMM_BM": 16, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4})
-    return 3
+    from labkit.gemm import gemm_few_rows
+    from labkit.implicit import ConvLayer, ImplicitConv2d, Tiles
+    for rows, slices in ((1, 3), (3, 7), (13, 2)):                   # float4 and scalar reads of A
+        gemm_few_rows(a[:rows] if rows <= 3 else cp.asarray(rng.standard_normal((rows, 292), dtype=np.float32)),
+                      b if rows <= 3 else b[:292], cp.zeros(70, cp.float32), activation="relu", slices=slices)
+    layer = ConvLayer(8, 13, 11, 6, 5, 1, 2, 2)                     # split-K in the FP32 implicit GEMM
+    conv = ImplicitConv2d(cp.asarray(rng.standard_normal((6, 4, 5, 5), dtype=np.float32)), cp.zeros(6, cp.float32),
+                          layer, activation="relu", tiles=Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4))
+    conv(cp.asarray(rng.standard_normal((2, 8, 13, 11), dtype=np.float32)), splits=3)
+    return 3 + 2 * 3 + 2
 
 
 def main() -> int:

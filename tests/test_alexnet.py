@@ -177,9 +177,12 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     mem = {r["component"]: r for r in ab.memory(net, 2)}
     assert mem["conv1"]["activations"] == 2 * 96 * 55 * 55 * 4 and mem["pool5"]["activations"] == 2 * 9216 * 4
     assert mem["fc6"]["weights"] == (9216 * 4096 + 4096) * 4
-    assert all(r["workspace"] == 0 for k, r in mem.items() if not k.startswith("fc"))   # no column matrix
-    ws = net.plan(2).workspace_bytes                                                    # split-K's, if any
-    assert all(mem[k]["workspace"] == ws[k] for k in ("fc6", "fc7", "fc8"))
+    ws = net.plan(2).workspace_bytes                  # split-K's partial products, where a layer has them
+    assert all(mem[k]["workspace"] == ws.get(k, 0) for k in mem)
+    for name, conv in net.convs.items():              # no column matrix: at most split-K's slices of y
+        shape = conv.workspace_shape(2)
+        assert mem[name]["workspace"] == (0 if shape is None else 4 * int(np.prod(shape)))
+        assert shape is None or shape[1:] == (2, conv.layer.M) + conv.layer.out_hw
     fc = ab.first_call(w, 1)
     assert set(fc) == {"prepare network (weights, modules)", "allocate activations", "first forward",
                        "second forward", "free activations"} and all(v >= 0 for v in fc.values())
@@ -196,3 +199,19 @@ def test_plan_run_and_workspace(synthetic):
     assert rel_err(plan.buffers["softmax"], reference.softmax(alexnet.reference_logits(w, x))) < 1e-5
     if labkit.backend() == "cuda":   # split-K's partial products live in the plan, not in the calls
         assert plan.workspace["fc6"] is not None and plan.workspace_bytes["fc6"] > 0
+
+
+def test_pytorch_peer_eager_and_as_a_graph_is_the_same_network(synthetic):
+    from labkit import peers
+    why = peers.cudnn_available()
+    if why is not None:
+        pytest.skip(f"the PyTorch peer runs on a GPU only: {why}")
+    import torch
+    _raw, w, _net = synthetic
+    x = alexnet.preprocess(alexnet.load_photos(["coffee.png", "rocket.jpg"])[0])
+    ref = reference.softmax(alexnet.reference_logits(w, x))
+    eager = peers.torch_alexnet(w)(labkit.xp.asarray(x))
+    replay = peers.torch_alexnet_graph(w, 2)
+    replay.x.copy_(torch.as_tensor(x, device="cuda"))
+    graph = replay()
+    assert rel_err(labkit.xp.asarray(eager), ref) < 1e-4 and rel_err(labkit.xp.asarray(graph), ref) < 1e-4

@@ -283,3 +283,33 @@ def test_split_k_choice_and_refusals():
         gemm(a, labkit.xp.zeros((16, 4), dtype=labkit.xp.float32), variant="vec", splits=2)
     with pytest.raises(ValueError, match="splits must be a positive int or 'auto'"):
         gemm(a, labkit.xp.zeros((16, 4), dtype=labkit.xp.float32), variant="dbuf", splits=0)
+
+
+# --- few rows (dense layers at small batches) ---------------------------------------------------
+@pytest.mark.parametrize("M, N, K, slices", [(1, 70, 293, 3), (3, 130, 1000, 7), (5, 33, 17, 1), (16, 257, 129, 5),
+                                             (9, 1000, 300, "auto"), (2, 4096, 640, 10)])
+def test_few_rows_matches_the_float64_product(M, N, K, slices):
+    from labkit.gemm import gemm_few_rows
+    rng = np.random.default_rng()
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = rng.standard_normal((K, N)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    xp = labkit.xp
+    out = xp.full((M, N), np.nan, dtype=xp.float32)
+    c = gemm_few_rows(xp.asarray(a), xp.asarray(b), xp.asarray(bias), activation="relu", out=out, slices=slices)
+    want = np.maximum(a.astype(np.float64) @ b + bias, 0)
+    assert c is out and rel_err(c, want) < 1e-5
+
+
+def test_few_rows_refusals():
+    from labkit.gemm import gemm_few_rows
+    xp = labkit.xp
+    a, b = xp.zeros((17, 8), dtype=xp.float32), xp.zeros((8, 4), dtype=xp.float32)
+    with pytest.raises(ValueError, match="at most 16 rows of a, got M=17"):
+        gemm_few_rows(a, b)
+    with pytest.raises(ValueError, match="slices must be 'auto' or an int from 1 to K=8"):
+        gemm_few_rows(a[:2], b, slices=9)
+    with pytest.raises(ValueError, match=r"workspace must be float32 \(2, 2, 4\)"):
+        gemm_few_rows(a[:2], b, slices=2, workspace=xp.zeros((3, 2, 4), dtype=xp.float32))
+    with pytest.raises(TypeError):
+        gemm_few_rows(a[:2].astype(xp.float64), b)

@@ -204,3 +204,38 @@ def test_small_batches_take_small_tiles_on_a_gpu():
         conv = ImplicitConv2d(dev(w), dev(b), layer, precision=prec)
         assert conv.tiles_at(1) == implicit.SMALL_TILES[prec] and conv.tiles_at(128) == conv.tiles
         assert rel_err(conv(dev(x)), ref) < (1e-5 if prec == "fp32" else 3e-3)
+
+
+@pytest.mark.parametrize("shape, splits", [((2, 8, 13, 13, 6, 5, 1, 2, 2), 3), ((1, 6, 7, 9, 66, 3, 1, 1, 3), 2),
+                                           ((1, 3, 21, 19, 5, 3, 1, 1, 1), 100)], ids=str)
+@pytest.mark.parametrize("activation", ["relu", None], ids=str)
+def test_split_k_matches_reference(shape, splits, activation):
+    N, C, H, W, M, K, stride, pad, groups = shape
+    x, w, b, ref = case(*shape)
+    layer = ConvLayer(C, H, W, M, K, stride, pad, groups)
+    conv = ImplicitConv2d(dev(w), dev(b), layer, activation=activation,
+                          tiles=Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4))
+    made = conv.splits_at(N, splits)                   # 100 asks for more slices than there are k-tiles
+    k_tiles = -(-layer.gemm_shape(N)[2] // 8)
+    assert 1 < made <= min(splits, k_tiles) and conv.workspace_shape(N, splits) == (made, N, M) + layer.out_hw
+    ws = labkit.xp.full(conv.workspace_shape(N, splits), np.nan, dtype=labkit.xp.float32)
+    out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
+    y = conv(dev(x), out=out, workspace=ws, splits=splits)
+    want = np.maximum(ref, 0) if activation == "relu" else ref
+    assert y is out and rel_err(y, want) < 1e-5
+    with pytest.raises(ValueError, match=r"workspace must be float32"):
+        conv(dev(x), workspace=labkit.xp.zeros((1, 1), dtype=labkit.xp.float32), splits=splits)
+    with pytest.raises(ValueError, match="splits must be a positive int"):
+        conv(dev(x), splits=0)
+
+
+def test_split_k_is_chosen_where_blocks_are_few():
+    layer = implicit.ALEXNET_CONVS["conv3"]
+    _x, w, b, _ref = case(1, *layer)
+    conv = ImplicitConv2d(dev(w), dev(b), layer)
+    if not ON_GPU:
+        assert conv.splits_at(1) == 1 and conv.workspace_shape(1) is None   # nothing to fill on a CPU
+        return
+    sms = labkit.device().sm_count
+    assert conv.splits_at(1) > 1 and conv.blocks(conv.tiles_at(1), 1) * conv.splits_at(1) >= sms
+    assert conv.splits_at(128) == 1

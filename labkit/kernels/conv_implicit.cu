@@ -24,10 +24,13 @@
 // labkit.implicit makes once per layer: a tile of it is then BK rows of BM neighbouring floats,
 // read with float4 and stored in shared memory as it comes (the A tile must be k-major).
 //
-// conv_implicit(x, wt, bias, y, N, has_bias, act)
+// conv_implicit(x, wt, bias, y, N, has_bias, act, splits)
 //   x (N, C, H, W), wt (G, KG, MG), bias (M,) (not read when has_bias == 0), y (N, M, Ho, Wo),
 //   all float32 C-contiguous; act: 0 none, 1 tanh, 2 ReLU (after the bias).
-// Launch: grid (ceil(N*Ho*Wo / IG_BN), ceil(MG / IG_BM), G), block ((BM/TM) * (BN/TN),).
+//   splits > 1 (split-K, for small batches whose grid would leave SMs idle): each block takes one
+//   of `splits` slices of the k-tiles and writes raw partial sums to y = a workspace
+//   (splits, N, M, Ho, Wo); conv_implicit_reduce then adds them, the bias and the activation.
+// Launch: grid (ceil(N*Ho*Wo / IG_BN), ceil(MG / IG_BM), G * splits), block ((BM/TM) * (BN/TN),).
 //
 // Compile-time parameters (labkit.implicit sets them; the tile sizes come from the tuned table
 // labkit/tuned/conv_implicit.json):
@@ -159,16 +162,18 @@ __device__ __forceinline__ void fma_slice(const float* As, const float* Bs, floa
 
 extern "C" __global__ void conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
                                          const float* __restrict__ bias, float* __restrict__ y,
-                                         int N, int has_bias, int act) {
+                                         int N, int has_bias, int act, int splits) {
   using namespace ig;
   __shared__ float4 As4[2][BK * BM / 4];  // As[k * BM + m] = W_g[bm + m, k0 + k]
   __shared__ float4 Bs4[2][BK * BN / 4];  // Bs[k * BN + j] = X_g[k0 + k, bp + j]
-  const int tid = threadIdx.x, g = blockIdx.z;
+  const int tid = threadIdx.x, g = blockIdx.z / splits, slice = blockIdx.z % splits;
   const int bm = blockIdx.y * BM, bp = blockIdx.x * BN;
   const int tr = tid / (BN / TN), tc = tid % (BN / TN);
   const int my_col = tid % BN, my_row = tid / BN;  // the B tile's column and first row this thread gathers
   const Column col = column_of(bp + my_col, N, g);
   constexpr int tiles = (KG + BK - 1) / BK;
+  const int per_slice = (tiles + splits - 1) / splits;  // this block's k-tiles: [t_begin, t_end)
+  const int t_begin = slice * per_slice, t_end = min(tiles, t_begin + per_slice);
   float acc[TM][TN] = {};
   float4 ra[A_LOADS];
   float rb[B_LOADS];
@@ -202,20 +207,24 @@ extern "C" __global__ void conv_implicit(const float* __restrict__ x, const floa
     }
   };
 
-  fetch(0);
-  stash(0);
-  __syncthreads();
-  for (int t = 0; t < tiles; ++t) {
-    const int cur = t & 1;
-    if (t + 1 < tiles) fetch(t + 1);  // in flight while this tile is computed
+  if (t_begin < t_end) {  // the same for the whole block (an empty last slice writes zeros)
+    fetch(t_begin);
+    stash(0);
+    __syncthreads();
+  }
+  for (int t = t_begin; t < t_end; ++t) {
+    const int cur = (t - t_begin) & 1;
+    if (t + 1 < t_end) fetch(t + 1);  // in flight while this tile is computed
     fma_slice(reinterpret_cast<const float*>(As4[cur]), reinterpret_cast<const float*>(Bs4[cur]), acc, tr, tc);
-    if (t + 1 < tiles) {  // the same for the whole block: the barrier is uniform
+    if (t + 1 < t_end) {  // the same for the whole block: the barrier is uniform
       stash(cur ^ 1);    // that stage was last read in tile t-1, before the previous barrier
       __syncthreads();
     }
   }
 
-  // Epilogue: bias, activation, and the NCHW store of each output pixel.
+  // Epilogue: bias, activation, and the NCHW store of each output pixel; with split-K, the raw
+  // partial sums into slice `slice` of the workspace (y then is (splits, N, M, HO, WO)).
+  if (splits > 1) y += (size_t)slice * N * M * HWO;
 #pragma unroll
   for (int j = 0; j < TN; ++j) {
     const int p = bp + (j / 4) * COL_STEP + tc * 4 + (j % 4);
@@ -226,10 +235,29 @@ extern "C" __global__ void conv_implicit(const float* __restrict__ x, const floa
       const int m = bm + (i / 4) * ROW_STEP + tr * 4 + (i % 4);
       if (m >= MG) continue;
       const int oc = g * MG + m;
-      float v = acc[i][j] + (has_bias ? bias[oc] : 0.0f);
-      if (act == 1) v = tanhf(v);
-      else if (act == 2) v = fmaxf(v, 0.0f);
+      float v = acc[i][j];
+      if (splits == 1) {
+        v += has_bias ? bias[oc] : 0.0f;
+        if (act == 1) v = tanhf(v);
+        else if (act == 2) v = fmaxf(v, 0.0f);
+      }
       y[((size_t)n * M + oc) * HWO + pix] = v;
     }
   }
+}
+
+// Split-K's second step: y = act(sum over s of P[s] + bias), P (splits, N, M, HO, WO), in a fixed
+// order of the slices.  Launch: grid (ceil(N*M*HO*WO / 256),), block (256,).
+extern "C" __global__ void conv_implicit_reduce(const float* __restrict__ P, const float* __restrict__ bias,
+                                                float* __restrict__ y, int N, int has_bias, int act, int splits) {
+  using namespace ig;
+  const long long total = (long long)N * M * HWO;
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  float v = 0.0f;
+  for (int s = 0; s < splits; ++s) v += P[s * total + i];
+  if (has_bias) v += bias[(i / HWO) % M];
+  if (act == 1) v = tanhf(v);
+  else if (act == 2) v = fmaxf(v, 0.0f);
+  y[i] = v;
 }

@@ -413,3 +413,67 @@ extern "C" __global__ void gemm_splitk_reduce(const float* __restrict__ P, const
   for (int z = 0; z < splits; ++z) s += P[(size_t)z * M * N + i];
   C[i] = epilogue(s, bias, has_bias, (int)(i / N), (int)(i % N), act);
 }
+
+// Few rows (a dense layer at batch 1-16): C = act(A @ B + bias) with M <= GEMM_ROWS.  Each weight of
+// B feeds only M multiply-adds, so the product is bound by reading B once, as fast as memory allows;
+// a block tile of 64+ rows would mostly multiply zeros and keep too few loads in flight.  Here a
+// warp streams whole rows of B: lane l reads B[k, n0 + 4l .. +3] (one float4; a warp reads 512
+// neighbouring bytes), and keeps M x 4 sums.  The block's WARPS warps take interleaved groups of 4 k
+// of the block's slice of K (four rows of B in flight per warp); then they add their sums in shared
+// memory and the block writes its partial product to P[blockIdx.y] (M x N), which
+// gemm_splitk_reduce adds up with the bias and the activation.
+// Launch: grid (ceil(N / 128), slices), block (32 * WARPS,); P (slices, M, N).  A's rows are read
+// with float4 when K and k_per_slice are multiples of 4 (labkit.gemm rounds k_per_slice so).
+#ifndef GEMM_ROWS
+#define GEMM_ROWS 8
+#endif
+namespace rows {
+constexpr int R = GEMM_ROWS;
+constexpr int WARPS = R <= 8 ? 8 : 4;  // keeps the shared sums (WARPS * R * 128 floats) at 32 KiB
+constexpr int COLS = 128;              // a warp's columns: 32 lanes x 4
+static_assert(R >= 1 && R <= 16, "GEMM_ROWS must be 1 to 16");
+}  // namespace rows
+
+extern "C" __global__ void gemm_few_rows(const float* __restrict__ A, const float* __restrict__ B,
+                                         float* __restrict__ P, int M, int N, int K, int k_per_slice) {
+  using namespace rows;
+  __shared__ float sums[WARPS][R * COLS];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int n = blockIdx.x * COLS + lane * 4;
+  const int k_begin = blockIdx.y * k_per_slice, k_end = min(K, k_begin + k_per_slice);
+  const bool vec = N % 4 == 0 && (reinterpret_cast<size_t>(B) & 15) == 0;
+  const bool a_vec = K % 4 == 0 && k_per_slice % 4 == 0 && (reinterpret_cast<size_t>(A) & 15) == 0;
+  float acc[R][4] = {};
+  // Warp w takes k = k0 .. k0+3 with k0 = k_begin + 4w, then k0 + 4 * WARPS, ...: four rows of B
+  // (four loads in flight), and A's four values of each row in one float4 (load4 zero-fills past
+  // the slice's end, through its length argument).
+  for (int k0 = k_begin + 4 * warp; k0 < k_end; k0 += 4 * WARPS) {
+    float4 w[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      w[u] = k0 + u < k_end ? load4(B + (size_t)(k0 + u) * N, n, N, vec) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      if (r >= M) break;  // the same for the whole launch
+      // One address for the whole warp (a broadcast); row r of A from k_begin, k_end - k_begin long.
+      const float4 a = load4(A + (size_t)r * K + k_begin, k0 - k_begin, k_end - k_begin, a_vec);
+      acc[r][0] += a.x * w[0].x + a.y * w[1].x + a.z * w[2].x + a.w * w[3].x;
+      acc[r][1] += a.x * w[0].y + a.y * w[1].y + a.z * w[2].y + a.w * w[3].y;
+      acc[r][2] += a.x * w[0].z + a.y * w[1].z + a.z * w[2].z + a.w * w[3].z;
+      acc[r][3] += a.x * w[0].w + a.y * w[1].w + a.z * w[2].w + a.w * w[3].w;
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) sums[warp][r * COLS + lane * 4 + c] = acc[r][c];
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * COLS; i += 32 * WARPS) {
+    const int r = i / COLS, col = blockIdx.x * COLS + i % COLS;
+    if (r >= M || col >= N) continue;
+    float s = 0.0f;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) s += sums[w][i];
+    P[((size_t)blockIdx.y * M + r) * N + col] = s;
+  }
+}

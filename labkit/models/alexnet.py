@@ -120,11 +120,14 @@ def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarra
     return reference.dense(h, weights["fc8_w"], weights["fc8_b"])
 
 
-# Tiles for the dense layers: a (batch x 9216) @ (9216 x 4096) product has as many rows as images,
-# so small batches take 16-row blocks (64-row ones above 16 images) and split K among blocks
-# (gemm's splits="auto") until the GPU has work for every SM.
+# The dense layers: a (batch x 9216) @ (9216 x 4096) product has as many rows as images.  Up to
+# FEW_ROWS images the layer is bound by reading its weights once, and gemm_few_rows streams them
+# (on the H100 its time grows with the rows: past 4 the tiled GEMM is as fast).  Above, gemm_dbuf
+# with 16-row blocks up to 16 images, 64-row ones beyond, K split among blocks (splits="auto")
+# until every SM has work.
+FEW_ROWS = 4
 DENSE_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
-DENSE_PARAMS_FEW_ROWS = {"GEMM_BM": 16, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 8}
+DENSE_PARAMS_16_ROWS = {"GEMM_BM": 16, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 8}
 
 
 class AlexNet:
@@ -142,20 +145,31 @@ class AlexNet:
         self.convs = {name: ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
                                            precision=precision)
                       for name, L in ALEXNET_CONVS.items()}
-        self._gemm, self._layers = gemm.gemm, layers
+        self._gemm, self._gemm_few_rows, self._layers = gemm.gemm, gemm.gemm_few_rows, layers
 
-    def dense_config(self, rows: int, name: str) -> tuple[dict, int, tuple[int, int, int] | None]:
-        """(tile sizes, K slices, workspace shape or None) of a dense layer on `rows` images."""
-        from ..gemm import splits_for, splitk_slices
-        params = DENSE_PARAMS_FEW_ROWS if rows <= 16 else DENSE_PARAMS
+    def dense_config(self, rows: int, name: str) -> tuple[str, int, tuple[int, int, int] | None]:
+        """(kernel, K slices, workspace shape or None) of a dense layer on `rows` images: kernel
+        "few_rows" (gemm_few_rows) up to FEW_ROWS rows, else "dbuf"."""
+        from ..gemm import few_rows_slices, splits_for, splitk_slices
         K, N = (int(v) for v in self.w[f"{name}_w"].shape)
+        if rows <= FEW_ROWS:
+            slices = few_rows_slices(rows, N, K)[0]
+            return "few_rows", slices, (slices, rows, N)
+        params = self.dense_params(rows)
         splits = splits_for(rows, N, K, params)
-        return params, splits, ((splitk_slices(K, splits, params), rows, N) if splits > 1 else None)
+        return "dbuf", splits, ((splitk_slices(K, splits, params), rows, N) if splits > 1 else None)
+
+    @staticmethod
+    def dense_params(rows: int) -> dict:
+        return DENSE_PARAMS_16_ROWS if rows <= 16 else DENSE_PARAMS
 
     def dense(self, h, name: str, relu: bool, out=None, workspace=None):
-        params, splits, _ = self.dense_config(int(h.shape[0]), name)
-        return self._gemm(h, self.w[f"{name}_w"], self.w[f"{name}_b"], variant="dbuf", params=params,
-                          activation="relu" if relu else None, out=out, splits=splits, workspace=workspace)
+        kernel, splits, _ = self.dense_config(int(h.shape[0]), name)
+        w, b, act = self.w[f"{name}_w"], self.w[f"{name}_b"], "relu" if relu else None
+        if kernel == "few_rows":
+            return self._gemm_few_rows(h, w, b, activation=act, out=out, workspace=workspace)
+        return self._gemm(h, w, b, variant="dbuf", params=self.dense_params(int(h.shape[0])), activation=act,
+                          out=out, splits=splits, workspace=workspace)
 
     def plan(self, N: int) -> "Plan":
         """Every activation buffer of a batch of N, allocated now, and the forward pass as a list of
@@ -189,7 +203,8 @@ class AlexNet:
 class Plan:
     """A batch's buffers and steps: ``x`` (the input buffer), ``buffers`` (name -> output of that
     step), ``steps`` [(name, fn)] in order, and the bytes of each buffer (``activation_bytes``).
-    There is no workspace: the implicit GEMMs never write a column matrix."""
+    ``workspace``: split-K's partial products per layer (no column matrix: the implicit GEMMs never
+    write one)."""
 
     def __init__(self, net: "AlexNet", N: int):
         from .. import layers as L
@@ -200,6 +215,9 @@ class Plan:
         self.buffers: dict[str, object] = {}
         self.steps: list[tuple[str, object]] = []
         h = self.x
+        # Partial products over slices of K, per layer: split-K in the convolutions at small
+        # batches and in the dense layers (None where a layer needs none).
+        self.workspace: dict[str, object] = {}
 
         def add(name, shape, fn):
             out = xp.empty(shape, dtype=xp.float32)
@@ -209,7 +227,10 @@ class Plan:
 
         for name, layer in ALEXNET_CONVS.items():
             conv = net.convs[name]
-            h = add(name, (N, layer.M) + layer.out_hw, lambda src, out, conv=conv: conv(src, out=out))
+            shape = conv.workspace_shape(N)
+            ws = self.workspace[name] = None if shape is None else xp.empty(shape, dtype=xp.float32)
+            h = add(name, (N, layer.M) + layer.out_hw,
+                    lambda src, out, conv=conv, ws=ws: conv(src, out=out, workspace=ws))
             if name in LRN_AFTER:
                 h = add(f"lrn{name[-1]}", h.shape, lambda src, out: L.lrn(src, **LRN, out=out))
             if name in POOL_AFTER:
@@ -217,7 +238,6 @@ class Plan:
                 h = add(f"pool{name[-1]}", (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1),
                         lambda src, out: L.max_pool2d(src, 3, 2, out=out))
         h = h.reshape(N, -1)          # a view: the (c, h, w) flatten, no copy
-        self.workspace: dict[str, object] = {}   # split-K's partial products, per dense layer
         for name, width, relu in (("fc6", 4096, True), ("fc7", 4096, True), ("fc8", 1000, False)):
             shape = net.dense_config(N, name)[2]
             ws = self.workspace[name] = None if shape is None else xp.empty(shape, dtype=xp.float32)

@@ -91,8 +91,8 @@ def first_call(weights: dict[str, np.ndarray], batch: int = 1, *, precision: str
 def memory(net: AlexNet, batch: int) -> list[dict]:
     """Bytes per layer: weights (as the kernels hold them; TF32 packs and pads its convolutions'),
     activations (the layer's output buffer at this batch) and workspace (split-K's partial products
-    in the dense layers at small batches; none in the convolutions: the implicit GEMMs never write
-    a column matrix, where im2col's would be K*K times the layer's input)."""
+    at small batches, in the convolutions and the dense layers; never a column matrix: the implicit
+    GEMMs do not write one, where im2col's would be K*K times the layer's input)."""
     plan = net.plan(batch)
     acts, ws = plan.activation_bytes, plan.workspace_bytes
     held = {name: int(c.wt.nbytes) + int(c.b.nbytes) for name, c in net.convs.items()}
