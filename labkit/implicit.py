@@ -318,8 +318,10 @@ class ImplicitConv2d:
                              f"block have {shared_optin_limit()}: use fewer stages or a smaller bk")
         if shared > SHARED_LIMIT:   # a block may use more than 48 KiB only once the kernel opts in
             fn.max_dynamic_shared_size_bytes = shared
-        reduce = mod.get_function("conv_implicit_reduce") if precision == "fp32" else None
-        self._kernels[tiles] = (fn, wt, shared, reduce)
+        # FP32's split-K: the kernel over slices of K, then the reduce (bias, activation)
+        splitk = (mod.get_function("conv_implicit_splitk"), mod.get_function("conv_implicit_reduce")) \
+            if precision == "fp32" else None
+        self._kernels[tiles] = (fn, wt, shared, splitk)
         return self._kernels[tiles]
 
     def tiles_at(self, N: int) -> Tiles:
@@ -395,13 +397,12 @@ class ImplicitConv2d:
                 raise ValueError(f"out must have shape {(N, L.M, ho, wo)}, got {tuple(out.shape)}")
         tiles = self.tiles_at(N)
         splits = self.splits_at(N, splits)
-        fn, wt, shared, reduce = self._kernel(tiles)
+        fn, wt, shared, splitk = self._kernel(tiles)
         grid, block = self.launch_config(N, tiles, splits)
         bias = self.b if self.b is not None else wt   # not read when has_bias == 0
         flags = (np.int32(self.b is not None), np.int32(ACTIVATIONS[self.activation]))
         if splits == 1:
-            extra = (np.int32(1),) if self.precision == "fp32" else ()
-            fn(grid, block, (x, wt, bias, out, np.int32(N)) + flags + extra, shared_mem=shared)
+            fn(grid, block, (x, wt, bias, out, np.int32(N)) + flags, shared_mem=shared)
             return out
         want = self.workspace_shape(N, splits)
         if workspace is None:
@@ -409,8 +410,8 @@ class ImplicitConv2d:
         elif tuple(workspace.shape) != want or workspace.dtype != np.float32:
             raise ValueError(f"workspace must be float32 {want} (slices, N, M, Ho, Wo), got "
                              f"{workspace.dtype} {tuple(workspace.shape)}")
-        fn(grid, block, (x, wt, bias, workspace, np.int32(N)) + flags + (np.int32(splits),), shared_mem=shared)
-        reduce((-(-out.size // 256),), (256,), (workspace, bias, out, np.int32(N)) + flags + (np.int32(splits),))
+        splitk[0](grid, block, (x, wt, workspace, np.int32(N), np.int32(splits)))
+        splitk[1]((-(-out.size // 256),), (256,), (workspace, bias, out, np.int32(N)) + flags + (np.int32(splits),))
         return out
 
 

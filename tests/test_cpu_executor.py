@@ -374,3 +374,27 @@ def test_modules_of_one_source_have_their_own_constant_memory():
     a.get_global("coeffs").copy_from_host(np.full(8, 1.0, np.float32))
     b.get_global("coeffs").copy_from_host(np.full(8, 2.0, np.float32))
     assert a.get_global("coeffs").view()[0] == 1.0 and b.get_global("coeffs").view()[0] == 2.0
+
+
+def test_old_modules_give_their_fiber_stacks_back():
+    # Each module keeps its workers' fiber stacks (two memory mappings per thread) between launches;
+    # beyond KEEP_STACKS modules the oldest release theirs, or a long test run runs out of mappings.
+    from labkit.backends.cpu import module as cpu_module
+
+    def maps() -> int:
+        return sum(1 for _ in open("/proc/self/maps"))
+
+    src = 'extern "C" __global__ void fill(float* y, float v) { y[blockIdx.x * blockDim.x + threadIdx.x] = v; }'
+    y = np.zeros(256, np.float32)
+    mods = [CPUModule(src + f"\n// variant {i}\n") for i in range(2 * cpu_module.KEEP_STACKS)]
+    for i, m in enumerate(mods[:cpu_module.KEEP_STACKS]):
+        m.get_function("fill")((1,), (256,), (y, np.float32(i)))
+    before = maps()
+    for i, m in enumerate(mods[cpu_module.KEEP_STACKS:]):
+        m.get_function("fill")((1,), (256,), (y, np.float32(i)))
+        assert np.all(y == i)
+    assert len(cpu_module._HOLDING) <= cpu_module.KEEP_STACKS
+    # KEEP_STACKS more modules holding 256 stacks each would add 4,000+ mappings; only their code is.
+    assert maps() - before < 2 * cpu_module.KEEP_STACKS * 256
+    mods[0].get_function("fill")((1,), (256,), (y, np.float32(7)))   # a released module launches again
+    assert np.all(y == 7)

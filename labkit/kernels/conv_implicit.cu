@@ -24,13 +24,14 @@
 // labkit.implicit makes once per layer: a tile of it is then BK rows of BM neighbouring floats,
 // read with float4 and stored in shared memory as it comes (the A tile must be k-major).
 //
-// conv_implicit(x, wt, bias, y, N, has_bias, act, splits)
+// conv_implicit(x, wt, bias, y, N, has_bias, act)
 //   x (N, C, H, W), wt (G, KG, MG), bias (M,) (not read when has_bias == 0), y (N, M, Ho, Wo),
 //   all float32 C-contiguous; act: 0 none, 1 tanh, 2 ReLU (after the bias).
-//   splits > 1 (split-K, for small batches whose grid would leave SMs idle): each block takes one
-//   of `splits` slices of the k-tiles and writes raw partial sums to y = a workspace
-//   (splits, N, M, Ho, Wo); conv_implicit_reduce then adds them, the bias and the activation.
-// Launch: grid (ceil(N*Ho*Wo / IG_BN), ceil(MG / IG_BM), G * splits), block ((BM/TM) * (BN/TN),).
+// Launch: grid (ceil(N*Ho*Wo / IG_BN), ceil(MG / IG_BM), G), block ((BM/TM) * (BN/TN),).
+// Split-K, for small batches whose grid would leave SMs idle: conv_implicit_splitk(x, wt, P, N,
+// splits), grid z G * splits, each block one slice of the k-tiles, raw sums to the workspace P
+// (splits, N, M, Ho, Wo); then conv_implicit_reduce(P, bias, y, N, has_bias, act, splits) adds them,
+// the bias and the activation.
 //
 // Compile-time parameters (labkit.implicit sets them; the tile sizes come from the tuned table
 // labkit/tuned/conv_implicit.json):
@@ -160,20 +161,24 @@ __device__ __forceinline__ void fma_slice(const float* As, const float* Bs, floa
   }
 }
 
-extern "C" __global__ void conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
-                                         const float* __restrict__ bias, float* __restrict__ y,
-                                         int N, int has_bias, int act, int splits) {
+// The block's work: group g's output tile (blockIdx.x, blockIdx.y) over the k-tiles [t_begin, t_end)
+// (all of them in conv_implicit, a slice in conv_implicit_splitk).  `partial`: write the raw sums
+// (split-K's workspace slice, same layout as y) instead of bias + activation.  Inlined into both
+// kernels with constant arguments, so conv_implicit compiles as if split-K did not exist.
+constexpr int K_TILES = (ig::KG + ig::BK - 1) / ig::BK;
+
+__device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const float* __restrict__ wt,
+                                              const float* __restrict__ bias, float* __restrict__ y, int N,
+                                              int has_bias, int act, int g, int t_begin, int t_end,
+                                              bool partial) {
   using namespace ig;
   __shared__ float4 As4[2][BK * BM / 4];  // As[k * BM + m] = W_g[bm + m, k0 + k]
   __shared__ float4 Bs4[2][BK * BN / 4];  // Bs[k * BN + j] = X_g[k0 + k, bp + j]
-  const int tid = threadIdx.x, g = blockIdx.z / splits, slice = blockIdx.z % splits;
+  const int tid = threadIdx.x;
   const int bm = blockIdx.y * BM, bp = blockIdx.x * BN;
   const int tr = tid / (BN / TN), tc = tid % (BN / TN);
   const int my_col = tid % BN, my_row = tid / BN;  // the B tile's column and first row this thread gathers
   const Column col = column_of(bp + my_col, N, g);
-  constexpr int tiles = (KG + BK - 1) / BK;
-  const int per_slice = (tiles + splits - 1) / splits;  // this block's k-tiles: [t_begin, t_end)
-  const int t_begin = slice * per_slice, t_end = min(tiles, t_begin + per_slice);
   float acc[TM][TN] = {};
   float4 ra[A_LOADS];
   float rb[B_LOADS];
@@ -222,9 +227,7 @@ extern "C" __global__ void conv_implicit(const float* __restrict__ x, const floa
     }
   }
 
-  // Epilogue: bias, activation, and the NCHW store of each output pixel; with split-K, the raw
-  // partial sums into slice `slice` of the workspace (y then is (splits, N, M, HO, WO)).
-  if (splits > 1) y += (size_t)slice * N * M * HWO;
+  // Epilogue: bias, activation, and the NCHW store of each output pixel (raw sums if partial).
 #pragma unroll
   for (int j = 0; j < TN; ++j) {
     const int p = bp + (j / 4) * COL_STEP + tc * 4 + (j % 4);
@@ -236,7 +239,7 @@ extern "C" __global__ void conv_implicit(const float* __restrict__ x, const floa
       if (m >= MG) continue;
       const int oc = g * MG + m;
       float v = acc[i][j];
-      if (splits == 1) {
+      if (!partial) {
         v += has_bias ? bias[oc] : 0.0f;
         if (act == 1) v = tanhf(v);
         else if (act == 2) v = fmaxf(v, 0.0f);
@@ -244,6 +247,23 @@ extern "C" __global__ void conv_implicit(const float* __restrict__ x, const floa
       y[((size_t)n * M + oc) * HWO + pix] = v;
     }
   }
+}
+
+extern "C" __global__ void conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
+                                         const float* __restrict__ bias, float* __restrict__ y,
+                                         int N, int has_bias, int act) {
+  implicit_gemm(x, wt, bias, y, N, has_bias, act, blockIdx.z, 0, K_TILES, false);
+}
+
+// Split-K's first step: blockIdx.z = g * splits + slice; the block takes its slice of the k-tiles
+// and writes raw sums to P[slice], P (splits, N, M, HO, WO).
+extern "C" __global__ void conv_implicit_splitk(const float* __restrict__ x, const float* __restrict__ wt,
+                                                float* __restrict__ P, int N, int splits) {
+  const int g = blockIdx.z / splits, slice = blockIdx.z % splits;
+  const int per_slice = (K_TILES + splits - 1) / splits;
+  const int t_begin = slice * per_slice;
+  implicit_gemm(x, wt, nullptr, P + (size_t)slice * N * ig::M * ig::HWO, N, 0, 0, g, t_begin,
+                min(K_TILES, t_begin + per_slice), true);
 }
 
 // Split-K's second step: y = act(sum over s of P[s] + bias), P (splits, N, M, HO, WO), in a fixed

@@ -16,6 +16,9 @@
 //                 flight while the current tile is computed; gemm_dbuf_splitk + gemm_splitk_reduce
 //                 share its main loop among blocks that each take a slice of K (few rows of C); one __syncthreads per tile
 //
+// Beside the ladder, gemm_few_rows: for 1-16 rows (a dense layer at a small batch), where the
+// product is bound by reading B once; warps stream B's rows with float4 loads, K split among blocks.
+//
 // The operation: A (M, K), B (K, N), C (M, N), all float32 row-major (C-contiguous), any M, N, K
 // (the tiles need not divide them: every load and store is guarded).
 //   C[m, n] = act(sum over k of A[m, k] * B[k, n]  (+ bias[n] if has_bias == 1, + bias[m] if 2))
@@ -414,16 +417,6 @@ extern "C" __global__ void gemm_splitk_reduce(const float* __restrict__ P, const
   C[i] = epilogue(s, bias, has_bias, (int)(i / N), (int)(i % N), act);
 }
 
-// Few rows (a dense layer at batch 1-16): C = act(A @ B + bias) with M <= GEMM_ROWS.  Each weight of
-// B feeds only M multiply-adds, so the product is bound by reading B once, as fast as memory allows;
-// a block tile of 64+ rows would mostly multiply zeros and keep too few loads in flight.  Here a
-// warp streams whole rows of B: lane l reads B[k, n0 + 4l .. +3] (one float4; a warp reads 512
-// neighbouring bytes), and keeps M x 4 sums.  The block's WARPS warps take interleaved groups of 4 k
-// of the block's slice of K (four rows of B in flight per warp); then they add their sums in shared
-// memory and the block writes its partial product to P[blockIdx.y] (M x N), which
-// gemm_splitk_reduce adds up with the bias and the activation.
-// Launch: grid (ceil(N / 128), slices), block (32 * WARPS,); P (slices, M, N).  A's rows are read
-// with float4 when K and k_per_slice are multiples of 4 (labkit.gemm rounds k_per_slice so).
 #ifndef GEMM_ROWS
 #define GEMM_ROWS 8
 #endif
@@ -434,6 +427,16 @@ constexpr int COLS = 128;              // a warp's columns: 32 lanes x 4
 static_assert(R >= 1 && R <= 16, "GEMM_ROWS must be 1 to 16");
 }  // namespace rows
 
+// Few rows (a dense layer at batch 1-16): C = act(A @ B + bias) with M <= GEMM_ROWS.  Each weight of
+// B feeds only M multiply-adds, so the product is bound by reading B once, as fast as memory allows;
+// a block tile of 64+ rows would mostly multiply zeros and keep too few loads in flight.  Here a
+// warp streams whole rows of B: lane l reads B[k, n0 + 4l .. +3] (one float4; a warp reads 512
+// neighbouring bytes), and keeps M x 4 sums.  The block's WARPS warps take interleaved groups of 4 k
+// of the block's slice of K (four rows of B in flight per warp); then they add their sums in shared
+// memory and the block writes its partial product to P[blockIdx.y] (M x N), which
+// gemm_splitk_reduce adds up with the bias and the activation.
+// Launch: grid (ceil(N / 128), slices), block (32 * WARPS,); P (slices, M, N).  A's rows are read
+// with float4 when K and k_per_slice are multiples of 4 (labkit.gemm rounds k_per_slice so).
 extern "C" __global__ void gemm_few_rows(const float* __restrict__ A, const float* __restrict__ B,
                                          float* __restrict__ P, int M, int N, int K, int k_per_slice) {
   using namespace rows;

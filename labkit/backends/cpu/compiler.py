@@ -64,7 +64,8 @@ def entry_points(info: SourceInfo, name_expressions: tuple[str, ...]) -> tuple[s
     names = list(info.kernels) + [e for e in name_expressions if e not in info.kernels]
     lines = ['extern "C" {',
              "const char* labkit_error(void) { return ::labkit::last_error().c_str(); }",
-             "unsigned long long labkit_switches(void) { return ::labkit::last_switches(); }"]
+             "unsigned long long labkit_switches(void) { return ::labkit::last_switches(); }",
+             "void labkit_release(void) { ::labkit::release_workers(); }"]
     for i, name in enumerate(names):
         quoted = name.replace("\\", "\\\\").replace('"', '\\"')
         lines.append(f"int labkit_launch_{i}(const ::labkit::LaunchConfig* c, void** a) "

@@ -11,6 +11,7 @@ arguments that would be misread ("n is int: pass numpy.int32(n)").
 """
 from __future__ import annotations
 
+import collections
 import ctypes
 import os
 import random
@@ -26,6 +27,20 @@ from ..kernel_source import ConstantMemoryError, UnsupportedOnCPU  # noqa: F401 
 
 # One launch at a time in this process; the workers of a launch use every core.
 _LAUNCH_LOCK = threading.Lock()
+# The modules whose workers keep their fiber stacks between launches, last launched at the end.
+# Beyond KEEP_STACKS, the oldest gives its stacks back (labkit_release): a test run that loads
+# hundreds of modules would otherwise exhaust the process's memory mappings (vm.max_map_count).
+_HOLDING: "collections.OrderedDict[int, ctypes.CDLL]" = collections.OrderedDict()
+KEEP_STACKS = 8
+
+
+def _held(lib: ctypes.CDLL) -> None:
+    """Mark ``lib`` as last launched; release the stacks of the oldest beyond KEEP_STACKS (under _LAUNCH_LOCK)."""
+    _HOLDING[id(lib)] = lib
+    _HOLDING.move_to_end(id(lib))
+    while len(_HOLDING) > KEEP_STACKS:
+        _, old = _HOLDING.popitem(last=False)
+        old.labkit_release()
 
 CONSTANT_MEMORY_LIMIT = 64 * 1024
 DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
@@ -283,6 +298,7 @@ class CPUFunction:
             rc = self._launch(ctypes.byref(cfg), ptrs)
             err = self.module._lib.labkit_error().decode()
             self.last_switches = int(self.module._lib.labkit_switches())
+            _held(self.module._lib)
         if rc != 0:
             cls = BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError
             raise cls(err)

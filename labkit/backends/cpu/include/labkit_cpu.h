@@ -514,10 +514,17 @@ inline void worker_loop(Worker& W) {
   tl_fiber = nullptr;
 }
 
-// Workers (and their stacks) are kept between launches of a module.
+// Workers (and their stacks) are kept between launches of a module, until the Python side calls
+// labkit_release (it keeps the stacks of the few modules launched last: each fiber stack and its
+// guard page are two memory mappings, and a process may hold only ~65,000 of them).
 inline std::vector<Worker*>& worker_pool() {
   static std::vector<Worker*> pool;
   return pool;
+}
+
+inline void release_workers() {
+  for (Worker* w : worker_pool()) delete w;
+  worker_pool().clear();
 }
 
 inline std::string& last_error() {
