@@ -13,6 +13,9 @@ a float32 (M, K), b float32 (K, N), bias float32 (N,) or None, c float32 (M, N),
     vec       regtile with float4 loads (global and shared), A transposed in shared memory
     dbuf      vec with two shared-memory stages, the next tile loading while this one computes
 
+Beside the ladder, ``gemm_few_rows(a, b, bias)`` for an ``a`` of 1-16 rows (a dense layer at a small
+batch), which streams b once.
+
 ``params`` overrides the compile-time tile sizes (DEFAULT_PARAMS); each set is compiled once, then
 cached.  Every argument is checked before anything is compiled or launched; errors say the fix.
 """
@@ -26,7 +29,8 @@ from . import backends
 from .conv import ACTIVATIONS, _check_array
 from .loader import load
 
-__all__ = ["gemm", "gemm_few_rows", "few_rows_slices", "ROWS_MAX", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS"]
+__all__ = ["gemm", "gemm_few_rows", "few_rows_slices", "ROWS_MAX", "gemm_launch_config", "splits_for",
+           "splitk_slices", "VARIANTS", "DEFAULT_PARAMS"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
 
@@ -215,7 +219,6 @@ def gemm(a, b, bias=None, *, variant: str = "regtile", activation: str | None = 
     return out
 
 
-
 ROWS_MAX = 16          # gemm_few_rows: at most this many rows of A (GEMM_ROWS of gemm.cu)
 _ROWS_COLS = 128       # columns of C per block of gemm_few_rows (a warp of float4s)
 
@@ -273,6 +276,7 @@ def gemm_few_rows(a, b, bias=None, *, activation: str | None = None, out=None, s
                                            + tuple(np.int32(v) for v in (M, N, slices, has_bias,
                                                                          ACTIVATIONS[activation])))
     return out
+
 
 # --- the ladder against cuBLAS ---------------------------------------------------------------------
 
