@@ -174,6 +174,12 @@ def device() -> Device:
     return dev
 
 
+def gpu_sm_count() -> int:
+    """The GPU's SM count, for grids that must fill it; 0 on the CPU executor (nothing to fill)."""
+    dev = device()
+    return dev.sm_count if dev.is_gpu and dev.sm_count else 0
+
+
 def sizes(gpu: Sequence[T], cpu: Sequence[T]) -> list[T]:
     """``gpu`` on a GPU, ``cpu`` on the CPU executor: problem sizes that keep a notebook short on both."""
     return list(gpu) if backends.current() == "cuda" else list(cpu)

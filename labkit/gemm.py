@@ -105,9 +105,8 @@ def splits_for(M: int, N: int, K: int, params: Mapping[str, int] | None = None, 
     slice at least 8 k-tiles deep; 1 when the product has blocks enough (or on the CPU executor)."""
     p = _params(params)
     if sms is None:
-        from .device_query import device
-        dev = device()
-        sms = dev.sm_count if dev.is_gpu and dev.sm_count else 0
+        from .device_query import gpu_sm_count
+        sms = gpu_sm_count()
     blocks = -(-N // p["GEMM_BN"]) * -(-M // p["GEMM_BM"])
     tiles = -(-K // p["GEMM_BK"])
     return max(1, min(-(-2 * sms // blocks), tiles // 8))
@@ -134,8 +133,13 @@ def _launch_splitk(mod, a, b, bias, out, M, N, K, p, splits, has_bias, act, work
     grid = (-(-N // p["GEMM_BN"]), -(-M // p["GEMM_BM"]), splits)
     block = ((p["GEMM_BM"] // p["GEMM_TM"]) * (p["GEMM_BN"] // p["GEMM_TN"]), 1, 1)
     mod.get_function("gemm_dbuf_splitk")(grid, block, (a, b, part) + tuple(np.int32(v) for v in (M, N, K, per)))
-    mod.get_function("gemm_splitk_reduce")((-(-(M * N) // 256),), (256,),
-                                           (part, bias, out) + tuple(np.int32(v) for v in (M, N, splits, has_bias, act)))
+    _launch_reduce(mod, part, bias, out, M, N, splits, has_bias, act)
+
+
+def _launch_reduce(mod, part, bias, out, M, N, slices, has_bias, act):
+    """gemm_splitk_reduce: out = act(sum of the slices of ``part`` + bias), one thread per element."""
+    ints = tuple(np.int32(v) for v in (M, N, slices, has_bias, act))
+    mod.get_function("gemm_splitk_reduce")((-(-(M * N) // 256),), (256,), (part, bias, out) + ints)
 
 
 def _check_operands(a, b, bias, activation, bias_per: str, out):
@@ -228,9 +232,8 @@ def few_rows_slices(M: int, N: int, K: int, sms: int | None = None) -> tuple[int
     deep (shallower slices make the partial sums cost more than the products); one slice on the
     CPU executor."""
     if sms is None:
-        from .device_query import device
-        dev = device()
-        sms = dev.sm_count if dev.is_gpu and dev.sm_count else 0
+        from .device_query import gpu_sm_count
+        sms = gpu_sm_count()
     blocks = -(-N // _ROWS_COLS)
     return _slices_of(K, max(1, min(-(-4 * sms // blocks), K // 64)))
 
@@ -270,11 +273,9 @@ def gemm_few_rows(a, b, bias=None, *, activation: str | None = None, out=None, s
     warps = 8 if rows <= 8 else 4
     mod.get_function("gemm_few_rows")((-(-N // _ROWS_COLS), slices, 1), (32 * warps, 1, 1),
                                       (a, b, workspace) + tuple(np.int32(v) for v in (M, N, K, per)))
-    has_bias = 0 if bias is None else 1
-    mod.get_function("gemm_splitk_reduce")((-(-(M * N) // 256),), (256,),
-                                           (workspace, bias if bias is not None else a, out)
-                                           + tuple(np.int32(v) for v in (M, N, slices, has_bias,
-                                                                         ACTIVATIONS[activation])))
+    # has_bias = 0: the reduce never reads `bias`, but the argument must still be a float array.
+    _launch_reduce(mod, workspace, bias if bias is not None else a, out, M, N, slices, int(bias is not None),
+                   ACTIVATIONS[activation])
     return out
 
 

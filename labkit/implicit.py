@@ -329,26 +329,26 @@ class ImplicitConv2d:
         when the table's would leave SMs idle (fewer blocks than SMs) and the small ones do not."""
         if self._fixed or backends.current() != "cuda":
             return self.tiles
-        from .device_query import device
-        sms = device().sm_count or 0
+        from .device_query import gpu_sm_count
+        sms = gpu_sm_count()
         small = SMALL_TILES[self.precision]
         if self.blocks(self.tiles, N) < sms and self.blocks(small, N) > self.blocks(self.tiles, N):
             return small
         return self.tiles
 
-    def splits_at(self, N: int, splits: int | None = None) -> int:
+    def splits_at(self, N: int, splits: int | None = None, tiles: Tiles | None = None) -> int:
         """Split-K's slices of K at a batch of N (FP32 on a GPU): when the tiles of ``tiles_at(N)``
         make fewer than two blocks per SM (conv3-5 of AlexNet at batch 1: 24-36 blocks, each
         walking 1,728-3,456 products), enough slices for four blocks per SM, each slice at least 8
         k-tiles deep; else 1.  ``splits`` asks for a number instead (tests; the CPU executor);
-        either way, the slices really made: none is empty."""
-        tiles = self.tiles_at(N)
+        either way, the slices really made: none is empty.  ``tiles``: ``tiles_at(N)``, if known."""
+        tiles = tiles or self.tiles_at(N)
         k_tiles = -(-self.layer.gemm_shape(N)[2] // tiles.bk)
         if splits is None:
             if self.precision != "fp32" or backends.current() != "cuda":
                 return 1
-            from .device_query import device
-            sms, blocks = device().sm_count or 0, self.blocks(tiles, N)
+            from .device_query import gpu_sm_count
+            sms, blocks = gpu_sm_count(), self.blocks(tiles, N)
             splits = max(1, min(-(-4 * sms // blocks), k_tiles // 8)) if blocks < 2 * sms else 1
         elif isinstance(splits, (bool, np.bool_)) or not isinstance(splits, (int, np.integer)) or splits < 1:
             raise ValueError(f"splits must be a positive int, got {splits!r}")
@@ -396,7 +396,7 @@ class ImplicitConv2d:
             if tuple(out.shape) != (N, L.M, ho, wo):
                 raise ValueError(f"out must have shape {(N, L.M, ho, wo)}, got {tuple(out.shape)}")
         tiles = self.tiles_at(N)
-        splits = self.splits_at(N, splits)
+        splits = self.splits_at(N, splits, tiles)
         fn, wt, shared, splitk = self._kernel(tiles)
         grid, block = self.launch_config(N, tiles, splits)
         bias = self.b if self.b is not None else wt   # not read when has_bias == 0
@@ -404,7 +404,7 @@ class ImplicitConv2d:
         if splits == 1:
             fn(grid, block, (x, wt, bias, out, np.int32(N)) + flags, shared_mem=shared)
             return out
-        want = self.workspace_shape(N, splits)
+        want = (splits, N, L.M, ho, wo)   # workspace_shape(N, splits)
         if workspace is None:
             workspace = xp.empty(want, dtype=xp.float32)
         elif tuple(workspace.shape) != want or workspace.dtype != np.float32:

@@ -40,6 +40,16 @@ def _titled(ax, title: str | None, device_text: str) -> None:
     ax.set_title(f"{title}\n{device_text}" if title else device_text, fontsize=10)
 
 
+def _finish_bars(fig: Figure, ax, title: str | None, ylabel: str, device: str | None) -> Figure:
+    """The bar charts' common finish: y label, horizontal grid, legend, title with the device."""
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize=8)
+    _titled(ax, title, device or _current_label())
+    fig.tight_layout()
+    return fig
+
+
 def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label", title: str | None = None,
                  ax=None, logx: bool = True, logy: bool = True, ylabel: str = "time (ms)") -> Figure:
     """One line with markers per value of ``by`` (default: label), x = batch, y = ``y``; returns the Figure.
@@ -91,12 +101,7 @@ def stacked_bars(categories: Sequence[str], parts: dict[str, Sequence[float]], t
         ax.bar(x, vals, bottom=bottom, label=name, width=0.6)
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(x, list(categories))
-    ax.set_ylabel(ylabel)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    _titled(ax, title, device or _current_label())
-    fig.tight_layout()
-    return fig
+    return _finish_bars(fig, ax, title, ylabel, device)
 
 
 def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], title: str | None = None,
@@ -115,12 +120,7 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], 
         ax.bar([j + (i - (k - 1) / 2) * width for j in range(n)], [float(v) for v in vals], width=width,
                label=name)
     ax.set_xticks(list(range(n)), list(categories))
-    ax.set_ylabel(ylabel)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
-    _titled(ax, title, device or _current_label())
-    fig.tight_layout()
-    return fig
+    return _finish_bars(fig, ax, title, ylabel, device)
 
 
 # A per-kernel / per-memcpy breakdown is drawn as stacked bars.
