@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
 from labkit import measure, peers, reference  # noqa: E402
-from labkit.ladder import rel_error  # noqa: E402
+from labkit.checks import rel_error  # noqa: E402
 from labkit.models import alexnet, alexnet_bench  # noqa: E402
 
 

@@ -2,10 +2,10 @@
 
     python benchmarks/alexnet_conv.py [--out results/benchmarks] [--batch 128] [--repeat 30]
 
-Every layer of labkit.implicit.ALEXNET_CONVS (bias, no activation, as cuDNN is timed in the
+Every layer of labkit.ALEXNET_CONVS (bias, no activation, as cuDNN is timed in the
 anchors) in FP32 (conv_implicit.cu, CUDA cores) and TF32 (conv_implicit_tf32.cu, tensor cores),
 each first checked against the float64 reference on two images, then timed with CUDA events;
-cuDNN through PyTorch with TF32 off and on, on the same arrays (labkit.implicit.compare).  The
+cuDNN through PyTorch with TF32 off and on, on the same arrays (labkit.ladder.implicit.compare).  The
 TF32 ceiling (a TF32 8192^3 matmul in PyTorch) is measured here too, for the TF32 floor.  Writes
 alexnet_conv.json and alexnet_conv.png.  Targets (H100): the five FP32 layers summed <= 1.0x cuDNN
 FP32, TF32 <= 1.0x cuDNN TF32.  On the CPU executor: FP32 at batch 1 as a smoke test (not GPU timings).
@@ -19,7 +19,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
-from labkit import implicit, measure, peers  # noqa: E402
+from labkit import measure, peers
+from labkit.ladder import implicit
+from labkit.shapes import ALEXNET_CONVS  # noqa: E402
 
 
 def main() -> int:
@@ -45,7 +47,7 @@ def main() -> int:
     matplotlib.use("Agg")
     from labkit import plots
     labels = list(dict.fromkeys(r["label"] for r in rows))
-    fig = plots.grouped_bars(list(implicit.ALEXNET_CONVS),
+    fig = plots.grouped_bars(list(ALEXNET_CONVS),
                              {lab: [r["median_ms"] for r in rows if r["label"] == lab] for lab in labels},
                              f"AlexNet convolutions, batch {batch}", "op time (ms)", device=dev.label)
     print(f"wrote {plots.save_figure(fig, Path(args.out) / 'alexnet_conv.png')}")

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
 from labkit import ladder, measure, peers  # noqa: E402
-from labkit.tuning import tuned_config  # noqa: E402
+from labkit.ops.tuned_config import tuned_config  # noqa: E402
 
 VARIANTS = ("naive", "tiled", "constant", "tuned")
 TARGET_MS = {"layer 1": 0.5, "layer 2": 0.6}

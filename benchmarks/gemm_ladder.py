@@ -4,7 +4,7 @@
 
 An FP32 SGEMM of n x n x n (TF32 off) for every variant, with two tile shapes for the
 register-tiled ones (64x64 blocks of 4x4 per thread, 128x128 blocks of 8x8), each first checked
-against a float64 product of a 256-row slice (labkit.gemm.sgemm_ladder).  Reports median ms,
+against a float64 product of a 256-row slice (labkit.ladder.sgemm.sgemm_ladder).  Reports median ms,
 TFLOP/s, % of cuBLAS (cupy.matmul) measured in this same run, and % of the device's FP32 floor.
 Writes gemm_ladder.json.  Target (H100, n = 4096): the best variant at >= 70% of cuBLAS.
 On the CPU executor it runs n = 96 as a smoke test; those times are not GPU timings.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
 from labkit import measure  # noqa: E402
-from labkit.gemm import BIG_TILES, ladder_table, sgemm_ladder  # noqa: E402
+from labkit.ladder.sgemm import BIG_TILES, ladder_table, sgemm_ladder  # noqa: E402
 
 
 def main() -> int:

@@ -3,7 +3,7 @@
     python benchmarks/tune_conv.py [--out results/benchmarks] [--batch 10000] [--write-table]
 
 For each of the seed model's two layer shapes, times every candidate configuration
-(labkit.tuning.candidates: threads per block, images per block, outputs per thread, weights in
+(labkit.ops.tuned_config.candidates: threads per block, images per block, outputs per thread, weights in
 constant or shared memory), each checked against the float64 reference first.  Writes
 tune_conv.json (every row) and, with --write-table, records the fastest configuration per layer
 under this GPU's name in labkit/tuned/conv_tuned.json.  Needs a GPU: the point is its timings.
@@ -17,7 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
-from labkit import measure, tuning  # noqa: E402
+from labkit import measure
+from labkit.ladder import tuning as study
+from labkit.ops import tuned_config as tuning  # noqa: E402
 
 LAYERS = {"layer 1": dict(C=1, H=48, W=48, M=6, K=5),
           "layer 2": dict(C=6, H=22, W=22, M=16, K=5)}
@@ -39,7 +41,7 @@ def main() -> int:
         # for layer 2): a smaller grid of them; shared-weight kernels compile in about 2 s.
         configs = (tuning.candidates(**L, threads=(128, 256), imgs=(1,), weights=("constant",))
                    + tuning.candidates(**L, weights=("shared",)))
-        layer_rows, best = tuning.sweep_tuned(**L, batch=args.batch, configs=configs, progress=False)
+        layer_rows, best = study.sweep_tuned(**L, batch=args.batch, configs=configs, progress=False)
         rows += [dict(r, layer_name=name) for r in layer_rows]
         best_ms = min(r["median_ms"] for r in layer_rows)
         default = tuning.default_config(**L)
@@ -52,7 +54,7 @@ def main() -> int:
         for r in sorted(layer_rows, key=lambda r: r["median_ms"])[:8]:
             print(f"    {r['config']:24s} {r['median_ms']:.3f} ms")
         if args.write_table:
-            tuning.record_winner(**L, config=best, device_name=dev.name, median_ms=best_ms,
+            study.record_winner(**L, config=best, device_name=dev.name, median_ms=best_ms,
                                  batch=args.batch)
     path = measure.save_rows(rows, Path(args.out) / "tune_conv.json",
                              meta={"benchmark": "tune_conv", "batch": args.batch, "layers": LAYERS})

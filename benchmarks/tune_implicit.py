@@ -3,8 +3,8 @@
     python benchmarks/tune_implicit.py [--out results/benchmarks] [--batch 128] [--precision fp32 tf32]
                                       [--layers conv1 conv2 ...] [--write-table]
 
-For each of AlexNet's five convolutions (labkit.implicit.ALEXNET_CONVS) and each precision, times
-every candidate tile size (labkit.implicit.candidates), each checked against the float64 reference
+For each of AlexNet's five convolutions (labkit.shapes.ALEXNET_CONVS) and each precision, times
+every candidate tile size (labkit.ops.implicit.candidates), each checked against the float64 reference
 first.  Writes tune_implicit.json (every row) and, with --write-table, records the fastest tiles per
 layer and precision under this GPU's name in labkit/tuned/conv_implicit.json.  Needs a GPU.
 """
@@ -17,7 +17,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
-from labkit import implicit, measure  # noqa: E402
+from labkit import measure
+from labkit.ladder import implicit as study
+from labkit.ops import implicit  # noqa: E402
 
 
 def main() -> int:
@@ -37,7 +39,7 @@ def main() -> int:
     for name in args.layers:
         L = implicit.ALEXNET_CONVS[name]
         for prec in args.precision:
-            layer_rows, best = implicit.sweep_implicit(L, args.batch, prec, repeat=args.repeat, progress=False)
+            layer_rows, best = study.sweep_implicit(L, args.batch, prec, repeat=args.repeat, progress=False)
             rows += [dict(r, layer_name=name) for r in layer_rows]
             best_ms = min(r["median_ms"] for r in layer_rows)
             default = implicit.default_tiles(L, prec)
@@ -48,7 +50,7 @@ def main() -> int:
             for r in sorted(layer_rows, key=lambda r: r["median_ms"])[:4]:
                 print(f"    {r['tiles']:22s} {r['median_ms']:.3f} ms")
             if args.write_table:
-                implicit.record_tiles(L, best, device_name=dev.name, median_ms=best_ms, batch=args.batch)
+                study.record_tiles(L, best, device_name=dev.name, median_ms=best_ms, batch=args.batch)
     path = measure.save_rows(rows, Path(args.out) / "tune_implicit.json",
                              meta={"benchmark": "tune_implicit", "batch": args.batch,
                                    "layers": {n: implicit.ALEXNET_CONVS[n].key for n in args.layers}})

@@ -4,17 +4,41 @@
     dev = labkit.device()                 # the GPU, or the CPU executor; its ceilings
     mod = labkit.load("conv_naive")       # labkit/kernels/conv_naive.cu for this backend
     xp = labkit.xp                        # cupy on a GPU, numpy on the CPU executor
+    y = labkit.conv2d(x, w, b, stride=1, pad=0, groups=1, variant="tiled")   # any rung of the ladder
+    labkit.RUNGS                          # the rungs in order: name, kernel, idea, notebook
+
+What is where, lowest first (each imports only from those above it):
+
+    errors, backends      exceptions; the GPU (CuPy) and the CPU executor; limits, clock, CUDA graphs
+    kernels               the CUDA C sources, one family per file
+    shapes, reference, data, results
+    loader, device_query, checks, tuned
+    measure, plots        timers, sweeps, breakdowns, roofline floors, curves (generic)
+    ops                   one module per kernel family: plans made once per shape, then launches
+    layers, models        layer objects; Fashion-MNIST and AlexNet, eager or as one CUDA graph
+    peers                 cuDNN / cuBLAS / PyTorch, timed in the same run
+    ladder                the studies: check, time, compare, sweep, tune
 
 The backend is the GPU when CuPy sees one, the CPU executor otherwise;
 LABKIT_BACKEND=cuda or LABKIT_BACKEND=cpu forces either.
 """
 from __future__ import annotations
 
-from . import backends
+import importlib
+
+from . import backends, errors
 from .device_query import device, sizes
-from .loader import load, load_source, set_constant
+from .loader import load, load_source, reload, set_constant
+from .ops.rungs import RUNG_NAMES, RUNGS, conv2d
 
 __version__ = "0.1.0"
+
+# Submodules imported when first used (matplotlib, the studies and the models take a moment to
+# import), but listed by dir() and tab completion like the rest.
+SUBMODULES = ("backends", "errors", "kernels", "shapes", "reference", "data", "results", "checks", "tuned",
+              "measure", "plots", "ops", "layers", "models", "peers", "ladder",
+              # old homes of moved names (labkit.moved)
+              "conv", "gemm", "implicit", "unroll", "tuning")
 
 
 def backend() -> str:
@@ -26,15 +50,15 @@ def __getattr__(name: str):
     # `labkit.xp` follows the backend (an environment variable may change it between calls).
     if name == "xp":
         return backends.xp()
-    if name == "conv2d":
-        from .conv import conv2d
-        return conv2d
-    if name in ("reference", "data", "measure", "plots", "kernels", "results", "occupancy", "conv",
-                "ladder", "tuning", "peers", "gemm", "layers", "models", "unroll", "implicit"):
-        import importlib
+    if name in SUBMODULES:
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
-__all__ = ["backend", "device", "sizes", "load", "load_source", "set_constant", "xp",
-           "reference", "data", "measure", "plots", "kernels", "results", "ladder", "tuning", "peers"]
+__all__ = ["backend", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
+           "RUNGS", "RUNG_NAMES", "backends", "errors", "kernels", "shapes", "reference", "data", "results",
+           "checks", "tuned", "measure", "plots", "ops", "layers", "models", "peers", "ladder"]
+
+
+def __dir__() -> list[str]:
+    return sorted(set(__all__) | set(SUBMODULES) | {"__version__"})

@@ -17,7 +17,6 @@ import os
 import platform
 import statistics
 import sys
-import time
 
 import warnings
 from dataclasses import asdict, dataclass, field, fields
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Sequence, TypeVar
 
 from . import backends
+from .backends.clock import times_ms
+from .backends.limits import CONSTANT_MEMORY, MAX_THREADS_PER_BLOCK, SHARED_MEM_PER_BLOCK, WARP_SIZE
 
 CPU_LABEL = "CPU executor (not GPU timings)"
 CACHE_ENV = "LABKIT_CACHE_DIR"
@@ -215,10 +216,10 @@ def _query_cpu() -> Device:
         name=f"CPU executor ({cpu_model()}, {n} cores) — timings are not GPU timings",
         sm_count=n,
         total_memory_bytes=_host_memory(),
-        shared_mem_per_block=48 * 1024,
-        constant_memory_bytes=64 * 1024,
-        warp_size=32,
-        max_threads_per_block=1024,
+        shared_mem_per_block=SHARED_MEM_PER_BLOCK,
+        constant_memory_bytes=CONSTANT_MEMORY,
+        warp_size=WARP_SIZE,
+        max_threads_per_block=MAX_THREADS_PER_BLOCK,
     )
 
 
@@ -313,14 +314,7 @@ def _now() -> str:
 
 def _median_perf(fn, warmup: int, repeat: int) -> float:
     """Median seconds of fn() by the monotonic clock, after warm-up."""
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
+    return statistics.median(times_ms(fn, warmup=warmup, repeat=repeat, sync=True, on_gpu=False)) / 1e3
 
 
 def _measure_cpu(dev: Device) -> Ceilings:
@@ -338,9 +332,7 @@ def _measure_cpu(dev: Device) -> Ceilings:
     while True:
         a = rng.standard_normal((n, n), dtype=np.float32)
         bm = rng.standard_normal((n, n), dtype=np.float32)
-        t = time.perf_counter()
-        a @ bm
-        t = time.perf_counter() - t
+        t = times_ms(lambda: a @ bm, warmup=0, repeat=1, sync=True, on_gpu=False)[0] / 1e3
         # Grow until one product takes at least 25 ms, so the BLAS is measured, not the call overhead.
         if t >= 0.025 or n >= 4096:
             break
@@ -355,21 +347,8 @@ def _measure_cpu(dev: Device) -> Ceilings:
 
 
 def _events_median_ms(fn, warmup: int, repeat: int) -> float:
-    """Median ms of fn() between CUDA events on the current stream, after warm-up."""
-    import cupy
-    stream = cupy.cuda.get_current_stream()
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    ts = []
-    for _ in range(repeat):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        ts.append(cupy.cuda.get_elapsed_time(start, end))
-    return statistics.median(ts)
+    """Median ms of fn() between CUDA events on the current stream, after warm-up, each call alone."""
+    return statistics.median(times_ms(fn, warmup=warmup, repeat=repeat, sync=True, on_gpu=True))
 
 
 def _measure_gpu(dev: Device) -> Ceilings:

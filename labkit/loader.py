@@ -18,11 +18,31 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from . import backends
-from .backends.kernel_source import ConstantMemoryError
+from .backends.cpu import parse_checks
+from .errors import ConstantMemoryError
 
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
+# Caches made from loaded modules (the ops' launch plans): emptied with this one by reload().
+_dependents: list = []
+CONSTANT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
+
+
+def register_cache(cache) -> None:
+    """Have ``reload()`` empty ``cache`` (anything with ``clear()``) too: it holds loaded modules."""
+    _dependents.append(cache)
+
+
+def reload() -> None:
+    """Forget every loaded module and every launch plan made from one: the next call of any op
+    loads (and, where the source changed, compiles) its kernel file again.  For a notebook whose
+    kernel file was edited since it was first loaded.  Layer objects keep what they prepared:
+    make them again."""
+    with _lock:
+        _cache.clear()
+        for c in _dependents:
+            c.clear()
 
 
 def kernel_path(family: str) -> Path:
@@ -53,30 +73,32 @@ def _read_cached(path: str, stamp: int) -> str:
 
 def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None,
                 name_expressions: Sequence[str] = (), options: Sequence[str] = (),
-                check: str | Iterable[str] | None = None):
+                check: str | Iterable[str] | None = None, own: bool = False):
     """Compile any .cu file for the current backend (cached per source, defines and backend).
 
-    Launchers call this on every launch, so a cache hit costs a stat() of the file and a dict
-    lookup: the key is the file's path and modification time, not its text.
+    The key is the file's path and modification time (a stat() per call), not its text: an edited
+    file is compiled again.  Ops call this when they prepare a launch, not on every launch.
+    ``own=True`` gives a module of the caller's own, with its own ``__constant__`` memory, that no
+    other caller is handed (the compiled code still comes from the cache): for a layer that uploads
+    its weights to constant memory once.
     """
     path = Path(path)
     stamp = path.stat().st_mtime_ns
     backend = backends.current()
-    if backend == "cuda":
-        checks: frozenset = frozenset()
-    else:
-        from .backends.cpu import parse_checks
-        checks = parse_checks(check)
+    checks: frozenset = frozenset() if backend == "cuda" else parse_checks(check)
     key = (backend, str(path), stamp, tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items())),
            tuple(name_expressions), tuple(options), checks)
-    mod = _cache.get(key)
+    mod = None if own else _cache.get(key)
     if mod is not None:
         return mod
     code = _with_defines(_read_cached(str(path), stamp), str(path), defines)
     if backend == "cuda":
-        from .backends.cuda import CUDAModule as Module
+        from .backends.cuda import CUDAModule as Module   # imports CuPy: only where there is a GPU
     else:
         from .backends.cpu import CPUModule as Module
+    if own:
+        return Module(code, path=str(path), name_expressions=tuple(name_expressions),
+                      options=tuple(options), check=sorted(checks))
     with _lock:
         mod = _cache.get(key)
         if mod is None:
@@ -88,10 +110,10 @@ def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None
 
 def load(family: str, *, defines: Mapping[str, object] | None = None,
          name_expressions: Sequence[str] = (), options: Sequence[str] = (),
-         check: str | Iterable[str] | None = None):
-    """Compile labkit/kernels/<family>.cu for the current backend (cached)."""
+         check: str | Iterable[str] | None = None, own: bool = False):
+    """Compile labkit/kernels/<family>.cu for the current backend (cached; ``own``: see load_source)."""
     return load_source(kernel_path(family), defines=defines, name_expressions=name_expressions,
-                       options=options, check=check)
+                       options=options, check=check, own=own)
 
 
 def set_constant(module, name: str, array) -> None:
@@ -102,6 +124,12 @@ def set_constant(module, name: str, array) -> None:
     source) before anything is copied.
     """
     on_gpu = type(array).__module__.startswith("cupy")
+    dtype = getattr(array, "dtype", None)
+    if dtype is None or np.dtype(dtype) not in CONSTANT_DTYPES:
+        # Only bytes travel: the symbol's type is fixed in the source, and float64 bytes read as
+        # float32 are garbage.  Every constant symbol of the series holds 4-byte values.
+        raise TypeError(f"set_constant({name!r}) takes a float32, int32 or uint32 array, got "
+                        f"{type(array).__name__} of {dtype}: pass a.astype(numpy.float32)")
     if on_gpu and module.backend != "cuda":
         raise TypeError("set_constant on the CPU executor takes a NumPy array: use cupy.asnumpy(a)")
     data = array if on_gpu else np.ascontiguousarray(array)

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import backends
+from .measure import time_fn
+from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
+from .shapes import ALEXNET_CONVS
+
 
 def cudnn_available() -> str | None:
     """None if PyTorch can run cuDNN on the GPU labkit uses; else the reason it cannot."""
-    from . import backends
     if backends.current() != "cuda":
         return "the CPU executor is running: cuDNN needs a GPU"
     try:
@@ -42,7 +46,6 @@ def _setup_torch(tf32: bool) -> None:
 def tf32_gemm_TFLOPs(n: int = 8192) -> float:
     """The TF32 tensor-core ceiling: an n^3 TF32 matmul through PyTorch (cuBLAS), in TFLOP/s."""
     import torch
-    from .measure import time_fn
     why = cudnn_available()
     if why:
         raise RuntimeError(why)
@@ -127,8 +130,6 @@ def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) ->
     """
     import torch
     import torch.nn.functional as F
-    from .implicit import ALEXNET_CONVS
-    from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
     if device == "cuda":
         _setup_torch(tf32)
     t = {k: torch.as_tensor(v, device=device) for k, v in weights.items()}

@@ -18,11 +18,12 @@ from typing import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
+from .device_query import device
+
 DPI = 120
 
 
 def _current_label() -> str:
-    from .device_query import device
     return device().label
 
 

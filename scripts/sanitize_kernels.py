@@ -4,9 +4,9 @@
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py
 
 The executor's feature kernels are launched through the cases of the GPU parity test, the
-convolution ladder (labkit/kernels/conv_*.cu) through labkit.conv.conv2d, the GEMM ladder
-(labkit/kernels/gemm.cu) through labkit.gemm.gemm, the implicit-GEMM convolutions through
-labkit.implicit.
+convolution ladder (labkit/kernels/conv_*.cu) through labkit.ops.conv.conv2d, the GEMM ladder
+(labkit/kernels/gemm.cu) through labkit.ops.gemm.gemm, the implicit-GEMM convolutions through
+labkit.ops.implicit.
 """
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ import test_executor_parity as parity  # noqa: E402
 
 def launch_conv_ladder() -> int:
     """Every variant of labkit.conv once per shape: odd sizes, so edge tiles hang over the plane."""
-    from labkit.conv import VARIANTS, conv2d
+    from labkit.ops.conv import VARIANTS, conv2d
 
     rng = np.random.default_rng()
     # Odd shapes, and the seed layers (odd batches), which run the tuned table's configurations.
@@ -45,7 +45,7 @@ def launch_conv_ladder() -> int:
 
 def launch_gemm_ladder() -> int:
     """Every GEMM variant once on odd sizes (tiles hang over every edge), with and without bias."""
-    from labkit.gemm import VARIANTS, gemm
+    from labkit.ops.gemm import VARIANTS, gemm
 
     rng = np.random.default_rng()
     n = 0
@@ -85,7 +85,7 @@ def launch_layers() -> int:
 
 def launch_unroll() -> int:
     """im2col and col2im (padding, stride), and the unrolled convolution with groups."""
-    from labkit import unroll
+    from labkit.ops import unroll
 
     rng = np.random.default_rng()
     x = cp.asarray(rng.standard_normal((2, 4, 13, 11), dtype=np.float32))
@@ -99,7 +99,7 @@ def launch_unroll() -> int:
 def launch_implicit() -> int:
     """The implicit-GEMM convolutions, FP32 and TF32, on odd shapes: partial tiles along every edge,
     padding, stride, groups, and output channels per group that are not a multiple of 4."""
-    from labkit.implicit import Tiles, conv2d_implicit
+    from labkit.ops.implicit import Tiles, conv2d_implicit
 
     rng = np.random.default_rng()
     n = 0
@@ -118,7 +118,7 @@ def launch_implicit() -> int:
 def launch_alexnet_parts() -> int:
     """LRN, split-K GEMM (partial tiles, ragged K) and its reduce, on odd sizes."""
     from labkit import layers
-    from labkit.gemm import gemm
+    from labkit.ops.gemm import gemm
 
     rng = np.random.default_rng()
     layers.lrn(cp.asarray(rng.standard_normal((2, 7, 5, 3), dtype=np.float32)), 2)
@@ -126,8 +126,8 @@ def launch_alexnet_parts() -> int:
     b = cp.asarray(rng.standard_normal((293, 70), dtype=np.float32))
     gemm(a, b, cp.zeros(70, cp.float32), variant="dbuf", splits=5, activation="relu",
          params={"GEMM_BM": 16, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4})
-    from labkit.gemm import gemm_few_rows
-    from labkit.implicit import ConvLayer, ImplicitConv2d, Tiles
+    from labkit.ops.gemm import gemm_few_rows
+    from labkit.ops.implicit import ConvLayer, ImplicitConv2d, Tiles
     for rows, slices in ((1, 3), (3, 7), (13, 2)):                   # float4 and scalar reads of A
         gemm_few_rows(a[:rows] if rows <= 3 else cp.asarray(rng.standard_normal((rows, 292), dtype=np.float32)),
                       b if rows <= 3 else b[:292], cp.zeros(70, cp.float32), activation="relu", slices=slices)

@@ -1,4 +1,4 @@
-"""The convolution ladder (labkit.conv.conv2d: naive, tiled, constant) against the float64 reference.
+"""The convolution ladder (labkit.ops.conv.conv2d: naive, tiled, constant) against the float64 reference.
 
 Runs on whichever backend is active: the GPU where CuPy sees one, the CPU executor otherwise.
 Inputs are fresh random arrays, sizes are odd and do not divide the tile, and the output is
@@ -11,8 +11,8 @@ import pytest
 
 import labkit
 from labkit import reference
-from labkit.backends.kernel_source import ConstantMemoryError
-from labkit.conv import (CONST_BIAS_FLOATS, CONST_WEIGHT_FLOATS, VARIANTS, conv2d,
+from labkit.errors import ConstantMemoryError
+from labkit.ops.conv import (CONST_BIAS_FLOATS, CONST_WEIGHT_FLOATS, VARIANTS, conv2d,
                          conv_launch_config)
 
 from support import FakeCupyArray, with_changes
@@ -267,7 +267,7 @@ def test_constant_memory_overflow(M, C, K):
 
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kernel_resources(variant):
-    from labkit.conv import format_resources, kernel_resources
+    from labkit.ops.conv import format_resources, kernel_resources
     info = kernel_resources(variant, 10, 6, 22, 22, 16, 5, tile_width=8)
     assert info["kernel"].startswith(f"conv_{variant}")
     assert (info["grid"], info["block"], info["dynamic_shared_bytes"]) == \

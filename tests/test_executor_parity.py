@@ -13,7 +13,7 @@ import pytest
 
 from labkit import backends
 
-pytestmark = pytest.mark.skipif(backends._cuda_visible() is not None,
+pytestmark = pytest.mark.skipif(backends.cuda_unavailable() is not None,
                                 reason="needs a GPU: CuPy sees none on this machine")
 
 FEATURES = Path(__file__).resolve().parent / "cuda" / "feature_kernels.cu"

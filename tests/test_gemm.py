@@ -1,4 +1,4 @@
-"""The GEMM ladder (labkit.gemm.gemm: naive, tiled, regtile, vec, dbuf) against float64 NumPy.
+"""The GEMM ladder (labkit.ops.gemm.gemm: naive, tiled, regtile, vec, dbuf) against float64 NumPy.
 
 Runs on whichever backend is active: the GPU where CuPy sees one, the CPU executor otherwise.
 Inputs are fresh random arrays, sizes are odd and do not divide the tiles, and the output is
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import labkit
-from labkit.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
+from labkit.ops.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
 
 from support import FakeCupyArray, with_changes
 
@@ -205,7 +205,7 @@ BAD = [
     ("activation", good, {"activation": "sigmoid"}, ValueError,
      r"activation must be None, 'tanh' or 'relu', got 'sigmoid'"),
     ("variant", good, {"variant": "fast"}, ValueError,
-     r"variant must be one of 'naive', 'tiled', 'regtile', 'vec', 'dbuf', got 'fast'"),
+     r"variant must be auto or one of 'naive', 'tiled', 'regtile', 'vec', 'dbuf', got 'fast'"),
     ("params", good, {"params": {"GEMM_TN": 3}}, ValueError, r"GEMM_TN divide GEMM_BN, got .*TN=3"),
 ]
 
@@ -273,7 +273,7 @@ def test_split_k_matches_the_float64_product(M, N, K, splits, bias_per, params):
 
 
 def test_split_k_choice_and_refusals():
-    from labkit.gemm import splits_for
+    from labkit.ops.gemm import splits_for
     big = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
     assert splits_for(1, 4096, 9216, big, sms=132) == 9          # 32 blocks -> 264 wanted
     assert splits_for(4096, 4096, 4096, big, sms=132) == 1       # plenty of blocks already
@@ -289,7 +289,7 @@ def test_split_k_choice_and_refusals():
 @pytest.mark.parametrize("M, N, K, slices", [(1, 70, 293, 3), (3, 130, 1000, 7), (5, 33, 17, 1), (16, 257, 129, 5),
                                              (9, 1000, 300, "auto"), (2, 4096, 640, 10)])
 def test_few_rows_matches_the_float64_product(M, N, K, slices):
-    from labkit.gemm import gemm_few_rows
+    from labkit.ops.gemm import gemm_few_rows
     rng = np.random.default_rng()
     a = rng.standard_normal((M, K)).astype(np.float32)
     b = rng.standard_normal((K, N)).astype(np.float32)
@@ -302,7 +302,7 @@ def test_few_rows_matches_the_float64_product(M, N, K, slices):
 
 
 def test_few_rows_refusals():
-    from labkit.gemm import gemm_few_rows
+    from labkit.ops.gemm import gemm_few_rows
     xp = labkit.xp
     a, b = xp.zeros((17, 8), dtype=xp.float32), xp.zeros((8, 4), dtype=xp.float32)
     with pytest.raises(ValueError, match="at most 16 rows of a, got M=17"):

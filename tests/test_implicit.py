@@ -1,4 +1,4 @@
-"""labkit.implicit: the implicit-GEMM convolutions (FP32 everywhere, TF32 on a GPU) against the
+"""labkit.ops.implicit: the implicit-GEMM convolutions (FP32 everywhere, TF32 on a GPU) against the
 float64 reference, on odd shapes with stride, padding and groups, into poisoned output buffers."""
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 import labkit
-from labkit import implicit, reference
-from labkit.implicit import ConvLayer, ImplicitConv2d, Tiles, conv2d_implicit
+from labkit import reference
+from labkit.ladder import implicit as study
+from labkit.ops import implicit
+from labkit.ops.implicit import ConvLayer, ImplicitConv2d, Tiles, conv2d_implicit
 
 from test_conv_ladder import rel_err, to_numpy
 
@@ -142,8 +144,8 @@ def test_tuned_table_lookup(tmp_path, monkeypatch):
     monkeypatch.setattr(implicit, "TABLE", table)
     assert implicit.tiles_for(layer, "fp32", device_name="GPU X") == implicit.default_tiles(layer, "fp32")
     best = Tiles("fp32", bm=64, bn=64, bk=16, tm=8, tn=4)
-    implicit.record_tiles(layer, best, device_name="GPU X", median_ms=1.25, batch=128, table=table)
-    implicit.record_tiles(layer, Tiles("tf32", bm=64, bn=128, bk=32, wm=2, wn=2), device_name="GPU X",
+    study.record_tiles(layer, best, device_name="GPU X", median_ms=1.25, batch=128, table=table)
+    study.record_tiles(layer, Tiles("tf32", bm=64, bn=128, bk=32, wm=2, wn=2), device_name="GPU X",
                           median_ms=0.5, batch=128, table=table)
     assert implicit.tiles_for(layer, "fp32", device_name="GPU X") == best      # kept beside the tf32 one
     assert implicit.tiles_for(layer, "tf32", device_name="GPU X").bk == 32
@@ -227,6 +229,22 @@ def test_split_k_matches_reference(shape, splits, activation):
         conv(dev(x), workspace=labkit.xp.zeros((1, 1), dtype=labkit.xp.float32), splits=splits)
     with pytest.raises(ValueError, match="splits must be a positive int"):
         conv(dev(x), splits=0)
+
+
+@needs_gpu
+@pytest.mark.parametrize("shape, splits", [((2, 8, 13, 13, 6, 5, 1, 2, 2), 3), ((1, 6, 7, 9, 66, 3, 1, 1, 3), 2),
+                                           ((1, 64, 13, 13, 96, 3, 1, 1, 1), 100)], ids=str)
+def test_tf32_split_k_matches_reference(shape, splits):
+    N, C, H, W, M, K, stride, pad, groups = shape
+    x, w, b, ref = case(*shape)
+    layer = ConvLayer(C, H, W, M, K, stride, pad, groups)
+    conv = ImplicitConv2d(dev(w), dev(b), layer, activation="relu", precision="tf32", tiles=TF32_TILES[0])
+    made = conv.splits_at(N, splits)
+    assert 1 < made <= splits and conv.workspace_shape(N, splits) == (made, N, M) + layer.out_hw
+    ws = labkit.xp.full(conv.workspace_shape(N, splits), np.nan, dtype=labkit.xp.float32)
+    out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
+    y = conv(dev(x), out=out, workspace=ws, splits=splits)
+    assert y is out and rel_err(y, np.maximum(ref, 0)) < 3e-3
 
 
 def test_split_k_is_chosen_where_blocks_are_few():

@@ -14,24 +14,24 @@ def test_check_passes_every_rung(variant):
 
 
 def test_check_fails_a_kernel_that_skips_outputs(monkeypatch):
-    real = ladder.conv2d
+    real = ladder.seed.conv2d
 
     def lazy(x, w, b, *, out, **kw):   # computes everything but leaves the last image unwritten
         full = real(x, w, b, **kw)
         out[:-1] = full[:-1]
         return out
-    monkeypatch.setattr(ladder, "conv2d", lazy)
+    monkeypatch.setattr(ladder.seed, "conv2d", lazy)
     assert ladder.check("naive", batch=2) is False
 
 
 def test_check_fails_a_kernel_that_is_slightly_wrong(monkeypatch):
-    real = ladder.conv2d
+    real = ladder.seed.conv2d
 
     def off(x, w, b, *, out, **kw):    # every output off by one part in ten thousand
         real(x, w, b, out=out, **kw)
         out *= np.float32(1.0001)
         return out
-    monkeypatch.setattr(ladder, "conv2d", off)
+    monkeypatch.setattr(ladder.seed, "conv2d", off)
     assert ladder.check("tiled", batch=2) is False
 
 
@@ -59,13 +59,13 @@ def test_compare_adds_the_peer_where_there_is_one():
 
 
 def test_compare_refuses_a_wrong_kernel(monkeypatch):
-    real = ladder.conv2d
+    real = ladder.seed.conv2d
 
     def off(x, w, b, *, out, **kw):
         real(x, w, b, out=out, **kw)
         out += np.float32(1.0)
         return out
-    monkeypatch.setattr(ladder, "conv2d", off)
+    monkeypatch.setattr(ladder.seed, "conv2d", off)
     with pytest.raises(AssertionError, match="disagrees with the float64 reference"):
         ladder.compare(["naive"], batches=[1], layers={"s": dict(C=1, H=7, W=7, M=2, K=3)},
                        repeat=1, warmup=0, progress=False, peer=False)

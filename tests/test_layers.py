@@ -50,7 +50,7 @@ def test_conv_pool_tanh_matches_reference(shape, threads, imgs):
 
 
 def test_fused_equals_unfused_pipeline():
-    from labkit.conv import conv2d
+    from labkit.ops.conv import conv2d
     x, w, b = make_layer(3, 1, 48, 48, 6, 5)
     fused = to_numpy(layers.conv_pool_tanh(dev(x), dev(w), dev(b)))
     unfused = to_numpy(layers.max_pool2d(conv2d(dev(x), dev(w), dev(b), variant="tuned", activation="tanh")))

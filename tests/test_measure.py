@@ -255,7 +255,7 @@ def test_gpu_time_fn_and_region():
 
 # --- breakdowns of kernels and copies ---------------------------------------------------------
 def test_conv_breakdown_parts_and_totals():
-    from labkit.measure import conv_breakdown
+    from labkit.ladder import conv_breakdown
     rng = np.random.default_rng()
     x = rng.standard_normal((3, 2, 11, 13)).astype(np.float32)
     w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
@@ -272,7 +272,8 @@ def test_conv_breakdown_parts_and_totals():
 
 
 def test_breakdown_refuses_unknown_kinds_and_host_arrays_only():
-    from labkit.measure import breakdown, conv_breakdown
+    from labkit.ladder import conv_breakdown
+    from labkit.measure import breakdown
     with pytest.raises(ValueError, match="kind must be one of"):
         breakdown([("copy", "memcpy", lambda: None)])
     with pytest.raises(TypeError, match="x_host must be a NumPy array"):

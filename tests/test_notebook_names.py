@@ -111,3 +111,5 @@ def test_every_labkit_name_of_the_notebook_resolves(path):
         except (AttributeError, ImportError) as exc:
             missing[name] = f"{type(exc).__name__}: {exc}"
     assert not missing, f"{path.name} uses labkit names that do not resolve: {missing}"
+    private = [n for n in names if any(p.startswith("_") and not p.startswith("__") for p in n.split("."))]
+    assert not private, f"{path.name} uses private labkit names (an implementation detail, not an API): {private}"

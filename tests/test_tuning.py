@@ -1,4 +1,4 @@
-"""The per-layer tuned convolution (conv_tuned.cu) and its tuning table (labkit.tuning).
+"""The per-layer tuned convolution (conv_tuned.cu) and its tuning table (labkit.ops.tuned_config).
 
 Every configuration a sweep may pick must be correct, so configurations are checked against the
 float64 reference on odd layers whose batch the images-per-block do not divide and whose rows the
@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 
 import labkit
-from labkit import tuning
-from labkit.conv import conv2d, conv_launch_config
-from labkit.tuning import TunedConfig
+from labkit.ladder import tuning as study
+from labkit.ops import tuned_config as tuning
+from labkit.ops.conv import conv2d, conv_launch_config
+from labkit.ops.tuned_config import TunedConfig
 
 from test_conv_ladder import expected, make_layer, rel_err, run
 
@@ -95,7 +96,7 @@ def test_table_lookup_and_record(tmp_path, monkeypatch):
     shape = dict(C=6, H=22, W=22, M=16, K=5)
     assert tuning.tuned_config(**shape, device_name="Some GPU") == tuning.default_config(**shape)
     won = TunedConfig(256, 2, 3, "shared")
-    tuning.record_winner(**shape, config=won, device_name="Some GPU", median_ms=0.42, batch=10_000,
+    study.record_winner(**shape, config=won, device_name="Some GPU", median_ms=0.42, batch=10_000,
                          table=table)
     assert tuning.tuned_config(**shape, device_name="Some GPU") == won
     assert tuning.tuned_config(**shape, device_name="Another GPU") == tuning.default_config(**shape)
@@ -115,7 +116,7 @@ def test_shipped_table_entries_are_valid():
 
 def test_sweep_checks_and_times_each_candidate():
     configs = [TunedConfig(32, 1, 2, "constant"), TunedConfig(64, 2, 1, "shared")]
-    rows, best = tuning.sweep_tuned(1, 10, 9, 2, 3, batch=3, configs=configs, repeat=1, progress=False)
+    rows, best = study.sweep_tuned(1, 10, 9, 2, 3, batch=3, configs=configs, repeat=1, progress=False)
     assert [r["config"] for r in rows] == [c.short() for c in configs]
     assert best in configs
     assert best == configs[min(range(2), key=lambda i: rows[i]["median_ms"])]

@@ -1,12 +1,13 @@
-"""labkit.unroll: im2col, col2im and the convolution as im2col + GEMM, against the references."""
+"""labkit.ops.unroll: im2col, col2im and the convolution as im2col + GEMM, against the references."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 import labkit
-from labkit import reference, unroll
-from labkit.gemm import gemm
+from labkit import reference
+from labkit.ops import unroll
+from labkit.ops.gemm import gemm
 
 from test_conv_ladder import rel_err, to_numpy
 

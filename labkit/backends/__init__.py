@@ -10,16 +10,15 @@ from __future__ import annotations
 import functools
 import os
 
+from ..errors import BackendUnavailable
+
 BACKENDS = ("cuda", "cpu")
 ENV_VAR = "LABKIT_BACKEND"
-
-
-class BackendUnavailable(RuntimeError):
-    """The requested backend cannot run on this machine."""
+__all__ = ["BACKENDS", "ENV_VAR", "BackendUnavailable", "cuda_unavailable", "current", "xp", "use"]
 
 
 @functools.lru_cache(maxsize=1)
-def _cuda_visible() -> str | None:
+def cuda_unavailable() -> str | None:
     """None if CuPy sees a GPU, else the reason it does not."""
     try:
         import cupy  # noqa: F401
@@ -40,7 +39,7 @@ def current() -> str:
             f"{ENV_VAR}={wanted!r} is not a backend; use one of 'cuda', 'cpu' or 'auto'")
     if wanted == "cpu":
         return "cpu"
-    reason = _cuda_visible()
+    reason = cuda_unavailable()
     if wanted == "cuda" and reason is not None:
         raise BackendUnavailable(f"{ENV_VAR}=cuda but {reason}; unset it to use the CPU executor")
     return "cuda" if reason is None else "cpu"

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from ..errors import ConstantMemoryError, KernelCompileError, LaunchError
 from . import kernel_source
+from .limits import CONSTANT_MEMORY
+from .occupancy import theoretical_occupancy
 
-CONSTANT_MEMORY_LIMIT = 64 * 1024
 DEFAULT_OPTIONS = ("-std=c++17",)
-
-
-class CUDALaunchError(RuntimeError):
-    """A launch was refused before it ran."""
+CUDALaunchError = LaunchError   # its name before the exceptions had one home (labkit.errors)
 
 
 def _cupy():
@@ -55,20 +54,20 @@ class CUDAModule:
         except cp.cuda.compiler.CompileException as exc:
             text = str(exc)
             if "constant" in text.lower() and ("too much" in text or "exceed" in text):
-                raise kernel_source.ConstantMemoryError(
+                raise ConstantMemoryError(
                     f"{path} declares more __constant__ memory than the GPU's 64 KiB:\n{text}\n"
                     "Keep only small, broadcast-read data in constant memory.") from None
-            raise kernel_source.KernelCompileError(f"NVRTC refused {path}:\n{text}") from None
+            raise KernelCompileError(f"NVRTC refused {path}:\n{text}") from None
         self.symbol_sizes: dict[str, int] = {}
         if symbols:
             out = cp.zeros(len(symbols), dtype=cp.uint64)
             self._mod.get_function("labkit_symbol_sizes")((1,), (1,), (out,))
             self.symbol_sizes = dict(zip(symbols, (int(v) for v in out.get())))
         total = sum(self.symbol_sizes[n] for n in self.info.constants)
-        if total > CONSTANT_MEMORY_LIMIT:
-            raise kernel_source.ConstantMemoryError(
+        if total > CONSTANT_MEMORY:
+            raise ConstantMemoryError(
                 f"{path} declares {total} bytes of __constant__ memory; the GPU has 64 KiB "
-                f"({CONSTANT_MEMORY_LIMIT} bytes). Keep only small, broadcast-read data in "
+                f"({CONSTANT_MEMORY} bytes). Keep only small, broadcast-read data in "
                 "constant memory and the rest in global memory.")
         self._functions: dict[str, CUDAFunction] = {}
 
@@ -80,7 +79,7 @@ class CUDAModule:
         if name not in self._functions:
             if name not in self._names:
                 known = ", ".join(self._names) or "none"
-                raise CUDALaunchError(
+                raise LaunchError(
                     f"{self.path} has no kernel {name!r} (known: {known}). Kernels must be "
                     'declared extern "C" __global__, or templates named in name_expressions.')
             self._functions[name] = CUDAFunction(self, name, self._mod.get_function(name))
@@ -89,7 +88,7 @@ class CUDAModule:
     def get_global(self, name: str):
         if name not in self.info.constants and name not in self.info.globals:
             known = ", ".join(self.info.constants + self.info.globals) or "none"
-            raise CUDALaunchError(f"{self.path} has no __constant__ or __device__ variable "
+            raise LaunchError(f"{self.path} has no __constant__ or __device__ variable "
                                   f"{name!r} (known: {known})")
         return self._mod.get_global(name)
 
@@ -121,7 +120,6 @@ class CUDAFunction:
 
     def occupancy(self, block_threads: int, shared_mem: int = 0) -> dict:
         """Theoretical occupancy: resident blocks per SM and warps per SM over the maximum."""
-        from ..occupancy import theoretical_occupancy
         a = self.kernel.attributes
         return theoretical_occupancy(block_threads=block_threads, regs_per_thread=a["num_regs"],
                                      shared_per_block=a["shared_size_bytes"] + shared_mem)
@@ -130,7 +128,7 @@ class CUDAFunction:
         cp = _cupy()
         args = tuple(args)
         if self.param_types and len(args) != len(self.param_types):
-            raise CUDALaunchError(f"kernel '{self.name}' takes {len(self.param_types)} arguments "
+            raise LaunchError(f"kernel '{self.name}' takes {len(self.param_types)} arguments "
                                   f"({', '.join(self.param_names)}), got {len(args)}")
         for i, a in enumerate(args):
             kernel_source.check_argument(self.name, i, self.param_names, self.param_types, a,
@@ -140,3 +138,17 @@ class CUDAFunction:
                 self.kernel(grid, block, args, shared_mem=shared_mem)
         else:
             self.kernel(grid, block, args, shared_mem=shared_mem)
+
+    def launcher(self, grid, block, shared_mem: int = 0):
+        """``launch(args)``: this kernel with its launch configuration fixed, straight to CuPy.
+
+        What ``__call__`` checks on every call (the argument count and each argument's type) is
+        checked once, by whoever prepares the arguments: an op builds its scalars as NumPy int32
+        once and checks its arrays itself.  A launch then costs what a CuPy RawKernel launch costs.
+        """
+        grid, block, shared = tuple(grid), tuple(block), int(shared_mem)
+        kernel = self.kernel
+
+        def launch(args) -> None:
+            kernel(grid, block, args, shared_mem=shared)
+        return launch

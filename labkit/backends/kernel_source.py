@@ -18,17 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-
-class UnsupportedOnCPU(RuntimeError):
-    """The kernel uses something the CPU executor cannot model: it needs a GPU."""
-
-
-class KernelCompileError(RuntimeError):
-    """The compiler (NVRTC, or the host compiler for the CPU executor) refused a kernel source."""
-
-
-class ConstantMemoryError(ValueError):
-    """More than 64 KiB of __constant__ memory, or data that does not fit a constant symbol."""
+from ..errors import ConstantMemoryError, KernelCompileError, UnsupportedOnCPU  # noqa: F401  (their old home)
 
 
 @dataclass

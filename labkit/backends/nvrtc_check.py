@@ -11,7 +11,6 @@ import ctypes
 import functools
 import glob
 import os
-from pathlib import Path
 
 
 @functools.lru_cache(maxsize=1)

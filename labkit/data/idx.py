@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import IDXFormatError
+
 __all__ = ["IDXFormatError", "read_idx"]
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -33,10 +35,6 @@ _TYPE_NAMES = {
     0x0D: "float (float32)",
     0x0E: "double (float64)",
 }
-
-
-class IDXFormatError(ValueError):
-    """An IDX file is malformed, truncated, or of an unsupported kind."""
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:

@@ -9,7 +9,7 @@
 // shared_mem = (TILE_WIDTH + K - 1)^2 * 4 bytes; act 0 none, 1 tanh, 2 ReLU.  The weights
 // (M, C, K, K) MCKK and bias (M,) are not arguments: they live in c_weights and c_bias.
 //
-// Launch (Python): labkit.conv.conv2d(x, w, b, variant="constant"), or by hand
+// Launch (Python): labkit.conv2d(x, w, b, variant="constant"), or by hand
 //   mod = labkit.load("conv_constant", defines={"TILE_WIDTH": 16})
 //   labkit.set_constant(mod, "c_weights", w.ravel()); labkit.set_constant(mod, "c_bias", b)
 //   mod.get_function("conv_constant")(grid, block, (x, y, N, C, H, W, M, K, act),  # numpy.int32s

@@ -21,7 +21,7 @@
 //     neighbouring pixels of an output row.
 //
 // Weights: the "prepared" layout wt (G, KG, MG), i.e. each group's W_g transposed, which
-// labkit.implicit makes once per layer: a tile of it is then BK rows of BM neighbouring floats,
+// labkit.ops.implicit makes once per layer: a tile of it is then BK rows of BM neighbouring floats,
 // read with float4 and stored in shared memory as it comes (the A tile must be k-major).
 //
 // conv_implicit(x, wt, bias, y, N, has_bias, act)
@@ -33,7 +33,7 @@
 // (splits, N, M, Ho, Wo); then conv_implicit_reduce(P, bias, y, N, has_bias, act, splits) adds them,
 // the bias and the activation.
 //
-// Compile-time parameters (labkit.implicit sets them; the tile sizes come from the tuned table
+// Compile-time parameters (labkit.ops.implicit sets them; the tile sizes come from the tuned table
 // labkit/tuned/conv_implicit.json):
 //   LAYER_C, LAYER_H, LAYER_W, LAYER_M, LAYER_K, LAYER_S, LAYER_P, LAYER_G   the layer
 //   IG_BM, IG_BN, IG_BK, IG_TM, IG_TN   the block tile of Y, its step along k, outputs per thread

@@ -13,7 +13,7 @@
 //     FP32.  The relative error is about 1e-3 of the output's size instead of FP32's 1e-7: cuDNN's
 //     "TF32" mode, which PyTorch enables for convolutions by default.
 //   * The weights are packed on the host, once per layer, in the order the fragments want them
-//     (labkit.implicit.pack_weights_tf32): for each block row and k-tile one contiguous BK x BM
+//     (labkit.ops.implicit.pack_weights_tf32): for each block row and k-tile one contiguous BK x BM
 //     chunk, zero-padded to whole tiles and rounded to TF32, in which the 4 values a thread needs
 //     for one A fragment sit next to each other.  A tile then travels as plain 16-byte copies with
 //     no bounds checks, and a fragment is one 16-byte shared load instead of four.
@@ -34,13 +34,17 @@
 //
 // conv_implicit_tf32(x, wp, bias, y, N, has_bias, act): the arguments of conv_implicit, but the
 //   weights packed: wp (G, MB, KT, BK * BM), MB = ceil(MG / BM) block rows, KT = ceil(KG / BK).
+// Split-K, for small batches whose grid would leave SMs idle (as in conv_implicit.cu):
+//   conv_implicit_tf32_splitk(x, wp, P, N, splits), grid z G * splits, each block one slice of the
+//   k-tiles, raw FP32 sums to the workspace P (splits, N, M, Ho, Wo); then conv_implicit.cu's
+//   conv_implicit_reduce adds the slices, the bias and the activation.
 // Launch: grid (ceil(N*Ho*Wo / TC_BN), ceil(MG / TC_BM), G), block (32 * TC_WM * TC_WN,),
 //   dynamic shared memory TC_STAGES * TC_BK * (TC_BM + TC_BN + 8) * 4 bytes (over 48 KiB needs
-//   the kernel's max_dynamic_shared_size_bytes raised first; labkit.implicit does it).
+//   the kernel's max_dynamic_shared_size_bytes raised first; labkit.ops.implicit does it).
 // Compile-time parameters: LAYER_* as in conv_implicit.cu; TC_BM, TC_BN, TC_BK (a multiple of 8),
 // TC_WM, TC_WN (warps along m and along p), TC_STAGES (>= 2), TC_MINB (blocks per SM the register
 // budget must allow: __launch_bounds__'s second argument), TC_ROUND (0 or 1, see above).
-// Before the first launch, k_taps must hold labkit.implicit.k_taps(layer, TC_BK) (set_constant).
+// Before the first launch, k_taps must hold labkit.ops.implicit.k_taps(layer, TC_BK) (set_constant).
 
 #ifndef LAYER_C
 #define LAYER_C 3
@@ -156,16 +160,21 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-extern "C" __global__ void __launch_bounds__(tc::THREADS, TC_MINB)
-conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, const float* __restrict__ bias,
-                   float* __restrict__ y, int N, int has_bias, int act) {
+// The block's work: group g's output tile (blockIdx.x, blockIdx.y) over the k-tiles [t_begin, t_end)
+// (all of them in conv_implicit_tf32, a slice in conv_implicit_tf32_splitk).  `partial`: write the raw
+// sums (split-K's workspace slice, same layout as y) instead of bias + activation.  Inlined into both
+// kernels with constant arguments, so conv_implicit_tf32 compiles as if split-K did not exist.
+__device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt,
+                                              const float* __restrict__ bias, float* __restrict__ y, int N,
+                                              int has_bias, int act, int g, int t_begin, int t_end,
+                                              bool partial) {
   using namespace tc;
   // STAGES stages of: the packed A tile (BK * BM floats), then Bs[k * LDB + j] = X_g[k0 + k, bp + j].
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane / 4, tig = lane % 4;  // the mma fragments' row group and thread-in-group
   const int wm = warp / WN, wn = warp % WN;
-  const int g = blockIdx.z, bm = blockIdx.y * BM, bp = blockIdx.x * BN;
+  const int bm = blockIdx.y * BM, bp = blockIdx.x * BN;
   const float* wa = wt + ((size_t)g * MB + blockIdx.y) * KT * (BK * BM);  // this block row's k-tiles
 
   // The column this thread gathers for the whole launch, decoded once.
@@ -179,15 +188,16 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
     base = (n * C + g * CG) * H * W + ih0 * W + iw0;
   }
 
-  // Start the copies of tile t into its stage (any thread may run past KG: those copies write zeros).
-  auto issue = [&](int t) {
-    float* As = smem + (t % STAGES) * STAGE_FLOATS;
+  // Start the copies of the slice's i-th tile (k-tile t_begin + i) into stage i % STAGES (any thread
+  // may run past KG: those copies write zeros).
+  auto issue = [&](int i) {
+    float* As = smem + (i % STAGES) * STAGE_FLOATS;
     float* Bs = As + BK * BM;
-    const int k0 = t * BK;
+    const int t = t_begin + i, k0 = t * BK;
 #pragma unroll
     for (int l = 0; l < A_LOADS; ++l) {
-      const int i = tid + l * THREADS;
-      if (i < A_GROUPS) copy16(As + 4 * i, wa + (size_t)t * (BK * BM) + 4 * i, true);
+      const int q = tid + l * THREADS;
+      if (q < A_GROUPS) copy16(As + 4 * q, wa + (size_t)t * (BK * BM) + 4 * q, true);
     }
 #pragma unroll
     for (int l = 0; l < B_LOADS; ++l) {
@@ -200,29 +210,29 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
   };
 
   float acc[MT][NT][4] = {};
-  constexpr int tiles = (KG + BK - 1) / BK;
+  const int tiles = t_end - t_begin;  // the same for the whole block (an empty last slice writes zeros)
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < tiles) issue(s);
     copies_commit();  // one group per tile, empty ones too: the wait below counts groups
   }
-  for (int t = 0; t < tiles; ++t) {
-    copies_wait<STAGES - 2>();  // this thread's copies of tile t have landed ...
-    __syncthreads();            // ... and everyone's; and every warp is done with tile t-1's stage
-    if (t + STAGES - 1 < tiles) issue(t + STAGES - 1);  // into the stage tile t-1 used
+  for (int i = 0; i < tiles; ++i) {
+    copies_wait<STAGES - 2>();  // this thread's copies of tile i have landed ...
+    __syncthreads();            // ... and everyone's; and every warp is done with tile i-1's stage
+    if (i + STAGES - 1 < tiles) issue(i + STAGES - 1);  // into the stage tile i-1 used
     copies_commit();
-    const float4* as = reinterpret_cast<const float4*>(smem + (t % STAGES) * STAGE_FLOATS) + lane;
-    const float* bs = smem + (t % STAGES) * STAGE_FLOATS + BK * BM + wn * WTN + gid;
+    const float4* as = reinterpret_cast<const float4*>(smem + (i % STAGES) * STAGE_FLOATS) + lane;
+    const float* bs = smem + (i % STAGES) * STAGE_FLOATS + BK * BM + wn * WTN + gid;
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
       unsigned a[MT][4], b[NT][2];
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {  // fragment (kk/8, m-tile) of the packed tile: 32 lanes x 4 values
-        const float4 v = as[((kk / 8) * (BM / 16) + wm * (WTM / 16) + i) * 32];
-        a[i][0] = __float_as_uint(v.x);   // already TF32: rounded when packed
-        a[i][1] = __float_as_uint(v.y);
-        a[i][2] = __float_as_uint(v.z);
-        a[i][3] = __float_as_uint(v.w);
+      for (int mi = 0; mi < MT; ++mi) {  // fragment (kk/8, m-tile) of the packed tile: 32 lanes x 4 values
+        const float4 v = as[((kk / 8) * (BM / 16) + wm * (WTM / 16) + mi) * 32];
+        a[mi][0] = __float_as_uint(v.x);   // already TF32: rounded when packed
+        a[mi][1] = __float_as_uint(v.y);
+        a[mi][2] = __float_as_uint(v.z);
+        a[mi][3] = __float_as_uint(v.w);
       }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {  // column gid of tile j, rows tig and tig+4
@@ -231,9 +241,9 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
         b[j][1] = to_tf32(q[4 * LDB]);
       }
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+      for (int mi = 0; mi < MT; ++mi)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) mma_tf32(acc[i][j], a[i], b[j]);
+        for (int j = 0; j < NT; ++j) mma_tf32(acc[mi][j], a[mi], b[j]);
     }
   }
   copies_wait<0>();  // no copy may still be writing shared memory when the block exits
@@ -247,18 +257,39 @@ conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, co
       if (pp >= N * HWO) continue;
       const int n = pp / HWO, pix = pp - n * HWO;
 #pragma unroll
-      for (int i = 0; i < MT; ++i) {
+      for (int mi = 0; mi < MT; ++mi) {
 #pragma unroll
         for (int v = 0; v < 2; ++v) {
-          const int m = bm + wm * WTM + i * 16 + gid + 8 * v;
+          const int m = bm + wm * WTM + mi * 16 + gid + 8 * v;
           if (m >= MG) continue;
           const int oc = g * MG + m;
-          float out = acc[i][j][2 * v + h] + (has_bias ? bias[oc] : 0.0f);
-          if (act == 1) out = tanhf(out);
-          else if (act == 2) out = fmaxf(out, 0.0f);
+          float out = acc[mi][j][2 * v + h];
+          if (!partial) {
+            out += has_bias ? bias[oc] : 0.0f;
+            if (act == 1) out = tanhf(out);
+            else if (act == 2) out = fmaxf(out, 0.0f);
+          }
           y[((size_t)n * M + oc) * HWO + pix] = out;
         }
       }
     }
   }
+}
+
+extern "C" __global__ void __launch_bounds__(tc::THREADS, TC_MINB)
+conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, const float* __restrict__ bias,
+                   float* __restrict__ y, int N, int has_bias, int act) {
+  implicit_tf32(x, wt, bias, y, N, has_bias, act, blockIdx.z, 0, tc::KT, false);
+}
+
+// Split-K's first step: blockIdx.z = g * splits + slice; the block takes its slice of the k-tiles
+// and writes raw sums to P[slice], P (splits, N, M, HO, WO).
+extern "C" __global__ void __launch_bounds__(tc::THREADS, TC_MINB)
+conv_implicit_tf32_splitk(const float* __restrict__ x, const float* __restrict__ wt, float* __restrict__ P,
+                          int N, int splits) {
+  const int g = blockIdx.z / splits, slice = blockIdx.z % splits;
+  const int per_slice = (tc::KT + splits - 1) / splits;
+  const int t_begin = slice * per_slice;
+  implicit_tf32(x, wt, nullptr, P + (size_t)slice * N * tc::M * tc::HWO, N, 0, 0, g, t_begin,
+                min(tc::KT, t_begin + per_slice), true);
 }

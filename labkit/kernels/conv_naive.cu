@@ -15,7 +15,7 @@
 // numbers the tiles of the plane row by row, W_grid = ceil(Wo / TILE_WIDTH) tiles to a row.
 // The batch is on x because only x may exceed 65535 blocks (a whole test set in one launch).
 //
-// Launch (Python): labkit.conv.conv2d(x, w, b, variant="naive"), or by hand
+// Launch (Python): labkit.conv2d(x, w, b, variant="naive"), or by hand
 //   mod = labkit.load("conv_naive", defines={"TILE_WIDTH": 16})
 //   mod.get_function("conv_naive")(grid, block, (x, w, b, y, numpy.int32(N), numpy.int32(C),
 //       numpy.int32(H), numpy.int32(W), numpy.int32(M), numpy.int32(K), numpy.int32(act)))

@@ -8,7 +8,7 @@
 // x (N, C, H, W), k (M, C, K, K), b (M,), y (N, M, Ho, Wo); grid (N, M, H_grid * W_grid),
 // block (TILE_WIDTH, TILE_WIDTH); act 0 none, 1 tanh, 2 ReLU.
 //
-// Launch (Python): labkit.conv.conv2d(x, w, b, variant="tiled"), or by hand with dynamic shared
+// Launch (Python): labkit.conv2d(x, w, b, variant="tiled"), or by hand with dynamic shared
 // memory for one channel's input tile:
 //   X_TILE = TILE_WIDTH + K - 1
 //   mod.get_function("conv_tiled")(grid, block, (x, w, b, y, N, C, H, W, M, K, act),  # numpy.int32s

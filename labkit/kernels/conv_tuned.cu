@@ -11,7 +11,7 @@
 // The layer: valid convolution, stride 1, no padding, bias, optional activation (act: 0 none,
 // 1 tanh, 2 ReLU), x (N, C, H, W) NCHW, w (M, C, K, K) MCKK, b (M,), y (N, M, Ho, Wo).
 //
-// Compile-time parameters (labkit.load(..., defines={...}); labkit.conv picks them per layer from
+// Compile-time parameters (labkit.load(..., defines={...}); labkit.ops.conv picks them per layer from
 // the tuned table, labkit/tuned/conv_tuned.json, which a launch-parameter sweep writes):
 //   LAYER_C, LAYER_M, LAYER_K, LAYER_H, LAYER_W   the layer's shape
 //   THREADS   threads per block (a 1-D block)

@@ -28,8 +28,8 @@
 //
 // Every kernel: (A, B, bias, C, M, N, K, has_bias, act), with int sizes and flags.
 //
-// Launch (Python): labkit.gemm.gemm(a, b, bias, variant="regtile"), which also gives the launch
-// configuration (labkit.gemm.gemm_launch_config):
+// Launch (Python): labkit.ops.gemm.gemm(a, b, bias, variant="regtile"), which also gives the launch
+// configuration (labkit.ops.gemm.gemm_launch_config):
 //   gemm_naive, gemm_tiled   grid (ceil(N / T), ceil(M / T)), block (T, T), T = GEMM_TILE
 //   the other three          grid (ceil(N / BN), ceil(M / BM)), block ((BM/TM) * (BN/TN),)
 // All shared memory is static (no shared_mem at launch).
@@ -436,7 +436,7 @@ static_assert(R >= 1 && R <= 16, "GEMM_ROWS must be 1 to 16");
 // memory and the block writes its partial product to P[blockIdx.y] (M x N), which
 // gemm_splitk_reduce adds up with the bias and the activation.
 // Launch: grid (ceil(N / 128), slices), block (32 * WARPS,); P (slices, M, N).  A's rows are read
-// with float4 when K and k_per_slice are multiples of 4 (labkit.gemm rounds k_per_slice so).
+// with float4 when K and k_per_slice are multiples of 4 (labkit.ops.gemm rounds k_per_slice so).
 extern "C" __global__ void gemm_few_rows(const float* __restrict__ A, const float* __restrict__ B,
                                          float* __restrict__ P, int M, int N, int K, int k_per_slice) {
   using namespace rows;

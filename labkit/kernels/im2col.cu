@@ -15,7 +15,7 @@
 // which is exactly y[n] in NCHW.  With G groups, group g's rows of cols are the contiguous block
 // g*(C/G)*K*K .. (g+1)*(C/G)*K*K, and its product is w[g] @ that block.
 //
-// Launch (Python: labkit.unroll.im2col / col2im): grid (ceil(N*C*K*K*Ho*Wo / 256),), block (256,);
+// Launch (Python: labkit.ops.unroll.im2col / col2im): grid (ceil(N*C*K*K*Ho*Wo / 256),), block (256,);
 //   im2col(x, cols, N, C, H, W, K, stride, pad, Ho, Wo)
 //   col2im(cols, dx, N, C, H, W, K, stride, pad, Ho, Wo)     dx zeroed first: it accumulates
 

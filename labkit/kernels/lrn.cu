@@ -10,7 +10,7 @@
 // value read by the 2r+1 threads that need it comes from the L1/L2 caches after the first.  One
 // thread per pixel walking down the channels with a running sum reads less, but leaves a batch
 // of one image with a few thousand threads for the whole GPU: this version has C times more.
-// Launch (Python: labkit.layers.lrn): grid (ceil(N*C*HW / 256),), block (256,).
+// Launch (Python: labkit.ops.lrn.lrn): grid (ceil(N*C*HW / 256),), block (256,).
 
 extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, float* __restrict__ y, int N, int C,
                                                int HW, int r, float bias, float alpha, float beta) {

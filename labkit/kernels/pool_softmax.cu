@@ -6,7 +6,7 @@
 //   softmax_rows one warp per row of an (N, D) matrix: the row's max and sum of exponentials by
 //                warp shuffles, then exp(x - max) / sum; numerically safe for any logits
 //
-// Launch (Python: labkit.layers.max_pool2d, labkit.layers.softmax):
+// Launch (Python: labkit.ops.pool_softmax.max_pool2d, softmax):
 //   max_pool2d(x, y, NC, H, W, PH, PW, k, s):  grid (ceil(NC*PH*PW / 256),), block (256,)
 //   softmax_rows(x, y, N, D):                 grid (ceil(N / 8),), block (256,) = 8 warps, 8 rows
 

@@ -1,23 +1,34 @@
 """Measuring kernels: timers, batch-size sweeps, and roofline floors.
 
     from labkit.measure import time_fn, sweep, conv2d_cost, floor_ms, percent_of_floor
-    from labkit.measure import conv_breakdown      # kernels vs copies, nvprof-style
+    from labkit.measure import breakdown           # kernels vs copies, nvprof-style
+    from labkit.measure import host_us             # what a call costs the CPU, in µs
 
 On a GPU, times come from CUDA events after warm-up (the median of the runs); on
 the CPU executor from the monotonic clock, and are labelled as not GPU timings.
 """
 from __future__ import annotations
 
-from .breakdown import Breakdown, Part, breakdown, conv_breakdown
+from ..backends.clock import host_us
+from .breakdown import Breakdown, Part, breakdown
 from .roofline import (Cost, achieved, bound, conv2d_cost, dense_cost, floor_ms, gemm_cost, out_size,
                        percent_of_floor)
-from .sweep import ROW_KEYS, load_results, load_rows, save_rows, sweep
+from .sweep import ROW_KEYS, load_results, load_rows, release_gpu_memory, save_rows, sweep
 from .timer import Timing, time_fn, time_region
 
 __all__ = [
-    "Breakdown", "Part", "breakdown", "conv_breakdown",
-    "Timing", "time_fn", "time_region",
-    "sweep", "save_rows", "load_rows", "load_results", "ROW_KEYS",
+    "Breakdown", "Part", "breakdown",
+    "Timing", "time_fn", "time_region", "host_us",
+    "sweep", "save_rows", "load_rows", "load_results", "ROW_KEYS", "release_gpu_memory",
     "Cost", "conv2d_cost", "dense_cost", "gemm_cost", "out_size",
     "floor_ms", "bound", "percent_of_floor", "achieved",
 ]
+
+# Names that moved to the studies (labkit.ladder): said here, without importing upward.
+_MOVED = {"conv_breakdown": "labkit.ladder.conv_breakdown"}
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        raise ImportError(f"labkit.measure.{name} moved to {_MOVED[name]}: measure holds generic tools only")
+    raise AttributeError(f"module 'labkit.measure' has no attribute {name!r}")

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .. import backends
+from ..device_query import device, versions
 from .timer import time_fn
 
 ROW_KEYS = ("batch", "label", "median_ms", "min_ms", "repeat", "device", "backend")
@@ -40,7 +41,7 @@ def sweep(run: Callable[[object], Callable[[], object]], batches: Iterable, *, l
         del fn  # drop the batch's arrays before the next, larger one is made
         rows.append({"batch": batch, "label": label, "median_ms": t.median_ms, "min_ms": t.min_ms,
                      "repeat": t.repeat, "device": t.device, "backend": t.backend})
-        _release_gpu_memory()
+        release_gpu_memory()
     return rows
 
 
@@ -53,8 +54,8 @@ def progress_bar(items, *, desc: str, show: bool = True):
     return tqdm(items, desc=desc, leave=False)
 
 
-def _release_gpu_memory() -> None:
-    # CuPy's pool keeps freed blocks; handing them back lets a larger batch fit next.
+def release_gpu_memory() -> None:
+    """Hand CuPy's pool of freed blocks back to the GPU, so that a larger batch fits next."""
     if backends.current() == "cuda":
         import cupy
         cupy.get_default_memory_pool().free_all_blocks()
@@ -75,7 +76,6 @@ def _plain(o):
 
 def save_rows(rows: list[dict], path_json: str | Path, meta: dict | None = None) -> Path:
     """Write the rows as JSON with the device name, backend, versions and date (UTC); returns the path."""
-    from ..device_query import device, versions
     dev = device()
     doc = {
         "device": dev.name,

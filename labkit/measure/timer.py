@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from .. import backends
+from ..backends.clock import times_ms
+from ..device_query import device
 
 
 def _device_label() -> str:
-    from ..device_query import device
     return device().label
 
 
@@ -49,43 +50,11 @@ def time_fn(fn: Callable[[], object], *, warmup: int = 3, repeat: int = 20, sync
     slow host would leave between launches.  On the CPU executor launches are synchronous
     and the monotonic clock (time.perf_counter) is used; ``sync`` changes nothing there.
     """
-    if repeat < 1:
-        raise ValueError(f"repeat must be at least 1, got {repeat}")
     backend = backends.current()
-    times = _time_cuda(fn, warmup, repeat, sync) if backend == "cuda" else _time_cpu(fn, warmup, repeat)
+    times = times_ms(fn, warmup=warmup, repeat=repeat, sync=sync, on_gpu=backend == "cuda")
     return Timing(median_ms=float(statistics.median(times)), min_ms=float(min(times)),
                   times_ms=[float(t) for t in times], repeat=repeat, device=_device_label(),
                   backend=backend)
-
-
-def _time_cpu(fn, warmup: int, repeat: int) -> list[float]:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3)
-    return times
-
-
-def _time_cuda(fn, warmup: int, repeat: int, sync: bool) -> list[float]:
-    import cupy
-    stream = cupy.cuda.get_current_stream()
-    for _ in range(warmup):
-        fn()
-    stream.synchronize()
-    pairs = []
-    for _ in range(repeat):
-        start, end = cupy.cuda.Event(), cupy.cuda.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        if sync:
-            end.synchronize()
-        pairs.append((start, end))
-    stream.synchronize()
-    return [cupy.cuda.get_elapsed_time(s, e) for s, e in pairs]
 
 
 class time_region:

@@ -28,12 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import backends, reference
+from .. import backends, layers, reference
+from ..checks import check_array, fast_input
+from ..shapes import ALEXNET_CONVS
 from .alexnet_weights import WEIGHTS_ENV, read_bvlc_npy, synthetic_weights, to_labkit
+from .plan import Plan
 
 __all__ = ["POOL_AFTER", "LRN", "MEAN_BGR", "INPUT_SHAPE", "IMAGES_DIR", "CLASSES_PATH",
            "load_weights", "class_names", "load_photos", "preprocess", "reference_logits", "AlexNet",
-           "weight_bytes"]
+           "weight_bytes", "Plan"]
 
 _DATA = Path(__file__).resolve().parent.parent.parent / "data"
 IMAGES_DIR = _DATA / "images"
@@ -105,7 +108,6 @@ def preprocess(rgb: np.ndarray) -> np.ndarray:
 
 def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     """The network in float64 NumPy (labkit.reference): the oracle every backend is checked against."""
-    from ..implicit import ALEXNET_CONVS
     h = np.asarray(x, dtype=np.float64)
     for name, L in ALEXNET_CONVS.items():
         h = reference.relu(reference.conv2d(h, weights[f"{name}_w"], weights[f"{name}_b"], stride=L.stride,
@@ -120,159 +122,75 @@ def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarra
     return reference.dense(h, weights["fc8_w"], weights["fc8_b"])
 
 
-# The dense layers: a (batch x 9216) @ (9216 x 4096) product has as many rows as images.  Up to
-# FEW_ROWS images the layer is bound by reading its weights once, and gemm_few_rows streams them
-# (on the H100 its time grows with the rows: past 4 the tiled GEMM is as fast).  Above, gemm_dbuf
-# with 16-row blocks up to 16 images, 64-row ones beyond, K split among blocks (splits="auto")
-# until every SM has work.
-FEW_ROWS = 4
-DENSE_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
-DENSE_PARAMS_16_ROWS = {"GEMM_BM": 16, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 8}
-
-
 class AlexNet:
     """The network on the backend in use: implicit-GEMM convolutions with ReLU fused (FP32, or TF32
     tensor cores on a GPU), LRN and max-pooling kernels, dense layers as GEMMs with bias and ReLU
-    fused, softmax.  Weights go to the backend once, when the network is made; activations stay
-    there.  ``layers`` maps each step's name to a callable (for per-layer timing)."""
+    fused (the weights streamed at 1-4 images, split-K where the grid would leave SMs idle),
+    softmax.  Weights go to the backend once, when the network is made; each batch size gets a plan
+    (buffers, workspaces, steps; the whole pass as one CUDA graph) made once.
+
+        probs = net(x)                 # eager: each kernel launched from Python, x read in place
+        plan = net.plan(N); plan.x[...] = x; plan.run()   # one CUDA graph; probs in plan.out
+
+    The arrays returned are the plan's buffers, overwritten by the next call of the same batch size:
+    copy them to keep them.
+    """
 
     def __init__(self, weights: dict[str, np.ndarray], *, precision: str = "fp32"):
-        from .. import gemm, layers
-        from ..implicit import ALEXNET_CONVS, ImplicitConv2d
+        self.backend = backends.current()
         xp = backends.xp()
         self.precision = precision
         self.w = {k: xp.asarray(v) for k, v in weights.items()}
-        self.convs = {name: ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
+        self.convs = {name: layers.ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
                                            precision=precision)
                       for name, L in ALEXNET_CONVS.items()}
-        self._gemm, self._gemm_few_rows, self._layers = gemm.gemm, gemm.gemm_few_rows, layers
+        self.fcs = {name: layers.Dense(self.w[f"{name}_w"], self.w[f"{name}_b"], activation=act)
+                    for name, act in (("fc6", "relu"), ("fc7", "relu"), ("fc8", None))}
+        self.lrn, self.pool, self.softmax = layers.LRN(**LRN), layers.MaxPool2d(3, 2), layers.Softmax()
+        self._kind = xp.ndarray
+        self._plans: dict[int, Plan] = {}
 
-    def dense_config(self, rows: int, name: str) -> tuple[str, int, tuple[int, int, int] | None]:
-        """(kernel, K slices, workspace shape or None) of a dense layer on `rows` images: kernel
-        "few_rows" (gemm_few_rows) up to FEW_ROWS rows, else "dbuf"."""
-        from ..gemm import few_rows_slices, splits_for, splitk_slices
-        K, N = (int(v) for v in self.w[f"{name}_w"].shape)
-        if rows <= FEW_ROWS:
-            slices = few_rows_slices(rows, N, K)[0]
-            return "few_rows", slices, (slices, rows, N)
-        params = self.dense_params(rows)
-        splits = splits_for(rows, N, K, params)
-        return "dbuf", splits, ((splitk_slices(K, splits, params), rows, N) if splits > 1 else None)
+    def plan(self, N: int) -> Plan:
+        """The forward pass of a batch of N: every buffer and workspace allocated (once per N), the
+        steps in order writing into them (what a per-kernel breakdown times)."""
+        p = self._plans.get(N)
+        if p is None:
+            p = self._plans[N] = self._make_plan(N)
+        return p
 
-    @staticmethod
-    def dense_params(rows: int) -> dict:
-        return DENSE_PARAMS_16_ROWS if rows <= 16 else DENSE_PARAMS
+    def clear_plans(self) -> None:
+        """Forget every batch size's plan (its buffers and graph go back to the memory pool)."""
+        self._plans.clear()
 
-    def dense(self, h, name: str, relu: bool, out=None, workspace=None):
-        kernel, splits, _ = self.dense_config(int(h.shape[0]), name)
-        w, b, act = self.w[f"{name}_w"], self.w[f"{name}_b"], "relu" if relu else None
-        if kernel == "few_rows":
-            return self._gemm_few_rows(h, w, b, activation=act, out=out, workspace=workspace)
-        return self._gemm(h, w, b, variant="dbuf", params=self.dense_params(int(h.shape[0])), activation=act,
-                          out=out, splits=splits, workspace=workspace)
-
-    def plan(self, N: int) -> "Plan":
-        """Every activation buffer of a batch of N, allocated now, and the forward pass as a list of
-        zero-argument steps writing into them (what a per-kernel breakdown times)."""
-        return Plan(self, N)
+    def _make_plan(self, N: int) -> Plan:
+        p = Plan(N, INPUT_SHAPE, self.backend)
+        for name, layer in ALEXNET_CONVS.items():
+            conv = self.convs[name]
+            ws = p.add_workspace(name, conv.workspace_shape(N))
+            h = p.add(name, (N, layer.M) + layer.out_hw, lambda src, out, conv=conv, ws=ws: conv(src, out, workspace=ws))
+            if name in LRN_AFTER:
+                h = p.add(f"lrn{name[-1]}", h.shape, self.lrn)
+            if name in POOL_AFTER:
+                c, hh, ww = h.shape[1:]
+                h = p.add(f"pool{name[-1]}", (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1), self.pool)
+        h = h.reshape(N, -1)          # a view: the (c, h, w) flatten, no copy
+        for name, fc in self.fcs.items():
+            ws = p.add_workspace(name, fc.workspace_shape(N))
+            h = p.add(name, (N, fc.out_features), lambda src, out, fc=fc, ws=ws: fc(src, out, workspace=ws), source=h)
+        p.add("softmax", (N, 1000), self.softmax)
+        return p
 
     def _check(self, x) -> int:
-        from ..conv import _check_array
-        _check_array(x, "x", "NCHW", 4, backends.current(), backends.xp())
-        if tuple(x.shape[1:]) != INPUT_SHAPE:
-            raise ValueError(f"x must be (N, 3, 227, 227), got {tuple(x.shape)}: use alexnet.preprocess")
+        if not (fast_input(x, self._kind) and x.shape[1:] == INPUT_SHAPE):
+            check_array(x, "x", "NCHW", 4, self.backend)
+            if tuple(x.shape[1:]) != INPUT_SHAPE:
+                raise ValueError(f"x must be (N, 3, 227, 227), got {tuple(x.shape)}: use alexnet.preprocess")
         return int(x.shape[0])
 
     def logits(self, x):
-        """fc8's output (N, 1000) of float32 (N, 3, 227, 227) x on the backend."""
-        p = self.plan(self._check(x))
-        p.x[...] = x
-        for name, fn in p.steps[:-1]:   # all but the softmax
-            fn()
-        return p.buffers["fc8"]
+        """fc8's output (N, 1000) of float32 (N, 3, 227, 227) x on the backend (all but the softmax)."""
+        return self.plan(self._check(x)).eager(x, stop="softmax")
 
     def __call__(self, x):
-        """Class probabilities (N, 1000) of float32 (N, 3, 227, 227) x on the backend."""
-        p = self.plan(self._check(x))
-        p.x[...] = x
-        for _name, fn in p.steps:
-            fn()
-        return p.buffers["softmax"]
-
-
-class Plan:
-    """A batch's buffers and steps: ``x`` (the input buffer), ``buffers`` (name -> output of that
-    step), ``steps`` [(name, fn)] in order, and the bytes of each buffer (``activation_bytes``).
-    ``workspace``: split-K's partial products per layer (no column matrix: the implicit GEMMs never
-    write one)."""
-
-    def __init__(self, net: "AlexNet", N: int):
-        from .. import layers as L
-        from ..implicit import ALEXNET_CONVS
-        xp = backends.xp()
-        self.N = N
-        self.x = xp.empty((N,) + INPUT_SHAPE, dtype=xp.float32)
-        self.buffers: dict[str, object] = {}
-        self.steps: list[tuple[str, object]] = []
-        h = self.x
-        # Partial products over slices of K, per layer: split-K in the convolutions at small
-        # batches and in the dense layers (None where a layer needs none).
-        self.workspace: dict[str, object] = {}
-
-        def add(name, shape, fn):
-            out = xp.empty(shape, dtype=xp.float32)
-            self.buffers[name] = out
-            self.steps.append((name, (lambda src=h, out=out: fn(src, out))))
-            return out
-
-        for name, layer in ALEXNET_CONVS.items():
-            conv = net.convs[name]
-            shape = conv.workspace_shape(N)
-            ws = self.workspace[name] = None if shape is None else xp.empty(shape, dtype=xp.float32)
-            h = add(name, (N, layer.M) + layer.out_hw,
-                    lambda src, out, conv=conv, ws=ws: conv(src, out=out, workspace=ws))
-            if name in LRN_AFTER:
-                h = add(f"lrn{name[-1]}", h.shape, lambda src, out: L.lrn(src, **LRN, out=out))
-            if name in POOL_AFTER:
-                c, hh, ww = h.shape[1:]
-                h = add(f"pool{name[-1]}", (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1),
-                        lambda src, out: L.max_pool2d(src, 3, 2, out=out))
-        h = h.reshape(N, -1)          # a view: the (c, h, w) flatten, no copy
-        for name, width, relu in (("fc6", 4096, True), ("fc7", 4096, True), ("fc8", 1000, False)):
-            shape = net.dense_config(N, name)[2]
-            ws = self.workspace[name] = None if shape is None else xp.empty(shape, dtype=xp.float32)
-            h = add(name, (N, width), lambda src, out, name=name, relu=relu, ws=ws:
-                    net.dense(src, name, relu, out=out, workspace=ws))
-        add("softmax", (N, 1000), lambda src, out: L.softmax(src, out=out))
-        self._graph = None
-
-    def run(self) -> None:
-        """The forward pass on the plan's buffers (x in, buffers["softmax"] out): on a GPU as one
-        CUDA graph, captured on the first call after a first plain run, so a batch costs one launch
-        from Python instead of one per kernel; on the CPU executor, step by step."""
-        if backends.current() != "cuda":
-            for _name, fn in self.steps:
-                fn()
-            return
-        import cupy
-        if self._graph is None:
-            for _name, fn in self.steps:      # compiles and loads everything before the capture
-                fn()
-            stream = cupy.cuda.Stream(non_blocking=True)
-            with stream:
-                stream.begin_capture()
-                try:
-                    for _name, fn in self.steps:
-                        fn()
-                finally:
-                    self._graph = stream.end_capture()
-            self._stream = stream
-        self._graph.launch(cupy.cuda.get_current_stream())
-
-    @property
-    def activation_bytes(self) -> dict[str, int]:
-        return {"input": int(self.x.nbytes), **{k: int(v.nbytes) for k, v in self.buffers.items()}}
-
-    @property
-    def workspace_bytes(self) -> dict[str, int]:
-        return {k: (0 if v is None else int(v.nbytes)) for k, v in self.workspace.items()}
+        """Class probabilities (N, 1000) of float32 (N, 3, 227, 227) x on the backend, step by step."""
+        return self.plan(self._check(x)).eager(x)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends
-from ..measure import breakdown, time_region
+from ..loader import reload
+from ..measure import breakdown, release_gpu_memory, time_fn, time_region
+from ..measure.sweep import progress_bar
 from .alexnet import INPUT_SHAPE, AlexNet, weight_bytes
 
 __all__ = ["forward_breakdown", "first_call", "memory", "sweep", "graph_ms", "host_buffer"]
@@ -59,10 +61,10 @@ def forward_breakdown(net: AlexNet, batch: int, *, pinned: bool = True, warmup: 
 def first_call(weights: dict[str, np.ndarray], batch: int = 1, *, precision: str = "fp32") -> dict[str, float]:
     """ms of what happens once: making the network (weights to the device, TF32 packing, loading
     each kernel module: compiled now, or taken from CuPy's cache on disk if an earlier run compiled
-    it), allocating a batch's buffers, the first forward (first launches), a second forward (for
-    comparison), and freeing the buffers.  labkit's in-process module cache is emptied first."""
-    from .. import loader
-    loader._cache.clear()
+    it), allocating a batch's buffers, the first forward (first launches, each layer's plan made),
+    a second forward (for comparison), and freeing the buffers.  labkit's in-process caches of
+    modules and plans are emptied first (labkit.reload)."""
+    reload()
     out = {}
     with time_region() as t:
         net = AlexNet(weights, precision=precision)
@@ -80,6 +82,7 @@ def first_call(weights: dict[str, np.ndarray], batch: int = 1, *, precision: str
         out[label] = t.ms
     with time_region() as t:
         del plan
+        net.clear_plans()
         if backends.current() == "cuda":
             import cupy
             cupy.get_default_memory_pool().free_all_blocks()
@@ -109,7 +112,6 @@ def memory(net: AlexNet, batch: int) -> list[dict]:
 def graph_ms(net: AlexNet, batch: int, *, repeat: int = 10) -> float:
     """The forward pass's kernels launched as one CUDA graph (Plan.run), median ms: the GPU's time
     with no host in between (on the CPU executor, the steps one by one)."""
-    from ..measure import time_fn
     plan = net.plan(batch)
     plan.x[...] = 0.5
     return time_fn(plan.run, warmup=2, repeat=repeat, sync=False).median_ms
@@ -120,7 +122,6 @@ def sweep(net: AlexNet, batches, *, pinned: bool = True, repeat: int = 10, progr
     ``name="whole"`` with the op time (the kernels' sum), copy time and whole time, and a row
     ``name="graph"`` with the kernels as one CUDA graph.  At small batches the per-kernel times
     include the GPU waiting for Python to launch the next kernel; the graph's does not."""
-    from ..measure.sweep import progress_bar
     rows = []
     for n in progress_bar(list(batches), desc="AlexNet batch sweep", show=progress):
         bd = forward_breakdown(net, n, pinned=pinned, repeat=repeat)
@@ -130,4 +131,6 @@ def sweep(net: AlexNet, batches, *, pinned: bool = True, repeat: int = 10, progr
                      "copy_ms": bd.copy_ms, **common})
         g = graph_ms(net, n, repeat=repeat)
         rows.append({"name": "graph", "kind": "graph", "median_ms": g, "op_ms": g, **common})
+        net.clear_plans()            # the next, larger batch needs the memory
+        release_gpu_memory()
     return rows

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..shapes import ALEXNET_CONVS
 from .alexnet import LRN, LRN_AFTER, POOL_AFTER
 
 __all__ = ["tensorflow_logits"]
@@ -20,7 +21,6 @@ __all__ = ["tensorflow_logits"]
 def tensorflow_logits(raw: dict[str, tuple[np.ndarray, np.ndarray]], x_nchw: np.ndarray) -> np.ndarray:
     """fc8's logits (N, 1000), float32, computed by TensorFlow on the CPU."""
     import tensorflow as tf
-    from ..implicit import ALEXNET_CONVS
 
     h = tf.constant(np.ascontiguousarray(np.asarray(x_nchw, np.float32).transpose(0, 2, 3, 1)))  # NHWC
     for name, L in ALEXNET_CONVS.items():

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import WeightFileError
+
 __all__ = ["FILE_SHAPES", "FILE_SIZE", "WEIGHTS_ENV", "read_bvlc_npy", "check_raw", "to_labkit",
            "synthetic_weights", "fc6_rows_hwc_to_chw", "WeightFileError"]
 
@@ -42,10 +44,6 @@ FILE_SHAPES: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
 }
 
 
-class WeightFileError(ValueError):
-    """The weight file is not a complete, well-formed bvlc_alexnet.npy."""
-
-
 def _numpy_reconstruct():
     try:
         from numpy._core.multiarray import _reconstruct     # NumPy 2
@@ -54,7 +52,7 @@ def _numpy_reconstruct():
     return _reconstruct
 
 
-class _ArraysOnly(pickle.Unpickler):
+class ArraysOnly(pickle.Unpickler):
     """An unpickler that can build NumPy arrays and dtypes, and nothing else.
 
     Dicts, lists, tuples, strings and numbers have their own opcodes and need no class; every other
@@ -121,7 +119,7 @@ def read_bvlc_npy(path: str | os.PathLike) -> dict[str, tuple[np.ndarray, np.nda
         _read_header(f, str(p))
         body = f.read()
     try:
-        obj = _ArraysOnly(io.BytesIO(body), encoding="latin1").load()
+        obj = ArraysOnly(io.BytesIO(body), encoding="latin1").load()
     except WeightFileError as exc:
         raise WeightFileError(f"{p}: {exc}") from None
     except (EOFError, pickle.UnpicklingError, ValueError, TypeError, AttributeError, IndexError,

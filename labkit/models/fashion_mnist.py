@@ -25,8 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import backends, layers
+from ..checks import check_array
 from ..data import resize_images
 from ..reference import conv2d, dense, max_pool2d, tanh
+from .plan import Plan
 
 __all__ = [
     "WEIGHTS_PATH",
@@ -208,98 +211,98 @@ def load_keras_outputs(path: str | os.PathLike | None = None) -> dict[str, np.nd
 
 # --- the network on labkit's kernels ------------------------------------------------------------
 CONV_VARIANTS = ("fused", "naive", "tiled", "constant", "tuned")
-# dense 1 is (N x 5184) @ (5184 x 140): 144-wide column tiles cover its 140 outputs in one tile.
-DENSE1_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 144, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 4}
-DENSE2_PARAMS = {"GEMM_BM": 64, "GEMM_BN": 16, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 4}
+TILE2 = 8   # the ladder's tile width for layer 2 (labkit.ladder.TILE_WIDTH): its 18x18 plane
 
 
 class FashionNet:
     """The seed's network on the backend in use, every layer a labkit kernel.
 
         net = FashionNet()                       # the shipped weights, copied to the device once
-        probs = net(x)                           # x: float32 (N, 1, 48, 48) on the backend
+        probs = net(x)                           # x: float32 (N, 1, 48, 48) on the backend, step by step
+        plan = net.plan(N); plan.x[...] = x; plan.run()     # the whole pass as one CUDA graph
         for name, fn in net.layers(x): ...       # each layer as a callable (for per-layer op times)
 
     ``variant``: "fused" runs layer 1 as one kernel (convolution, bias, tanh and max-pool,
     labkit/kernels/conv_pool.cu) and layer 2 as the tuned convolution; a ladder variant ("naive",
     "tiled", "constant", "tuned") runs both convolutions with it (tanh fused) and pools with
-    labkit.layers.max_pool2d.  The dense layers are the double-buffered GEMM with the bias and
-    tanh fused; softmax is one warp per row.  Activations stay on the device between layers.
+    max_pool2d.  The dense layers are labkit.layers.Dense (tiles and split-K chosen by shape) with
+    the bias and tanh fused; softmax is one warp per row.  Each batch size gets a plan (buffers,
+    steps, graph) made once; activations stay on the device between layers.
     """
 
     def __init__(self, weights: dict[str, np.ndarray] | None = None, *, variant: str = "fused"):
-        from .. import backends
         if variant not in CONV_VARIANTS:
             raise ValueError(f"variant must be one of {', '.join(map(repr, CONV_VARIANTS))}, got {variant!r}")
         weights = load_weights() if weights is None else weights
         check_weights(weights)
+        self.backend = backends.current()
         xp = backends.xp()
         self.variant = variant
         self.w = {k: xp.array(v) for k, v in weights.items()}   # copies: the host dict stays as it is
-        self._buffers: dict[tuple, object] = {}
+        w = self.w
+        if variant == "fused":
+            self.conv1 = layers.ConvPoolTanh(w["conv1_w"], w["conv1_b"])
+            self.v2 = "tuned"
+        else:
+            self.conv1 = layers.Conv2d(w["conv1_w"], w["conv1_b"], variant=variant, activation="tanh")
+            self.pool1 = layers.MaxPool2d(2, 2)
+            self.v2 = variant
+        self.conv2 = layers.Conv2d(w["conv2_w"], w["conv2_b"], variant=self.v2, activation="tanh", tile_width=TILE2)
+        self.fc1 = layers.Dense(w["fc1_w"], w["fc1_b"], activation="tanh")
+        self.fc2 = layers.Dense(w["fc2_w"], w["fc2_b"])
+        self.softmax = layers.Softmax()
+        self._plans: dict[int, Plan] = {}
 
-    def _buffer(self, name: str, shape: tuple):
-        """Activations are allocated once per batch size and reused on every call."""
-        from .. import backends
-        key = (name, shape)
-        if key not in self._buffers:
-            # Poisoned with NaN when first made: an element a layer forgot to write shows up.
-            self._buffers[key] = backends.xp().full(shape, np.nan, dtype=np.float32)
-        return self._buffers[key]
+    def plan(self, N: int) -> Plan:
+        """The forward pass of a batch of N: buffers, workspaces and steps, made once per N."""
+        p = self._plans.get(N)
+        if p is None:
+            p = self._plans[N] = self._make_plan(N)
+        return p
+
+    def clear_plans(self) -> None:
+        """Forget every batch size's plan (its buffers and graph go back to the memory pool)."""
+        self._plans.clear()
+
+    def _make_plan(self, N: int) -> Plan:
+        p = Plan(N, INPUT_SHAPE, self.backend)
+        if self.variant == "fused":
+            p.add("conv1 + tanh + pool (fused)", (N, 6, 22, 22), self.conv1)
+        else:
+            p.add(f"conv1 + tanh ({self.variant})", (N, 6, 44, 44), self.conv1)
+            p.add("max-pool 2x2", (N, 6, 22, 22), self.pool1)
+        h = p.add(f"conv2 + tanh ({self.v2})", (N, 16, 18, 18), self.conv2)
+        for name, fc, width, src in (("dense 5184->140 + tanh", self.fc1, 140, h.reshape(N, 5184)),
+                                     ("dense 140->10", self.fc2, 10, None)):
+            ws = p.add_workspace(name, fc.workspace_shape(N))
+            p.add(name, (N, width), lambda src, out, fc=fc, ws=ws: fc(src, out, workspace=ws), source=src)
+        p.add("softmax", (N, 10), self.softmax)
+        return p
+
+    def _check(self, x) -> int:
+        _check_model_input(x)
+        check_array(x, "x", "NCHW", 4, self.backend)
+        return int(x.shape[0])
 
     def layers(self, x) -> list[tuple[str, object]]:
-        """The forward pass as (name, zero-argument callable) steps, in order, writing into
-        buffers; the last step leaves the probabilities in ``self.output(x)``."""
-        from .. import layers as L
-        from ..conv import conv2d
-        from ..gemm import gemm
-        _check_model_input(x)
-        N = int(x.shape[0])
-        w = self.w
-        pool1 = self._buffer("pool1", (N, 6, 22, 22))
-        conv2 = self._buffer("conv2", (N, 16, 18, 18))
-        fc1 = self._buffer("fc1", (N, 140))
-        logits = self._buffer("logits", (N, 10))
-        probs = self._buffer("probs", (N, 10))
-        if self.variant == "fused":
-            first = [("conv1 + tanh + pool (fused)",
-                      lambda: L.conv_pool_tanh(x, w["conv1_w"], w["conv1_b"], out=pool1))]
-            v2 = "tuned"
-        else:
-            conv1 = self._buffer("conv1", (N, 6, 44, 44))
-            first = [(f"conv1 + tanh ({self.variant})",
-                      lambda: conv2d(x, w["conv1_w"], w["conv1_b"], variant=self.variant,
-                                     activation="tanh", out=conv1)),
-                     ("max-pool 2x2", lambda: L.max_pool2d(conv1, 2, 2, out=pool1))]
-            v2 = self.variant
-        tile2 = 8   # the ladder's tile width for layer 2 (labkit.ladder.TILE_WIDTH)
-        return first + [
-            (f"conv2 + tanh ({v2})", lambda: conv2d(pool1, w["conv2_w"], w["conv2_b"], variant=v2,
-                                                    activation="tanh", out=conv2, tile_width=tile2)),
-            ("dense 5184->140 + tanh", lambda: gemm(conv2.reshape(N, 5184), w["fc1_w"], w["fc1_b"],
-                                                    variant="dbuf", activation="tanh", out=fc1,
-                                                    params=DENSE1_PARAMS)),
-            ("dense 140->10", lambda: gemm(fc1, w["fc2_w"], w["fc2_b"], variant="dbuf", out=logits,
-                                           params=DENSE2_PARAMS)),
-            ("softmax", lambda: L.softmax(logits, out=probs)),
-        ]
+        """The forward pass as (name, zero-argument callable) steps, in order, reading x (copied into
+        the plan's input buffer once, here) and writing the plan's buffers."""
+        p = self.plan(self._check(x))
+        p.x[...] = x
+        return list(p.steps)
 
     def logits(self, x):
         """Pre-softmax scores (N, 10) on the backend (runs every layer but the softmax)."""
-        for _, step in self.layers(x)[:-1]:
-            step()
-        return self._buffer("logits", (int(x.shape[0]), 10))
+        return self.plan(self._check(x)).eager(x, stop="softmax")
 
     def __call__(self, x):
-        """Class probabilities (N, 10) on the backend.  The array is reused by the next call with
-        the same batch size: copy it (``.copy()``) to keep it."""
-        for _, step in self.layers(x):
-            step()
-        return self._buffer("probs", (int(x.shape[0]), 10))
+        """Class probabilities (N, 10) on the backend.  The array is the plan's, reused by the next
+        call with the same batch size: copy it (``.copy()``) to keep it."""
+        return self.plan(self._check(x)).eager(x)
 
 
 def _check_model_input(x) -> None:
-    shape = tuple(int(v) for v in x.shape)
+    shape = tuple(int(v) for v in getattr(x, "shape", ()))
     if len(shape) != 4 or shape[1:] != (1, 48, 48):
         raise ValueError(f"the model takes float32 (N, 1, 48, 48) images, got shape {shape}: "
                          "preprocess(images_uint8) resizes Fashion-MNIST's 28x28 to 48x48")

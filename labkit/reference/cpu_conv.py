@@ -28,16 +28,16 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .layers import IntPair, _as_real_array, _check_dtype, _conv_checks, _pair, _x4
+from .arguments import IntPair, as_real_array, check_dtype, conv_checks, nchw, pair
 
 __all__ = ["conv2d_loops", "conv2d_vectorized", "conv2d_im2col", "im2col"]
 
 
 def _compute_dtype(x: Any, w: Any, dtype: Any) -> np.dtype:
     if dtype is not None:
-        return _check_dtype(dtype)
-    xa = _as_real_array(x, "x")
-    wa = _as_real_array(w, "w")
+        return check_dtype(dtype)
+    xa = as_real_array(x, "x")
+    wa = as_real_array(w, "w")
     if xa.dtype == np.float32 and wa.dtype == np.float32:
         return np.dtype(np.float32)
     return np.dtype(np.float64)
@@ -55,7 +55,7 @@ def _n_threads(threads: Any) -> int:
 
 def _prepare(x, w, b, stride, pad, dtype):
     dt = _compute_dtype(x, w, dtype)
-    x, w, b, s, p, _, out = _conv_checks(x, w, b, stride, pad, 1, dt)
+    x, w, b, s, p, _, out = conv_checks(x, w, b, stride, pad, 1, dt)
     if p[0] or p[1]:
         x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
     return dt, x, w, b, s, out
@@ -132,14 +132,14 @@ def im2col(x: np.ndarray, k: IntPair, *, stride: IntPair = 1, pad: IntPair = 0,
         convolution, already in ``(N, M, Ho*Wo)`` i.e. NCHW order.
     """
     if dtype is None:
-        xa = _as_real_array(x, "x")
+        xa = as_real_array(x, "x")
         dt = np.dtype(np.float32) if xa.dtype == np.float32 else np.dtype(np.float64)
     else:
-        dt = _check_dtype(dtype)
-    kh, kw = _pair(k, "k", 1)
-    x = _x4(x, dt)
+        dt = check_dtype(dtype)
+    kh, kw = pair(k, "k", 1)
+    x = nchw(x, dt)
     dummy_w = np.zeros((1, x.shape[1], kh, kw), dtype=dt)
-    x, _, _, (sh, sw), (ph, pw), _, (h_out, w_out) = _conv_checks(
+    x, _, _, (sh, sw), (ph, pw), _, (h_out, w_out) = conv_checks(
         x, dummy_w, None, stride, pad, 1, dt)
     if ph or pw:
         x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))

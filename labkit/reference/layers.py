@@ -24,6 +24,9 @@ from typing import Any
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from .arguments import (IntPair, as_real_array, bias_vector, check_dtype, conv_checks,
+                        nchw, pair, real_array, window_count)
+
 __all__ = [
     "conv2d",
     "max_pool2d",
@@ -37,155 +40,6 @@ __all__ = [
     "softmax",
 ]
 
-IntPair = int | tuple[int, int]
-
-_ALLOWED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
-
-
-# --------------------------------------------------------------------------
-# argument validation (shared with cpu_conv.py)
-# --------------------------------------------------------------------------
-def _check_dtype(dtype: Any) -> np.dtype:
-    """Return ``np.dtype(dtype)`` if it is float32 or float64, else raise TypeError."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError as exc:
-        raise TypeError(
-            f"dtype must be np.float32 or np.float64, got {dtype!r}"
-        ) from exc
-    if dt not in _ALLOWED_DTYPES:
-        raise TypeError(
-            f"dtype must be np.float32 or np.float64, got {dt}; "
-            "pass dtype=np.float32 or dtype=np.float64"
-        )
-    return dt
-
-
-def _as_real_array(a: Any, name: str) -> np.ndarray:
-    """Convert ``a`` to an ndarray of a real numeric dtype, else raise TypeError."""
-    if a is None:
-        raise TypeError(f"{name} must be an array, got None")
-    try:
-        arr = np.asarray(a)
-    except Exception as exc:  # ragged lists and the like
-        raise TypeError(
-            f"{name} could not be converted to a NumPy array ({exc}); "
-            "pass a numpy.ndarray"
-        ) from exc
-    if arr.dtype == np.bool_ or not (
-        np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
-    ):
-        raise TypeError(
-            f"{name} must hold real numbers (an integer or floating dtype), "
-            f"got dtype {arr.dtype}; convert it with np.asarray({name}, dtype=np.float32)"
-        )
-    return arr
-
-
-def _array(a: Any, name: str, dtype: np.dtype, ndim: int | None = None,
-           what: str = "") -> np.ndarray:
-    """Validated array of ``dtype``; checks ``ndim`` when given."""
-    arr = _as_real_array(a, name)
-    if ndim is not None and arr.ndim != ndim:
-        raise ValueError(
-            f"{name} must be {ndim}-D{' ' + what if what else ''}, got shape {arr.shape}"
-        )
-    if arr.size == 0:
-        raise ValueError(f"{name} must not be empty, got shape {arr.shape}")
-    return np.asarray(arr, dtype=dtype)
-
-
-def _x4(x: Any, dtype: np.dtype) -> np.ndarray:
-    """Validate an NCHW activation tensor."""
-    arr = _as_real_array(x, "x")
-    if arr.ndim != 4:
-        hint = ""
-        if arr.ndim == 3:
-            hint = "; add a batch axis with x[None] (a single image is (1, C, H, W))"
-        raise ValueError(f"x must be 4-D NCHW, got shape {arr.shape}{hint}")
-    if arr.size == 0:
-        raise ValueError(f"x must not be empty, got shape {arr.shape}")
-    return np.asarray(arr, dtype=dtype)
-
-
-def _pair(v: Any, name: str, minimum: int) -> tuple[int, int]:
-    """Normalize an int or (h, w) pair of ints, each >= ``minimum``."""
-    if isinstance(v, (bool, np.bool_)):
-        raise TypeError(f"{name} must be an int or a (h, w) pair of ints, got {v!r}")
-    if isinstance(v, (int, np.integer)):
-        pair = (int(v), int(v))
-    elif isinstance(v, (tuple, list)) and len(v) == 2 and all(
-        isinstance(e, (int, np.integer)) and not isinstance(e, (bool, np.bool_))
-        for e in v
-    ):
-        pair = (int(v[0]), int(v[1]))
-    else:
-        raise TypeError(f"{name} must be an int or a (h, w) pair of ints, got {v!r}")
-    if pair[0] < minimum or pair[1] < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {v!r}")
-    return pair
-
-
-def _bias(b: Any, m: int, dtype: np.dtype, what: str) -> np.ndarray | None:
-    if b is None:
-        return None
-    arr = _as_real_array(b, "b")
-    if arr.shape != (m,):
-        raise ValueError(
-            f"b must have shape ({m},) (one value per {what}), got shape {arr.shape}"
-        )
-    return np.asarray(arr, dtype=dtype)
-
-
-def _out_size(size: int, k: int, s: int, p: int, axis: str, what: str) -> int:
-    """Output length of a VALID window sweep over ``size + 2p`` with kernel k, stride s."""
-    padded = size + 2 * p
-    if padded < k:
-        raise ValueError(
-            f"{what} {axis} ({k}) is larger than the padded input {axis} "
-            f"({size} + 2*{p} = {padded}); use a smaller kernel or more padding"
-        )
-    return (padded - k) // s + 1
-
-
-def _conv_checks(x: Any, w: Any, b: Any, stride: Any, pad: Any, groups: Any,
-                 dtype: np.dtype):
-    """Shared validation of conv2d arguments; returns normalized values."""
-    x = _x4(x, dtype)
-    wa = _as_real_array(w, "w")
-    if wa.ndim != 4:
-        raise ValueError(
-            f"w must be 4-D (M, C/groups, KH, KW), got shape {wa.shape}"
-        )
-    if wa.size == 0:
-        raise ValueError(f"w must not be empty, got shape {wa.shape}")
-    w = np.asarray(wa, dtype=dtype)
-    if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)):
-        raise TypeError(f"groups must be an int, got {groups!r}")
-    groups = int(groups)
-    if groups < 1:
-        raise ValueError(f"groups must be >= 1, got {groups}")
-    n, c, h, wd = x.shape
-    m, cg, kh, kw = w.shape
-    if c != groups * cg:
-        raise ValueError(
-            f"channels of x ({c}) must equal groups*C/groups of w "
-            f"({groups}*{cg} = {groups * cg}); w must be shaped (M, C/groups, KH, KW) "
-            "-- check the layout (MCKK, not KKCM) and the groups argument"
-        )
-    if m % groups != 0:
-        raise ValueError(
-            f"output channels M of w ({m}) must be divisible by groups ({groups})"
-        )
-    b = _bias(b, m, dtype, "output channel M")
-    sh, sw = _pair(stride, "stride", 1)
-    ph, pw = _pair(pad, "pad", 0)
-    ho = _out_size(h, kh, sh, ph, "height", "kernel")
-    wo = _out_size(wd, kw, sw, pw, "width", "kernel")
-    return x, w, b, (sh, sw), (ph, pw), groups, (ho, wo)
-
-
-# --------------------------------------------------------------------------
 # convolution
 # --------------------------------------------------------------------------
 def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
@@ -207,8 +61,8 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
     Returns:
         ``(N, M, Ho, Wo)`` with ``Ho = (H + 2*ph - KH) // sh + 1`` (same for W).
     """
-    dt = _check_dtype(dtype)
-    x, w, b, (sh, sw), (ph, pw), groups, (ho, wo) = _conv_checks(
+    dt = check_dtype(dtype)
+    x, w, b, (sh, sw), (ph, pw), groups, (ho, wo) = conv_checks(
         x, w, b, stride, pad, groups, dt)
     n, c, _, _ = x.shape
     m, cg, kh, kw = w.shape
@@ -236,8 +90,8 @@ def _pool_windows(x: np.ndarray, k: tuple[int, int], s: tuple[int, int],
                   p: tuple[int, int], fill: float) -> np.ndarray:
     """(N, C, Ho, Wo, KH, KW) window view of x padded with ``fill``."""
     n, c, h, wd = x.shape
-    ho = _out_size(h, k[0], s[0], p[0], "height", "pooling window")
-    wo = _out_size(wd, k[1], s[1], p[1], "width", "pooling window")
+    ho = window_count(h, k[0], s[0], p[0], "height", "pooling window")
+    wo = window_count(wd, k[1], s[1], p[1], "width", "pooling window")
     if p[0] or p[1]:
         x = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])),
                    constant_values=fill)
@@ -246,9 +100,9 @@ def _pool_windows(x: np.ndarray, k: tuple[int, int], s: tuple[int, int],
 
 
 def _pool_args(k: Any, stride: Any, pad: Any):
-    kk = _pair(k, "k", 1)
-    ss = kk if stride is None else _pair(stride, "stride", 1)
-    pp = _pair(pad, "pad", 0)
+    kk = pair(k, "k", 1)
+    ss = kk if stride is None else pair(stride, "stride", 1)
+    pp = pair(pad, "pad", 0)
     if pp[0] >= kk[0] or pp[1] >= kk[1]:
         raise ValueError(
             f"pad {pp} must be smaller than the pooling window {kk} "
@@ -266,8 +120,8 @@ def max_pool2d(x: np.ndarray, k: IntPair, stride: IntPair | None = None,
     ``Ho = (H - KH) // sh + 1``.  With ``pad > 0`` the padding never wins the
     max (it is treated as -inf); ``pad`` must be smaller than ``k``.
     """
-    dt = _check_dtype(dtype)
-    x = _x4(x, dt)
+    dt = check_dtype(dtype)
+    x = nchw(x, dt)
     kk, ss, pp = _pool_args(k, stride, pad)
     return _pool_windows(x, kk, ss, pp, -np.inf).max(axis=(4, 5))
 
@@ -282,8 +136,8 @@ def avg_pool2d(x: np.ndarray, k: IntPair, stride: IntPair | None = None,
     in-bounds elements only (padding is not counted), which is what
     TensorFlow's ``'SAME'`` average pooling does at the borders.
     """
-    dt = _check_dtype(dtype)
-    x = _x4(x, dt)
+    dt = check_dtype(dtype)
+    x = nchw(x, dt)
     kk, ss, pp = _pool_args(k, stride, pad)
     total = _pool_windows(x, kk, ss, pp, 0.0).sum(axis=(4, 5))
     if pp == (0, 0):
@@ -295,8 +149,8 @@ def avg_pool2d(x: np.ndarray, k: IntPair, stride: IntPair | None = None,
 
 def global_avg_pool(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
     """Mean over the spatial axes: NCHW ``(N, C, H, W)`` -> ``(N, C)``."""
-    dt = _check_dtype(dtype)
-    x = _x4(x, dt)
+    dt = check_dtype(dtype)
+    x = nchw(x, dt)
     return x.mean(axis=(2, 3))
 
 
@@ -305,22 +159,22 @@ def global_avg_pool(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
 # --------------------------------------------------------------------------
 def relu(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
     """``max(x, 0)`` element-wise; any shape, returns ``dtype``."""
-    dt = _check_dtype(dtype)
-    x = np.asarray(_as_real_array(x, "x"), dtype=dt)
+    dt = check_dtype(dtype)
+    x = np.asarray(as_real_array(x, "x"), dtype=dt)
     return np.maximum(x, dt.type(0))
 
 
 def relu6(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
     """``min(max(x, 0), 6)`` element-wise; any shape, returns ``dtype``."""
-    dt = _check_dtype(dtype)
-    x = np.asarray(_as_real_array(x, "x"), dtype=dt)
+    dt = check_dtype(dtype)
+    x = np.asarray(as_real_array(x, "x"), dtype=dt)
     return np.clip(x, dt.type(0), dt.type(6))
 
 
 def tanh(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
     """Hyperbolic tangent element-wise; any shape, returns ``dtype``."""
-    dt = _check_dtype(dtype)
-    x = np.asarray(_as_real_array(x, "x"), dtype=dt)
+    dt = check_dtype(dtype)
+    x = np.asarray(as_real_array(x, "x"), dtype=dt)
     return np.tanh(x)
 
 
@@ -340,8 +194,8 @@ def lrn(x: np.ndarray, depth_radius: int = 2, bias: float = 1.0,
     with ``r = depth_radius``.  Note that TensorFlow's ``alpha`` multiplies the
     plain sum (Caffe's ``alpha`` is divided by the window size ``2r+1``).
     """
-    dt = _check_dtype(dtype)
-    x = _x4(x, dt)
+    dt = check_dtype(dtype)
+    x = nchw(x, dt)
     if isinstance(depth_radius, (bool, np.bool_)) or not isinstance(
             depth_radius, (int, np.integer)):
         raise TypeError(f"depth_radius must be an int, got {depth_radius!r}")
@@ -379,21 +233,21 @@ def dense(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
         w: ``(in, out)``.
         b: ``(out,)`` or None.
     """
-    dt = _check_dtype(dtype)
-    xa = _as_real_array(x, "x")
+    dt = check_dtype(dtype)
+    xa = as_real_array(x, "x")
     if xa.ndim not in (1, 2):
         hint = ""
         if xa.ndim == 4:
             hint = "; flatten the activations first with x.reshape(len(x), -1)"
         raise ValueError(f"x must be 2-D (N, in) or 1-D (in,), got shape {xa.shape}{hint}")
     xa = np.asarray(xa, dtype=dt)
-    w = _array(w, "w", dt, 2, "(in, out)")
+    w = real_array(w, "w", dt, 2, "(in, out)")
     if xa.shape[-1] != w.shape[0]:
         raise ValueError(
             f"features of x ({xa.shape[-1]}) must equal the rows of w ({w.shape[0]}); "
             "w must be shaped (in, out) -- transpose it if it is (out, in)"
         )
-    b = _bias(b, w.shape[1], dt, "output feature")
+    b = bias_vector(b, w.shape[1], dt, "output feature")
     y = xa @ w
     if b is not None:
         y = y + b
@@ -402,8 +256,8 @@ def dense(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
 
 def softmax(x: np.ndarray, axis: int = -1, *, dtype: Any = np.float64) -> np.ndarray:
     """Numerically stable softmax along ``axis`` (the max is subtracted first)."""
-    dt = _check_dtype(dtype)
-    x = np.asarray(_as_real_array(x, "x"), dtype=dt)
+    dt = check_dtype(dtype)
+    x = np.asarray(as_real_array(x, "x"), dtype=dt)
     if x.ndim == 0:
         raise ValueError("x must have at least one axis, got a scalar")
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, (bool, np.bool_)):

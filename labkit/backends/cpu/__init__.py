@@ -8,9 +8,9 @@ accesses (``check="memory"``), barriers that only part of a block reaches
 (``check="barrier"``), and missing barriers, by running the threads of a block in
 a random order (``check="shuffle"``).
 """
-from ..kernel_source import ConstantMemoryError, KernelCompileError, UnsupportedOnCPU
-from .memcheck import KernelMemoryError
-from .module import BarrierError, CPUFunction, CPUModule, LaunchError, Symbol, parse_checks
+from ...errors import (BarrierError, ConstantMemoryError, KernelCompileError, KernelMemoryError, LaunchError,
+                      UnsupportedOnCPU)
+from .module import CPUFunction, CPUModule, Symbol, parse_checks
 
 __all__ = ["CPUModule", "CPUFunction", "Symbol", "KernelCompileError", "KernelMemoryError",
            "BarrierError", "ConstantMemoryError", "LaunchError", "UnsupportedOnCPU", "parse_checks"]

@@ -18,7 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from ..kernel_source import KernelCompileError, SourceInfo
+from ...errors import KernelCompileError
+from ..kernel_source import SourceInfo
 
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "labkit_cpu.h"

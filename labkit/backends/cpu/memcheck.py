@@ -19,14 +19,12 @@ import tempfile
 
 import numpy as np
 
-
-class KernelMemoryError(RuntimeError):
-    """The memory check found an out-of-bounds or otherwise invalid access."""
+from ...errors import BarrierError, KernelMemoryError, LaunchError
 
 
 def _write_launch(path: str, fn, cfg, packed) -> None:
     module = fn.module
-    syms = list(module._symbols.values())
+    syms = list(module.symbols.values())
     with open(path, "wb") as f:
         f.write(b"LKRUN001")
         f.write(struct.pack("<III", fn.index, len(packed), len(syms)))
@@ -86,8 +84,7 @@ def _explain(fn, stderr: str) -> str:
 
 def run(fn, cfg, packed) -> None:
     """Run one launch of `fn` under AddressSanitizer; copy results back or raise."""
-    from .module import BarrierError, LaunchError
-    so, runner = fn.module._asan_build()
+    so, runner = fn.module.asan_build()
     with tempfile.TemporaryDirectory(prefix="labkit-memcheck-") as tmp:
         inp, out = os.path.join(tmp, "launch.in"), os.path.join(tmp, "result.out")
         _write_launch(inp, fn, cfg, packed)
@@ -111,6 +108,6 @@ def run(fn, cfg, packed) -> None:
             n = arr.nbytes
             np.copyto(arr, np.frombuffer(data[pos:pos + n], dtype=arr.dtype).reshape(arr.shape))
             pos += n
-    for s in fn.module._symbols.values():
+    for s in fn.module.symbols.values():
         ctypes.memmove(s.ptr, data[pos:pos + s.nbytes], s.nbytes)
         pos += s.nbytes

@@ -21,9 +21,11 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ...errors import BarrierError, ConstantMemoryError, LaunchError
 from .. import kernel_source as source
+from ..limits import (CONSTANT_MEMORY, MAX_BLOCK, MAX_GRID, MAX_THREADS_PER_BLOCK,
+                      SHARED_MEM_PER_BLOCK)
 from . import compiler, memcheck
-from ..kernel_source import ConstantMemoryError, UnsupportedOnCPU  # noqa: F401  (re-exported)
 
 # One launch at a time in this process; the workers of a launch use every core.
 _LAUNCH_LOCK = threading.Lock()
@@ -42,17 +44,8 @@ def _held(lib: ctypes.CDLL) -> None:
         _, old = _HOLDING.popitem(last=False)
         old.labkit_release()
 
-CONSTANT_MEMORY_LIMIT = 64 * 1024
-DEFAULT_DYNAMIC_SHARED_LIMIT = 48 * 1024
 CHECKS = ("memory", "barrier", "shuffle")
 CHECK_ENV = "LABKIT_CHECK"
-
-class LaunchError(RuntimeError):
-    """A launch was refused before it ran, or failed while running."""
-
-
-class BarrierError(LaunchError):
-    """The barrier check found a barrier that only part of a block reaches, or a deadlock."""
 
 
 class _LaunchConfig(ctypes.Structure):
@@ -165,20 +158,20 @@ class CPUModule:
         self._lib = compiler.load_private(so)
         self._lib.labkit_error.restype = ctypes.c_char_p
         self._lib.labkit_switches.restype = ctypes.c_ulonglong
-        self._symbols: dict[str, Symbol] = {}
+        self.symbols: dict[str, Symbol] = {}
         sym_names = self.info.constants + self.info.globals
         for i, name in enumerate(sym_names):
             addr_fn = getattr(self._lib, f"labkit_sym_{i}")
             addr_fn.restype = ctypes.c_void_p
             size_fn = getattr(self._lib, f"labkit_symsize_{i}")
             size_fn.restype = ctypes.c_ulonglong
-            self._symbols[name] = Symbol(name, addr_fn(), int(size_fn()),
+            self.symbols[name] = Symbol(name, addr_fn(), int(size_fn()),
                                          constant=name in self.info.constants)
-        total = sum(s.nbytes for s in self._symbols.values() if s.constant)
-        if total > CONSTANT_MEMORY_LIMIT:
+        total = sum(s.nbytes for s in self.symbols.values() if s.constant)
+        if total > CONSTANT_MEMORY:
             raise ConstantMemoryError(
                 f"{path} declares {total} bytes of __constant__ memory; a GPU has 64 KiB "
-                f"({CONSTANT_MEMORY_LIMIT} bytes). Keep only small, broadcast-read data (weights "
+                f"({CONSTANT_MEMORY} bytes). Keep only small, broadcast-read data (weights "
                 "of a small layer, biases) in constant memory and the rest in global memory.")
         self._functions: dict[str, CPUFunction] = {}
         self._asan: tuple | None = None
@@ -199,13 +192,13 @@ class CPUModule:
 
     def get_global(self, name: str) -> Symbol:
         try:
-            return self._symbols[name]
+            return self.symbols[name]
         except KeyError:
-            known = ", ".join(self._symbols) or "none"
+            known = ", ".join(self.symbols) or "none"
             raise LaunchError(f"{self.path} has no __constant__ or __device__ variable {name!r} "
                               f"(known: {known})") from None
 
-    def _asan_build(self):
+    def asan_build(self):
         """The AddressSanitizer build and its runner, made on first use of the memory check."""
         if self._asan is None:
             self._asan = (compiler.build(self._tu, self.path, asan=True), compiler.build_runner())
@@ -231,7 +224,7 @@ class CPUFunction:
         self._launch = getattr(lib, f"labkit_launch_{index}")
         self._launch.argtypes = [ctypes.POINTER(_LaunchConfig), ctypes.POINTER(ctypes.c_void_p)]
         self._launch.restype = ctypes.c_int
-        self.max_dynamic_shared_size_bytes = DEFAULT_DYNAMIC_SHARED_LIMIT
+        self.max_dynamic_shared_size_bytes = SHARED_MEM_PER_BLOCK
         self.last_switches = 0
 
     @property
@@ -259,14 +252,24 @@ class CPUFunction:
         return ctypes.create_string_buffer(raw, len(raw)), None
 
     # --- launching -------------------------------------------------------------------------
+    def launcher(self, grid, block, shared_mem: int = 0):
+        """``launch(args)``: this kernel with its launch configuration fixed (the GPU backend's
+        fast path).  The executor keeps every check on each launch: launches are slow here anyway,
+        and the checks catch an op that prepared a wrong argument before it reaches a GPU."""
+        grid, block, shared = tuple(grid), tuple(block), int(shared_mem)
+
+        def launch(args) -> None:
+            self(grid, block, args, shared_mem=shared)
+        return launch
+
     def __call__(self, grid, block, args, *, shared_mem: int = 0, stream=None, check=None) -> None:
         grid3 = _dim3(grid, "grid")
         block3 = _dim3(block, "block")
         nthreads = block3[0] * block3[1] * block3[2]
-        if nthreads > 1024 or block3[0] > 1024 or block3[1] > 1024 or block3[2] > 64:
+        if nthreads > MAX_THREADS_PER_BLOCK or any(b > m for b, m in zip(block3, MAX_BLOCK)):
             raise LaunchError(f"block {block3} has {nthreads} threads: a block holds at most 1024 "
                               "(x, y <= 1024, z <= 64)")
-        if grid3[0] > 2**31 - 1 or grid3[1] > 65535 or grid3[2] > 65535:
+        if any(g > m for g, m in zip(grid3, MAX_GRID)):
             raise LaunchError(f"grid {grid3} is too large (x < 2**31, y and z <= 65535)")
         shared_mem = int(shared_mem)
         if shared_mem < 0 or shared_mem > self.max_dynamic_shared_size_bytes:

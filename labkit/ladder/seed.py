@@ -16,41 +16,20 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from . import backends, measure, peers, reference
-from .conv import conv2d
+from .. import backends, measure, peers, reference
+from ..checks import rel_error
+from ..device_query import device
+from ..measure.sweep import progress_bar
+from ..ops.conv import conv2d
+from ..shapes import SEED_LAYERS
+from .harness import checked_time, random_layer, reference_activation
 
-SEED_LAYERS: dict[str, dict[str, int]] = {
-    "layer 1": dict(C=1, H=48, W=48, M=6, K=5),
-    "layer 2": dict(C=6, H=22, W=22, M=16, K=5),
-}
+__all__ = ["SEED_LAYERS", "TILE_WIDTH", "PEER", "check", "compare", "table"]
+
 # The tile width the tiled rungs use on each layer: 16 suits layer 1's 44x44 output plane; layer 2's
 # 18x18 plane fits 8-wide tiles better (conv_tiled.cu explains why).
 TILE_WIDTH = {"layer 1": 16, "layer 2": 8}
 PEER = "cuDNN"
-
-
-def random_layer(N: int, C: int, H: int, W: int, M: int, K: int, rng=None):
-    """Fresh random float32 x (N, C, H, W), w (M, C, K, K) scaled by 1/sqrt(C*K*K), and b (M,)."""
-    rng = rng or np.random.default_rng()
-    x = rng.standard_normal((N, C, H, W), dtype=np.float32)
-    w = (rng.standard_normal((M, C, K, K)) / np.sqrt(C * K * K)).astype(np.float32)
-    b = rng.standard_normal(M).astype(np.float32)
-    return x, w, b
-
-
-def reference_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
-    """The activation the kernels fuse, applied to a float64 reference output."""
-    return {None: y, "tanh": np.tanh(y), "relu": np.maximum(y, 0.0)}[activation]
-
-
-def _to_numpy(a) -> np.ndarray:
-    return a.get() if hasattr(a, "get") else np.asarray(a)
-
-
-def rel_error(y, ref) -> float:
-    """||y - ref|| / ||ref||, in float64; NaN anywhere in y (an unwritten output) gives NaN."""
-    y = _to_numpy(y).astype(np.float64)
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 def _options(spec) -> dict:
@@ -88,12 +67,8 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
     ``variants``: names (each run with the layer's TILE_WIDTH), or a mapping label -> conv2d
     keyword arguments.  Each row: layer, label, batch, median_ms, min_ms, floor_ms, pct_of_floor,
     ratio_to_cudnn (None without the peer), device, backend.  Every variant, and the peer, is
-    checked against the reference on the first images of each batch before it is timed.  Timing:
-    CUDA events around each call, calls queued back to back (``time_fn(sync=False)``).
+    checked against the reference on the first images of each batch before it is timed.
     """
-    from .device_query import device
-    from .measure.sweep import progress_bar
-
     xp = backends.xp()
     ceil = device().ceilings()
     if isinstance(variants, Mapping):
@@ -108,29 +83,19 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
         x, w, b = xp.asarray(x_h), xp.asarray(w_h), xp.asarray(b_h)
         Ho, Wo = L["H"] - L["K"] + 1, L["W"] - L["K"] + 1
         y = xp.empty((batch, L["M"], Ho, Wo), dtype=xp.float32)
-        n_check = min(batch, 4)
-        ref = reference_activation(reference.conv2d(x_h[:n_check], w_h, b_h), activation)
+        ref = reference_activation(reference.conv2d(x_h[:min(batch, 4)], w_h, b_h), activation)
         cost = measure.conv2d_cost(batch, **L)
         runs = {}
         for label, opts in specs.items():
             opts = {"tile_width": TILE_WIDTH.get(name, 16), **opts}
-            runs[label] = (lambda opts=opts: conv2d(x, w, b, activation=activation, out=y, **opts))
-        if use_peer:
-            runs[PEER] = peers.cudnn_conv2d(x, w, b, activation=activation, out=y)
+            runs[label] = (lambda opts=opts: conv2d(x, w, b, activation=activation, out=y, **opts)), None
+        if use_peer:   # timed alone, without the copy into y that the check needs
+            runs[PEER] = (peers.cudnn_conv2d(x, w, b, activation=activation, out=y),
+                          peers.cudnn_conv2d(x, w, b, activation=activation))
         batch_rows = []
-        for label, run in runs.items():
-            y.fill(float("nan"))
-            run()
-            err = rel_error(y[:n_check], ref)
-            if not err < 1e-5:
-                raise AssertionError(f"{label} on {name} at batch {batch} disagrees with the "
-                                     f"float64 reference: relative error {err:.2e}")
-            if label == PEER:  # time cuDNN's convolution alone, without the copy into y
-                run = peers.cudnn_conv2d(x, w, b, activation=activation)
-            # Calls queued back to back: the host's launch overhead (Python, argument checks)
-            # overlaps the GPU's work, as between the layers of a network, so what is timed is
-            # the GPU's time, for labkit and cuDNN alike.
-            t = measure.time_fn(run, warmup=warmup, repeat=repeat, sync=False)
+        for label, (run, timed) in runs.items():
+            t, _ = checked_time(f"{label} on {name} at batch {batch}", run, y, ref, tol=1e-5, warmup=warmup,
+                                repeat=repeat, timed=timed)
             batch_rows.append({"layer": name, "label": label, "batch": batch,
                                "median_ms": t.median_ms, "min_ms": t.min_ms, "repeat": t.repeat,
                                "floor_ms": measure.floor_ms(cost, ceil),
@@ -141,9 +106,7 @@ def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int
             r["ratio_to_cudnn"] = None if peer_ms is None else r["median_ms"] / peer_ms
         rows += batch_rows
         del x, w, b, y
-        if backends.current() == "cuda":
-            import cupy
-            cupy.get_default_memory_pool().free_all_blocks()
+        measure.release_gpu_memory()
     return rows
 
 

@@ -1,0 +1,161 @@
+"""The argument checks every op shares, and the error measure every check uses, in one place.
+
+    check_array(x, "x", "NCHW", 4)            # place (GPU or host), dtype, rank, layout, or a clear error
+    out = output(out, (N, M, Ho, Wo), "NCHW", inputs=(x, w))   # allocated, or the caller's, checked
+    rel_error(y, ref)                         # ||y - ref|| / ||ref|| in float64
+
+A prepared op checks a new input with ``fast_input`` (a type, a dtype and a flag: well under a
+microsecond) and falls back on ``check_array`` only to say what is wrong.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import backends
+
+ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2}   # the kernels' `int act`
+F32 = np.dtype(np.float32)
+
+
+def is_cupy(a) -> bool:
+    """Is ``a`` a CuPy array?  Without importing CuPy: on the CPU executor it may not be installed."""
+    return type(a).__module__.startswith("cupy")
+
+
+def to_numpy(a) -> np.ndarray:
+    """``a`` as a NumPy array (copied from the GPU if it lives there)."""
+    return a.get() if hasattr(a, "get") else np.asarray(a)
+
+
+def rel_error(y, ref) -> float:
+    """||y - ref|| / ||ref||, in float64; NaN anywhere in y (an unwritten output) gives NaN."""
+    y = to_numpy(y).astype(np.float64)
+    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+_MODULES: dict[str, object] = {}
+
+
+def array_module(backend: str):
+    """cupy on the GPU backend, numpy on the CPU executor (``labkit.xp`` for a given backend)."""
+    m = _MODULES.get(backend)
+    if m is None:
+        if backend == "cuda":
+            import cupy as m
+        else:
+            m = np
+        _MODULES[backend] = m
+    return m
+
+
+def array_type(backend: str) -> type:
+    """cupy.ndarray on the GPU backend, numpy.ndarray on the CPU executor."""
+    return array_module(backend).ndarray
+
+
+def check_int(v, name: str, low: int = 1, high: int | None = None) -> int:
+    """``v`` as an int if it is an integer (not a bool) from ``low`` to ``high``; else ValueError."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low or \
+            (high is not None and v > high):
+        bounds = f">= {low}" if high is None else f"from {low} to {high}"
+        raise ValueError(f"{name} must be an int {bounds}, got {v!r}")
+    return int(v)
+
+
+def check_activation(activation) -> int:
+    """The kernels' code of an activation (None, "tanh", "relu"); ValueError for anything else."""
+    try:
+        return ACTIVATIONS[activation]
+    except (KeyError, TypeError):
+        raise ValueError(f"activation must be None, 'tanh' or 'relu', got {activation!r}") from None
+
+
+def check_array(a, name: str, layout: str, ndim: int, backend: str | None = None, xp=None,
+                dtype_fix: str | None = None) -> None:
+    """Refuse what a kernel would misread: wrong place, dtype, rank or memory layout."""
+    backend = backend or backends.current()
+    xp = xp or array_module(backend)
+    if backend == "cuda":
+        if isinstance(a, np.ndarray):
+            raise TypeError(f"{name} is a NumPy array, but kernels run on the GPU: copy it to the GPU "
+                            f"with cupy.asarray({name})")
+        if not isinstance(a, xp.ndarray):
+            raise TypeError(f"{name} must be a cupy.ndarray, got {type(a).__name__}: "
+                            f"cupy.asarray({name}, dtype=cupy.float32)")
+    else:
+        if is_cupy(a):
+            raise TypeError(f"{name} is a CuPy array, but kernels run on the CPU executor: bring it "
+                            f"back with cupy.asnumpy({name})")
+        if not isinstance(a, np.ndarray):
+            raise TypeError(f"{name} must be a numpy.ndarray, got {type(a).__name__}: "
+                            f"np.asarray({name}, dtype=np.float32)")
+    if a.dtype != np.float32:
+        fix = dtype_fix or f"{name}.astype(np.float32)"
+        raise TypeError(f"{name} must be float32 {layout}, got {a.dtype}: {fix}")
+    if a.ndim != ndim:
+        hint = "; a single image is (1, C, H, W): add the batch axis with x[None]" \
+            if name == "x" and a.ndim == 3 else ""
+        raise ValueError(f"{name} must be {ndim}-D {layout}, got shape {tuple(a.shape)}{hint}")
+    if a.size == 0:
+        raise ValueError(f"{name} must not be empty, got shape {tuple(a.shape)}")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{name} must be C-contiguous (the kernels index it as packed {layout}): "
+                         f"pass {xp.__name__}.ascontiguousarray({name})")
+    if backend == "cuda":
+        import cupy
+        here = cupy.cuda.Device().id
+        if a.data.device_id != here:
+            raise ValueError(f"{name} lives on GPU {a.data.device_id}, but kernels run on GPU {here}: "
+                             f"run under `with cupy.cuda.Device({a.data.device_id}):`, or copy it over")
+
+
+def fast_input(a, kind: type) -> bool:
+    """The check of a prepared call: is ``a`` of ``kind``, float32 and C-contiguous?  (Its shape is
+    the plan's key; its place is the plan's device.)  False sends the caller to ``check_array``."""
+    return type(a) is kind and (a.dtype is F32 or a.dtype == F32) and a.flags.c_contiguous
+
+
+def check_shape(a, name: str, want: tuple, what: str) -> None:
+    """ValueError unless ``a.shape == want``; ``what`` names the axes (``"N, M, Ho, Wo"``)."""
+    if tuple(a.shape) != tuple(want):
+        raise ValueError(f"{name} must have shape {tuple(want)} ({what}), got {tuple(a.shape)}")
+
+
+def _span(a) -> tuple[int, int, int]:
+    """(device, first byte, end) of a C-contiguous array's memory (-1 for host memory)."""
+    if isinstance(a, np.ndarray):
+        p = a.__array_interface__["data"][0]
+        return -1, p, p + a.nbytes
+    return a.data.device_id, a.data.ptr, a.data.ptr + a.nbytes
+
+
+def overlaps(a, b) -> bool:
+    """Do two C-contiguous arrays share memory?"""
+    da, a0, a1 = _span(a)
+    db, b0, b1 = _span(b)
+    return da == db and a0 < b1 and b0 < a1
+
+
+def check_no_alias(out, inputs, name: str = "out") -> None:
+    """ValueError if ``out`` shares memory with any input: the kernel would overwrite what it reads."""
+    for i, a in enumerate(inputs):
+        if a is not None and overlaps(out, a):
+            raise ValueError(f"{name} shares memory with input {i} of this call: the kernel would overwrite "
+                             f"values it still has to read. Pass a separate output array (or out=None)")
+
+
+def output(out, shape: tuple, layout: str, inputs=(), *, backend: str):
+    """The array an op writes: a new float32 array of ``shape`` when ``out`` is None, else ``out``,
+    checked (place, dtype, layout, shape, writeable) and never overlapping an input."""
+    xp = array_module(backend)
+    if out is None:
+        return xp.empty(shape, dtype=xp.float32)
+    if not fast_input(out, xp.ndarray):
+        check_array(out, "out", layout, len(shape), backend, xp, dtype_fix=(
+            f"allocate it with {xp.__name__}.empty({tuple(shape)}, dtype={xp.__name__}.float32)"))
+    if out.shape != shape:
+        check_shape(out, "out", shape, layout)
+    if not getattr(out.flags, "writeable", True):   # CuPy arrays are always writeable
+        raise ValueError("out is read-only: pass a writeable array")
+    check_no_alias(out, inputs)
+    return out

@@ -1,0 +1,43 @@
+"""Every exception labkit raises of its own, in one place.
+
+Each says what went wrong and how to fix it.  The classes derive from the built-in exception a
+caller would expect (a bad value is a ValueError, a refused launch a RuntimeError), so
+``except ValueError`` still catches a ConstantMemoryError.
+"""
+from __future__ import annotations
+
+
+class BackendUnavailable(RuntimeError):
+    """The requested backend cannot run on this machine."""
+
+
+class KernelCompileError(RuntimeError):
+    """The compiler (NVRTC, or the host compiler for the CPU executor) refused a kernel source."""
+
+
+class UnsupportedOnCPU(RuntimeError):
+    """The kernel uses something the CPU executor cannot model: it needs a GPU."""
+
+
+class ConstantMemoryError(ValueError):
+    """More than 64 KiB of __constant__ memory, or data that does not fit a constant symbol."""
+
+
+class LaunchError(RuntimeError):
+    """A launch was refused before it ran, or failed while running."""
+
+
+class BarrierError(LaunchError):
+    """The barrier check found a barrier that only part of a block reaches, or a deadlock."""
+
+
+class KernelMemoryError(RuntimeError):
+    """The memory check found an out-of-bounds or otherwise invalid access."""
+
+
+class WeightFileError(ValueError):
+    """A weight file is missing, truncated, of the wrong layout, or holds something other than arrays."""
+
+
+class IDXFormatError(ValueError):
+    """The file is not a well-formed IDX file of the expected kind."""

@@ -1,0 +1,471 @@
+"""Convolution as an implicit GEMM: labkit/kernels/conv_implicit.cu (FP32) and
+conv_implicit_tf32.cu (TF32 tensor cores, GPU only), for any stride, padding and groups.
+
+    layer = ConvLayer(C=96, H=27, W=27, M=256, K=5, pad=2, groups=2)
+    conv = ImplicitConv2d(w, b, layer, activation="relu", precision="tf32")   # prepares the weights once
+    y = conv(x)                                              # x (N, 96, 27, 27) -> y (N, 256, 27, 27)
+    y = conv2d_implicit(x, w, b, pad=2, groups=2)            # the same in one call (prepares each time)
+
+The weights are re-laid out once per layer, (M, C/G, K, K) -> (G, C/G*K*K, M/G): each group's weight
+matrix transposed, so the kernels read a tile of it as rows of neighbouring floats (TF32: packed in
+the tensor cores' fragment order).  A layer object does that when it is made, as an inference engine
+prepares a model when it loads it; per batch size it resolves once its tiles, split-K slices,
+functions, grids and split-K workspace, and a call checks x and launches.
+
+The tile sizes are compile-time parameters, chosen per layer shape and GPU from the tuned table
+``labkit/tuned/conv_implicit.json`` (written by ``benchmarks/tune_implicit.py``), else a default
+that is sensible everywhere.  Small batches whose grid would leave SMs idle take small tiles and
+split K among blocks (``splits_at``), in both precisions.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from .. import backends
+from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
+from ..checks import array_module, array_type, check_activation, check_array, fast_input, output
+from ..device_query import device, gpu_sm_count
+from ..loader import load, set_constant
+from ..shapes import ALEXNET_CONVS, ConvLayer
+from ..tuned import CONV_IMPLICIT, lookup
+from .plans import PlanCache, cdiv, ints
+
+__all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
+           "candidates", "ALEXNET_CONVS", "PRECISIONS", "TOLERANCE", "TABLE", "SMALL_TILES", "k_taps",
+           "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS"]
+
+PRECISIONS = ("fp32", "tf32")
+TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3}   # relative error against the float64 reference
+TABLE = CONV_IMPLICIT
+
+
+def shared_optin_limit() -> int:
+    """The dynamic shared memory a block may opt into on the GPU in use (99 KiB on sm_86/89, 163 KiB
+    on sm_80, 227 KiB on sm_90), or SHARED_MEM_OPTIN_MAX where there is no GPU."""
+    dev = device()
+    return dev.shared_mem_per_block_optin if dev.is_gpu and dev.shared_mem_per_block_optin else \
+        SHARED_MEM_OPTIN_MAX
+
+
+@dataclass(frozen=True)
+class Tiles:
+    """The kernels' compile-time tile sizes.  Both: a block computes a bm x bn tile of a group's
+    output (channels x pixels), bk deep at a time.  fp32: each thread tm x tn outputs.  tf32: a
+    block of wm x wn warps, each owning a (bm/wm) x (bn/wn) piece as 16 x 8 mma tiles, with
+    ``stages`` tiles in flight (cp.async) and registers budgeted for ``minb`` blocks per SM."""
+    precision: str = "fp32"
+    bm: int = 128
+    bn: int = 128
+    bk: int = 8
+    tm: int = 8
+    tn: int = 8
+    wm: int = 2
+    wn: int = 4
+    stages: int = 3
+    minb: int = 1
+
+    @property
+    def threads(self) -> int:
+        if self.precision == "tf32":
+            return 32 * self.wm * self.wn
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+    @property
+    def kernel(self) -> str:
+        return "conv_implicit" if self.precision == "fp32" else "conv_implicit_tf32"
+
+    def short(self) -> str:
+        inner = (f"T{self.tm}x{self.tn}" if self.precision == "fp32"
+                 else f"W{self.wm}x{self.wn} S{self.stages} B{self.minb}")
+        return f"{self.bm}x{self.bn}x{self.bk} {inner}"
+
+    def defines(self) -> dict:
+        if self.precision == "fp32":
+            return {"IG_BM": self.bm, "IG_BN": self.bn, "IG_BK": self.bk, "IG_TM": self.tm, "IG_TN": self.tn}
+        return {"TC_BM": self.bm, "TC_BN": self.bn, "TC_BK": self.bk, "TC_WM": self.wm, "TC_WN": self.wn,
+                "TC_STAGES": self.stages, "TC_MINB": self.minb}
+
+    def shared_bytes(self) -> int:
+        """fp32: the static tiles; tf32: the dynamic shared memory given at launch."""
+        if self.precision == "fp32":
+            return 2 * (self.bm + self.bn) * self.bk * 4
+        return self.stages * self.bk * (self.bm + self.bn + 8) * 4
+
+    def check(self) -> None:
+        """Raise ValueError, naming the fix, where the kernels' static_asserts would fail."""
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+        vals = asdict(self)
+        for k in TILE_FIELDS:
+            v = vals[k]
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ValueError(f"{k} must be a positive int, got {v!r}")
+        if self.precision == "fp32":
+            if self.bm % self.tm or self.bn % self.tn or self.tm % 4 or self.tn % 4 or self.bk % 4:
+                raise ValueError(f"tm, tn, bk must be multiples of 4, tm dividing bm and tn dividing bn: {self}")
+        else:
+            if self.bm % (16 * self.wm) or self.bn % (8 * self.wn) or self.bk % 8 or self.bm % 4:
+                raise ValueError(f"bm must be a multiple of 16*wm, bn of 8*wn, bk of 8: {self}")
+            if self.stages < 2:
+                raise ValueError(f"stages must be at least 2 (one tile computed, one arriving): {self}")
+        t = self.threads
+        if t > 1024 or t % self.bn:
+            raise ValueError(f"{t} threads per block: at most 1024, and a multiple of bn={self.bn} "
+                             f"(each thread gathers one column of the input tile): {self}")
+        limit = SHARED_MEM_PER_BLOCK if self.precision == "fp32" else SHARED_MEM_OPTIN_MAX
+        if self.shared_bytes() > limit:
+            raise ValueError(f"the shared stages take {self.shared_bytes()} bytes, over {limit // 1024} KiB: {self}")
+
+
+TILE_FIELDS = ("bm", "bn", "bk", "tm", "tn", "wm", "wn", "stages", "minb")
+
+# Small tiles for small batches: a layer whose tuned tiles make fewer blocks than the GPU has SMs
+# (AlexNet's conv3 at batch 1: 169 pixels, 6 blocks of 128 x 128) runs these instead, which make
+# up to 8 times as many (ImplicitConv2d.tiles_at).
+SMALL_TILES = {"fp32": Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4),
+               "tf32": Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=3, minb=1)}
+
+
+def default_tiles(layer: ConvLayer, precision: str = "fp32") -> Tiles:
+    """Sensible on any GPU: 128 pixels a block; 64 or 128 channels, whichever wastes less."""
+    mg = layer.M // layer.groups
+    bm = 64 if mg <= 64 or (mg % 128 and mg % 64 == 0) else 128
+    if precision == "tf32":
+        return Tiles("tf32", bm=bm, bn=128, bk=16, wm=2, wn=4, stages=3)
+    return Tiles("fp32", bm=bm, bn=128, bk=8, tm=8, tn=8)
+
+
+def tiles_for(layer: ConvLayer, precision: str = "fp32", device_name: str | None = None) -> Tiles:
+    """The tuned table's tiles for this layer, precision and GPU, else ``default_tiles``."""
+    entry = (lookup(TABLE, layer.key, device_name) or {}).get(precision)
+    if entry:
+        return Tiles(precision, **{k: entry[k] for k in TILE_FIELDS if k in entry})
+    return default_tiles(layer, precision)
+
+
+def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
+    """The tile sizes a sweep tries for a layer: every valid one of a small grid."""
+    out = []
+    if precision == "fp32":
+        for bm in (64, 96, 128):
+            for bn in (64, 128):
+                for bk in (8, 16):
+                    out += [Tiles("fp32", bm=bm, bn=bn, bk=bk, tm=8, tn=8),
+                            Tiles("fp32", bm=bm, bn=bn, bk=bk, tm=8, tn=4)]
+    else:
+        for bm in (64, 96, 128):
+            for bn in (128, 256):
+                for bk, stages in ((16, 3), (16, 4), (32, 3), (32, 4)):
+                    out += [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, minb=minb)
+                            for wm, wn in ((2, 4), (4, 2)) for minb in (1, 2)]
+    good = []
+    for t in out:
+        try:
+            t.check()
+        except ValueError:
+            continue
+        if not 128 <= t.threads <= 512:
+            continue
+        mg = layer.M // layer.groups
+        if t.precision == "tf32" and t.shared_bytes() > shared_optin_limit():
+            continue
+        if t.bm > 2 * mg or (t.bm == 96 and (mg % 96 or mg % 64 == 0)):
+            continue   # half the block idle, or 96 rows where 64 or 128 fit as well
+        good.append(t)
+    return good
+
+
+def k_taps(layer: ConvLayer, bk: int) -> np.ndarray:
+    """conv_implicit_tf32.cu's table k_taps: for each row k = (c*K + kh)*K + kw of a group's column
+    matrix, (offset of the tap in the input from the window's corner, kh << 16 | kw); rows past the
+    last, up to a whole number of bk-tiles, get kh = 0x4000 (outside every image: zeros)."""
+    kg = layer.C // layer.groups * layer.K * layer.K
+    k = np.arange(cdiv(kg, bk) * bk)
+    c, kh, kw = k // (layer.K * layer.K), (k // layer.K) % layer.K, k % layer.K
+    taps = np.stack([(c * layer.H + kh) * layer.W + kw, (kh << 16) | kw], axis=1).astype(np.int32)
+    taps[kg:] = (0, 0x4000 << 16)
+    return taps
+
+
+def round_to_tf32(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to the nearest TF32 value (10 mantissa bits; ties away from zero, as
+    cvt.rna), still stored as float32.  For finite values."""
+    bits = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    return ((bits + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
+
+def pack_weights_tf32(w, layer: ConvLayer, tiles: Tiles):
+    """conv_implicit_tf32.cu's weight layout: (G, MB, KT, BK*BM) with MB = ceil(MG/BM) block rows and
+    KT = ceil(KG/BK) k-tiles, zero-padded, rounded to TF32.  Within a BK x BM chunk the value
+    W_g[m, k] of m = mi*16 + mh*8 + gid, k = kb*8 + kh*4 + tig sits at
+    ((kb*(BM/16) + mi)*32 + gid*4 + tig)*4 + mh + 2*kh: the 4 values of one thread's mma A fragment
+    (rows gid, gid+8; columns tig, tig+4) are neighbours, and a warp's 32 fragments 512
+    neighbouring bytes."""
+    xp = backends.xp()
+    G, bm, bk = layer.groups, tiles.bm, tiles.bk
+    mg, kg = layer.M // G, layer.C // G * layer.K * layer.K
+    mb, kt = cdiv(mg, bm), cdiv(kg, bk)
+    host = w.get() if hasattr(w, "get") else np.asarray(w)
+    wp = np.zeros((G, mb * bm, kt * bk), dtype=np.float32)
+    wp[:, :mg, :kg] = host.reshape(G, mg, kg)
+    # axes: G, MB, mi, mh, gid | KT, kb, kh, tig  ->  G, MB, KT, kb, mi, gid, tig, kh, mh
+    packed = wp.reshape(G, mb, bm // 16, 2, 8, kt, bk // 8, 2, 4).transpose(0, 1, 5, 6, 2, 4, 8, 7, 3)
+    return xp.asarray(round_to_tf32(packed.reshape(G, mb, kt, bk * bm)))
+
+
+def prepare_weights(w, groups: int):
+    """(M, C/G, K, K) -> (G, C/G*K*K, M/G), contiguous, on w's backend: each group's matrix transposed."""
+    xp = backends.xp()
+    M = int(w.shape[0])
+    return xp.ascontiguousarray(w.reshape(groups, M // groups, -1).transpose(0, 2, 1))
+
+
+# --- plans ------------------------------------------------------------------------------------------
+@dataclass
+class _Plan:
+    """One layer at one batch size, weights aside: the launches and their int32 arguments."""
+    tiles: Tiles
+    splits: int
+    launch: Callable            # the GEMM over all of K, or split-K's slices
+    tail: tuple
+    out_shape: tuple
+    workspace_shape: tuple | None = None
+    reduce: Callable | None = None
+    reduce_tail: tuple = ()
+
+    def run(self, x, wt, bias, out, workspace) -> None:
+        if self.reduce is None:
+            self.launch((x, wt, bias, out) + self.tail)
+        else:
+            self.launch((x, wt, workspace) + self.tail)
+            self.reduce((workspace, bias, out) + self.reduce_tail)
+
+
+# Weight-independent plans, shared by every layer object of the same shape and options.
+_PLANS = PlanCache()
+
+
+def _module(layer: ConvLayer, tiles: Tiles, round_tf32: bool):
+    """The kernel module of this layer and tiles (k_taps uploaded for TF32; shared memory opted in)."""
+    defines = {**layer.defines(), **tiles.defines()}
+    if tiles.precision == "tf32":
+        defines["TC_ROUND"] = int(round_tf32)
+    mod = load("conv_implicit" if tiles.precision == "fp32" else "conv_implicit_tf32", defines=defines)
+    if tiles.precision == "tf32":
+        set_constant(mod, "k_taps", k_taps(layer, tiles.bk))   # the same for every layer of this shape
+        shared = tiles.shared_bytes()
+        if shared > shared_optin_limit():
+            raise ValueError(f"{tiles.short()} needs {shared} bytes of shared memory; this GPU lets a "
+                             f"block have {shared_optin_limit()}: use fewer stages or a smaller bk")
+        if shared > SHARED_MEM_PER_BLOCK:   # a block may use more than 48 KiB only once the kernel opts in
+            for name in ("conv_implicit_tf32", "conv_implicit_tf32_splitk"):
+                mod.get_function(name).max_dynamic_shared_size_bytes = shared
+    return mod
+
+
+def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: int, act: int,
+               round_tf32: bool) -> _Plan:
+    mod = _module(layer, tiles, round_tf32)
+    shared = 0 if tiles.precision == "fp32" else tiles.shared_bytes()   # fp32's tiles are static
+    mg, p, _ = layer.gemm_shape(N)
+    grid = (cdiv(p, tiles.bn), cdiv(mg, tiles.bm), layer.groups * splits)
+    if grid[0] > 2**31 - 1:
+        raise ValueError(f"batch {N} needs {grid[0]} column blocks: split the batch")
+    block = (tiles.threads, 1, 1)
+    out_shape = (N, layer.M) + layer.out_hw
+    if splits == 1:
+        return _Plan(tiles, 1, mod.get_function(tiles.kernel).launcher(grid, block, shared), ints(N, has_bias, act),
+                     out_shape)
+    # The slices' raw sums, then conv_implicit.cu's reduce (bias, activation): for TF32 too, from the
+    # FP32 module of the same layer (the reduce reads only its shape).
+    reducer = mod if tiles.precision == "fp32" else load("conv_implicit", defines=layer.defines())
+    total = N * layer.M * layer.out_hw[0] * layer.out_hw[1]
+    return _Plan(tiles, splits, mod.get_function(f"{tiles.kernel}_splitk").launcher(grid, block, shared),
+                 ints(N, splits), out_shape, (splits,) + out_shape,
+                 reducer.get_function("conv_implicit_reduce").launcher((cdiv(total, 256),), (256,)),
+                 ints(N, has_bias, act, splits))
+
+
+class ImplicitConv2d:
+    """One convolution layer on the implicit-GEMM kernels, its weights prepared once.
+
+    Args:
+        w: float32 (M, C/groups, K, K) on the backend;  b: float32 (M,) or None.
+        layer: its ``ConvLayer`` (input plane, stride, padding, groups); checked against w.
+        activation: None, "tanh" or "relu", fused into the kernel's epilogue.
+        precision: "fp32" (CUDA cores, any backend) or "tf32" (tensor cores, GPU only).
+        tiles: a ``Tiles`` to use instead of the tuned table's choice (a sweep passes each one).
+        round_tf32: tf32 only: round the inputs to the nearest TF32 value (cvt.rna) rather than let
+            the tensor cores drop their low bits (toward zero): less error, a little slower.  (The
+            weights are always rounded to nearest, once, when they are packed.)
+
+    Per batch size (and split-K request), ``plan`` resolves once the tiles, slices, functions, grid
+    and a split-K workspace of the layer's own; a call checks x and launches.
+    """
+
+    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, precision: str = "fp32",
+                 tiles: Tiles | None = None, round_tf32: bool = False):
+        backend = backends.current()
+        xp = array_module(backend)
+        layer = ConvLayer(*layer)
+        layer.check()
+        if precision not in PRECISIONS:
+            raise ValueError(f"precision must be 'fp32' or 'tf32', got {precision!r}")
+        if precision == "tf32" and backend != "cuda":
+            raise RuntimeError("precision='tf32' runs on the tensor cores (conv_implicit_tf32.cu declares "
+                               "that it needs a GPU); the CPU executor runs precision='fp32'")
+        act = check_activation(activation)
+        check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
+        want = (layer.M, layer.C // layer.groups, layer.K, layer.K)
+        if tuple(w.shape) != want:
+            raise ValueError(f"w must have shape {want} (M, C/groups, K, K) for {layer}, got {tuple(w.shape)}")
+        if b is not None:
+            check_array(b, "b", "(M,)", 1, backend, xp)
+            if tuple(b.shape) != (layer.M,):
+                raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
+        self._fixed = tiles is not None
+        if tiles is None:
+            tiles = tiles_for(layer, precision)
+        elif not isinstance(tiles, Tiles):
+            raise TypeError(f"tiles must be a labkit.ops.implicit.Tiles, got {type(tiles).__name__}")
+        tiles = replace(tiles, precision=precision)
+        tiles.check()
+        self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
+        self.backend, self._kind, self._act = backend, xp.ndarray, act
+        self._w, self._round = w, bool(round_tf32)
+        self.b = b
+        self._weights: dict[Tiles, object] = {}
+        self._plans: dict[tuple, tuple] = {}
+        self._x_shape = (layer.C, layer.H, layer.W)
+        self.wt = self.weights(tiles)
+
+    def weights(self, tiles: Tiles):
+        """The weights as the kernel of these tiles reads them (made once per tiles)."""
+        wt = self._weights.get(tiles)
+        if wt is None:
+            # fp32: each group's matrix transposed; tf32: packed in mma fragment order (see the kernels)
+            wt = self._weights[tiles] = prepare_weights(self._w, self.layer.groups) if self.precision == "fp32" \
+                else pack_weights_tf32(self._w, self.layer, tiles)
+        return wt
+
+    def tiles_at(self, N: int) -> Tiles:
+        """The tiles a batch of N runs with: the table's, or (unless tiles were given) SMALL_TILES
+        when the table's would leave SMs idle (fewer blocks than SMs) and the small ones do not."""
+        if self._fixed or self.backend != "cuda":
+            return self.tiles
+        sms = gpu_sm_count()
+        small = SMALL_TILES[self.precision]
+        if self.blocks(self.tiles, N) < sms and self.blocks(small, N) > self.blocks(self.tiles, N):
+            return small
+        return self.tiles
+
+    def splits_at(self, N: int, splits: int | None = None, tiles: Tiles | None = None) -> int:
+        """Split-K's slices of K at a batch of N (on a GPU): when the tiles of ``tiles_at(N)`` make
+        fewer than two blocks per SM (conv3-5 of AlexNet at batch 1: 24-36 blocks, each walking
+        1,728-3,456 products), enough slices for four blocks per SM, each slice at least 8 k-tiles
+        deep (FP32), or 64 values deep (TF32, whose k-tiles are 16-32 deep); else 1.  ``splits`` asks for a number
+        instead (tests; the CPU executor); either way, the slices really made: none is empty.
+        ``tiles``: ``tiles_at(N)``, if known."""
+        tiles = tiles or self.tiles_at(N)
+        k_tiles = cdiv(self.layer.gemm_shape(N)[2], tiles.bk)
+        if splits is None:
+            if self.backend != "cuda":
+                return 1
+            sms, blocks = gpu_sm_count(), self.blocks(tiles, N)
+            depth = 8 if self.precision == "fp32" else max(1, 64 // tiles.bk)
+            splits = max(1, min(cdiv(4 * sms, blocks), k_tiles // depth)) if blocks < 2 * sms else 1
+        elif isinstance(splits, (bool, np.bool_)) or not isinstance(splits, (int, np.integer)) or splits < 1:
+            raise ValueError(f"splits must be a positive int, got {splits!r}")
+        per = cdiv(k_tiles, min(int(splits), k_tiles))
+        return cdiv(k_tiles, per)
+
+    def workspace_shape(self, N: int, splits: int | None = None) -> tuple[int, ...] | None:
+        """Split-K's partial sums at a batch of N: (slices, N, M, Ho, Wo), or None without split-K."""
+        s = self.splits_at(N, splits)
+        return None if s == 1 else (s, N, self.layer.M) + self.layer.out_hw
+
+    def blocks(self, tiles: Tiles, N: int) -> int:
+        mg, p, _ = self.layer.gemm_shape(N)
+        return cdiv(p, tiles.bn) * cdiv(mg, tiles.bm) * self.layer.groups
+
+    def launch_config(self, N: int, tiles: Tiles | None = None,
+                      splits: int = 1) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """(grid, block): one block per bm x bn tile of each group's output (and slice of K)."""
+        t = tiles or self.tiles_at(N)
+        mg, p, _ = self.layer.gemm_shape(N)
+        return (cdiv(p, t.bn), cdiv(mg, t.bm), self.layer.groups * splits), (t.threads, 1, 1)
+
+    def plan(self, N: int, splits: int | None = None) -> _Plan:
+        """The plan of a batch of N (and a split-K request), made once: tiles, slices, launches."""
+        return self._entry(N, splits)[0]
+
+    def _entry(self, N: int, splits: int | None) -> list:
+        """[plan, prepared weights, the layer's own split-K workspace (made on first use) or None]."""
+        key = (N, splits)
+        entry = self._plans.get(key)
+        if entry is None:
+            L = self.layer
+            ho, wo = L.out_hw
+            if N * L.C * L.H * L.W >= 2**31 or N * L.M * ho * wo >= 2**31:
+                raise ValueError(f"batch {N} makes x or y over 2**31 elements (32-bit offsets): split the batch")
+            tiles = self.tiles_at(N)
+            n = self.splits_at(N, splits, tiles)
+            pkey = (self.backend, L, tiles, n, N, int(self.b is not None), self._act, self._round)
+            plan = _PLANS.get(pkey)
+            if plan is None:
+                plan = _PLANS[pkey] = _make_plan(L, tiles, n, N, int(self.b is not None), self._act, self._round)
+            entry = self._plans[key] = [plan, self.weights(tiles), None]
+        return entry
+
+    def __call__(self, x, out=None, *, workspace=None, splits: int | None = None):
+        """y = act(conv(x) + b).  ``splits``: split-K's slices (default ``splits_at``); with more
+        than one, the partial sums go to ``workspace`` (float32 ``workspace_shape(N)``), else to the
+        layer's own, made on first use (two streams running this layer at once need one each, and a
+        CUDA graph one that outlives it: a model's plan passes its own)."""
+        if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
+            L = self.layer
+            check_array(x, "x", "NCHW", 4, self.backend)
+            if tuple(x.shape[1:]) != self._x_shape:
+                raise ValueError(f"x must be (N, {L.C}, {L.H}, {L.W}) for this layer, got {tuple(x.shape)}")
+        entry = self._plans.get((x.shape[0], splits)) or self._entry(int(x.shape[0]), splits)
+        plan, wt, ws = entry
+        y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b), backend=self.backend)
+        if plan.reduce is not None:
+            if workspace is not None:
+                if tuple(workspace.shape) != plan.workspace_shape or workspace.dtype != np.float32:
+                    raise ValueError(f"workspace must be float32 {plan.workspace_shape} (slices, N, M, Ho, Wo), "
+                                     f"got {workspace.dtype} {tuple(workspace.shape)}")
+                ws = workspace
+            elif ws is None:
+                xp = array_module(self.backend)
+                ws = entry[2] = xp.empty(plan.workspace_shape, dtype=xp.float32)
+        plan.run(x, wt, wt if self.b is None else self.b, y, ws)   # bias not read when has_bias == 0
+        return y
+
+
+def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,
+                    activation: str | None = None, precision: str = "fp32", tiles: Tiles | None = None,
+                    round_tf32: bool = False, out=None):
+    """y = act(conv(x, w) + b) with stride, zero padding and groups, as one implicit-GEMM launch.
+
+    x float32 (N, C, H, W); w float32 (M, C/groups, K, K); b (M,) or None.  The launch plan of each
+    shape is made once (shared with the layer objects of that shape), but the weights are re-laid
+    out on every call (they may have changed): keep an ``ImplicitConv2d`` to run a layer many times.
+    """
+    backend = backends.current()
+    kind = array_type(backend)
+    if not fast_input(x, kind):
+        check_array(x, "x", "NCHW", 4, backend)
+    if not fast_input(w, kind):
+        check_array(w, "w", "(M, C/groups, K, K)", 4, backend)
+    if x.ndim != 4 or w.ndim != 4:
+        check_array(x, "x", "NCHW", 4, backend)
+        check_array(w, "w", "(M, C/groups, K, K)", 4, backend)
+    _, C, H, W = (int(v) for v in x.shape)
+    M, _, K, _ = (int(v) for v in w.shape)
+    layer = ConvLayer(C, H, W, M, K, stride, pad, groups)
+    return ImplicitConv2d(w, b, layer, activation=activation, precision=precision, tiles=tiles,
+                          round_tf32=round_tf32)(x, out=out)

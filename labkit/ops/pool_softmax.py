@@ -1,0 +1,99 @@
+"""Max-pooling and softmax (labkit/kernels/pool_softmax.cu), on the backend in use.
+
+    y = max_pool2d(x, k=2, stride=2)            # x float32 NCHW (labkit.xp array)
+    p = softmax(logits)                         # (N, D) rows: one warp per row
+    pool = MaxPool2d(3, 2); y = pool(x)         # the same, as a layer object
+
+Each shape's plan (function, grid, int32 arguments) is made once; a call checks its input and
+launches.
+"""
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from .. import backends
+from ..checks import array_type, check_array, check_int, fast_input, output
+from ..loader import load
+from .plans import PlanCache, cdiv, ints
+
+__all__ = ["max_pool2d", "softmax", "MaxPool2d", "Softmax", "THREADS"]
+
+THREADS = 256
+_PLANS = PlanCache()
+
+
+class _Plan(NamedTuple):
+    launch: Callable
+    tail: tuple
+    out_shape: tuple
+
+
+def _pool_plan(backend: str, shape: tuple, k: int, stride: int) -> _Plan:
+    key = (backend, "pool", shape, k, stride)
+    plan = _PLANS.get(key)
+    if plan is None:
+        N, C, H, W = shape
+        if k > H or k > W:
+            raise ValueError(f"a {k}x{k} window does not fit the {H}x{W} plane")
+        PH, PW = (H - k) // stride + 1, (W - k) // stride + 1
+        total = N * C * PH * PW
+        plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("max_pool2d").launcher(
+            (cdiv(total, THREADS),), (THREADS,)), ints(N * C, H, W, PH, PW, k, stride), (N, C, PH, PW))
+    return plan
+
+
+def _softmax_plan(backend: str, shape: tuple) -> _Plan:
+    key = (backend, "softmax", shape)
+    plan = _PLANS.get(key)
+    if plan is None:
+        N, D = shape
+        rows_per_block = THREADS // 32
+        plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
+            (cdiv(N, rows_per_block),), (THREADS,)), ints(N, D), (N, D))
+    return plan
+
+
+def max_pool2d(x, k: int = 2, stride: int | None = None, *, out=None):
+    """Max-pooling of float32 NCHW ``x`` with a k x k window and ``stride`` (default k), no padding."""
+    backend = backends.current()
+    stride = k if stride is None else stride
+    if not (fast_input(x, array_type(backend)) and x.ndim == 4):
+        check_array(x, "x", "NCHW", 4, backend)
+    try:
+        plan = _PLANS.get((backend, "pool", x.shape, k, stride))
+    except TypeError:   # an unhashable k or stride: check_int names it
+        plan = None
+    if plan is None:
+        plan = _pool_plan(backend, tuple(int(v) for v in x.shape), check_int(k, "k"), check_int(stride, "stride"))
+    y = output(out, plan.out_shape, "NCHW", (x,), backend=backend)
+    plan.launch((x, y) + plan.tail)
+    return y
+
+
+def softmax(x, *, out=None):
+    """Softmax of each row of float32 ``x`` (N, D), on the backend: one warp per row."""
+    backend = backends.current()
+    if not (fast_input(x, array_type(backend)) and x.ndim == 2):
+        check_array(x, "x", "(N, D)", 2, backend)
+    plan = _PLANS.get((backend, "softmax", x.shape)) or _softmax_plan(backend, tuple(int(v) for v in x.shape))
+    y = output(out, plan.out_shape, "(N, D)", (x,), backend=backend)
+    plan.launch((x, y) + plan.tail)
+    return y
+
+
+class MaxPool2d:
+    """Max-pooling as a layer: ``MaxPool2d(3, 2)(x)``, a plan per input shape."""
+
+    def __init__(self, k: int = 2, stride: int | None = None):
+        self.k = check_int(k, "k")
+        self.stride = self.k if stride is None else check_int(stride, "stride")
+
+    def __call__(self, x, out=None):
+        return max_pool2d(x, self.k, self.stride, out=out)
+
+
+class Softmax:
+    """Softmax of each row as a layer: ``Softmax()(logits)``."""
+
+    def __call__(self, x, out=None):
+        return softmax(x, out=out)

@@ -1,0 +1,196 @@
+"""The package's dependencies point one way: kernels -> backends -> shapes/reference/data -> loader,
+device_query, checks, tuned -> ops -> layers, models -> peers -> studies (labkit.ladder) -> CLIs.
+
+Every import counts, those inside functions too (a cycle hidden behind one is still a cycle).  The
+test reads the source (ast), so it needs neither a GPU nor an import of anything.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "labkit"
+
+# Each module's layer; a module may import only from layers at or below its own, and modules of one
+# layer must not form a cycle.  The most specific prefix decides.
+LAYERS = {
+    "labkit.errors": 0, "labkit.backends.limits": 0, "labkit.backends.clock": 0,
+    "labkit.backends": 1,
+    "labkit.shapes": 2, "labkit.reference": 2, "labkit.data": 2, "labkit.results": 2,
+    "labkit.loader": 3, "labkit.device_query": 3, "labkit.checks": 3, "labkit.tuned": 3, "labkit.kernels": 3,
+    "labkit.measure": 4, "labkit.plots": 4,
+    "labkit.ops": 5,
+    "labkit.layers": 6, "labkit.models": 6,
+    "labkit.peers": 7,
+    "labkit.ladder": 8,
+    # the face, the command-line tools, and the old homes of moved names
+    "labkit": 9, "labkit.series": 9, "labkit.exercises": 9, "labkit.moved": 9, "labkit.conv": 9,
+    "labkit.gemm": 9, "labkit.implicit": 9, "labkit.unroll": 9, "labkit.tuning": 9,
+}
+# measure and plots are generic: they may use nothing that knows about labkit's kernels.
+GENERIC = {"labkit.measure", "labkit.plots"}
+GENERIC_MAY_USE = ("labkit.errors", "labkit.backends", "labkit.device_query", "labkit.results", "labkit.measure")
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def layer(module: str) -> int:
+    best = max((p for p in LAYERS if module == p or module.startswith(p + ".")), key=len, default=None)
+    if best is None:
+        raise AssertionError(f"{module} has no layer in tests/test_architecture.py: give it one")
+    return LAYERS[best]
+
+
+def imports() -> tuple[dict[str, Path], list[tuple[str, str, int, list[str]]]]:
+    """(modules, edges): every labkit import as (importer, imported module, line, names imported)."""
+    modules = {module_name(f): f for f in sorted(PACKAGE.rglob("*.py"))}
+    edges = []
+    for name, f in modules.items():
+        pkg = f.name == "__init__.py"
+        for node in ast.walk(ast.parse(f.read_text(), str(f))):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [(a.name, []) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = name.split(".") if pkg else name.split(".")[:-1]
+                if node.level:
+                    base = base[:len(base) - node.level + 1]
+                    mod = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    mod = node.module or ""
+                for a in node.names:
+                    sub = f"{mod}.{a.name}"
+                    targets.append((sub, []) if sub in modules else (mod, [a.name]))
+            for t, names in targets:
+                while t and t not in modules:
+                    t = t.rpartition(".")[0]
+                if t and t != name:
+                    edges.append((name, t, node.lineno, names))
+    return modules, edges
+
+
+def cycles(nodes, edges) -> list[list[str]]:
+    adj = defaultdict(set)
+    for a, b, *_ in edges:
+        adj[a].add(b)
+    index, low, stack, on, out = {}, {}, [], set(), []
+
+    def visit(v):
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in adj[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle_not_even_through_imports_inside_functions():
+    modules, edges = imports()
+    assert not cycles(modules, edges)
+
+
+def test_every_import_points_down_the_layers():
+    _, edges = imports()
+    upward = [f"{a} (layer {layer(a)}) imports {b} (layer {layer(b)}) at line {line}"
+              for a, b, line, _ in edges if layer(b) > layer(a)]
+    assert not upward, "\n".join(upward)
+
+
+def test_measure_and_plots_stay_generic():
+    _, edges = imports()
+    bad = [f"{a} imports {b} at line {line}" for a, b, line, _ in edges
+           if any(a == g or a.startswith(g + ".") for g in GENERIC)
+           and not any(b == m or b.startswith(m + ".") for m in GENERIC_MAY_USE)]
+    assert not bad, "\n".join(bad)
+
+
+def test_no_private_name_is_imported_across_modules():
+    _, edges = imports()
+    private = [f"{a}:{line} imports {', '.join(n for n in names if n.startswith('_'))} from {b}"
+               for a, b, line, names in edges if any(n.startswith("_") and not n.startswith("__") for n in names)]
+    assert not private, "\n".join(private)
+
+
+def test_the_finder_finds_cycles_and_upward_imports():
+    assert cycles(["a", "b", "c"], [("a", "b", 1, []), ("b", "a", 2, []), ("b", "c", 3, [])]) == [["a", "b"]]
+    assert layer("labkit.ops.gemm") == 5 and layer("labkit.backends.cpu.module") == 1 and layer("labkit") == 9
+    with pytest.raises(AssertionError, match="has no layer"):
+        layer("elsewhere.module")
+
+
+def test_exceptions_and_limits_live_in_one_place():
+    # Each exception class is defined once (labkit.errors); the old homes hand out the same class.
+    from labkit import errors
+    from labkit.backends import cpu, kernel_source
+    from labkit.data import IDXFormatError
+    from labkit.models.alexnet_weights import WeightFileError
+    assert cpu.KernelMemoryError is errors.KernelMemoryError and kernel_source.ConstantMemoryError is \
+        errors.ConstantMemoryError and IDXFormatError is errors.IDXFormatError and WeightFileError is \
+        errors.WeightFileError
+    defined = [f"{module_name(f)}: class {n.name}" for f in PACKAGE.rglob("*.py") if f.name != "errors.py"
+               for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.ClassDef)
+               and any(isinstance(b, ast.Name) and b.id in ("Exception", "RuntimeError", "ValueError", "TypeError")
+                       for b in n.bases)]
+    assert not defined, defined
+    # 48 KiB and 64 KiB are written once, in labkit.backends.limits.
+    literal = [f"{module_name(f)}:{n.lineno}" for f in PACKAGE.rglob("*.py") if f.name != "limits.py"
+               for n in ast.walk(ast.parse(f.read_text())) if isinstance(n, ast.BinOp)
+               and isinstance(n.op, ast.Mult) and isinstance(n.left, ast.Constant) and n.left.value in (48, 64, 227)
+               and isinstance(n.right, ast.Constant) and n.right.value == 1024]
+    assert not literal, literal
+
+
+@pytest.mark.parametrize("old, names", [
+    ("labkit.conv", ["conv2d", "conv_launch_config", "kernel_resources", "VARIANTS", "ACTIVATIONS", "SHARED_MEM_LIMIT"]),
+    ("labkit.gemm", ["gemm", "gemm_few_rows", "VARIANTS", "sgemm_ladder", "ladder_table", "BIG_TILES"]),
+    ("labkit.implicit", ["ImplicitConv2d", "ConvLayer", "ALEXNET_CONVS", "compare", "table", "sweep_implicit",
+                         "record_tiles", "TABLE"]),
+    ("labkit.tuning", ["TunedConfig", "tuned_config", "sweep_tuned", "record_winner", "TABLE", "read_table"]),
+    ("labkit.unroll", ["im2col", "col2im", "conv2d_unrolled"]),
+])
+def test_old_homes_hand_out_each_name_from_its_new_one(old, names):
+    mod = importlib.import_module(old)
+    for n in names:
+        assert getattr(mod, n) is not None
+    assert set(names) <= set(dir(mod)) | {"SHARED_MEM_LIMIT", "ACTIVATIONS", "TABLE"}
+    assert "moved" in (mod.__doc__ or "").lower() or "Moved" in (mod.__doc__ or "")
+    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
+        getattr(mod, "no_such_name")
+
+
+def test_the_face_shows_the_package():
+    import labkit
+    shown = dir(labkit)
+    for name in ("ladder", "layers", "models", "measure", "ops", "conv2d", "RUNGS", "device", "load", "xp"):
+        assert name in shown, name
+    assert "annotations" not in shown
+    assert [r.name for r in labkit.RUNGS] == ["naive", "tiled", "constant", "tuned", "unrolled", "implicit",
+                                             "implicit_tf32"]
+    assert all(r.kernel and r.idea and r.notebook for r in labkit.RUNGS)
