@@ -108,14 +108,19 @@ def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object]
     t = {k: torch.as_tensor(v, device="cuda") for k, v in weights.items()}
     fc1_t, fc2_t = t["fc1_w"].t().contiguous(), t["fc2_w"].t().contiguous()   # linear takes (out, in)
 
-    def run(x):
+    def forward(h):
+        """The network on a torch tensor (N, 1, 48, 48) on the GPU."""
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
         with torch.no_grad():
-            h = torch.tanh(F.conv2d(_torch(x), t["conv1_w"], t["conv1_b"]))
+            h = torch.tanh(F.conv2d(h, t["conv1_w"], t["conv1_b"]))
             h = F.max_pool2d(h, 2)
             h = torch.tanh(F.conv2d(h, t["conv2_w"], t["conv2_b"]))
             h = torch.tanh(F.linear(h.flatten(1), fc1_t, t["fc1_b"]))
             return torch.softmax(F.linear(h, fc2_t, t["fc2_b"]), dim=1)
+
+    def run(x):
+        return forward(_torch(x))
+    run.forward = forward
     return run
 
 
@@ -159,14 +164,13 @@ def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) ->
     return run
 
 
-def torch_alexnet_graph(weights: dict, batch: int, *, tf32: bool = False) -> Callable[[], object]:
-    """torch_alexnet captured as one CUDA graph (torch.cuda.CUDAGraph) on a fixed input of ``batch``
-    images: the peer of labkit's Plan.run, with no Python between the kernels.  Returns ``replay()``,
-    which runs the graph and returns its output tensor.  Warmed up before capture, so that cuDNN
-    has chosen its algorithms (they are frozen into the graph)."""
+def torch_graph(forward: Callable[[object], object], x) -> Callable[[], object]:
+    """``forward`` (a function of a torch tensor) captured as one CUDA graph (torch.cuda.CUDAGraph) on the
+    fixed input ``x``: the peer of labkit's plan.run(), with no Python between the kernels.  Returns
+    ``replay()``, which runs the graph and returns its output tensor; ``replay.x`` is the graph's input
+    (fill it with ``replay.x.copy_(...)`` to run other data).  Warmed up on a side stream before the
+    capture, so that cuDNN has chosen its algorithms (they are frozen into the graph)."""
     import torch
-    forward = torch_alexnet(weights, tf32=tf32).forward
-    x = torch.randn((batch, 3, 227, 227), device="cuda")
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -180,5 +184,17 @@ def torch_alexnet_graph(weights: dict, batch: int, *, tf32: bool = False) -> Cal
     def replay():
         graph.replay()
         return out
-    replay.x = x   # the graph's input: fill it (x.copy_(...)) before replay() to run other images
+    replay.x = x
     return replay
+
+
+def torch_alexnet_graph(weights: dict, batch: int, *, tf32: bool = False) -> Callable[[], object]:
+    """torch_alexnet captured as one CUDA graph on a fixed input of ``batch`` images (``torch_graph``)."""
+    import torch
+    return torch_graph(torch_alexnet(weights, tf32=tf32).forward, torch.randn((batch, 3, 227, 227), device="cuda"))
+
+
+def cudnn_fashion_net_graph(weights: dict, batch: int, *, tf32: bool = False) -> Callable[[], object]:
+    """cudnn_fashion_net captured as one CUDA graph on a fixed input of ``batch`` images (``torch_graph``)."""
+    import torch
+    return torch_graph(cudnn_fashion_net(weights, tf32=tf32).forward, torch.rand((batch, 1, 48, 48), device="cuda"))

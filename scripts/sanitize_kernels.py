@@ -135,14 +135,54 @@ def launch_alexnet_parts() -> int:
     conv = ImplicitConv2d(cp.asarray(rng.standard_normal((6, 4, 5, 5), dtype=np.float32)), cp.zeros(6, cp.float32),
                           layer, activation="relu", tiles=Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4))
     conv(cp.asarray(rng.standard_normal((2, 8, 13, 11), dtype=np.float32)), splits=3)
-    return 3 + 2 * 3 + 2
+    conv = ImplicitConv2d(cp.asarray(rng.standard_normal((6, 4, 5, 5), dtype=np.float32)), cp.zeros(6, cp.float32),
+                          layer, activation="relu", precision="tf32",      # split-K in the TF32 implicit GEMM
+                          tiles=Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2))
+    conv(cp.asarray(rng.standard_normal((2, 8, 13, 11), dtype=np.float32)), splits=3)
+    return 3 + 2 * 3 + 2 + 2
+
+
+def launch_prepared_and_graphs() -> int:
+    """The defaults and layer objects (gemm by shape, Dense at few and many rows), and both models
+    eagerly and as one CUDA graph (FP32 and TF32 AlexNet at batch 1, where split-K runs everywhere)."""
+    from labkit import layers
+    from labkit.models import alexnet, fashion_mnist as fm
+    from labkit.ops.gemm import gemm
+
+    rng = np.random.default_rng()
+    n = 0
+    for M, N, K in [(1, 70, 293), (9, 130, 100), (37, 10, 50), (70, 140, 333)]:
+        gemm(cp.asarray(rng.standard_normal((M, K), dtype=np.float32)),
+             cp.asarray(rng.standard_normal((K, N), dtype=np.float32)), cp.zeros(N, cp.float32), activation="tanh")
+        n += 2
+    fc = layers.Dense(cp.asarray(rng.standard_normal((301, 37), dtype=np.float32)), cp.zeros(37, cp.float32))
+    for rows in (3, 17):
+        fc(cp.asarray(rng.standard_normal((rows, 301), dtype=np.float32)))
+        n += 2
+    net = fm.FashionNet()
+    x = cp.asarray(rng.random((3, 1, 48, 48), dtype=np.float32))
+    net(x)
+    plan = net.plan(3)
+    plan.x[...] = x
+    plan.run()
+    n += 2 * len(plan.steps)
+    weights = alexnet.load_weights()[0]
+    for prec in ("fp32", "tf32"):
+        anet = alexnet.AlexNet(weights, precision=prec)
+        xa = cp.asarray(rng.standard_normal((1, 3, 227, 227), dtype=np.float32))
+        anet(xa)
+        plan = anet.plan(1)
+        plan.x[...] = xa
+        plan.run()
+        n += 2 * len(plan.steps)
+    return n
 
 
 def main() -> int:
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
     n = 0
-    for name, grid, block, make, _outs, shmem in parity._cases():
+    for name, grid, block, make, _outs, shmem in parity.launch_cases():
         args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in make()]
         mod.get_function(name)(grid, block, args, shared_mem=shmem)
         n += 1
@@ -152,6 +192,7 @@ def main() -> int:
     n += launch_unroll()
     n += launch_implicit()
     n += launch_alexnet_parts()
+    n += launch_prepared_and_graphs()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

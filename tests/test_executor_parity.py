@@ -21,7 +21,7 @@ EXPR = ("scale_by<3, float>", "scale_by<2, int>")
 rng = np.random.default_rng()
 
 
-def _cases():
+def launch_cases():
     n = 4099
     f = lambda *s: rng.standard_normal(s).astype(np.float32)  # noqa: E731
     i32 = lambda lo, hi, *s: rng.integers(lo, hi, s).astype(np.int32)  # noqa: E731
@@ -66,7 +66,7 @@ def modules():
             CPUModule(code, path=str(FEATURES), name_expressions=EXPR))
 
 
-@pytest.mark.parametrize("case", _cases(), ids=lambda c: c[0])
+@pytest.mark.parametrize("case", launch_cases(), ids=lambda c: c[0])
 def test_gpu_and_cpu_executor_agree(modules, case):
     import cupy as cp
     gpu, cpu = modules

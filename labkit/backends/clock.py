@@ -55,15 +55,23 @@ def _events(fn, warmup: int, repeat: int, sync: bool) -> list[float]:
     return [cupy.cuda.get_elapsed_time(s, e) for s, e in pairs]
 
 
-def host_us(fn: Callable[[], object], *, warmup: int = 100, repeat: int = 1000) -> list[float]:
-    """Host time of each call of ``fn``, in µs, by time.perf_counter (nothing waits for a GPU): what a
-    launch costs the CPU that makes it."""
+def host_us(fn: Callable[[], object], *, warmup: int = 100, repeat: int = 1000,
+            settle: Callable[[], object] | None = None, every: int = 64) -> list[float]:
+    """Host time of each call of ``fn``, in µs, by time.perf_counter: what a launch costs the CPU that
+    makes it.  ``settle`` (e.g. a stream synchronize) runs untimed every ``every`` calls, so that a
+    queue of launches never fills and blocks the host (which would count GPU time as host time)."""
     for _ in range(warmup):
         fn()
+    if settle is not None:
+        settle()
     out = []
     clock = time.perf_counter
-    for _ in range(repeat):
+    for i in range(repeat):
+        if settle is not None and i and i % every == 0:
+            settle()
         t = clock()
         fn()
         out.append((clock() - t) * 1e6)
+    if settle is not None:
+        settle()
     return out
