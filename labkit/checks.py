@@ -121,41 +121,47 @@ def check_shape(a, name: str, want: tuple, what: str) -> None:
         raise ValueError(f"{name} must have shape {tuple(want)} ({what}), got {tuple(a.shape)}")
 
 
-def _span(a) -> tuple[int, int, int]:
-    """(device, first byte, end) of a C-contiguous array's memory (-1 for host memory)."""
-    if isinstance(a, np.ndarray):
-        p = a.__array_interface__["data"][0]
-        return -1, p, p + a.nbytes
-    return a.data.device_id, a.data.ptr, a.data.ptr + a.nbytes
+def _span(a) -> tuple[int, int]:
+    """(first byte, end) of a C-contiguous array's memory.  A GPU address is unique among the process's
+    devices and host memory (unified addressing), so spans of different places never overlap."""
+    p = a.__array_interface__["data"][0] if isinstance(a, np.ndarray) else a.data.ptr
+    return p, p + a.nbytes
 
 
 def overlaps(a, b) -> bool:
     """Do two C-contiguous arrays share memory?"""
-    da, a0, a1 = _span(a)
-    db, b0, b1 = _span(b)
-    return da == db and a0 < b1 and b0 < a1
+    a0, a1 = _span(a)
+    b0, b1 = _span(b)
+    return a0 < b1 and b0 < a1
 
 
 def check_no_alias(out, inputs, name: str = "out") -> None:
     """ValueError if ``out`` shares memory with any input: the kernel would overwrite what it reads."""
+    o0, o1 = _span(out)
     for i, a in enumerate(inputs):
-        if a is not None and overlaps(out, a):
-            raise ValueError(f"{name} shares memory with input {i} of this call: the kernel would overwrite "
-                             f"values it still has to read. Pass a separate output array (or out=None)")
+        if a is not None:
+            a0, a1 = _span(a)
+            if a0 < o1 and o0 < a1:
+                raise ValueError(f"{name} shares memory with input {i} of this call: the kernel would overwrite "
+                                 f"values it still has to read. Pass a separate output array (or out=None)")
 
 
 def output(out, shape: tuple, layout: str, inputs=(), *, backend: str):
     """The array an op writes: a new float32 array of ``shape`` when ``out`` is None, else ``out``,
     checked (place, dtype, layout, shape, writeable) and never overlapping an input."""
-    xp = array_module(backend)
+    xp = _MODULES.get(backend) or array_module(backend)
     if out is None:
-        return xp.empty(shape, dtype=xp.float32)
-    if not fast_input(out, xp.ndarray):
+        return xp.empty(shape, dtype=F32)
+    if type(out) is not xp.ndarray or out.dtype is not F32 and out.dtype != F32:
         check_array(out, "out", layout, len(shape), backend, xp, dtype_fix=(
             f"allocate it with {xp.__name__}.empty({tuple(shape)}, dtype={xp.__name__}.float32)"))
     if out.shape != shape:
+        check_array(out, "out", layout, len(shape), backend, xp)
         check_shape(out, "out", shape, layout)
-    if not getattr(out.flags, "writeable", True):   # CuPy arrays are always writeable
+    flags = out.flags
+    if not flags.c_contiguous:
+        check_array(out, "out", layout, len(shape), backend, xp)
+    if xp is np and not flags.writeable:    # CuPy arrays are always writeable
         raise ValueError("out is read-only: pass a writeable array")
     check_no_alias(out, inputs)
     return out

@@ -11,6 +11,7 @@ compiler messages still carry the file's own line numbers.
 from __future__ import annotations
 
 import functools
+import itertools
 import threading
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -27,6 +28,7 @@ _lock = threading.Lock()
 # Caches made from loaded modules (the ops' launch plans): emptied with this one by reload().
 _dependents: list = []
 CONSTANT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
+_instances = itertools.count()
 
 
 def register_cache(cache) -> None:
@@ -97,6 +99,11 @@ def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None
     else:
         from .backends.cpu import CPUModule as Module
     if own:
+        if backend == "cuda":
+            # CuPy hands out one loaded module per source text: a module of its own needs a text of
+            # its own (a comment, so the code is unchanged; each instance compiles once, then comes
+            # from CuPy's cache on disk).  The CPU executor loads a private copy per module already.
+            code += f"\n// labkit: a module of its own, instance {next(_instances)}\n"
         return Module(code, path=str(path), name_expressions=tuple(name_expressions),
                       options=tuple(options), check=sorted(checks))
     with _lock:
@@ -148,3 +155,26 @@ def set_constant(module, name: str, array) -> None:
         ptr.copy_from_host(data.ctypes.data, data.nbytes)
     else:
         ptr.copy_from_host(data)
+
+
+def constant_uploader(module, name: str):
+    """``upload(array)``: ``set_constant(module, name, array)`` with the symbol looked up once, for a
+    call that uploads on every launch (the functional conv2d of the constant-memory kernels).  The
+    array's dtype and size are still checked on each upload, cheaply; anything unusual goes through
+    set_constant, which says what is wrong."""
+    ptr = module.get_global(name)
+    size = ptr.nbytes if module.backend == "cpu" else module.symbol_sizes[name]
+    f32 = CONSTANT_DTYPES[0]
+    if module.backend != "cuda":
+        def upload(array) -> None:
+            if type(array) is not np.ndarray or array.dtype != f32 or array.nbytes > size:
+                return set_constant(module, name, array)
+            ptr.copy_from_host(array)
+        return upload
+
+    def upload(array) -> None:
+        if array.dtype is not f32 or array.nbytes > size or not array.flags.c_contiguous or \
+                not type(array).__module__.startswith("cupy"):
+            return set_constant(module, name, array)
+        ptr.copy_from_device(array.data, array.nbytes)   # device to constant memory, on the current stream
+    return upload

@@ -31,9 +31,21 @@ def cuda_unavailable() -> str | None:
     return None if n > 0 else "CuPy sees no CUDA device"
 
 
+_RESOLVED: dict[str | None, str] = {}   # $LABKIT_BACKEND as set -> the backend it means (CuPy's view is fixed)
+
+
 def current() -> str:
-    """The backend in use: ``'cuda'`` or ``'cpu'``."""
-    wanted = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
+    """The backend in use: ``'cuda'`` or ``'cpu'`` (read from $LABKIT_BACKEND on every call, cheaply:
+    ops ask on each launch, and a notebook may switch backends with ``use``)."""
+    raw = os.environ.get(ENV_VAR)
+    backend = _RESOLVED.get(raw)
+    if backend is None:
+        backend = _RESOLVED[raw] = _resolve(raw)
+    return backend
+
+
+def _resolve(raw: str | None) -> str:
+    wanted = (raw or "auto").strip().lower() or "auto"
     if wanted not in BACKENDS + ("auto",):
         raise BackendUnavailable(
             f"{ENV_VAR}={wanted!r} is not a backend; use one of 'cuda', 'cpu' or 'auto'")

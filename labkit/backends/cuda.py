@@ -8,6 +8,8 @@ shared memory and local memory, and its theoretical occupancy.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 from typing import Iterable, Sequence
 
 from ..errors import ConstantMemoryError, KernelCompileError, LaunchError
@@ -139,16 +141,118 @@ class CUDAFunction:
         else:
             self.kernel(grid, block, args, shared_mem=shared_mem)
 
-    def launcher(self, grid, block, shared_mem: int = 0):
-        """``launch(args)``: this kernel with its launch configuration fixed, straight to CuPy.
+    def launcher(self, grid, block, args, shared_mem: int = 0):
+        """``launch(*arrays)``: this kernel with its launch configuration and every argument that
+        never changes fixed now; ``args`` holds them, and None for each array given per call (in
+        order).  What ``__call__`` checks on every call (count, types) is checked here, once; the
+        caller checks its per-call arrays itself (an op does, with labkit.checks).
 
-        What ``__call__`` checks on every call (the argument count and each argument's type) is
-        checked once, by whoever prepares the arguments: an op builds its scalars as NumPy int32
-        once and checks its arrays itself.  A launch then costs what a CuPy RawKernel launch costs.
+        Where CuPy exposes the driver's launch (cuLaunchKernel), the parameters live in a block made
+        once, and a call writes the per-call pointers into it and launches: less host time than a
+        RawKernel call, which converts every argument each time.  Else each call merges the arrays
+        into the arguments and calls the RawKernel.  ``launch.path`` says which.
         """
-        grid, block, shared = tuple(grid), tuple(block), int(shared_mem)
-        kernel = self.kernel
+        cp = _cupy()
+        grid, block, shared = _dim3(grid), _dim3(block), int(shared_mem)
+        args = tuple(args)
+        if self.param_types and len(args) != len(self.param_types):
+            raise LaunchError(f"kernel '{self.name}' takes {len(self.param_types)} arguments "
+                              f"({', '.join(self.param_names)}), got {len(args)}")
+        slots = [i for i, a in enumerate(args) if a is None]
+        for i, a in enumerate(args):
+            if a is not None:
+                kernel_source.check_argument(self.name, i, self.param_names, self.param_types, a,
+                                             array_type=cp.ndarray, where="GPU")
+        block_launch = _parameter_block(self, grid, block, shared, args, slots)
+        if block_launch is not None:
+            return block_launch
+        kernel, n = self.kernel, len(slots)
 
-        def launch(args) -> None:
-            kernel(grid, block, args, shared_mem=shared)
+        def launch(*arrays) -> None:
+            if len(arrays) != n:
+                raise LaunchError(f"kernel '{self.name}' takes {n} arrays per launch, got {len(arrays)}")
+            full = list(args)
+            for i, a in zip(slots, arrays):
+                full[i] = a
+            kernel(grid, block, tuple(full), shared_mem=shared)
+        launch.path = "CuPy RawKernel"
         return launch
+
+
+def _dim3(v) -> tuple[int, int, int]:
+    t = (int(v),) if isinstance(v, int) else tuple(int(x) for x in v)
+    return t + (1,) * (3 - len(t))
+
+
+# ctypes of the scalar parameters a parameter block can hold (kernel_source's type codes).
+_SCALARS = {"f32": ctypes.c_float, "f64": ctypes.c_double, "i32": ctypes.c_int32, "u32": ctypes.c_uint32,
+            "i64": ctypes.c_int64, "u64": ctypes.c_uint64, "i16": ctypes.c_int16, "u16": ctypes.c_uint16,
+            "i8": ctypes.c_int8, "u8": ctypes.c_uint8, "bool": ctypes.c_bool}
+_PROBE = r'''extern "C" __global__ void labkit_probe(int* out, const int* in, int add, float scale) {
+  out[threadIdx.x] = in[threadIdx.x] + add + (int)scale;
+}'''
+
+
+@functools.lru_cache(maxsize=1)
+def _driver():
+    """(cuLaunchKernel, current-stream pointer) as CuPy exposes them, proven on a probe kernel; None
+    where this CuPy does not expose them as expected (launches then go through RawKernel calls)."""
+    try:
+        cp = _cupy()
+        from cupy.cuda import driver
+        from cupy.cuda import stream as stream_module
+        launch = driver.launchKernel
+        stream_ptr = getattr(stream_module, "get_current_stream_ptr", None) or \
+            (lambda: cp.cuda.get_current_stream().ptr)
+        fn = cp.RawKernel(_PROBE, "labkit_probe")
+        src = cp.arange(32, dtype=cp.int32)
+        out = cp.zeros(32, dtype=cp.int32)
+        vals = [ctypes.c_void_p(out.data.ptr), ctypes.c_void_p(src.data.ptr), ctypes.c_int32(5), ctypes.c_float(2.0)]
+        params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in vals])
+        launch(fn.kernel.ptr, 1, 1, 1, 32, 1, 1, 0, stream_ptr(), ctypes.addressof(params), 0)
+        if not bool((out == src + 7).all()):
+            return None
+        return launch, stream_ptr
+    except Exception:
+        return None
+
+
+def _parameter_block(fn: "CUDAFunction", grid, block, shared: int, args: tuple, slots: list[int]):
+    """The driver-launch closure of a launcher, or None where it cannot be made (then RawKernel calls)."""
+    codes = fn.param_types
+    drv = _driver()
+    if drv is None or not codes or any(c is None for c in codes) or \
+            any(not codes[i].startswith(("ptr:", "cptr:")) for i in slots):
+        return None
+    vals = []
+    for code, a in zip(codes, args):
+        if code.startswith(("ptr:", "cptr:")):
+            vals.append(ctypes.c_void_p(None if a is None else a.data.ptr))
+        elif code in _SCALARS:
+            vals.append(_SCALARS[code](a.item() if hasattr(a, "item") else a))
+        else:
+            return None   # a struct passed by value (float4, ...): RawKernel knows how
+    params = (ctypes.c_void_p * max(1, len(vals)))(*[ctypes.addressof(v) for v in vals])
+    launch_kernel, stream_ptr = drv
+    fptr, addr = fn.kernel.kernel.ptr, ctypes.addressof(params)
+    (gx, gy, gz), (bx, by, bz) = grid, block
+    slot_vals, n = [vals[i] for i in slots], len(slots)
+    keep = (args, vals, params)   # the block and the fixed arrays live as long as the launch
+
+    if n == 2:
+        s0, s1 = slot_vals
+
+        def launch(a, b) -> None:
+            s0.value = a.data.ptr
+            s1.value = b.data.ptr
+            launch_kernel(fptr, gx, gy, gz, bx, by, bz, shared, stream_ptr(), addr, 0)
+    else:
+        def launch(*arrays) -> None:
+            if len(arrays) != n:
+                raise LaunchError(f"kernel '{fn.name}' takes {n} arrays per launch, got {len(arrays)}")
+            for v, a in zip(slot_vals, arrays):
+                v.value = a.data.ptr
+            launch_kernel(fptr, gx, gy, gz, bx, by, bz, shared, stream_ptr(), addr, 0)
+    launch.path = "cuLaunchKernel, parameter block"
+    launch.keep = keep
+    return launch

@@ -113,11 +113,11 @@ def host_costs(*, repeat: int = 1000, warmup: int = 100) -> list[dict]:
     rows.append(_row("labkit.load + launch (checked)", "launch", measure.host_us(
         lambda: load_source(_trivial_file()).get_function("add_one")((1,), (256,), (v, n)),
         warmup=warmup, repeat=repeat, settle=settle)))
-    launch = fn.launcher((1,), (256,))
-    rows.append(_row("labkit launcher (prepared)", "launch", measure.host_us(
-        lambda: launch((v, n)), warmup=warmup, repeat=repeat, settle=settle)))
+    launch = fn.launcher((1,), (256,), (None, n))
+    rows.append(_row(f"labkit launcher (prepared: {launch.path})", "launch", measure.host_us(
+        lambda: launch(v), warmup=warmup, repeat=repeat, settle=settle)))
     for label, (group, call) in _calls().items():
-        rows.append(_row(label, group, measure.host_us(call, warmup=warmup, repeat=repeat, settle=settle)))
+        rows.append(_row(label, group, measure.host_us(call, warmup=warmup, repeat=repeat, settle=settle, every=8)))
     return rows
 
 
@@ -134,23 +134,24 @@ def _fashion_images(batch: int) -> np.ndarray:
     return fm.preprocess(np.resize(images, (batch,) + images.shape[1:]))
 
 
-def forward_times(model: str, batches, *, repeat: int = 20, precision: str = "fp32",
-                  peers: bool = True) -> list[dict]:
+def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, precision: str = "fp32",
+                  peers: bool = True, weights: dict | None = None) -> list[dict]:
     """Time per forward pass (ms, CUDA events, calls queued back to back) of ``model`` ("fashion" or
     "alexnet") at each batch: labkit eager (each kernel launched from Python), labkit as one CUDA
     graph, the host's own time for an eager forward (its floor: no eager pass runs faster), and on a
-    GPU with PyTorch the same network in PyTorch, eager and as a CUDA graph, in this same run."""
+    GPU with PyTorch the same network in PyTorch, eager and as a CUDA graph, in this same run.
+    ``weights``: the model's (default: the shipped Fashion-MNIST weights, AlexNet's load_weights)."""
     xp = backends.xp()
     settle = _settle()
     use_peer = peers and cudnn_available() is None
     rows = []
     tf32 = precision == "tf32"
     if model == "fashion":
-        weights = fm.load_weights()
+        weights = weights or fm.load_weights()
         net = fm.FashionNet(weights)
         run_torch = cudnn_fashion_net(weights, tf32=tf32) if use_peer else None
     else:
-        weights = alexnet.load_weights()[0]
+        weights = weights or alexnet.load_weights()[0]
         net = alexnet.AlexNet(weights, precision=precision)
         run_torch = torch_alexnet(weights, tf32=tf32) if use_peer else None
     for N in batches:
@@ -164,17 +165,17 @@ def forward_times(model: str, batches, *, repeat: int = 20, precision: str = "fp
         plan = net.plan(N)
         plan.x[...] = x
         common = {"kind": "forward", "model": model, "batch": N, "precision": precision}
-        t = measure.time_fn(lambda: net(x), warmup=3, repeat=repeat, sync=False)
+        t = measure.time_fn(lambda: net(x), warmup=warmup, repeat=repeat, sync=False)
         rows.append({**common, "label": "labkit eager", "median_ms": t.median_ms, "device": t.device})
-        host = measure.host_us(lambda: net(x), warmup=3, repeat=repeat, settle=settle, every=1)
+        host = measure.host_us(lambda: net(x), warmup=warmup, repeat=repeat, settle=settle, every=1)
         rows.append({**common, "label": "host time of an eager forward", "median_ms": statistics.median(host) / 1e3,
                      "device": t.device})
-        t = measure.time_fn(plan.run, warmup=3, repeat=repeat, sync=False)
+        t = measure.time_fn(plan.run, warmup=warmup, repeat=repeat, sync=False)
         rows.append({**common, "label": "labkit graph", "median_ms": t.median_ms, "device": t.device})
         if run_torch is not None:
-            t = measure.time_fn(lambda: run_torch(x), warmup=3, repeat=repeat, sync=False)
+            t = measure.time_fn(lambda: run_torch(x), warmup=warmup, repeat=repeat, sync=False)
             rows.append({**common, "label": "PyTorch eager", "median_ms": t.median_ms, "device": t.device})
-            t = measure.time_fn(graph_torch(), warmup=3, repeat=repeat, sync=False)
+            t = measure.time_fn(graph_torch(), warmup=warmup, repeat=repeat, sync=False)
             rows.append({**common, "label": "PyTorch graph", "median_ms": t.median_ms, "device": t.device})
         del plan, x
         net.clear_plans()
@@ -197,10 +198,10 @@ def summary(rows: list[dict]) -> str:
         out.append(f"{'call':34s} {'host µs':>8s} {'p10':>6s} {'p90':>6s}")
         out += [f"{r['label']:34s} {r['median_us']:8.1f} {r['p10_us']:6.1f} {r['p90_us']:6.1f}" for r in host]
     fwd = [r for r in rows if r.get("kind") == "forward"]
-    for model in dict.fromkeys(r["model"] for r in fwd):
-        sel = [r for r in fwd if r["model"] == model]
+    for model, prec in dict.fromkeys((r["model"], r["precision"]) for r in fwd):
+        sel = [r for r in fwd if r["model"] == model and r["precision"] == prec]
         labels = list(dict.fromkeys(r["label"] for r in sel))
-        out.append(f"\n{model} ({sel[0]['precision']}): ms per forward")
+        out.append(f"\n{model} ({prec}): ms per forward")
         out.append(f"{'batch':>6s} " + " ".join(f"{lab[:22]:>22s}" for lab in labels))
         for N in dict.fromkeys(r["batch"] for r in sel):
             cells = {r["label"]: r["median_ms"] for r in sel if r["batch"] == N}

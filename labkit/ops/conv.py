@@ -34,7 +34,7 @@ from ..backends.cpu import parse_checks
 from ..backends.limits import CONSTANT_MEMORY, SHARED_MEM_PER_BLOCK
 from ..checks import array_type, check_activation, check_array, fast_input, output
 from ..errors import ConstantMemoryError
-from ..loader import load, set_constant
+from ..loader import constant_uploader, load
 from .plans import PlanCache, cdiv, ints
 from .tuned_config import TunedConfig, check_config, tuned_config
 
@@ -132,6 +132,7 @@ def _kernel(variant: str, sizes, tile_width: int, tuned: TunedConfig | None, che
                     defines={"TILE_WIDTH": tile_width, "CONST_WEIGHT_FLOATS": CONST_WEIGHT_FLOATS,
                              "CONST_BIAS_FLOATS": CONST_BIAS_FLOATS}), "conv_constant"
     cfg = tuned or tuned_config(C, H, W, M, K)
+    own = own and cfg.kernel() == "conv_tuned_const"      # only a kernel with constants needs its own module
     return load("conv_tuned", check=check, own=own, defines=cfg.defines(C, H, W, M, K)), cfg.kernel()
 
 
@@ -141,21 +142,37 @@ class _Plan:
     """A checked convolution shape, ready to launch: what ``conv2d`` and ``Conv2d`` keep per shape."""
     module: object
     kernel: str
-    launch: Callable           # launch(args): the kernel with its grid, block and shared memory
+    fn: object                 # the kernel (CUDAFunction or CPUFunction)
+    config: tuple              # (grid, block, shared memory bytes)
     tail: tuple                # the int32 arguments after the arrays
     out_shape: tuple
     constants: bool            # weights and bias travel to __constant__ memory, not as arguments
     zero_bias: object          # the bias when the caller gives none (never written)
 
+    def __post_init__(self) -> None:
+        grid, block, shared = self.config
+        arrays = (None, None) if self.constants else (None, None, None, None)
+        self.launch = self.fn.launcher(grid, block, arrays + self.tail, shared)
+        self._uploads = None
+
+    def bind(self, w, b):
+        """``launch(x, y)`` with these weights fixed (a layer's)."""
+        if self.constants:
+            return self.launch
+        grid, block, shared = self.config
+        return self.fn.launcher(grid, block, (None, w, b, None) + self.tail, shared)
+
     def upload(self, w, b) -> None:
-        set_constant(self.module, "c_weights", w.reshape(-1))
-        set_constant(self.module, "c_bias", b)
+        if self._uploads is None:
+            self._uploads = (constant_uploader(self.module, "c_weights"), constant_uploader(self.module, "c_bias"))
+        self._uploads[0](w.reshape(-1))
+        self._uploads[1](b)
 
     def run(self, x, w, b, y) -> None:
         if self.constants:
-            self.launch((x, y) + self.tail)
+            self.launch(x, y)
         else:
-            self.launch((x, w, b, y) + self.tail)
+            self.launch(x, w, b, y)
 
 
 def _check_layer(x, w, b, variant, activation, tile_width, config, backend, xp) -> tuple:
@@ -208,7 +225,7 @@ def _make_plan(sizes, variant, activation, tile_width, config, check, xp, own) -
         tail, constants = ints(N, act), name == "conv_tuned_const"
     else:
         tail, constants = ints(*sizes, act), _VARIANTS[variant].constants
-    return _Plan(mod, name, mod.get_function(name).launcher(grid, block, shared), tail,
+    return _Plan(mod, name, mod.get_function(name), (grid, block, shared), tail,
                  (N, M, H - K + 1, W - K + 1), constants, xp.zeros(M, dtype=xp.float32))
 
 
@@ -296,12 +313,15 @@ class Conv2d:
         self.variant, self.activation, self.tile_width, self.check, self.config = \
             variant, activation, int(tile_width), check, config
         self._kind = array_type(self.backend)
-        self._plans: dict[tuple, _Plan] = {}
+        self._plans: dict[tuple, tuple] = {}      # x.shape -> (plan, launch(x, y))
 
     def plan(self, x) -> _Plan:
         """The plan of x's shape, made (and the constants uploaded) on first use."""
-        p = self._plans.get(x.shape)
-        if p is None:
+        return self._entry(x)[0]
+
+    def _entry(self, x) -> tuple:
+        entry = self._plans.get(x.shape)
+        if entry is None:
             xp = backends.xp()
             sizes = _check_layer(x, self.w, self.b, self.variant, self.activation, self.tile_width,
                                  self.config, self.backend, xp)
@@ -309,16 +329,16 @@ class Conv2d:
                            own=True)
             if p.constants:
                 p.upload(self.w, self.b)
-            self._plans[x.shape] = p
-        return p
+            entry = self._plans[x.shape] = (p, p.bind(self.w, self.b))
+        return entry
 
     def __call__(self, x, out=None):
         """y = act(conv(x, w) + b); ``out``: an array of y's shape to write (not overlapping x)."""
         if not fast_input(x, self._kind):
             check_array(x, "x", "NCHW", 4, self.backend)
-        p = self._plans.get(x.shape) or self.plan(x)
+        p, launch = self._plans.get(x.shape) or self._entry(x)
         y = output(out, p.out_shape, "NCHW", (x, self.w, self.b), backend=self.backend)
-        p.run(x, self.w, self.b, y)
+        launch(x, y)
         return y
 
 

@@ -16,7 +16,7 @@ from typing import Callable
 from .. import backends
 from ..backends.limits import CONSTANT_MEMORY, SHARED_MEM_PER_BLOCK
 from ..checks import array_module, array_type, check_array, check_int, fast_input, output
-from ..loader import load, set_constant
+from ..loader import constant_uploader, load
 from .plans import PlanCache, cdiv, ints
 
 __all__ = ["conv_pool_tanh", "ConvPoolTanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]
@@ -33,13 +33,15 @@ def conv_pool_shared_bytes(C: int, H: int, W: int, imgs: int = 1) -> int:
 @dataclass
 class _Plan:
     module: object
-    launch: Callable
-    tail: tuple
+    launch: Callable           # launch(x, y)
     out_shape: tuple
 
+    def __post_init__(self) -> None:
+        self._uploads = (constant_uploader(self.module, "c_weights"), constant_uploader(self.module, "c_bias"))
+
     def upload(self, w, b) -> None:
-        set_constant(self.module, "c_weights", w.reshape(-1))
-        set_constant(self.module, "c_bias", b)
+        self._uploads[0](w.reshape(-1))
+        self._uploads[1](b)
 
 
 def _check(x, w, b, threads, imgs, backend) -> tuple:
@@ -74,7 +76,7 @@ def _make_plan(sizes, threads: int, imgs: int, own: bool) -> _Plan:
     N, C, H, W, M, K = sizes
     mod = load("conv_pool", own=own, defines={"LAYER_C": C, "LAYER_M": M, "LAYER_K": K, "LAYER_H": H,
                                               "LAYER_W": W, "THREADS": threads, "IMGS": imgs})
-    return _Plan(mod, mod.get_function("conv_pool_tanh").launcher((cdiv(N, imgs),), (threads,)), ints(N),
+    return _Plan(mod, mod.get_function("conv_pool_tanh").launcher((cdiv(N, imgs),), (threads,), (None, None) + ints(N)),
                  (N, M, (H - K + 1) // 2, (W - K + 1) // 2))
 
 
@@ -96,7 +98,7 @@ def conv_pool_tanh(x, w, b, *, out=None, threads: int = CONV_POOL_THREADS, imgs:
         plan = _PLANS[key] = _make_plan(_check(x, w, b, threads, imgs, backend), threads, imgs, own=False)
     y = output(out, plan.out_shape, "NCHW", (x, w, b), backend=backend)
     plan.upload(w, b)        # the cached module may have served another layer since: every call
-    plan.launch((x, y) + plan.tail)
+    plan.launch(x, y)
     return y
 
 
@@ -126,5 +128,5 @@ class ConvPoolTanh:
             check_array(x, "x", "NCHW", 4, self.backend)
         p = self._plans.get(x.shape) or self.plan(x)
         y = output(out, p.out_shape, "NCHW", (x, self.w, self.b), backend=self.backend)
-        p.launch((x, y) + p.tail)
+        p.launch(x, y)
         return y

@@ -25,7 +25,7 @@ anything is compiled or launched, and errors say the fix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
+from typing import Iterable, Mapping
 
 import numpy as np
 
@@ -186,41 +186,53 @@ def _slices_of(K: int, slices: int) -> tuple[int, int]:
 class _Plan:
     """One product shape, ready to launch: one kernel (tail: its int32 arguments), or two (split-K and
     few rows: the partial products into a workspace, then the reduce with the bias and activation)."""
-    launch: Callable
+    main: tuple                # (kernel function, grid, block): the GEMM, or split-K's slices
     tail: tuple
     out_shape: tuple
     workspace_shape: tuple | None = None
-    reduce: Callable | None = None
+    reduce: tuple | None = None     # (function, grid, block) of gemm_splitk_reduce
     reduce_tail: tuple = ()
     kernel: str = ""
 
+    def __post_init__(self) -> None:
+        self.launch, self.launch_reduce = self.bind(None, None)
+
+    def bind(self, b, bias):
+        """(launch, launch of the reduce or None) with b and bias fixed where given (None: per call).
+        One kernel: launch(a, [b, bias,] out); split: launch(a, [b,] workspace), reduce(workspace, [bias,] out)."""
+        fn, grid, block = self.main
+        if self.reduce is None:
+            return fn.launcher(grid, block, (None, b, bias, None) + self.tail), None
+        rfn, rgrid, rblock = self.reduce
+        return (fn.launcher(grid, block, (None, b, None) + self.tail),
+                rfn.launcher(rgrid, rblock, (None, bias, None) + self.reduce_tail))
+
     def run(self, a, b, bias, out, workspace) -> None:
         if self.reduce is None:
-            self.launch((a, b, bias, out) + self.tail)
+            self.launch(a, b, bias, out)
         else:
-            self.launch((a, b, workspace) + self.tail)
-            self.reduce((workspace, bias, out) + self.reduce_tail)
+            self.launch(a, b, workspace)
+            self.launch_reduce(workspace, bias, out)
 
 
-def _reduce(mod, M: int, N: int, slices: int, has_bias: int, act: int) -> tuple[Callable, tuple]:
+def _reduce(mod, M: int, N: int, slices: int, has_bias: int, act: int) -> tuple[tuple, tuple]:
     """gemm_splitk_reduce: out = act(sum of the slices + bias), one thread per element."""
-    return (mod.get_function("gemm_splitk_reduce").launcher((cdiv(M * N, 256),), (256,)),
+    return ((mod.get_function("gemm_splitk_reduce"), (cdiv(M * N, 256),), (256,)),
             ints(M, N, slices, has_bias, act))
 
 
 def _tile_plan(variant, M, N, K, p, splits, has_bias, act, check) -> _Plan:
     keys = _TILE_KEYS if variant in ("naive", "tiled") else _BLOCK_KEYS
     mod = load("gemm", defines={k: p[k] for k in keys}, check=check)
-    grid, block, shared = gemm_launch_config(variant, M, N, K, p)
+    grid, block, _shared = gemm_launch_config(variant, M, N, K, p)
     if splits == 1:
-        fn = mod.get_function(f"gemm_{variant}")
-        return _Plan(fn.launcher(grid, block, shared), ints(M, N, K, has_bias, act), (M, N), kernel=f"gemm_{variant}")
+        return _Plan((mod.get_function(f"gemm_{variant}"), grid, block), ints(M, N, K, has_bias, act), (M, N),
+                     kernel=f"gemm_{variant}")
     per = cdiv(cdiv(K, p["GEMM_BK"]), splits)        # k-tiles per slice
     slices = splitk_slices(K, splits, p)             # no empty slice
-    fn = mod.get_function("gemm_dbuf_splitk")
     reduce, tail = _reduce(mod, M, N, slices, has_bias, act)
-    return _Plan(fn.launcher((grid[0], grid[1], slices), block), ints(M, N, K, per), (M, N), (slices, M, N),
-                 reduce, tail, kernel="gemm_dbuf_splitk")
+    return _Plan((mod.get_function("gemm_dbuf_splitk"), (grid[0], grid[1], slices), block), ints(M, N, K, per),
+                 (M, N), (slices, M, N), reduce, tail, kernel="gemm_dbuf_splitk")
 
 
 def _few_rows_plan(M, N, K, slices, has_bias, act, check) -> _Plan:
@@ -231,10 +243,9 @@ def _few_rows_plan(M, N, K, slices, has_bias, act, check) -> _Plan:
     rows = 1 << (M - 1).bit_length()                     # 1, 2, 4, 8 or 16: one module each
     mod = load("gemm", defines={"GEMM_ROWS": rows}, check=check)
     warps = 8 if rows <= 8 else 4
-    fn = mod.get_function("gemm_few_rows")
     reduce, tail = _reduce(mod, M, N, slices, has_bias, act)
-    return _Plan(fn.launcher((cdiv(N, _ROWS_COLS), slices, 1), (32 * warps, 1, 1)), ints(M, N, K, per), (M, N),
-                 (slices, M, N), reduce, tail, kernel="gemm_few_rows")
+    return _Plan((mod.get_function("gemm_few_rows"), (cdiv(N, _ROWS_COLS), slices, 1), (32 * warps, 1, 1)),
+                 ints(M, N, K, per), (M, N), (slices, M, N), reduce, tail, kernel="gemm_few_rows")
 
 
 def _check_operands(a, b, bias, activation, bias_per: str, backend: str):
@@ -419,7 +430,8 @@ class Dense:
                 p = _params(tiles)
                 p = _tile_plan(kernel, rows, N, K, p, splits_for(rows, N, K, p) if kernel == "dbuf" else 1,
                                has_bias, act, self.check)
-            self._plans[rows] = [p, None]      # the layer's own workspace: made on first use
+            # [plan, the layer's own workspace (made on first use), launch, launch of the reduce]
+            self._plans[rows] = [p, None, *p.bind(self.w, self.b if self.b is not None else self.w)]
         return self._plans[rows][0]
 
     def __call__(self, x, out=None, workspace=None):
@@ -434,15 +446,18 @@ class Dense:
         if entry is None:
             self.plan(rows)
             entry = self._plans[rows]
-        p, ws = entry
+        p, ws, launch, reduce = entry
         y = output(out, p.out_shape, "row-major (rows, out)", (x, self.w, self.b), backend=self.backend)
-        if p.workspace_shape is not None:
-            if workspace is not None:
-                ws = _workspace(p, workspace, None)
-                check_no_alias(ws, (x, y), "workspace")
-            elif ws is None:
-                ws = entry[1] = _workspace(p, None, array_module(self.backend))
-        p.run(x, self.w, x if self.b is None else self.b, y, ws)
+        if reduce is None:
+            launch(x, y)
+            return y
+        if workspace is not None:
+            ws = _workspace(p, workspace, None)
+            check_no_alias(ws, (x, y), "workspace")
+        elif ws is None:
+            ws = entry[1] = _workspace(p, None, array_module(self.backend))
+        launch(x, ws)
+        reduce(ws, y)
         return y
 
     def workspace_shape(self, rows: int) -> tuple | None:

@@ -20,8 +20,6 @@ split K among blocks (``splits_at``), in both precisions.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Callable
-
 import numpy as np
 
 from .. import backends
@@ -226,22 +224,26 @@ def prepare_weights(w, groups: int):
 # --- plans ------------------------------------------------------------------------------------------
 @dataclass
 class _Plan:
-    """One layer at one batch size, weights aside: the launches and their int32 arguments."""
+    """One layer at one batch size, weights aside: the kernels, their launch configurations and their
+    int32 arguments."""
     tiles: Tiles
     splits: int
-    launch: Callable            # the GEMM over all of K, or split-K's slices
+    main: tuple                 # (function, grid, block, shared bytes): the GEMM over all of K, or split-K's slices
     tail: tuple
     out_shape: tuple
     workspace_shape: tuple | None = None
-    reduce: Callable | None = None
+    reduce: tuple | None = None     # (function, grid, block) of conv_implicit_reduce
     reduce_tail: tuple = ()
 
-    def run(self, x, wt, bias, out, workspace) -> None:
+    def bind(self, wt, bias) -> tuple:
+        """(launch, launch of the reduce or None) with the prepared weights and the bias fixed:
+        launch(x, y); with split-K launch(x, workspace) then reduce(workspace, y)."""
+        fn, grid, block, shared = self.main
         if self.reduce is None:
-            self.launch((x, wt, bias, out) + self.tail)
-        else:
-            self.launch((x, wt, workspace) + self.tail)
-            self.reduce((workspace, bias, out) + self.reduce_tail)
+            return fn.launcher(grid, block, (None, wt, bias, None) + self.tail, shared), None
+        rfn, rgrid, rblock = self.reduce
+        return (fn.launcher(grid, block, (None, wt, None) + self.tail, shared),
+                rfn.launcher(rgrid, rblock, (None, bias, None) + self.reduce_tail))
 
 
 # Weight-independent plans, shared by every layer object of the same shape and options.
@@ -277,15 +279,14 @@ def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: in
     block = (tiles.threads, 1, 1)
     out_shape = (N, layer.M) + layer.out_hw
     if splits == 1:
-        return _Plan(tiles, 1, mod.get_function(tiles.kernel).launcher(grid, block, shared), ints(N, has_bias, act),
-                     out_shape)
+        return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act), out_shape)
     # The slices' raw sums, then conv_implicit.cu's reduce (bias, activation): for TF32 too, from the
     # FP32 module of the same layer (the reduce reads only its shape).
     reducer = mod if tiles.precision == "fp32" else load("conv_implicit", defines=layer.defines())
     total = N * layer.M * layer.out_hw[0] * layer.out_hw[1]
-    return _Plan(tiles, splits, mod.get_function(f"{tiles.kernel}_splitk").launcher(grid, block, shared),
+    return _Plan(tiles, splits, (mod.get_function(f"{tiles.kernel}_splitk"), grid, block, shared),
                  ints(N, splits), out_shape, (splits,) + out_shape,
-                 reducer.get_function("conv_implicit_reduce").launcher((cdiv(total, 256),), (256,)),
+                 (reducer.get_function("conv_implicit_reduce"), (cdiv(total, 256),), (256,)),
                  ints(N, has_bias, act, splits))
 
 
@@ -403,7 +404,8 @@ class ImplicitConv2d:
         return self._entry(N, splits)[0]
 
     def _entry(self, N: int, splits: int | None) -> list:
-        """[plan, prepared weights, the layer's own split-K workspace (made on first use) or None]."""
+        """[plan, prepared weights, the layer's own split-K workspace (made on first use) or None,
+        launch, launch of the reduce or None] (bias not read when has_bias == 0: the weights stand in)."""
         key = (N, splits)
         entry = self._plans.get(key)
         if entry is None:
@@ -417,7 +419,8 @@ class ImplicitConv2d:
             plan = _PLANS.get(pkey)
             if plan is None:
                 plan = _PLANS[pkey] = _make_plan(L, tiles, n, N, int(self.b is not None), self._act, self._round)
-            entry = self._plans[key] = [plan, self.weights(tiles), None]
+            wt = self.weights(tiles)
+            entry = self._plans[key] = [plan, wt, None, *plan.bind(wt, wt if self.b is None else self.b)]
         return entry
 
     def __call__(self, x, out=None, *, workspace=None, splits: int | None = None):
@@ -431,18 +434,21 @@ class ImplicitConv2d:
             if tuple(x.shape[1:]) != self._x_shape:
                 raise ValueError(f"x must be (N, {L.C}, {L.H}, {L.W}) for this layer, got {tuple(x.shape)}")
         entry = self._plans.get((x.shape[0], splits)) or self._entry(int(x.shape[0]), splits)
-        plan, wt, ws = entry
+        plan, _wt, ws, launch, reduce = entry
         y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b), backend=self.backend)
-        if plan.reduce is not None:
-            if workspace is not None:
-                if tuple(workspace.shape) != plan.workspace_shape or workspace.dtype != np.float32:
-                    raise ValueError(f"workspace must be float32 {plan.workspace_shape} (slices, N, M, Ho, Wo), "
-                                     f"got {workspace.dtype} {tuple(workspace.shape)}")
-                ws = workspace
-            elif ws is None:
-                xp = array_module(self.backend)
-                ws = entry[2] = xp.empty(plan.workspace_shape, dtype=xp.float32)
-        plan.run(x, wt, wt if self.b is None else self.b, y, ws)   # bias not read when has_bias == 0
+        if reduce is None:
+            launch(x, y)
+            return y
+        if workspace is not None:
+            if tuple(workspace.shape) != plan.workspace_shape or workspace.dtype != np.float32:
+                raise ValueError(f"workspace must be float32 {plan.workspace_shape} (slices, N, M, Ho, Wo), "
+                                 f"got {workspace.dtype} {tuple(workspace.shape)}")
+            ws = workspace
+        elif ws is None:
+            xp = array_module(self.backend)
+            ws = entry[2] = xp.empty(plan.workspace_shape, dtype=xp.float32)
+        launch(x, ws)
+        reduce(ws, y)
         return y
 
 

@@ -21,8 +21,7 @@ _PLANS = PlanCache()
 
 
 class _Plan(NamedTuple):
-    launch: Callable
-    tail: tuple
+    launch: Callable           # launch(x, y)
     out_shape: tuple
 
 
@@ -43,9 +42,10 @@ def _plan(backend: str, shape: tuple, params: tuple) -> _Plan:
     if plan is None:
         depth_radius, bias, alpha, beta = _check_params(*params)
         N, C, H, W = (int(v) for v in shape)
-        plan = _PLANS[key] = _Plan(
-            load("lrn").get_function("lrn_across_channels").launcher((cdiv(N * C * H * W, THREADS),), (THREADS,)),
-            ints(N, C, H * W, depth_radius) + (np.float32(bias), np.float32(alpha), np.float32(beta)), (N, C, H, W))
+        plan = _PLANS[key] = _Plan(load("lrn").get_function("lrn_across_channels").launcher(
+            (cdiv(N * C * H * W, THREADS),), (THREADS,),
+            (None, None) + ints(N, C, H * W, depth_radius) + (np.float32(bias), np.float32(alpha), np.float32(beta))),
+            (N, C, H, W))
     return plan
 
 
@@ -63,7 +63,7 @@ def lrn(x, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: 
         _check_params(depth_radius, bias, alpha, beta)
         plan = _plan(backend, x.shape, (depth_radius, bias, alpha, beta))
     y = output(out, plan.out_shape, "NCHW", (x,), backend=backend)
-    plan.launch((x, y) + plan.tail)
+    plan.launch(x, y)
     return y
 
 

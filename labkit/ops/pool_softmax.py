@@ -23,8 +23,7 @@ _PLANS = PlanCache()
 
 
 class _Plan(NamedTuple):
-    launch: Callable
-    tail: tuple
+    launch: Callable           # launch(x, y)
     out_shape: tuple
 
 
@@ -38,7 +37,7 @@ def _pool_plan(backend: str, shape: tuple, k: int, stride: int) -> _Plan:
         PH, PW = (H - k) // stride + 1, (W - k) // stride + 1
         total = N * C * PH * PW
         plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("max_pool2d").launcher(
-            (cdiv(total, THREADS),), (THREADS,)), ints(N * C, H, W, PH, PW, k, stride), (N, C, PH, PW))
+            (cdiv(total, THREADS),), (THREADS,), (None, None) + ints(N * C, H, W, PH, PW, k, stride)), (N, C, PH, PW))
     return plan
 
 
@@ -49,7 +48,7 @@ def _softmax_plan(backend: str, shape: tuple) -> _Plan:
         N, D = shape
         rows_per_block = THREADS // 32
         plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
-            (cdiv(N, rows_per_block),), (THREADS,)), ints(N, D), (N, D))
+            (cdiv(N, rows_per_block),), (THREADS,), (None, None) + ints(N, D)), (N, D))
     return plan
 
 
@@ -66,7 +65,7 @@ def max_pool2d(x, k: int = 2, stride: int | None = None, *, out=None):
     if plan is None:
         plan = _pool_plan(backend, tuple(int(v) for v in x.shape), check_int(k, "k"), check_int(stride, "stride"))
     y = output(out, plan.out_shape, "NCHW", (x,), backend=backend)
-    plan.launch((x, y) + plan.tail)
+    plan.launch(x, y)
     return y
 
 
@@ -77,7 +76,7 @@ def softmax(x, *, out=None):
         check_array(x, "x", "(N, D)", 2, backend)
     plan = _PLANS.get((backend, "softmax", x.shape)) or _softmax_plan(backend, tuple(int(v) for v in x.shape))
     y = output(out, plan.out_shape, "(N, D)", (x,), backend=backend)
-    plan.launch((x, y) + plan.tail)
+    plan.launch(x, y)
     return y
 
 

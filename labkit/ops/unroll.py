@@ -40,15 +40,16 @@ def _check_geometry(H: int, W: int, K: int, stride: int, pad: int) -> tuple[int,
 
 
 def _plan(kernel: str, x_shape, K, stride, pad):
-    """(launch, int32 arguments, column-matrix shape) of im2col or col2im for an input of x_shape."""
+    """(launch(src, dst), column-matrix shape) of im2col or col2im for an input of x_shape."""
     key = (backends.current(), kernel, tuple(x_shape), K, stride, pad)
     plan = _PLANS.get(key)
     if plan is None:
         N, C, H, W = (int(v) for v in x_shape)
         Ho, Wo = _check_geometry(H, W, K, stride, pad)
         total = N * C * K * K * Ho * Wo
-        plan = _PLANS[key] = (load("im2col").get_function(kernel).launcher((cdiv(total, THREADS),), (THREADS,)),
-                              ints(N, C, H, W, K, stride, pad, Ho, Wo), (N, C * K * K, Ho * Wo))
+        plan = _PLANS[key] = (load("im2col").get_function(kernel).launcher(
+            (cdiv(total, THREADS),), (THREADS,), (None, None) + ints(N, C, H, W, K, stride, pad, Ho, Wo)),
+            (N, C * K * K, Ho * Wo))
     return plan
 
 
@@ -57,23 +58,23 @@ def im2col(x, K: int, *, stride: int = 1, pad: int = 0, out=None):
     backend = backends.current()
     if not fast_input(x, array_type(backend)) or x.ndim != 4:
         check_array(x, "x", "NCHW", 4, backend)
-    launch, tail, shape = _plan("im2col", x.shape, K, stride, pad)
+    launch, shape = _plan("im2col", x.shape, K, stride, pad)
     out = output(out, shape, "(N, C*K*K, Ho*Wo)", (x,), backend=backend)
-    launch((x, out) + tail)
+    launch(x, out)
     return out
 
 
 def col2im(cols, x_shape, K: int, *, stride: int = 1, pad: int = 0):
     """The adjoint of im2col: each column element added back onto its input position (float32 NCHW)."""
     backend, xp = backends.current(), backends.xp()
-    launch, tail, shape = _plan("col2im", x_shape, K, stride, pad)
+    launch, shape = _plan("col2im", x_shape, K, stride, pad)
     if not fast_input(cols, array_type(backend)) or cols.ndim != 3:
         check_array(cols, "cols", "(N, C*K*K, Ho*Wo)", 3, backend, xp)
     if tuple(cols.shape) != shape:
         raise ValueError(f"cols must have shape {shape} for x of shape {tuple(x_shape)}, "
                          f"got {tuple(cols.shape)}")
     dx = xp.zeros(tuple(int(v) for v in x_shape), dtype=xp.float32)   # col2im accumulates: it must start at zero
-    launch((cols, dx) + tail)
+    launch(cols, dx)
     return dx
 
 

@@ -252,14 +252,22 @@ class CPUFunction:
         return ctypes.create_string_buffer(raw, len(raw)), None
 
     # --- launching -------------------------------------------------------------------------
-    def launcher(self, grid, block, shared_mem: int = 0):
-        """``launch(args)``: this kernel with its launch configuration fixed (the GPU backend's
-        fast path).  The executor keeps every check on each launch: launches are slow here anyway,
-        and the checks catch an op that prepared a wrong argument before it reaches a GPU."""
-        grid, block, shared = tuple(grid), tuple(block), int(shared_mem)
+    def launcher(self, grid, block, args, shared_mem: int = 0):
+        """``launch(*arrays)``: this kernel with its launch configuration and the arguments that never
+        change fixed (``args``, None for each array given per call), as on the GPU backend.  The
+        executor keeps every check on each launch: launches are slow here anyway, and the checks
+        catch an op that prepared a wrong argument before it reaches a GPU."""
+        grid, block, shared, args = tuple(grid), tuple(block), int(shared_mem), tuple(args)
+        slots = [i for i, a in enumerate(args) if a is None]
 
-        def launch(args) -> None:
-            self(grid, block, args, shared_mem=shared)
+        def launch(*arrays) -> None:
+            if len(arrays) != len(slots):
+                raise LaunchError(f"kernel '{self.name}' takes {len(slots)} arrays per launch, got {len(arrays)}")
+            full = list(args)
+            for i, a in zip(slots, arrays):
+                full[i] = a
+            self(grid, block, tuple(full), shared_mem=shared)
+        launch.path = "CPU executor"
         return launch
 
     def __call__(self, grid, block, args, *, shared_mem: int = 0, stream=None, check=None) -> None:
