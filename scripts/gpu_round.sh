@@ -6,9 +6,9 @@
 #   bash scripts/gpu_round.sh OUTDIR [steps...]   steps: tests sanitize tune bench notebooks (default),
 #                                                 and tune-implicit (the implicit GEMMs' tile sweep)
 #
-# The tune step sweeps conv_tuned.cu's launch parameters on this GPU and writes the winners into
-# labkit/tuned/conv_tuned.json (copied to OUTDIR/bench/ to bring back and commit); the steps after
-# it use them.
+# The tune step sweeps conv_tuned.cu's launch parameters and the GEMM's tiles on this GPU and writes
+# the winners into labkit/tuned/conv_tuned.json and gemm.json (copied to OUTDIR/bench/ to bring back
+# and commit); the steps after it use them.
 #
 # Wheels for the Jupyter machinery, if the machine lacks it, are installed from .whl/.
 set -uo pipefail
@@ -36,7 +36,8 @@ for s in $STEPS; do
     sanitize)  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
                step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py ;;
     tune)      step tune python3 benchmarks/tune_conv.py --out "$OUT/bench" --write-table
-               cp labkit/tuned/conv_tuned.json "$OUT/bench/" ;;
+               step tune-gemm python3 benchmarks/tune_gemm.py --out "$OUT/bench" --write-table
+               cp labkit/tuned/conv_tuned.json labkit/tuned/gemm.json "$OUT/bench/" ;;
     tune-implicit)  # about 8 minutes on an H100: run it alone, one precision per call if need be
                step tune-implicit python3 benchmarks/tune_implicit.py --out "$OUT/bench" --write-table
                cp labkit/tuned/conv_implicit.json "$OUT/bench/" ;;

@@ -92,6 +92,8 @@ def sweep_gemm(M: int, N: int, K: int, *, candidates: Iterable[Mapping] | None =
     rows = []
     current = gemm_config(M, N, K)
     cands = list(candidates or gemm_candidates(M, N))
+    if current[0] == "dbuf" and current[1] not in cands:
+        cands.append(current[1])             # the default is always among the contenders
     for p in progress_bar(cands, desc=f"gemm M{M}_N{N}_K{K}", show=progress):
         t, _ = checked_time(f"gemm_dbuf {p}", lambda p=p: gemm(a, b, variant="dbuf", params=p, out=c), c, ref,
                             tol=1e-5, repeat=repeat)

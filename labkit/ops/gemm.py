@@ -436,12 +436,14 @@ class Dense:
 
     def __call__(self, x, out=None, workspace=None):
         """act(x @ w + b) of float32 x (rows, in); ``out``: (rows, out) to write (not overlapping x)."""
-        if not fast_input(x, self._kind) or x.ndim != 2 or x.shape[1] != self.in_features:
+        shape = x.shape if fast_input(x, self._kind) else None
+        if shape is None or len(shape) != 2 or shape[1] != self.in_features:
             check_array(x, "x", "(rows, in)", 2, self.backend)
             if x.shape[1] != self.in_features:
                 raise ValueError(f"x must have {self.in_features} columns (the layer's inputs), got shape "
                                  f"{tuple(x.shape)}")
-        rows = x.shape[0]
+            shape = x.shape
+        rows = shape[0]
         entry = self._plans.get(rows)
         if entry is None:
             self.plan(rows)

@@ -68,10 +68,22 @@ def lrn(x, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: 
 
 
 class LRN:
-    """lrn as a layer with its parameters fixed: ``LRN(depth_radius=2, alpha=2e-5)(x)``."""
+    """lrn as a layer with its parameters fixed: ``LRN(depth_radius=2, alpha=2e-5)(x)``, its plans per
+    input shape held here."""
 
     def __init__(self, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: float = 0.75):
         self.params = _check_params(depth_radius, bias, alpha, beta)
+        self.backend = backends.current()
+        self._kind = array_type(self.backend)
+        self._plans: dict[tuple, _Plan] = {}
 
     def __call__(self, x, out=None):
-        return lrn(x, *self.params, out=out)
+        if not (fast_input(x, self._kind) and x.ndim == 4):
+            check_array(x, "x", "NCHW", 4, self.backend)
+        shape = x.shape
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = self._plans[shape] = _plan(self.backend, shape, self.params)
+        y = output(out, plan.out_shape, "NCHW", (x,), backend=self.backend)
+        plan.launch(x, y)
+        return y

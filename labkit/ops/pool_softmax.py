@@ -81,18 +81,43 @@ def softmax(x, *, out=None):
 
 
 class MaxPool2d:
-    """Max-pooling as a layer: ``MaxPool2d(3, 2)(x)``, a plan per input shape."""
+    """Max-pooling as a layer: ``MaxPool2d(3, 2)(x)``, its plans per input shape held here (a call
+    checks x, looks its plan up and launches: no backend or key lookup)."""
 
     def __init__(self, k: int = 2, stride: int | None = None):
         self.k = check_int(k, "k")
         self.stride = self.k if stride is None else check_int(stride, "stride")
+        self.backend = backends.current()
+        self._kind = array_type(self.backend)
+        self._plans: dict[tuple, _Plan] = {}
 
     def __call__(self, x, out=None):
-        return max_pool2d(x, self.k, self.stride, out=out)
+        if not (fast_input(x, self._kind) and x.ndim == 4):
+            check_array(x, "x", "NCHW", 4, self.backend)
+        shape = x.shape
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = self._plans[shape] = _pool_plan(self.backend, tuple(int(v) for v in shape), self.k, self.stride)
+        y = output(out, plan.out_shape, "NCHW", (x,), backend=self.backend)
+        plan.launch(x, y)
+        return y
 
 
 class Softmax:
-    """Softmax of each row as a layer: ``Softmax()(logits)``."""
+    """Softmax of each row as a layer: ``Softmax()(logits)``, its plans per input shape held here."""
+
+    def __init__(self):
+        self.backend = backends.current()
+        self._kind = array_type(self.backend)
+        self._plans: dict[tuple, _Plan] = {}
 
     def __call__(self, x, out=None):
-        return softmax(x, out=out)
+        if not (fast_input(x, self._kind) and x.ndim == 2):
+            check_array(x, "x", "(N, D)", 2, self.backend)
+        shape = x.shape
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = self._plans[shape] = _softmax_plan(self.backend, tuple(int(v) for v in shape))
+        y = output(out, plan.out_shape, "(N, D)", (x,), backend=self.backend)
+        plan.launch(x, y)
+        return y
