@@ -159,22 +159,19 @@ def launch_prepared_and_graphs() -> int:
     for rows in (3, 17):
         fc(cp.asarray(rng.standard_normal((rows, 301), dtype=np.float32)))
         n += 2
-    net = fm.FashionNet()
-    x = cp.asarray(rng.random((3, 1, 48, 48), dtype=np.float32))
-    net(x)
-    plan = net.plan(3)
-    plan.x[...] = x
-    plan.run()
-    n += 2 * len(plan.steps)
+
+    def eager_and_graph(net, x) -> int:
+        net(x)
+        plan = net.plan(int(x.shape[0]))
+        plan.x[...] = x
+        plan.run()
+        return 2 * len(plan.steps)
+
+    n += eager_and_graph(fm.FashionNet(), cp.asarray(rng.random((3, 1, 48, 48), dtype=np.float32)))
     weights = alexnet.load_weights()[0]
     for prec in ("fp32", "tf32"):
-        anet = alexnet.AlexNet(weights, precision=prec)
-        xa = cp.asarray(rng.standard_normal((1, 3, 227, 227), dtype=np.float32))
-        anet(xa)
-        plan = anet.plan(1)
-        plan.x[...] = xa
-        plan.run()
-        n += 2 * len(plan.steps)
+        n += eager_and_graph(alexnet.AlexNet(weights, precision=prec),
+                             cp.asarray(rng.standard_normal((1, 3, 227, 227), dtype=np.float32)))
     return n
 
 

@@ -166,15 +166,10 @@ class CUDAFunction:
         block_launch = _parameter_block(self, grid, block, shared, args, slots)
         if block_launch is not None:
             return block_launch
-        kernel, n = self.kernel, len(slots)
+        kernel, name = self.kernel, self.name
 
         def launch(*arrays) -> None:
-            if len(arrays) != n:
-                raise LaunchError(f"kernel '{self.name}' takes {n} arrays per launch, got {len(arrays)}")
-            full = list(args)
-            for i, a in zip(slots, arrays):
-                full[i] = a
-            kernel(grid, block, tuple(full), shared_mem=shared)
+            kernel(grid, block, kernel_source.fill_slots(name, args, slots, arrays), shared_mem=shared)
         launch.path = "CuPy RawKernel"
         return launch
 

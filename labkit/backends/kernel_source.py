@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..errors import ConstantMemoryError, KernelCompileError, UnsupportedOnCPU  # noqa: F401  (their old home)
+from ..errors import ConstantMemoryError, KernelCompileError, LaunchError, UnsupportedOnCPU  # noqa: F401
 
 
 @dataclass
@@ -272,6 +272,16 @@ C_NAMES = {"f32": "float", "f64": "double", "i32": "int", "u32": "unsigned int",
 NP_DTYPES = {"f32": "float32", "f64": "float64", "i32": "int32", "u32": "uint32",
              "i64": "int64", "u64": "uint64", "i16": "int16", "u16": "uint16",
              "i8": "int8", "u8": "uint8", "bool": "bool"}
+
+
+def fill_slots(kernel: str, args: tuple, slots: list[int], arrays: tuple) -> tuple:
+    """``args`` with ``arrays`` in its empty slots (the per-call arrays of a prepared launch)."""
+    if len(arrays) != len(slots):
+        raise LaunchError(f"kernel '{kernel}' takes {len(slots)} arrays per launch, got {len(arrays)}")
+    full = list(args)
+    for i, a in zip(slots, arrays):
+        full[i] = a
+    return tuple(full)
 
 
 def describe_param(kernel: str, i: int, names: list[str], codes: list[str | None]) -> str:

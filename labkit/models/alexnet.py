@@ -32,7 +32,7 @@ from .. import backends, layers, reference
 from ..checks import check_array, fast_input
 from ..shapes import ALEXNET_CONVS
 from .alexnet_weights import WEIGHTS_ENV, read_bvlc_npy, synthetic_weights, to_labkit
-from .plan import Plan
+from .plan import Plan, PlannedModel
 
 __all__ = ["POOL_AFTER", "LRN", "MEAN_BGR", "INPUT_SHAPE", "IMAGES_DIR", "CLASSES_PATH",
            "load_weights", "class_names", "load_photos", "preprocess", "reference_logits", "AlexNet",
@@ -122,7 +122,7 @@ def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarra
     return reference.dense(h, weights["fc8_w"], weights["fc8_b"])
 
 
-class AlexNet:
+class AlexNet(PlannedModel):
     """The network on the backend in use: implicit-GEMM convolutions with ReLU fused (FP32, or TF32
     tensor cores on a GPU), LRN and max-pooling kernels, dense layers as GEMMs with bias and ReLU
     fused (the weights streamed at 1-4 images, split-K where the grid would leave SMs idle),
@@ -149,18 +149,6 @@ class AlexNet:
         self.lrn, self.pool, self.softmax = layers.LRN(**LRN), layers.MaxPool2d(3, 2), layers.Softmax()
         self._kind = xp.ndarray
         self._plans: dict[int, Plan] = {}
-
-    def plan(self, N: int) -> Plan:
-        """The forward pass of a batch of N: every buffer and workspace allocated (once per N), the
-        steps in order writing into them (what a per-kernel breakdown times)."""
-        p = self._plans.get(N)
-        if p is None:
-            p = self._plans[N] = self._make_plan(N)
-        return p
-
-    def clear_plans(self) -> None:
-        """Forget every batch size's plan (its buffers and graph go back to the memory pool)."""
-        self._plans.clear()
 
     def _make_plan(self, N: int) -> Plan:
         p = Plan(N, INPUT_SHAPE, self.backend)

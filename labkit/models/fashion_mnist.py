@@ -29,7 +29,7 @@ from .. import backends, layers
 from ..checks import check_array
 from ..data import resize_images
 from ..reference import conv2d, dense, max_pool2d, tanh
-from .plan import Plan
+from .plan import Plan, PlannedModel
 
 __all__ = [
     "WEIGHTS_PATH",
@@ -214,7 +214,7 @@ CONV_VARIANTS = ("fused", "naive", "tiled", "constant", "tuned")
 TILE2 = 8   # the ladder's tile width for layer 2 (labkit.ladder.TILE_WIDTH): its 18x18 plane
 
 
-class FashionNet:
+class FashionNet(PlannedModel):
     """The seed's network on the backend in use, every layer a labkit kernel.
 
         net = FashionNet()                       # the shipped weights, copied to the device once
@@ -252,17 +252,6 @@ class FashionNet:
         self.fc2 = layers.Dense(w["fc2_w"], w["fc2_b"])
         self.softmax = layers.Softmax()
         self._plans: dict[int, Plan] = {}
-
-    def plan(self, N: int) -> Plan:
-        """The forward pass of a batch of N: buffers, workspaces and steps, made once per N."""
-        p = self._plans.get(N)
-        if p is None:
-            p = self._plans[N] = self._make_plan(N)
-        return p
-
-    def clear_plans(self) -> None:
-        """Forget every batch size's plan (its buffers and graph go back to the memory pool)."""
-        self._plans.clear()
 
     def _make_plan(self, N: int) -> Plan:
         p = Plan(N, INPUT_SHAPE, self.backend)

@@ -21,6 +21,28 @@ from ..backends.graph import Graph
 from ..checks import array_module
 
 
+class PlannedModel:
+    """A network that keeps one Plan per batch size: ``plan(N)`` makes it on first use (``_make_plan``,
+    the subclass's), ``clear_plans()`` lets the memory go."""
+
+    _plans: dict
+
+    def plan(self, N: int) -> "Plan":
+        """The forward pass of a batch of N: every buffer and workspace allocated (once per N), the
+        steps in order writing into them (what a per-kernel breakdown times)."""
+        p = self._plans.get(N)
+        if p is None:
+            p = self._plans[N] = self._make_plan(N)
+        return p
+
+    def clear_plans(self) -> None:
+        """Forget every batch size's plan (its buffers and graph go back to the memory pool)."""
+        self._plans.clear()
+
+    def _make_plan(self, N: int) -> "Plan":
+        raise NotImplementedError
+
+
 class Plan:
     """Buffers and steps of one batch size: ``x`` (input buffer), ``buffers`` (step name -> output),
     ``steps`` [(name, fn)] in order, ``workspace`` (layer name -> split-K workspace or None)."""

@@ -12,7 +12,7 @@ import numpy as np
 from .. import backends
 from ..checks import array_type, check_array, check_int, fast_input, output
 from ..loader import load
-from .plans import PlanCache, cdiv, ints
+from .plans import PlanCache, ShapeLayer, cdiv, ints
 
 __all__ = ["lrn", "LRN"]
 
@@ -67,23 +67,13 @@ def lrn(x, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: 
     return y
 
 
-class LRN:
+class LRN(ShapeLayer):
     """lrn as a layer with its parameters fixed: ``LRN(depth_radius=2, alpha=2e-5)(x)``, its plans per
     input shape held here."""
 
     def __init__(self, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: float = 0.75):
+        super().__init__()
         self.params = _check_params(depth_radius, bias, alpha, beta)
-        self.backend = backends.current()
-        self._kind = array_type(self.backend)
-        self._plans: dict[tuple, _Plan] = {}
 
-    def __call__(self, x, out=None):
-        if not (fast_input(x, self._kind) and x.ndim == 4):
-            check_array(x, "x", "NCHW", 4, self.backend)
-        shape = x.shape
-        plan = self._plans.get(shape)
-        if plan is None:
-            plan = self._plans[shape] = _plan(self.backend, shape, self.params)
-        y = output(out, plan.out_shape, "NCHW", (x,), backend=self.backend)
-        plan.launch(x, y)
-        return y
+    def _make(self, shape):
+        return _plan(self.backend, shape, self.params)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import backends
+from ..checks import array_type, check_array, fast_input, output
 from ..loader import register_cache
 
 
@@ -18,6 +20,35 @@ class PlanCache(dict):
     def __init__(self) -> None:
         super().__init__()
         register_cache(self)
+
+
+class ShapeLayer:
+    """A layer whose plan depends on its input's shape alone (pooling, LRN, softmax): the plans are
+    held here, per shape; a call checks x, looks its plan up and launches ``plan.launch(x, y)``.
+    A subclass sets ``NDIM`` and ``LAYOUT`` and makes a plan with ``_make(shape)`` (one with
+    ``launch`` and ``out_shape``)."""
+
+    NDIM = 4
+    LAYOUT = "NCHW"
+
+    def __init__(self) -> None:
+        self.backend = backends.current()
+        self._kind = array_type(self.backend)
+        self._plans: dict[tuple, object] = {}
+
+    def _make(self, shape: tuple):
+        raise NotImplementedError
+
+    def __call__(self, x, out=None):
+        if not (fast_input(x, self._kind) and x.ndim == self.NDIM):
+            check_array(x, "x", self.LAYOUT, self.NDIM, self.backend)
+        shape = x.shape
+        plan = self._plans.get(shape)
+        if plan is None:
+            plan = self._plans[shape] = self._make(tuple(int(v) for v in shape))
+        y = output(out, plan.out_shape, self.LAYOUT, (x,), backend=self.backend)
+        plan.launch(x, y)
+        return y
 
 
 def ints(*values) -> tuple:

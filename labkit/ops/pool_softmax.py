@@ -14,7 +14,7 @@ from typing import Callable, NamedTuple
 from .. import backends
 from ..checks import array_type, check_array, check_int, fast_input, output
 from ..loader import load
-from .plans import PlanCache, cdiv, ints
+from .plans import PlanCache, ShapeLayer, cdiv, ints
 
 __all__ = ["max_pool2d", "softmax", "MaxPool2d", "Softmax", "THREADS"]
 
@@ -80,44 +80,21 @@ def softmax(x, *, out=None):
     return y
 
 
-class MaxPool2d:
-    """Max-pooling as a layer: ``MaxPool2d(3, 2)(x)``, its plans per input shape held here (a call
-    checks x, looks its plan up and launches: no backend or key lookup)."""
+class MaxPool2d(ShapeLayer):
+    """Max-pooling as a layer: ``MaxPool2d(3, 2)(x)``, its plans per input shape held here."""
 
     def __init__(self, k: int = 2, stride: int | None = None):
+        super().__init__()
         self.k = check_int(k, "k")
         self.stride = self.k if stride is None else check_int(stride, "stride")
-        self.backend = backends.current()
-        self._kind = array_type(self.backend)
-        self._plans: dict[tuple, _Plan] = {}
 
-    def __call__(self, x, out=None):
-        if not (fast_input(x, self._kind) and x.ndim == 4):
-            check_array(x, "x", "NCHW", 4, self.backend)
-        shape = x.shape
-        plan = self._plans.get(shape)
-        if plan is None:
-            plan = self._plans[shape] = _pool_plan(self.backend, tuple(int(v) for v in shape), self.k, self.stride)
-        y = output(out, plan.out_shape, "NCHW", (x,), backend=self.backend)
-        plan.launch(x, y)
-        return y
+    def _make(self, shape):
+        return _pool_plan(self.backend, shape, self.k, self.stride)
 
 
-class Softmax:
+class Softmax(ShapeLayer):
     """Softmax of each row as a layer: ``Softmax()(logits)``, its plans per input shape held here."""
+    NDIM, LAYOUT = 2, "(N, D)"
 
-    def __init__(self):
-        self.backend = backends.current()
-        self._kind = array_type(self.backend)
-        self._plans: dict[tuple, _Plan] = {}
-
-    def __call__(self, x, out=None):
-        if not (fast_input(x, self._kind) and x.ndim == 2):
-            check_array(x, "x", "(N, D)", 2, self.backend)
-        shape = x.shape
-        plan = self._plans.get(shape)
-        if plan is None:
-            plan = self._plans[shape] = _softmax_plan(self.backend, tuple(int(v) for v in shape))
-        y = output(out, plan.out_shape, "(N, D)", (x,), backend=self.backend)
-        plan.launch(x, y)
-        return y
+    def _make(self, shape):
+        return _softmax_plan(self.backend, shape)

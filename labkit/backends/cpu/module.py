@@ -261,12 +261,7 @@ class CPUFunction:
         slots = [i for i, a in enumerate(args) if a is None]
 
         def launch(*arrays) -> None:
-            if len(arrays) != len(slots):
-                raise LaunchError(f"kernel '{self.name}' takes {len(slots)} arrays per launch, got {len(arrays)}")
-            full = list(args)
-            for i, a in zip(slots, arrays):
-                full[i] = a
-            self(grid, block, tuple(full), shared_mem=shared)
+            self(grid, block, source.fill_slots(self.name, args, slots, arrays), shared_mem=shared)
         launch.path = "CPU executor"
         return launch
 
