@@ -41,3 +41,7 @@ class WeightFileError(ValueError):
 
 class IDXFormatError(ValueError):
     """The file is not a well-formed IDX file of the expected kind."""
+
+
+class ArrayFileError(ValueError):
+    """An .npy or .npz file is truncated or corrupt, holds a pickle, or declares arrays it cannot hold."""

@@ -345,6 +345,10 @@ def check_argument(kernel: str, i: int, names: list[str], codes: list[str | None
     elif isinstance(value, float) and code == "f64":
         return
     kind = type(value).__name__
+    if hasattr(value, "shape") and hasattr(value, "dtype"):   # an array: its description, not its values
+        raise TypeError(f"{what} ({want}), a single value; got an array of shape {tuple(value.shape)} and "
+                        f"dtype {value.dtype}. Pass numpy.{want.name}(value) of one element")
     as_what = {"int": "an 8-byte integer", "float": "a double"}.get(kind, "something else")
-    raise TypeError(f"{what} ({want}); got Python {kind} {value!r}, which is passed as {as_what}. "
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise TypeError(f"{what} ({want}); got Python {kind} {shown}, which is passed as {as_what}. "
                     f"Pass numpy.{want.name}(value)")

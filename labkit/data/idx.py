@@ -37,11 +37,21 @@ _TYPE_NAMES = {
 }
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
+MAX_PAYLOAD = 1 << 30   # a sane cap: Fashion-MNIST's largest file holds 47 MB
+TRAILING_PROBE = 1 << 16
+
+
+def read_idx(path: str | os.PathLike, *, max_bytes: int = MAX_PAYLOAD) -> np.ndarray:
     """Read an unsigned-byte IDX file (raw or gzip) into a uint8 array.
+
+    The header states the payload's size; the reader checks it against the file (a raw file must
+    hold exactly that; a gzip stream cannot inflate more than 1,032 times) and ``max_bytes`` before
+    it allocates, then decompresses as a stream and reads exactly that many bytes: a small file
+    that inflates to gigabytes is refused after the header, not after the inflating.
 
     Args:
         path: the file; gzip compression is detected from its magic bytes.
+        max_bytes: the largest payload accepted.
 
     Returns:
         A writable, C-contiguous ``np.uint8`` array whose shape is the file's
@@ -51,36 +61,56 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
         FileNotFoundError: the file does not exist.
         IDXFormatError: the file is not a well-formed unsigned-byte IDX file
             (bad magic, unsupported type code or rank, zero-sized dimension,
-            truncated payload, trailing bytes, or a corrupt gzip stream).
+            truncated payload, trailing bytes, a corrupt gzip stream, or a payload
+            larger than the file can hold or ``max_bytes``).
     """
     path = Path(path)
-    raw = path.read_bytes()
-    if raw[:2] == GZIP_MAGIC:
-        try:
-            data = gzip.decompress(raw)
-        except (OSError, EOFError, zlib.error) as exc:
-            # OSError covers gzip.BadGzipFile; EOFError is a truncated stream
-            raise IDXFormatError(
-                f"{path}: the file starts like gzip (1f 8b) but could not be "
-                f"decompressed ({type(exc).__name__}: {exc}); the download is "
-                "probably incomplete or corrupt -- fetch the file again"
-            ) from exc
-        where = f"{path} (after gzip decompression)"
-    else:
-        data = raw
-        where = str(path)
+    size = path.stat().st_size
+    with open(path, "rb") as probe:
+        gz = probe.read(2) == GZIP_MAGIC
+    where = f"{path} (after gzip decompression)" if gz else str(path)
+    try:
+        with (gzip.open(path, "rb") if gz else open(path, "rb")) as f:
+            try:
+                return _read_stream(f, where, size, gz, max_bytes)
+            except IDXFormatError:
+                if gz:    # bytes from a corrupt deflate stream look like a bad header: is the stream whole?
+                    _drain(f, min(size * 1032, max_bytes))
+                raise
+    except (OSError, EOFError, zlib.error) as exc:
+        if not gz:
+            raise
+        # OSError covers gzip.BadGzipFile; EOFError is a truncated stream
+        raise IDXFormatError(
+            f"{path}: the file starts like gzip (1f 8b) but could not be "
+            f"decompressed ({type(exc).__name__}: {exc}); the download is "
+            "probably incomplete or corrupt -- fetch the file again"
+        ) from exc
 
-    if len(data) < 4:
+
+def _drain(f, budget: int) -> None:
+    """Read (and drop) the rest of a gzip stream, 64 KiB at a time, at most ``budget`` bytes: a corrupt
+    stream raises here; memory stays at 64 KiB."""
+    while budget > 0:
+        chunk = f.read(min(TRAILING_PROBE, budget))
+        if not chunk:
+            return
+        budget -= len(chunk)
+
+
+def _read_stream(f, where: str, file_size: int, gz: bool, max_bytes: int) -> np.ndarray:
+    head = f.read(4)
+    if len(head) < 4:
         raise IDXFormatError(
             f"{where}: expected an IDX header of at least 4 bytes, found only "
-            f"{len(data)} bytes"
+            f"{len(head)} bytes"
         )
-    if data[0] != 0 or data[1] != 0:
+    if head[0] != 0 or head[1] != 0:
         raise IDXFormatError(
             f"{where}: expected the IDX magic bytes 00 00 at the start, found "
-            f"{data[0]:02x} {data[1]:02x}; this is not an IDX file"
+            f"{head[0]:02x} {head[1]:02x}; this is not an IDX file"
         )
-    type_code, ndim = data[2], data[3]
+    type_code, ndim = head[2], head[3]
     if type_code != 0x08:
         name = _TYPE_NAMES.get(type_code, "an unknown type")
         raise IDXFormatError(
@@ -92,12 +122,13 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             f"{where}: expected 1 to 4 dimensions, found {ndim}"
         )
     header_len = 4 + 4 * ndim
-    if len(data) < header_len:
+    dims = f.read(4 * ndim)
+    if len(dims) < 4 * ndim:
         raise IDXFormatError(
             f"{where}: expected a {header_len}-byte header for {ndim} dimensions, "
-            f"found only {len(data)} bytes (truncated file)"
+            f"found only {4 + len(dims)} bytes (truncated file)"
         )
-    shape = tuple(int(s) for s in np.frombuffer(data, dtype=">u4", count=ndim, offset=4))
+    shape = tuple(int(s) for s in np.frombuffer(dims, dtype=">u4", count=ndim))
     if any(s == 0 for s in shape):
         raise IDXFormatError(
             f"{where}: expected every dimension size to be at least 1, found sizes {shape}"
@@ -105,16 +136,32 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     expected = 1
     for s in shape:
         expected *= s
-    found = len(data) - header_len
+    if not gz and expected > file_size - header_len:   # a raw file holds what it holds: no need to read
+        raise IDXFormatError(
+            f"{where}: truncated payload: dimensions {shape} need {expected:,} bytes "
+            f"of data, found only {file_size - header_len:,}; the file is incomplete -- fetch it again"
+        )
+    can_hold = file_size * 1032      # deflate's largest ratio
+    if expected > max_bytes or (gz and expected > can_hold):
+        raise IDXFormatError(
+            f"{where}: dimensions {shape} declare {expected:,} bytes of data, more than "
+            + (f"a {file_size:,}-byte gzip file can inflate to" if expected <= max_bytes
+               else f"the {max_bytes:,} this reader accepts")
+            + "; the file is corrupt or not the file it claims to be"
+        )
+    data = f.read(expected)          # a stream that inflates further stops here
+    found = len(data)
     if found < expected:
         raise IDXFormatError(
             f"{where}: truncated payload: dimensions {shape} need {expected:,} bytes "
             f"of data, found only {found:,}; the file is incomplete -- fetch it again"
         )
-    if found > expected:
+    extra = len(f.read(TRAILING_PROBE))   # trailing bytes: counted up to 64 KiB, no further
+    if extra:
+        more = "+" if extra == TRAILING_PROBE else ""
         raise IDXFormatError(
             f"{where}: dimensions {shape} need exactly {expected:,} bytes of data, "
-            f"found {found:,} ({found - expected:,} trailing bytes); the file is "
+            f"found {found + extra:,}{more} ({extra:,}{more} trailing bytes); the file is "
             "corrupt or not the file it claims to be"
         )
-    return np.frombuffer(data, dtype=np.uint8, offset=header_len).reshape(shape).copy()
+    return np.frombuffer(data, dtype=np.uint8).reshape(shape).copy()

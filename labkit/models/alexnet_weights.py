@@ -26,7 +26,7 @@ import numpy as np
 from ..errors import WeightFileError
 
 __all__ = ["FILE_SHAPES", "FILE_SIZE", "WEIGHTS_ENV", "read_bvlc_npy", "check_raw", "to_labkit",
-           "synthetic_weights", "fc6_rows_hwc_to_chw", "WeightFileError"]
+           "synthetic_weights", "fc6_rows_hwc_to_chw", "WeightFileError", "ArraysOnly", "PendingArray"]
 
 WEIGHTS_ENV = "LABKIT_ALEXNET_WEIGHTS"   # where a real bvlc_alexnet.npy is, if anywhere
 FILE_SIZE = 243_861_814                  # bytes of the real file
@@ -44,12 +44,69 @@ FILE_SHAPES: dict[str, tuple[tuple[int, ...], tuple[int, ...]]] = {
 }
 
 
-def _numpy_reconstruct():
-    try:
-        from numpy._core.multiarray import _reconstruct     # NumPy 2
-    except ImportError:                                      # pragma: no cover - NumPy 1
-        from numpy.core.multiarray import _reconstruct
-    return _reconstruct
+MAX_OBJECTS = 64   # elements of an object array: the format has one, the 0-d wrapper of its dict
+
+
+class PendingArray:
+    """What the pickle's array reconstruction builds here instead of an array.  ``__setstate__`` (the
+    pickle's BUILD) receives the array's shape, dtype and data, and makes the array only if they
+    agree: a numeric array must hold exactly the bytes its shape declares (so it is no larger than
+    the file), an object array at most MAX_OBJECTS elements.  A few bytes that declare 5e8 objects
+    are refused before anything is allocated."""
+
+    __slots__ = ("array",)
+
+    def __setstate__(self, state) -> None:
+        if not isinstance(state, tuple) or len(state) not in (4, 5):
+            raise WeightFileError("an array's state in the pickle is malformed")
+        shape, dtype, fortran, data = state[-4:]
+        if not isinstance(shape, tuple) or len(shape) > 8 or \
+                not all(isinstance(d, int) and 0 <= d < 2**40 for d in shape) or not isinstance(dtype, np.dtype):
+            raise WeightFileError(f"an array in the pickle declares shape {shape!r} of {dtype!r}: malformed")
+        n = 1
+        for d in shape:
+            n *= d
+        if dtype.hasobject:
+            if dtype != np.dtype(object) or n > MAX_OBJECTS or not isinstance(data, list) or len(data) != n:
+                raise WeightFileError(f"an object array in the pickle declares {n:,} elements (shape {shape}); "
+                                      f"the format holds one of at most {MAX_OBJECTS}: refused before allocating it")
+            a = np.empty(n, dtype=object)
+            for i, v in enumerate(data):
+                a[i] = v
+            self.array = a.reshape(shape)
+            return
+        if dtype.kind not in "fiub" or not isinstance(data, bytes) or len(data) != n * dtype.itemsize:
+            held = f"{len(data):,} bytes" if isinstance(data, bytes) else type(data).__name__
+            raise WeightFileError(f"an array in the pickle declares {shape} {dtype} ({n * dtype.itemsize:,} bytes) "
+                                  f"but holds {held}: corrupt")
+        self.array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
+
+
+def _reconstruct(cls, shape, typecode):
+    """NumPy's array reconstruction, as the pickle calls it, returning a PendingArray."""
+    if cls is not np.ndarray:
+        raise WeightFileError(f"the pickle reconstructs {cls!r}, not a NumPy array: refused")
+    return PendingArray()
+
+
+def resolve_arrays(obj, depth: int = 0):
+    """The unpickled structure with every PendingArray replaced by its array (recursively)."""
+    if depth > 16:
+        raise WeightFileError("the pickle nests deeper than a weight file does")
+    if isinstance(obj, PendingArray):
+        if not hasattr(obj, "array"):
+            raise WeightFileError("an array in the pickle was never given its data: truncated or corrupt")
+        a = obj.array
+        if a.dtype == object:
+            flat = a.reshape(-1)
+            for i in range(flat.size):
+                flat[i] = resolve_arrays(flat[i], depth + 1)
+        return a
+    if isinstance(obj, dict):
+        return {k: resolve_arrays(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(resolve_arrays(v, depth + 1) for v in obj)
+    return obj
 
 
 class ArraysOnly(pickle.Unpickler):
@@ -57,9 +114,9 @@ class ArraysOnly(pickle.Unpickler):
 
     Dicts, lists, tuples, strings and numbers have their own opcodes and need no class; every other
     object a pickle builds goes through ``find_class``, which refuses all but these names.  (The
-    array reconstruction builds an empty array; its data and dtype then come from plain tuples and
-    bytes.  A protocol-2 pickle written by Python 3 spells bytes as ``_codecs.encode(text,
-    "latin1")``: allowed for that one encoding only.)
+    array reconstruction builds a PendingArray, which makes the array from plain tuples and bytes
+    only when they agree with its declared shape.  A protocol-2 pickle written by Python 3 spells
+    bytes as ``_codecs.encode(text, "latin1")``: allowed for that one encoding only.)
     """
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
                 ("numpy", "ndarray"), ("numpy", "dtype"), ("_codecs", "encode")}
@@ -69,7 +126,7 @@ class ArraysOnly(pickle.Unpickler):
             raise WeightFileError(f"the pickle asks for {module}.{name}, which a weight file never needs: "
                                   "refused (nothing from the file was run)")
         if name == "_reconstruct":
-            return _numpy_reconstruct()
+            return _reconstruct
         if name == "encode":
             return _latin1_bytes
         return getattr(np, name)
@@ -129,6 +186,10 @@ def read_bvlc_npy(path: str | os.PathLike) -> dict[str, tuple[np.ndarray, np.nda
                 if size < FILE_SIZE else "")
         raise WeightFileError(f"{p}: the pickle inside is incomplete or corrupt "
                               f"({type(exc).__name__}: {exc}){hint}") from None
+    try:
+        obj = resolve_arrays(obj)
+    except WeightFileError as exc:
+        raise WeightFileError(f"{p}: {exc}") from None
     if isinstance(obj, np.ndarray) and obj.dtype == object and obj.shape == ():
         obj = obj.item()
     raw = check_raw(obj, str(p))

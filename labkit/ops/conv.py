@@ -189,8 +189,10 @@ def _check_layer(x, w, b, variant, activation, tile_width, config, backend, xp) 
                          f"(shape {tuple(w.shape)}); w must be MCKK (M, C, K, K) -- check the "
                          "layout (MCKK, not KKCM or CMKK)")
     if KH != KW:
+        hint = (f"; w looks like KKCM (kh, kw, C, M), TensorFlow's layout: pass "
+                f"w.transpose(3, 2, 0, 1).copy()" if M == Cw and KH == C else "")
         raise ValueError(f"only square kernels are supported: w has {KH}x{KW} kernels "
-                         f"(shape {tuple(w.shape)})")
+                         f"(shape {tuple(w.shape)}){hint}")
     K = KH
     if K > H or K > W:
         raise ValueError(f"kernel size K={K} is larger than the {H}x{W} input plane; a valid "

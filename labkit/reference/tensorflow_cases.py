@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..data.npz import read_npz
+
 RECORD = Path(__file__).resolve().parent.parent.parent / "data" / "reference" / "tensorflow_conv_cases.npz"
 
 # (name, N, C, H, W, M, K, stride, pad, groups): the seed model's two layers and the
@@ -67,7 +69,7 @@ def tensorflow_outputs() -> tuple[list[np.ndarray], str]:
         import tensorflow as tf
         outs = [tensorflow_conv2d(x, w, b, **kw) for _, x, w, b, kw in make_inputs()]
         return outs, f"TensorFlow {tf.__version__}, run now"
-    with np.load(RECORD, allow_pickle=False) as f:
-        meta = json.loads(str(f["meta"]))
-        outs = [f[f"y{i}"] for i in range(len(CASES))]
+    f = read_npz(RECORD, max_bytes=16 * 2**20)
+    meta = json.loads(str(f["meta"]))
+    outs = [f[f"y{i}"] for i in range(len(CASES))]
     return outs, f"TensorFlow {meta['tensorflow']}, recorded {meta['date']} (not installed here)"

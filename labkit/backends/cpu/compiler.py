@@ -105,8 +105,9 @@ def _run_compiler(cmd: list[str], path: str) -> None:
             f"{msg[-8000:]}")
 
 
-def build(tu: str, path: str, *, asan: bool = False) -> Path:
-    """Compile a translation unit into a cached shared object and return its path."""
+def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Path:
+    """Compile a translation unit into a cached shared object and return its path (``fresh``: compile
+    again even where the cache has one, to replace a damaged file)."""
     cxx, version = compiler()
     flags = list(BASE_FLAGS) + list(ASAN_FLAGS if asan else FAST_FLAGS) + ["-shared"]
     if _is_gcc(version):
@@ -115,7 +116,7 @@ def build(tu: str, path: str, *, asan: bool = False) -> Path:
         flags.append("-fno-gnu-unique")
     key = _key(EXECUTOR_VERSION, tu, HEADER.read_text(), " ".join(flags), version)
     out = cache_dir() / f"{'asan-' if asan else ''}{key}.so"
-    if out.exists():
+    if out.exists() and not fresh:
         return out
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         src = Path(tmp) / "kernel.cpp"
@@ -145,17 +146,22 @@ def build_runner() -> Path:
 _instances = itertools.count()
 
 
-def load_private(so: Path) -> ctypes.CDLL:
+def load_private(so: Path, rebuild=None) -> ctypes.CDLL:
     """Load a private copy of a cached shared object.
 
     The loader returns the same handle for the same path, so two modules built from
     one source would share their __constant__ and __device__ variables; on a GPU,
     each module has its own.  A copy under a unique name gives each module its own
-    globals; the copy is removed once loaded (the mapping stays).
+    globals; the copy is removed once loaded (the mapping stays).  A cached file that does not load
+    (damaged: a disk full, a killed build) is built again by ``rebuild()``, once.
     """
     tmp = cache_dir() / f".instance-{os.getpid()}-{next(_instances)}-{so.name}"
     shutil.copyfile(so, tmp)
     try:
         return ctypes.CDLL(str(tmp), mode=getattr(os, "RTLD_LOCAL", 0))
+    except OSError:
+        if rebuild is None:
+            raise
+        return load_private(rebuild())
     finally:
         tmp.unlink(missing_ok=True)

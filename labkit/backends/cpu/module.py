@@ -76,6 +76,21 @@ def parse_checks(check: str | Iterable[str] | None) -> frozenset[str]:
     return frozenset(out)
 
 
+def env_int(name: str, default: int, *, low: int, high: int) -> int:
+    """An integer setting from the environment (``default`` when unset or empty), or a LaunchError that
+    names the variable and what it accepts."""
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        v = int(raw)
+    except ValueError:
+        v = None
+    if v is None or not low <= v <= high:
+        raise LaunchError(f"{name}={raw!r}: must be an integer from {low} to {high} (unset it for {default})")
+    return v
+
+
 def _dim3(v, what: str) -> tuple[int, int, int]:
     if isinstance(v, (int, np.integer)):
         v = (int(v),)
@@ -154,8 +169,8 @@ class CPUModule:
         entries, self._names = compiler.entry_points(self.info, tuple(name_expressions))
         self._tu = compiler.translation_unit(source.rewrite(code), path, entries)
         self._options = tuple(options)
-        so = compiler.build(self._tu, path)
-        self._lib = compiler.load_private(so)
+        self._lib = compiler.load_private(compiler.build(self._tu, path),
+                                          rebuild=lambda: compiler.build(self._tu, path, fresh=True))
         self._lib.labkit_error.restype = ctypes.c_char_p
         self._lib.labkit_switches.restype = ctypes.c_ulonglong
         self.symbols: dict[str, Symbol] = {}
@@ -291,9 +306,9 @@ class CPUFunction:
         cfg.block[:] = block3
         cfg.shared_mem = shared_mem
         cfg.flags = (1 if "barrier" in checks else 0) | (2 if "shuffle" in checks else 0)
-        cfg.workers = int(os.environ.get("LABKIT_CPU_WORKERS", "0") or 0)
+        cfg.workers = env_int("LABKIT_CPU_WORKERS", 0, low=0, high=4096)
         cfg.seed = random.getrandbits(63)
-        cfg.stack_bytes = int(os.environ.get("LABKIT_CPU_STACK_KIB", "128")) * 1024
+        cfg.stack_bytes = env_int("LABKIT_CPU_STACK_KIB", 128, low=16, high=1 << 20) * 1024
         if "memory" in checks:
             with _LAUNCH_LOCK:
                 memcheck.run(self, cfg, packed)
