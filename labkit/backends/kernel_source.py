@@ -89,6 +89,14 @@ _UNSUPPORTED = [
     (re.compile(r"\bthis_grid\s*\(|\bgrid_group\b"), "grid-wide cooperative synchronisation"),
     (re.compile(r"\b__nanosleep\s*\("), "__nanosleep"),
     (re.compile(r"\bcp\.async\b|\b__pipeline_memcpy_async\b"), "asynchronous copies (cp.async)"),
+    (re.compile(r"#\s*include\s*[<\"](cuda_fp16|cuda_bf16|cuda_fp8)\.h[>\"]|\b__half2?\b|\b__nv_bfloat162?\b"),
+     "half-precision types (cuda_fp16.h, cuda_bf16.h)"),
+    (re.compile(r"\btex[123]D\w*\s*[<(]|\btex1Dfetch\b|\bcudaTextureObject_t\b|\bcudaSurfaceObject_t\b"),
+     "textures and surfaces"),
+    (re.compile(r"\bcoalesced_threads\s*\(|\bcoalesced_group\b"), "coalesced groups (cooperative_groups)"),
+    (re.compile(r"\btiled_partition\s*\("), "tiles sized at run time (tiled_partition(g, n); "
+     "tiled_partition<N>(g) runs here)"),
+    (re.compile(r"\bthis_cluster\s*\(|\bcluster_group\b|__cluster_dims__"), "thread-block clusters (sm_90)"),
 ]
 _REQUIRES_GPU = re.compile(r"//\s*labkit:\s*requires-gpu\b[ \t]*(.*)")
 
@@ -252,7 +260,8 @@ def rewrite(src: str) -> str:
     for m in _STATIC_SHARED.finditer(text):
         if depth[m.start()] == 0 or any(a <= m.start() < b for a, b in extern_spans):
             continue
-        regs = "".join(f" ::labkit::shared_register(&{n}, sizeof({n}));"
+        # (void*): a volatile array is registered as plain memory (the cast drops the qualifier)
+        regs = "".join(f" ::labkit::shared_register((void*)&{n}, sizeof({n}));"
                        for n in _declared_names(m.group(1)))
         edits.append((m.end(), m.end(), regs))
     out, last = [], 0
@@ -307,6 +316,8 @@ def check_argument(kernel: str, i: int, names: list[str], codes: list[str | None
     code = codes[i] if i < len(codes) else None
     what = describe_param(kernel, i, names, codes)
     is_array = isinstance(value, np.ndarray) or hasattr(value, "__cuda_array_interface__")
+    if value is None and code is not None and code.startswith(("ptr:", "cptr:")):
+        return    # a NULL pointer: the kernel must not dereference it, as on a GPU
     if code is not None and code.startswith(("ptr:", "cptr:")) or (code is None and is_array):
         if not isinstance(value, array_type):
             hint = ("copy it to the GPU with cupy.asarray(x)" if where == "GPU"

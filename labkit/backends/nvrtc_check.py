@@ -35,9 +35,25 @@ def library() -> ctypes.CDLL | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def cuda_include_dirs() -> tuple[str, ...]:
+    """The CUDA toolkit's header folders on this machine (its include folder and, from CUDA 13, the
+    CCCL headers beside), as CuPy passes them to NVRTC on a GPU; () where there is no toolkit.  Kernels
+    that include CUDA's own headers (cooperative_groups.h) need them."""
+    roots = [os.environ[v] for v in ("CUDA_PATH", "CUDA_HOME") if os.environ.get(v)]
+    roots += sorted(glob.glob("/usr/local/cuda*"), reverse=True)
+    for root in roots:
+        inc = os.path.join(root, "include")
+        if os.path.isfile(os.path.join(inc, "cuda_runtime.h")):
+            return tuple(d for d in (inc, os.path.join(inc, "cccl")) if os.path.isdir(d))
+    return ()
+
+
 def compile_source(code: str, name: str = "kernel.cu",
                    options: tuple[str, ...] = ("-std=c++17", "--gpu-architecture=compute_90")) -> tuple[bool, str]:
-    """(success, log) of NVRTC compiling ``code`` to PTX with CuPy's kind of options."""
+    """(success, log) of NVRTC compiling ``code`` to PTX with CuPy's kind of options (and, like CuPy,
+    the CUDA toolkit's headers where this machine has them)."""
+    options = tuple(options) + tuple(f"-I{d}" for d in cuda_include_dirs())
     lib = library()
     if lib is None:
         raise RuntimeError("NVRTC is not available: pip install nvidia-cuda-nvrtc")

@@ -24,7 +24,7 @@ from ..kernel_source import SourceInfo
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "labkit_cpu.h"
 RUNNER = HERE / "runner.cpp"
-EXECUTOR_VERSION = "1"
+EXECUTOR_VERSION = "2"
 
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1")
 FAST_FLAGS = ("-O2",)
@@ -32,6 +32,12 @@ FAST_FLAGS = ("-O2",)
 ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
 
 
+
+
+def headers_text() -> str:
+    """Every header the executor compiles kernels against (the execution model, cooperative_groups):
+    part of each cached module's key, so that an edit to any of them compiles again."""
+    return "".join(p.read_text() for p in sorted(HEADER.parent.rglob("*.h")))
 
 
 def cache_dir() -> Path:
@@ -114,7 +120,7 @@ def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Pat
         # Without this, GCC makes inline variables process-wide ("unique") symbols,
         # and two kernel modules would share one scheduler state.
         flags.append("-fno-gnu-unique")
-    key = _key(EXECUTOR_VERSION, tu, HEADER.read_text(), " ".join(flags), version)
+    key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version)
     out = cache_dir() / f"{'asan-' if asan else ''}{key}.so"
     if out.exists() and not fresh:
         return out
@@ -122,7 +128,7 @@ def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Pat
         src = Path(tmp) / "kernel.cpp"
         src.write_text(tu)
         obj = Path(tmp) / "kernel.so"
-        _run_compiler([cxx, *flags, "-o", str(obj), str(src)], path)
+        _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(obj), str(src)], path)
         os.replace(obj, out)  # atomic: a concurrent build of the same key is harmless
     return out
 
@@ -131,7 +137,7 @@ def build_runner() -> Path:
     """The AddressSanitizer-linked program that runs one launch for the memory check."""
     cxx, version = compiler()
     flags = list(BASE_FLAGS) + list(ASAN_FLAGS)
-    key = _key(EXECUTOR_VERSION, RUNNER.read_text(), HEADER.read_text(), " ".join(flags), version)
+    key = _key(EXECUTOR_VERSION, RUNNER.read_text(), headers_text(), " ".join(flags), version)
     out = cache_dir() / f"runner-{key}"
     if out.exists():
         return out

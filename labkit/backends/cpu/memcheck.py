@@ -22,7 +22,31 @@ import numpy as np
 from ...errors import BarrierError, KernelMemoryError, LaunchError
 
 
-def _write_launch(path: str, fn, cfg, packed) -> None:
+def _aliases(fn, packed) -> dict[int, int]:
+    """{argument: the earlier argument that is the same array}.  An array passed twice (an in-place
+    launch, add_one(x, x)) must be one heap block in the runner, as it is one buffer on a GPU;
+    arrays that overlap without being the same are refused (each would get a block of its own)."""
+    spans = []
+    alias: dict[int, int] = {}
+    for i, (_obj, arr) in enumerate(packed):
+        if arr is None:
+            continue
+        start = arr.__array_interface__["data"][0]
+        span = (start, start + arr.nbytes)
+        for j, other in spans:
+            if other == span:
+                alias[i] = j
+                break
+            if span[0] < other[1] and other[0] < span[1]:
+                raise LaunchError(f"memory check: arguments {j} and {i} of kernel '{fn.name}' overlap without "
+                                  "being the same array; the check gives each array a block of its own. Pass "
+                                  "separate arrays, or run this launch without check='memory'")
+        else:
+            spans.append((i, span))
+    return alias
+
+
+def _write_launch(path: str, fn, cfg, packed, alias: dict[int, int]) -> None:
     module = fn.module
     syms = list(module.symbols.values())
     with open(path, "wb") as f:
@@ -32,8 +56,10 @@ def _write_launch(path: str, fn, cfg, packed) -> None:
         for i, s in enumerate(syms):
             f.write(struct.pack("<IQ", i, s.nbytes))
             f.write(ctypes.string_at(s.ptr, s.nbytes))
-        for obj, arr in packed:
-            if arr is not None:
+        for i, (obj, arr) in enumerate(packed):
+            if i in alias:
+                f.write(struct.pack("<BQ", 2, alias[i]))
+            elif arr is not None:
                 f.write(struct.pack("<BQ", 1, arr.nbytes))
                 f.write(arr.tobytes())
             else:
@@ -84,10 +110,11 @@ def _explain(fn, stderr: str) -> str:
 
 def run(fn, cfg, packed) -> None:
     """Run one launch of `fn` under AddressSanitizer; copy results back or raise."""
+    alias = _aliases(fn, packed)
     so, runner = fn.module.asan_build()
     with tempfile.TemporaryDirectory(prefix="labkit-memcheck-") as tmp:
         inp, out = os.path.join(tmp, "launch.in"), os.path.join(tmp, "result.out")
-        _write_launch(inp, fn, cfg, packed)
+        _write_launch(inp, fn, cfg, packed, alias)
         env = dict(os.environ)
         env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:halt_on_error=1:allocator_may_return_null=1"
         proc = subprocess.run([str(runner), str(so), inp, out], capture_output=True, text=True, env=env)
@@ -103,8 +130,8 @@ def run(fn, cfg, packed) -> None:
         with open(out, "rb") as f:
             data = f.read()
     pos = 0
-    for _, arr in packed:
-        if arr is not None:
+    for i, (_, arr) in enumerate(packed):
+        if arr is not None and i not in alias:
             n = arr.nbytes
             np.copyto(arr, np.frombuffer(data[pos:pos + n], dtype=arr.dtype).reshape(arr.shape))
             pos += n

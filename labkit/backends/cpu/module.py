@@ -255,6 +255,8 @@ class CPUFunction:
                               array_type=np.ndarray, where="CPU executor")
         code = self.param_types[i]
         if code.startswith(("ptr:", "cptr:")):
+            if value is None:
+                return ctypes.c_void_p(None), None      # NULL
             return ctypes.c_void_p(value.ctypes.data), value
         if code.startswith("bytes"):
             n = int(code[5:])

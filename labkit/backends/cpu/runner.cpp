@@ -79,6 +79,12 @@ int main(int argc, char** argv) {
   for (unsigned a = 0; a < nargs; ++a) {
     unsigned char kind = r.get<unsigned char>();
     unsigned long long n = r.get<unsigned long long>();
+    if (kind == 2) {            // the same array as argument n (one array passed twice): one block
+      if (n >= a || !arrays[n]) die("an alias of an argument that is not an array");
+      array_ptr_slot[a] = arrays[n];
+      values[a] = &array_ptr_slot[a];
+      continue;
+    }
     sizes[a] = n;
     const char* data = r.bytes(n);
     if (kind == 1) {

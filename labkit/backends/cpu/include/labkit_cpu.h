@@ -163,12 +163,14 @@ struct Fiber {
   int line = 0;               // source line of the barrier it waits at
   char* stack_lo = nullptr;   // lowest usable byte of its stack
   size_t stack_size = 0;
+  unsigned count_phase = 0;   // __syncthreads_count/and/or calls made: which accumulator is next
 };
 
 struct WarpState {
   unsigned live = 0;          // lanes that exist and have not returned
-  unsigned arrived = 0;       // lanes waiting at the warp barrier
-  unsigned mask = 0;          // the lanes that barrier waits for
+  unsigned arrived = 0;       // lanes waiting at a warp barrier
+  unsigned lane_mask[32];     // the mask each waiting lane's barrier names: lanes that wait with the same
+                              // mask are one group (tiles of one warp synchronise apart, as on a GPU)
   unsigned long long slot[32];  // the values a shuffle or vote exchanges
 };
 
@@ -202,6 +204,7 @@ struct Worker {
   uint3 block_idx{0, 0, 0};
   unsigned live = 0, at_bar = 0;
   int bar_line = 0;
+  unsigned long long bar_count[2] = {0, 0}, bar_seen[2] = {0, 0};  // __syncthreads_count's sums
   bool aborted = false;
   unsigned long long switches = 0;
   char* stacks = nullptr;
@@ -274,15 +277,26 @@ inline void release_block_barrier(Worker* W) {
   W->at_bar = 0;
 }
 
-// A warp barrier is complete once every live lane of the warp has arrived.
-inline void try_release_warp(Worker* W, WarpState& ws, unsigned warp) {
-  unsigned need = ws.mask & ws.live;
-  if (ws.arrived == 0 || (ws.arrived & need) != need) return;
+// The group of lanes waiting with `mask` is complete once every live lane it names has arrived with
+// that same mask: release them (all but `self`, which goes on without waiting).  True if released.
+inline bool release_group(Worker* W, WarpState& ws, unsigned warp, unsigned mask, unsigned self = 32) {
+  unsigned need = mask & ws.live;
+  if ((ws.arrived & need) != need) return false;
+  for (unsigned lane = 0; lane < 32; ++lane)
+    if (((need >> lane) & 1u) && ws.lane_mask[lane] != mask) return false;
   for (unsigned lane = 0; lane < 32; ++lane) {
     unsigned i = warp * 32 + lane;
-    if (i < W->fibers.size() && W->fibers[i].state == St::WarpBar) W->fibers[i].state = St::Ready;
+    if (((need >> lane) & 1u) && lane != self && i < W->fibers.size() && W->fibers[i].state == St::WarpBar)
+      W->fibers[i].state = St::Ready;
   }
-  ws.arrived = 0;
+  ws.arrived &= ~need;
+  return true;
+}
+
+// After a lane returns: any group that was waiting only for it is complete now.
+inline void try_release_warp(Worker* W, WarpState& ws, unsigned warp) {
+  for (unsigned lane = 0; lane < 32; ++lane)
+    if ((ws.arrived >> lane) & 1u) release_group(W, ws, warp, ws.lane_mask[lane]);
 }
 
 // __syncthreads(): wait until every live thread of the block has arrived.
@@ -333,17 +347,8 @@ inline void warp_sync(unsigned mask) {
     }
   }
   ws.arrived |= 1u << f->lane;
-  ws.mask = mask;
-  unsigned need = mask & ws.live;
-  if ((ws.arrived & need) == need) {
-    for (unsigned lane = 0; lane < 32; ++lane) {
-      if (!((ws.arrived >> lane) & 1u) || lane == f->lane) continue;
-      Fiber& g = W->fibers[f->warp * 32 + lane];
-      if (g.state == St::WarpBar) g.state = St::Ready;
-    }
-    ws.arrived = 0;
-    return;
-  }
+  ws.lane_mask[f->lane] = mask;
+  if (release_group(W, ws, f->warp, mask, f->lane)) return;
   f->state = St::WarpBar;
   yield_to_scheduler();
 }
@@ -470,6 +475,7 @@ inline void run_block(Worker& W, unsigned long long b) {
   W.live = n;
   W.at_bar = 0;
   W.aborted = false;
+  W.bar_count[0] = W.bar_count[1] = W.bar_seen[0] = W.bar_seen[1] = 0;
   const bool shuffle = L.cfg.flags & CHECK_SHUFFLE;
   while (W.live > 0 && !W.aborted) {
     if (shuffle) std::shuffle(W.order.begin(), W.order.end(), W.rng);
@@ -616,6 +622,14 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 // ---------------------------------------------------------------------------
 // Built-in variables
 // ---------------------------------------------------------------------------
+// Kernels are device code: __CUDA_ARCH__ is defined, as NVRTC defines it, to the architecture the
+// executor stands for.  Branches for sm_80 and older take their path here; newer ones (sm_90's
+// thread-block clusters, say) are not modelled.
+#ifndef __CUDA_ARCH__
+#define __CUDA_ARCH__ 800
+#endif
+#define LABKIT_CUDA_ARCH 800
+
 #define threadIdx (::labkit::tl_fiber->tid)
 #define blockIdx (::labkit::tl_worker->block_idx)
 #define blockDim (::labkit::g_launch->block)
@@ -631,10 +645,19 @@ inline unsigned __activemask() { return ::labkit::tl_worker->warps[::labkit::tl_
 
 namespace labkit {
 template <class T>
-inline T shfl_exchange(unsigned mask, T v, int src_of_lane) {
+inline T shfl_exchange(unsigned mask, T v, int src_of_lane, int line = 0) {
   static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
+  const unsigned src = unsigned(src_of_lane) & 31u;
+  if (src != f->lane && !((mask >> src) & 1u)) {
+    char buf[16];
+    snprintf(buf, sizeof buf, "0x%08x", mask);
+    fail_from_fiber("in kernel '" + std::string(W->L->kernel) + "', block " + block_name(W) + ", lane " +
+                    std::to_string(f->lane) + " of warp " + std::to_string(f->warp) + ": the shuffle at line " +
+                    std::to_string(line) + " reads lane " + std::to_string(src) + ", outside its mask " + buf +
+                    ": undefined on a GPU (put every lane it reads in the mask)");
+  }
   WarpState& ws = W->warps[f->warp];
   std::memcpy(&ws.slot[f->lane], &v, sizeof(T));
   warp_sync(mask);
@@ -660,28 +683,32 @@ inline unsigned ballot(unsigned mask, int pred, unsigned* participants = nullptr
 }
 }  // namespace labkit
 
-template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+// Each takes the caller's line (a default argument), for the error of a shuffle outside its mask.
+template <class T> inline T __shfl_sync(unsigned mask, T v, int src, int width = 32, int line = __builtin_LINE()) {
   unsigned lane = ::labkit::tl_fiber->lane;
   int base = int(lane) & ~(width - 1);
-  return ::labkit::shfl_exchange(mask, v, base + (src & (width - 1)));
+  return ::labkit::shfl_exchange(mask, v, base + (src & (width - 1)), line);
 }
-template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <class T> inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32,
+                                             int line = __builtin_LINE()) {
   unsigned lane = ::labkit::tl_fiber->lane;
   int in_seg = int(lane) & (width - 1);
   int src = in_seg + int(delta) < width ? int(lane + delta) : int(lane);
-  return ::labkit::shfl_exchange(mask, v, src);
+  return ::labkit::shfl_exchange(mask, v, src, line);
 }
-template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+template <class T> inline T __shfl_up_sync(unsigned mask, T v, unsigned delta, int width = 32,
+                                           int line = __builtin_LINE()) {
   unsigned lane = ::labkit::tl_fiber->lane;
   int in_seg = int(lane) & (width - 1);
   int src = in_seg >= int(delta) ? int(lane - delta) : int(lane);
-  return ::labkit::shfl_exchange(mask, v, src);
+  return ::labkit::shfl_exchange(mask, v, src, line);
 }
-template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+template <class T> inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32,
+                                            int line = __builtin_LINE()) {
   unsigned lane = ::labkit::tl_fiber->lane;
   int src = int(lane) ^ lane_mask;
   if ((src & ~(width - 1)) != (int(lane) & ~(width - 1))) src = int(lane);
-  return ::labkit::shfl_exchange(mask, v, src);
+  return ::labkit::shfl_exchange(mask, v, src, line);
 }
 inline unsigned __ballot_sync(unsigned mask, int pred) { return ::labkit::ballot(mask, pred); }
 inline int __any_sync(unsigned mask, int pred) { return ::labkit::ballot(mask, pred) != 0; }
@@ -689,6 +716,80 @@ inline int __all_sync(unsigned mask, int pred) {
   unsigned who = 0;
   unsigned b = ::labkit::ballot(mask, pred, &who);
   return b == who;
+}
+
+// Every participating lane's value of a warp operation (reductions, matches), and which lanes took part.
+namespace labkit {
+template <class T> inline unsigned gather(unsigned mask, T v, T (&all)[32]) {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  WarpState& ws = W->warps[f->warp];
+  std::memcpy(&ws.slot[f->lane], &v, sizeof(T));
+  warp_sync(mask);
+  unsigned who = mask & ws.live;
+  for (unsigned l = 0; l < 32; ++l)
+    if ((who >> l) & 1u) std::memcpy(&all[l], &ws.slot[l], sizeof(T));
+  warp_sync(mask);
+  return who;
+}
+template <class T, class Op> inline T warp_reduce(unsigned mask, T v, Op op) {
+  T all[32];
+  unsigned who = gather(mask, v, all);
+  bool first = true;
+  T r{};
+  for (unsigned l = 0; l < 32; ++l)
+    if ((who >> l) & 1u) { r = first ? all[l] : op(r, all[l]); first = false; }
+  return r;
+}
+template <class T> inline unsigned match(unsigned mask, T v, unsigned* who_out = nullptr) {
+  T all[32];
+  unsigned who = gather(mask, v, all), m = 0;
+  for (unsigned l = 0; l < 32; ++l)
+    if (((who >> l) & 1u) && std::memcmp(&all[l], &v, sizeof(T)) == 0) m |= 1u << l;
+  if (who_out) *who_out = who;
+  return m;
+}
+// __syncthreads_count and friends: every thread adds its predicate to this call's accumulator (the
+// fibers of a block take turns on one core: no race), a barrier, everyone reads, a barrier, then
+// thread 0 clears it for the call after next.
+inline unsigned long long syncthreads_count(int pred, int line, unsigned long long* seen = nullptr) {
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  const unsigned k = f->count_phase++ & 1u;
+  W->bar_count[k] += pred ? 1 : 0;
+  W->bar_seen[k] += 1;
+  syncthreads(line);
+  const unsigned long long r = W->bar_count[k];
+  if (seen) *seen = W->bar_seen[k];
+  syncthreads(line);
+  if (f->linear == 0) W->bar_count[k] = W->bar_seen[k] = 0;
+  return r;
+}
+}  // namespace labkit
+
+#define __syncthreads_count(p) int(::labkit::syncthreads_count((p), __LINE__))
+inline int labkit_syncthreads_and(int p, int line) {
+  unsigned long long seen = 0;
+  return ::labkit::syncthreads_count(p, line, &seen) == seen;
+}
+#define __syncthreads_and(p) labkit_syncthreads_and((p), __LINE__)
+#define __syncthreads_or(p) int(::labkit::syncthreads_count((p), __LINE__) != 0)
+
+inline unsigned __reduce_add_sync(unsigned mask, unsigned v) { return ::labkit::warp_reduce(mask, v, [](unsigned a, unsigned b) { return a + b; }); }
+inline int __reduce_add_sync(unsigned mask, int v) { return ::labkit::warp_reduce(mask, v, [](int a, int b) { return int(unsigned(a) + unsigned(b)); }); }
+inline unsigned __reduce_min_sync(unsigned mask, unsigned v) { return ::labkit::warp_reduce(mask, v, [](unsigned a, unsigned b) { return a < b ? a : b; }); }
+inline int __reduce_min_sync(unsigned mask, int v) { return ::labkit::warp_reduce(mask, v, [](int a, int b) { return a < b ? a : b; }); }
+inline unsigned __reduce_max_sync(unsigned mask, unsigned v) { return ::labkit::warp_reduce(mask, v, [](unsigned a, unsigned b) { return a > b ? a : b; }); }
+inline int __reduce_max_sync(unsigned mask, int v) { return ::labkit::warp_reduce(mask, v, [](int a, int b) { return a > b ? a : b; }); }
+inline unsigned __reduce_and_sync(unsigned mask, unsigned v) { return ::labkit::warp_reduce(mask, v, [](unsigned a, unsigned b) { return a & b; }); }
+inline unsigned __reduce_or_sync(unsigned mask, unsigned v) { return ::labkit::warp_reduce(mask, v, [](unsigned a, unsigned b) { return a | b; }); }
+inline unsigned __reduce_xor_sync(unsigned mask, unsigned v) { return ::labkit::warp_reduce(mask, v, [](unsigned a, unsigned b) { return a ^ b; }); }
+template <class T> inline unsigned __match_any_sync(unsigned mask, T v) { return ::labkit::match(mask, v); }
+template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pred) {
+  unsigned who = 0;
+  unsigned m = ::labkit::match(mask, v, &who);
+  *pred = m == who;
+  return m == who ? m : 0u;
 }
 
 // ---------------------------------------------------------------------------
@@ -744,6 +845,17 @@ inline double atomicAdd(double* p, double v) { return ::labkit::atomic_float(p, 
 inline float atomicExch(float* p, float v) { return ::labkit::atomic_float(p, [v](float) { return v; }); }
 // As in CUDA, there is no atomicMax/atomicMin/atomicCAS on float: a kernel that used
 // them here would not compile on a GPU.  Build them from atomicCAS on the bits.
+inline unsigned atomicInc(unsigned* p, unsigned val) {   // ((old >= val) ? 0 : old + 1), as CUDA
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &old, old >= val ? 0u : old + 1u, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+  return old;
+}
+inline unsigned atomicDec(unsigned* p, unsigned val) {   // ((old == 0 || old > val) ? val : old - 1)
+  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
+  while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > val) ? val : old - 1u, true, __ATOMIC_RELAXED,
+                                      __ATOMIC_RELAXED)) {}
+  return old;
+}
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
@@ -791,6 +903,16 @@ inline int __mul24(int a, int b) { return a * b; }
 inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
 inline int __mulhi(int a, int b) { return int((long long)a * b >> 32); }
 template <class T> inline T __ldg(const T* p) { return *p; }
+// Loads and stores with cache hints: the executor has no caches to hint; the values are the same.
+template <class T> inline T __ldcg(const T* p) { return *p; }
+template <class T> inline T __ldca(const T* p) { return *p; }
+template <class T> inline T __ldcs(const T* p) { return *p; }
+template <class T> inline T __ldlu(const T* p) { return *p; }
+template <class T> inline T __ldcv(const T* p) { return *p; }
+template <class T> inline void __stwb(T* p, T v) { *p = v; }
+template <class T> inline void __stcg(T* p, T v) { *p = v; }
+template <class T> inline void __stcs(T* p, T v) { *p = v; }
+template <class T> inline void __stwt(T* p, T v) { *p = v; }
 
 // min/max as CUDA overloads them (integers and floats; mixed arguments promote).
 inline int min(int a, int b) { return a < b ? a : b; }

@@ -1,0 +1,155 @@
+"""Real CUDA teaching code on the CPU executor: cooperative groups, warp reductions and matches, the
+counting barriers, atomicInc/Dec, cache-hinted loads and stores, NULL pointer arguments,
+__CUDA_ARCH__, volatile shared memory, one array passed twice; each kernel of
+tests/cuda/teaching_kernels.cu against NumPy, in every checking mode, and on the GPU where there is
+one.  What the executor does not model is refused before compiling, with a clear message."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from labkit import backends
+from labkit.backends.cpu import CPUModule
+from labkit.errors import LaunchError, UnsupportedOnCPU
+
+SOURCE = Path(__file__).resolve().parent / "cuda" / "teaching_kernels.cu"
+rng = np.random.default_rng()
+MODES = [None, "memory", "barrier", "shuffle"]
+
+
+def module(check):
+    return CPUModule(SOURCE.read_text(), path=str(SOURCE), check=check)
+
+
+def run(name, grid, block, args, check=None, on_gpu=False):
+    """Launch on the CPU executor (or the GPU) and return the arguments as NumPy arrays."""
+    if on_gpu:
+        import cupy
+        from labkit.backends.cuda import CUDAModule
+        mod = CUDAModule(SOURCE.read_text(), path=str(SOURCE))
+        dev = [cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        mod.get_function(name)(grid, block, dev)
+        return [cupy.asnumpy(a) if isinstance(a, cupy.ndarray) else a for a in dev]
+    module(check).get_function(name)(grid, block, args)
+    return args
+
+
+WHERE = [("cpu", m) for m in MODES] + ([("gpu", None)] if backends.cuda_unavailable() is None else [])
+IDS = [f"{w}-{m or 'default'}" for w, m in WHERE]
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_cooperative_groups_block_reduction(where, check):
+    x = rng.standard_normal(1000).astype(np.float32)
+    out = np.full(3, np.nan, np.float32)
+    _, out, _ = run("cg_block_sum", (3,), (256,), [x, out, np.int32(1000)], check, where == "gpu")
+    assert np.allclose(out, x.astype(np.float64).sum(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_tiles_of_eight(where, check):
+    x = rng.integers(-50, 50, 96).astype(np.int32)
+    tmax, rank = np.zeros(96, np.int32), np.zeros(96, np.int32)
+    _, tmax, rank = run("cg_tile8", (2,), (48,), [x, tmax, rank], check, where == "gpu")
+    assert np.array_equal(tmax, np.repeat(x.reshape(-1, 8).max(1), 8))
+    local = np.arange(48)
+    assert np.array_equal(rank, np.tile(local % 8 + 100 * (local // 8), 2))
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_warp_reductions_matches_and_counting_barriers(where, check):
+    x = rng.integers(0, 20, 64).astype(np.uint32)
+    x[40] = 7
+    out = np.zeros(6 * 64, np.uint32)
+    _, out = run("warp_reduce_match", (1,), (64,), [x, out], check, where == "gpu")
+    out = out.reshape(64, 6)
+    for w in range(2):
+        lanes = x[32 * w:32 * w + 32]
+        o = out[32 * w:32 * w + 32]
+        assert (o[:, 0] == lanes.sum()).all() and (o[:, 1] == lanes.max()).all()
+        assert (o[:, 2] == np.bitwise_or.reduce(lanes)).all()
+        want = [sum(1 << m for m in range(32) if lanes[m] % 4 == lanes[l] % 4) for l in range(32)]
+        assert o[:, 3].tolist() == want
+    assert (out[:, 4] == (x % 3 == 0).sum()).all()
+    assert (out[:, 5] == 2 * int((x == 7).any()) + 1).all()
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_atomic_inc_dec_and_cache_hints(where, check):
+    n = 37
+    x = rng.standard_normal(n).astype(np.float32)
+    y = np.full(n, np.nan, np.float32)
+    counters = np.zeros(2, np.uint32)
+    _, y, counters, _ = run("ring_and_hints", (2,), (32,), [x, y, counters, np.int32(n)], check, where == "gpu")
+    assert np.allclose(y, 3 * x)
+    assert counters.tolist() == [n % 10, [4, 3, 2, 1, 0][(n - 1) % 5]]
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_a_null_pointer_argument_and_cuda_arch(where, check):
+    n = 20
+    x, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    y, arch = np.full(n, np.nan, np.float32), np.zeros(1, np.int32)
+    got = run("optional_bias", (1,), (32,), [x, None, y, arch, np.int32(n)], check, where == "gpu")
+    assert np.array_equal(got[2], x) and got[3][0] == 1      # no bias read; __CUDA_ARCH__ >= 800
+    got = run("optional_bias", (1,), (32,), [x, b, y.copy(), arch, np.int32(n)], check, where == "gpu")
+    assert np.allclose(got[2], x + b)
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_a_volatile_shared_array(where, check):
+    x = rng.standard_normal(3 * 64).astype(np.float32)
+    out = np.full(3, np.nan, np.float32)
+    _, out = run("volatile_tail", (3,), (32,), [x, out], check, where == "gpu")
+    assert np.allclose(out, x.reshape(3, 64).sum(1), rtol=1e-5)
+
+
+@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+def test_one_array_passed_twice_in_every_mode(where, check):
+    x = rng.standard_normal(50).astype(np.float32)
+    want = x + 1
+    y = x.copy()
+    got = run("add_one", (1,), (64,), [y, y, np.int32(50)], check, where == "gpu")
+    assert np.array_equal(got[1], want) and np.array_equal(got[0], want)
+
+
+def test_arrays_that_overlap_without_being_the_same_are_refused_by_the_memory_check():
+    buf = np.zeros(60, np.float32)
+    with pytest.raises(LaunchError, match=r"arguments 0 and 1 .* overlap without being the same array"):
+        module("memory").get_function("add_one")((1,), (64,), [buf[:50], buf[5:55], np.int32(50)])
+
+
+def test_a_shuffle_outside_its_mask_is_an_error():
+    code = '''extern "C" __global__ void bad_shuffle(int* out) {
+  int v = threadIdx.x;
+  if (threadIdx.x < 16) out[threadIdx.x] = __shfl_sync(0x0000ffffu, v, threadIdx.x + 16);
+}'''
+    mod = CPUModule(code, path="bad_shuffle.cu")
+    with pytest.raises(LaunchError, match=r"shuffle at line 3 reads lane 16, outside its mask 0x0000ffff"):
+        mod.get_function("bad_shuffle")((1,), (32,), [np.zeros(32, np.int32)])
+
+
+@pytest.mark.parametrize("code, what", [
+    ('#include <cuda_fp16.h>\nextern "C" __global__ void k(__half* x) { }', "half-precision types"),
+    ('extern "C" __global__ void k(cudaTextureObject_t t, float* y) { y[0] = tex1Dfetch<float>(t, 0); }',
+     "textures and surfaces"),
+    ('#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n'
+     'extern "C" __global__ void k(int* y) { auto t = cg::tiled_partition(cg::this_thread_block(), 8); }',
+     r"tiles sized at run time .*tiled_partition<N>\(g\) runs here"),
+    ('#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n'
+     'extern "C" __global__ void k(int* y) { cg::this_grid().sync(); }', "grid-wide cooperative synchronisation"),
+])
+def test_what_the_executor_does_not_model_is_refused_by_name(code, what):
+    with pytest.raises(UnsupportedOnCPU, match=rf"uses {what}.*needs a GPU"):
+        CPUModule(code, path="k.cu")
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc here to check that the file is valid CUDA")
+def test_the_teaching_kernels_are_valid_cuda(tmp_path):
+    res = subprocess.run(["nvcc", "-std=c++17", "-arch=sm_90", "-c", "-o", str(tmp_path / "k.o"), str(SOURCE)],
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
