@@ -24,14 +24,18 @@ from ..kernel_source import SourceInfo
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "labkit_cpu.h"
 RUNNER = HERE / "runner.cpp"
-EXECUTOR_VERSION = "2"
+EXECUTOR_VERSION = "3"
 
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1")
+# GCC's report of each function's frame (to size fiber stacks) and stack-clash probes (a frame larger
+# than a page touches every page, so an overflow hits the guard page instead of the next stack).
+# -fno-finite-loops: C++ lets g++ delete a loop without side effects (a spin on a flag nothing
+# sets), so a kernel that hangs on a GPU would return at once here; keep the loop, and let the
+# watchdog report it.  -fstack-usage writes each function's frame size, the stack a worker needs.
+GCC_FLAGS = ("-fstack-usage", "-fstack-clash-protection", "-fno-finite-loops")
 FAST_FLAGS = ("-O2",)
 # AddressSanitizer build for the memory check: bounds-checked global memory.
 ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
-
-
 
 
 def headers_text() -> str:
@@ -120,6 +124,7 @@ def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Pat
         # Without this, GCC makes inline variables process-wide ("unique") symbols,
         # and two kernel modules would share one scheduler state.
         flags.append("-fno-gnu-unique")
+        flags += GCC_FLAGS
     key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version)
     out = cache_dir() / f"{'asan-' if asan else ''}{key}.so"
     if out.exists() and not fresh:
@@ -129,6 +134,9 @@ def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Pat
         src.write_text(tu)
         obj = Path(tmp) / "kernel.so"
         _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(obj), str(src)], path)
+        frames = [int(line.split("\t")[1]) for su in Path(tmp).glob("*.su")
+                  for line in su.read_text().splitlines() if line.count("\t") >= 2]
+        out.with_suffix(".stack").write_text(str(max(frames, default=0)))
         os.replace(obj, out)  # atomic: a concurrent build of the same key is harmless
     return out
 
@@ -147,6 +155,22 @@ def build_runner() -> Path:
                       str(RUNNER))
         os.replace(exe, out)
     return out
+
+
+# Frames up to 32 KiB fit the default stack; a larger one gets its size plus 64 KiB for the calls
+# around it (the executor's scheduler, printf, the math library).
+SMALL_FRAME = 1 << 15
+CALL_ROOM = 1 << 16
+
+
+def stack_need(so: Path) -> int:
+    """Bytes of stack a fiber needs for the largest frame the compiler reported in this module (its
+    locals), plus room for the calls around it; 0 where the compiler gives no report."""
+    try:
+        largest = int(Path(so).with_suffix(".stack").read_text())
+    except (OSError, ValueError):
+        return 0
+    return largest + CALL_ROOM if largest > SMALL_FRAME else 0
 
 
 _instances = itertools.count()

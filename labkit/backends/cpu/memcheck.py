@@ -117,7 +117,14 @@ def run(fn, cfg, packed) -> None:
         _write_launch(inp, fn, cfg, packed, alias)
         env = dict(os.environ)
         env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:halt_on_error=1:allocator_may_return_null=1"
-        proc = subprocess.run([str(runner), str(so), inp, out], capture_output=True, text=True, env=env)
+        limit = cfg.timeout_ms / 1000
+        try:
+            proc = subprocess.run([str(runner), str(so), inp, out], capture_output=True, text=True, env=env,
+                                  timeout=limit + 30 if limit else None)
+        except subprocess.TimeoutExpired:
+            raise LaunchError(f"watchdog: kernel '{fn.name}' ran longer than {limit:g} s under the memory check "
+                              "and was stopped (LABKIT_CPU_TIMEOUT_S sets the limit): an endless loop, or a "
+                              "thread waiting for a flag that another block or warp never sets") from None
         if proc.returncode == 86 or "AddressSanitizer" in proc.stderr:
             raise KernelMemoryError(_explain(fn, proc.stderr))
         if proc.returncode == 3:

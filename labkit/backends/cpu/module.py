@@ -46,6 +46,8 @@ def _held(lib: ctypes.CDLL) -> None:
 
 CHECKS = ("memory", "barrier", "shuffle")
 CHECK_ENV = "LABKIT_CHECK"
+TIMEOUT_ENV = "LABKIT_CPU_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 300.0     # generous: the slowest launch of the series takes seconds here
 
 
 class _LaunchConfig(ctypes.Structure):
@@ -53,7 +55,7 @@ class _LaunchConfig(ctypes.Structure):
     _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
                 ("shared_mem", ctypes.c_ulonglong), ("flags", ctypes.c_uint),
                 ("workers", ctypes.c_uint), ("seed", ctypes.c_ulonglong),
-                ("stack_bytes", ctypes.c_ulonglong)]
+                ("stack_bytes", ctypes.c_ulonglong), ("timeout_ms", ctypes.c_ulonglong)]
 
 
 def parse_checks(check: str | Iterable[str] | None) -> frozenset[str]:
@@ -88,6 +90,44 @@ def env_int(name: str, default: int, *, low: int, high: int) -> int:
         v = None
     if v is None or not low <= v <= high:
         raise LaunchError(f"{name}={raw!r}: must be an integer from {low} to {high} (unset it for {default})")
+    return v
+
+
+def stack_budget() -> int:
+    """Bytes the fiber stacks of one launch may occupy: half the machine's memory.  Stacks are mapped
+    lazily, but a kernel with large local arrays touches every page of every thread's stack."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError):
+        return 4 << 30
+
+
+def workers_for(stack_bytes: int, nthreads: int, requested: int, kernel: str) -> int:
+    """The worker threads a launch may use (0: one per core) so that their stacks, one per thread of
+    a block each, fit in ``stack_budget()``; an error where even one block's stacks do not fit."""
+    per_worker = stack_bytes * nthreads
+    fits = stack_budget() // per_worker
+    if fits < 1:
+        raise LaunchError(
+            f"kernel '{kernel}': {nthreads} threads x {stack_bytes // 1024} KiB of stack each (its local "
+            f"arrays) need {per_worker / 2**30:.1f} GiB, more than half this machine's memory; keep "
+            "large arrays in global or shared memory, or launch fewer threads per block")
+    cores = requested or os.cpu_count() or 1
+    return requested if cores <= fits else int(fits)
+
+
+def timeout_s() -> float:
+    """The watchdog's limit for one launch, in seconds: $LABKIT_CPU_TIMEOUT_S (0: none), default 300."""
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        v = float(raw)
+    except ValueError:
+        v = -1.0
+    if not 0 <= v <= 7 * 24 * 3600:
+        raise LaunchError(f"{TIMEOUT_ENV}={raw!r}: must be a number of seconds from 0 (no limit) to a week "
+                          f"(unset it for {DEFAULT_TIMEOUT_S:g})")
     return v
 
 
@@ -169,8 +209,9 @@ class CPUModule:
         entries, self._names = compiler.entry_points(self.info, tuple(name_expressions))
         self._tu = compiler.translation_unit(source.rewrite(code), path, entries)
         self._options = tuple(options)
-        self._lib = compiler.load_private(compiler.build(self._tu, path),
-                                          rebuild=lambda: compiler.build(self._tu, path, fresh=True))
+        so = compiler.build(self._tu, path)
+        self._lib = compiler.load_private(so, rebuild=lambda: compiler.build(self._tu, path, fresh=True))
+        self.stack_need = compiler.stack_need(so)   # bytes of stack the kernels' frames need
         self._lib.labkit_error.restype = ctypes.c_char_p
         self._lib.labkit_switches.restype = ctypes.c_ulonglong
         self.symbols: dict[str, Symbol] = {}
@@ -308,9 +349,14 @@ class CPUFunction:
         cfg.block[:] = block3
         cfg.shared_mem = shared_mem
         cfg.flags = (1 if "barrier" in checks else 0) | (2 if "shuffle" in checks else 0)
-        cfg.workers = env_int("LABKIT_CPU_WORKERS", 0, low=0, high=4096)
         cfg.seed = random.getrandbits(63)
-        cfg.stack_bytes = env_int("LABKIT_CPU_STACK_KIB", 128, low=16, high=1 << 20) * 1024
+        # Each thread's stack: the setting, or more where the compiler says the kernel's frames need it
+        # (a 160 KB local array is legal on a GPU, whose threads have far more local memory).
+        cfg.stack_bytes = max(env_int("LABKIT_CPU_STACK_KIB", 128, low=16, high=1 << 20) * 1024,
+                              self.module.stack_need)
+        cfg.workers = workers_for(cfg.stack_bytes, nthreads, env_int("LABKIT_CPU_WORKERS", 0, low=0, high=4096),
+                                  self.name)
+        cfg.timeout_ms = int(timeout_s() * 1000)
         if "memory" in checks:
             with _LAUNCH_LOCK:
                 memcheck.run(self, cfg, packed)
@@ -322,6 +368,8 @@ class CPUFunction:
             err = self.module._lib.labkit_error().decode()
             self.last_switches = int(self.module._lib.labkit_switches())
             _held(self.module._lib)
+        if rc == 2:
+            raise KeyboardInterrupt(err)
         if rc != 0:
             cls = BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError
             raise cls(err)

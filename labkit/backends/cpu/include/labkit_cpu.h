@@ -37,6 +37,11 @@
 #include <utility>
 #include <vector>
 
+#include <chrono>
+#include <condition_variable>
+#include <csetjmp>
+#include <csignal>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -151,6 +156,7 @@ struct LaunchConfig {
   unsigned workers;           // 0: one per core
   unsigned long long seed;    // for the shuffled schedule
   unsigned long long stack_bytes;
+  unsigned long long timeout_ms;  // the watchdog: a launch running longer is stopped (0: never)
 };
 
 enum class St : unsigned char { Ready, BlockBar, WarpBar, Done };
@@ -185,6 +191,8 @@ struct Launch {
   unsigned long long nblocks = 0;
   std::atomic<int> failed{0};
   std::atomic<unsigned long long> switches{0};
+  std::atomic<int> cancel{0};            // why the launch was stopped: 1 watchdog, 2 Ctrl-C, 3 stack overflow
+  std::vector<pthread_t> thread_ids;     // the workers' threads, for the signals that stop them
   std::mutex err_mu;
   std::string error;
   void fail(const std::string& msg) {
@@ -213,6 +221,11 @@ struct Worker {
   unsigned char* dyn = nullptr;   // dynamic shared memory of the running block
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
   std::mt19937_64 rng;
+  // Stopping a block from a signal handler: the handler jumps back to the scheduler's loop (the
+  // fiber it interrupted is abandoned; its block fails).
+  sigjmp_buf escape;
+  volatile sig_atomic_t escape_ready = 0;
+  volatile int overflow_fiber = -1;      // the fiber whose stack ran into its guard page
 
   ~Worker() {
     if (stacks) munmap(stacks, stacks_bytes);
@@ -503,16 +516,105 @@ inline void run_block(Worker& W, unsigned long long b) {
   }
 }
 
+// --- stopping a launch: the watchdog, Ctrl-C, a fiber's stack overflow --------------------------
+// A signal of labkit's own tells a worker thread to jump out of its fiber back to the scheduler.
+inline int stop_signal() { return SIGRTMIN + 5; }
+inline std::atomic<Launch*>& active_launch() {
+  static std::atomic<Launch*> a{nullptr};
+  return a;
+}
+inline void stop_workers(Launch* L, int why) {   // async-signal-safe
+  int none = 0;
+  L->cancel.compare_exchange_strong(none, why);
+  for (pthread_t t : L->thread_ids) pthread_kill(t, stop_signal());
+}
+inline void on_stop_signal(int) {
+  Worker* W = tl_worker;
+  if (W && W->escape_ready) {
+    W->escape_ready = 0;
+    siglongjmp(W->escape, 1);
+  }
+}
+inline void on_sigint(int) {
+  if (Launch* L = active_launch().load()) stop_workers(L, 2);
+}
+inline struct sigaction& old_segv() {
+  static struct sigaction a;
+  return a;
+}
+inline void on_segv(int sig, siginfo_t* si, void*) {
+  Worker* W = tl_worker;
+  if (W && W->escape_ready && W->stacks) {
+    const size_t page = size_t(sysconf(_SC_PAGESIZE));
+    char* a = static_cast<char*>(si->si_addr);
+    if (a >= W->stacks && a < W->stacks + W->stacks_bytes) {
+      size_t i = size_t(a - W->stacks) / W->stack_size;
+      if (size_t(a - W->stacks) - i * W->stack_size < page) {   // fiber i's guard page
+        W->overflow_fiber = int(i);
+        int none = 0;
+        W->L->cancel.compare_exchange_strong(none, 3);
+        W->escape_ready = 0;
+        siglongjmp(W->escape, 1);
+      }
+    }
+  }
+  sigaction(sig, &old_segv(), nullptr);   // not a fiber's stack: the fault's usual handling
+}
+// The stack-overflow handler cannot run on the stack that overflowed: give each worker thread an
+// alternate signal stack, unless one is there already (AddressSanitizer installs its own, and frees
+// it at thread exit; replacing it would make that free fail).
+struct SignalStack {
+  std::vector<char> mem;
+  ~SignalStack() {
+    if (mem.empty()) return;
+    stack_t off{};
+    off.ss_flags = SS_DISABLE;
+    sigaltstack(&off, nullptr);        // never leave the kernel pointing at freed memory
+  }
+};
+
+inline void ensure_signal_stack() {
+  static thread_local SignalStack alt;
+  static thread_local bool checked = false;
+  if (checked) return;
+  checked = true;
+  stack_t cur{};
+  if (sigaltstack(nullptr, &cur) == 0 && !(cur.ss_flags & SS_DISABLE)) return;
+  alt.mem.resize(std::max<size_t>(64 * 1024, size_t(SIGSTKSZ)));
+  stack_t ss{};
+  ss.ss_sp = alt.mem.data();
+  ss.ss_size = alt.mem.size();
+  sigaltstack(&ss, nullptr);
+}
+
 inline void worker_loop(Worker& W) {
   tl_worker = &W;
+  ensure_signal_stack();
   // __shared__ arrays are thread_local: a launch may run on other OS threads than the last.
   W.shared_regions.clear();
   Launch& L = *W.L;
   for (;;) {
-    if (L.failed.load(std::memory_order_relaxed)) break;
+    if (L.failed.load(std::memory_order_relaxed) || L.cancel.load(std::memory_order_relaxed)) break;
     unsigned long long b = L.next_block.fetch_add(1);
     if (b >= L.nblocks) break;
-    run_block(W, b);
+    if (sigsetjmp(W.escape, 1) == 0) {
+      W.escape_ready = 1;
+      run_block(W, b);
+      W.escape_ready = 0;
+    } else {          // a signal stopped the block (watchdog, Ctrl-C, stack overflow)
+      W.aborted = true;
+      if (W.overflow_fiber >= 0) {
+        const Fiber& f = W.fibers[size_t(W.overflow_fiber)];
+        L.fail("stack overflow in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ", thread (" +
+               std::to_string(f.tid.x) + "," + std::to_string(f.tid.y) + "," + std::to_string(f.tid.z) +
+               "): its locals (arrays declared in the kernel) need more than the " +
+               std::to_string((W.stack_size - size_t(sysconf(_SC_PAGESIZE))) / 1024) +
+               " KiB each thread has here; a GPU gives a thread far more local memory. Set "
+               "LABKIT_CPU_STACK_KIB higher (or keep large arrays in shared or global memory)");
+        W.overflow_fiber = -1;
+      }
+      break;
+    }
   }
   L.switches += 2 * W.switches;  // each run of a fiber is a switch in and a switch out
   W.switches = 0;
@@ -559,19 +661,72 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   auto& pool = worker_pool();
   while (pool.size() < nw) pool.push_back(new Worker());
   for (unsigned w = 0; w < nw; ++w) prepare_worker(*pool[w], L);
+  // The signals that stop a launch: Ctrl-C, the watchdog's, a fault in a fiber's guard page.
+  struct sigaction stop{}, intr{}, segv{}, old_stop{}, old_intr{}, old_bus{};
+  stop.sa_handler = on_stop_signal;
+  sigemptyset(&stop.sa_mask);
+  intr.sa_handler = on_sigint;
+  sigemptyset(&intr.sa_mask);
+  segv.sa_sigaction = on_segv;
+  segv.sa_flags = SA_SIGINFO | SA_ONSTACK;
+  sigemptyset(&segv.sa_mask);
+  L.thread_ids.reserve(nw);
+  sigaction(stop_signal(), &stop, &old_stop);
+  sigaction(SIGINT, &intr, &old_intr);
+#if !LABKIT_ASAN   // AddressSanitizer reports overflows itself
+  sigaction(SIGSEGV, &segv, &old_segv());
+  sigaction(SIGBUS, &segv, &old_bus);
+#endif
+  active_launch().store(&L);
+  std::mutex wd_mu;
+  std::condition_variable wd_cv;
+  bool done = false;
+  std::thread watchdog;
+  if (cfg->timeout_ms)
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> g(wd_mu);
+      if (!wd_cv.wait_for(g, std::chrono::milliseconds(cfg->timeout_ms), [&] { return done; })) stop_workers(&L, 1);
+    });
   if (!L.failed) {
     if (nw == 1) {
+      L.thread_ids.push_back(pthread_self());
       worker_loop(*pool[0]);
     } else {
       std::vector<std::thread> threads;
-      for (unsigned w = 0; w < nw; ++w) threads.emplace_back(worker_loop, std::ref(*pool[w]));
+      for (unsigned w = 0; w < nw; ++w) {
+        threads.emplace_back(worker_loop, std::ref(*pool[w]));
+        L.thread_ids.push_back(threads.back().native_handle());
+      }
       for (auto& t : threads) t.join();
     }
   }
+  {
+    std::lock_guard<std::mutex> g(wd_mu);
+    done = true;
+  }
+  wd_cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  active_launch().store(nullptr);
+  sigaction(stop_signal(), &old_stop, nullptr);
+  sigaction(SIGINT, &old_intr, nullptr);
+#if !LABKIT_ASAN
+  sigaction(SIGSEGV, &old_segv(), nullptr);
+  sigaction(SIGBUS, &old_bus, nullptr);
+#endif
   g_launch = nullptr;
   last_switches() = L.switches.load();
+  const int why = L.cancel.load();
+  char limit[32];
+  snprintf(limit, sizeof limit, "%g", cfg->timeout_ms / 1000.0);
+  if (why == 1)
+    L.error = "watchdog: kernel '" + std::string(L.kernel) + "' ran longer than " + limit +
+              " s and was stopped (LABKIT_CPU_TIMEOUT_S sets the limit): an endless loop, or a thread waiting "
+              "for a flag that another block or warp never sets (the executor runs a block's threads one at a "
+              "time, each until it reaches a barrier, so a spin-wait never lets the others run)";
+  else if (why == 2)
+    L.error = "interrupted (Ctrl-C) while kernel '" + std::string(L.kernel) + "' ran";
   last_error() = L.error;
-  return L.failed ? 1 : 0;
+  return why == 2 ? 2 : (L.failed || why ? 1 : 0);
 }
 
 // --- argument unpacking: args[i] points at the value of parameter i (as for cuLaunchKernel)
