@@ -29,6 +29,20 @@ def test_max_pool_matches_reference(shape, k, s):
     assert np.array_equal(to_numpy(y), ref.astype(np.float32))      # a max is exact
 
 
+@pytest.mark.parametrize("k, s", [(2, 2), (3, 2), (3, 1)])
+def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
+    """A NaN anywhere in a window (first, last or between) makes that output NaN, as in the reference
+    and PyTorch: fmaxf would return the window's largest number instead."""
+    x = rng.standard_normal((2, 3, 11, 9)).astype(np.float32)
+    flat = x.reshape(-1)
+    flat[rng.choice(flat.size, 12, replace=False)] = np.nan
+    x[0, 0, 0, 0] = x[1, 2, -1, -1] = np.nan                           # a window's first and last element
+    ref = reference.max_pool2d(x, k, s).astype(np.float32)
+    assert np.isnan(ref).any() and not np.isnan(ref).all()
+    y = to_numpy(layers.max_pool2d(dev(x), k, s, out=labkit.xp.full(ref.shape, 7e30, dtype=labkit.xp.float32)))
+    assert np.array_equal(y, ref, equal_nan=True)
+
+
 @pytest.mark.parametrize("shape", [(1, 10), (37, 10), (5, 33), (9, 100), (3, 1)])
 def test_softmax_matches_reference(shape):
     x = (rng.standard_normal(shape) * 8).astype(np.float32)

@@ -2,7 +2,7 @@
 //
 // Versions:
 //   max_pool2d   one thread per output element: the largest of its window (k x k, stride s,
-//                no padding), NCHW in and out
+//                no padding; NaN if the window holds one), NCHW in and out
 //   softmax_rows one warp per row of an (N, D) matrix: the row's max and sum of exponentials by
 //                warp shuffles, then exp(x - max) / sum; numerically safe for any logits
 //
@@ -22,7 +22,12 @@ extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __rest
   const float* xp = x + plane * H * W + (long long)(ph * s) * W + pw * s;
   float best = xp[0];
   for (int p = 0; p < k; ++p)
-    for (int q = 0; q < k; ++q) best = fmaxf(best, xp[p * W + q]);
+    for (int q = 0; q < k; ++q) {
+      const float v = xp[p * W + q];
+      // Not fmaxf, which returns the other operand when one is NaN: a NaN in the window must reach
+      // the output (as in the reference and PyTorch), not vanish into a plausible number.
+      best = (v > best || v != v) ? v : best;
+    }
   y[o] = best;
 }
 

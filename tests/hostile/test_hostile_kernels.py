@@ -123,3 +123,61 @@ def test_large_stacks_run_on_fewer_workers(monkeypatch):
     assert module.workers_for(256 * 1024, 1024, 0, "k") == (0 if (os.cpu_count() or 1) <= 10 else 10)
     assert module.workers_for(256 * 1024, 1024, 64, "k") == 10
     assert module.workers_for(128 * 1024, 32, 3, "k") == 3
+
+
+def test_a_killed_memory_check_leaves_no_files_and_no_runner(tmp_path):
+    """The notebook's kernel killed during a checked launch (a restart): no /tmp folder stays behind,
+    and the runner process ends with it instead of spinning on alone."""
+    import subprocess
+    import sys
+    import tempfile
+    before = set(os.listdir(tempfile.gettempdir()))
+    script = tmp_path / "launch.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from labkit.backends.cpu import CPUModule\n"
+        f"mod = CPUModule({CODE!r}, path='hostile.cu')\n"
+        "print('launching', flush=True)\n"
+        "mod.get_function('endless')((1,), (32,), (np.zeros(1, np.int32),), check='memory')\n")
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "LABKIT_CPU_TIMEOUT_S": "600"})
+    assert proc.stdout.readline().strip() == "launching"
+    deadline = time.time() + 300                     # the first checked launch compiles the runner
+    runners = []
+    while not runners and time.time() < deadline and proc.poll() is None:
+        runners = [p for p in _children(proc.pid) if "runner-" in _cmdline(p)]
+        time.sleep(0.2)
+    assert runners, "the memory check's runner should be running"
+    time.sleep(0.5)                                  # spinning in the kernel now
+    proc.kill()
+    proc.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and any(_alive(p) for p in runners):
+        time.sleep(0.1)
+    assert not any(_alive(p) for p in runners)
+    left = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("labkit")}
+    assert not left
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        pytest.skip("needs /proc (Linux) to find the runner process")
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False

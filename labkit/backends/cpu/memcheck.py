@@ -10,11 +10,13 @@ ran past -- and a crash cannot take the notebook down.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import re
 import struct
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
@@ -46,26 +48,26 @@ def _aliases(fn, packed) -> dict[int, int]:
     return alias
 
 
-def _write_launch(path: str, fn, cfg, packed, alias: dict[int, int]) -> None:
+def _write_launch(f, fn, cfg, packed, alias: dict[int, int]) -> None:
+    """The launch as the runner reads it: configuration, constant symbols, then each argument."""
     module = fn.module
     syms = list(module.symbols.values())
-    with open(path, "wb") as f:
-        f.write(b"LKRUN001")
-        f.write(struct.pack("<III", fn.index, len(packed), len(syms)))
-        f.write(bytes(cfg))
-        for i, s in enumerate(syms):
-            f.write(struct.pack("<IQ", i, s.nbytes))
-            f.write(ctypes.string_at(s.ptr, s.nbytes))
-        for i, (obj, arr) in enumerate(packed):
-            if i in alias:
-                f.write(struct.pack("<BQ", 2, alias[i]))
-            elif arr is not None:
-                f.write(struct.pack("<BQ", 1, arr.nbytes))
-                f.write(arr.tobytes())
-            else:
-                raw = bytes(obj)
-                f.write(struct.pack("<BQ", 0, len(raw)))
-                f.write(raw)
+    f.write(b"LKRUN001")
+    f.write(struct.pack("<III", fn.index, len(packed), len(syms)))
+    f.write(bytes(cfg))
+    for i, s in enumerate(syms):
+        f.write(struct.pack("<IQ", i, s.nbytes))
+        f.write(ctypes.string_at(s.ptr, s.nbytes))
+    for i, (obj, arr) in enumerate(packed):
+        if i in alias:
+            f.write(struct.pack("<BQ", 2, alias[i]))
+        elif arr is not None:
+            f.write(struct.pack("<BQ", 1, arr.nbytes))
+            f.write(arr.tobytes())
+        else:
+            raw = bytes(obj)
+            f.write(struct.pack("<BQ", 0, len(raw)))
+            f.write(raw)
 
 
 def _explain(fn, stderr: str) -> str:
@@ -108,23 +110,50 @@ def _explain(fn, stderr: str) -> str:
     return report + "\n\n--- AddressSanitizer report ---\n" + "\n".join(lines[:cut][-40:])
 
 
+@contextlib.contextmanager
+def _exchange_files():
+    """Two files for the launch and its result, as paths the runner can open.  Anonymous in-memory
+    files where the system has them: nothing is left behind when the notebook's kernel is killed
+    mid-launch.  Elsewhere a temporary folder, removed on every exit Python sees."""
+    if hasattr(os, "memfd_create"):
+        fds = [os.memfd_create("labkit-launch"), os.memfd_create("labkit-result")]
+        try:
+            yield [os.fdopen(fd, "r+b", closefd=False) for fd in fds], [f"/dev/fd/{fd}" for fd in fds], fds
+        finally:
+            for fd in fds:
+                os.close(fd)
+    else:
+        with tempfile.TemporaryDirectory(prefix="labkit-memcheck-") as tmp:
+            paths = [os.path.join(tmp, "launch.in"), os.path.join(tmp, "result.out")]
+            for p in paths:
+                open(p, "wb").close()
+            files = [open(p, "r+b") for p in paths]
+            try:
+                yield files, paths, ()
+            finally:
+                for f in files:
+                    f.close()
+
+
 def run(fn, cfg, packed) -> None:
     """Run one launch of `fn` under AddressSanitizer; copy results back or raise."""
     alias = _aliases(fn, packed)
     so, runner = fn.module.asan_build()
-    with tempfile.TemporaryDirectory(prefix="labkit-memcheck-") as tmp:
-        inp, out = os.path.join(tmp, "launch.in"), os.path.join(tmp, "result.out")
+    with _exchange_files() as ((inp, out), paths, fds):
         _write_launch(inp, fn, cfg, packed, alias)
+        inp.flush()
         env = dict(os.environ)
         env["ASAN_OPTIONS"] = "detect_leaks=0:exitcode=86:halt_on_error=1:allocator_may_return_null=1"
         limit = cfg.timeout_ms / 1000
         try:
-            proc = subprocess.run([str(runner), str(so), inp, out], capture_output=True, text=True, env=env,
-                                  timeout=limit + 30 if limit else None)
+            proc = subprocess.run([str(runner), str(so), *paths], capture_output=True, text=True, env=env,
+                                  pass_fds=fds, timeout=limit + 30 if limit else None)
         except subprocess.TimeoutExpired:
             raise LaunchError(f"watchdog: kernel '{fn.name}' ran longer than {limit:g} s under the memory check "
                               "and was stopped (LABKIT_CPU_TIMEOUT_S sets the limit): an endless loop, or a "
                               "thread waiting for a flag that another block or warp never sets") from None
+        # The kernel's printf output, as a launch without the check would show it.
+        sys.stdout.write(proc.stdout)
         if proc.returncode == 86 or "AddressSanitizer" in proc.stderr:
             raise KernelMemoryError(_explain(fn, proc.stderr))
         if proc.returncode == 3:
@@ -134,8 +163,8 @@ def run(fn, cfg, packed) -> None:
             raise KernelMemoryError(
                 f"memory check: kernel '{fn.name}' crashed (exit status {proc.returncode}):\n"
                 + proc.stderr[-4000:])
-        with open(out, "rb") as f:
-            data = f.read()
+        out.seek(0)
+        data = out.read()
     pos = 0
     for i, (_, arr) in enumerate(packed):
         if arr is not None and i not in alias:

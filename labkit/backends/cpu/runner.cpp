@@ -1,6 +1,6 @@
 // runner.cpp -- runs one kernel launch under AddressSanitizer, for the memory check.
 //
-// Python writes the launch to a file: the kernel's entry index, the launch
+// Python writes the launch to a file (an in-memory one where the system has them): the kernel's entry index, the launch
 // configuration, the contents of the module's __constant__/__device__ symbols,
 // and every argument (arrays by contents).  This program copies each array into
 // a heap block of exactly its size -- AddressSanitizer surrounds such blocks
@@ -11,6 +11,9 @@
 #include "labkit_cpu.h"
 
 #include <dlfcn.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 
 #include <fstream>
 #include <iterator>
@@ -48,6 +51,11 @@ template <class F> F sym(void* lib, const std::string& name) {
 
 int main(int argc, char** argv) {
   if (argc != 4) die("usage: runner KERNEL.so LAUNCH.in RESULT.out");
+#ifdef __linux__
+  // End with the notebook's kernel: a launch left running after it was killed would spin on alone.
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 2;
+#endif
   void* lib = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
   if (!lib) die(std::string("cannot load kernel: ") + dlerror());
   Reader r;
