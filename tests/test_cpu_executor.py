@@ -292,6 +292,57 @@ def test_memory_check_catches_out_of_bounds_write(broken):
     assert "argument 1 ('y')" in msg and "broken_kernels.cu:6" in msg
 
 
+STATIC_SHARED = r'''
+extern "C" __global__ void shared_past_end(const float* x, float* y, int n) {
+  __shared__ float tile[8][16], total;                     // 512 bytes, then a scalar
+  const int t = threadIdx.x;
+  tile[t / 16][t % 16] = x[t];
+  if (t == 0) total = 0.0f;
+  __syncthreads();
+  y[t] = tile[(t + 1) / 16][(t + 1) % 16];                 // thread 127 reads tile[8][0]
+}
+extern "C" __global__ void shared_before_start(float* y) {
+  __shared__ volatile int flags[32];
+  flags[threadIdx.x] = 1;
+  __syncthreads();
+  y[threadIdx.x] = flags[int(threadIdx.x) - 1];              // thread 0 reads flags[-1]
+}
+extern "C" __global__ void shared_in_bounds(const float* x, float* y) {
+  __shared__ float tile[8][16], total;
+  const int t = threadIdx.x;
+  tile[t / 16][t % 16] = x[t];
+  if (t == 0) total = 1.0f;
+  __syncthreads();
+  y[t] = tile[(127 - t) / 16][(127 - t) % 16] + total + sizeof(tile) / 4096.0f;
+}
+'''
+
+
+@pytest.mark.parametrize("kernel, want", [
+    ("shared_past_end", r"(?s)READ of size 4.*0 bytes past the end of the 512-byte __shared__ array 'tile'.*"
+                        r"static_shared.cu:8"),
+    ("shared_before_start", r"(?s)READ of size 4.*4 bytes before the start of the 128-byte __shared__ array "
+                            r"'flags'.*static_shared.cu:14"),
+])
+def test_memory_check_catches_static_shared_out_of_bounds(kernel, want):
+    mod = CPUModule(STATIC_SHARED, path="static_shared.cu")
+    args = (np.ones(128, np.float32), np.zeros(128, np.float32), np.int32(128))
+    fn = mod.get_function(kernel)
+    fn((1,), (128 if kernel == "shared_past_end" else 32,), args[:len(fn.param_names)])  # runs unchecked
+    with pytest.raises(KernelMemoryError, match=want) as info:
+        fn((1,), (128 if kernel == "shared_past_end" else 32,), args[:len(fn.param_names)], check="memory")
+    assert "LABKIT-SHARED" not in str(info.value)
+
+
+@pytest.mark.parametrize("check", [None, "memory"])
+def test_static_shared_variables_in_bounds_run_in_every_mode(check):
+    mod = CPUModule(STATIC_SHARED, path="static_shared.cu")
+    x = rng.standard_normal(128).astype(np.float32)
+    y = np.full(128, np.nan, np.float32)
+    mod.get_function("shared_in_bounds")((3,), (128,), (x, y), check=check)
+    np.testing.assert_allclose(y, x[::-1] + 1.0 + 512 / 4096.0, rtol=1e-6)
+
+
 def test_memory_check_passes_a_correct_kernel_and_returns_results(feat):
     n = 300
     x = rng.standard_normal(n).astype(np.float32)

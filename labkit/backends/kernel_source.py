@@ -107,6 +107,7 @@ _KERNEL_ALT = re.compile(  # `__global__ extern "C"` is rare but legal
     r'__global__\s+extern\s+"C"\s+void\s+(\w+)\s*\(')
 _CONSTANT = re.compile(r"\b__constant__\b[^;(){}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
 _DEVICE_VAR = re.compile(r"\b__device__\b(?![^;{}]*\()[^;{}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
+STORAGE_SUFFIX = "_labkit_storage"   # a __shared__ variable's storage, renamed (see rewrite)
 _STATIC_SHARED = re.compile(r"(?<!extern)(?<!extern )\b__shared__\b([^;{}()]*);")
 _EXTERN_SHARED = re.compile(
     r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([\w:]+(?:\s+[\w:]+)*?)\s*"
@@ -211,25 +212,23 @@ def scan(src: str) -> SourceInfo:
     return info
 
 
-def _declared_names(decl: str) -> list[str]:
-    """Names declared by `float a[4][4], b[16]` (the text after __shared__)."""
-    chunks, depth, cur = [], 0, ""
-    for ch in decl + ",":
+def _declared_names(decl: str) -> list[tuple[str, int]]:
+    """Names declared by `float a[4][4], b[16]` (the text after __shared__), each with its offset."""
+    chunks, depth, start = [], 0, 0
+    for i, ch in enumerate(decl + ","):
         if ch in "[(<":
             depth += 1
         elif ch in "])>":
             depth -= 1
         if ch == "," and depth == 0:
-            chunks.append(cur)
-            cur = ""
-        else:
-            cur += ch
+            chunks.append((start, decl[start:i]))
+            start = i + 1
     names = []
-    for chunk in chunks:
+    for at, chunk in chunks:
         head = chunk.split("[", 1)[0].split("=", 1)[0]
-        words = re.findall(r"\w+", head)
+        words = list(re.finditer(r"\w+", head))
         if words:
-            names.append(words[-1])
+            names.append((words[-1].group(0), at + words[-1].start()))
     return names
 
 
@@ -239,10 +238,12 @@ def rewrite(src: str) -> str:
     * `extern __shared__ T name[];` (dynamic shared memory, sized at launch) becomes a
       pointer to the worker's buffer: a local pointer inside a function, a macro at
       file scope (where the name then means the buffer everywhere, as in CUDA);
-    * after each `__shared__` array declared inside a function, a call registers it,
-      so that the executor fills it with NaN bytes when a block starts (shared memory
-      starts undefined on a GPU; stale values from the previous block would hide a
-      missing write or barrier).
+    * each `__shared__` variable declared inside a function keeps its storage under another
+      name, and its own name becomes a reference to what `::labkit::shared_var` gives: the
+      storage itself, filled with NaN bytes whenever a block starts (shared memory starts
+      undefined on a GPU; stale values from the previous block would hide a missing write or
+      barrier), or under the memory check a heap block of exactly its size, whose edges
+      AddressSanitizer guards.
     """
     text = strip_comments(src)
     depth = _depths(text)
@@ -260,10 +261,12 @@ def rewrite(src: str) -> str:
     for m in _STATIC_SHARED.finditer(text):
         if depth[m.start()] == 0 or any(a <= m.start() < b for a, b in extern_spans):
             continue
-        # (void*): a volatile array is registered as plain memory (the cast drops the qualifier)
-        regs = "".join(f" ::labkit::shared_register((void*)&{n}, sizeof({n}));"
-                       for n in _declared_names(m.group(1)))
-        edits.append((m.end(), m.end(), regs))
+        names = _declared_names(m.group(1))
+        at = m.start(1)
+        for n, off in names:
+            edits.append((at + off + len(n), at + off + len(n), STORAGE_SUFFIX))
+        binds = "".join(f' auto& {n} = ::labkit::shared_var({n}{STORAGE_SUFFIX}, "{n}");' for n, _ in names)
+        edits.append((m.end(), m.end(), binds))
     out, last = [], 0
     for a, b, repl in sorted(edits):
         out.append(src[last:a])

@@ -76,7 +76,9 @@ def _explain(fn, stderr: str) -> str:
     for m in re.finditer(r"LABKIT-ARG (\d+) (0x[0-9a-f]+|\(nil\)) (\d+)", stderr):
         if m.group(2) != "(nil)":
             regions[int(m.group(2), 16)] = (int(m.group(1)), int(m.group(3)))
-    lines = [ln for ln in stderr.splitlines() if not ln.startswith("LABKIT-ARG")]
+    shared = {int(m.group(2), 16): (m.group(1), int(m.group(3)))
+              for m in re.finditer(r"LABKIT-SHARED (\w+) (0x[0-9a-f]+) (\d+)", stderr)}
+    lines = [ln for ln in stderr.splitlines() if not ln.startswith(("LABKIT-ARG", "LABKIT-SHARED"))]
     summary = next((ln for ln in lines if "ERROR: AddressSanitizer" in ln), "")
     access = next((ln for ln in lines if re.match(r"(READ|WRITE) of size", ln.strip())), "")
     frames = [ln.strip() for ln in lines if re.match(r"\s*#\d+ ", ln)]
@@ -86,13 +88,16 @@ def _explain(fn, stderr: str) -> str:
                   r"(\d+)-byte region \[(0x[0-9a-f]+),", stderr)
     if m:
         start = int(m.group(4), 16)
+        side = {"to the right of": "past the end of", "after": "past the end of",
+                "to the left of": "before the start of", "before": "before the start of"}.get(
+                    m.group(2), m.group(2))
         if start in regions:
             i, n = regions[start]
-            side = {"to the right of": "past the end of", "after": "past the end of",
-                    "to the left of": "before the start of", "before": "before the start of"}.get(
-                        m.group(2), m.group(2))
             what = (f"{m.group(1)} bytes {side} the {n}-byte array passed as argument {i} "
                     f"('{fn.param_names[i]}')")
+        elif start in shared:
+            name, n = shared[start]
+            what = f"{m.group(1)} bytes {side} the {n}-byte __shared__ array '{name}'"
         else:
             what = f"{m.group(1)} bytes {m.group(2)} a {m.group(3)}-byte block"
     head = f"memory check: kernel '{fn.name}' made an invalid memory access"

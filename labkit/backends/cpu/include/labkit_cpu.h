@@ -10,7 +10,7 @@
 //     or returns; then the next fiber runs.  A switch saves six registers and
 //     the stack pointer (no system call), so it costs a few nanoseconds;
 //   * __shared__ variables are `static thread_local`: one copy per worker,
-//     hence one per running block; dynamic shared memory is a per-worker buffer;
+//     hence one per running block (heap blocks under the memory check); dynamic shared memory is a per-worker buffer;
 //   * __constant__ and __device__ variables are ordinary globals, which the
 //     Python side finds by name (as CuPy's RawModule.get_global does).
 //
@@ -220,6 +220,7 @@ struct Worker {
   unsigned nstacks = 0;
   unsigned char* dyn = nullptr;   // dynamic shared memory of the running block
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
+  std::vector<std::pair<void*, void*>> shared_heap;      // memory check: storage -> its heap block
   std::mt19937_64 rng;
   // Stopping a block from a signal handler: the handler jumps back to the scheduler's loop (the
   // fiber it interrupted is abandoned; its block fails).
@@ -248,6 +249,30 @@ inline void shared_register(void* p, size_t n) {
     if (r.first == p) return;
   W->shared_regions.emplace_back(p, n);
   std::memset(p, 0xff, n);
+}
+
+// A __shared__ variable: the rewrite keeps its storage under another name and binds the variable's
+// name to what this returns.  Normally the storage itself (thread_local: one copy per worker, hence
+// per running block).  Under the memory check, a heap block of exactly its size instead, which
+// AddressSanitizer surrounds with poisoned bytes, so an index past a shared array is reported with
+// its line (thread-local storage has no such guard).
+template <class T> inline T& shared_var(T& storage, const char* name) {
+  void* key = (void*)&storage;   // (void*): drops a volatile qualifier
+#if LABKIT_ASAN
+  Worker* W = tl_worker;
+  for (auto& r : W->shared_heap)
+    if (r.first == key) return *static_cast<T*>(r.second);
+  void* block = nullptr;
+  if (posix_memalign(&block, std::max(alignof(T), sizeof(void*)), sizeof(T)) != 0) std::abort();
+  W->shared_heap.emplace_back(key, block);
+  std::fprintf(stderr, "LABKIT-SHARED %s %p %zu\n", name, block, sizeof(T));   // for the report
+  shared_register(block, sizeof(T));
+  return *static_cast<T*>(block);
+#else
+  (void)name;
+  shared_register(key, sizeof(T));
+  return storage;
+#endif
 }
 
 // --- switching, with AddressSanitizer told about stack changes in checked builds
@@ -592,6 +617,8 @@ inline void worker_loop(Worker& W) {
   ensure_signal_stack();
   // __shared__ arrays are thread_local: a launch may run on other OS threads than the last.
   W.shared_regions.clear();
+  for (auto& h : W.shared_heap) std::free(h.second);
+  W.shared_heap.clear();
   Launch& L = *W.L;
   for (;;) {
     if (L.failed.load(std::memory_order_relaxed) || L.cancel.load(std::memory_order_relaxed)) break;
