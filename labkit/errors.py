@@ -35,6 +35,11 @@ class KernelMemoryError(RuntimeError):
     """The memory check found an out-of-bounds or otherwise invalid access."""
 
 
+class KernelRaceError(RuntimeError):
+    """The race check found two threads' accesses to one location, at least one a write, that
+    nothing orders (no barrier between them, not both atomic)."""
+
+
 class WeightFileError(ValueError):
     """A weight file is missing, truncated, of the wrong layout, or holds something other than arrays."""
 

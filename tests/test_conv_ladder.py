@@ -121,7 +121,7 @@ def test_constant_layer_at_the_limit():
     assert rel_err(y, expected(x, w, b, "relu")) < 1e-5
 
 
-@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory"])
+@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory", "race"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_checking_modes(variant, check):
     # On the CPU executor: barriers reached by the whole block, a result that does not depend on

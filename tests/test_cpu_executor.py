@@ -391,7 +391,7 @@ def test_checking_modes_from_environment(monkeypatch):
     from labkit.backends.cpu import parse_checks
     monkeypatch.setenv("LABKIT_CHECK", "memory,barrier")
     assert parse_checks(None) == {"memory", "barrier"}
-    assert parse_checks("all") == {"memory", "barrier", "shuffle"}
+    assert parse_checks("all") == {"memory", "barrier", "shuffle", "race"}
     with pytest.raises(ValueError, match="unknown check"):
         parse_checks("racecheck")
 

@@ -18,7 +18,7 @@ from labkit.errors import LaunchError, UnsupportedOnCPU
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "teaching_kernels.cu"
 rng = np.random.default_rng()
-MODES = [None, "memory", "barrier", "shuffle"]
+MODES = [None, "memory", "barrier", "shuffle", "race"]
 
 
 def module(check):

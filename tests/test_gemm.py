@@ -74,7 +74,7 @@ def test_matches_reference(variant, activation, bias, shape):
 
 
 @pytest.mark.parametrize("shape", [(19, 37, 13), (20, 36, 12)], ids=["odd", "float4"])
-@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory"])
+@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory", "race"])
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_checking_modes(variant, check, shape):
     # On the CPU executor: barriers reached by the whole block, a result that does not depend on

@@ -71,7 +71,7 @@ def test_fused_equals_unfused_pipeline():
     assert rel_err(fused, unfused.astype(np.float64)) < 1e-6
 
 
-@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory"])
+@pytest.mark.parametrize("check", ["barrier", "shuffle", "memory", "race"])
 def test_checking_modes(check):
     if labkit.backend() != "cpu":
         pytest.skip("the checking modes belong to the CPU executor (compute-sanitizer on a GPU)")

@@ -93,7 +93,7 @@ def test_col2im_matches_scatter_add(shape, K, stride, pad):
     assert rel_err(dx, col2im_reference(c, shape, K, stride, pad)) < 1e-6
 
 
-@pytest.mark.parametrize("check", ["memory", "shuffle"])
+@pytest.mark.parametrize("check", ["memory", "shuffle", "race"])
 def test_checking_modes(check):
     if labkit.backend() != "cpu":
         pytest.skip("the checking modes belong to the CPU executor (compute-sanitizer on a GPU)")

@@ -13,6 +13,7 @@ import functools
 import hashlib
 import itertools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -34,8 +35,18 @@ BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1"
 # watchdog report it.  -fstack-usage writes each function's frame size, the stack a worker needs.
 GCC_FLAGS = ("-fstack-usage", "-fstack-clash-protection", "-fno-finite-loops")
 FAST_FLAGS = ("-O2",)
-# AddressSanitizer build for the memory check: bounds-checked global memory.
-ASAN_FLAGS = ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer")
+# The checks that run a launch in a process of their own, each in a build of its own:
+# AddressSanitizer for the memory check (bounds of global and shared memory), ThreadSanitizer for
+# the race check (accesses of two threads that nothing orders), and for the shuffled schedule
+# ThreadSanitizer's instrumentation without its runtime: the executor's own functions at every memory
+# access, where it may switch threads (labkit_interleave.h).
+SANITIZER_FLAGS = {
+    "address": ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"),
+    "thread": ("-O1", "-g", "-fsanitize=thread", "-fno-omit-frame-pointer"),
+    "interleave": ("-O1", "-g", "-fsanitize=thread", "-DLABKIT_INTERLEAVE=1"),
+}
+# Linked without the sanitizer's runtime (the runner too); every hook must be defined (-z defs).
+RUNTIME_FREE = {"interleave"}
 
 
 def headers_text() -> str:
@@ -103,10 +114,21 @@ def _key(*parts: str) -> str:
     return h.hexdigest()[:24]
 
 
-def _run_compiler(cmd: list[str], path: str) -> None:
+CHECK_OF = {"address": "memory check", "thread": "race check", "interleave": "shuffled schedule"}
+
+
+def _run_compiler(cmd: list[str], path: str, sanitizer: str | None = None) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         msg = res.stderr.strip()
+        lib = {"address": "asan", "thread": "tsan"}.get(sanitizer or "")
+        if lib and re.search(rf"cannot find -l{lib}|lib{lib}[^\n]*(No such file|not found)|"
+                             rf"unsupported option '-fsanitize={sanitizer}'", msg):
+            raise KernelCompileError(
+                f"the {CHECK_OF[sanitizer]} needs the host compiler's {sanitizer.title()}Sanitizer "
+                f"(lib{lib}), which is not installed here: install it (Debian/Ubuntu: the libgcc "
+                f"development package of your g++, e.g. lib{lib}8; conda: the gcc package), or run "
+                f"without this check\n\n--- compiler output ---\n{msg[-2000:]}")
         # Put the lines about the kernel file itself first: they are the ones to fix.
         own = [ln for ln in msg.splitlines() if ln.startswith(path)]
         head = "\n".join(own[:20]) if own else msg[-4000:]
@@ -115,25 +137,31 @@ def _run_compiler(cmd: list[str], path: str) -> None:
             f"{msg[-8000:]}")
 
 
-def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Path:
-    """Compile a translation unit into a cached shared object and return its path (``fresh``: compile
-    again even where the cache has one, to replace a damaged file)."""
+def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = False) -> Path:
+    """Compile a translation unit into a cached shared object and return its path (``sanitizer``:
+    'address' or 'thread', for a checking runner; ``fresh``: compile again even where the cache has
+    one, to replace a damaged file)."""
     cxx, version = compiler()
-    flags = list(BASE_FLAGS) + list(ASAN_FLAGS if asan else FAST_FLAGS) + ["-shared"]
+    flags = list(BASE_FLAGS) + list(SANITIZER_FLAGS[sanitizer] if sanitizer else FAST_FLAGS) + ["-shared"]
     if _is_gcc(version):
         # Without this, GCC makes inline variables process-wide ("unique") symbols,
         # and two kernel modules would share one scheduler state.
         flags.append("-fno-gnu-unique")
         flags += GCC_FLAGS
     key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version)
-    out = cache_dir() / f"{'asan-' if asan else ''}{key}.so"
+    out = cache_dir() / f"{sanitizer + '-' if sanitizer else ''}{key}.so"
     if out.exists() and not fresh:
         return out
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(tu)
         obj = Path(tmp) / "kernel.so"
-        _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(obj), str(src)], path)
+        if sanitizer in RUNTIME_FREE:
+            o = Path(tmp) / "kernel.o"
+            _run_compiler([cxx, *flags, "-c", "-I", str(HEADER.parent), "-o", str(o), str(src)], path, sanitizer)
+            _run_compiler([cxx, *BASE_FLAGS, "-shared", "-Wl,-z,defs", "-o", str(obj), str(o)], path)
+        else:
+            _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(obj), str(src)], path, sanitizer)
         frames = [int(line.split("\t")[1]) for su in Path(tmp).glob("*.su")
                   for line in su.read_text().splitlines() if line.count("\t") >= 2]
         out.with_suffix(".stack").write_text(str(max(frames, default=0)))
@@ -141,18 +169,18 @@ def build(tu: str, path: str, *, asan: bool = False, fresh: bool = False) -> Pat
     return out
 
 
-def build_runner() -> Path:
-    """The AddressSanitizer-linked program that runs one launch for the memory check."""
+def build_runner(sanitizer: str) -> Path:
+    """The program, linked with a sanitizer, that runs one launch for a check in a process of its own."""
     cxx, version = compiler()
-    flags = list(BASE_FLAGS) + list(ASAN_FLAGS)
+    flags = list(BASE_FLAGS) + (["-O1", "-g"] if sanitizer in RUNTIME_FREE else list(SANITIZER_FLAGS[sanitizer]))
     key = _key(EXECUTOR_VERSION, RUNNER.read_text(), headers_text(), " ".join(flags), version)
-    out = cache_dir() / f"runner-{key}"
+    out = cache_dir() / f"runner-{sanitizer}-{key}"
     if out.exists():
         return out
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         exe = Path(tmp) / "runner"
         _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(exe), str(RUNNER), "-ldl"],
-                      str(RUNNER))
+                      str(RUNNER), sanitizer)
         os.replace(exe, out)
     return out
 

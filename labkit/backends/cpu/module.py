@@ -25,7 +25,7 @@ from ...errors import BarrierError, ConstantMemoryError, LaunchError
 from .. import kernel_source as source
 from ..limits import (CONSTANT_MEMORY, MAX_BLOCK, MAX_GRID, MAX_THREADS_PER_BLOCK,
                       SHARED_MEM_PER_BLOCK)
-from . import compiler, memcheck
+from . import compiler, memcheck, racecheck, sanitized
 
 # One launch at a time in this process; the workers of a launch use every core.
 _LAUNCH_LOCK = threading.Lock()
@@ -44,7 +44,7 @@ def _held(lib: ctypes.CDLL) -> None:
         _, old = _HOLDING.popitem(last=False)
         old.labkit_release()
 
-CHECKS = ("memory", "barrier", "shuffle")
+CHECKS = ("memory", "barrier", "shuffle", "race")
 CHECK_ENV = "LABKIT_CHECK"
 TIMEOUT_ENV = "LABKIT_CPU_TIMEOUT_S"
 DEFAULT_TIMEOUT_S = 300.0     # generous: the slowest launch of the series takes seconds here
@@ -230,7 +230,7 @@ class CPUModule:
                 f"({CONSTANT_MEMORY} bytes). Keep only small, broadcast-read data (weights "
                 "of a small layer, biases) in constant memory and the rest in global memory.")
         self._functions: dict[str, CPUFunction] = {}
-        self._asan: tuple | None = None
+        self._sanitized: dict[str, tuple] = {}
 
     @property
     def kernel_names(self) -> list[str]:
@@ -254,11 +254,13 @@ class CPUModule:
             raise LaunchError(f"{self.path} has no __constant__ or __device__ variable {name!r} "
                               f"(known: {known})") from None
 
-    def asan_build(self):
-        """The AddressSanitizer build and its runner, made on first use of the memory check."""
-        if self._asan is None:
-            self._asan = (compiler.build(self._tu, self.path, asan=True), compiler.build_runner())
-        return self._asan
+    def sanitized_build(self, sanitizer: str):
+        """The build under a sanitizer ('address': memory check, 'thread': race check) and the runner
+        that runs it, made on first use of the check."""
+        if sanitizer not in self._sanitized:
+            self._sanitized[sanitizer] = (compiler.build(self._tu, self.path, sanitizer=sanitizer),
+                                          compiler.build_runner(sanitizer))
+        return self._sanitized[sanitizer]
 
 
 class CPUFunction:
@@ -357,9 +359,25 @@ class CPUFunction:
         cfg.workers = workers_for(cfg.stack_bytes, nthreads, env_int("LABKIT_CPU_WORKERS", 0, low=0, high=4096),
                                   self.name)
         cfg.timeout_ms = int(timeout_s() * 1000)
-        if "memory" in checks:
+        # Checks that run in a process of their own: the race check, the shuffled schedule (with its
+        # switch points at memory accesses), the memory check.  The last to run gives the results;
+        # the others only look (each runs on copies of the arrays).
+        runs = [c for c in ("race", "shuffle", "memory") if c in checks]
+        if runs:
             with _LAUNCH_LOCK:
-                memcheck.run(self, cfg, packed)
+                for c in runs:
+                    keep = c == runs[-1]
+                    if c == "race":
+                        # Two workers: races between blocks show where blocks run side by side, and
+                        # each thread of a running block costs the checker about 1 MB.
+                        race_cfg = _LaunchConfig.from_buffer_copy(cfg)
+                        race_cfg.workers = 2
+                        racecheck.run(self, race_cfg, packed, keep_results=keep)
+                    elif c == "shuffle":
+                        sanitized.run(self, cfg, packed, sanitizer="interleave", check="shuffled schedule",
+                                      keep_results=keep)
+                    else:
+                        memcheck.run(self, cfg, packed, keep_results=keep)
             return
         ptrs = (ctypes.c_void_p * max(1, len(packed)))(
             *[ctypes.addressof(obj) for obj, _ in packed])

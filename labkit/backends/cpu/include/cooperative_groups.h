@@ -30,7 +30,7 @@ template <unsigned N> struct thread_block_tile {
   unsigned meta_group_size() const { return (blockDim.x * blockDim.y * blockDim.z + N - 1) / N; }
   unsigned base() const { return (::labkit::tl_fiber->lane / N) * N; }   // its first lane in the warp
   unsigned mask() const { return N == 32 ? 0xffffffffu : (((1u << N) - 1u) << base()); }
-  void sync() const { ::labkit::warp_sync(mask()); }
+  void sync() const { ::labkit::warp_sync(mask(), true); }   // orders memory, as __syncwarp
   template <class T> T shfl(T v, int src, int line = __builtin_LINE()) const { return __shfl_sync(mask(), v, src, int(N), line); }
   template <class T> T shfl_down(T v, unsigned d, int line = __builtin_LINE()) const { return __shfl_down_sync(mask(), v, d, int(N), line); }
   template <class T> T shfl_up(T v, unsigned d, int line = __builtin_LINE()) const { return __shfl_up_sync(mask(), v, d, int(N), line); }

@@ -51,6 +51,33 @@
 #else
 #define LABKIT_ASAN 0
 #endif
+// LABKIT_INTERLEAVE: the shuffled schedule's build.  It is compiled with ThreadSanitizer's
+// instrumentation but without its runtime: the hooks at every memory access are the executor's own
+// (below), and may switch to another thread of the block there, as a GPU interleaves warps.
+#if defined(LABKIT_INTERLEAVE)
+#define LABKIT_TSAN 0
+#define LABKIT_PREEMPT 1
+#elif defined(__SANITIZE_THREAD__)
+#include <sanitizer/tsan_interface.h>
+#define LABKIT_TSAN 1
+extern "C" {
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+#else
+#define LABKIT_TSAN 0
+#endif
+#ifndef LABKIT_PREEMPT
+#define LABKIT_PREEMPT 0
+#endif
+// Atomics are relaxed, as on a GPU; under the race check they order memory (see "Atomics" below).
+#if LABKIT_TSAN
+#define LABKIT_MO __ATOMIC_SEQ_CST
+#else
+#define LABKIT_MO __ATOMIC_RELAXED
+#endif
 
 // ---------------------------------------------------------------------------
 // Qualifiers and attributes
@@ -170,6 +197,9 @@ struct Fiber {
   char* stack_lo = nullptr;   // lowest usable byte of its stack
   size_t stack_size = 0;
   unsigned count_phase = 0;   // __syncthreads_count/and/or calls made: which accumulator is next
+  unsigned bar_gen = 0;       // __syncthreads() passed: the race check alternates two sync objects
+  void* race = nullptr;       // race check: this thread's ThreadSanitizer fiber
+  int quiet = 0;              // shuffled schedule: > 0 inside the executor's own code (no switch there)
 };
 
 struct WarpState {
@@ -178,6 +208,8 @@ struct WarpState {
   unsigned lane_mask[32];     // the mask each waiting lane's barrier names: lanes that wait with the same
                               // mask are one group (tiles of one warp synchronise apart, as on a GPU)
   unsigned long long slot[32];  // the values a shuffle or vote exchanges
+  unsigned gen[32];           // group barriers released, by the group's lowest lane (race check)
+  char race_sync[32][2];      // race check: sync objects of __syncwarp, by lowest lane and parity
 };
 
 struct Launch {
@@ -222,23 +254,66 @@ struct Worker {
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
   std::vector<std::pair<void*, void*>> shared_heap;      // memory check: storage -> its heap block
   std::mt19937_64 rng;
+  unsigned long long preempt_state = 1;   // shuffled schedule: a xorshift for the switch points
   // Stopping a block from a signal handler: the handler jumps back to the scheduler's loop (the
   // fiber it interrupted is abandoned; its block fails).
   sigjmp_buf escape;
   volatile sig_atomic_t escape_ready = 0;
   volatile int overflow_fiber = -1;      // the fiber whose stack ran into its guard page
+  // Race check: the sync objects of __syncthreads (two, alternating) and of a block's start and end.
+  void* race_sched = nullptr;
+  char race_bar[2] = {0, 0}, race_block_start = 0, race_block_end = 0;
 
   ~Worker() {
     if (stacks) munmap(stacks, stacks_bytes);
     std::free(dyn);
+#if LABKIT_TSAN
+    for (auto& f : fibers)
+      if (f.race) __tsan_destroy_fiber(f.race);
+#endif
   }
 };
 
 inline thread_local Worker* tl_worker = nullptr;
 inline thread_local Fiber* tl_fiber = nullptr;
+inline thread_local bool tl_in_fiber = false;   // shuffled schedule: running a kernel thread, not the scheduler
 inline Launch* g_launch = nullptr;  // one launch at a time per module (Python holds a lock)
 
 inline void* dyn_shared() { return tl_worker->dyn; }
+
+// --- the race check's view of execution (ThreadSanitizer builds; nothing in the others) ---------
+// Every CUDA thread is a ThreadSanitizer fiber, switched to without synchronisation, so two threads'
+// accesses are unordered unless something orders them as on a GPU: a barrier (a release by each
+// thread that arrives, an acquire by each that leaves), an atomic, the start or end of a block.
+// The executor's own bookkeeping (barrier counts, the warp's exchange slots, the scheduler) is not
+// kernel memory: its accesses are ignored.
+struct Bookkeeping {
+#if LABKIT_PREEMPT   // the shuffled schedule never switches threads inside the executor's own code
+  Fiber* f = tl_in_fiber ? tl_fiber : nullptr;
+  Bookkeeping() { if (f) ++f->quiet; }
+  ~Bookkeeping() { if (f) --f->quiet; }
+  Bookkeeping(const Bookkeeping&) = delete;
+#endif
+#if LABKIT_TSAN
+  Bookkeeping() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
+  ~Bookkeeping() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__); AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+  Bookkeeping(const Bookkeeping&) = delete;
+#endif
+};
+inline void race_release(void* sync) {
+#if LABKIT_TSAN
+  __tsan_release(sync);
+#else
+  (void)sync;
+#endif
+}
+inline void race_acquire(void* sync) {
+#if LABKIT_TSAN
+  __tsan_acquire(sync);
+#else
+  (void)sync;
+#endif
+}
 
 // Called after each __shared__ declaration (the Python side adds the call): the first
 // time a worker meets an array, it is filled with NaN bytes; run_block refills it for
@@ -255,10 +330,11 @@ inline void shared_register(void* p, size_t n) {
 // name to what this returns.  Normally the storage itself (thread_local: one copy per worker, hence
 // per running block).  Under the memory check, a heap block of exactly its size instead, which
 // AddressSanitizer surrounds with poisoned bytes, so an index past a shared array is reported with
-// its line (thread-local storage has no such guard).
+// its line (thread-local storage has no such guard); the race check names it in its reports.
 template <class T> inline T& shared_var(T& storage, const char* name) {
+  Bookkeeping quiet;
   void* key = (void*)&storage;   // (void*): drops a volatile qualifier
-#if LABKIT_ASAN
+#if LABKIT_ASAN || LABKIT_TSAN   // the race check names shared arrays in its report the same way
   Worker* W = tl_worker;
   for (auto& r : W->shared_heap)
     if (r.first == key) return *static_cast<T*>(r.second);
@@ -275,15 +351,50 @@ template <class T> inline T& shared_var(T& storage, const char* name) {
 #endif
 }
 
+#if LABKIT_PREEMPT
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize_thread))
+// A switch that keeps tl_in_fiber true exactly while a kernel thread runs (the scheduler's stack
+// pointer is the one place a fiber switches to).  Not instrumented: no switch point inside a switch.
+LABKIT_UNINSTRUMENTED inline void raw_switch(void** save, void* load) {
+  const bool to_fiber = load != tl_worker->sched_sp;
+  tl_in_fiber = to_fiber;
+  labkit_fiber_switch(save, load);
+  tl_in_fiber = !to_fiber;             // back where we were
+}
+// A switch point: before a memory access of a kernel thread, now and then, let the scheduler run
+// another thread of the block (this one stays ready and goes on later), so that a read-modify-write
+// such as y[0] += 1 can lose updates, and a missing barrier can show, as on a GPU.
+LABKIT_UNINSTRUMENTED inline void preempt_point() {
+  if (!tl_in_fiber) return;
+  Fiber* f = tl_fiber;
+  if (f->quiet) return;
+  Worker* W = tl_worker;
+  unsigned long long x = W->preempt_state;
+  x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+  W->preempt_state = x;
+  if ((x & 7) != 0) return;            // about one access in eight
+  ++W->switches;
+  raw_switch(&f->sp, W->sched_sp);
+}
+#endif
+
 // --- switching, with AddressSanitizer told about stack changes in checked builds
-inline void switch_to(void** save, void* load, const void* bottom, size_t size, bool dying = false) {
-#if LABKIT_ASAN
+inline void switch_to(void** save, void* load, const void* bottom, size_t size, bool dying = false,
+                      void* race_to = nullptr) {
+#if LABKIT_TSAN
+  __tsan_switch_to_fiber(race_to, __tsan_switch_to_fiber_no_sync);
+  labkit_fiber_switch(save, load);
+  (void)bottom; (void)size; (void)dying;
+#elif LABKIT_ASAN
   void* fake = nullptr;
   __sanitizer_start_switch_fiber(dying ? nullptr : &fake, bottom, size);
   labkit_fiber_switch(save, load);
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#elif LABKIT_PREEMPT
+  (void)bottom; (void)size; (void)dying; (void)race_to;
+  raw_switch(save, load);
 #else
-  (void)bottom; (void)size; (void)dying;
+  (void)bottom; (void)size; (void)dying; (void)race_to;
   labkit_fiber_switch(save, load);
 #endif
 }
@@ -291,7 +402,7 @@ inline void switch_to(void** save, void* load, const void* bottom, size_t size, 
 inline void yield_to_scheduler() {
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
-  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size);
+  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, false, W->race_sched);
 }
 
 inline std::string block_name(const Worker* W) {
@@ -305,7 +416,7 @@ inline std::string block_name(const Worker* W) {
   W->L->fail(msg);
   W->aborted = true;
   tl_fiber->state = St::Done;
-  switch_to(&tl_fiber->sp, W->sched_sp, W->sched_bottom, W->sched_size, true);
+  switch_to(&tl_fiber->sp, W->sched_sp, W->sched_bottom, W->sched_size, true, W->race_sched);
   __builtin_unreachable();
 }
 
@@ -328,6 +439,7 @@ inline bool release_group(Worker* W, WarpState& ws, unsigned warp, unsigned mask
       W->fibers[i].state = St::Ready;
   }
   ws.arrived &= ~need;
+  if (mask) ++ws.gen[__builtin_ctz(mask)];
   return true;
 }
 
@@ -339,6 +451,7 @@ inline void try_release_warp(Worker* W, WarpState& ws, unsigned warp) {
 
 // __syncthreads(): wait until every live thread of the block has arrived.
 inline void syncthreads(int line) {
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   const bool check = W->L->cfg.flags & CHECK_BARRIER;
@@ -356,17 +469,26 @@ inline void syncthreads(int line) {
                       std::to_string(W->L->nthreads) +
                       " threads: the others returned before it (a barrier inside divergent code)");
   }
+  // Race check: two sync objects in turn, so that a thread already past this barrier (and on its way
+  // to the next) cannot order its new accesses before those of a thread still leaving this one.
+  void* sync = &W->race_bar[f->bar_gen++ & 1u];
+  race_release(sync);
   if (++W->at_bar == W->live) {  // last to arrive: everyone may go on
     release_block_barrier(W);
+    race_acquire(sync);
     return;
   }
   f->state = St::BlockBar;
   f->line = line;
   yield_to_scheduler();
+  race_acquire(sync);
 }
 
 // A warp-level barrier over the lanes in `mask` (used by __syncwarp, shuffles, votes).
-inline void warp_sync(unsigned mask) {
+// `orders_memory`: __syncwarp and a tile's sync() order the lanes' memory accesses (the race check
+// sees a release and an acquire); shuffles and votes exchange values and order nothing.
+inline void warp_sync(unsigned mask, bool orders_memory = false) {
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   WarpState& ws = W->warps[f->warp];
@@ -384,17 +506,28 @@ inline void warp_sync(unsigned mask) {
                       " names lanes that have already returned");
     }
   }
+  // The group's sync object: by its lowest lane and the parity of the group barriers it has passed.
+  void* sync = mask ? &ws.race_sync[__builtin_ctz(mask)][ws.gen[__builtin_ctz(mask)] & 1u] : nullptr;
+  if (orders_memory && sync) race_release(sync);
   ws.arrived |= 1u << f->lane;
   ws.lane_mask[f->lane] = mask;
-  if (release_group(W, ws, f->warp, mask, f->lane)) return;
-  f->state = St::WarpBar;
-  yield_to_scheduler();
+  if (!release_group(W, ws, f->warp, mask, f->lane)) {
+    f->state = St::WarpBar;
+    yield_to_scheduler();
+  }
+  if (orders_memory && sync) race_acquire(sync);
 }
 
 // Called when a fiber's kernel body returns.
 inline void thread_exit() {
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
+  // Race check: a thread that has returned counts as arrived at every later barrier (as on a GPU),
+  // and the block's end orders its accesses before the next block on this worker.
+  race_release(&W->race_bar[0]);
+  race_release(&W->race_bar[1]);
+  race_release(&W->race_block_end);
   f->state = St::Done;
   --W->live;
   WarpState& ws = W->warps[f->warp];
@@ -420,10 +553,12 @@ inline void fiber_main() {
 #if LABKIT_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &W->sched_bottom, &W->sched_size);
 #endif
+  race_acquire(&W->race_block_start);
   W->L->body(W->L->ctx);
   thread_exit();
+  Bookkeeping quiet;   // done: no switch point on the way out
   Fiber* f = tl_fiber;
-  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, true);
+  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, true, W->race_sched);
   __builtin_unreachable();
 }
 
@@ -468,6 +603,10 @@ inline void prepare_worker(Worker& W, Launch& L) {
     W.nstacks = n;
     for (unsigned i = 0; i < n; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
   }
+#if LABKIT_TSAN
+  for (auto& f : W.fibers)
+    if (f.race) __tsan_destroy_fiber(f.race);
+#endif
   W.fibers.assign(n, Fiber{});
   W.order.resize(n);
   W.warps.assign((n + 31) / 32, WarpState{});
@@ -489,7 +628,11 @@ inline void prepare_worker(Worker& W, Launch& L) {
     return;
   }
   std::memset(W.dyn, 0xff, L.cfg.shared_mem);
+#if LABKIT_ASAN || LABKIT_TSAN
+  if (L.cfg.shared_mem) std::fprintf(stderr, "LABKIT-SHARED (dynamic) %p %llu\n", (void*)W.dyn, L.cfg.shared_mem);
+#endif
   W.rng.seed(L.cfg.seed ^ (0x9e3779b97f4a7c15ull * (reinterpret_cast<uintptr_t>(&W) >> 4)));
+  W.preempt_state = W.rng() | 1;
 }
 
 inline void run_block(Worker& W, unsigned long long b) {
@@ -508,8 +651,21 @@ inline void run_block(Worker& W, unsigned long long b) {
     W.warps[w].live = lanes == 32 ? ~0u : ((1u << lanes) - 1);
     W.warps[w].arrived = 0;
   }
+  race_acquire(&W.race_block_end);      // the previous block's threads, all done
   std::memset(W.dyn, 0xff, L.cfg.shared_mem);
   for (auto& r : W.shared_regions) std::memset(r.first, 0xff, r.second);
+#if LABKIT_TSAN
+  // One ThreadSanitizer fiber per thread of the block, kept for the worker's later blocks (the end of
+  // a block orders them anyway) and named for the block it runs now.
+  for (auto& f : W.fibers) {
+    if (!f.race) f.race = __tsan_create_fiber(0);
+    char name[96];
+    snprintf(name, sizeof name, "block (%u,%u,%u) thread (%u,%u,%u)", W.block_idx.x, W.block_idx.y,
+             W.block_idx.z, f.tid.x, f.tid.y, f.tid.z);
+    __tsan_set_fiber_name(f.race, name);
+  }
+#endif
+  race_release(&W.race_block_start);
   W.live = n;
   W.at_bar = 0;
   W.aborted = false;
@@ -523,7 +679,7 @@ inline void run_block(Worker& W, unsigned long long b) {
       if (f.state != St::Ready) continue;
       tl_fiber = &f;
       ++W.switches;
-      switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size);
+      switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size, false, f.race);
       ran = true;
     }
     if (!ran && W.live > 0 && !W.aborted) {
@@ -613,6 +769,12 @@ inline void ensure_signal_stack() {
 }
 
 inline void worker_loop(Worker& W) {
+#if LABKIT_TSAN
+  // The scheduler's own accesses are bookkeeping; the kernel's threads run as fibers of their own.
+  W.race_sched = __tsan_get_current_fiber();
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
   tl_worker = &W;
   ensure_signal_stack();
   // __shared__ arrays are thread_local: a launch may run on other OS threads than the last.
@@ -647,6 +809,11 @@ inline void worker_loop(Worker& W) {
   W.switches = 0;
   tl_worker = nullptr;
   tl_fiber = nullptr;
+#if LABKIT_TSAN
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+  race_acquire(&W.race_block_end);   // whoever reads the results after the launch comes after them
 }
 
 // Workers (and their stacks) are kept between launches of a module, until the Python side calls
@@ -698,18 +865,23 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   segv.sa_flags = SA_SIGINFO | SA_ONSTACK;
   sigemptyset(&segv.sa_mask);
   L.thread_ids.reserve(nw);
-  sigaction(stop_signal(), &stop, &old_stop);
-  sigaction(SIGINT, &intr, &old_intr);
+  // Under the race check (a process of its own) none: ThreadSanitizer defers signals to points of its
+  // choosing, and the Python side ends the process when its time is up or on Ctrl-C.
+  constexpr bool handle_signals = !LABKIT_TSAN;
+  if (handle_signals) {
+    sigaction(stop_signal(), &stop, &old_stop);
+    sigaction(SIGINT, &intr, &old_intr);
 #if !LABKIT_ASAN   // AddressSanitizer reports overflows itself
-  sigaction(SIGSEGV, &segv, &old_segv());
-  sigaction(SIGBUS, &segv, &old_bus);
+    sigaction(SIGSEGV, &segv, &old_segv());
+    sigaction(SIGBUS, &segv, &old_bus);
 #endif
+  }
   active_launch().store(&L);
   std::mutex wd_mu;
   std::condition_variable wd_cv;
   bool done = false;
   std::thread watchdog;
-  if (cfg->timeout_ms)
+  if (cfg->timeout_ms && handle_signals)
     watchdog = std::thread([&] {
       std::unique_lock<std::mutex> g(wd_mu);
       if (!wd_cv.wait_for(g, std::chrono::milliseconds(cfg->timeout_ms), [&] { return done; })) stop_workers(&L, 1);
@@ -734,12 +906,14 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   wd_cv.notify_all();
   if (watchdog.joinable()) watchdog.join();
   active_launch().store(nullptr);
-  sigaction(stop_signal(), &old_stop, nullptr);
-  sigaction(SIGINT, &old_intr, nullptr);
+  if (handle_signals) {
+    sigaction(stop_signal(), &old_stop, nullptr);
+    sigaction(SIGINT, &old_intr, nullptr);
 #if !LABKIT_ASAN
-  sigaction(SIGSEGV, &old_segv(), nullptr);
-  sigaction(SIGBUS, &old_bus, nullptr);
+    sigaction(SIGSEGV, &old_segv(), nullptr);
+    sigaction(SIGBUS, &old_bus, nullptr);
 #endif
+  }
   g_launch = nullptr;
   last_switches() = L.switches.load();
   const int why = L.cancel.load();
@@ -822,13 +996,17 @@ constexpr int warpSize = 32;
 // Barriers, warp operations
 // ---------------------------------------------------------------------------
 #define __syncthreads() ::labkit::syncthreads(__LINE__)
-inline void __syncwarp(unsigned mask = 0xffffffffu) { ::labkit::warp_sync(mask); }
-inline unsigned __activemask() { return ::labkit::tl_worker->warps[::labkit::tl_fiber->warp].live; }
+inline void __syncwarp(unsigned mask = 0xffffffffu) { ::labkit::warp_sync(mask, true); }
+inline unsigned __activemask() {
+  ::labkit::Bookkeeping quiet;
+  return ::labkit::tl_worker->warps[::labkit::tl_fiber->warp].live;
+}
 
 namespace labkit {
 template <class T>
 inline T shfl_exchange(unsigned mask, T v, int src_of_lane, int line = 0) {
   static_assert(sizeof(T) <= 8, "shuffles move at most 8 bytes");
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   const unsigned src = unsigned(src_of_lane) & 31u;
@@ -851,6 +1029,7 @@ inline T shfl_exchange(unsigned mask, T v, int src_of_lane, int line = 0) {
 // A vote: the ballot of `pred` over the lanes in `mask`, and which lanes took part
 // (read between the two barriers, while every participant is still waiting).
 inline unsigned ballot(unsigned mask, int pred, unsigned* participants = nullptr) {
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   WarpState& ws = W->warps[f->warp];
@@ -903,6 +1082,7 @@ inline int __all_sync(unsigned mask, int pred) {
 // Every participating lane's value of a warp operation (reductions, matches), and which lanes took part.
 namespace labkit {
 template <class T> inline unsigned gather(unsigned mask, T v, T (&all)[32]) {
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   WarpState& ws = W->warps[f->warp];
@@ -935,6 +1115,7 @@ template <class T> inline unsigned match(unsigned mask, T v, unsigned* who_out =
 // fibers of a block take turns on one core: no race), a barrier, everyone reads, a barrier, then
 // thread 0 clears it for the call after next.
 inline unsigned long long syncthreads_count(int pred, int line, unsigned long long* seen = nullptr) {
+  Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   const unsigned k = f->count_phase++ & 1u;
@@ -976,27 +1157,30 @@ template <class T> inline unsigned __match_all_sync(unsigned mask, T v, int* pre
 
 // ---------------------------------------------------------------------------
 // Atomics: fibers of one worker never interleave inside a call, so these need
-// to be atomic only across workers (other cores).
+// to be atomic only across workers (other cores).  Relaxed, as a GPU's; under the
+// race check sequentially consistent, so that the pattern "write, __threadfence(),
+// atomic flag; another block sees the flag, reads" is ordered as on a GPU (the
+// checker does not model fences).
 // ---------------------------------------------------------------------------
 #define LABKIT_ATOMIC_INT(T)                                                                         \
-  inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, __ATOMIC_RELAXED); }              \
-  inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, __ATOMIC_RELAXED); }              \
-  inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, __ATOMIC_RELAXED); }              \
-  inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, __ATOMIC_RELAXED); }                \
-  inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, __ATOMIC_RELAXED); }              \
-  inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, __ATOMIC_RELAXED); }            \
+  inline T atomicAdd(T* p, T v) { return __atomic_fetch_add(p, v, LABKIT_MO); }                      \
+  inline T atomicSub(T* p, T v) { return __atomic_fetch_sub(p, v, LABKIT_MO); }                      \
+  inline T atomicAnd(T* p, T v) { return __atomic_fetch_and(p, v, LABKIT_MO); }                      \
+  inline T atomicOr(T* p, T v) { return __atomic_fetch_or(p, v, LABKIT_MO); }                        \
+  inline T atomicXor(T* p, T v) { return __atomic_fetch_xor(p, v, LABKIT_MO); }                      \
+  inline T atomicExch(T* p, T v) { return __atomic_exchange_n(p, v, LABKIT_MO); }                    \
   inline T atomicCAS(T* p, T cmp, T v) {                                                             \
-    __atomic_compare_exchange_n(p, &cmp, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);              \
+    __atomic_compare_exchange_n(p, &cmp, v, false, LABKIT_MO, LABKIT_MO);                            \
     return cmp;                                                                                      \
   }                                                                                                  \
   inline T atomicMax(T* p, T v) {                                                                    \
-    T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                    \
-    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+    T old = __atomic_load_n(p, LABKIT_MO);                                                           \
+    while (old < v && !__atomic_compare_exchange_n(p, &old, v, true, LABKIT_MO, LABKIT_MO)) {}       \
     return old;                                                                                      \
   }                                                                                                  \
   inline T atomicMin(T* p, T v) {                                                                    \
-    T old = __atomic_load_n(p, __ATOMIC_RELAXED);                                                    \
-    while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {} \
+    T old = __atomic_load_n(p, LABKIT_MO);                                                           \
+    while (old > v && !__atomic_compare_exchange_n(p, &old, v, true, LABKIT_MO, LABKIT_MO)) {}       \
     return old;                                                                                      \
   }
 LABKIT_ATOMIC_INT(int)
@@ -1010,14 +1194,14 @@ namespace labkit {
 template <class F, class Op> inline F atomic_float(F* p, Op op) {
   using B = std::conditional_t<sizeof(F) == 4, unsigned int, unsigned long long>;
   B* bp = reinterpret_cast<B*>(p);
-  B old_bits = __atomic_load_n(bp, __ATOMIC_RELAXED);
+  B old_bits = __atomic_load_n(bp, LABKIT_MO);
   for (;;) {
     F old_val, new_val;
     std::memcpy(&old_val, &old_bits, sizeof(F));
     new_val = op(old_val);
     B new_bits;
     std::memcpy(&new_bits, &new_val, sizeof(F));
-    if (__atomic_compare_exchange_n(bp, &old_bits, new_bits, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+    if (__atomic_compare_exchange_n(bp, &old_bits, new_bits, true, LABKIT_MO, LABKIT_MO))
       return old_val;
   }
 }
@@ -1028,17 +1212,21 @@ inline float atomicExch(float* p, float v) { return ::labkit::atomic_float(p, [v
 // As in CUDA, there is no atomicMax/atomicMin/atomicCAS on float: a kernel that used
 // them here would not compile on a GPU.  Build them from atomicCAS on the bits.
 inline unsigned atomicInc(unsigned* p, unsigned val) {   // ((old >= val) ? 0 : old + 1), as CUDA
-  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(p, &old, old >= val ? 0u : old + 1u, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {}
+  unsigned old = __atomic_load_n(p, LABKIT_MO);
+  while (!__atomic_compare_exchange_n(p, &old, old >= val ? 0u : old + 1u, true, LABKIT_MO, LABKIT_MO)) {}
   return old;
 }
 inline unsigned atomicDec(unsigned* p, unsigned val) {   // ((old == 0 || old > val) ? val : old - 1)
-  unsigned old = __atomic_load_n(p, __ATOMIC_RELAXED);
-  while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > val) ? val : old - 1u, true, __ATOMIC_RELAXED,
-                                      __ATOMIC_RELAXED)) {}
+  unsigned old = __atomic_load_n(p, LABKIT_MO);
+  while (!__atomic_compare_exchange_n(p, &old, (old == 0 || old > val) ? val : old - 1u, true, LABKIT_MO,
+                                      LABKIT_MO)) {}
   return old;
 }
+#if LABKIT_TSAN
+inline void __threadfence() {}   // the race check's atomics order memory themselves (see above)
+#else
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+#endif
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 
 // ---------------------------------------------------------------------------
@@ -1121,3 +1309,7 @@ inline double min(double a, float b) { return fmin(a, double(b)); }
 inline double min(float a, double b) { return fmin(double(a), b); }
 inline double max(double a, float b) { return fmax(a, double(b)); }
 inline double max(float a, double b) { return fmax(double(a), b); }
+
+#if LABKIT_PREEMPT
+#include "labkit_interleave.h"
+#endif
