@@ -14,6 +14,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CUDA_MAJOR := $(shell nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9][0-9]*\).*/\1/p' | head -n 1)
 GPU ?= $(if $(CUDA_MAJOR),$(if $(filter 12,$(CUDA_MAJOR)),cuda12,cuda13),none)
+# Test files run in parallel, one process per core (pytest-xdist); a notebook stays in one process.
+TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 EXTRAS := lab,reference$(if $(filter cuda12 cuda13,$(GPU)),$(comma)$(GPU),)
 
 .PHONY: series test env lab clean
@@ -31,7 +33,7 @@ series: env
 	$(PY) -m labkit.series --out results
 
 test: env
-	$(PY) -m pytest --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
 lab: env
 	$(VENV)/bin/jupyter lab notebooks/

@@ -251,3 +251,35 @@ def test_without_thread_sanitizer_the_race_check_says_what_to_install():
     with pytest.raises(KernelCompileError, match=r"the race check needs the host compiler's ThreadSanitizer "
                                                  r"\(libtsan\), which is not installed here"):
         compiler._run_compiler(["sh", "-c", "echo '/usr/bin/ld: cannot find -ltsan' >&2; exit 1"], "k.cu", "thread")
+
+
+def test_the_find_the_bug_kernels_are_found_and_their_fixes_pass():
+    """labkit/kernels/find_the_bug.cu: the race check names each bug with its lines; the fix (an atomic
+    update, a barrier in the loop) passes the race check and gives the right answer."""
+    src = labkit.kernels.source("find_the_bug")
+    line = {key: next(i + 1 for i, ln in enumerate(src.splitlines()) if key in ln)
+            for key in ("bins[x[i]] += 1", "s[t] += s[t + k]")}
+    x = rng.integers(0, 7, 1000).astype(np.int32)
+    want = np.bincount(x, minlength=7)
+    bugged = CPUModule(src, path="find_the_bug.cu")
+    bins = np.zeros(7, np.int32)
+    bugged.get_function("histogram")((4,), (256,), (x, bins, np.int32(1000), np.int32(7)))
+    # (the default schedule may hide it: blocks on one worker run one after another)
+    with pytest.raises(KernelRaceError, match=rf"(?s)argument 1 \('bins'\).*find_the_bug.cu:{line['bins[x[i]] += 1']}"
+                                              r".*atomicAdd"):
+        bugged.get_function("histogram")((4,), (256,), (x, bins, np.int32(1000), np.int32(7)), check="race")
+    v = rng.standard_normal(1000).astype(np.float32)
+    with pytest.raises(KernelRaceError, match=rf"(?s)__shared__ array 's'.*find_the_bug.cu:{line['s[t] += s[t + k]']}"
+                                              r".*the steps of a loop.*need a __syncthreads\(\)"):
+        bugged.get_function("block_sum")((4,), (256,), (v, np.zeros(4, np.float32), np.int32(1000)), check="race")
+
+    fixed = CPUModule(src.replace("bins[x[i]] += 1", "atomicAdd(&bins[x[i]], 1)")
+                      .replace("if (t < k) s[t] += s[t + k];", "if (t < k) s[t] += s[t + k];\n    __syncthreads();"),
+                      path="find_the_bug_fixed.cu")
+    for check in (None, "race", "shuffle"):
+        bins = np.zeros(7, np.int32)
+        fixed.get_function("histogram")((4,), (256,), (x, bins, np.int32(1000), np.int32(7)), check=check)
+        assert np.array_equal(bins, want)
+        partial = np.full(4, np.nan, np.float32)
+        fixed.get_function("block_sum")((4,), (256,), (v, partial, np.int32(1000)), check=check)
+        assert np.allclose(partial, np.pad(v, (0, 24)).reshape(4, 256).astype(np.float64).sum(1), atol=1e-4)

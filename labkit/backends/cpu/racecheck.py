@@ -81,11 +81,24 @@ def _block(thread: str) -> str:
     return m.group(1) if m else ""
 
 
+def _own_element(now: Access, before: Access, location: str) -> bool:
+    """Whether the plain write of the two went to the writer's own element of a shared array
+    (element == threadIdx.x): a loop step read by a neighbour, not many threads on one location."""
+    writer = next((a for a in (now, before) if a.kind == "write"), None)
+    element = re.search(r"element (\d+)", location)
+    thread = re.search(r"thread \((\d+),0,0\)$", writer.thread) if writer else None
+    return bool("shared" in location and element and thread and element.group(1) == thread.group(1))
+
+
 def _advice(now: Access, before: Access, location: str) -> str:
     if _block(now.thread) and _block(now.thread) != _block(before.thread):
         return ("threads of different blocks: no barrier orders them; make the update atomic (atomicAdd), "
                 "or give each block its own part of the output and combine the parts afterwards")
     if now.where == before.where and "write" in now.kind + before.kind:
+        if _own_element(now, before, location):
+            return ("each thread updates its own element of shared memory and another thread reads it at "
+                    "the same line: the steps of a loop (such as a tree reduction) need a __syncthreads() "
+                    "between them, inside the loop after the update")
         return ("many threads update one location at the same line: a read-modify-write such as y[0] += v "
                 "loses updates on a GPU; use atomicAdd, or a reduction in shared memory")
     scope = "__syncthreads()" + (" (or __syncwarp() among the lanes of one warp)" if "shared" in location else "")

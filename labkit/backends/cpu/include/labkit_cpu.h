@@ -523,10 +523,12 @@ inline void thread_exit() {
   Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
-  // Race check: a thread that has returned counts as arrived at every later barrier (as on a GPU),
-  // and the block's end orders its accesses before the next block on this worker.
-  race_release(&W->race_bar[0]);
-  race_release(&W->race_bar[1]);
+  // Race check: a thread that has returned counts as arrived at every later barrier (as on a GPU).
+  // It releases into the next barrier's object only: the other one is what threads still leaving
+  // the last barrier acquire, and they must not be ordered after this thread's accesses since then.
+  // Later barriers see it through those who pass the next one; the block's end orders its accesses
+  // before the next block on this worker.
+  race_release(&W->race_bar[f->bar_gen & 1u]);
   race_release(&W->race_block_end);
   f->state = St::Done;
   --W->live;
