@@ -34,7 +34,11 @@ for s in $STEPS; do
   case $s in
     tests)     step tests python3 -m pytest tests -q -p no:cacheprovider ;;
     sanitize)  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
-               step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py ;;
+               step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
+               step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
+               # find_the_bug.cu is racy on purpose: racecheck must report its shared-memory race
+               step racecheck-finds-the-bug sh -c 'compute-sanitizer --tool racecheck --error-exitcode 9 \
+                 python3 scripts/sanitize_kernels.py --find-the-bug; [ $? -eq 9 ] && echo "racecheck reported the race"' ;;
     tune)      step tune python3 benchmarks/tune_conv.py --out "$OUT/bench" --write-table
                step tune-gemm python3 benchmarks/tune_gemm.py --out "$OUT/bench" --write-table
                cp labkit/tuned/conv_tuned.json labkit/tuned/gemm.json "$OUT/bench/" ;;

@@ -2,8 +2,16 @@
 
     compute-sanitizer --tool memcheck python3 scripts/sanitize_kernels.py
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py
+    compute-sanitizer --tool synccheck python3 scripts/sanitize_kernels.py
+    compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py --find-the-bug   # must report
 
-The executor's feature kernels are launched through the cases of the GPU parity test, the
+labkit/kernels/find_the_bug.cu is left out of the clean run: its kernels are racy on purpose (notebook
+03's exercise). `--find-the-bug` launches only them, so that a racecheck run shows the tool does report
+the shared-memory race of block_sum (racecheck does not look at global memory: the histogram's race is
+the CPU executor's race check's to find).
+
+The executor's feature kernels are launched through the cases of the GPU parity test, the CUDA
+teaching kernels (tests/cuda/teaching_kernels.cu) through the GPU cases of their test, the
 convolution ladder (labkit/kernels/conv_*.cu) through labkit.ops.conv.conv2d, the GEMM ladder
 (labkit/kernels/gemm.cu) through labkit.ops.gemm.gemm, the implicit-GEMM convolutions through
 labkit.ops.implicit.
@@ -75,12 +83,14 @@ def launch_layers() -> int:
     x = cp.asarray(rng.standard_normal((3, 5, 13, 11), dtype=np.float32))
     layers.max_pool2d(x, 2, 2)
     layers.max_pool2d(x, 3, 2)
+    x[0, 0, 0, 0] = cp.nan                                          # the NaN-keeping branch of the pools
+    layers.max_pool2d(x, 2, 2)
     layers.softmax(cp.asarray(rng.standard_normal((37, 10), dtype=np.float32)))
     for (N, C, H, W, M, K), imgs in [((3, 1, 48, 48, 6, 5), 2), ((2, 3, 13, 12, 4, 3), 1)]:
         layers.conv_pool_tanh(cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32)),
                               cp.asarray(rng.standard_normal((M, C, K, K), dtype=np.float32)),
                               cp.asarray(rng.standard_normal(M, dtype=np.float32)), imgs=imgs)
-    return 5
+    return 6
 
 
 def launch_unroll() -> int:
@@ -175,7 +185,36 @@ def launch_prepared_and_graphs() -> int:
     return n
 
 
+def launch_teaching_kernels() -> int:
+    """tests/cuda/teaching_kernels.cu: cooperative groups, warp reductions, atomics, a NULL argument,
+    an array passed twice; each GPU case of its test checks its answer as well."""
+    import test_cpu_executor_cuda_code as teaching
+
+    cases = [getattr(teaching, name) for name in dir(teaching)
+             if name.startswith("test_") and "where" in getattr(teaching, name).__code__.co_varnames]
+    for case in cases:
+        case("gpu", None)
+    return len(cases)
+
+
+def launch_find_the_bug() -> int:
+    """The racy kernels of notebook 03's exercise, once each."""
+    from labkit.loader import load
+
+    rng = np.random.default_rng()
+    mod = load("find_the_bug")
+    mod.get_function("histogram")((4,), (256,), (cp.asarray(rng.integers(0, 7, 1000).astype(np.int32)),
+                                                 cp.zeros(7, cp.int32), np.int32(1000), np.int32(7)))
+    mod.get_function("block_sum")((4,), (256,), (cp.asarray(rng.standard_normal(1000).astype(np.float32)),
+                                                 cp.zeros(4, cp.float32), np.int32(1000)))
+    cp.cuda.Device().synchronize()
+    return 2
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--find-the-bug"]:
+        print(f"launched {launch_find_the_bug()} kernels (racy on purpose)")
+        return 0
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
     n = 0
@@ -183,6 +222,7 @@ def main() -> int:
         args = [cp.asarray(a) if isinstance(a, np.ndarray) else a for a in make()]
         mod.get_function(name)(grid, block, args, shared_mem=shmem)
         n += 1
+    n += launch_teaching_kernels()
     n += launch_conv_ladder()
     n += launch_gemm_ladder()
     n += launch_layers()

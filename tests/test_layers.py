@@ -63,6 +63,18 @@ def test_conv_pool_tanh_matches_reference(shape, threads, imgs):
     assert rel_err(y, ref) < 1e-5
 
 
+def test_conv_pool_tanh_keeps_a_nan_as_the_reference_does():
+    """A NaN in the input reaches every pooled output whose windows touch it (fmaxf would have
+    pooled it away where another value of the 2x2 window is a number)."""
+    x, w, b = make_layer(2, 1, 16, 14, 3, 5)
+    x[0, 0, 5, 6] = x[1, 0, 15, 13] = np.nan
+    ref = reference.max_pool2d(np.tanh(reference.conv2d(x, w, b)), 2, 2)
+    assert np.isnan(ref).any() and not np.isnan(ref).all()
+    y = to_numpy(layers.conv_pool_tanh(dev(x), dev(w), dev(b), out=poisoned(ref.shape)))
+    assert np.array_equal(np.isnan(y), np.isnan(ref))
+    assert np.allclose(y[~np.isnan(y)], ref[~np.isnan(ref)], rtol=1e-5, atol=1e-6)
+
+
 def test_fused_equals_unfused_pipeline():
     from labkit.ops.conv import conv2d
     x, w, b = make_layer(3, 1, 48, 48, 6, 5)

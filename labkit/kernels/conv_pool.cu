@@ -60,6 +60,10 @@ __constant__ float c_bias[cp::M];
 // tanh(v) = 1 - 2 / (exp(2v) + 1), with the fast exponential and division (as conv_tuned.cu).
 __device__ __forceinline__ float fast_tanh(float v) { return 1.0f - __fdividef(2.0f, __expf(2.0f * v) + 1.0f); }
 
+// The larger of two values, or NaN where either is NaN (fmaxf would drop a NaN for the other operand,
+// where the reference's pooling keeps it): a NaN in the input must show in the output.
+__device__ __forceinline__ float max_keep_nan(float a, float b) { return (b > a || b != b) ? b : a; }
+
 // Version 1: conv + bias + tanh + 2x2 max-pool, one pooled output (all channels) per work unit.
 extern "C" __global__ void __launch_bounds__(THREADS)
 conv_pool_tanh(const float* __restrict__ x, float* __restrict__ y, int N) {
@@ -109,7 +113,8 @@ conv_pool_tanh(const float* __restrict__ x, float* __restrict__ y, int N) {
     if (n < N)
 #pragma unroll
       for (int m = 0; m < M; ++m) {
-        const float v = fmaxf(fmaxf(acc[m][0][0], acc[m][0][1]), fmaxf(acc[m][1][0], acc[m][1][1]));
+        const float v = max_keep_nan(max_keep_nan(acc[m][0][0], acc[m][0][1]),
+                                     max_keep_nan(acc[m][1][0], acc[m][1][1]));
         y[(((size_t)n * M + m) * PH + i) * PW + j] = fast_tanh(v);
       }
   }

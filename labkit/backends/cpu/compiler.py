@@ -25,7 +25,7 @@ from ..kernel_source import SourceInfo
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "labkit_cpu.h"
 RUNNER = HERE / "runner.cpp"
-EXECUTOR_VERSION = "3"
+EXECUTOR_VERSION = "4"
 
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1")
 # GCC's report of each function's frame (to size fiber stacks) and stack-clash probes (a frame larger
@@ -178,16 +178,19 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
     if out.exists() and not fresh:
         return out
     include = header_dir(cxx, version, flags)
+    # Source lines in a sanitizer's report read as the kernel's path was given ("conv.cu:12"), not
+    # joined to the folder that happened to compile it first (the cached library serves every folder).
+    where = [f"-fdebug-prefix-map={os.getcwd()}=."]
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         src = Path(tmp) / "kernel.cpp"
         src.write_text(tu)
         obj = Path(tmp) / "kernel.so"
         if sanitizer in RUNTIME_FREE:
             o = Path(tmp) / "kernel.o"
-            _run_compiler([cxx, *flags, "-c", "-I", str(include), "-o", str(o), str(src)], path, sanitizer)
+            _run_compiler([cxx, *flags, *where, "-c", "-I", str(include), "-o", str(o), str(src)], path, sanitizer)
             _run_compiler([cxx, *BASE_FLAGS, "-shared", "-Wl,-z,defs", "-o", str(obj), str(o)], path)
         else:
-            _run_compiler([cxx, *flags, "-I", str(include), "-o", str(obj), str(src)], path, sanitizer)
+            _run_compiler([cxx, *flags, *where, "-I", str(include), "-o", str(obj), str(src)], path, sanitizer)
         frames = [int(line.split("\t")[1]) for su in Path(tmp).glob("*.su")
                   for line in su.read_text().splitlines() if line.count("\t") >= 2]
         out.with_suffix(".stack").write_text(str(max(frames, default=0)))
