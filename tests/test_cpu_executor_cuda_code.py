@@ -31,7 +31,8 @@ def run(name, grid, block, args, check=None, on_gpu=False):
         import cupy
         from labkit.backends.cuda import CUDAModule
         mod = CUDAModule(SOURCE.read_text(), path=str(SOURCE))
-        dev = [cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+        copies = {id(a): cupy.asarray(a) for a in args if isinstance(a, np.ndarray)}   # one array passed twice
+        dev = [copies[id(a)] if isinstance(a, np.ndarray) else a for a in args]         # stays one
         mod.get_function(name)(grid, block, dev)
         return [cupy.asnumpy(a) if isinstance(a, cupy.ndarray) else a for a in dev]
     module(check).get_function(name)(grid, block, args)

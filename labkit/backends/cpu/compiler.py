@@ -34,7 +34,9 @@ BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1"
 # sets), so a kernel that hangs on a GPU would return at once here; keep the loop, and let the
 # watchdog report it.  -fstack-usage writes each function's frame size, the stack a worker needs.
 GCC_FLAGS = ("-fstack-usage", "-fstack-clash-protection", "-fno-finite-loops")
-FAST_FLAGS = ("-O2",)
+# _FORTIFY_SOURCE as many distributions' compilers set it by default: the executor must work with its
+# checked longjmp wherever it runs, so it is checked with it everywhere.
+FAST_FLAGS = ("-O2", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2")
 # The checks that run a launch in a process of their own, each in a build of its own:
 # AddressSanitizer for the memory check (bounds of global and shared memory), ThreadSanitizer for
 # the race check (accesses of two threads that nothing orders), and for the shuffled schedule

@@ -860,6 +860,10 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   // The signals that stop a launch: Ctrl-C, the watchdog's, a fault in a fiber's guard page.
   struct sigaction stop{}, intr{}, segv{}, old_stop{}, old_intr{}, old_bus{};
   stop.sa_handler = on_stop_signal;
+  // On the worker's alternate stack: the handler leaves by siglongjmp, and glibc's checked longjmp
+  // (_FORTIFY_SOURCE, on by default in some distributions' compilers) aborts a jump from a fiber's
+  // stack to a frame lower in memory, but allows any jump out of the alternate stack.
+  stop.sa_flags = SA_ONSTACK;
   sigemptyset(&stop.sa_mask);
   intr.sa_handler = on_sigint;
   sigemptyset(&intr.sa_mask);
