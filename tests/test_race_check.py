@@ -283,3 +283,29 @@ def test_the_find_the_bug_kernels_are_found_and_their_fixes_pass():
         partial = np.full(4, np.nan, np.float32)
         fixed.get_function("block_sum")((4,), (256,), (v, partial, np.int32(1000)), check=check)
         assert np.allclose(partial, np.pad(v, (0, 24)).reshape(4, 256).astype(np.float64).sum(1), atol=1e-4)
+
+
+NO_BARRIER_IN_LOOP = r'''
+extern "C" __global__ void tree_sum(const float* x, float* partial, int racy_block) {
+  __shared__ float s[1024];
+  const int t = threadIdx.x;
+  s[t] = x[blockIdx.x * blockDim.x + t];
+  __syncthreads();
+  for (int k = blockDim.x / 2; k > 0; k /= 2) {
+    if (t < k) s[t] += s[t + k];
+    if (blockIdx.x != racy_block) __syncthreads();
+  }
+  if (t == 0) partial[blockIdx.x] = s[0];
+}'''
+
+
+@pytest.mark.parametrize("grid, block, racy", [(1, 1024, 0), (4, 512, 0), (4, 64, 3)],
+                         ids=["one-block-of-1024", "blocks-of-512", "a-workers-later-block"])
+def test_a_missing_barrier_is_found_in_large_blocks_and_in_every_block(grid, block, racy):
+    """ThreadSanitizer has vector-clock slots for about 255 threads: larger blocks share the checker's
+    fibers (labkit_cpu.h, race_fiber_count), and each block a worker runs is checked, not only its first."""
+    fn = CPUModule(NO_BARRIER_IN_LOOP, path="tree_sum.cu").get_function("tree_sum")
+    args = (rng.standard_normal(grid * block).astype(np.float32), np.zeros(grid, np.float32), np.int32(racy))
+    with pytest.raises(KernelRaceError, match=rf"(?s)__shared__ array 's'.*block \({racy},0,0\).*tree_sum.cu:8"):
+        fn((grid,), (block,), args, check="race")
+    fn((grid,), (block,), args[:2] + (np.int32(-1),), check="race")        # with every barrier: no race

@@ -121,6 +121,12 @@ def explain(fn, stderr: str) -> str:
     # A worker's fibers are named for the block they run now: the earlier access of another block may
     # have come from an earlier block of that worker, but its thread index is right.
     earlier = f"thread {before.thread.split(' thread ')[-1]} of another block" if other else before.thread
+    shared = re.search(r"LABKIT-RACE-FIBERS (\d+) (\d+)", stderr)
+    if shared and int(shared.group(2)) > int(shared.group(1)):
+        # Threads share the checker's fibers (labkit_cpu.h, race_fiber_count): the earlier access is
+        # named for the thread its fiber ran last, which may be another of the threads sharing it.
+        earlier += (f" (or another thread a multiple of {shared.group(1)} threads from it in the block: "
+                    "the check runs those on one fiber)")
     parts = [f"{head} on {location}",
              f"  {now.kind} by {now.thread} at {now.where or '?'}",
              f"  {before.kind} by {earlier} at {before.where or '?'} (before it, with nothing between "

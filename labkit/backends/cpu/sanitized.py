@@ -112,9 +112,12 @@ def shared_name(name: str) -> str:
     return "dynamic shared memory (extern __shared__)" if name == "(dynamic)" else f"__shared__ array '{name}'"
 
 
+RUNNER_LINES = ("LABKIT-ARG", "LABKIT-SHARED", "LABKIT-RACE-FIBERS")   # the runner's notes to this module
+
+
 def report_lines(stderr: str) -> list[str]:
     """The sanitizer's report without the runner's own lines."""
-    return [ln for ln in stderr.splitlines() if not ln.startswith(("LABKIT-ARG", "LABKIT-SHARED"))]
+    return [ln for ln in stderr.splitlines() if not ln.startswith(RUNNER_LINES)]
 
 
 def run(fn, cfg, packed, *, sanitizer: str, check: str, options: str = "", explain=None,

@@ -199,6 +199,7 @@ struct Fiber {
   unsigned count_phase = 0;   // __syncthreads_count/and/or calls made: which accumulator is next
   unsigned bar_gen = 0;       // __syncthreads() passed: the race check alternates two sync objects
   void* race = nullptr;       // race check: this thread's ThreadSanitizer fiber
+  int race_quiet = 0;         // race check: Bookkeeping scopes open while it was switched out
   int quiet = 0;              // shuffled schedule: > 0 inside the executor's own code (no switch there)
 };
 
@@ -225,6 +226,7 @@ struct Launch {
   std::atomic<unsigned long long> switches{0};
   std::atomic<int> cancel{0};            // why the launch was stopped: 1 watchdog, 2 Ctrl-C, 3 stack overflow
   std::vector<pthread_t> thread_ids;     // the workers' threads, for the signals that stop them
+  unsigned race_fibers = 0;              // race check: ThreadSanitizer fibers per worker (race_fiber_count)
   std::mutex err_mu;
   std::string error;
   void fail(const std::string& msg) {
@@ -263,13 +265,14 @@ struct Worker {
   // Race check: the sync objects of __syncthreads (two, alternating) and of a block's start and end.
   void* race_sched = nullptr;
   char race_bar[2] = {0, 0}, race_block_start = 0, race_block_end = 0;
+  std::vector<void*> race_fibers;        // the ThreadSanitizer fibers that the block's threads share
+  std::vector<int> race_named;           // which thread (linear index) each is named for now
 
   ~Worker() {
     if (stacks) munmap(stacks, stacks_bytes);
     std::free(dyn);
 #if LABKIT_TSAN
-    for (auto& f : fibers)
-      if (f.race) __tsan_destroy_fiber(f.race);
+    for (void* r : race_fibers) __tsan_destroy_fiber(r);
 #endif
   }
 };
@@ -287,6 +290,17 @@ inline void* dyn_shared() { return tl_worker->dyn; }
 // thread that arrives, an acquire by each that leaves), an atomic, the start or end of a block.
 // The executor's own bookkeeping (barrier counts, the warp's exchange slots, the scheduler) is not
 // kernel memory: its accesses are ignored.
+#if LABKIT_TSAN
+// ThreadSanitizer keeps "ignore accesses" per fiber, and several threads of a block may share one
+// (race_fiber_count): switch_to hands a thread's open Bookkeeping scopes over when it switches it out
+// and back in, so that the next thread on the same fiber is checked.
+inline void race_ignore_begin() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
+inline void race_ignore_end() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__); AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+inline int& race_quiet_depth() {
+  static thread_local int depth = 0;   // Bookkeeping scopes open in the code running on this OS thread
+  return depth;
+}
+#endif
 struct Bookkeeping {
 #if LABKIT_PREEMPT   // the shuffled schedule never switches threads inside the executor's own code
   Fiber* f = tl_in_fiber ? tl_fiber : nullptr;
@@ -295,8 +309,8 @@ struct Bookkeeping {
   Bookkeeping(const Bookkeeping&) = delete;
 #endif
 #if LABKIT_TSAN
-  Bookkeeping() { AnnotateIgnoreReadsBegin(__FILE__, __LINE__); AnnotateIgnoreWritesBegin(__FILE__, __LINE__); }
-  ~Bookkeeping() { AnnotateIgnoreWritesEnd(__FILE__, __LINE__); AnnotateIgnoreReadsEnd(__FILE__, __LINE__); }
+  Bookkeeping() { race_ignore_begin(); ++race_quiet_depth(); }
+  ~Bookkeeping() { --race_quiet_depth(); race_ignore_end(); }
   Bookkeeping(const Bookkeeping&) = delete;
 #endif
 };
@@ -382,8 +396,25 @@ LABKIT_UNINSTRUMENTED inline void preempt_point() {
 inline void switch_to(void** save, void* load, const void* bottom, size_t size, bool dying = false,
                       void* race_to = nullptr) {
 #if LABKIT_TSAN
+  // Leaving a kernel thread for the scheduler: its open Bookkeeping scopes leave the fiber with it.
+  // (The hand-over's own accesses are the executor's: made inside one more ignored scope.)
+  Fiber* leaving = tl_worker && race_to == tl_worker->race_sched ? tl_fiber : nullptr;
+  if (leaving) {
+    race_ignore_begin();
+    const int depth = race_quiet_depth();
+    leaving->race_quiet = depth;
+    race_quiet_depth() = 0;
+    for (int k = 0; k <= depth; ++k) race_ignore_end();
+  }
   __tsan_switch_to_fiber(race_to, __tsan_switch_to_fiber_no_sync);
   labkit_fiber_switch(save, load);
+  if (leaving) {                     // back in that thread (on its fiber): its scopes again
+    race_ignore_begin();
+    const int depth = leaving->race_quiet;
+    race_quiet_depth() = depth;
+    for (int k = 0; k < depth; ++k) race_ignore_begin();
+    race_ignore_end();
+  }
   (void)bottom; (void)size; (void)dying;
 #elif LABKIT_ASAN
   void* fake = nullptr;
@@ -589,6 +620,20 @@ inline void* initial_stack(char* lo, size_t size) {
 #endif
 }
 
+// Race check: how many ThreadSanitizer fibers each of nw workers gets.  GCC 13's ThreadSanitizer (and
+// LLVM's since 14) gives at most 255 threads and fibers a vector-clock slot each; one more takes over
+// another's slot and counts as coming after everything that one did, hiding races.  So a block's
+// threads share fewer fibers: thread i runs as fiber i mod F.  F is prime: threads a power of two apart
+// (a reduction's partners, a warp's lanes) never share one; threads that do are not checked
+// against each other.  The runner prints F for the report (LABKIT-RACE-FIBERS).
+inline unsigned race_fiber_count(unsigned nw) {
+  static const unsigned primes[] = {233, 113, 73, 53, 43, 37, 31, 23, 19, 13, 11, 7, 5, 3, 2};
+  const unsigned room = (240 - 1 - nw) / std::max(1u, nw);    // the main thread and the workers have slots too
+  for (unsigned p : primes)
+    if (p <= room) return p;
+  return 1;
+}
+
 inline void prepare_worker(Worker& W, Launch& L) {
   W.L = &L;
   const unsigned n = L.nthreads;
@@ -605,10 +650,6 @@ inline void prepare_worker(Worker& W, Launch& L) {
     W.nstacks = n;
     for (unsigned i = 0; i < n; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
   }
-#if LABKIT_TSAN
-  for (auto& f : W.fibers)
-    if (f.race) __tsan_destroy_fiber(f.race);
-#endif
   W.fibers.assign(n, Fiber{});
   W.order.resize(n);
   W.warps.assign((n + 31) / 32, WarpState{});
@@ -657,15 +698,12 @@ inline void run_block(Worker& W, unsigned long long b) {
   std::memset(W.dyn, 0xff, L.cfg.shared_mem);
   for (auto& r : W.shared_regions) std::memset(r.first, 0xff, r.second);
 #if LABKIT_TSAN
-  // One ThreadSanitizer fiber per thread of the block, kept for the worker's later blocks (the end of
-  // a block orders them anyway) and named for the block it runs now.
-  for (auto& f : W.fibers) {
-    if (!f.race) f.race = __tsan_create_fiber(0);
-    char name[96];
-    snprintf(name, sizeof name, "block (%u,%u,%u) thread (%u,%u,%u)", W.block_idx.x, W.block_idx.y,
-             W.block_idx.z, f.tid.x, f.tid.y, f.tid.z);
-    __tsan_set_fiber_name(f.race, name);
-  }
+  // Thread i runs as ThreadSanitizer fiber i mod race_fibers (see race_fiber_count); the fibers are
+  // made here, on the worker's own thread, and kept for its later blocks (a block's end orders them).
+  const unsigned nf = std::min(n, L.race_fibers);
+  while (W.race_fibers.size() < nf) W.race_fibers.push_back(__tsan_create_fiber(0));
+  for (unsigned i = 0; i < n; ++i) W.fibers[i].race = W.race_fibers[i % nf];
+  W.race_named.assign(nf, -1);                                // named anew for this block
 #endif
   race_release(&W.race_block_start);
   W.live = n;
@@ -681,6 +719,17 @@ inline void run_block(Worker& W, unsigned long long b) {
       if (f.state != St::Ready) continue;
       tl_fiber = &f;
       ++W.switches;
+#if LABKIT_TSAN
+      // A report names the thread its fiber ran last: name the fiber for the thread it runs now.
+      int& named = W.race_named[f.linear % W.race_named.size()];
+      if (named != int(f.linear)) {
+        named = int(f.linear);
+        char name[96];
+        snprintf(name, sizeof name, "block (%u,%u,%u) thread (%u,%u,%u)", W.block_idx.x, W.block_idx.y,
+                 W.block_idx.z, f.tid.x, f.tid.y, f.tid.z);
+        __tsan_set_fiber_name(f.race, name);
+      }
+#endif
       switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size, false, f.race);
       ran = true;
     }
@@ -856,6 +905,10 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   if ((unsigned long long)nw > L.nblocks) nw = unsigned(std::max(1ull, L.nblocks));
   auto& pool = worker_pool();
   while (pool.size() < nw) pool.push_back(new Worker());
+  L.race_fibers = race_fiber_count(nw);
+#if LABKIT_TSAN
+  std::fprintf(stderr, "LABKIT-RACE-FIBERS %u %u\n", L.race_fibers, L.nthreads);
+#endif
   for (unsigned w = 0; w < nw; ++w) prepare_worker(*pool[w], L);
   // The signals that stop a launch: Ctrl-C, the watchdog's, a fault in a fiber's guard page.
   struct sigaction stop{}, intr{}, segv{}, old_stop{}, old_intr{}, old_bus{};
