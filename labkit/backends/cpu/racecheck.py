@@ -106,6 +106,21 @@ def _advice(now: Access, before: Access, location: str) -> str:
             f"{now.where} of another thread")
 
 
+def _fiber_mates(thread: str, stderr: str) -> str:
+    """Threads share the checker's fibers where a block is large (labkit_cpu.h, race_fiber_count): an
+    earlier access is named for the thread its fiber ran last, which may be another of those sharing it."""
+    m = re.search(r"LABKIT-RACE-FIBERS (\d+) (\d+) (\d+) (\d+)", stderr)
+    t = re.search(r"thread \((\d+),(\d+),(\d+)\)$", thread)
+    if not m or not t:
+        return ""
+    fibers, n, bx, by = (int(g) for g in m.groups())
+    if n <= fibers:
+        return ""
+    first = (int(t.group(1)) + bx * (int(t.group(2)) + by * int(t.group(3)))) % fibers
+    mates = ", ".join(str(i) for i in range(first, n, fibers))
+    return f" (or another of the threads numbered {mates} in the block, which share one of the check's fibers)"
+
+
 def explain(fn, stderr: str) -> str:
     """The part of a ThreadSanitizer report a kernel author needs: the location (argument or shared
     array), the two threads, the two lines, and what orders such accesses on a GPU."""
@@ -121,12 +136,8 @@ def explain(fn, stderr: str) -> str:
     # A worker's fibers are named for the block they run now: the earlier access of another block may
     # have come from an earlier block of that worker, but its thread index is right.
     earlier = f"thread {before.thread.split(' thread ')[-1]} of another block" if other else before.thread
-    shared = re.search(r"LABKIT-RACE-FIBERS (\d+) (\d+)", stderr)
-    if shared and int(shared.group(2)) > int(shared.group(1)):
-        # Threads share the checker's fibers (labkit_cpu.h, race_fiber_count): the earlier access is
-        # named for the thread its fiber ran last, which may be another of the threads sharing it.
-        earlier += (f" (or another thread a multiple of {shared.group(1)} threads from it in the block: "
-                    "the check runs those on one fiber)")
+    if not other:
+        earlier += _fiber_mates(before.thread, stderr)
     parts = [f"{head} on {location}",
              f"  {now.kind} by {now.thread} at {now.where or '?'}",
              f"  {before.kind} by {earlier} at {before.where or '?'} (before it, with nothing between "

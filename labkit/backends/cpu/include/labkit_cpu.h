@@ -907,7 +907,8 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   while (pool.size() < nw) pool.push_back(new Worker());
   L.race_fibers = race_fiber_count(nw);
 #if LABKIT_TSAN
-  std::fprintf(stderr, "LABKIT-RACE-FIBERS %u %u\n", L.race_fibers, L.nthreads);
+  std::fprintf(stderr, "LABKIT-RACE-FIBERS %u %u %u %u\n", L.race_fibers, L.nthreads, L.block.x,
+               L.block.y);
 #endif
   for (unsigned w = 0; w < nw; ++w) prepare_worker(*pool[w], L);
   // The signals that stop a launch: Ctrl-C, the watchdog's, a fault in a fiber's guard page.
