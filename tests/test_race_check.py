@@ -263,8 +263,6 @@ def test_the_find_the_bug_kernels_are_found_and_their_fixes_pass():
     want = np.bincount(x, minlength=7)
     bugged = CPUModule(src, path="find_the_bug.cu")
     bins = np.zeros(7, np.int32)
-    bugged.get_function("histogram")((4,), (256,), (x, bins, np.int32(1000), np.int32(7)))
-    # (the default schedule may hide it: blocks on one worker run one after another)
     with pytest.raises(KernelRaceError, match=rf"(?s)argument 1 \('bins'\).*find_the_bug.cu:{line['bins[x[i]] += 1']}"
                                               r".*atomicAdd"):
         bugged.get_function("histogram")((4,), (256,), (x, bins, np.int32(1000), np.int32(7)), check="race")

@@ -78,18 +78,19 @@ def parse_checks(check: str | Iterable[str] | None) -> frozenset[str]:
     return frozenset(out)
 
 
-def env_int(name: str, default: int, *, low: int, high: int) -> int:
-    """An integer setting from the environment (``default`` when unset or empty), or a LaunchError that
-    names the variable and what it accepts."""
+def env_number(name: str, default, *, low, high, kind=int, what: str = ""):
+    """A number setting from the environment (``default`` when unset or empty), or a LaunchError that
+    names the variable and what it accepts (``what``; by default "an integer from low to high")."""
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
     try:
-        v = int(raw)
+        v = kind(raw)
     except ValueError:
         v = None
     if v is None or not low <= v <= high:
-        raise LaunchError(f"{name}={raw!r}: must be an integer from {low} to {high} (unset it for {default})")
+        raise LaunchError(f"{name}={raw!r}: must be {what or f'an integer from {low} to {high}'} "
+                          f"(unset it for {default:g})")
     return v
 
 
@@ -118,17 +119,8 @@ def workers_for(stack_bytes: int, nthreads: int, requested: int, kernel: str) ->
 
 def timeout_s() -> float:
     """The watchdog's limit for one launch, in seconds: $LABKIT_CPU_TIMEOUT_S (0: none), default 300."""
-    raw = os.environ.get(TIMEOUT_ENV, "").strip()
-    if not raw:
-        return DEFAULT_TIMEOUT_S
-    try:
-        v = float(raw)
-    except ValueError:
-        v = -1.0
-    if not 0 <= v <= 7 * 24 * 3600:
-        raise LaunchError(f"{TIMEOUT_ENV}={raw!r}: must be a number of seconds from 0 (no limit) to a week "
-                          f"(unset it for {DEFAULT_TIMEOUT_S:g})")
-    return v
+    return env_number(TIMEOUT_ENV, DEFAULT_TIMEOUT_S, low=0, high=7 * 24 * 3600, kind=float,
+                      what="a number of seconds from 0 (no limit) to a week")
 
 
 def _dim3(v, what: str) -> tuple[int, int, int]:
@@ -354,9 +346,9 @@ class CPUFunction:
         cfg.seed = random.getrandbits(63)
         # Each thread's stack: the setting, or more where the compiler says the kernel's frames need it
         # (a 160 KB local array is legal on a GPU, whose threads have far more local memory).
-        cfg.stack_bytes = max(env_int("LABKIT_CPU_STACK_KIB", 128, low=16, high=1 << 20) * 1024,
+        cfg.stack_bytes = max(env_number("LABKIT_CPU_STACK_KIB", 128, low=16, high=1 << 20) * 1024,
                               self.module.stack_need)
-        cfg.workers = workers_for(cfg.stack_bytes, nthreads, env_int("LABKIT_CPU_WORKERS", 0, low=0, high=4096),
+        cfg.workers = workers_for(cfg.stack_bytes, nthreads, env_number("LABKIT_CPU_WORKERS", 0, low=0, high=4096),
                                   self.name)
         cfg.timeout_ms = int(timeout_s() * 1000)
         # Checks that run in a process of their own: the race check, the shuffled schedule (with its
