@@ -140,6 +140,7 @@ class AlexNet(PlannedModel):
         self.backend = backends.current()
         xp = backends.xp()
         self.precision = precision
+        self.host_weights = weights          # kept (not copied) for replica()
         self.w = {k: xp.asarray(v) for k, v in weights.items()}
         self.convs = {name: layers.ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
                                            precision=precision)
@@ -149,6 +150,10 @@ class AlexNet(PlannedModel):
         self.lrn, self.pool, self.softmax = layers.LRN(**LRN), layers.MaxPool2d(3, 2), layers.Softmax()
         self._kind = xp.ndarray
         self._plans: dict[int, Plan] = {}
+
+    def replica(self) -> "AlexNet":
+        """The same network on the current device (its weights copied there from the host once)."""
+        return AlexNet(self.host_weights, precision=self.precision)
 
     def _make_plan(self, N: int) -> Plan:
         p = Plan(N, INPUT_SHAPE, self.backend)

@@ -228,6 +228,7 @@ class FashionNet(PlannedModel):
         self.backend = backends.current()
         xp = backends.xp()
         self.variant = variant
+        self.host_weights = weights          # kept (not copied) for replica()
         self.w = {k: xp.array(v) for k, v in weights.items()}   # copies: the host dict stays as it is
         w = self.w
         if variant == "fused":
@@ -242,6 +243,10 @@ class FashionNet(PlannedModel):
         self.fc2 = layers.Dense(w["fc2_w"], w["fc2_b"])
         self.softmax = layers.Softmax()
         self._plans: dict[int, Plan] = {}
+
+    def replica(self) -> "FashionNet":
+        """The same network on the current device (its weights copied there from the host once)."""
+        return FashionNet(self.host_weights, variant=self.variant)
 
     def _make_plan(self, N: int) -> Plan:
         p = Plan(N, INPUT_SHAPE, self.backend)

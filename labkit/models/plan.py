@@ -35,6 +35,16 @@ class PlannedModel:
             p = self._plans[N] = self._make_plan(N)
         return p
 
+    def new_plan(self, N: int) -> "Plan":
+        """A plan of its own for a batch of N, not kept by the model: two streams that run the same
+        batch size at once need two sets of buffers (labkit.pipeline makes one per stream)."""
+        return self._make_plan(N)
+
+    def replica(self) -> "PlannedModel":
+        """The same network (same weights, same settings) made anew on the current device: its own
+        device weights and plans (labkit.pipeline makes one per GPU)."""
+        raise NotImplementedError(f"{type(self).__name__} does not say how to make a replica of itself")
+
     def clear_plans(self) -> None:
         """Forget every batch size's plan (its buffers and graph go back to the memory pool)."""
         self._plans.clear()

@@ -1,0 +1,367 @@
+"""A batch split into sub-batches that flow through several streams, and several GPUs, at once.
+
+    pipe = SubBatchPipeline(net, streams=4, sub_batch=128)     # any labkit model with plans
+    x = pinned_empty((1024,) + pipe.input_shape); x[...] = images
+    probs = pipe.run(x)                   # host (N, ...) in order; the same numbers as the serial pass
+    probs = pipe.serial(x)                # the baseline: copy all in, compute, copy all out
+    tl = Timeline(); pipe.run(x, timeline=tl); plot_timeline(tl.rows())
+
+Why: a forward pass that starts from host memory first waits for its input to cross PCIe, and the
+GPU's SMs idle meanwhile; the copy engines idle while the kernels run.  Cut the batch into
+sub-batches and give each stream its own: while stream 1 runs the forward of sub-batch 1, stream 2
+copies sub-batch 2 in, and stream 0 copies sub-batch 0's result out.  Only the first copy in and
+the last copy out are left exposed.  The copies must come from pinned host memory
+(labkit.pipeline.pinned_empty): from pageable memory a copy makes the host wait for it, and
+nothing overlaps.
+
+How: each stream owns a plan of the model for its sub-batch size (input, activations and output
+buffers of its own, and the forward as one CUDA graph when ``graphs``), made once by ``prepare``.
+Sub-batch i goes to stream i mod S (devices first: consecutive sub-batches go to different GPUs);
+on its stream the copy in, the forward and the copy out run in order, so a stream's next copy in
+waits until its previous forward has read its input buffer: no events are needed between stages of
+one stream, and streams never share a buffer.  An event recorded on the caller's stream starts
+every stream, and the caller's stream waits for an event at the end of each: ``run`` is ordered
+like any other work on the caller's stream, and CUDA events around it time the whole pipeline.
+
+A batch that does not divide evenly ends with a smaller sub-batch (its own plan, made once).
+``sub_batch`` may also be a list of sizes, used in order, the last one repeated: [16, 64, 256]
+starts small, so that the first copy (which nothing hides) is short, then grows.
+
+Several GPUs: ``devices="all"`` (or a count, or a list of device ids) gives each GPU a replica of
+the model (its weights copied there once) and its own streams; sub-batches are dealt out to the
+GPUs in turn and come back into one host array in order.  On a one-GPU host "all" is that GPU, and
+``describe()`` says so.  On the CPU executor there are no streams: the same stages run one after
+another (the timeline shows that), and ``devices=k`` makes k replicas, so the dealing-out and
+gathering are tested there too.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+from typing import Sequence
+
+import numpy as np
+
+from .. import backends
+from .host_memory import host_pointer, pinned_empty
+from .timeline import Timeline
+
+__all__ = ["SubBatchPipeline", "split_batch"]
+
+
+def split_batch(N: int, sub_batch) -> list[tuple[int, int]]:
+    """[(start, stop)] of the sub-batches of a batch of N: ``sub_batch`` an int, or a list of sizes
+    used in order with the last one repeated; the last sub-batch takes what is left."""
+    N = int(N)
+    if N < 1:
+        raise ValueError(f"the batch must hold at least one image, got N={N}")
+    sizes = list(sub_batch) if isinstance(sub_batch, (list, tuple)) else [sub_batch]
+    if not sizes or any(not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 1 for s in sizes):
+        raise ValueError(f"sub_batch must be a positive int or a non-empty list of them, got {sub_batch!r}")
+    out, start, i = [], 0, 0
+    while start < N:
+        size = int(sizes[min(i, len(sizes) - 1)])
+        out.append((start, min(N, start + size)))
+        start += size
+        i += 1
+    return out
+
+
+class _Lane:
+    """One stream of one device: its model replica, its plans (one per sub-batch size)."""
+
+    def __init__(self, device: int, index: int, model, stream):
+        self.device, self.index, self.model, self.stream = device, index, model, stream
+        self.plans: dict[int, object] = {}
+
+    @property
+    def name(self) -> str:
+        where = f"GPU {self.device}" if self.stream is not None else f"replica {self.device}"
+        return f"{where} · stream {self.index}"
+
+
+class SubBatchPipeline:
+    """A PlannedModel's forward over a host batch, in sub-batches on ``streams`` streams per device."""
+
+    def __init__(self, model, *, streams: int = 4, sub_batch=None, graphs: bool = True, devices=None):
+        if not hasattr(model, "new_plan"):
+            raise TypeError(f"the pipeline takes a labkit model with plans (FashionNet, AlexNet, ...), "
+                            f"got {type(model).__name__}")
+        if isinstance(streams, bool) or not isinstance(streams, (int, np.integer)) or streams < 1:
+            raise ValueError(f"streams must be a positive int, got {streams!r}")
+        if sub_batch is not None:
+            split_batch(1, sub_batch)                     # the same checks, now rather than at run
+        self.model, self.streams, self.sub_batch, self.graphs = model, int(streams), sub_batch, bool(graphs)
+        self.on_gpu = backends.current() == "cuda"
+        self.devices, self.note = self._pick_devices(devices)
+        self.lanes = self._make_lanes()
+        probe = model.plan(1)
+        self.input_shape = tuple(int(s) for s in probe.x.shape[1:])
+        self.output_shape = tuple(int(s) for s in probe.out.shape[1:])
+        self._serial: dict[int, object] = {}
+        self._outputs: dict[int, np.ndarray] = {}
+        self._prepared: set = set()
+
+    # -- set-up, once -------------------------------------------------------------------------------
+    def _pick_devices(self, devices) -> tuple[list[int], str]:
+        if not self.on_gpu:
+            k = 1 if devices in (None, "all") else (devices if isinstance(devices, int) else len(devices))
+            if isinstance(k, bool) or k < 1:
+                raise ValueError(f"devices must be 'all', a positive count or a list of ids, got {devices!r}")
+            return list(range(k)), (f"CPU executor: {k} replica(s) of the model, run one after the other "
+                                    "(no streams, no GPUs: the stages serialise)")
+        import cupy
+        count = cupy.cuda.runtime.getDeviceCount()
+        here = cupy.cuda.Device().id
+        if devices is None:
+            ids = [here]
+        elif devices == "all":
+            ids = list(range(count))
+        elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
+            if not 1 <= devices <= count:
+                raise ValueError(f"devices={devices}: this host has {count} GPU(s)")
+            ids = list(range(int(devices)))
+        else:
+            ids = [int(d) for d in devices]
+            bad = [d for d in ids if not 0 <= d < count]
+            if not ids or bad:
+                raise ValueError(f"devices={devices!r}: this host has GPU ids 0..{count - 1}")
+        names = [cupy.cuda.runtime.getDeviceProperties(d)["name"].decode() for d in sorted(set(ids))]
+        if len(set(ids)) == 1 and devices == "all":
+            note = f"this host has one GPU ({names[0]}): the pipeline runs on it alone"
+        elif len(set(ids)) < len(ids):
+            note = (f"{len(ids)} replicas on GPU(s) {sorted(set(ids))}: a device listed twice gets two "
+                    "replicas (the multi-GPU path, exercised on fewer GPUs)")
+        else:
+            note = f"{len(ids)} GPU(s): " + ", ".join(f"{d}: {n}" for d, n in zip(sorted(set(ids)), names))
+        return ids, note
+
+    def _make_lanes(self) -> list[_Lane]:
+        # The model given lives on the device current now; every other device (or a device listed
+        # twice) gets a replica, its weights copied there once.
+        here = None
+        if self.on_gpu:
+            import cupy
+            here = cupy.cuda.Device().id
+        replicas = []
+        for pos, dev in enumerate(self.devices):
+            if not self.on_gpu:
+                replicas.append(self.model if pos == 0 else self.model.replica())
+                continue
+            with cupy.cuda.Device(dev):
+                replicas.append(self.model if pos == 0 and dev == here else self.model.replica())
+        lanes = []
+        for s in range(self.streams):                         # devices first: consecutive sub-batches
+            for pos, dev in enumerate(self.devices):          # go to different GPUs
+                stream = None
+                if self.on_gpu:
+                    import cupy
+                    with cupy.cuda.Device(dev):
+                        stream = cupy.cuda.Stream(non_blocking=True)
+                lanes.append(_Lane(dev if self.on_gpu else pos, s, replicas[pos], stream))
+        return lanes
+
+    def chunks(self, N: int) -> list[tuple[int, int]]:
+        """The sub-batches of a batch of N: ``sub_batch`` as given, else two per stream of every device
+        (each stream has a second sub-batch to copy in while the first computes)."""
+        size = self.sub_batch if self.sub_batch is not None else max(1, math.ceil(N / (2 * len(self.lanes))))
+        return split_batch(N, size)
+
+    def _assignments(self, N: int):
+        return [(a, b, self.lanes[i % len(self.lanes)]) for i, (a, b) in enumerate(self.chunks(N))]
+
+    def prepare(self, N: int) -> None:
+        """Make every plan a batch of N needs (one per stream and sub-batch size: buffers, compiled
+        kernels, the CUDA graph) and run each once; done by the first ``run`` of N otherwise."""
+        if N in self._prepared:
+            return
+        for a, b, lane in self._assignments(N):
+            self._plan(lane, b - a)
+        self._synchronize()
+        self._prepared.add(N)
+
+    def _plan(self, lane: _Lane, size: int):
+        plan = lane.plans.get(size)
+        if plan is None:
+            plan = self._new_plan(lane, size)
+            lane.plans[size] = plan
+        return plan
+
+    def _new_plan(self, lane: _Lane, size: int):
+        if not self.on_gpu:
+            return lane.model.new_plan(size)
+        import cupy
+        with cupy.cuda.Device(lane.device), lane.stream:
+            plan = lane.model.new_plan(size)
+            if self.graphs:
+                plan.run(lane.stream)        # captured now, on this device, then replayed by run()
+            else:
+                plan.eager()
+        return plan
+
+    def _synchronize(self) -> None:
+        if self.on_gpu:
+            import cupy
+            for lane in self.lanes:
+                lane.stream.synchronize()
+            cupy.cuda.get_current_stream().synchronize()
+
+    def release(self) -> None:
+        """Drop every plan and output buffer (their memory goes back to the pools)."""
+        for lane in self.lanes:
+            lane.plans.clear()
+        self._serial.clear()
+        self._outputs.clear()
+        self._prepared.clear()
+
+    # -- a call -------------------------------------------------------------------------------------
+    def _check(self, x, out) -> tuple[int, np.ndarray]:
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"the pipeline copies its input from host memory: pass a NumPy array "
+                            f"(pinned: labkit.pipeline.pinned_empty), got {type(x).__module__}.{type(x).__name__}")
+        if x.dtype != np.float32:
+            raise TypeError(f"x must be float32, got {x.dtype}")
+        if x.ndim != 1 + len(self.input_shape) or tuple(x.shape[1:]) != self.input_shape or x.shape[0] < 1:
+            raise ValueError(f"x must be (N,) + {self.input_shape} with N >= 1, got {tuple(x.shape)}")
+        if not x.flags.c_contiguous:
+            raise ValueError("x must be C-contiguous (np.ascontiguousarray): each sub-batch is copied as "
+                             "one block of bytes")
+        N = int(x.shape[0])
+        if out is None:
+            out = self._outputs.get(N)
+            if out is None:
+                out = self._outputs[N] = pinned_empty((N,) + self.output_shape)
+            return N, out
+        if not isinstance(out, np.ndarray) or out.dtype != np.float32 or \
+                tuple(out.shape) != (N,) + self.output_shape or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a C-contiguous float32 NumPy array of shape {(N,) + self.output_shape}, "
+                             f"got {type(out).__name__} {getattr(out, 'dtype', '')} {tuple(getattr(out, 'shape', ()))}")
+        if np.shares_memory(x, out):
+            raise ValueError("out overlaps x: the copies out would overwrite input not yet copied in")
+        return N, out
+
+    def run(self, x: np.ndarray, out: np.ndarray | None = None, *, timeline: Timeline | None = None,
+            sync: bool = True) -> np.ndarray:
+        """The model's output for host batch ``x``, in ``out`` (default: a pinned array of the pipeline's,
+        reused by the next call with the same N: copy it to keep it).  ``sync=False`` returns once
+        everything is queued; the caller's stream is ordered after it (CUDA events there time it)."""
+        N, out = self._check(x, out)
+        self.prepare(N)
+        jobs = self._assignments(N)
+        if not self.on_gpu:
+            return self._run_cpu(x, out, jobs, timeline)
+        import cupy
+        caller = cupy.cuda.get_current_stream()
+        start = cupy.cuda.Event(disable_timing=True)
+        start.record(caller)
+        for lane in self.lanes:
+            lane.stream.wait_event(start)                     # cross-device waits are allowed
+        if timeline is not None:
+            for dev in dict.fromkeys(lane.device for lane in self.lanes):
+                first = next(lane for lane in self.lanes if lane.device == dev)
+                with cupy.cuda.Device(dev):
+                    timeline.begin(dev, first.stream)
+        row_in = int(np.prod(self.input_shape)) * 4
+        row_out = int(np.prod(self.output_shape)) * 4
+        x_ptr, out_ptr = host_pointer(x), host_pointer(out)
+        for i, (a, b, lane) in enumerate(jobs):
+            plan = lane.plans[b - a]
+            s = lane.stream
+            with cupy.cuda.Device(lane.device):
+                with _span(timeline, lane, "H2D", i):
+                    plan.x.data.copy_from_host_async(ctypes.c_void_p(x_ptr + a * row_in), (b - a) * row_in, s)
+                with _span(timeline, lane, "forward", i):
+                    if self.graphs:
+                        plan.run(s)
+                    else:
+                        with s:
+                            plan.eager()
+                with _span(timeline, lane, "D2H", i):
+                    plan.out.data.copy_to_host_async(ctypes.c_void_p(out_ptr + a * row_out), (b - a) * row_out, s)
+        for lane in self.lanes:
+            with cupy.cuda.Device(lane.device):
+                done = cupy.cuda.Event(disable_timing=True)
+                done.record(lane.stream)
+            caller.wait_event(done)
+        if sync:
+            caller.synchronize()
+        return out
+
+    def _run_cpu(self, x, out, jobs, timeline):
+        if timeline is not None:
+            for dev in dict.fromkeys(lane.device for lane in self.lanes):
+                timeline.begin(dev)
+        for i, (a, b, lane) in enumerate(jobs):
+            plan = lane.plans[b - a]
+            with _span(timeline, lane, "H2D", i):
+                np.copyto(plan.x, x[a:b])
+            with _span(timeline, lane, "forward", i):
+                plan.run()
+            with _span(timeline, lane, "D2H", i):
+                np.copyto(out[a:b], plan.out)
+        return out
+
+    def serial(self, x: np.ndarray, out: np.ndarray | None = None, *, timeline: Timeline | None = None,
+               sync: bool = True) -> np.ndarray:
+        """The baseline, on the caller's stream and the first device: copy the whole batch in, run
+        the forward of N as one graph (eagerly without ``graphs``), copy the whole output back."""
+        N, out = self._check(x, out)
+        plan = self.serial_plan(N)
+        lane = _Lane(self.lanes[0].device, 0, self.model, None)
+        if timeline is not None:
+            timeline.begin(lane.device)
+        if not self.on_gpu:
+            with _span(timeline, lane, "H2D", 0, name="serial"):
+                np.copyto(plan.x, x)
+            with _span(timeline, lane, "forward", 0, name="serial"):
+                plan.run()
+            with _span(timeline, lane, "D2H", 0, name="serial"):
+                np.copyto(out, plan.out)
+            return out
+        import cupy
+        s = cupy.cuda.get_current_stream()
+        with _span(timeline, lane, "H2D", 0, name="serial", stream=s):
+            plan.x.data.copy_from_host_async(ctypes.c_void_p(host_pointer(x)), x.nbytes, s)
+        with _span(timeline, lane, "forward", 0, name="serial", stream=s):
+            plan.run(s) if self.graphs else plan.eager()
+        with _span(timeline, lane, "D2H", 0, name="serial", stream=s):
+            plan.out.data.copy_to_host_async(ctypes.c_void_p(host_pointer(out)), out.nbytes, s)
+        if sync:
+            s.synchronize()
+        return out
+
+    def serial_plan(self, N: int):
+        """The plan of the whole batch on the first device (what ``serial`` runs; its ``run()`` alone is
+        the compute-only time)."""
+        plan = self._serial.get(N)
+        if plan is None:
+            plan = self._serial[N] = self.model.new_plan(N)
+            if self.graphs:
+                plan.run()
+            self._synchronize()
+        return plan
+
+    def describe(self, N: int) -> str:
+        """One line: the sub-batches of N, the streams, graphs or eager, and the devices used."""
+        sizes = [b - a for a, b in self.chunks(N)]
+        shown = ", ".join(map(str, sizes[:6])) + (", ..." if len(sizes) > 6 else "")
+        return (f"batch {N}: {len(sizes)} sub-batches ({shown}) on {self.streams} stream(s) per device; "
+                f"{'CUDA graphs' if self.graphs else 'eager launches'}; {self.note}")
+
+
+class _span:
+    """``timeline.span`` for a lane, or nothing when there is no timeline (the common, timed case)."""
+
+    def __init__(self, timeline, lane: _Lane, stage: str, chunk: int, *, name: str | None = None, stream=None):
+        self.cm = None if timeline is None else timeline.span(
+            name or lane.name, stage, chunk=chunk, device=lane.device,
+            stream=stream if stream is not None else lane.stream)
+
+    def __enter__(self):
+        if self.cm is not None:
+            self.cm.__enter__()
+
+    def __exit__(self, *exc):
+        if self.cm is not None:
+            return self.cm.__exit__(*exc)
+        return False
