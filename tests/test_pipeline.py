@@ -205,3 +205,20 @@ def test_pinned_buffers_and_bandwidth_rows():
     assert all(r["GBps"] > 0 and r["median_ms"] > 0 for r in rows)
     with pytest.raises(ValueError):
         copy_bandwidth([0], pinned=False)
+
+
+def test_tune_keeps_the_fastest_schedule_and_stays_correct(fashion):
+    N = 21
+    x = pinned_empty((N, 1, 48, 48))
+    x[...] = np.random.default_rng().random(x.shape, dtype=np.float32)
+    pipe = SubBatchPipeline(fashion, streams=2)
+    cands = pipe.candidates(N)
+    assert N in cands and [2, 6] in cands               # one sub-batch (serial) and a ramp are tried
+    rows = pipe.tune(x, candidates=[N, 7, [3, 9]], repeat=1, warmup=0)
+    assert [r["median_ms"] for r in rows] == sorted(r["median_ms"] for r in rows)
+    assert pipe.chunks(N) == split_batch(N, rows[0]["schedule"])
+    out = pipe.run(x, poisoned_output((N, 10)))
+    assert np.array_equal(out, one_by_one(fashion, x, pipe.chunks(N)))
+    y = pinned_empty((5, 1, 48, 48))                    # another N after tuning: its plans are made again
+    y[...] = x[:5]
+    assert np.array_equal(pipe.run(y), one_by_one(fashion, y, pipe.chunks(5)))

@@ -101,6 +101,7 @@ class SubBatchPipeline:
         self._serial: dict[int, object] = {}
         self._outputs: dict[int, np.ndarray] = {}
         self._prepared: set = set()
+        self._tuned: dict[int, object] = {}
 
     # -- set-up, once -------------------------------------------------------------------------------
     def _pick_devices(self, devices) -> tuple[list[int], str]:
@@ -162,10 +163,55 @@ class SubBatchPipeline:
         return lanes
 
     def chunks(self, N: int) -> list[tuple[int, int]]:
-        """The sub-batches of a batch of N: ``sub_batch`` as given, else two per stream of every device
-        (each stream has a second sub-batch to copy in while the first computes)."""
-        size = self.sub_batch if self.sub_batch is not None else max(1, math.ceil(N / (2 * len(self.lanes))))
+        """The sub-batches of a batch of N: the schedule ``tune`` chose for N, else ``sub_batch`` as
+        given, else two per stream of every device (each stream has a second sub-batch to copy in
+        while its first computes)."""
+        size = self._tuned.get(N)
+        if size is None:
+            size = self.sub_batch if self.sub_batch is not None else max(1, math.ceil(N / (2 * len(self.lanes))))
         return split_batch(N, size)
+
+    def candidates(self, N: int) -> list:
+        """Schedules ``tune`` tries for a batch of N: the whole batch as one sub-batch (the serial pass
+        through the pipeline), equal sub-batches (2 to 32 of them), and ramps that start with an
+        eighth or a sixteenth (a short first copy) and continue with a quarter or a half."""
+        out: list = []
+        for k in (1, 2, 4, 8, 16, 32):
+            if N // k >= 1:
+                out.append(math.ceil(N / k))
+        for first in (16, 8):
+            for rest in (4, 2):
+                if N // first >= 1:
+                    out.append([math.ceil(N / first), math.ceil(N / rest)])
+        unique = []
+        for c in out:
+            if c not in unique:
+                unique.append(c)
+        return unique
+
+    def tune(self, x: np.ndarray, candidates=None, *, repeat: int = 5, warmup: int = 1) -> list[dict]:
+        """Time each candidate schedule (``candidates(N)`` by default) on host batch ``x`` and keep the
+        fastest for its N: later runs of N use it.  Returns a row per candidate (ms, schedule),
+        fastest first.  The plans of the schedules not kept are dropped."""
+        from ..backends.clock import times_ms
+        N, out = self._check(x, None)
+        rows = []
+        self._tuned.pop(N, None)
+        for cand in (candidates if candidates is not None else self.candidates(N)):
+            self._tuned[N] = cand
+            self._prepared.discard(N)
+            ms = sorted(times_ms(lambda: self.run(x, out, sync=False), warmup=warmup, repeat=repeat, sync=True,
+                                 on_gpu=self.on_gpu))[repeat // 2]
+            rows.append({"schedule": cand, "sub_batches": len(split_batch(N, cand)), "median_ms": ms})
+        rows.sort(key=lambda r: r["median_ms"])
+        self._tuned[N] = rows[0]["schedule"]
+        self._prepared.discard(N)
+        keep = {b - a for a, b in self.chunks(N)}
+        for lane in self.lanes:
+            for size in [k for k in lane.plans if k not in keep]:
+                del lane.plans[size]
+        self._prepared.clear()          # other batch sizes make their plans again when next run
+        return rows
 
     def _assignments(self, N: int):
         return [(a, b, self.lanes[i % len(self.lanes)]) for i, (a, b) in enumerate(self.chunks(N))]
@@ -265,7 +311,7 @@ class SubBatchPipeline:
         row_out = int(np.prod(self.output_shape)) * 4
         x_ptr, out_ptr = host_pointer(x), host_pointer(out)
         for i, (a, b, lane) in enumerate(jobs):
-            plan = lane.plans[b - a]
+            plan = lane.plans[b - a]      # made by prepare()
             s = lane.stream
             with cupy.cuda.Device(lane.device):
                 with _span(timeline, lane, "H2D", i):

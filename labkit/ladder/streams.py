@@ -1,0 +1,166 @@
+"""The transfers study (notebook 09, benchmarks/streams.py): host<->device bandwidth, a model's forward
+from host memory serially and through the sub-batch pipeline, the choice of sub-batch size, and the
+same network in PyTorch (copy in, forward, copy out) in the same run.
+
+    rows = bandwidth_rows([4 << 10, ..., 512 << 20])              # H2D/D2H, pinned/pageable, GB/s
+    x = host_batch(net, 1024)                                     # pinned, filled once
+    rows = pipeline_rows(net, x, [dict(streams=4, sub_batch=128), ...], peer=torch_serial)
+    rows = sub_batch_rows(net, x, streams=4, sizes=[8, 16, ..., 256])
+
+Every pipeline row holds ``median_ms`` (CUDA events on the caller's stream around the whole call:
+first copy in to last copy out), ``label``, ``batch``, ``streams``, ``sub_batch`` and ``graphs``; the
+plans are released after each configuration, so that the next one has the memory.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .. import backends, measure
+from ..device_query import device
+from ..pipeline import SubBatchPipeline, copy_bandwidth, pinned_empty
+
+__all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "sub_batch_rows", "time_ms",
+           "torch_serial", "schedule_label", "tuned_rows"]
+
+COPY_SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20]
+
+
+def bandwidth_rows(sizes: Sequence[int] = COPY_SIZES, *, repeat: int = 10) -> list[dict]:
+    """Host<->device copies of each size from pinned and from pageable host memory, both directions."""
+    rows = copy_bandwidth(sizes, pinned=True, repeat=repeat) + copy_bandwidth(sizes, pinned=False, repeat=repeat)
+    for r in rows:
+        r.update(kind="bandwidth", device=device().label)
+    return rows
+
+
+def host_batch(model, N: int, *, seed: int = 0, source: np.ndarray | None = None) -> np.ndarray:
+    """A pinned host batch of N inputs for ``model``: ``source``'s images repeated, or random ones."""
+    shape = tuple(int(s) for s in model.plan(1).x.shape[1:])
+    x = pinned_empty((N,) + shape)
+    if source is not None:
+        x[...] = source[np.arange(N) % len(source)]
+    else:
+        x[...] = np.random.default_rng(seed).standard_normal(x.shape, dtype=np.float32)
+    return x
+
+
+def time_ms(fn: Callable[[], object], *, repeat: int, warmup: int) -> float:
+    """Median ms of ``fn`` (CUDA events on the current stream on a GPU, the clock on the CPU executor)."""
+    return measure.time_fn(fn, warmup=warmup, repeat=repeat, sync=True).median_ms
+
+
+def schedule_label(streams: int, sub_batch, graphs: bool = True) -> str:
+    sub = "auto" if sub_batch is None else (str(sub_batch) if isinstance(sub_batch, int)
+                                           else "ramp " + "-".join(map(str, sub_batch)))
+    return f"pipeline, {streams} stream{'s' if streams > 1 else ''}, sub-batch {sub}" + ("" if graphs else ", eager")
+
+
+def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int = 10, warmup: int = 2,
+                  baselines: bool = True, peer: Callable[[np.ndarray], dict] | None = None) -> list[dict]:
+    """The forward of host batch ``x`` timed: with ``baselines``, the compute alone (one CUDA graph,
+    input already on the device) and the serial pass (copy in, graph, copy out); then the pipeline
+    in each configuration (SubBatchPipeline's keyword arguments).  ``peer(x)``: more rows (PyTorch)."""
+    N = int(x.shape[0])
+    dev = device().label
+    common = {"kind": "forward", "batch": N, "device": dev}
+    rows = []
+    if baselines:
+        base = SubBatchPipeline(model, streams=1)
+        plan = base.serial_plan(N)
+        rows.append({**common, "label": "compute only (graph)", "median_ms": time_ms(plan.run, repeat=repeat,
+                                                                                     warmup=warmup)})
+        out = pinned_empty((N,) + base.output_shape)
+        rows.append({**common, "label": "serial: copy in, graph, copy out",
+                     "median_ms": time_ms(lambda: base.serial(x, out, sync=False), repeat=repeat, warmup=warmup)})
+        base.release()
+        del plan, base
+        measure.release_gpu_memory()
+    for cfg in configs:
+        pipe = SubBatchPipeline(model, **cfg)
+        out = pinned_empty((N,) + pipe.output_shape)
+        pipe.prepare(N)
+        ms = time_ms(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup)
+        sizes = [b - a for a, b in pipe.chunks(N)]
+        label = schedule_label(pipe.streams, cfg.get("sub_batch"), pipe.graphs)
+        if "devices" in cfg:
+            label += f", devices={cfg['devices']!r} ({len(pipe.devices)} used)"
+        rows.append({**common, "label": label,
+                     "median_ms": ms, "streams": pipe.streams, "sub_batch": cfg.get("sub_batch"),
+                     "sub_batches": len(sizes), "first_sub_batch": sizes[0], "graphs": pipe.graphs,
+                     "devices": len(pipe.devices)})
+        pipe.release()
+        del pipe
+        measure.release_gpu_memory()
+    if peer is not None:
+        rows += [{**common, **r} for r in peer(x)]
+    return rows
+
+
+def tuned_rows(model, x: np.ndarray, *, streams: Sequence[int] = (4, 8), repeat: int = 10, warmup: int = 2,
+               tune_repeat: int = 5) -> list[dict]:
+    """For each stream count: ``SubBatchPipeline.tune`` over its candidate schedules, then the kept
+    schedule timed again (``repeat``), and the fastest schedule that really splits the batch (two
+    sub-batches or more) beside it: what overlap buys at this batch, even where it loses."""
+    N = int(x.shape[0])
+    common = {"kind": "forward", "batch": N, "device": device().label}
+    rows = []
+    for S in streams:
+        pipe = SubBatchPipeline(model, streams=S)
+        tried = pipe.tune(x, repeat=tune_repeat)
+        split = next((r for r in tried if r["sub_batches"] > 1), None)
+        out = pinned_empty((N,) + pipe.output_shape)
+        for what, sched in (("tuned", tried[0]["schedule"]), ("best split", split and split["schedule"])):
+            if sched is None:
+                continue
+            pipe.tune(x, candidates=[sched], repeat=1, warmup=0)      # keep this one, drop the other plans
+            pipe.prepare(N)
+            ms = time_ms(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup)
+            rows.append({**common, "label": f"pipeline, {S} streams, {what}", "median_ms": ms, "streams": S,
+                         "sub_batch": sched, "sub_batches": len(pipe.chunks(N)), "graphs": True,
+                         "schedule": schedule_label(S, sched), "tried": tried if what == "tuned" else None})
+        pipe.release()
+        del pipe
+        measure.release_gpu_memory()
+    return rows
+
+
+def sub_batch_rows(model, x: np.ndarray, *, streams: int, sizes: Sequence[int], graphs: bool = True,
+                   repeat: int = 10, warmup: int = 2) -> list[dict]:
+    """The pipeline at each sub-batch size (``streams`` streams): too small and each sub-batch's
+    kernels are too short to fill the GPU, and launches set the pace; too large and the first copy,
+    which nothing hides, grows."""
+    rows = pipeline_rows(model, x, [dict(streams=streams, sub_batch=int(s), graphs=graphs) for s in sizes],
+                         repeat=repeat, warmup=warmup, baselines=False)
+    for r in rows:
+        r["kind"] = "sub_batch"
+    return rows
+
+
+def torch_serial(forward: Callable[[object], object], *, repeat: int = 10, warmup: int = 2
+                 ) -> Callable[[np.ndarray], list[dict]]:
+    """The PyTorch peer of the serial pass: ``forward`` (a function of a CUDA tensor, e.g.
+    labkit.peers.torch_alexnet(w).forward) alone, and with its input copied in from PyTorch's own
+    pinned memory and its output copied back (``non_blocking`` copies), timed in the same way."""
+    def rows(x: np.ndarray) -> list[dict]:
+        import torch
+        if backends.current() != "cuda":
+            return []
+        xh = torch.from_numpy(np.ascontiguousarray(x)).pin_memory()
+        xd = xh.to("cuda")
+        y = forward(xd)
+        yh = torch.empty(tuple(y.shape), dtype=y.dtype).pin_memory()
+
+        def serial():
+            xd.copy_(xh, non_blocking=True)
+            yh.copy_(forward(xd), non_blocking=True)
+        out = [{"label": "PyTorch compute only", "median_ms": time_ms(lambda: forward(xd), repeat=repeat,
+                                                                      warmup=warmup)},
+               {"label": "PyTorch serial: copy in, forward, copy out",
+                "median_ms": time_ms(serial, repeat=repeat, warmup=warmup)}]
+        del xh, xd, yh, y
+        torch.cuda.empty_cache()
+        return out
+    return rows
+
