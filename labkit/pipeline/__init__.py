@@ -12,9 +12,9 @@ only through its plans (``new_plan``, ``replica``): any labkit model runs throug
 """
 from __future__ import annotations
 
-from .host_memory import copy_bandwidth, host_pointer, is_pinned, pinned_empty
+from .host_memory import copy_bandwidth, copy_in, copy_out, host_pointer, is_pinned, pinned_empty
 from .sub_batch import SubBatchPipeline, split_batch
 from .timeline import STAGE_COLOURS, Timeline, overlap_ms, plot_timeline
 
-__all__ = ["pinned_empty", "is_pinned", "host_pointer", "copy_bandwidth", "SubBatchPipeline", "split_batch",
+__all__ = ["pinned_empty", "copy_in", "copy_out", "is_pinned", "host_pointer", "copy_bandwidth", "SubBatchPipeline", "split_batch",
            "Timeline", "plot_timeline", "overlap_ms", "STAGE_COLOURS"]

@@ -24,7 +24,7 @@ import numpy as np
 from .. import backends
 from ..backends.clock import times_ms
 
-__all__ = ["pinned_empty", "is_pinned", "copy_bandwidth", "host_pointer"]
+__all__ = ["pinned_empty", "is_pinned", "copy_bandwidth", "host_pointer", "copy_in", "copy_out"]
 
 # cudaMemoryType: what cudaPointerGetAttributes says of a host pointer.
 _PAGE_LOCKED = 1
@@ -49,6 +49,38 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
 def host_pointer(a: np.ndarray) -> int:
     """The address of a C-contiguous NumPy array's first byte (what a cudaMemcpy is given)."""
     return int(a.ctypes.data)
+
+
+def _same_bytes(a, b, what: str) -> int:
+    if a.dtype != b.dtype or tuple(a.shape) != tuple(b.shape):
+        raise ValueError(f"{what}: shapes or dtypes differ ({a.dtype}{tuple(a.shape)} vs {b.dtype}{tuple(b.shape)})")
+    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+        raise ValueError(f"{what}: both arrays must be C-contiguous (one block of bytes each)")
+    return int(a.nbytes)
+
+
+def copy_in(device_array, host_array: np.ndarray, stream=None) -> None:
+    """Queue the copy of ``host_array`` into ``device_array`` (same shape and dtype) on ``stream`` and
+    return at once (cudaMemcpyAsync; truly asynchronous from pinned memory).  On the CPU executor,
+    np.copyto, done when this returns."""
+    nbytes = _same_bytes(device_array, host_array, "copy_in")
+    if isinstance(device_array, np.ndarray):
+        np.copyto(device_array, host_array)
+        return
+    import cupy
+    device_array.data.copy_from_host_async(ctypes.c_void_p(host_pointer(host_array)), nbytes,
+                                           stream if stream is not None else cupy.cuda.get_current_stream())
+
+
+def copy_out(host_array: np.ndarray, device_array, stream=None) -> None:
+    """Queue the copy of ``device_array`` into ``host_array`` on ``stream`` (see copy_in)."""
+    nbytes = _same_bytes(host_array, device_array, "copy_out")
+    if isinstance(device_array, np.ndarray):
+        np.copyto(host_array, device_array)
+        return
+    import cupy
+    device_array.data.copy_to_host_async(ctypes.c_void_p(host_pointer(host_array)), nbytes,
+                                         stream if stream is not None else cupy.cuda.get_current_stream())
 
 
 def is_pinned(a: np.ndarray) -> bool:

@@ -36,14 +36,13 @@ gathering are tested there too.
 """
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Sequence
 
 import numpy as np
 
 from .. import backends
-from .host_memory import host_pointer, pinned_empty
+from .host_memory import copy_in, copy_out, pinned_empty
 from .timeline import Timeline
 
 __all__ = ["SubBatchPipeline", "split_batch"]
@@ -173,14 +172,15 @@ class SubBatchPipeline:
 
     def candidates(self, N: int) -> list:
         """Schedules ``tune`` tries for a batch of N: the whole batch as one sub-batch (the serial pass
-        through the pipeline), equal sub-batches (2 to 32 of them), and ramps that start with an
-        eighth or a sixteenth (a short first copy) and continue with a quarter or a half."""
+        through the pipeline), equal sub-batches (2 to 32 of them), and ramps that start with a
+        quarter, an eighth or a sixteenth (a short first copy, which nothing hides) and continue with
+        a quarter, a half or all the rest."""
         out: list = []
         for k in (1, 2, 4, 8, 16, 32):
             if N // k >= 1:
                 out.append(math.ceil(N / k))
-        for first in (16, 8):
-            for rest in (4, 2):
+        for first in (16, 8, 4):
+            for rest in (4, 2, 1):
                 if N // first >= 1:
                     out.append([math.ceil(N / first), math.ceil(N / rest)])
         unique = []
@@ -307,23 +307,10 @@ class SubBatchPipeline:
                 first = next(lane for lane in self.lanes if lane.device == dev)
                 with cupy.cuda.Device(dev):
                     timeline.begin(dev, first.stream)
-        row_in = int(np.prod(self.input_shape)) * 4
-        row_out = int(np.prod(self.output_shape)) * 4
-        x_ptr, out_ptr = host_pointer(x), host_pointer(out)
         for i, (a, b, lane) in enumerate(jobs):
-            plan = lane.plans[b - a]      # made by prepare()
-            s = lane.stream
             with cupy.cuda.Device(lane.device):
-                with _span(timeline, lane, "H2D", i):
-                    plan.x.data.copy_from_host_async(ctypes.c_void_p(x_ptr + a * row_in), (b - a) * row_in, s)
-                with _span(timeline, lane, "forward", i):
-                    if self.graphs:
-                        plan.run(s)
-                    else:
-                        with s:
-                            plan.eager()
-                with _span(timeline, lane, "D2H", i):
-                    plan.out.data.copy_to_host_async(ctypes.c_void_p(out_ptr + a * row_out), (b - a) * row_out, s)
+                self.enqueue(lane.plans[b - a], x, out, a, b, lane.stream, timeline=timeline,
+                             lane=lane, chunk=i)
         for lane in self.lanes:
             with cupy.cuda.Device(lane.device):
                 done = cupy.cuda.Event(disable_timing=True)
@@ -338,14 +325,25 @@ class SubBatchPipeline:
             for dev in dict.fromkeys(lane.device for lane in self.lanes):
                 timeline.begin(dev)
         for i, (a, b, lane) in enumerate(jobs):
-            plan = lane.plans[b - a]
-            with _span(timeline, lane, "H2D", i):
-                np.copyto(plan.x, x[a:b])
-            with _span(timeline, lane, "forward", i):
-                plan.run()
-            with _span(timeline, lane, "D2H", i):
-                np.copyto(out[a:b], plan.out)
+            self.enqueue(lane.plans[b - a], x, out, a, b, lane.stream, timeline=timeline, lane=lane, chunk=i)
         return out
+
+    def enqueue(self, plan, x, out, a: int, b: int, stream, *, timeline=None, lane=None, chunk: int = 0) -> None:
+        """The three stages of sub-batch x[a:b] on one stream, in order: copy in, the forward (one
+        CUDA graph, or the steps one by one), copy out into out[a:b].  Nothing waits: the stream
+        orders them, and the host goes on queueing the next sub-batch."""
+        with _span(timeline, lane, "H2D", chunk):
+            copy_in(plan.x, x[a:b], stream)
+        with _span(timeline, lane, "forward", chunk):
+            if self.graphs:
+                plan.run(stream)
+            elif stream is None:
+                plan.eager()
+            else:
+                with stream:
+                    plan.eager()
+        with _span(timeline, lane, "D2H", chunk):
+            copy_out(out[a:b], plan.out, stream)
 
     def serial(self, x: np.ndarray, out: np.ndarray | None = None, *, timeline: Timeline | None = None,
                sync: bool = True) -> np.ndarray:
@@ -356,24 +354,18 @@ class SubBatchPipeline:
         lane = _Lane(self.lanes[0].device, 0, self.model, None)
         if timeline is not None:
             timeline.begin(lane.device)
-        if not self.on_gpu:
-            with _span(timeline, lane, "H2D", 0, name="serial"):
-                np.copyto(plan.x, x)
-            with _span(timeline, lane, "forward", 0, name="serial"):
-                plan.run()
-            with _span(timeline, lane, "D2H", 0, name="serial"):
-                np.copyto(out, plan.out)
-            return out
-        import cupy
-        s = cupy.cuda.get_current_stream()
-        with _span(timeline, lane, "H2D", 0, name="serial", stream=s):
-            plan.x.data.copy_from_host_async(ctypes.c_void_p(host_pointer(x)), x.nbytes, s)
-        with _span(timeline, lane, "forward", 0, name="serial", stream=s):
-            plan.run(s) if self.graphs else plan.eager()
-        with _span(timeline, lane, "D2H", 0, name="serial", stream=s):
-            plan.out.data.copy_to_host_async(ctypes.c_void_p(host_pointer(out)), out.nbytes, s)
-        if sync:
-            s.synchronize()
+        stream = None
+        if self.on_gpu:
+            import cupy
+            stream = cupy.cuda.get_current_stream()
+        with _span(timeline, lane, "H2D", 0, name="serial", stream=stream):
+            copy_in(plan.x, x, stream)
+        with _span(timeline, lane, "forward", 0, name="serial", stream=stream):
+            plan.run(stream) if self.graphs else plan.eager()
+        with _span(timeline, lane, "D2H", 0, name="serial", stream=stream):
+            copy_out(out, plan.out, stream)
+        if sync and stream is not None:
+            stream.synchronize()
         return out
 
     def serial_plan(self, N: int):
