@@ -224,3 +224,28 @@ def test_tune_keeps_the_fastest_schedule_and_stays_correct(fashion):
     y = pinned_empty((5, 1, 48, 48))                    # another N after tuning: its plans are made again
     y[...] = x[:5]
     assert np.array_equal(pipe.run(y), one_by_one(fashion, y, pipe.chunks(5)))
+
+
+def test_check_enqueue_accepts_the_right_order_and_names_wrong_sub_batches(fashion):
+    from labkit.ladder.streams import check_enqueue
+    from labkit.pipeline import copy_in, copy_out
+
+    def right(plan, x, out, a, b, stream):
+        copy_in(plan.x, x[a:b], stream)
+        plan.run(stream)
+        copy_out(out[a:b], plan.out, stream)
+
+    def copies_out_too_early(plan, x, out, a, b, stream):
+        copy_in(plan.x, x[a:b], stream)
+        copy_out(out[a:b], plan.out, stream)
+        plan.run(stream)
+
+    def forgets_the_copy_out(plan, x, out, a, b, stream):
+        copy_in(plan.x, x[a:b], stream)
+        plan.run(stream)
+
+    assert check_enqueue(right, fashion, 11)["ok"]
+    early = check_enqueue(copies_out_too_early, fashion, 11)
+    assert not early["ok"] and "sub-batch 2 (rows 6-8" in early["message"] and "differ" in early["message"]
+    never = check_enqueue(forgets_the_copy_out, fashion, 11)
+    assert not never["ok"] and never["message"].count("never written") == 4

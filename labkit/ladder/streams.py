@@ -22,7 +22,8 @@ from ..device_query import device
 from ..pipeline import SubBatchPipeline, copy_bandwidth, pinned_empty
 
 __all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "sub_batch_rows", "time_ms",
-           "torch_serial", "schedule_label", "tuned_rows"]
+           "torch_serial", "schedule_label", "tuned_rows",
+           "check_enqueue"]
 
 COPY_SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20]
 
@@ -164,3 +165,37 @@ def torch_serial(forward: Callable[[object], object], *, repeat: int = 10, warmu
         return out
     return rows
 
+
+
+def check_enqueue(enqueue: Callable, model, N: int, *, streams: int = 2, sub_batch: int = 3) -> dict:
+    """Run a batch of N through a pipeline whose sub-batches are queued by ``enqueue(plan, x, out, a, b,
+    stream)`` (a student's version of SubBatchPipeline.enqueue) on fresh random inputs with a
+    poisoned (NaN) output, and compare each sub-batch with the model's own forward of it.  Returns
+    ``{"ok": bool, "message": words}``: which sub-batches are wrong, and how (never written, or
+    other values: an earlier sub-batch's, or values read before they were ready)."""
+    pipe = SubBatchPipeline(model, streams=streams, sub_batch=sub_batch)
+    x = pinned_empty((N,) + pipe.input_shape)
+    x[...] = np.random.default_rng().random(x.shape, dtype=np.float32)
+    out = pinned_empty((N,) + pipe.output_shape)
+    out[...] = np.nan
+    pipe.prepare(N)
+    jobs = pipe.assignments(N)
+    for a, b, lane in jobs:
+        enqueue(lane.plans[b - a], x, out, a, b, lane.stream)
+    pipe.synchronize()
+    xp = backends.xp()
+    problems = []
+    for i, (a, b, lane) in enumerate(jobs):
+        want = model.plan(b - a).eager(xp.asarray(x[a:b]))
+        want = want.get() if hasattr(want, "get") else np.asarray(want)
+        got = out[a:b]
+        if np.isnan(got).all():
+            problems.append(f"sub-batch {i} (rows {a}-{b - 1}, {lane.name}): never written (still NaN)")
+        elif not np.array_equal(got, want):
+            bad = int((~np.isclose(got, want, rtol=1e-5, atol=1e-7)).any(axis=1).sum())
+            problems.append(f"sub-batch {i} (rows {a}-{b - 1}, {lane.name}): {bad} of {b - a} rows differ from "
+                            f"the forward of x[{a}:{b}] (max error {np.nanmax(np.abs(got - want)):.2e})")
+    pipe.release()
+    if not problems:
+        return {"ok": True, "message": "every sub-batch matches the model's own forward: True"}
+    return {"ok": False, "message": "wrong:\n  " + "\n  ".join(problems)}

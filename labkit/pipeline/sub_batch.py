@@ -213,7 +213,8 @@ class SubBatchPipeline:
         self._prepared.clear()          # other batch sizes make their plans again when next run
         return rows
 
-    def _assignments(self, N: int):
+    def assignments(self, N: int) -> list[tuple[int, int, "_Lane"]]:
+        """[(start, stop, lane)] of each sub-batch of N: the stream (and device) it runs on."""
         return [(a, b, self.lanes[i % len(self.lanes)]) for i, (a, b) in enumerate(self.chunks(N))]
 
     def prepare(self, N: int) -> None:
@@ -221,9 +222,9 @@ class SubBatchPipeline:
         kernels, the CUDA graph) and run each once; done by the first ``run`` of N otherwise."""
         if N in self._prepared:
             return
-        for a, b, lane in self._assignments(N):
+        for a, b, lane in self.assignments(N):
             self._plan(lane, b - a)
-        self._synchronize()
+        self.synchronize()
         self._prepared.add(N)
 
     def _plan(self, lane: _Lane, size: int):
@@ -245,7 +246,8 @@ class SubBatchPipeline:
                 plan.eager()
         return plan
 
-    def _synchronize(self) -> None:
+    def synchronize(self) -> None:
+        """Wait until every stream of every device (and the caller's stream) has finished its work."""
         if self.on_gpu:
             import cupy
             for lane in self.lanes:
@@ -293,7 +295,7 @@ class SubBatchPipeline:
         everything is queued; the caller's stream is ordered after it (CUDA events there time it)."""
         N, out = self._check(x, out)
         self.prepare(N)
-        jobs = self._assignments(N)
+        jobs = self.assignments(N)
         if not self.on_gpu:
             return self._run_cpu(x, out, jobs, timeline)
         import cupy
@@ -376,7 +378,7 @@ class SubBatchPipeline:
             plan = self._serial[N] = self.model.new_plan(N)
             if self.graphs:
                 plan.run()
-            self._synchronize()
+            self.synchronize()
         return plan
 
     def describe(self, N: int) -> str:
