@@ -16,6 +16,7 @@ What is where, lowest first (each imports only from those above it):
     measure, plots        timers, sweeps, breakdowns, roofline floors, curves (generic)
     ops                   one module per kernel family: plans made once per shape, then launches
     layers, models        layer objects; Fashion-MNIST and AlexNet, eager or as one CUDA graph
+    pipeline              pinned host memory; sub-batches on streams and GPUs; timelines (any model)
     peers                 cuDNN / cuBLAS / PyTorch, timed in the same run
     ladder                the studies: check, time, compare, sweep, tune
 
@@ -36,7 +37,7 @@ __version__ = "0.1.0"
 # Submodules imported when first used (matplotlib, the studies and the models take a moment to
 # import), but listed by dir() and tab completion like the rest.
 SUBMODULES = ("backends", "errors", "kernels", "shapes", "reference", "data", "results", "checks", "tuned",
-              "measure", "plots", "ops", "layers", "models", "peers", "ladder",
+              "measure", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder",
               # old homes of moved names (labkit.moved)
               "conv", "gemm", "implicit", "unroll", "tuning")
 
@@ -57,7 +58,7 @@ def __getattr__(name: str):
 
 __all__ = ["backend", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
            "RUNGS", "RUNG_NAMES", "backends", "errors", "kernels", "shapes", "reference", "data", "results",
-           "checks", "tuned", "measure", "plots", "ops", "layers", "models", "peers", "ladder"]
+           "checks", "tuned", "measure", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder"]
 
 
 def __dir__() -> list[str]:

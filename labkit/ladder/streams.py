@@ -100,16 +100,17 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
 
 
 def tuned_rows(model, x: np.ndarray, *, streams: Sequence[int] = (4, 8), repeat: int = 10, warmup: int = 2,
-               tune_repeat: int = 5) -> list[dict]:
+               tune_repeat: int = 5, candidates=None) -> list[dict]:
     """For each stream count: ``SubBatchPipeline.tune`` over its candidate schedules, then the kept
     schedule timed again (``repeat``), and the fastest schedule that really splits the batch (two
-    sub-batches or more) beside it: what overlap buys at this batch, even where it loses."""
+    sub-batches or more) beside it: what overlap buys at this batch, even where it loses.
+    ``candidates``: the schedules to try (default: ``SubBatchPipeline.candidates``)."""
     N = int(x.shape[0])
     common = {"kind": "forward", "batch": N, "device": device().label}
     rows = []
     for S in streams:
         pipe = SubBatchPipeline(model, streams=S)
-        tried = pipe.tune(x, repeat=tune_repeat)
+        tried = pipe.tune(x, candidates, repeat=tune_repeat)
         split = next((r for r in tried if r["sub_batches"] > 1), None)
         out = pinned_empty((N,) + pipe.output_shape)
         for what, sched in (("tuned", tried[0]["schedule"]), ("best split", split and split["schedule"])):
