@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from . import backends
 from .measure import time_fn
 from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
@@ -105,7 +107,8 @@ def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object]
     import torch
     import torch.nn.functional as F
     _setup_torch(tf32)
-    t = {k: torch.as_tensor(v, device="cuda") for k, v in weights.items()}
+    # np.require: a writable array (a copy of a read-only one): torch warns on read-only NumPy arrays
+    t = {k: torch.as_tensor(np.require(v, requirements="W"), device="cuda") for k, v in weights.items()}
     fc1_t, fc2_t = t["fc1_w"].t().contiguous(), t["fc2_w"].t().contiguous()   # linear takes (out, in)
 
     def forward(h):
@@ -137,7 +140,7 @@ def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) ->
     import torch.nn.functional as F
     if device == "cuda":
         _setup_torch(tf32)
-    t = {k: torch.as_tensor(v, device=device) for k, v in weights.items()}
+    t = {k: torch.as_tensor(np.require(v, requirements="W"), device=device) for k, v in weights.items()}
     fc = {n: t[f"{n}_w"].t().contiguous() for n in ("fc6", "fc7", "fc8")}   # linear takes (out, in)
     size = 2 * LRN["depth_radius"] + 1
 
