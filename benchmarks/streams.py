@@ -114,6 +114,11 @@ def main() -> int:
         sw += streams.tuned_rows(net, xs, streams=(2,) if quick else (4, 8), repeat=rep)
         rows += [{**r, "model": "alexnet-sweep"} for r in sw]
 
+    # What a pipeline call costs the host (queueing every copy and graph launch of every sub-batch).
+    for n, sb_ in ([(4, 2)] if quick else [(64, [8, 64]), (1024, [64, 256]), (1024, 128)]):
+        rows += [{**r, "model": "alexnet"} for r in streams.host_rows(net, x[:n], streams=4, sub_batch=sb_,
+                                                                       repeat=5 if quick else 50)]
+
     # The best schedule's timeline, and the serial one, for the plot.
     tl_rows = {}
     for name, run in (("serial", "serial"), ("pipeline", "run")):
@@ -172,6 +177,9 @@ def main() -> int:
     for r in rows:
         if r.get("kind") in ("forward", "sub_batch"):
             print(f"{r.get('model', ''):14s} {r['batch']:6d} {r['label']:52s} {r['median_ms']:9.3f} ms")
+        elif r.get("kind") == "host_us":
+            print(f"{'host time':14s} {r['batch']:6d} {r['label']:52s} {r['median_us']:9.1f} µs "
+                  f"({r['sub_batches']} sub-batches, {r['per_sub_batch_us']:.1f} µs each)")
     print("\n" + "\n".join(lines))
     print(f"wrote {path}")
     return 0

@@ -23,7 +23,7 @@ from ..pipeline import SubBatchPipeline, copy_bandwidth, pinned_empty
 
 __all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "sub_batch_rows", "time_ms",
            "torch_serial", "schedule_label", "tuned_rows",
-           "check_enqueue"]
+           "check_enqueue", "host_rows"]
 
 COPY_SIZES = [4 << 10, 64 << 10, 1 << 20, 4 << 20, 16 << 20, 64 << 20, 128 << 20, 256 << 20, 512 << 20]
 
@@ -200,3 +200,20 @@ def check_enqueue(enqueue: Callable, model, N: int, *, streams: int = 2, sub_bat
     if not problems:
         return {"ok": True, "message": "every sub-batch matches the model's own forward: True"}
     return {"ok": False, "message": "wrong:\n  " + "\n  ".join(problems)}
+
+
+def host_rows(model, x: np.ndarray, *, streams: int = 4, sub_batch=None, repeat: int = 50) -> list[dict]:
+    """Host µs per ``pipe.run(x, sync=False)``: the checks, the events and every copy and graph launch
+    of every sub-batch, queued; the GPU drained (untimed) between calls so the queue never fills."""
+    N = int(x.shape[0])
+    pipe = SubBatchPipeline(model, streams=streams, sub_batch=sub_batch)
+    out = pinned_empty((N,) + pipe.output_shape)
+    pipe.prepare(N)
+    us = measure.host_us(lambda: pipe.run(x, out, sync=False), warmup=3, repeat=repeat, settle=pipe.synchronize,
+                         every=1)
+    n_sub = len(pipe.chunks(N))
+    pipe.release()
+    measure.release_gpu_memory()
+    return [{"kind": "host_us", "batch": N, "label": schedule_label(streams, sub_batch), "sub_batches": n_sub,
+             "median_us": float(np.median(us)), "per_sub_batch_us": float(np.median(us)) / n_sub,
+             "device": device().label}]
