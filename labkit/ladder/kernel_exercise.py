@@ -1,0 +1,131 @@
+"""Checks that teach: a student's convolution kernel run on odd shapes with a poisoned output, and
+what is wrong said in words.
+
+    v = check_conv_kernel("exercises/02_conv_naive.cu", "conv_naive_exercise")
+    print(v.message)        # "right on 3 layers ...: True", or which elements are wrong and how
+    v.ok                    # the verdict a grader counts
+
+Each case is a layer no tile divides (odd sizes), fresh random inputs, an output filled with NaN
+before the launch.  The answer is compared with the float64 reference element by element, and the
+message says how many elements are wrong, whether they were never written (still NaN) or hold other
+values, whether they sit on the plane's edge (first or last row or column) or inside, where the first
+ones are, and the largest error.  On the CPU executor the kernel also runs under the memory and
+barrier checks, so an out-of-bounds access is named with its source line instead of corrupting
+memory; a kernel that runs too long is stopped by the executor's watchdog.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import backends, reference
+from ..checks import to_numpy
+from ..errors import BarrierError, KernelCompileError, KernelMemoryError, KernelRaceError, LaunchError
+from ..loader import load_source
+from .harness import random_layer
+
+__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "EXERCISE_LAYERS"]
+
+# Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
+EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
+                   dict(N=1, C=6, H=22, W=22, M=16, K=5)]
+
+
+@dataclass
+class Verdict:
+    """``ok``: the verdict; ``message``: what a student reads (what is wrong, in words)."""
+    ok: bool
+    message: str
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3) -> str | None:
+    """None if ``y`` matches the float64 ``ref`` (N, M, Ho, Wo) to ``tol`` (relative to ref's largest
+    magnitude), else a few lines: how many elements are wrong, never written (NaN) or wrong values,
+    on the edge of the plane or inside it, the first few (n, m, h, w), the largest error."""
+    y = np.asarray(y, np.float64)
+    scale = max(float(np.abs(ref).max()), 1e-30)
+    nan = np.isnan(y)
+    err = np.where(nan, np.inf, np.abs(y - ref))
+    bad = err > tol * scale
+    if not bad.any():
+        return None
+    N, M, Ho, Wo = ref.shape
+    h = np.arange(Ho)[:, None]
+    w = np.arange(Wo)[None, :]
+    edge_plane = (h == 0) | (h == Ho - 1) | (w == 0) | (w == Wo - 1)
+    edge = np.broadcast_to(edge_plane, bad.shape)
+    n_bad, n_nan = int(bad.sum()), int((bad & nan).sum())
+    n_edge = int((bad & edge).sum())
+    lines = [f"{n_bad} of {bad.size} outputs wrong: {n_nan} never written (still NaN), "
+             f"{n_bad - n_nan} with other values; {n_edge} on the plane's edge (first or last row or "
+             f"column), {n_bad - n_edge} inside"]
+    idx = np.argwhere(bad)[:show]
+    lines.append("first wrong outputs (n, m, h, w): " + ", ".join(
+        f"{tuple(int(v) for v in i)} = {y[tuple(i)]:.4g} (expected {ref[tuple(i)]:.4g})" for i in idx))
+    finite = bad & ~nan
+    if finite.any():
+        lines.append(f"largest error {float(np.abs(y - ref)[finite].max()):.3g} "
+                     f"(the outputs' largest magnitude is {scale:.3g})")
+    rows_bad = bad.any(axis=(0, 1, 3))
+    cols_bad = bad.any(axis=(0, 1, 2))
+    if not rows_bad.all() or not cols_bad.all():
+        lines.append(f"wrong rows h in {_ranges(np.flatnonzero(rows_bad))}, columns w in "
+                     f"{_ranges(np.flatnonzero(cols_bad))} (plane {Ho}x{Wo})")
+    return "\n".join(lines)
+
+
+def _ranges(ix) -> str:
+    out, start = [], None
+    for i, v in enumerate(ix):
+        if start is None:
+            start = v
+        if i == len(ix) - 1 or ix[i + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return "{" + ", ".join(out) + "}"
+
+
+def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, layers=None,
+                      activation: str | None = None, rng=None) -> Verdict:
+    """Compile ``path`` (a .cu file with a kernel of conv_naive's signature and grid), run ``kernel`` on
+    each of ``layers`` (default EXERCISE_LAYERS) with a NaN-poisoned output, compare with the
+    float64 reference; on the CPU executor under the memory and barrier checks."""
+    rng = rng or np.random.default_rng()
+    layers = EXERCISE_LAYERS if layers is None else layers
+    name = f"{Path(path).name}: {kernel}"
+    act = {None: 0, "tanh": 1, "relu": 2}[activation]
+    try:
+        mod = load_source(path, defines={"TILE_WIDTH": tile_width}, check="memory,barrier", own=True)
+        fn = mod.get_function(kernel)
+    except KernelCompileError as exc:
+        return Verdict(False, f"{name}: does not compile:\n{exc}")
+    except LaunchError as exc:
+        return Verdict(False, f"{name}: {exc}")
+    xp = backends.xp()
+    for L in layers:
+        N, C, H, W, M, K = (L[k] for k in ("N", "C", "H", "W", "M", "K"))
+        Ho, Wo = H - K + 1, W - K + 1
+        x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
+        y = xp.full((N, M, Ho, Wo), np.nan, dtype=np.float32)
+        tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
+        shape = f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width})"
+        try:
+            fn((N, M, tiles), (tile_width, tile_width, 1),
+               (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *(np.int32(v) for v in (N, C, H, W, M, K, act))))
+            out = to_numpy(y)
+        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
+            # The executor's first lines say what and where (source line); the sanitizer's own
+            # report after them is for the curious.
+            text = str(exc).split("--- AddressSanitizer report ---")[0].rstrip()
+            return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
+        ref = reference.conv2d(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
+        ref = {None: ref, "tanh": np.tanh(ref), "relu": np.maximum(ref, 0.0)}[activation]
+        what = describe_mismatch(out, ref)
+        if what is not None:
+            return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
+    return Verdict(True, f"{name}: right on {len(layers)} odd layers, every output written: True")

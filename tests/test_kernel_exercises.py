@@ -1,0 +1,73 @@
+"""Kernel exercises: solution regions in .cu files, the student's copy, and checks that say what is wrong."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import labkit
+from labkit.exercises import main as make_student_version
+from labkit.exercises import strip_cu_solutions
+from labkit.ladder.kernel_exercise import check_conv_kernel
+
+EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
+NAIVE = EXERCISES / "02_conv_naive.cu"
+ON_CPU = labkit.backend() == "cpu"
+
+
+def variant(tmp_path, name, old, new):
+    src = NAIVE.read_text()
+    assert old in src
+    p = tmp_path / f"{name}.cu"
+    p.write_text(src.replace(old, new))
+    return p
+
+
+def test_strip_cu_solutions():
+    src = "int a;\n  // BEGIN SOLUTION\n  a = secret();\n  // END SOLUTION\nint b;\n"
+    out, n = strip_cu_solutions(src)
+    assert n == 1 and "secret" not in out and "  // YOUR CODE HERE\n" in out and out.endswith("int b;\n")
+    for bad in ("// BEGIN SOLUTION\nx;\n", "x;\n// END SOLUTION\n", "// BEGIN SOLUTION\n// BEGIN SOLUTION\n"):
+        with pytest.raises(ValueError):
+            strip_cu_solutions(bad)
+
+
+def test_the_instructors_solution_passes():
+    v = check_conv_kernel(NAIVE, "conv_naive_exercise")
+    assert v.ok and v.message.endswith(": True"), v.message
+
+
+def test_the_students_copy_compiles_and_is_told_what_is_missing(tmp_path):
+    assert make_student_version([str(NAIVE.parent.parent), str(tmp_path / "student")]) == 0
+    copy = tmp_path / "student" / "exercises" / NAIVE.name
+    text = copy.read_text()
+    assert "// YOUR CODE HERE" in text and "blockIdx.z % W_grid" not in text
+    v = check_conv_kernel(copy, "conv_naive_exercise")
+    assert not v.ok and "never written (still NaN)" in v.message
+
+
+def test_a_missing_row_is_named(tmp_path):
+    v = check_conv_kernel(variant(tmp_path, "off_by_one", "h >= Ho", "h >= Ho - 1"), "conv_naive_exercise")
+    assert not v.ok
+    assert re.search(r"\d+ of \d+ outputs wrong: \d+ never written", v.message)
+    assert "on the plane's edge" in v.message and re.search(r"wrong rows h in \{\d+\}", v.message)
+
+
+def test_wrong_values_are_told_apart_from_unwritten_ones(tmp_path):
+    v = check_conv_kernel(variant(tmp_path, "bias", "float acc = b[m];", "float acc = b[0];"), "conv_naive_exercise")
+    assert not v.ok and "0 never written" in v.message and "largest error" in v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="an out-of-bounds read is caught by the CPU executor's memory check; "
+                                       "on a GPU compute-sanitizer does that work (scripts/gpu_round.sh)")
+def test_an_out_of_bounds_access_is_named_with_its_line(tmp_path):
+    p = variant(tmp_path, "no_guard", "  if (n >= N || h >= Ho || w >= Wo) return;", "")
+    v = check_conv_kernel(p, "conv_naive_exercise")
+    assert not v.ok and "KernelMemoryError" in v.message and re.search(r"no_guard\.cu:\d+", v.message)
+    assert "AddressSanitizer report" not in v.message
+
+
+def test_a_compile_error_is_shown(tmp_path):
+    v = check_conv_kernel(variant(tmp_path, "syntax", "n = blockIdx.x;", "n = blockIdx.x"), "conv_naive_exercise")
+    assert not v.ok and "does not compile" in v.message
