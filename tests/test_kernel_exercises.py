@@ -44,19 +44,19 @@ def test_the_students_copy_compiles_and_is_told_what_is_missing(tmp_path):
     text = copy.read_text()
     assert "// YOUR CODE HERE" in text and "blockIdx.z % W_grid" not in text
     v = check_conv_kernel(copy, "conv_naive_exercise")
-    assert not v.ok and "never written (still NaN)" in v.message
+    assert not v.ok and "NaN (never written" in v.message
 
 
 def test_a_missing_row_is_named(tmp_path):
     v = check_conv_kernel(variant(tmp_path, "off_by_one", "h >= Ho", "h >= Ho - 1"), "conv_naive_exercise")
     assert not v.ok
-    assert re.search(r"\d+ of \d+ outputs wrong: \d+ never written", v.message)
+    assert re.search(r"\d+ of \d+ outputs wrong: \d+ NaN", v.message)
     assert "on the plane's edge" in v.message and re.search(r"wrong rows h in \{\d+\}", v.message)
 
 
 def test_wrong_values_are_told_apart_from_unwritten_ones(tmp_path):
     v = check_conv_kernel(variant(tmp_path, "bias", "float acc = b[m];", "float acc = b[0];"), "conv_naive_exercise")
-    assert not v.ok and "0 never written" in v.message and "largest error" in v.message
+    assert not v.ok and "0 NaN" in v.message and "largest error" in v.message
 
 
 @pytest.mark.skipif(not ON_CPU, reason="an out-of-bounds read is caught by the CPU executor's memory check; "
@@ -71,3 +71,27 @@ def test_an_out_of_bounds_access_is_named_with_its_line(tmp_path):
 def test_a_compile_error_is_shown(tmp_path):
     v = check_conv_kernel(variant(tmp_path, "syntax", "n = blockIdx.x;", "n = blockIdx.x"), "conv_naive_exercise")
     assert not v.ok and "does not compile" in v.message
+
+
+TILED = EXERCISES / "03_conv_tiled.cu"
+
+
+def check_tiled(path):
+    from labkit.ladder.kernel_exercise import tile_bytes
+    return check_conv_kernel(path, "conv_tiled_exercise", shared_mem=tile_bytes, checks="memory,barrier,race")
+
+
+def test_the_tiled_solution_passes():
+    v = check_tiled(TILED)
+    assert v.ok, v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the race check belongs to the CPU executor (compute-sanitizer's "
+                                       "racecheck on a GPU)")
+def test_a_missing_barrier_is_named(tmp_path):
+    src = TILED.read_text()
+    p = tmp_path / "no_second_barrier.cu"
+    p.write_text(src.replace("    // BEGIN SOLUTION\n    __syncthreads();\n    // END SOLUTION\n", ""))
+    v = check_tiled(p)
+    assert not v.ok and "KernelRaceError" in v.message and "__syncthreads()" in v.message
+    assert "ThreadSanitizer report" not in v.message

@@ -15,6 +15,7 @@ memory; a kernel that runs too long is stopped by the executor's watchdog.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from ..errors import BarrierError, KernelCompileError, KernelMemoryError, Kernel
 from ..loader import load_source
 from .harness import random_layer
 
-__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "EXERCISE_LAYERS"]
+__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "tile_bytes", "EXERCISE_LAYERS"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -61,8 +62,8 @@ def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show
     edge = np.broadcast_to(edge_plane, bad.shape)
     n_bad, n_nan = int(bad.sum()), int((bad & nan).sum())
     n_edge = int((bad & edge).sum())
-    lines = [f"{n_bad} of {bad.size} outputs wrong: {n_nan} never written (still NaN), "
-             f"{n_bad - n_nan} with other values; {n_edge} on the plane's edge (first or last row or "
+    lines = [f"{n_bad} of {bad.size} outputs wrong: {n_nan} NaN (never written, or computed from memory "
+             f"never written), {n_bad - n_nan} with other values; {n_edge} on the plane's edge (first or last row or "
              f"column), {n_bad - n_edge} inside"]
     idx = np.argwhere(bad)[:show]
     lines.append("first wrong outputs (n, m, h, w): " + ", ".join(
@@ -79,6 +80,11 @@ def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show
     return "\n".join(lines)
 
 
+def tile_bytes(K: int, tile_width: int) -> int:
+    """Dynamic shared memory of conv_tiled's launch: one channel's input tile, halo included."""
+    return (tile_width + K - 1) ** 2 * 4
+
+
 def _ranges(ix) -> str:
     out, start = [], None
     for i, v in enumerate(ix):
@@ -91,16 +97,19 @@ def _ranges(ix) -> str:
 
 
 def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, layers=None,
-                      activation: str | None = None, rng=None) -> Verdict:
+                      activation: str | None = None, shared_mem=None, checks: str = "memory,barrier",
+                      rng=None) -> Verdict:
     """Compile ``path`` (a .cu file with a kernel of conv_naive's signature and grid), run ``kernel`` on
     each of ``layers`` (default EXERCISE_LAYERS) with a NaN-poisoned output, compare with the
-    float64 reference; on the CPU executor under the memory and barrier checks."""
+    float64 reference; on the CPU executor under ``checks`` (add "race" for a kernel with shared
+    memory and barriers: a missing barrier is then named).  ``shared_mem(K, tile_width)``: the
+    dynamic shared memory of a launch, in bytes (None: none)."""
     rng = rng or np.random.default_rng()
     layers = EXERCISE_LAYERS if layers is None else layers
     name = f"{Path(path).name}: {kernel}"
     act = {None: 0, "tanh": 1, "relu": 2}[activation]
     try:
-        mod = load_source(path, defines={"TILE_WIDTH": tile_width}, check="memory,barrier", own=True)
+        mod = load_source(path, defines={"TILE_WIDTH": tile_width}, check=checks, own=True)
         fn = mod.get_function(kernel)
     except KernelCompileError as exc:
         return Verdict(False, f"{name}: does not compile:\n{exc}")
@@ -116,12 +125,13 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
         shape = f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width})"
         try:
             fn((N, M, tiles), (tile_width, tile_width, 1),
-               (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *(np.int32(v) for v in (N, C, H, W, M, K, act))))
+               (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *(np.int32(v) for v in (N, C, H, W, M, K, act))),
+               shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)))
             out = to_numpy(y)
         except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
             # The executor's first lines say what and where (source line); the sanitizer's own
             # report after them is for the curious.
-            text = str(exc).split("--- AddressSanitizer report ---")[0].rstrip()
+            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
             return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
         ref = reference.conv2d(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
         ref = {None: ref, "tanh": np.tanh(ref), "relu": np.maximum(ref, 0.0)}[activation]
