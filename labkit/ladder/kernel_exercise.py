@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import backends, reference
-from ..checks import to_numpy
+from ..checks import check_activation, to_numpy
 from ..errors import BarrierError, KernelCompileError, KernelMemoryError, KernelRaceError, LaunchError
 from ..loader import load_source
-from .harness import random_layer
+from .harness import random_layer, reference_activation
 
 __all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "tile_bytes", "EXERCISE_LAYERS"]
 
@@ -107,7 +107,7 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
     rng = rng or np.random.default_rng()
     layers = EXERCISE_LAYERS if layers is None else layers
     name = f"{Path(path).name}: {kernel}"
-    act = {None: 0, "tanh": 1, "relu": 2}[activation]
+    act = check_activation(activation)
     try:
         mod = load_source(path, defines={"TILE_WIDTH": tile_width}, check=checks, own=True)
         fn = mod.get_function(kernel)
@@ -133,8 +133,7 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
             # report after them is for the curious.
             text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
             return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
-        ref = reference.conv2d(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
-        ref = {None: ref, "tanh": np.tanh(ref), "relu": np.maximum(ref, 0.0)}[activation]
+        ref = reference_activation(reference.conv2d(x, w, b), activation)    # float64
         what = describe_mismatch(out, ref)
         if what is not None:
             return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")

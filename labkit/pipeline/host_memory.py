@@ -63,24 +63,31 @@ def copy_in(device_array, host_array: np.ndarray, stream=None) -> None:
     """Queue the copy of ``host_array`` into ``device_array`` (same shape and dtype) on ``stream`` and
     return at once (cudaMemcpyAsync; truly asynchronous from pinned memory).  On the CPU executor,
     np.copyto, done when this returns."""
-    nbytes = _same_bytes(device_array, host_array, "copy_in")
-    if isinstance(device_array, np.ndarray):
-        np.copyto(device_array, host_array)
-        return
-    import cupy
-    device_array.data.copy_from_host_async(ctypes.c_void_p(host_pointer(host_array)), nbytes,
-                                           stream if stream is not None else cupy.cuda.get_current_stream())
+    _copy(device_array, host_array, stream, to_device=True)
 
 
 def copy_out(host_array: np.ndarray, device_array, stream=None) -> None:
     """Queue the copy of ``device_array`` into ``host_array`` on ``stream`` (see copy_in)."""
-    nbytes = _same_bytes(host_array, device_array, "copy_out")
-    if isinstance(device_array, np.ndarray):
-        np.copyto(host_array, device_array)
+    _copy(device_array, host_array, stream, to_device=False)
+
+
+def _copy(device_array, host_array: np.ndarray, stream, *, to_device: bool) -> None:
+    what = "copy_in" if to_device else "copy_out"
+    if device_array.dtype != host_array.dtype or tuple(device_array.shape) != tuple(host_array.shape):
+        raise ValueError(f"{what}: shapes or dtypes differ ({device_array.dtype}{tuple(device_array.shape)} "
+                         f"vs {host_array.dtype}{tuple(host_array.shape)})")
+    if not (device_array.flags.c_contiguous and host_array.flags.c_contiguous):
+        raise ValueError(f"{what}: both arrays must be C-contiguous (one block of bytes each)")
+    if isinstance(device_array, np.ndarray):          # the CPU executor: "device" arrays are host arrays
+        np.copyto(*((device_array, host_array) if to_device else (host_array, device_array)))
         return
     import cupy
-    device_array.data.copy_to_host_async(ctypes.c_void_p(host_pointer(host_array)), nbytes,
-                                         stream if stream is not None else cupy.cuda.get_current_stream())
+    stream = stream if stream is not None else cupy.cuda.get_current_stream()
+    host = ctypes.c_void_p(host_pointer(host_array))
+    if to_device:
+        device_array.data.copy_from_host_async(host, int(host_array.nbytes), stream)
+    else:
+        device_array.data.copy_to_host_async(host, int(host_array.nbytes), stream)
 
 
 def is_pinned(a: np.ndarray) -> bool:

@@ -37,11 +37,13 @@ gathering are tested there too.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 from typing import Sequence
 
 import numpy as np
 
 from .. import backends
+from ..backends.clock import times_ms
 from .host_memory import copy_in, copy_out, pinned_empty
 from .timeline import Timeline
 
@@ -193,7 +195,6 @@ class SubBatchPipeline:
         """Time each candidate schedule (``candidates(N)`` by default) on host batch ``x`` and keep the
         fastest for its N: later runs of N use it.  Returns a row per candidate (ms, schedule),
         fastest first.  The plans of the schedules not kept are dropped."""
-        from ..backends.clock import times_ms
         N, out = self._check(x, None)
         rows = []
         self._tuned.pop(N, None)
@@ -389,19 +390,9 @@ class SubBatchPipeline:
                 f"{'CUDA graphs' if self.graphs else 'eager launches'}; {self.note}")
 
 
-class _span:
+def _span(timeline, lane: _Lane, stage: str, chunk: int, *, name: str | None = None, stream=None):
     """``timeline.span`` for a lane, or nothing when there is no timeline (the common, timed case)."""
-
-    def __init__(self, timeline, lane: _Lane, stage: str, chunk: int, *, name: str | None = None, stream=None):
-        self.cm = None if timeline is None else timeline.span(
-            name or lane.name, stage, chunk=chunk, device=lane.device,
-            stream=stream if stream is not None else lane.stream)
-
-    def __enter__(self):
-        if self.cm is not None:
-            self.cm.__enter__()
-
-    def __exit__(self, *exc):
-        if self.cm is not None:
-            return self.cm.__exit__(*exc)
-        return False
+    if timeline is None:
+        return nullcontext()
+    return timeline.span(name or lane.name, stage, chunk=chunk, device=lane.device,
+                         stream=stream if stream is not None else lane.stream)
