@@ -13,7 +13,9 @@ import numpy as np
 
 from . import backends
 
-ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2}   # the kernels' `int act`
+ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2, "relu6": 3}   # the kernels' `int act`
+# What most kernels implement; a kernel that also has ReLU6 (min(max(v, 0), 6): MobileNetV2) says so.
+BASIC_ACTIVATIONS = (None, "tanh", "relu")
 F32 = np.dtype(np.float32)
 
 
@@ -62,12 +64,13 @@ def check_int(v, name: str, low: int = 1, high: int | None = None) -> int:
     return int(v)
 
 
-def check_activation(activation) -> int:
-    """The kernels' code of an activation (None, "tanh", "relu"); ValueError for anything else."""
-    try:
+def check_activation(activation, allowed: tuple = BASIC_ACTIVATIONS) -> int:
+    """The kernels' code of an activation among ``allowed`` (default None, "tanh", "relu"); ValueError
+    for anything else (a kernel handed a code it does not implement would skip the activation)."""
+    if (activation is None or type(activation) is str) and activation in allowed:
         return ACTIVATIONS[activation]
-    except (KeyError, TypeError):
-        raise ValueError(f"activation must be None, 'tanh' or 'relu', got {activation!r}") from None
+    names = [repr(a) if a is not None else "None" for a in allowed]
+    raise ValueError(f"activation must be {', '.join(names[:-1])} or {names[-1]}, got {activation!r}")
 
 
 def check_array(a, name: str, layout: str, ndim: int, backend: str | None = None, xp=None,

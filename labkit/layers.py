@@ -14,7 +14,9 @@ from .ops.conv_pool import CONV_POOL_THREADS, ConvPoolTanh, conv_pool_shared_byt
 from .ops.gemm import Dense
 from .ops.implicit import ImplicitConv2d
 from .ops.lrn import LRN, lrn
-from .ops.pool_softmax import MaxPool2d, Softmax, max_pool2d, softmax
+from .ops.depthwise import DepthwiseConv2d, depthwise_conv2d
+from .ops.pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, max_pool2d, softmax
 
-__all__ = ["Conv2d", "ImplicitConv2d", "Dense", "MaxPool2d", "Softmax", "LRN", "ConvPoolTanh",
-           "max_pool2d", "softmax", "lrn", "conv_pool_tanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]
+__all__ = ["Conv2d", "ImplicitConv2d", "DepthwiseConv2d", "Dense", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN",
+           "ConvPoolTanh", "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "lrn", "conv_pool_tanh",
+           "CONV_POOL_THREADS", "conv_pool_shared_bytes"]

@@ -24,14 +24,17 @@
 // labkit.ops.implicit makes once per layer: a tile of it is then BK rows of BM neighbouring floats,
 // read with float4 and stored in shared memory as it comes (the A tile must be k-major).
 //
-// conv_implicit(x, wt, bias, y, N, has_bias, act)
+// conv_implicit(x, wt, bias, y, N, has_bias, act, res, has_res)
 //   x (N, C, H, W), wt (G, KG, MG), bias (M,) (not read when has_bias == 0), y (N, M, Ho, Wo),
-//   all float32 C-contiguous; act: 0 none, 1 tanh, 2 ReLU (after the bias).
+//   res (N, M, Ho, Wo) (not read when has_res == 0), all float32 C-contiguous;
+//   y = act(conv + bias + res), act: 0 none, 1 tanh, 2 ReLU, 3 ReLU6 (min(max(v, 0), 6)).
+//   The residual add is a residual network's skip connection fused into the epilogue: the sum
+//   never makes a round trip through memory (MobileNetV2's projections: act 0; ResNet: act 2).
 // Launch: grid (ceil(N*Ho*Wo / IG_BN), ceil(MG / IG_BM), G), block ((BM/TM) * (BN/TN),).
 // Split-K, for small batches whose grid would leave SMs idle: conv_implicit_splitk(x, wt, P, N,
 // splits), grid z G * splits, each block one slice of the k-tiles, raw sums to the workspace P
-// (splits, N, M, Ho, Wo); then conv_implicit_reduce(P, bias, y, N, has_bias, act, splits) adds them,
-// the bias and the activation.
+// (splits, N, M, Ho, Wo); then conv_implicit_reduce(P, bias, y, N, has_bias, act, splits, res,
+// has_res) adds them, the bias, the residual and the activation.
 //
 // Compile-time parameters (labkit.ops.implicit sets them; the tile sizes come from the tuned table
 // labkit/tuned/conv_implicit.json):
@@ -99,6 +102,15 @@ static_assert(THREADS % BN == 0, "(BM/TM)*(BN/TN) threads must be a multiple of 
 static_assert(THREADS <= 1024, "a block holds at most 1024 threads");
 static_assert(2 * (BM + BN) * BK * 4 <= 48 * 1024, "two shared stages exceed 48 KiB");
 }  // namespace ig
+
+// The epilogue of every output value: bias, residual, activation (0 none, 1 tanh, 2 ReLU, 3 ReLU6).
+__device__ __forceinline__ float finish(float v, float bias, float res, int act) {
+  v += bias + res;
+  if (act == 1) v = tanhf(v);
+  else if (act == 2) v = fmaxf(v, 0.0f);
+  else if (act == 3) v = fminf(fmaxf(v, 0.0f), 6.0f);
+  return v;
+}
 
 // The thread's column of the B tile: where its pixel's window starts in x, or -1 past the end.
 struct Column {
@@ -169,8 +181,8 @@ constexpr int K_TILES = (ig::KG + ig::BK - 1) / ig::BK;
 
 __device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const float* __restrict__ wt,
                                               const float* __restrict__ bias, float* __restrict__ y, int N,
-                                              int has_bias, int act, int g, int t_begin, int t_end,
-                                              bool partial) {
+                                              int has_bias, int act, const float* __restrict__ res,
+                                              int has_res, int g, int t_begin, int t_end, bool partial) {
   using namespace ig;
   __shared__ float4 As4[2][BK * BM / 4];  // As[k * BM + m] = W_g[bm + m, k0 + k]
   __shared__ float4 Bs4[2][BK * BN / 4];  // Bs[k * BN + j] = X_g[k0 + k, bp + j]
@@ -238,21 +250,19 @@ __device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const
       const int m = bm + (i / 4) * ROW_STEP + tr * 4 + (i % 4);
       if (m >= MG) continue;
       const int oc = g * MG + m;
+      const size_t at = ((size_t)n * M + oc) * HWO + pix;
       float v = acc[i][j];
-      if (!partial) {
-        v += has_bias ? bias[oc] : 0.0f;
-        if (act == 1) v = tanhf(v);
-        else if (act == 2) v = fmaxf(v, 0.0f);
-      }
-      y[((size_t)n * M + oc) * HWO + pix] = v;
+      if (!partial) v = finish(v, has_bias ? bias[oc] : 0.0f, has_res ? res[at] : 0.0f, act);
+      y[at] = v;
     }
   }
 }
 
 extern "C" __global__ void conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
                                          const float* __restrict__ bias, float* __restrict__ y,
-                                         int N, int has_bias, int act) {
-  implicit_gemm(x, wt, bias, y, N, has_bias, act, blockIdx.z, 0, K_TILES, false);
+                                         int N, int has_bias, int act, const float* __restrict__ res,
+                                         int has_res) {
+  implicit_gemm(x, wt, bias, y, N, has_bias, act, res, has_res, blockIdx.z, 0, K_TILES, false);
 }
 
 // Split-K's first step: blockIdx.z = g * splits + slice; the block takes its slice of the k-tiles
@@ -262,22 +272,20 @@ extern "C" __global__ void conv_implicit_splitk(const float* __restrict__ x, con
   const int g = blockIdx.z / splits, slice = blockIdx.z % splits;
   const int per_slice = (K_TILES + splits - 1) / splits;
   const int t_begin = slice * per_slice;
-  implicit_gemm(x, wt, nullptr, P + (size_t)slice * N * ig::M * ig::HWO, N, 0, 0, g, t_begin,
+  implicit_gemm(x, wt, nullptr, P + (size_t)slice * N * ig::M * ig::HWO, N, 0, 0, nullptr, 0, g, t_begin,
                 min(K_TILES, t_begin + per_slice), true);
 }
 
-// Split-K's second step: y = act(sum over s of P[s] + bias), P (splits, N, M, HO, WO), in a fixed
-// order of the slices.  Launch: grid (ceil(N*M*HO*WO / 256),), block (256,).
+// Split-K's second step: y = act(sum over s of P[s] + bias + res), P (splits, N, M, HO, WO), in a
+// fixed order of the slices.  Launch: grid (ceil(N*M*HO*WO / 256),), block (256,).
 extern "C" __global__ void conv_implicit_reduce(const float* __restrict__ P, const float* __restrict__ bias,
-                                                float* __restrict__ y, int N, int has_bias, int act, int splits) {
+                                                float* __restrict__ y, int N, int has_bias, int act, int splits,
+                                                const float* __restrict__ res, int has_res) {
   using namespace ig;
   const long long total = (long long)N * M * HWO;
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
   float v = 0.0f;
   for (int s = 0; s < splits; ++s) v += P[s * total + i];
-  if (has_bias) v += bias[(i / HWO) % M];
-  if (act == 1) v = tanhf(v);
-  else if (act == 2) v = fmaxf(v, 0.0f);
-  y[i] = v;
+  y[i] = finish(v, has_bias ? bias[(i / HWO) % M] : 0.0f, has_res ? res[i] : 0.0f, act);
 }

@@ -32,7 +32,8 @@
 //     into the table k_taps in constant memory (k -> offset in x, kh, kw).  All threads of a warp
 //     gather the same row k, so each lookup is one broadcast read of the constant cache.
 //
-// conv_implicit_tf32(x, wp, bias, y, N, has_bias, act): the arguments of conv_implicit, but the
+// conv_implicit_tf32(x, wp, bias, y, N, has_bias, act, res, has_res): the arguments of conv_implicit
+//   (y = act(conv + bias + res), act 0 none, 1 tanh, 2 ReLU, 3 ReLU6), but the
 //   weights packed: wp (G, MB, KT, BK * BM), MB = ceil(MG / BM) block rows, KT = ceil(KG / BK).
 // Split-K, for small batches whose grid would leave SMs idle (as in conv_implicit.cu):
 //   conv_implicit_tf32_splitk(x, wp, P, N, splits), grid z G * splits, each block one slice of the
@@ -166,7 +167,8 @@ __device__ __forceinline__ void mma_tf32(float (&d)[4], const unsigned (&a)[4], 
 // kernels with constant arguments, so conv_implicit_tf32 compiles as if split-K did not exist.
 __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt,
                                               const float* __restrict__ bias, float* __restrict__ y, int N,
-                                              int has_bias, int act, int g, int t_begin, int t_end,
+                                              int has_bias, int act, const float* __restrict__ res,
+                                              int has_res, int g, int t_begin, int t_end,
                                               bool partial) {
   using namespace tc;
   // STAGES stages of: the packed A tile (BK * BM floats), then Bs[k * LDB + j] = X_g[k0 + k, bp + j].
@@ -263,13 +265,15 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
           const int m = bm + wm * WTM + mi * 16 + gid + 8 * v;
           if (m >= MG) continue;
           const int oc = g * MG + m;
+          const size_t at = ((size_t)n * M + oc) * HWO + pix;
           float out = acc[mi][j][2 * v + h];
           if (!partial) {
-            out += has_bias ? bias[oc] : 0.0f;
+            out += (has_bias ? bias[oc] : 0.0f) + (has_res ? res[at] : 0.0f);
             if (act == 1) out = tanhf(out);
             else if (act == 2) out = fmaxf(out, 0.0f);
+            else if (act == 3) out = fminf(fmaxf(out, 0.0f), 6.0f);
           }
-          y[((size_t)n * M + oc) * HWO + pix] = out;
+          y[at] = out;
         }
       }
     }
@@ -278,8 +282,9 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
 
 extern "C" __global__ void __launch_bounds__(tc::THREADS, TC_MINB)
 conv_implicit_tf32(const float* __restrict__ x, const float* __restrict__ wt, const float* __restrict__ bias,
-                   float* __restrict__ y, int N, int has_bias, int act) {
-  implicit_tf32(x, wt, bias, y, N, has_bias, act, blockIdx.z, 0, tc::KT, false);
+                   float* __restrict__ y, int N, int has_bias, int act, const float* __restrict__ res,
+                   int has_res) {
+  implicit_tf32(x, wt, bias, y, N, has_bias, act, res, has_res, blockIdx.z, 0, tc::KT, false);
 }
 
 // Split-K's first step: blockIdx.z = g * splits + slice; the block takes its slice of the k-tiles
@@ -290,6 +295,6 @@ conv_implicit_tf32_splitk(const float* __restrict__ x, const float* __restrict__
   const int g = blockIdx.z / splits, slice = blockIdx.z % splits;
   const int per_slice = (tc::KT + splits - 1) / splits;
   const int t_begin = slice * per_slice;
-  implicit_tf32(x, wt, nullptr, P + (size_t)slice * N * tc::M * tc::HWO, N, 0, 0, g, t_begin,
+  implicit_tf32(x, wt, nullptr, P + (size_t)slice * N * tc::M * tc::HWO, N, 0, 0, nullptr, 0, g, t_begin,
                 min(tc::KT, t_begin + per_slice), true);
 }

@@ -5,10 +5,12 @@
 //                no padding; NaN if the window holds one), NCHW in and out
 //   softmax_rows one warp per row of an (N, D) matrix: the row's max and sum of exponentials by
 //                warp shuffles, then exp(x - max) / sum; numerically safe for any logits
+//   global_avg_pool  one warp per (image, channel) plane: its mean, (N, C, H, W) -> (N, C)
 //
 // Launch (Python: labkit.ops.pool_softmax.max_pool2d, softmax):
 //   max_pool2d(x, y, NC, H, W, PH, PW, k, s):  grid (ceil(NC*PH*PW / 256),), block (256,)
 //   softmax_rows(x, y, N, D):                 grid (ceil(N / 8),), block (256,) = 8 warps, 8 rows
+//   global_avg_pool(x, y, NC, HW):            grid (ceil(NC / 8),), block (256,) = 8 warps, 8 planes
 
 // Version 1: max-pooling, one output per thread.  Consecutive threads take consecutive outputs of
 // a row, so their window reads (stride s apart) stay close together in memory.
@@ -46,4 +48,18 @@ extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __re
   for (int c = lane; c < D; c += 32) sum += expf(xr[c] - mx);
   for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
   for (int c = lane; c < D; c += 32) y[(long long)row * D + c] = expf(xr[c] - mx) / sum;
+}
+
+// Version 3: the mean of each plane (a network's head: MobileNetV2's 7x7 planes, ResNet's), one warp
+// per plane.  The lanes read neighbouring floats (coalesced), then a butterfly sums the 32 partial
+// sums, as in softmax_rows.
+extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* __restrict__ y, int NC, int HW) {
+  const int lane = threadIdx.x % 32;
+  const long long plane = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (plane >= NC) return;  // the whole warp leaves together
+  const float* xp = x + plane * HW;
+  float sum = 0.0f;
+  for (int i = lane; i < HW; i += 32) sum += xp[i];
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  if (lane == 0) y[plane] = sum / HW;
 }

@@ -24,7 +24,7 @@ import numpy as np
 
 from .. import backends
 from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
-from ..checks import array_module, array_type, check_activation, check_array, fast_input, output
+from ..checks import BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, fast_input, output
 from ..device_query import device, gpu_sm_count
 from ..loader import load, set_constant
 from ..shapes import ALEXNET_CONVS, ConvLayer
@@ -33,11 +33,13 @@ from .plans import PlanCache, cdiv, ints
 
 __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
            "candidates", "ALEXNET_CONVS", "PRECISIONS", "TOLERANCE", "TABLE", "SMALL_TILES", "k_taps",
-           "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS"]
+           "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS",
+           "ACTIVATIONS"]
 
 PRECISIONS = ("fp32", "tf32")
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3}   # relative error against the float64 reference
 TABLE = CONV_IMPLICIT
+ACTIVATIONS = BASIC_ACTIVATIONS + ("relu6",)   # the epilogue's (conv_implicit.cu's finish)
 
 
 def shared_optin_limit() -> int:
@@ -234,16 +236,20 @@ class _Plan:
     workspace_shape: tuple | None = None
     reduce: tuple | None = None     # (function, grid, block) of conv_implicit_reduce
     reduce_tail: tuple = ()
+    has_res: int = 0
 
     def bind(self, wt, bias) -> tuple:
         """(launch, launch of the reduce or None) with the prepared weights and the bias fixed:
-        launch(x, y); with split-K launch(x, workspace) then reduce(workspace, y)."""
+        launch(x, y); with split-K launch(x, workspace) then reduce(workspace, y).  With a residual
+        the epilogue's launch takes it last: launch(x, y, res), reduce(workspace, y, res); without,
+        the weights stand in for it (has_res = 0: never read)."""
         fn, grid, block, shared = self.main
+        res = (None if self.has_res else wt,) + ints(self.has_res)
         if self.reduce is None:
-            return fn.launcher(grid, block, (None, wt, bias, None) + self.tail, shared), None
+            return fn.launcher(grid, block, (None, wt, bias, None) + self.tail + res, shared), None
         rfn, rgrid, rblock = self.reduce
         return (fn.launcher(grid, block, (None, wt, None) + self.tail, shared),
-                rfn.launcher(rgrid, rblock, (None, bias, None) + self.reduce_tail))
+                rfn.launcher(rgrid, rblock, (None, bias, None) + self.reduce_tail + res))
 
 
 # Weight-independent plans, shared by every layer object of the same shape and options.
@@ -269,7 +275,7 @@ def _module(layer: ConvLayer, tiles: Tiles, round_tf32: bool):
 
 
 def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: int, act: int,
-               round_tf32: bool) -> _Plan:
+               round_tf32: bool, has_res: int = 0) -> _Plan:
     mod = _module(layer, tiles, round_tf32)
     shared = 0 if tiles.precision == "fp32" else tiles.shared_bytes()   # fp32's tiles are static
     mg, p, _ = layer.gemm_shape(N)
@@ -279,7 +285,8 @@ def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: in
     block = (tiles.threads, 1, 1)
     out_shape = (N, layer.M) + layer.out_hw
     if splits == 1:
-        return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act), out_shape)
+        return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
+                     out_shape, has_res=has_res)
     # The slices' raw sums, then conv_implicit.cu's reduce (bias, activation): for TF32 too, from the
     # FP32 module of the same layer (the reduce reads only its shape).
     reducer = mod if tiles.precision == "fp32" else load("conv_implicit", defines=layer.defines())
@@ -287,7 +294,7 @@ def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: in
     return _Plan(tiles, splits, (mod.get_function(f"{tiles.kernel}_splitk"), grid, block, shared),
                  ints(N, splits), out_shape, (splits,) + out_shape,
                  (reducer.get_function("conv_implicit_reduce"), (cdiv(total, 256),), (256,)),
-                 ints(N, has_bias, act, splits))
+                 ints(N, has_bias, act, splits), has_res)
 
 
 class ImplicitConv2d:
@@ -296,7 +303,9 @@ class ImplicitConv2d:
     Args:
         w: float32 (M, C/groups, K, K) on the backend;  b: float32 (M,) or None.
         layer: its ``ConvLayer`` (input plane, stride, padding, groups); checked against w.
-        activation: None, "tanh" or "relu", fused into the kernel's epilogue.
+        activation: None, "tanh", "relu" or "relu6", fused into the kernel's epilogue.
+        residual: True for a layer that adds a residual (a skip connection) before the activation,
+            y = act(conv(x) + b + res): each call then passes ``residual=`` an array of y's shape.
         precision: "fp32" (CUDA cores, any backend) or "tf32" (tensor cores, GPU only).
         tiles: a ``Tiles`` to use instead of the tuned table's choice (a sweep passes each one).
         round_tf32: tf32 only: round the inputs to the nearest TF32 value (cvt.rna) rather than let
@@ -308,7 +317,7 @@ class ImplicitConv2d:
     """
 
     def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, precision: str = "fp32",
-                 tiles: Tiles | None = None, round_tf32: bool = False):
+                 tiles: Tiles | None = None, round_tf32: bool = False, residual: bool = False):
         backend = backends.current()
         xp = array_module(backend)
         layer = ConvLayer(*layer)
@@ -318,7 +327,9 @@ class ImplicitConv2d:
         if precision == "tf32" and backend != "cuda":
             raise RuntimeError("precision='tf32' runs on the tensor cores (conv_implicit_tf32.cu declares "
                                "that it needs a GPU); the CPU executor runs precision='fp32'")
-        act = check_activation(activation)
+        act = check_activation(activation, ACTIVATIONS)
+        if not isinstance(residual, (bool, np.bool_)):
+            raise TypeError(f"residual must be True or False, got {residual!r}")
         check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
         want = (layer.M, layer.C // layer.groups, layer.K, layer.K)
         if tuple(w.shape) != want:
@@ -336,6 +347,7 @@ class ImplicitConv2d:
         tiles.check()
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
         self.backend, self._kind, self._act = backend, xp.ndarray, act
+        self.residual = bool(residual)
         self._w, self._round = w, bool(round_tf32)
         self.b = b
         self._weights: dict[Tiles, object] = {}
@@ -415,19 +427,21 @@ class ImplicitConv2d:
                 raise ValueError(f"batch {N} makes x or y over 2**31 elements (32-bit offsets): split the batch")
             tiles = self.tiles_at(N)
             n = self.splits_at(N, splits, tiles)
-            pkey = (self.backend, L, tiles, n, N, int(self.b is not None), self._act, self._round)
+            pkey = (self.backend, L, tiles, n, N, int(self.b is not None), self._act, self._round, self.residual)
             plan = _PLANS.get(pkey)
             if plan is None:
-                plan = _PLANS[pkey] = _make_plan(L, tiles, n, N, int(self.b is not None), self._act, self._round)
+                plan = _PLANS[pkey] = _make_plan(L, tiles, n, N, int(self.b is not None), self._act, self._round,
+                                                 int(self.residual))
             wt = self.weights(tiles)
             entry = self._plans[key] = [plan, wt, None, *plan.bind(wt, wt if self.b is None else self.b)]
         return entry
 
-    def __call__(self, x, out=None, *, workspace=None, splits: int | None = None):
-        """y = act(conv(x) + b).  ``splits``: split-K's slices (default ``splits_at``); with more
-        than one, the partial sums go to ``workspace`` (float32 ``workspace_shape(N)``), else to the
-        layer's own, made on first use (two streams running this layer at once need one each, and a
-        CUDA graph one that outlives it: a model's plan passes its own)."""
+    def __call__(self, x, out=None, *, workspace=None, splits: int | None = None, residual=None):
+        """y = act(conv(x) + b [+ residual]).  ``splits``: split-K's slices (default ``splits_at``);
+        with more than one, the partial sums go to ``workspace`` (float32 ``workspace_shape(N)``),
+        else to the layer's own, made on first use (two streams running this layer at once need one
+        each, and a CUDA graph one that outlives it: a model's plan passes its own).  ``residual``:
+        float32 of y's shape, required by (and only by) a layer made with ``residual=True``."""
         if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
             L = self.layer
             check_array(x, "x", "NCHW", 4, self.backend)
@@ -435,9 +449,12 @@ class ImplicitConv2d:
                 raise ValueError(f"x must be (N, {L.C}, {L.H}, {L.W}) for this layer, got {tuple(x.shape)}")
         entry = self._plans.get((x.shape[0], splits)) or self._entry(int(x.shape[0]), splits)
         plan, _wt, ws, launch, reduce = entry
-        y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b), backend=self.backend)
+        res = ()
+        if self.residual or residual is not None:
+            res = (self._check_residual(residual, plan.out_shape),)
+        y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b) + res, backend=self.backend)
         if reduce is None:
-            launch(x, y)
+            launch(x, y, *res)
             return y
         if workspace is not None:
             if tuple(workspace.shape) != plan.workspace_shape or workspace.dtype != np.float32:
@@ -448,8 +465,20 @@ class ImplicitConv2d:
             xp = array_module(self.backend)
             ws = entry[2] = xp.empty(plan.workspace_shape, dtype=xp.float32)
         launch(x, ws)
-        reduce(ws, y)
+        reduce(ws, y, *res)
         return y
+
+    def _check_residual(self, residual, shape: tuple):
+        if not self.residual:
+            raise ValueError("this layer was made without residual=True: it has no residual to add "
+                             "(make it with ImplicitConv2d(..., residual=True))")
+        if residual is None:
+            raise ValueError(f"this layer adds a residual: pass residual= a float32 array of shape {shape}")
+        if not (fast_input(residual, self._kind) and residual.shape == shape):
+            check_array(residual, "residual", "NCHW", 4, self.backend)
+            if tuple(residual.shape) != shape:
+                raise ValueError(f"residual must have the output's shape {shape}, got {tuple(residual.shape)}")
+        return residual
 
 
 def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,

@@ -1,6 +1,7 @@
-"""Max-pooling and softmax (labkit/kernels/pool_softmax.cu), on the backend in use.
+"""Max-pooling, global average pooling and softmax (labkit/kernels/pool_softmax.cu), on the backend in use.
 
     y = max_pool2d(x, k=2, stride=2)            # x float32 NCHW (labkit.xp array)
+    v = global_avg_pool(x)                      # (N, C, H, W) -> (N, C): one warp per plane
     p = softmax(logits)                         # (N, D) rows: one warp per row
     pool = MaxPool2d(3, 2); y = pool(x)         # the same, as a layer object
 
@@ -16,7 +17,7 @@ from ..checks import array_type, check_array, check_int, fast_input, output
 from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
-__all__ = ["max_pool2d", "softmax", "MaxPool2d", "Softmax", "THREADS"]
+__all__ = ["max_pool2d", "softmax", "global_avg_pool", "MaxPool2d", "Softmax", "GlobalAvgPool", "THREADS"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -50,6 +51,28 @@ def _softmax_plan(backend: str, shape: tuple) -> _Plan:
         plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
             (cdiv(N, rows_per_block),), (THREADS,), (None, None) + ints(N, D)), (N, D))
     return plan
+
+
+def _avg_plan(backend: str, shape: tuple) -> _Plan:
+    key = (backend, "avg", shape)
+    plan = _PLANS.get(key)
+    if plan is None:
+        N, C, H, W = shape
+        planes_per_block = THREADS // 32
+        plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("global_avg_pool").launcher(
+            (cdiv(N * C, planes_per_block),), (THREADS,), (None, None) + ints(N * C, H * W)), (N, C))
+    return plan
+
+
+def global_avg_pool(x, *, out=None):
+    """The mean of each plane of float32 NCHW ``x``: (N, C, H, W) -> (N, C)."""
+    backend = backends.current()
+    if not (fast_input(x, array_type(backend)) and x.ndim == 4):
+        check_array(x, "x", "NCHW", 4, backend)
+    plan = _PLANS.get((backend, "avg", x.shape)) or _avg_plan(backend, tuple(int(v) for v in x.shape))
+    y = output(out, plan.out_shape, "(N, C)", (x,), backend=backend)
+    plan.launch(x, y)
+    return y
 
 
 def max_pool2d(x, k: int = 2, stride: int | None = None, *, out=None):
@@ -98,3 +121,10 @@ class Softmax(ShapeLayer):
 
     def _make(self, shape):
         return _softmax_plan(self.backend, shape)
+
+
+class GlobalAvgPool(ShapeLayer):
+    """Global average pooling as a layer: ``GlobalAvgPool()(x)``, (N, C, H, W) -> (N, C)."""
+
+    def _make(self, shape):
+        return _avg_plan(self.backend, shape)

@@ -1,0 +1,163 @@
+// depthwise.cu -- depthwise 3x3 convolution (MobileNetV2): every channel is convolved with a 3x3
+// filter of its own and with no other channel (a grouped convolution with groups = channels).
+//
+//   y[n, c, oh, ow] = act(b[c] + sum over kh, kw of w[c, kh, kw] * x[n, c, oh*S - 1 + kh, ow*S - 1 + kw])
+//   zero padding 1, stride S = 1 or 2, act: 0 none, 2 ReLU, 3 ReLU6 (min(max(v, 0), 6)).
+//
+// Why it is memory-bound: an output costs 9 multiply-adds and, at the least, its 4 bytes written
+// and 4 * S * S bytes of input read once.  18 flops per 8 bytes (stride 1) is 2.25 flop/byte; an
+// H100 does ~20 FP32 flops per byte of HBM bandwidth.  So the floor of this kernel is the time to
+// read x once and write y once, and the whole game is not to read x more than once from memory
+// (nor to wait on anything else).  Each (image, channel) plane is an independent 2D problem.
+//
+// Versions:
+//   depthwise_naive   one thread per output: 9 global loads.  Neighbouring threads read the same
+//                     input values; the L1/L2 caches catch most of that, at the cost of 9 load
+//                     instructions (and 9 bounds checks) per output.
+//   depthwise_tiled   a block copies a tile of DW_PLANES planes x (the input rows of DW_ROWS output
+//                     rows, halo included) into shared memory, once, with coalesced loads, the
+//                     zero padding written there as zeros (so the compute loop has no bounds
+//                     checks).  Each thread keeps its channel's 9 weights and bias in registers and
+//                     walks down a column of DW_RPT outputs: each new output row needs 3 new input
+//                     values from shared memory, the other 6 are the previous row's (a sliding
+//                     window in registers).  Bias and activation are applied before the one store.
+//
+// depthwise_naive(x, w, b, y, NC, C, has_bias, act)
+// depthwise_tiled(x, w, b, y, NC, C, has_bias, act)
+//   x (N, C, H, W), w (C, 9) (the (C, 1, 3, 3) weights), b (C,) (not read when has_bias == 0),
+//   y (N, C, HO, WO); NC = N * C planes.  Float32, C-contiguous.
+// Launch (labkit.ops.depthwise): naive grid (ceil(NC * HO * WO / 256),), block (256,);
+//   tiled grid (ceil(HO / DW_ROWS), ceil(NC / DW_PLANES)), block (DW_THREADS,), dynamic shared
+//   memory DW_PLANES * IN_ROWS * (W + 2) * 4 bytes, IN_ROWS = (DW_ROWS - 1) * S + 3.
+// Compile-time parameters: DW_H, DW_W (the input plane), DW_S (stride), and for the tiled kernel
+// DW_ROWS, DW_PLANES, DW_RPT (output rows per thread), DW_THREADS.  The plane's geometry is fixed
+// so that its divisions compile to multiplications; channels and batch are arguments, so one
+// module serves every layer of a plane size.
+
+#ifndef DW_H
+#define DW_H 14
+#endif
+#ifndef DW_W
+#define DW_W 14
+#endif
+#ifndef DW_S
+#define DW_S 1
+#endif
+#ifndef DW_ROWS
+#define DW_ROWS 14
+#endif
+#ifndef DW_PLANES
+#define DW_PLANES 4
+#endif
+#ifndef DW_RPT
+#define DW_RPT 7
+#endif
+#ifndef DW_THREADS
+#define DW_THREADS 256
+#endif
+
+namespace dw {
+constexpr int H = DW_H, W = DW_W, S = DW_S;
+constexpr int HO = (H + 2 - 3) / S + 1, WO = (W + 2 - 3) / S + 1;
+constexpr int ROWS = DW_ROWS, PLANES = DW_PLANES, RPT = DW_RPT, THREADS = DW_THREADS;
+constexpr int IN_ROWS = (ROWS - 1) * S + 3;   // input rows a tile of ROWS output rows reads
+constexpr int SW = W + 2;                      // a shared row: the padding columns included
+constexpr int TILE = IN_ROWS * SW;             // floats of one plane's tile
+constexpr int TPP = THREADS / PLANES;          // threads per plane
+constexpr int GROUPS = (ROWS + RPT - 1) / RPT; // row groups of a tile's column
+static_assert(S == 1 || S == 2, "DW_S must be 1 or 2");
+static_assert(THREADS % PLANES == 0 && THREADS <= 1024, "DW_THREADS: at most 1024, a multiple of DW_PLANES");
+static_assert(ROWS >= 1 && ROWS <= HO && RPT >= 1 && RPT <= ROWS, "1 <= DW_RPT <= DW_ROWS <= HO");
+}  // namespace dw
+
+__device__ __forceinline__ float activate(float v, int act) {
+  if (act == 2) return fmaxf(v, 0.0f);
+  if (act == 3) return fminf(fmaxf(v, 0.0f), 6.0f);
+  return v;
+}
+
+// Version 1: one output per thread, straight from global memory.
+extern "C" __global__ void depthwise_naive(const float* __restrict__ x, const float* __restrict__ w,
+                                           const float* __restrict__ b, float* __restrict__ y, int NC, int C,
+                                           int has_bias, int act) {
+  using namespace dw;
+  const long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= (long long)NC * HO * WO) return;
+  const int ow = (int)(o % WO), oh = (int)((o / WO) % HO);
+  const long long plane = o / (HO * WO);
+  const int c = (int)(plane % C);
+  const float* xp = x + plane * H * W;
+  float acc = has_bias ? b[c] : 0.0f;
+  for (int kh = 0; kh < 3; ++kh) {
+    const int ih = oh * S - 1 + kh;
+    if (ih < 0 || ih >= H) continue;
+    for (int kw = 0; kw < 3; ++kw) {
+      const int iw = ow * S - 1 + kw;
+      if (iw >= 0 && iw < W) acc += w[c * 9 + kh * 3 + kw] * xp[ih * W + iw];
+    }
+  }
+  y[o] = activate(acc, act);
+}
+
+// Version 2: shared-memory tiles, weights in registers, a sliding window down each column.
+extern "C" __global__ void __launch_bounds__(DW_THREADS)
+depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+                float* __restrict__ y, int NC, int C, int has_bias, int act) {
+  using namespace dw;
+  extern __shared__ float tile[];  // [PLANES][IN_ROWS][SW]
+  const int plane0 = blockIdx.y * PLANES;
+  const int oh0 = blockIdx.x * ROWS;       // the tile's first output row
+  const int ih0 = oh0 * S - 1;             // ... and its first input row (-1: the top padding)
+
+  // 1. The tile, copied once.  Consecutive threads take consecutive floats of a row: coalesced.
+  //    Padding (and planes past NC) become zeros here, so step 2 never checks a bound.
+  for (int i = threadIdx.x; i < PLANES * TILE; i += THREADS) {
+    const int p = i / TILE, r = (i / SW) % IN_ROWS, col = i % SW;
+    const int ih = ih0 + r, iw = col - 1;
+    float v = 0.0f;
+    if (plane0 + p < NC && ih >= 0 && ih < H && iw >= 0 && iw < W)
+      v = x[((long long)(plane0 + p) * H + ih) * W + iw];
+    tile[i] = v;
+  }
+  __syncthreads();
+
+  // 2. Each thread: one plane's channel (its 9 weights and bias into registers), then columns of
+  //    RPT outputs, sliding the 3x3 window down.
+  const int p = threadIdx.x / TPP, lane = threadIdx.x % TPP;
+  const int plane = plane0 + p;
+  if (plane >= NC) return;  // no barrier follows
+  const int c = plane % C;
+  float k[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) k[i] = w[c * 9 + i];
+  const float bias = has_bias ? b[c] : 0.0f;
+  const float* t = tile + p * TILE;
+  float* yp = y + (long long)plane * HO * WO;
+  for (int item = lane; item < GROUPS * WO; item += TPP) {
+    const int ow = item % WO, g = item / WO;
+    const int r0 = g * RPT;                       // first output row of this item, in the tile
+    const float* col = t + ow * S;                // the window's left column in the shared row
+    float a0 = col[(r0 * S) * SW], a1 = col[(r0 * S) * SW + 1], a2 = col[(r0 * S) * SW + 2];
+    float m0 = col[(r0 * S + 1) * SW], m1 = col[(r0 * S + 1) * SW + 1], m2 = col[(r0 * S + 1) * SW + 2];
+#pragma unroll
+    for (int j = 0; j < RPT; ++j) {
+      const int r = r0 + j;
+      if (r >= ROWS || oh0 + r >= HO) break;
+      const float* low = col + (r * S + 2) * SW;
+      const float z0 = low[0], z1 = low[1], z2 = low[2];
+      float v = bias;
+      v += k[0] * a0 + k[1] * a1 + k[2] * a2;
+      v += k[3] * m0 + k[4] * m1 + k[5] * m2;
+      v += k[6] * z0 + k[7] * z1 + k[8] * z2;
+      yp[(oh0 + r) * WO + ow] = activate(v, act);
+      if (S == 1) {  // slide one row: the middle becomes the top, the bottom the middle
+        a0 = m0, a1 = m1, a2 = m2;
+        m0 = z0, m1 = z1, m2 = z2;
+      } else {       // slide two rows: the bottom becomes the top, a new middle row is read
+        a0 = z0, a1 = z1, a2 = z2;
+        const float* mid = col + (r * S + 3) * SW;
+        if (j + 1 < RPT && r + 1 < ROWS) m0 = mid[0], m1 = mid[1], m2 = mid[2];
+      }
+    }
+  }
+}

@@ -1,0 +1,242 @@
+"""MobileNetV2's kernels and network: depthwise 3x3 (both rungs), the implicit GEMM's ReLU6 and fused
+residual, global average pooling, BN folding, and the whole network against its float64 reference
+(BN applied as BN), on fresh random odd shapes into poisoned output buffers."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import reference
+from labkit.checks import rel_error, to_numpy
+from labkit.loader import load
+from labkit.models import mobilenet_v2 as mb
+from labkit.ops.depthwise import (DepthwiseConv2d, Tiling, default_tiling, depthwise_conv2d, depthwise_layer,
+                                  floor_bytes)
+from labkit.ops.implicit import ImplicitConv2d
+from labkit.ops.plans import ints
+from labkit.ops.pool_softmax import GlobalAvgPool, global_avg_pool
+from labkit.shapes import ConvLayer
+
+rng = np.random.default_rng()
+xp = labkit.xp
+ON_GPU = labkit.backend() == "cuda"
+ACT = {None: lambda v: v, "relu": lambda v: np.maximum(v, 0), "relu6": lambda v: np.clip(v, 0, 6)}
+
+
+def dev(a):
+    return xp.asarray(a)
+
+
+def poisoned(shape):
+    return xp.full(shape, np.nan, dtype=xp.float32)
+
+
+def dw_case(N, C, H, W, S):
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32) * 2
+    w = rng.standard_normal((C, 1, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(C).astype(np.float32)
+    return x, w, b, reference.conv2d(x, w, b, stride=S, pad=1, groups=C)
+
+
+DW_SHAPES = [(2, 3, 9, 7, 1), (1, 5, 13, 11, 2), (3, 4, 7, 7, 1), (1, 2, 37, 35, 1), (2, 3, 36, 33, 2),
+             (1, 7, 14, 14, 2), (2, 1, 1, 1, 1), (1, 2, 2, 3, 2)]
+
+
+@pytest.mark.parametrize("shape", DW_SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("variant", ["naive", "tiled"])
+def test_depthwise_matches_reference(shape, variant):
+    N, C, H, W, S = shape
+    x, w, b, ref = dw_case(*shape)
+    out = poisoned(ref.shape)
+    y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=S, activation="relu6", variant=variant, out=out)
+    assert y is out and rel_error(y, np.clip(ref, 0, 6)) < 1e-5
+
+
+@pytest.mark.parametrize("activation", [None, "relu", "relu6"], ids=str)
+def test_depthwise_activations_and_no_bias(activation):
+    x, w, b, ref = dw_case(2, 6, 11, 9, 1)
+    L = depthwise_layer(6, 11, 9, 1)
+    for variant in ("naive", "tiled"):
+        y = DepthwiseConv2d(dev(w), dev(b), L, activation=activation, variant=variant)(dev(x), poisoned(ref.shape))
+        assert rel_error(y, ACT[activation](ref)) < 1e-5
+        y0 = DepthwiseConv2d(dev(w), None, L, variant=variant)(dev(x), poisoned(ref.shape))
+        assert rel_error(y0, ref - b[None, :, None, None]) < 1e-5
+
+
+# Tiles that leave ragged edges everywhere: rows not dividing the output's, a column group cut short,
+# fewer threads than items (each thread loops), planes per block not dividing N*C.
+TILINGS = [Tiling(3, 2, 2, 10), Tiling(1, 1, 1, 5), Tiling(4, 3, 3, 9), Tiling(5, 4, 2, 64)]
+
+
+@pytest.mark.parametrize("tiling", TILINGS, ids=str)
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_tilings(tiling, stride):
+    x, w, b, ref = dw_case(3, 5, 13, 12, stride)
+    y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=stride, tiling=tiling, out=poisoned(ref.shape))
+    assert rel_error(y, ref) < 1e-5
+
+
+def test_default_tiling_fills_a_block_within_shared_memory():
+    for C, H, W, S in [(32, 112, 112, 1), (96, 112, 112, 2), (144, 56, 56, 1), (960, 7, 7, 1), (3, 500, 900, 1)]:
+        L = depthwise_layer(C, H, W, S)
+        t = default_tiling(L)
+        t.check(L)
+        assert 64 <= t.threads <= 1024
+    assert default_tiling(depthwise_layer(960, 7, 7, 1), planes_available=3).planes == 3
+
+
+@pytest.mark.skipif(ON_GPU, reason="the memory, barrier and race checks are the CPU executor's")
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_tiled_under_the_executor_checks(stride):
+    """No read or write out of bounds, no barrier divergence, no shared-memory race."""
+    N, C, H, W = 1, 3, 9, 7
+    x, w, b, ref = dw_case(N, C, H, W, stride)
+    L = depthwise_layer(C, H, W, stride)
+    t = Tiling(3, 2, 2, 8)
+    mod = load("depthwise", defines={"DW_H": H, "DW_W": W, "DW_S": stride, **t.defines()}, check="all")
+    y = np.full(ref.shape, np.nan, dtype=np.float32)
+    ho = L.out_hw[0]
+    mod.get_function("depthwise_tiled")((-(-ho // 3), -(-N * C // 2)), (8,),
+                                        (x, w.reshape(C, 9), b, y) + ints(N * C, C, 1, 0),
+                                        shared_mem=t.shared_bytes(L))
+    assert rel_error(y, ref) < 1e-5
+
+
+def test_depthwise_refuses_bad_input():
+    L = depthwise_layer(4, 8, 8, 1)
+    w, b = dev(np.ones((4, 1, 3, 3), np.float32)), dev(np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="3x3 depthwise"):
+        DepthwiseConv2d(w, b, ConvLayer(4, 8, 8, 4, 5, 1, 2, 4))
+    with pytest.raises(ValueError, match="3x3 depthwise"):
+        DepthwiseConv2d(w, b, ConvLayer(4, 8, 8, 8, 3, 1, 1, 4))
+    with pytest.raises(ValueError, match=r"w must have shape \(4, 1, 3, 3\)"):
+        DepthwiseConv2d(dev(np.ones((4, 1, 1, 9), np.float32)), b, L)
+    with pytest.raises(ValueError, match="activation must be"):
+        DepthwiseConv2d(w, b, L, activation="tanh")
+    with pytest.raises(ValueError, match="variant"):
+        DepthwiseConv2d(w, b, L, variant="fast")
+    with pytest.raises(ValueError, match="shared memory"):
+        DepthwiseConv2d(w, b, depthwise_layer(4, 64, 4000, 1), tiling=Tiling(32, 1, 8, 500))
+    layer = DepthwiseConv2d(w, b, L)
+    with pytest.raises(ValueError, match=r"x must be \(N, 4, 8, 8\)"):
+        layer(dev(np.ones((1, 4, 8, 9), np.float32)))
+    with pytest.raises(TypeError, match="float32"):
+        layer(dev(np.ones((1, 4, 8, 8), np.float64)))
+    x = dev(np.ones((1, 4, 8, 8), np.float32))
+    with pytest.raises(ValueError, match="shares memory"):
+        layer(x, out=x)
+
+
+@pytest.mark.parametrize("splits", [None, 3])
+@pytest.mark.parametrize("activation", [None, "relu6"], ids=str)
+def test_implicit_relu6_and_fused_residual(splits, activation):
+    L = ConvLayer(13, 9, 7, 11, 1)   # a pointwise (1x1) layer, as MobileNetV2's projections
+    x = rng.standard_normal((3, L.C, L.H, L.W)).astype(np.float32)
+    w = rng.standard_normal((L.M, L.C, 1, 1)).astype(np.float32)
+    b = rng.standard_normal(L.M).astype(np.float32)
+    ref = reference.conv2d(x, w, b)
+    r = rng.standard_normal(ref.shape).astype(np.float32) * 3
+    conv = ImplicitConv2d(dev(w), dev(b), L, activation=activation, residual=True)
+    y = conv(dev(x), poisoned(ref.shape), residual=dev(r), splits=splits)
+    assert rel_error(y, ACT[activation](ref + r)) < 1e-5
+    plain = ImplicitConv2d(dev(w), dev(b), L, activation="relu6")
+    assert rel_error(plain(dev(x), poisoned(ref.shape), splits=splits), np.clip(ref, 0, 6)) < 1e-5
+
+
+def test_implicit_residual_is_checked():
+    L = ConvLayer(4, 5, 5, 6, 1)
+    w, b = dev(np.ones((6, 4, 1, 1), np.float32)), dev(np.zeros(6, np.float32))
+    x = dev(np.ones((2, 4, 5, 5), np.float32))
+    with pytest.raises(ValueError, match="pass residual="):
+        ImplicitConv2d(w, b, L, residual=True)(x)
+    with pytest.raises(ValueError, match="without residual=True"):
+        ImplicitConv2d(w, b, L)(x, residual=dev(np.ones((2, 6, 5, 5), np.float32)))
+    conv = ImplicitConv2d(w, b, L, residual=True)
+    with pytest.raises(ValueError, match="output's shape"):
+        conv(x, residual=dev(np.ones((2, 6, 5, 4), np.float32)))
+    r = dev(np.ones((2, 6, 5, 5), np.float32))
+    with pytest.raises(ValueError, match="shares memory"):
+        conv(x, out=r, residual=r)
+    with pytest.raises(TypeError, match="residual must be True or False"):
+        ImplicitConv2d(w, b, L, residual="yes")
+    with pytest.raises(ValueError, match="activation must be"):
+        ImplicitConv2d(w, b, L, activation="relu7")
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 1, 1), (3, 2, 13, 11), (1, 40, 2, 33)])
+def test_global_avg_pool(shape):
+    x = rng.standard_normal(shape).astype(np.float32)
+    out = poisoned(shape[:2])
+    assert global_avg_pool(dev(x), out=out) is out
+    assert rel_error(out, reference.global_avg_pool(x)) < 1e-6
+    assert rel_error(GlobalAvgPool()(dev(x)), reference.global_avg_pool(x)) < 1e-6
+
+
+def test_floor_bytes():
+    assert floor_bytes(depthwise_layer(512, 32, 32, 1), 128) == 4 * 128 * 512 * 2 * 32 * 32
+
+
+# --- the network ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def weights():
+    return mb.synthetic_weights()
+
+
+def test_parameters_are_torchvisions(weights):
+    assert mb.parameter_count() == 3_504_872          # torchvision's mobilenet_v2(), width 1.0
+    shapes = mb.parameter_shapes()
+    assert shapes["features.0.0.weight"] == (32, 3, 3, 3)
+    assert shapes["features.1.conv.0.0.weight"] == (32, 1, 3, 3)     # t=1: depthwise first
+    assert shapes["features.1.conv.1.weight"] == (16, 32, 1, 1)      # ... then the bare projection
+    assert shapes["features.1.conv.2.running_var"] == (16,)
+    assert shapes["features.2.conv.1.0.weight"] == (96, 1, 3, 3)
+    assert shapes["features.17.conv.2.weight"] == (320, 960, 1, 1)
+    assert shapes["features.18.0.weight"] == (1280, 320, 1, 1)
+    assert shapes["classifier.1.weight"] == (1000, 1280)
+    bs = mb.blocks()
+    assert len(bs) == 17 and sum(b.residual for b in bs) == 10
+    assert bs[-1].out_hw == (7, 7)
+
+
+def test_folding_equals_conv_then_batch_norm(weights):
+    folded = mb.fold_batch_norm(weights)
+    x = rng.standard_normal((1, 96, 9, 9))
+    w, b = folded["features.2.conv.1"]                 # a depthwise layer's conv + BN
+    bn = {p: weights[f"features.2.conv.1.1.{p}"].astype(np.float64) for p in mb.BN_PARTS}
+    h = reference.conv2d(x, weights["features.2.conv.1.0.weight"], None, pad=1, groups=96)
+    want = (h - bn["running_mean"][None, :, None, None]) / np.sqrt(bn["running_var"] + mb.BN_EPS)[None, :, None, None] \
+        * bn["weight"][None, :, None, None] + bn["bias"][None, :, None, None]
+    assert rel_error(reference.conv2d(x, w, b, pad=1, groups=96), want) < 1e-6
+
+
+def test_weights_are_checked(weights):
+    bad = dict(weights)
+    del bad["features.5.conv.1.1.running_var"]
+    with pytest.raises(ValueError, match="running_var' is missing"):
+        mb.MobileNetV2(bad, input_hw=(32, 32))
+    bad = {**weights, "features.3.conv.0.0.weight": weights["features.3.conv.0.0.weight"][:, :, :, :0]}
+    with pytest.raises(ValueError, match="must be float32"):
+        mb.fold_batch_norm(bad)
+    bad = {**weights, "classifier.1.bias": weights["classifier.1.bias"].copy()}
+    bad["classifier.1.bias"][3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        mb.check_weights(bad)
+
+
+@pytest.mark.parametrize("depthwise", ["tiled", "naive"])
+def test_network_matches_float64_reference(weights, depthwise):
+    """At 40x40 (planes 20 .. 2; the same layers as at 224, smaller planes), batch 2."""
+    hw = (40, 40)
+    x = rng.standard_normal((2, 3) + hw).astype(np.float32)
+    ref = mb.reference_logits(weights, x)
+    net = mb.MobileNetV2(weights, input_hw=hw, depthwise=depthwise)
+    logits = to_numpy(net.logits(dev(x)))
+    assert rel_error(logits, ref) < 1e-4
+    assert (np.argsort(-logits, axis=1)[:, :5] == np.argsort(-ref, axis=1)[:, :5]).all()
+    plan = net.plan(2)
+    plan.x[...] = dev(x)
+    probs = to_numpy(plan.run())                # the whole pass as one CUDA graph on a GPU
+    assert rel_error(probs, reference.softmax(ref)) < 1e-4
+    with pytest.raises(ValueError, match=r"x must be \(N, 3, 40, 40\)"):
+        net(dev(np.zeros((1, 3, 32, 32), np.float32)))
