@@ -18,6 +18,7 @@ import numpy as np
 from . import backends
 from .measure import time_fn
 from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
+from .models.mobilenet_v2 import BN_EPS, blocks
 from .shapes import ALEXNET_CONVS
 
 
@@ -61,7 +62,7 @@ def tf32_gemm_TFLOPs(n: int = 8192) -> float:
     return 2 * n**3 / (t.median_ms * 1e-3) / 1e12
 
 
-def _torch(a):
+def as_torch(a):
     """A CuPy array as a torch tensor on the same memory (DLPack, no copy)."""
     import torch
     return torch.from_dlpack(a)
@@ -77,9 +78,9 @@ def cudnn_conv2d(x, w, b=None, *, activation: str | None = None, stride: int = 1
     import torch
     import torch.nn.functional as F
     _setup_torch(tf32)
-    xt, wt = _torch(x), _torch(w)
-    bt = None if b is None else _torch(b)
-    outt = None if out is None else _torch(out)
+    xt, wt = as_torch(x), as_torch(w)
+    bt = None if b is None else as_torch(b)
+    outt = None if out is None else as_torch(out)
     act = {None: None, "tanh": torch.tanh, "relu": torch.relu}[activation]
 
     def run():
@@ -122,7 +123,7 @@ def cudnn_fashion_net(weights: dict, *, tf32: bool = False) -> Callable[[object]
             return torch.softmax(F.linear(h, fc2_t, t["fc2_b"]), dim=1)
 
     def run(x):
-        return forward(_torch(x))
+        return forward(as_torch(x))
     run.forward = forward
     return run
 
@@ -162,7 +163,7 @@ def torch_alexnet(weights: dict, *, device: str = "cuda", tf32: bool = False) ->
             return torch.softmax(F.linear(h, fc["fc8"], t["fc8_b"]), dim=1)
 
     def run(x):
-        return forward(_torch(x) if device == "cuda" else torch.as_tensor(x))
+        return forward(as_torch(x) if device == "cuda" else torch.as_tensor(x))
     run.forward = forward
     return run
 
@@ -201,3 +202,62 @@ def cudnn_fashion_net_graph(weights: dict, batch: int, *, tf32: bool = False) ->
     """cudnn_fashion_net captured as one CUDA graph on a fixed input of ``batch`` images (``torch_graph``)."""
     import torch
     return torch_graph(cudnn_fashion_net(weights, tf32=tf32).forward, torch.rand((batch, 1, 48, 48), device="cuda"))
+
+
+def torch_mobilenet_v2(weights: dict, *, tf32: bool = False) -> Callable[[object], object]:
+    """MobileNetV2 in PyTorch with these weights (torchvision ``state_dict`` names, NumPy float32; see
+    labkit.models.mobilenet_v2): torchvision's ``mobilenet_v2`` loaded strictly, in eval mode (BN
+    from its running statistics, dropout off) on the GPU, as a PyTorch user deploys it.  Where
+    torchvision is not installed, the same network in torch.nn.functional (conv2d, batch_norm,
+    relu6).  Returns ``run(x)``: x a CuPy float32 (N, 3, H, W) array; the softmax probabilities as
+    a torch tensor.  ``run.forward(h)`` takes a torch tensor; ``run.source`` says which network ran."""
+    import torch
+    import torch.nn.functional as F
+    _setup_torch(tf32)
+    state = {k: torch.as_tensor(np.require(v, requirements="W"), device="cuda") for k, v in weights.items()}
+    try:
+        from torchvision.models import mobilenet_v2
+    except Exception:
+        mobilenet_v2 = None
+    if mobilenet_v2 is not None:
+        model = mobilenet_v2(weights=None, num_classes=int(weights["classifier.1.bias"].shape[0])).cuda().eval()
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
+            raise ValueError(f"the weights do not fit torchvision's mobilenet_v2: missing {missing[:3]}, "
+                             f"unexpected {unexpected[:3]}")
+        net, source = model, "torchvision.models.mobilenet_v2 (eval)"
+    else:
+        bs = blocks()
+        proj = {b.convs()["project"][0] for b in bs}
+
+        def unit(h, prefix, stride=1, pad=0, groups=1, act=True):
+            if prefix in proj:
+                head, j = prefix.rsplit(".", 1)
+                wname, bn = f"{prefix}.weight", f"{head}.{int(j) + 1}"
+            else:
+                wname, bn = f"{prefix}.0.weight", f"{prefix}.1"
+            h = F.conv2d(h, state[wname], None, stride, pad, 1, groups)
+            h = F.batch_norm(h, state[f"{bn}.running_mean"], state[f"{bn}.running_var"], state[f"{bn}.weight"],
+                             state[f"{bn}.bias"], False, 0.0, BN_EPS)
+            return F.relu6(h) if act else h
+
+        def net(h):
+            h = unit(h, "features.0", 2, 1)
+            for b in bs:
+                skip = h
+                for kind, (prefix, L) in b.convs().items():
+                    h = unit(h, prefix, L.stride, L.pad, L.groups, kind != "project")
+                h = h + skip if b.residual else h
+            h = unit(h, f"features.{len(bs) + 1}").mean((2, 3))
+            return F.linear(h, state["classifier.1.weight"], state["classifier.1.bias"])
+        source = "torch.nn.functional (torchvision not installed)"
+
+    def forward(h):
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+        with torch.no_grad():
+            return torch.softmax(net(h), dim=1)
+
+    def run(x):
+        return forward(as_torch(x))
+    run.forward, run.source = forward, source
+    return run

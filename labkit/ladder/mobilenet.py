@@ -1,0 +1,157 @@
+"""Studies of MobileNetV2 on labkit's kernels: each depthwise layer against cuDNN and its memory
+floor, the whole network against PyTorch over batch sizes (eager and as CUDA graphs), the time per
+kind of layer, and the costs of a first call.
+
+    rows = depthwise_rows(layers, repeat=20)          # naive, tiled, cuDNN, floor per layer
+    rows = network_rows(net, torch_run, [1, 8, 32])   # labkit / PyTorch, eager / graph
+    parts = layer_kinds(net, 32)                       # ms of depthwise, pointwise, rest
+
+Every layer is checked against the float64 reference (at batch 2) before it is timed.
+"""
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import time
+
+import numpy as np
+
+from .. import backends, measure, peers, reference
+from ..checks import rel_error
+from ..device_query import device
+from ..models.mobilenet_v2 import MobileNetV2, blocks
+from ..ops.depthwise import DepthwiseConv2d, floor_bytes
+from ..shapes import ConvLayer
+
+__all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
+           "kind_of", "cudnn_handle_ms", "floor_ms"]
+
+# The depthwise shapes cuDNN was timed on in ../shared/anchors (batch, layer).
+ANCHOR_DEPTHWISE = [(128, ConvLayer(512, 32, 32, 512, 3, 1, 1, 512)), (32, ConvLayer(144, 56, 56, 144, 3, 1, 1, 144)),
+                    (32, ConvLayer(384, 14, 14, 384, 3, 1, 1, 384)), (32, ConvLayer(960, 7, 7, 960, 3, 1, 1, 960)),
+                    (1, ConvLayer(32, 112, 112, 32, 3, 1, 1, 32)), (256, ConvLayer(144, 56, 56, 144, 3, 2, 1, 144))]
+
+
+def network_depthwise(batch: int, input_hw=(224, 224)) -> list[tuple[str, int, ConvLayer]]:
+    """(block name, batch, layer) of each of the network's 17 depthwise layers."""
+    return [(b.name, batch, b.convs()["dw"][1]) for b in blocks(input_hw)]
+
+
+def floor_ms(layer: ConvLayer, N: int) -> float:
+    """The depthwise layer's memory floor on this device: x read once, y written once, at the
+    measured device-to-device copy bandwidth."""
+    return floor_bytes(layer, N) / (device().ceilings().copy_GBps * 1e9) * 1e3
+
+
+def _check_layer(layer: ConvLayer, w, b, rng) -> float:
+    x = rng.standard_normal((2, layer.C, layer.H, layer.W)).astype(np.float32)
+    ref = reference.relu6(reference.conv2d(x, w, b, stride=layer.stride, pad=1, groups=layer.C))
+    worst = 0.0
+    xp = backends.xp()
+    for variant in ("naive", "tiled"):
+        y = DepthwiseConv2d(xp.asarray(w), xp.asarray(b), layer, activation="relu6", variant=variant)(xp.asarray(x))
+        worst = max(worst, rel_error(y, ref))
+    if not worst < 1e-5:
+        raise AssertionError(f"depthwise {layer} disagrees with the float64 reference: {worst:.2e}")
+    return worst
+
+
+def depthwise_rows(cases, *, repeat: int = 20) -> list[dict]:
+    """For each (name, batch, layer): labkit's naive and tiled rungs (bias and ReLU6 fused), cuDNN's
+    depthwise convolution with bias (PyTorch, FP32, its fastest algorithm), and the floor."""
+    xp = backends.xp()
+    rng = np.random.default_rng(0)
+    no_peer = peers.cudnn_available()
+    rows = []
+    for name, N, L in cases:
+        w = (rng.standard_normal((L.C, 1, 3, 3)) / 3).astype(np.float32)
+        b = rng.standard_normal(L.C).astype(np.float32)
+        err = _check_layer(L, w, b, rng)
+        x = xp.asarray(rng.standard_normal((N, L.C, L.H, L.W), dtype=np.float32))
+        wd, bd = xp.asarray(w), xp.asarray(b)
+        row = {"name": name, "batch": N, "C": L.C, "H": L.H, "W": L.W, "stride": L.stride, "rel_err": err,
+               "floor_ms": floor_ms(L, N), "device": device().label}
+        for variant in ("naive", "tiled"):
+            layer = DepthwiseConv2d(wd, bd, L, activation="relu6", variant=variant)
+            y = layer(x)
+            row[f"{variant}_ms"] = measure.time_fn(lambda: layer(x, y), repeat=repeat, sync=False).median_ms
+            if variant == "tiled":
+                t = layer.plan(N).tiling
+                row["tiling"] = f"rows {t.rows} planes {t.planes} rpt {t.rpt} threads {t.threads}"
+        if no_peer is None:
+            y = xp.empty((N, L.C) + L.out_hw, dtype=xp.float32)
+            run = peers.cudnn_conv2d(x, wd.reshape(L.C, 1, 3, 3), bd, stride=L.stride, pad=1, groups=L.C)
+            row["cudnn_ms"] = measure.time_fn(run, repeat=repeat, sync=False).median_ms
+        rows.append(row)
+    return rows
+
+
+def kind_of(step: str) -> str:
+    """A plan step's kind of layer: depthwise, pointwise (1x1: expansions, projections, head), rest."""
+    if step.endswith(".dw"):
+        return "depthwise"
+    if step.endswith((".expand", ".project")) or step == "head":
+        return "pointwise"
+    return "rest"
+
+
+def layer_kinds(net: MobileNetV2, N: int, *, repeat: int = 10) -> dict:
+    """GPU ms of each kind of layer in a forward pass of N (each step timed, queued back to back)."""
+    plan = net.plan(N)
+    plan.x[...] = backends.xp().asarray(np.random.default_rng(N).standard_normal(plan.x.shape, dtype=np.float32))
+    bd = measure.breakdown([(name, "kernel", fn) for name, fn in plan.steps], repeat=repeat)
+    out = {"depthwise": 0.0, "pointwise": 0.0, "rest": 0.0}
+    for p in bd.parts:
+        out[kind_of(p.name)] += p.median_ms
+    return {"batch": N, **out, "steps": {p.name: p.median_ms for p in bd.parts}, "device": bd.device}
+
+
+def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10) -> list[dict]:
+    """Forward pass (softmax included) per batch: labkit eager (each kernel launched from Python) and
+    as one CUDA graph; PyTorch eager and as a CUDA graph (``torch_run``: peers.torch_mobilenet_v2, or
+    None).  The plans are let go after each batch."""
+    xp = backends.xp()
+    rows = []
+    for N in batches:
+        x = xp.asarray(np.random.default_rng(N).standard_normal((N, 3) + net.input_hw, dtype=np.float32))
+        plan = net.plan(N)
+        plan.x[...] = x
+        t = measure.time_fn(lambda: plan.eager(x), repeat=repeat, sync=False)
+        rows.append({"label": f"labkit {net.precision} eager", "batch": N, "median_ms": t.median_ms, "device": t.device})
+        t = measure.time_fn(plan.run, repeat=repeat, sync=False)
+        rows.append({"label": f"labkit {net.precision} graph", "batch": N, "median_ms": t.median_ms, "device": t.device})
+        if torch_run is not None:
+            t = measure.time_fn(lambda: torch_run(x), repeat=repeat, sync=False)
+            rows.append({"label": "PyTorch fp32 eager", "batch": N, "median_ms": t.median_ms, "device": t.device})
+            replay = peers.torch_graph(torch_run.forward, peers.as_torch(x).clone())
+            t = measure.time_fn(replay, repeat=repeat, sync=False)
+            rows.append({"label": "PyTorch fp32 graph", "batch": N, "median_ms": t.median_ms, "device": t.device})
+            del replay
+        net.clear_plans()
+        measure.release_gpu_memory()
+    return rows
+
+
+def cudnn_handle_ms() -> dict | None:
+    """ms of cudnnCreate (the first in this process, then a second) through ctypes on libcudnn, or None
+    where there is no libcudnn to load."""
+    names = [n for n in ("libcudnn.so.9", "libcudnn.so.8", ctypes.util.find_library("cudnn")) if n]
+    lib = None
+    for n in names:
+        try:
+            lib = ctypes.CDLL(n)
+            break
+        except OSError:
+            continue
+    if lib is None:
+        return None
+    out = {}
+    for label in ("first", "second"):
+        handle = ctypes.c_void_p()
+        t0 = time.perf_counter()
+        status = lib.cudnnCreate(ctypes.byref(handle))
+        out[f"cudnnCreate {label} ms"] = (time.perf_counter() - t0) * 1e3
+        if status != 0:
+            return None
+        lib.cudnnDestroy(handle)
+    return out
