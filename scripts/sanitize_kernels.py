@@ -125,6 +125,34 @@ def launch_implicit() -> int:
     return n
 
 
+def launch_mobilenet_parts() -> int:
+    """Depthwise 3x3 (both rungs, several tilings, stride 1 and 2, odd planes), the implicit GEMM's
+    fused residual (with and without split-K), global average pooling."""
+    from labkit.ops.depthwise import Tiling, depthwise_conv2d
+    from labkit.ops.implicit import ConvLayer, ImplicitConv2d
+    from labkit.ops.pool_softmax import global_avg_pool
+
+    rng = np.random.default_rng()
+    n = 0
+    for (N, C, H, W, S) in [(2, 3, 9, 7, 1), (1, 5, 13, 11, 2), (3, 4, 37, 35, 1), (1, 7, 14, 14, 2)]:
+        x = cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32))
+        w = cp.asarray(rng.standard_normal((C, 1, 3, 3), dtype=np.float32))
+        b = cp.asarray(rng.standard_normal(C, dtype=np.float32))
+        for variant, tiling in (("naive", None), ("tiled", None), ("tiled", Tiling(3, 2, 2, 10)),
+                                ("tiled", Tiling(4, 3, 3, 9))):
+            depthwise_conv2d(x, w, b, stride=S, activation="relu6", variant=variant, tiling=tiling)
+            n += 1
+    L = ConvLayer(13, 9, 7, 11, 1)
+    x = cp.asarray(rng.standard_normal((3, 13, 9, 7), dtype=np.float32))
+    r = cp.asarray(rng.standard_normal((3, 11, 9, 7), dtype=np.float32))
+    conv = ImplicitConv2d(cp.asarray(rng.standard_normal((11, 13, 1, 1), dtype=np.float32)),
+                          cp.asarray(rng.standard_normal(11, dtype=np.float32)), L, residual=True)
+    conv(x, residual=r)
+    conv(x, residual=r, splits=3)
+    global_avg_pool(cp.asarray(rng.standard_normal((3, 40, 7, 5), dtype=np.float32)))
+    return n + 4
+
+
 def launch_alexnet_parts() -> int:
     """LRN, split-K GEMM (partial tiles, ragged K) and its reduce, on odd sizes."""
     from labkit import layers
@@ -229,6 +257,7 @@ def main() -> int:
     n += launch_unroll()
     n += launch_implicit()
     n += launch_alexnet_parts()
+    n += launch_mobilenet_parts()
     n += launch_prepared_and_graphs()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
