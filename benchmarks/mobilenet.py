@@ -113,7 +113,7 @@ def main() -> int:
         cases = study.network_depthwise(32 if on_gpu else 1, hw)
         if on_gpu:
             cases += [("anchor", n, L) for n, L in study.ANCHOR_DEPTHWISE]
-        dw = study.depthwise_rows(cases, repeat=2 * args.repeat)
+        dw = study.depthwise_rows(cases, repeat=args.repeat)
         print(f"{'layer':>12s} {'N':>4s} {'C':>4s} {'HxW':>8s} s {'naive':>8s} {'tiled':>8s} {'cuDNN':>8s} "
               f"{'floor':>8s} {'x floor':>7s}")
         for r in dw:

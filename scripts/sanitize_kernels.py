@@ -149,8 +149,15 @@ def launch_mobilenet_parts() -> int:
                           cp.asarray(rng.standard_normal(11, dtype=np.float32)), L, residual=True)
     conv(x, residual=r)
     conv(x, residual=r, splits=3)
+    L4 = ConvLayer(13, 8, 6, 11, 1)     # 48-pixel planes: the epilogue's float4 stores
+    conv4 = ImplicitConv2d(cp.asarray(rng.standard_normal((11, 13, 1, 1), dtype=np.float32)), None, L4,
+                           activation="relu6", residual=True)
+    x4 = cp.asarray(rng.standard_normal((3, 13, 8, 6), dtype=np.float32))
+    r4 = cp.asarray(rng.standard_normal((3, 11, 8, 6), dtype=np.float32))
+    conv4(x4, residual=r4)
+    conv4(x4, residual=r4, splits=2)
     global_avg_pool(cp.asarray(rng.standard_normal((3, 40, 7, 5), dtype=np.float32)))
-    return n + 4
+    return n + 6
 
 
 def launch_alexnet_parts() -> int:

@@ -128,20 +128,28 @@ def test_depthwise_refuses_bad_input():
         layer(x, out=x)
 
 
+# Planes of 63 pixels (scalar stores) and of 48 (float4 stores: 4 neighbouring pixels of one row).
+@pytest.mark.parametrize("layer", [ConvLayer(13, 9, 7, 11, 1), ConvLayer(13, 8, 6, 11, 1), ConvLayer(5, 12, 8, 7, 3, 1, 1)],
+                         ids=lambda L: L.key)
 @pytest.mark.parametrize("splits", [None, 3])
 @pytest.mark.parametrize("activation", [None, "relu6"], ids=str)
-def test_implicit_relu6_and_fused_residual(splits, activation):
-    L = ConvLayer(13, 9, 7, 11, 1)   # a pointwise (1x1) layer, as MobileNetV2's projections
+def test_implicit_relu6_and_fused_residual(layer, splits, activation):
+    L = layer   # 1x1 layers as MobileNetV2's projections, and a 3x3 one
     x = rng.standard_normal((3, L.C, L.H, L.W)).astype(np.float32)
-    w = rng.standard_normal((L.M, L.C, 1, 1)).astype(np.float32)
+    w = rng.standard_normal((L.M, L.C, L.K, L.K)).astype(np.float32)
     b = rng.standard_normal(L.M).astype(np.float32)
-    ref = reference.conv2d(x, w, b)
+    ref = reference.conv2d(x, w, b, pad=L.pad)
     r = rng.standard_normal(ref.shape).astype(np.float32) * 3
     conv = ImplicitConv2d(dev(w), dev(b), L, activation=activation, residual=True)
     y = conv(dev(x), poisoned(ref.shape), residual=dev(r), splits=splits)
     assert rel_error(y, ACT[activation](ref + r)) < 1e-5
     plain = ImplicitConv2d(dev(w), dev(b), L, activation="relu6")
     assert rel_error(plain(dev(x), poisoned(ref.shape), splits=splits), np.clip(ref, 0, 6)) < 1e-5
+    # An output one float past an aligned start: the kernel must fall back to scalar stores.
+    big = poisoned((int(np.prod(ref.shape)) + 1,))
+    out = big[1:].reshape(ref.shape)
+    y = conv(dev(x), out, residual=dev(r), splits=splits)
+    assert rel_error(out, ACT[activation](ref + r)) < 1e-5
 
 
 def test_implicit_residual_is_checked():

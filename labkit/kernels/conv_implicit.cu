@@ -239,7 +239,36 @@ __device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const
     }
   }
 
-  // Epilogue: bias, activation, and the NCHW store of each output pixel (raw sums if partial).
+  // Epilogue: bias, residual, activation, and the NCHW store of each output pixel (raw sums if
+  // partial).  A thread's columns come in groups of 4 neighbouring pixels; when an image's plane
+  // holds a multiple of 4 pixels (and y, res are 16-byte aligned) such a group is 4 neighbouring
+  // floats of one output row: one float4 store, and a warp's stores cover whole 128-byte lines.
+  // A memory-bound layer (a 1x1 convolution with few input channels) lives on its stores.
+  const bool vec = HWO % 4 == 0 && ((reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(res)) & 15) == 0;
+  if (vec) {
+#pragma unroll
+    for (int q = 0; q < TNV; ++q) {
+      const int p = bp + q * COL_STEP + tc * 4;
+      if (p >= N * HWO) continue;  // all 4 or none: N * HWO is a multiple of 4
+      const int n = p / HWO, pix = p - n * HWO;
+#pragma unroll
+      for (int i = 0; i < TM; ++i) {
+        const int m = bm + (i / 4) * ROW_STEP + tr * 4 + (i % 4);
+        if (m >= MG) continue;
+        const int oc = g * MG + m;
+        const size_t at = ((size_t)n * M + oc) * HWO + pix;
+        float4 v = make_float4(acc[i][4 * q], acc[i][4 * q + 1], acc[i][4 * q + 2], acc[i][4 * q + 3]);
+        if (!partial) {
+          const float b = has_bias ? bias[oc] : 0.0f;
+          const float4 r = has_res ? *reinterpret_cast<const float4*>(res + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          v = make_float4(finish(v.x, b, r.x, act), finish(v.y, b, r.y, act), finish(v.z, b, r.z, act),
+                          finish(v.w, b, r.w, act));
+        }
+        *reinterpret_cast<float4*>(y + at) = v;
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int j = 0; j < TN; ++j) {
     const int p = bp + (j / 4) * COL_STEP + tc * 4 + (j % 4);

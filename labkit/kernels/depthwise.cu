@@ -110,8 +110,16 @@ depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const 
   const int ih0 = oh0 * S - 1;             // ... and its first input row (-1: the top padding)
 
   // 1. The tile, copied once.  Consecutive threads take consecutive floats of a row: coalesced.
-  //    Padding (and planes past NC) become zeros here, so step 2 never checks a bound.
-  for (int i = threadIdx.x; i < PLANES * TILE; i += THREADS) {
+  //    Padding (and planes past NC) become zeros here, so step 2 never checks a bound.  The trip
+  //    count is a compile-time constant and the loop is unrolled, so a thread issues all its loads
+  //    before the first one returns: a memory-bound kernel needs many bytes in flight per SM
+  //    (about bandwidth x latency / SMs, ~14 KB on an H100), and one load at a time per thread
+  //    would leave most of the bandwidth unused.
+  constexpr int LOADS = (PLANES * TILE + THREADS - 1) / THREADS;
+#pragma unroll 8
+  for (int l = 0; l < LOADS; ++l) {
+    const int i = threadIdx.x + l * THREADS;
+    if (i >= PLANES * TILE) break;
     const int p = i / TILE, r = (i / SW) % IN_ROWS, col = i % SW;
     const int ih = ih0 + r, iw = col - 1;
     float v = 0.0f;

@@ -20,7 +20,43 @@ from ..shapes import ALEXNET_CONVS, ConvLayer
 from ..tuned import write_entry
 from .harness import checked_time, random_case
 
-__all__ = ["sweep_implicit", "record_tiles", "compare", "summarize", "table"]
+__all__ = ["sweep_implicit", "record_tiles", "compare", "summarize", "table", "gemm_candidates", "precompile"]
+
+
+def gemm_candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
+    """A grid for memory-bound GEMM layers (MobileNetV2's 1x1 convolutions: few input channels, large
+    planes): the usual candidates plus 32-row tiles for layers of few output channels and 4-deep
+    k-steps for layers of few input channels."""
+    out = list(candidates(layer, precision))
+    if precision == "fp32":
+        extra = [Tiles("fp32", bm=32, bn=128, bk=8, tm=4, tn=8), Tiles("fp32", bm=32, bn=256, bk=8, tm=4, tn=8),
+                 Tiles("fp32", bm=64, bn=256, bk=8, tm=8, tn=8), Tiles("fp32", bm=64, bn=128, bk=4, tm=8, tn=8),
+                 Tiles("fp32", bm=128, bn=128, bk=4, tm=8, tn=8), Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4)]
+        for t in extra:
+            try:
+                t.check()
+            except ValueError:
+                continue
+            if t not in out:
+                out.append(t)
+    return out
+
+
+def _compile_one(job) -> int:
+    layer, tiles, batch = job
+    xp = backends.xp()
+    w = xp.zeros((layer.M, layer.C // layer.groups, layer.K, layer.K), dtype=xp.float32)
+    ImplicitConv2d(w, None, layer, precision=tiles.precision, tiles=tiles).plan(batch)
+    return 1
+
+
+def precompile(jobs: list[tuple[ConvLayer, Tiles]], batch: int, processes: int = 8) -> int:
+    """Compile each (layer, tiles) kernel in ``processes`` worker processes (NVRTC runs in each; the
+    results land in CuPy's cache on disk, where this process then finds them).  Returns how many."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return sum(pool.map(_compile_one, [(L, t, batch) for L, t in jobs]))
 
 
 def sweep_implicit(layer: ConvLayer, batch: int, precision: str = "fp32", *,

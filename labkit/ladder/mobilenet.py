@@ -17,19 +17,38 @@ import time
 import numpy as np
 
 from .. import backends, measure, peers, reference
+from ..backends.graph import Graph
 from ..checks import rel_error
 from ..device_query import device
-from ..models.mobilenet_v2 import MobileNetV2, blocks
+from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
 from ..ops.depthwise import DepthwiseConv2d, floor_bytes
 from ..shapes import ConvLayer
 
 __all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
-           "kind_of", "cudnn_handle_ms", "floor_ms"]
+           "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers"]
+
+# A layer of a few µs is timed as LAUNCHES launches in one CUDA graph: launched one by one from
+# Python, the host's ~10-20 µs per call would be timed instead of the GPU's work.
+LAUNCHES = 20
 
 # The depthwise shapes cuDNN was timed on in ../shared/anchors (batch, layer).
 ANCHOR_DEPTHWISE = [(128, ConvLayer(512, 32, 32, 512, 3, 1, 1, 512)), (32, ConvLayer(144, 56, 56, 144, 3, 1, 1, 144)),
                     (32, ConvLayer(384, 14, 14, 384, 3, 1, 1, 384)), (32, ConvLayer(960, 7, 7, 960, 3, 1, 1, 960)),
                     (1, ConvLayer(32, 112, 112, 32, 3, 1, 1, 32)), (256, ConvLayer(144, 56, 56, 144, 3, 2, 1, 144))]
+
+
+def gemm_layers(input_hw=(224, 224)) -> dict[str, ConvLayer]:
+    """The network's distinct implicit-GEMM layers (stem, 1x1 expansions, projections, head), named
+    by the first block that has each shape."""
+    out: dict[str, ConvLayer] = {"stem": ConvLayer(3, input_hw[0], input_hw[1], STEM, 3, 2, 1)}
+    bs = blocks(input_hw)
+    for b in bs:
+        for kind, (_prefix, L) in b.convs().items():
+            if kind != "dw" and L not in out.values():
+                out[f"{b.name}.{kind}"] = L
+    ho, wo = bs[-1].out_hw
+    out["head"] = ConvLayer(bs[-1].cout, ho, wo, HEAD_CHANNELS, 1)
+    return out
 
 
 def network_depthwise(batch: int, input_hw=(224, 224)) -> list[tuple[str, int, ConvLayer]]:
@@ -56,9 +75,24 @@ def _check_layer(layer: ConvLayer, w, b, rng) -> float:
     return worst
 
 
-def depthwise_rows(cases, *, repeat: int = 20) -> list[dict]:
+def per_launch_ms(launch, *, repeat: int = 10, torch_graph: bool = False) -> float:
+    """GPU ms of one ``launch()``: LAUNCHES of them captured as one CUDA graph (labkit's Graph, or
+    torch.cuda.CUDAGraph for a PyTorch callable), the graph's median time divided by LAUNCHES.  The
+    input stays in L2 between launches where it fits (50 MB on an H100), as in a network where the
+    previous layer has just written it.  On the CPU executor: the launches one by one."""
+    if torch_graph:
+        replay = peers.torch_graph(lambda _x: [launch() for _ in range(LAUNCHES)][-1], None)
+        t = measure.time_fn(replay, repeat=repeat, sync=False)
+    else:
+        g = Graph([launch] * LAUNCHES)
+        t = measure.time_fn(g.launch, repeat=repeat, sync=False)
+    return t.median_ms / LAUNCHES
+
+
+def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
     """For each (name, batch, layer): labkit's naive and tiled rungs (bias and ReLU6 fused), cuDNN's
-    depthwise convolution with bias (PyTorch, FP32, its fastest algorithm), and the floor."""
+    depthwise convolution with bias (PyTorch, FP32, its fastest algorithm), and the floor; GPU time
+    per launch (``per_launch_ms``)."""
     xp = backends.xp()
     rng = np.random.default_rng(0)
     no_peer = peers.cudnn_available()
@@ -74,14 +108,14 @@ def depthwise_rows(cases, *, repeat: int = 20) -> list[dict]:
         for variant in ("naive", "tiled"):
             layer = DepthwiseConv2d(wd, bd, L, activation="relu6", variant=variant)
             y = layer(x)
-            row[f"{variant}_ms"] = measure.time_fn(lambda: layer(x, y), repeat=repeat, sync=False).median_ms
+            row[f"{variant}_ms"] = per_launch_ms(lambda: layer(x, y), repeat=repeat)
             if variant == "tiled":
                 t = layer.plan(N).tiling
                 row["tiling"] = f"rows {t.rows} planes {t.planes} rpt {t.rpt} threads {t.threads}"
         if no_peer is None:
             y = xp.empty((N, L.C) + L.out_hw, dtype=xp.float32)
             run = peers.cudnn_conv2d(x, wd.reshape(L.C, 1, 3, 3), bd, stride=L.stride, pad=1, groups=L.C)
-            row["cudnn_ms"] = measure.time_fn(run, repeat=repeat, sync=False).median_ms
+            row["cudnn_ms"] = per_launch_ms(run, repeat=repeat, torch_graph=True)
         rows.append(row)
     return rows
 
