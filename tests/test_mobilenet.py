@@ -40,7 +40,8 @@ def dw_case(N, C, H, W, S):
 
 
 DW_SHAPES = [(2, 3, 9, 7, 1), (1, 5, 13, 11, 2), (3, 4, 7, 7, 1), (1, 2, 37, 35, 1), (2, 3, 36, 33, 2),
-             (1, 7, 14, 14, 2), (2, 1, 1, 1, 1), (1, 2, 2, 3, 2)]
+             (1, 7, 14, 14, 2), (2, 1, 1, 1, 1), (1, 2, 2, 3, 2),
+             (2, 3, 13, 16, 1), (1, 4, 21, 24, 2)]   # rows of a multiple of 4 floats: float4 copies
 
 
 @pytest.mark.parametrize("shape", DW_SHAPES, ids=lambda s: "x".join(map(str, s)))
@@ -87,10 +88,12 @@ def test_default_tiling_fills_a_block_within_shared_memory():
 
 
 @pytest.mark.skipif(ON_GPU, reason="the memory, barrier and race checks are the CPU executor's")
+@pytest.mark.parametrize("W", [7, 8])
 @pytest.mark.parametrize("stride", [1, 2])
-def test_depthwise_tiled_under_the_executor_checks(stride):
-    """No read or write out of bounds, no barrier divergence, no shared-memory race."""
-    N, C, H, W = 1, 3, 9, 7
+def test_depthwise_tiled_under_the_executor_checks(stride, W):
+    """No read or write out of bounds, no barrier divergence, no shared-memory race (scalar and
+    float4 copies of the tile)."""
+    N, C, H = 1, 3, 9
     x, w, b, ref = dw_case(N, C, H, W, stride)
     L = depthwise_layer(C, H, W, stride)
     t = Tiling(3, 2, 2, 8)

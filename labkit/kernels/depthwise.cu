@@ -99,6 +99,43 @@ extern "C" __global__ void depthwise_naive(const float* __restrict__ x, const fl
   y[o] = activate(acc, act);
 }
 
+// The tile's interior, for depthwise_tiled: for each of the block's planes p < planes, the
+// `count` floats of x from first + p * H * W on (whole rows) go to the tile from row r_lo, column 1.
+// V = 4: float4 loads (W % 4 == 0 and x 16-byte aligned: a row's 4-groups never straddle rows).
+// Loads are issued BATCH at a time into registers, then stored: BATCH loads in flight per thread.
+template <int V>
+__device__ __forceinline__ void copy_rows(const float* __restrict__ x, float* tile, long long first, int count,
+                                          int r_lo, int planes) {
+  using namespace dw;
+  constexpr int PER = IN_ROWS * W / V;                   // most V-groups a plane's rows can hold
+  constexpr int LOADS = (PLANES * PER + THREADS - 1) / THREADS;
+  constexpr int BATCH = LOADS < 8 ? LOADS : 8;
+  for (int l0 = 0; l0 < LOADS; l0 += BATCH) {
+    float v[BATCH][V];
+#pragma unroll
+    for (int b = 0; b < BATCH; ++b) {
+      const int i = threadIdx.x + (l0 + b) * THREADS, p = i / PER, q = i % PER;
+      const bool ok = l0 + b < LOADS && i < PLANES * PER && p < planes && q * V < count;
+      const long long at = first + (long long)p * H * W + q * V;
+      if constexpr (V == 4) {
+        const float4 f = ok ? *reinterpret_cast<const float4*>(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[b][0] = f.x, v[b][1] = f.y, v[b][2] = f.z, v[b][3] = f.w;
+      } else {
+        v[b][0] = ok ? x[at] : 0.0f;
+      }
+    }
+#pragma unroll
+    for (int b = 0; b < BATCH; ++b) {
+      const int i = threadIdx.x + (l0 + b) * THREADS, p = i / PER, q = i % PER;
+      if (!(l0 + b < LOADS && i < PLANES * PER && p < planes && q * V < count)) continue;
+      const int r = r_lo + (q * V) / W, c = (q * V) % W;
+      float* dst = tile + p * TILE + r * SW + c + 1;
+#pragma unroll
+      for (int k = 0; k < V; ++k) dst[k] = v[b][k];
+    }
+  }
+}
+
 // Version 2: shared-memory tiles, weights in registers, a sliding window down each column.
 extern "C" __global__ void __launch_bounds__(DW_THREADS)
 depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
@@ -109,24 +146,27 @@ depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const 
   const int oh0 = blockIdx.x * ROWS;       // the tile's first output row
   const int ih0 = oh0 * S - 1;             // ... and its first input row (-1: the top padding)
 
-  // 1. The tile, copied once.  Consecutive threads take consecutive floats of a row: coalesced.
-  //    Padding (and planes past NC) become zeros here, so step 2 never checks a bound.  The trip
-  //    count is a compile-time constant and the loop is unrolled, so a thread issues all its loads
-  //    before the first one returns: a memory-bound kernel needs many bytes in flight per SM
-  //    (about bandwidth x latency / SMs, ~14 KB on an H100), and one load at a time per thread
-  //    would leave most of the bandwidth unused.
-  constexpr int LOADS = (PLANES * TILE + THREADS - 1) / THREADS;
-#pragma unroll 8
-  for (int l = 0; l < LOADS; ++l) {
-    const int i = threadIdx.x + l * THREADS;
-    if (i >= PLANES * TILE) break;
-    const int p = i / TILE, r = (i / SW) % IN_ROWS, col = i % SW;
-    const int ih = ih0 + r, iw = col - 1;
-    float v = 0.0f;
-    if (plane0 + p < NC && ih >= 0 && ih < H && iw >= 0 && iw < W)
-      v = x[((long long)(plane0 + p) * H + ih) * W + iw];
-    tile[i] = v;
+  // 1. The tile, copied once.  (a) Padding cells -- the two padding columns of every tile row, whole
+  //    rows above or below the image, planes past NC -- are zeros.  (b) The rows inside the image
+  //    are, per plane, one contiguous run of x: a flat copy, consecutive threads on consecutive
+  //    floats (float4s when a row is a multiple of 4 floats), each thread issuing a batch of loads
+  //    before it stores any (copy_rows).  A memory-bound kernel needs many bytes in flight per SM
+  //    (about bandwidth x latency / SMs, ~14 KB on an H100): one load at a time per thread, waiting
+  //    for each, would leave most of the bandwidth unused.  (a) and (b) write different cells, so
+  //    one barrier after both suffices.
+  for (int i = threadIdx.x; i < PLANES * IN_ROWS; i += THREADS) {
+    const int p = i / IN_ROWS, r = i % IN_ROWS, ih = ih0 + r;
+    float* row = tile + p * TILE + r * SW;
+    row[0] = 0.0f;
+    row[SW - 1] = 0.0f;
+    if (ih < 0 || ih >= H || plane0 + p >= NC)
+      for (int c = 1; c <= W; ++c) row[c] = 0.0f;
   }
+  const int r_lo = max(0, -ih0), r_hi = min(IN_ROWS, H - ih0);  // the tile rows inside the image
+  const long long first = (long long)plane0 * H * W + (long long)(ih0 + r_lo) * W;  // plane0's first float
+  const bool vec = W % 4 == 0 && (reinterpret_cast<size_t>(x) & 15) == 0;
+  if (vec) copy_rows<4>(x, tile, first, (r_hi - r_lo) * W, r_lo, NC - plane0);
+  else copy_rows<1>(x, tile, first, (r_hi - r_lo) * W, r_lo, NC - plane0);
   __syncthreads();
 
   // 2. Each thread: one plane's channel (its 9 weights and bias into registers), then columns of
