@@ -69,6 +69,7 @@ def main() -> int:
     ap.add_argument("--batches", type=int, nargs="+")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--skip-depthwise", action="store_true")
+    ap.add_argument("--depthwise-only", action="store_true", help="the depthwise table alone (no sweep, no plot)")
     args = ap.parse_args()
     dev, xp = labkit.device(), labkit.xp
     on_gpu = dev.is_gpu
@@ -121,6 +122,10 @@ def main() -> int:
                   f"{r['naive_ms']:8.4f} {r['tiled_ms']:8.4f} {r.get('cudnn_ms', float('nan')):8.4f} "
                   f"{r['floor_ms']:8.4f} {r['tiled_ms'] / r['floor_ms']:7.2f}")
 
+    if args.depthwise_only:
+        for line in targets([], dw):
+            print("target:", line)
+        return 0
     kinds = [study.layer_kinds(net, n, repeat=args.repeat) for n in batches if n in (1, 32, 128)]
     rows = study.network_rows(net, torch_run, batches, repeat=args.repeat)
     labels = list(dict.fromkeys(r["label"] for r in rows))

@@ -78,6 +78,18 @@ def test_depthwise_tilings(tiling, stride):
     assert rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_whole_plane_tiles_with_a_ragged_last_block(stride):
+    """Tiles of whole planes are copied as one flat run per block (float4s where 4 planes' floats
+    make whole 4-groups); 5 planes in blocks of 4 leave a last block of one plane, 49 floats."""
+    H = 7 if stride == 1 else 13
+    x, w, b, ref = dw_case(1, 5, H, H, stride)
+    ho = ref.shape[2]
+    for t in (Tiling(ho, 4, ho, 4 * 7), Tiling(ho, 4, 3, 8), Tiling(ho, 3, 2, 12)):
+        y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=stride, tiling=t, out=poisoned(ref.shape))
+        assert rel_error(y, ref) < 1e-5, t
+
+
 def test_default_tiling_fills_a_block_within_shared_memory():
     for C, H, W, S in [(32, 112, 112, 1), (96, 112, 112, 2), (144, 56, 56, 1), (960, 7, 7, 1), (3, 500, 900, 1)]:
         L = depthwise_layer(C, H, W, S)
@@ -96,14 +108,14 @@ def test_depthwise_tiled_under_the_executor_checks(stride, W):
     N, C, H = 1, 3, 9
     x, w, b, ref = dw_case(N, C, H, W, stride)
     L = depthwise_layer(C, H, W, stride)
-    t = Tiling(3, 2, 2, 8)
-    mod = load("depthwise", defines={"DW_H": H, "DW_W": W, "DW_S": stride, **t.defines()}, check="all")
-    y = np.full(ref.shape, np.nan, dtype=np.float32)
     ho = L.out_hw[0]
-    mod.get_function("depthwise_tiled")((-(-ho // 3), -(-N * C // 2)), (8,),
-                                        (x, w.reshape(C, 9), b, y) + ints(N * C, C, 1, 0),
-                                        shared_mem=t.shared_bytes(L))
-    assert rel_error(y, ref) < 1e-5
+    for t in (Tiling(3, 2, 2, 8), Tiling(ho, 2, 3, 6)):    # strips; whole planes (a ragged last block)
+        mod = load("depthwise", defines={"DW_H": H, "DW_W": W, "DW_S": stride, **t.defines()}, check="all")
+        y = np.full(ref.shape, np.nan, dtype=np.float32)
+        mod.get_function("depthwise_tiled")((-(-ho // t.rows), -(-N * C // t.planes)), (t.threads,),
+                                            (x, w.reshape(C, 9), b, y) + ints(N * C, C, 1, 0),
+                                            shared_mem=t.shared_bytes(L))
+        assert rel_error(y, ref) < 1e-5, t
 
 
 def test_depthwise_refuses_bad_input():

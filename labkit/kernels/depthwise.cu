@@ -99,39 +99,53 @@ extern "C" __global__ void depthwise_naive(const float* __restrict__ x, const fl
   y[o] = activate(acc, act);
 }
 
-// The tile's interior, for depthwise_tiled: for each of the block's planes p < planes, the
-// `count` floats of x from first + p * H * W on (whole rows) go to the tile from row r_lo, column 1.
-// V = 4: float4 loads (W % 4 == 0 and x 16-byte aligned: a row's 4-groups never straddle rows).
-// Loads are issued BATCH at a time into registers, then stored: BATCH loads in flight per thread.
-template <int V>
-__device__ __forceinline__ void copy_rows(const float* __restrict__ x, float* tile, long long first, int count,
+// The tile's interior, for depthwise_tiled, as flat runs of x: consecutive threads on consecutive
+// floats (V = 4: float4s, 16-byte aligned), each thread issuing BATCH loads into registers before it
+// stores any (BATCH loads in flight per thread).  Two shapes of run:
+//   FULL  (the tile holds whole planes, DW_ROWS == HO): the block's `planes` planes are one run of
+//         `count` = planes * H * W floats from `first`; V = 4 needs DW_PLANES * H * W % 4 == 0.
+//   strip (DW_ROWS < HO): plane p's rows inside the image are a run of `count` floats from
+//         first + p * H * W, going to tile rows r_lo, ...; V = 4 needs W % 4 == 0.
+// Each float lands at its own (plane, row, column) of the tile: compile-time divisors, cheap.
+template <int V, bool FULL>
+__device__ __forceinline__ void copy_tile(const float* __restrict__ x, float* tile, long long first, int count,
                                           int r_lo, int planes) {
   using namespace dw;
-  constexpr int PER = IN_ROWS * W / V;                   // most V-groups a plane's rows can hold
-  constexpr int LOADS = (PLANES * PER + THREADS - 1) / THREADS;
+  constexpr int RUNS = FULL ? 1 : PLANES;                                  // runs per block
+  constexpr int PER = FULL ? (PLANES * H * W + V - 1) / V : IN_ROWS * W / V;  // most V-groups per run
+  constexpr int LOADS = (RUNS * PER + THREADS - 1) / THREADS;
   constexpr int BATCH = LOADS < 8 ? LOADS : 8;
   for (int l0 = 0; l0 < LOADS; l0 += BATCH) {
     float v[BATCH][V];
 #pragma unroll
     for (int b = 0; b < BATCH; ++b) {
       const int i = threadIdx.x + (l0 + b) * THREADS, p = i / PER, q = i % PER;
-      const bool ok = l0 + b < LOADS && i < PLANES * PER && p < planes && q * V < count;
+      const bool live = l0 + b < LOADS && i < RUNS * PER && (FULL || p < planes);
       const long long at = first + (long long)p * H * W + q * V;
       if constexpr (V == 4) {
-        const float4 f = ok ? *reinterpret_cast<const float4*>(x + at) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        v[b][0] = f.x, v[b][1] = f.y, v[b][2] = f.z, v[b][3] = f.w;
+        if (live && q * V + V <= count) {
+          const float4 f = *reinterpret_cast<const float4*>(x + at);
+          v[b][0] = f.x, v[b][1] = f.y, v[b][2] = f.z, v[b][3] = f.w;
+        } else {  // the run's ragged end (or nothing): one float at a time, never past it
+#pragma unroll
+          for (int k = 0; k < V; ++k) v[b][k] = live && q * V + k < count ? x[at + k] : 0.0f;
+        }
       } else {
-        v[b][0] = ok ? x[at] : 0.0f;
+        v[b][0] = live && q < count ? x[at] : 0.0f;
       }
     }
 #pragma unroll
     for (int b = 0; b < BATCH; ++b) {
       const int i = threadIdx.x + (l0 + b) * THREADS, p = i / PER, q = i % PER;
-      if (!(l0 + b < LOADS && i < PLANES * PER && p < planes && q * V < count)) continue;
-      const int r = r_lo + (q * V) / W, c = (q * V) % W;
-      float* dst = tile + p * TILE + r * SW + c + 1;
+      if (!(l0 + b < LOADS && i < RUNS * PER && (FULL || p < planes))) continue;
 #pragma unroll
-      for (int k = 0; k < V; ++k) dst[k] = v[b][k];
+      for (int k = 0; k < V; ++k) {
+        const int e = q * V + k;  // the float's place in its run
+        if (e >= count) break;
+        const int pp = FULL ? e / (H * W) : p;
+        const int rem = FULL ? e % (H * W) : e;
+        tile[pp * TILE + (r_lo + rem / W) * SW + rem % W + 1] = v[b][k];
+      }
     }
   }
 }
@@ -150,7 +164,7 @@ depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const 
   //    rows above or below the image, planes past NC -- are zeros.  (b) The rows inside the image
   //    are, per plane, one contiguous run of x: a flat copy, consecutive threads on consecutive
   //    floats (float4s when a row is a multiple of 4 floats), each thread issuing a batch of loads
-  //    before it stores any (copy_rows).  A memory-bound kernel needs many bytes in flight per SM
+  //    before it stores any (copy_tile).  A memory-bound kernel needs many bytes in flight per SM
   //    (about bandwidth x latency / SMs, ~14 KB on an H100): one load at a time per thread, waiting
   //    for each, would leave most of the bandwidth unused.  (a) and (b) write different cells, so
   //    one barrier after both suffices.
@@ -164,9 +178,21 @@ depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const 
   }
   const int r_lo = max(0, -ih0), r_hi = min(IN_ROWS, H - ih0);  // the tile rows inside the image
   const long long first = (long long)plane0 * H * W + (long long)(ih0 + r_lo) * W;  // plane0's first float
-  const bool vec = W % 4 == 0 && (reinterpret_cast<size_t>(x) & 15) == 0;
-  if (vec) copy_rows<4>(x, tile, first, (r_hi - r_lo) * W, r_lo, NC - plane0);
-  else copy_rows<1>(x, tile, first, (r_hi - r_lo) * W, r_lo, NC - plane0);
+  const int planes = min(PLANES, NC - plane0);
+  const bool aligned = (reinterpret_cast<size_t>(x) & 15) == 0;
+  if constexpr (ROWS == HO) {  // whole planes: one run per block
+    if constexpr (PLANES * H * W % 4 == 0) {  // (only then is the float4 copy compiled at all)
+      if (aligned) copy_tile<4, true>(x, tile, first, planes * H * W, r_lo, planes);
+      else copy_tile<1, true>(x, tile, first, planes * H * W, r_lo, planes);
+    } else {
+      copy_tile<1, true>(x, tile, first, planes * H * W, r_lo, planes);
+    }
+  } else if constexpr (W % 4 == 0) {
+    if (aligned) copy_tile<4, false>(x, tile, first, (r_hi - r_lo) * W, r_lo, planes);
+    else copy_tile<1, false>(x, tile, first, (r_hi - r_lo) * W, r_lo, planes);
+  } else {
+    copy_tile<1, false>(x, tile, first, (r_hi - r_lo) * W, r_lo, planes);
+  }
   __syncthreads();
 
   // 2. Each thread: one plane's channel (its 9 weights and bias into registers), then columns of
