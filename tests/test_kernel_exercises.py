@@ -9,7 +9,7 @@ import pytest
 import labkit
 from labkit.exercises import main as make_student_version
 from labkit.exercises import strip_cu_solutions
-from labkit.ladder.kernel_exercise import check_conv_kernel
+from labkit.ladder.kernel_exercise import check_conv_kernel, check_depthwise_kernel
 
 EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
 NAIVE = EXERCISES / "02_conv_naive.cu"
@@ -95,3 +95,41 @@ def test_a_missing_barrier_is_named(tmp_path):
     v = check_tiled(p)
     assert not v.ok and "KernelRaceError" in v.message and "__syncthreads()" in v.message
     assert "ThreadSanitizer report" not in v.message
+
+
+# --- notebook 11: the depthwise kernel ------------------------------------------------------------
+DEPTHWISE = EXERCISES / "11_depthwise.cu"
+
+
+def dw_variant(tmp_path, name, old, new):
+    src = DEPTHWISE.read_text()
+    assert old in src
+    p = tmp_path / f"{name}.cu"
+    p.write_text(src.replace(old, new))
+    return p
+
+
+def test_the_depthwise_solution_passes():
+    v = check_depthwise_kernel(DEPTHWISE, "depthwise_exercise")
+    assert v.ok and "strides 1 and 2" in v.message, v.message
+
+
+def test_the_depthwise_students_copy_is_told_what_is_missing(tmp_path):
+    assert make_student_version([str(DEPTHWISE.parent.parent), str(tmp_path / "student")]) == 0
+    copy = tmp_path / "student" / "exercises" / DEPTHWISE.name
+    assert "// YOUR CODE HERE" in copy.read_text() and "plane % C" not in copy.read_text()
+    v = check_depthwise_kernel(copy, "depthwise_exercise", checks="none")
+    assert not v.ok and "wrong" in v.message
+
+
+def test_forgotten_padding_is_named(tmp_path):
+    """Reading the row above the plane instead of zero: only the first output row goes wrong."""
+    p = dw_variant(tmp_path, "no_top_pad", "if (ih < 0 || ih >= H) continue;", "if (ih >= H) continue;")
+    v = check_depthwise_kernel(p, "depthwise_exercise", checks="none")
+    assert not v.ok and "on the plane's edge" in v.message
+
+
+def test_a_wrong_stride_is_named(tmp_path):
+    p = dw_variant(tmp_path, "stride", "const int ih = oh * S - 1 + kh;", "const int ih = oh - 1 + kh;")
+    v = check_depthwise_kernel(p, "depthwise_exercise")
+    assert not v.ok and "stride 2" in v.message and "largest error" in v.message

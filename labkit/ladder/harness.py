@@ -43,7 +43,7 @@ def random_case(layer: ConvLayer, batch: int, rng=None):
 
 def reference_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
     """The activation the kernels fuse, applied to a float64 reference output."""
-    return {None: y, "tanh": np.tanh(y), "relu": np.maximum(y, 0.0)}[activation]
+    return {None: y, "tanh": np.tanh(y), "relu": np.maximum(y, 0.0), "relu6": np.clip(y, 0.0, 6.0)}[activation]
 
 
 def checked_time(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float,

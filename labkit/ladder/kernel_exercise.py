@@ -27,11 +27,14 @@ from ..errors import BarrierError, KernelCompileError, KernelMemoryError, Kernel
 from ..loader import load_source
 from .harness import random_layer, reference_activation
 
-__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "tile_bytes", "EXERCISE_LAYERS"]
+__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "tile_bytes",
+           "EXERCISE_LAYERS", "DEPTHWISE_CASES"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
                    dict(N=1, C=6, H=22, W=22, M=16, K=5)]
+# Depthwise 3x3 layers (N, C, H, W, stride): odd planes, both strides, one channel and several.
+DEPTHWISE_CASES = [(2, 3, 13, 19, 1), (1, 5, 14, 11, 2), (3, 1, 7, 7, 1), (1, 4, 9, 16, 2)]
 
 
 @dataclass
@@ -138,3 +141,42 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
         if what is not None:
             return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
     return Verdict(True, f"{name}: right on {len(layers)} odd layers, every output written: True")
+
+
+def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activation: str | None = "relu6",
+                           checks: str = "memory", threads: int = 128, rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/11_depthwise.cu's signature: x, w (C, 9), b, y,
+    NC, C, H, W, S, act; one thread per output in y's memory order), run ``kernel`` on each of
+    ``cases`` (N, C, H, W, stride; default DEPTHWISE_CASES) with a NaN-poisoned output and compare
+    with the float64 reference (zero padding 1); on the CPU executor under ``checks``."""
+    rng = rng or np.random.default_rng()
+    cases = DEPTHWISE_CASES if cases is None else cases
+    name = f"{Path(path).name}: {kernel}"
+    act = check_activation(activation, (None, "relu", "relu6"))
+    try:
+        fn = load_source(path, check=checks, own=True).get_function(kernel)
+    except KernelCompileError as exc:
+        return Verdict(False, f"{name}: does not compile:\n{exc}")
+    except LaunchError as exc:
+        return Verdict(False, f"{name}: {exc}")
+    xp = backends.xp()
+    for N, C, H, W, S in cases:
+        HO, WO = (H - 1) // S + 1, (W - 1) // S + 1
+        x = rng.standard_normal((N, C, H, W)).astype(np.float32) * 2
+        w = rng.standard_normal((C, 1, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(C).astype(np.float32)
+        y = xp.full((N, C, HO, WO), np.nan, dtype=np.float32)
+        shape = f"layer N={N} C={C} {H}x{W}, stride {S} (output {HO}x{WO})"
+        try:
+            fn((-(-N * C * HO * WO // threads),), (threads,),
+               (xp.asarray(x), xp.asarray(w.reshape(C, 9)), xp.asarray(b), y,
+                *(np.int32(v) for v in (N * C, C, H, W, S, act))))
+            out = to_numpy(y)
+        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
+            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
+            return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
+        ref = reference_activation(reference.conv2d(x, w, b, stride=S, pad=1, groups=C), activation)
+        what = describe_mismatch(out, ref)
+        if what is not None:
+            return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
+    return Verdict(True, f"{name}: right on {len(cases)} odd layers (strides 1 and 2), every output written: True")
