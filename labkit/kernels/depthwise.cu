@@ -151,9 +151,9 @@ __device__ __forceinline__ void copy_tile(const float* __restrict__ x, float* ti
 }
 
 // Version 2: shared-memory tiles, weights in registers, a sliding window down each column.
-extern "C" __global__ void __launch_bounds__(DW_THREADS)
-depthwise_tiled(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
-                float* __restrict__ y, int NC, int C, int has_bias, int act) {
+extern "C" __global__ void __launch_bounds__(DW_THREADS) depthwise_tiled(const float* __restrict__ x,
+    const float* __restrict__ w, const float* __restrict__ b, float* __restrict__ y, int NC, int C, int has_bias,
+    int act) {
   using namespace dw;
   extern __shared__ float tile[];  // [PLANES][IN_ROWS][SW]
   const int plane0 = blockIdx.y * PLANES;
