@@ -60,6 +60,10 @@ def targets(rows: list[dict], dw: list[dict]) -> list[str]:
             ok = all(v <= 0.7 for v in ratios.values())
             out.append("graph at batch >= 32, labkit / PyTorch: " + ", ".join(f"{n}: {v:.2f}x" for n, v in ratios.items())
                        + f" [<= 0.7x: {'met' if ok else 'MISSED'}]")
+    tf = sorted(n for (lab, n) in by if lab == "PyTorch tf32 graph")
+    if tf:
+        out.append("TF32 graph (informational), labkit / PyTorch: " + ", ".join(
+            f"{n}: {by[('labkit tf32 graph', n)]:.3f} / {by[('PyTorch tf32 graph', n)]:.3f} ms" for n in tf))
     return out
 
 
@@ -128,6 +132,14 @@ def main() -> int:
         return 0
     kinds = [study.layer_kinds(net, n, repeat=args.repeat) for n in batches if n in (1, 32, 128)]
     rows = study.network_rows(net, torch_run, batches, repeat=args.repeat)
+    if on_gpu:   # the GEMM layers on the tensor cores (TF32), against PyTorch with TF32 on: checked first
+        net32 = mb.MobileNetV2(weights, input_hw=hw, precision="tf32")
+        meta["rel_err_labkit_tf32"] = err32 = rel_error(to_numpy(net32.logits(xp.asarray(x2))), ref)
+        if not err32 <= 5e-3:
+            print(f"labkit's MobileNetV2 in TF32 disagrees with the float64 reference: {err32:.2e}")
+            return 1
+        torch32 = peers.torch_mobilenet_v2(weights, tf32=True) if torch_run is not None else None
+        rows += study.network_rows(net32, torch32, batches, repeat=args.repeat, torch_label="tf32")
     labels = list(dict.fromkeys(r["label"] for r in rows))
     print(f"{'batch':>6s} " + " ".join(f"{lab:>20s}" for lab in labels) + "   (ms per forward, softmax included)")
     for n in batches:
@@ -136,6 +148,11 @@ def main() -> int:
     for k in kinds:
         print(f"batch {k['batch']}: depthwise {k['depthwise']:.3f} ms, pointwise {k['pointwise']:.3f} ms, "
               f"rest {k['rest']:.3f} ms (kernels timed one by one)")
+    if on_gpu:
+        meta["first_calls"] = study.first_call_costs(hw)
+        for what, costs in meta["first_calls"].items():
+            print(f"first call, {what}: " + ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                                                      for k, v in costs.items()))
     meta["targets"] = targets(rows, dw)
     for line in meta["targets"]:
         print("target:", line)
@@ -149,7 +166,8 @@ def main() -> int:
     import matplotlib.pyplot as plt
     from labkit import plots
     fig, axes = plt.subplots(1, 3, figsize=(18, 4.8))
-    plots.batch_curves(rows, ax=axes[0], title="MobileNetV2 forward (FP32)")
+    plots.batch_curves([r for r in rows if "graph" in r["label"] or "fp32" in r["label"]], ax=axes[0],
+                       title="MobileNetV2 forward (FP32 eager and graph; TF32 graph)")
     if dw:
         names = [f"{r['name'].replace('features.', 'f')}\nc{r['C']} {r['H']}/{r['stride']}" for r in dw]
         plots.grouped_bars(names, {"labkit tiled / floor": [r["tiled_ms"] / r["floor_ms"] for r in dw],

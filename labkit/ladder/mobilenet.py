@@ -12,6 +12,11 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
@@ -25,7 +30,7 @@ from ..ops.depthwise import DepthwiseConv2d, floor_bytes
 from ..shapes import ConvLayer
 
 __all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
-           "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers"]
+           "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers", "first_call_costs"]
 
 # A layer of a few µs is timed as LAUNCHES launches in one CUDA graph: launched one by one from
 # Python, the host's ~10-20 µs per call would be timed instead of the GPU's work.
@@ -140,10 +145,10 @@ def layer_kinds(net: MobileNetV2, N: int, *, repeat: int = 10) -> dict:
     return {"batch": N, **out, "steps": {p.name: p.median_ms for p in bd.parts}, "device": bd.device}
 
 
-def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10) -> list[dict]:
+def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10, torch_label: str = "fp32") -> list[dict]:
     """Forward pass (softmax included) per batch: labkit eager (each kernel launched from Python) and
     as one CUDA graph; PyTorch eager and as a CUDA graph (``torch_run``: peers.torch_mobilenet_v2, or
-    None).  The plans are let go after each batch."""
+    None; ``torch_label``: its precision, for the rows' labels).  The plans are let go after each batch."""
     xp = backends.xp()
     rows = []
     for N in batches:
@@ -156,10 +161,10 @@ def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10) -> l
         rows.append({"label": f"labkit {net.precision} graph", "batch": N, "median_ms": t.median_ms, "device": t.device})
         if torch_run is not None:
             t = measure.time_fn(lambda: torch_run(x), repeat=repeat, sync=False)
-            rows.append({"label": "PyTorch fp32 eager", "batch": N, "median_ms": t.median_ms, "device": t.device})
+            rows.append({"label": f"PyTorch {torch_label} eager", "batch": N, "median_ms": t.median_ms, "device": t.device})
             replay = peers.torch_graph(torch_run.forward, peers.as_torch(x).clone())
             t = measure.time_fn(replay, repeat=repeat, sync=False)
-            rows.append({"label": "PyTorch fp32 graph", "batch": N, "median_ms": t.median_ms, "device": t.device})
+            rows.append({"label": f"PyTorch {torch_label} graph", "batch": N, "median_ms": t.median_ms, "device": t.device})
             del replay
         net.clear_plans()
         measure.release_gpu_memory()
@@ -188,4 +193,63 @@ def cudnn_handle_ms() -> dict | None:
         if status != 0:
             return None
         lib.cudnnDestroy(handle)
+    return out
+
+
+# Each first-call cost is measured in a fresh Python process (nothing loaded, nothing compiled in it):
+# the script prints one JSON object.  Module imports are timed apart from what they enable.
+_FIRST_CALL = r"""
+import json, sys, time
+what, hw = sys.argv[1], tuple(int(v) for v in sys.argv[2:4])
+out = {}
+t = time.perf_counter(); import cupy; out["import cupy ms"] = (time.perf_counter() - t) * 1e3
+t = time.perf_counter(); cupy.zeros(1).sum(); cupy.cuda.Device().synchronize()
+out["CUDA context ms"] = (time.perf_counter() - t) * 1e3
+if what == "labkit":
+    import numpy as np
+    from labkit.models import mobilenet_v2 as mb
+    w = mb.synthetic_weights()
+    t = time.perf_counter(); net = mb.MobileNetV2(w, input_hw=hw); out["make network ms"] = (time.perf_counter() - t) * 1e3
+    x = cupy.asarray(np.zeros((1, 3) + hw, np.float32))
+    t = time.perf_counter(); net.logits(x).get(); out["first forward ms"] = (time.perf_counter() - t) * 1e3
+    t = time.perf_counter(); net.logits(x).get(); out["second forward ms"] = (time.perf_counter() - t) * 1e3
+elif what == "cudnn":
+    import ctypes
+    t = time.perf_counter(); lib = ctypes.CDLL("libcudnn.so.9"); out["load libcudnn ms"] = (time.perf_counter() - t) * 1e3
+    h = ctypes.c_void_p()
+    t = time.perf_counter(); assert lib.cudnnCreate(ctypes.byref(h)) == 0; out["cudnnCreate ms"] = (time.perf_counter() - t) * 1e3
+elif what == "torch":
+    t = time.perf_counter(); import torch, torchvision; out["import torch ms"] = (time.perf_counter() - t) * 1e3
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    t = time.perf_counter(); m = torchvision.models.mobilenet_v2(weights=None).cuda().eval()
+    out["make network ms"] = (time.perf_counter() - t) * 1e3
+    x = torch.zeros((1, 3) + hw, device="cuda")
+    with torch.no_grad():
+        t = time.perf_counter(); m(x).cpu(); out["first forward ms"] = (time.perf_counter() - t) * 1e3
+        t = time.perf_counter(); m(x).cpu(); out["second forward ms"] = (time.perf_counter() - t) * 1e3
+print(json.dumps(out))
+"""
+
+
+def _fresh_process(what: str, hw, env: dict) -> dict:
+    r = subprocess.run([sys.executable, "-c", _FIRST_CALL, what, str(hw[0]), str(hw[1])], capture_output=True,
+                       text=True, env=env, timeout=600)
+    if r.returncode != 0:
+        return {"error": (r.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def first_call_costs(input_hw=(224, 224)) -> dict[str, dict]:
+    """What the first use costs, each in a fresh process (GPU only): the CUDA context; labkit's network
+    made and run once with an empty kernel cache (every kernel compiled by NVRTC), then again in a
+    new process that finds them in CuPy's cache on disk; libcudnn loaded and a cuDNN handle created;
+    PyTorch imported, torchvision's network made and run once (cuDNN picking its algorithms)."""
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = {**os.environ, "CUPY_CACHE_DIR": cache, "LABKIT_CACHE_DIR": cache}
+        out["labkit, kernels compiled (empty cache)"] = _fresh_process("labkit", input_hw, env)
+        out["labkit, kernels from the cache on disk"] = _fresh_process("labkit", input_hw, env)
+    out["cuDNN handle"] = _fresh_process("cudnn", input_hw, dict(os.environ))
+    out["PyTorch"] = _fresh_process("torch", input_hw, dict(os.environ))
     return out
