@@ -27,6 +27,7 @@ from labkit import measure, peers, reference  # noqa: E402
 from labkit.checks import rel_error, to_numpy  # noqa: E402
 from labkit.ladder import mobilenet as study  # noqa: E402
 from labkit.models import mobilenet_v2 as mb  # noqa: E402
+from labkit.ops.dw_project import ProjectTiles  # noqa: E402
 
 ANCHOR_TORCH_GRAPH_MS = {1: 0.67, 8: 1.24, 32: 3.38, 128: 12.34, 256: 23.85}   # ../shared/anchors (FP32)
 
@@ -126,12 +127,32 @@ def main() -> int:
                   f"{r['naive_ms']:8.4f} {r['tiled_ms']:8.4f} {r.get('cudnn_ms', float('nan')):8.4f} "
                   f"{r['floor_ms']:8.4f} {r['tiled_ms'] / r['floor_ms']:7.2f}")
 
+    fused = study.fused_rows(32 if on_gpu else 1, hw, repeat=args.repeat)
+    for r in fused:
+        cols = {k: v for k, v in r.items() if k.endswith(" ms")}
+        print(f"{r['name']:>12s} b{r['batch']} c{r['C']} {r['H']}/{r['stride']} -> {r['M']}: two kernels "
+              f"{r['two_kernels_ms']:.4f} ms; " + ", ".join(f"{k} {v:.4f}" for k, v in cols.items()))
     if args.depthwise_only:
         for line in targets([], dw):
             print("target:", line)
         return 0
     kinds = [study.layer_kinds(net, n, repeat=args.repeat) for n in batches if n in (1, 32, 128)]
     rows = study.network_rows(net, torch_run, batches, repeat=args.repeat)
+    # The blocks of small planes with depthwise and projection fused, each at the fastest tiles measured
+    # above (one tile choice for all of them: the one fastest summed over the blocks).
+    if fused:
+        keys = [k for k in fused[0] if k.startswith("fused ")]
+        best = min(keys, key=lambda k: sum(r[k] for r in fused))
+        bm, bn, bk = (int(v) for v in best.split()[1].split("x"))
+        meta["fused_tiles"] = best
+        for side in (7, 14):
+            netf = mb.MobileNetV2(weights, input_hw=hw, fuse_below=side, fuse_tiles=ProjectTiles(bm, bn, bk))
+            errf = rel_error(to_numpy(netf.logits(xp.asarray(x2))), ref)
+            if not errf <= 1e-4:
+                print(f"MobileNetV2 with blocks fused up to {side}x{side} disagrees with the reference: {errf:.2e}")
+                return 1
+            rows += [dict(r, label=f"labkit fp32 graph, fused <= {side}x{side}") for r in
+                     study.network_rows(netf, None, batches, repeat=args.repeat) if r["label"].endswith("graph")]
     if on_gpu:   # the GEMM layers on the tensor cores (TF32), against PyTorch with TF32 on: checked first
         net32 = mb.MobileNetV2(weights, input_hw=hw, precision="tf32")
         meta["rel_err_labkit_tf32"] = err32 = rel_error(to_numpy(net32.logits(xp.asarray(x2))), ref)
@@ -158,7 +179,8 @@ def main() -> int:
         print("target:", line)
     meta["anchor_pytorch_graph_ms"] = ANCHOR_TORCH_GRAPH_MS
     out = Path(args.out)
-    path = measure.save_rows(rows + [dict(r, kind="depthwise") for r in dw] + [dict(k, kind="layer kinds") for k in kinds],
+    path = measure.save_rows(rows + [dict(r, kind="depthwise") for r in dw] + [dict(k, kind="layer kinds") for k in kinds]
+                             + [dict(r, kind="fused") for r in fused],
                              out / "mobilenet.json", meta=meta)
 
     import matplotlib
@@ -177,7 +199,8 @@ def main() -> int:
         axes[1].tick_params(axis="x", labelsize=6)
     if kinds:
         plots.stacked_bars([f"batch {k['batch']}" for k in kinds],
-                           {part: [k[part] for k in kinds] for part in ("depthwise", "pointwise", "rest")},
+                           {part: [k[part] for k in kinds] for part in ("depthwise", "pointwise", "fused", "rest")
+                            if any(k[part] for k in kinds)},
                            title="labkit: time per kind of layer", ax=axes[2])
     fig.tight_layout()
     print(f"wrote {plots.save_figure(fig, out / 'mobilenet.png')}")

@@ -13,6 +13,7 @@ from labkit.loader import load
 from labkit.models import mobilenet_v2 as mb
 from labkit.ops.depthwise import (DepthwiseConv2d, Tiling, default_tiling, depthwise_conv2d, depthwise_layer,
                                   floor_bytes)
+from labkit.ops.dw_project import DepthwiseProject, ProjectTiles
 from labkit.ops.implicit import ImplicitConv2d
 from labkit.ops.plans import ints
 from labkit.ops.pool_softmax import GlobalAvgPool, global_avg_pool
@@ -200,6 +201,65 @@ def test_floor_bytes():
     assert floor_bytes(depthwise_layer(512, 32, 32, 1), 128) == 4 * 128 * 512 * 2 * 32 * 32
 
 
+# --- depthwise and projection fused ---------------------------------------------------------------
+def dwp_case(N, C, H, W, S, M):
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    wdw = rng.standard_normal((C, 1, 3, 3)).astype(np.float32)
+    bdw = rng.standard_normal(C).astype(np.float32)
+    wp = (rng.standard_normal((M, C, 1, 1)) / np.sqrt(C)).astype(np.float32)
+    bp = rng.standard_normal(M).astype(np.float32)
+    d = reference.relu6(reference.conv2d(x, wdw, bdw, stride=S, pad=1, groups=C))
+    return (x, wdw, bdw, wp, bp), reference.conv2d(d, wp, bp)
+
+
+@pytest.mark.parametrize("tiles", [ProjectTiles(), ProjectTiles(64, 64, 8), ProjectTiles(32, 32, 4)], ids=str)
+@pytest.mark.parametrize("shape", [(2, 13, 7, 7, 1, 11), (3, 9, 10, 9, 2, 37), (1, 70, 5, 6, 1, 5)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_depthwise_project_matches_the_two_layers(shape, tiles):
+    N, C, H, W, S, M = shape
+    (x, wdw, bdw, wp, bp), ref = dwp_case(*shape)
+    layer = depthwise_layer(C, H, W, S)
+    plain = DepthwiseProject(*(dev(a) for a in (wdw, bdw, wp, bp)), layer, tiles=tiles)
+    y = plain(dev(x), poisoned(ref.shape))
+    assert rel_error(y, ref) < 1e-5
+    r = rng.standard_normal(ref.shape).astype(np.float32)
+    skip = DepthwiseProject(*(dev(a) for a in (wdw, bdw, wp, bp)), layer, residual=True, tiles=tiles)
+    assert rel_error(skip(dev(x), poisoned(ref.shape), residual=dev(r)), ref + r) < 1e-5
+
+
+@pytest.mark.skipif(ON_GPU, reason="the memory, barrier and race checks are the CPU executor's")
+def test_depthwise_project_under_the_executor_checks():
+    N, C, H, W, S, M = 1, 9, 5, 6, 2, 7
+    (x, wdw, bdw, wp, bp), ref = dwp_case(N, C, H, W, S, M)
+    t = ProjectTiles(32, 32, 4)
+    ho, wo = ref.shape[2:]
+    mod = load("dw_project", defines={"DP_C": C, "DP_H": H, "DP_W": W, "DP_S": S, "DP_M": M, "DP_BM": t.bm,
+                                      "DP_BN": t.bn, "DP_BK": t.bk}, check="all")
+    y = np.full(ref.shape, np.nan, dtype=np.float32)
+    wpt = np.ascontiguousarray(wp.reshape(M, C).T)
+    mod.get_function("dw_project")((-(-N * ho * wo // t.bn), -(-M // t.bm)), (t.threads,),
+                                   (x, wdw.reshape(C, 9), bdw, wpt, bp, bp, y) + ints(N, 0))
+    assert rel_error(y, ref) < 1e-5
+
+
+def test_depthwise_project_refuses_bad_input():
+    (x, wdw, bdw, wp, bp), ref = dwp_case(1, 4, 6, 6, 1, 3)
+    args = [dev(a) for a in (wdw, bdw, wp, bp)]
+    with pytest.raises(ValueError, match="not a 3x3 depthwise layer"):
+        DepthwiseProject(*args, ConvLayer(4, 6, 6, 4, 3, 1, 1, 1))
+    with pytest.raises(ValueError, match=r"wp must be \(M, 4, 1, 1\)"):
+        DepthwiseProject(*args[:2], dev(np.ones((3, 5, 1, 1), np.float32)), args[3], depthwise_layer(4, 6, 6, 1))
+    with pytest.raises(ValueError, match="bm, bn multiples of 4"):
+        DepthwiseProject(*args, depthwise_layer(4, 6, 6, 1), tiles=ProjectTiles(30, 64, 8))
+    layer = DepthwiseProject(*args, depthwise_layer(4, 6, 6, 1), residual=True)
+    with pytest.raises(ValueError, match="pass residual="):
+        layer(dev(x))
+    with pytest.raises(ValueError, match="output's shape"):
+        layer(dev(x), residual=dev(np.ones((1, 3, 6, 5), np.float32)))
+    with pytest.raises(ValueError, match=r"x must be \(N, 4, 6, 6\)"):
+        layer(dev(np.ones((1, 4, 6, 7), np.float32)), residual=dev(np.ones((1, 3, 6, 7), np.float32)))
+
+
 # --- the network ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def weights():
@@ -247,13 +307,15 @@ def test_weights_are_checked(weights):
         mb.check_weights(bad)
 
 
-@pytest.mark.parametrize("depthwise", ["tiled", "naive"])
-def test_network_matches_float64_reference(weights, depthwise):
-    """At 40x40 (planes 20 .. 2; the same layers as at 224, smaller planes), batch 2."""
+@pytest.mark.parametrize("depthwise,fuse", [("tiled", 0), ("naive", 0), ("tiled", 3)])
+def test_network_matches_float64_reference(weights, depthwise, fuse):
+    """At 40x40 (planes 20 .. 2; the same layers as at 224, smaller planes), batch 2; fuse=3: the
+    blocks of 3x3 and 2x2 planes with depthwise and projection as one kernel."""
     hw = (40, 40)
     x = rng.standard_normal((2, 3) + hw).astype(np.float32)
     ref = mb.reference_logits(weights, x)
-    net = mb.MobileNetV2(weights, input_hw=hw, depthwise=depthwise)
+    net = mb.MobileNetV2(weights, input_hw=hw, depthwise=depthwise, fuse_below=fuse)
+    assert len(net.fused) == (11 if fuse else 0)
     logits = to_numpy(net.logits(dev(x)))
     assert rel_error(logits, ref) < 1e-4
     assert (np.argsort(-logits, axis=1)[:, :5] == np.argsort(-ref, axis=1)[:, :5]).all()

@@ -160,6 +160,16 @@ extern "C" __global__ void __launch_bounds__(DW_THREADS) depthwise_tiled(const f
   const int oh0 = blockIdx.x * ROWS;       // the tile's first output row
   const int ih0 = oh0 * S - 1;             // ... and its first input row (-1: the top padding)
 
+  // 0. This thread's plane and channel, and the channel's 9 weights and bias into registers: loaded
+  //    first, so that their trip to memory overlaps the tile's instead of following the barrier.
+  const int p = threadIdx.x / TPP, lane = threadIdx.x % TPP;
+  const int plane = plane0 + p;
+  const int c = (plane < NC ? plane : 0) % C;
+  float k[9];
+#pragma unroll
+  for (int i = 0; i < 9; ++i) k[i] = w[c * 9 + i];
+  const float bias = has_bias ? b[c] : 0.0f;
+
   // 1. The tile, copied once.  (a) Padding cells -- the two padding columns of every tile row, whole
   //    rows above or below the image, planes past NC -- are zeros.  (b) The rows inside the image
   //    are, per plane, one contiguous run of x: a flat copy, consecutive threads on consecutive
@@ -195,16 +205,8 @@ extern "C" __global__ void __launch_bounds__(DW_THREADS) depthwise_tiled(const f
   }
   __syncthreads();
 
-  // 2. Each thread: one plane's channel (its 9 weights and bias into registers), then columns of
-  //    RPT outputs, sliding the 3x3 window down.
-  const int p = threadIdx.x / TPP, lane = threadIdx.x % TPP;
-  const int plane = plane0 + p;
+  // 2. Each thread: columns of RPT outputs of its plane, sliding the 3x3 window down.
   if (plane >= NC) return;  // no barrier follows
-  const int c = plane % C;
-  float k[9];
-#pragma unroll
-  for (int i = 0; i < 9; ++i) k[i] = w[c * 9 + i];
-  const float bias = has_bias ? b[c] : 0.0f;
   const float* t = tile + p * TILE;
   float* yp = y + (long long)plane * HO * WO;
   for (int item = lane; item < GROUPS * WO; item += TPP) {

@@ -23,14 +23,17 @@ import numpy as np
 
 from .. import backends, measure, peers, reference
 from ..backends.graph import Graph
-from ..checks import rel_error
+from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
 from ..ops.depthwise import DepthwiseConv2d, floor_bytes
+from ..ops.dw_project import DepthwiseProject, ProjectTiles
+from ..ops.implicit import ImplicitConv2d
 from ..shapes import ConvLayer
 
 __all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
-           "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers", "first_call_costs"]
+           "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers", "first_call_costs",
+           "fused_rows"]
 
 # A layer of a few µs is timed as LAUNCHES launches in one CUDA graph: launched one by one from
 # Python, the host's ~10-20 µs per call would be timed instead of the GPU's work.
@@ -126,7 +129,10 @@ def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
 
 
 def kind_of(step: str) -> str:
-    """A plan step's kind of layer: depthwise, pointwise (1x1: expansions, projections, head), rest."""
+    """A plan step's kind of layer: depthwise, pointwise (1x1: expansions, projections, head), fused
+    (depthwise and projection in one kernel), rest."""
+    if step.endswith(".dw_project"):
+        return "fused"
     if step.endswith(".dw"):
         return "depthwise"
     if step.endswith((".expand", ".project")) or step == "head":
@@ -139,7 +145,7 @@ def layer_kinds(net: MobileNetV2, N: int, *, repeat: int = 10) -> dict:
     plan = net.plan(N)
     plan.x[...] = backends.xp().asarray(np.random.default_rng(N).standard_normal(plan.x.shape, dtype=np.float32))
     bd = measure.breakdown([(name, "kernel", fn) for name, fn in plan.steps], repeat=repeat)
-    out = {"depthwise": 0.0, "pointwise": 0.0, "rest": 0.0}
+    out = {"depthwise": 0.0, "pointwise": 0.0, "fused": 0.0, "rest": 0.0}
     for p in bd.parts:
         out[kind_of(p.name)] += p.median_ms
     return {"batch": N, **out, "steps": {p.name: p.median_ms for p in bd.parts}, "device": bd.device}
@@ -253,3 +259,44 @@ def first_call_costs(input_hw=(224, 224)) -> dict[str, dict]:
     out["cuDNN handle"] = _fresh_process("cudnn", input_hw, dict(os.environ))
     out["PyTorch"] = _fresh_process("torch", input_hw, dict(os.environ))
     return out
+
+
+def fused_rows(batch: int, input_hw=(224, 224), *, tiles=None, repeat: int = 10) -> list[dict]:
+    """For each block whose depthwise output plane is at most 14 pixels on a side: its depthwise layer
+    and projection as two kernels (the network's, tuned tiles) against dw_project.cu's one kernel for
+    each of ``tiles`` (ProjectTiles), GPU time per launch; each fused result checked against the two
+    kernels' first (relative 1e-5)."""
+    xp = backends.xp()
+    rng = np.random.default_rng(3)
+    tiles = tiles or [ProjectTiles(32, 64, 8), ProjectTiles(64, 64, 8), ProjectTiles(32, 32, 8), ProjectTiles(64, 32, 8)]
+    rows, seen = [], set()
+    for b in blocks(input_hw):
+        L = b.convs()["dw"][1]
+        P = b.convs()["project"][1]
+        if max(b.out_hw) > 14 or (L, P, b.residual) in seen:
+            continue
+        seen.add((L, P, b.residual))
+        wdw = xp.asarray((rng.standard_normal((L.C, 1, 3, 3)) / 3).astype(np.float32))
+        bdw = xp.asarray(rng.standard_normal(L.C).astype(np.float32))
+        wp = xp.asarray((rng.standard_normal((P.M, P.C, 1, 1)) / np.sqrt(P.C)).astype(np.float32))
+        bp = xp.asarray(rng.standard_normal(P.M).astype(np.float32))
+        x = xp.asarray(rng.standard_normal((batch, L.C, L.H, L.W), dtype=np.float32))
+        res = xp.asarray(rng.standard_normal((batch, P.M) + P.out_hw, dtype=np.float32)) if b.residual else None
+        dw = DepthwiseConv2d(wdw, bdw, L, activation="relu6")
+        proj = ImplicitConv2d(wp, bp, P, residual=b.residual)
+        d = dw(x)
+        ws = None if proj.workspace_shape(batch) is None else xp.empty(proj.workspace_shape(batch), dtype=xp.float32)
+        extra = {"residual": res} if b.residual else {}
+        y2 = proj(d, workspace=ws, **extra)
+        row = {"name": b.name, "batch": batch, "C": L.C, "H": L.H, "stride": L.stride, "M": P.M,
+               "residual": b.residual, "device": device().label,
+               "two_kernels_ms": per_launch_ms(lambda: proj(dw(x, d), y2, workspace=ws, **extra), repeat=repeat)}
+        for t in tiles:
+            f = DepthwiseProject(wdw, bdw, wp, bp, L, residual=b.residual, tiles=t)
+            y1 = f(x, **extra)
+            err = rel_error(y1, to_numpy(y2))
+            if not err < 1e-5:
+                raise AssertionError(f"dw_project {t} on {b.name} disagrees with the two kernels: {err:.2e}")
+            row[f"fused {t.bm}x{t.bn}x{t.bk} ms"] = per_launch_ms(lambda: f(x, y1, **extra), repeat=repeat)
+        rows.append(row)
+    return rows

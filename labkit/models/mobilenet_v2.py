@@ -32,6 +32,7 @@ import numpy as np
 from .. import backends, layers, reference
 from ..checks import check_array, fast_input
 from ..ops.depthwise import DepthwiseConv2d, depthwise_layer
+from ..ops.dw_project import DepthwiseProject, ProjectTiles
 from ..shapes import ConvLayer, out_size
 from .plan import Plan, PlannedModel
 
@@ -234,17 +235,21 @@ class MobileNetV2(PlannedModel):
         plan = net.plan(N); plan.x[...] = x; plan.run()  # one CUDA graph; probs in plan.out
 
     ``input_hw``: the input plane (224 x 224 as trained; smaller ones for the CPU executor).
-    ``depthwise``: "tiled" or "naive" (depthwise.cu's rungs).  ``precision``: "fp32" or "tf32" (the
+    ``depthwise``: "tiled" or "naive" (depthwise.cu's rungs).  ``fuse_below``: blocks whose depthwise
+    output plane is at most this many pixels on a side run depthwise and projection as one kernel
+    (dw_project.cu, ``fuse_tiles``); 0: none.  ``precision``: "fp32" or "tf32" (the
     GEMMs on the tensor cores; GPU only).  The arrays returned are the plan's buffers, overwritten by
     the next call of the same batch size.
     """
 
     def __init__(self, weights: dict[str, np.ndarray], *, input_hw: tuple[int, int] = INPUT_HW,
-                 depthwise: str = "tiled", precision: str = "fp32"):
+                 depthwise: str = "tiled", precision: str = "fp32", fuse_below: int = 0,
+                 fuse_tiles: ProjectTiles | None = None):
         self.backend = backends.current()
         xp = backends.xp()
         self.host_weights, self.input_hw = weights, tuple(int(v) for v in input_hw)
         self.depthwise, self.precision = depthwise, precision
+        self.fuse_below, self.fuse_tiles = int(fuse_below), fuse_tiles
         folded = fold_batch_norm(weights)
         self.num_classes = int(folded["classifier"][1].shape[0])
         self.blocks = blocks(self.input_hw)
@@ -262,6 +267,12 @@ class MobileNetV2(PlannedModel):
                     self.convs[f"{b.name}.{kind}"] = layers.ImplicitConv2d(
                         w, bias, L, activation="relu6" if kind == "expand" else None, precision=precision,
                         residual=kind == "project" and b.residual)
+        self.fused: dict[str, DepthwiseProject] = {}
+        for b in self.blocks:
+            if max(b.out_hw) <= self.fuse_below:
+                (dw_name, L), (proj_name, _) = b.convs()["dw"], b.convs()["project"]
+                self.fused[b.name] = DepthwiseProject(*dev[dw_name], *dev[proj_name], L, residual=b.residual,
+                                                      tiles=fuse_tiles)
         last = self.blocks[-1]
         ho, wo = last.out_hw
         head_name = f"features.{len(self.blocks) + 1}"
@@ -275,7 +286,7 @@ class MobileNetV2(PlannedModel):
 
     def replica(self) -> "MobileNetV2":
         return MobileNetV2(self.host_weights, input_hw=self.input_hw, depthwise=self.depthwise,
-                           precision=self.precision)
+                           precision=self.precision, fuse_below=self.fuse_below, fuse_tiles=self.fuse_tiles)
 
     def _make_plan(self, N: int) -> Plan:
         p = Plan(N, self._x_shape, self.backend)
@@ -291,6 +302,13 @@ class MobileNetV2(PlannedModel):
             skip = h
             for kind in b.convs():
                 name, conv = f"{b.name}.{kind}", self.convs[f"{b.name}.{kind}"]
+                if b.name in self.fused and kind in ("dw", "project"):
+                    if kind == "dw":   # depthwise and projection in one step, one kernel
+                        f = self.fused[b.name]
+                        extra = {"residual": skip} if f.residual else {}
+                        h = p.add(f"{b.name}.dw_project", (N, f.M) + f.layer.out_hw,
+                                  lambda src, out, f=f, extra=extra: f(src, out, **extra))
+                    continue
                 if kind == "dw":
                     L = conv.layer
                     h = p.add(name, (N, L.C) + L.out_hw, conv)
