@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .. import backends
+from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..checks import array_module, check_array, check_int, fast_input, output
 from ..loader import load
 from ..shapes import ConvLayer
@@ -41,7 +42,7 @@ class ProjectTiles:
             check_int(getattr(self, k), k)
         t = self.threads
         if self.bm % 4 or self.bn % 4 or t % self.bn or self.bk % (t // self.bn) or t > 1024 or \
-                (self.bm + self.bn) * self.bk * 4 > 48 * 1024:
+                (self.bm + self.bn) * self.bk * 4 > SHARED_MEM_PER_BLOCK:
             raise ValueError(f"{self}: bm, bn multiples of 4; (bm/4)*(bn/4) threads (at most 1024) a multiple "
                              "of bn; bk a multiple of threads/bn; the tiles within 48 KiB")
 
