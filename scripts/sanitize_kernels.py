@@ -157,6 +157,16 @@ def launch_mobilenet_parts() -> int:
     conv4(x4, residual=r4)
     conv4(x4, residual=r4, splits=2)
     global_avg_pool(cp.asarray(rng.standard_normal((3, 40, 7, 5), dtype=np.float32)))
+    from labkit.ops.depthwise import depthwise_layer
+    from labkit.ops.dw_project import DepthwiseProject, ProjectTiles
+    for (N, C, H, W, S, M) in [(2, 13, 7, 7, 1, 11), (3, 9, 10, 9, 2, 37)]:
+        ho, wo = (H - 1) // S + 1, (W - 1) // S + 1
+        args = [cp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in ((C, 1, 3, 3), (C,), (M, C, 1, 1), (M,))]
+        for t in (ProjectTiles(), ProjectTiles(64, 64, 8), ProjectTiles(32, 32, 4)):
+            DepthwiseProject(*args, depthwise_layer(C, H, W, S), residual=True, tiles=t)(
+                cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32)),
+                residual=cp.asarray(rng.standard_normal((N, M, ho, wo), dtype=np.float32)))
+            n += 1
     return n + 6
 
 
