@@ -237,7 +237,8 @@ class MobileNetV2(PlannedModel):
     ``input_hw``: the input plane (224 x 224 as trained; smaller ones for the CPU executor).
     ``depthwise``: "tiled" or "naive" (depthwise.cu's rungs).  ``fuse_below``: blocks whose depthwise
     output plane is at most this many pixels on a side run depthwise and projection as one kernel
-    (dw_project.cu, ``fuse_tiles``); 0: none.  ``precision``: "fp32" or "tf32" (the
+    (dw_project.cu, ``fuse_tiles``); 0: none (the default: on an H100 the fused kernel is 1.8-6.8x
+    slower than the two it replaces, benchmarks/results/mobilenet_fused_h100.json).  ``precision``: "fp32" or "tf32" (the
     GEMMs on the tensor cores; GPU only).  The arrays returned are the plan's buffers, overwritten by
     the next call of the same batch size.
     """
