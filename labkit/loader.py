@@ -25,6 +25,7 @@ from .errors import ConstantMemoryError
 KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 _cache: dict[tuple, object] = {}
 _lock = threading.Lock()
+_key_locks: dict[tuple, threading.Lock] = {}
 # Caches made from loaded modules (the ops' launch plans): emptied with this one by reload().
 _dependents: list = []
 CONSTANT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
@@ -43,6 +44,7 @@ def reload() -> None:
     make them again."""
     with _lock:
         _cache.clear()
+        _key_locks.clear()
         for c in _dependents:
             c.clear()
 
@@ -106,12 +108,20 @@ def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None
             code += f"\n// labkit: a module of its own, instance {next(_instances)}\n"
         return Module(code, path=str(path), name_expressions=tuple(name_expressions),
                       options=tuple(options), check=sorted(checks))
+    # One lock per key: two threads asking for the same module wait for one compile, while modules of
+    # different keys compile side by side (labkit.backends.parallel).
     with _lock:
+        mod = _cache.get(key)
+        if mod is not None:
+            return mod
+        key_lock = _key_locks.setdefault(key, threading.Lock())
+    with key_lock:
         mod = _cache.get(key)
         if mod is None:
             mod = Module(code, path=str(path), name_expressions=tuple(name_expressions),
                          options=tuple(options), check=sorted(checks))
-            _cache[key] = mod
+            with _lock:
+                _cache[key] = mod
     return mod
 
 

@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backends, layers, reference
+from ..backends.parallel import run_parallel
 from ..checks import check_array, fast_input
 from ..ops.depthwise import DepthwiseConv2d, depthwise_layer
 from ..ops.dw_project import DepthwiseProject, ProjectTiles
@@ -289,7 +290,16 @@ class MobileNetV2(PlannedModel):
         return MobileNetV2(self.host_weights, input_hw=self.input_hw, depthwise=self.depthwise,
                            precision=self.precision, fuse_below=self.fuse_below, fuse_tiles=self.fuse_tiles)
 
+    def compile(self, N: int) -> None:
+        """Every convolution's kernels for a batch of N compiled (or loaded from the cache) and its
+        launches prepared, side by side in threads (run_parallel): ~40 kernels, a few seconds each
+        with g++ or NVRTC the first time.  ``plan(N)`` does this first."""
+        convs = [self.stem, self.head] + [c for name, c in self.convs.items()
+                                          if name.rsplit(".", 1)[0] not in self.fused or name.endswith(".expand")]
+        run_parallel([lambda c=c: c.plan(N) for c in convs + list(self.fused.values())])
+
     def _make_plan(self, N: int) -> Plan:
+        self.compile(N)
         p = Plan(N, self._x_shape, self.backend)
 
         def conv_step(name, conv, **extra):

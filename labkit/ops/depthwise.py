@@ -111,9 +111,8 @@ class _Plan:
             raise ValueError(f"batch {N} makes x or y over 2**31 elements: split the batch")
         tail = ints(NC, layer.C, has_bias, act)
         if variant == "naive":
-            # The tiled defines are left at values valid for any plane, so the naive rung compiles once
-            # per plane size.
-            defines.update(Tiling(1, 1, 1, 32).defines())
+            # The module is the tiled rung's for this plane (the same defines): one compile serves both.
+            defines.update(default_tiling(layer, NC).defines())
             fn = load("depthwise", defines=defines).get_function("depthwise_naive")
             self.grid, self.block, self.shared = (cdiv(NC * ho * wo, NAIVE_THREADS),), (NAIVE_THREADS,), 0
         else:

@@ -89,6 +89,10 @@ class DepthwiseProject:
         self._x_shape = (C, layer.H, layer.W)
         self._plans: dict[int, tuple] = {}
 
+    def plan(self, N: int) -> tuple:
+        """(output shape, launch) of a batch of N, made once (the kernel compiled on first use)."""
+        return self._entry(N)
+
     def _entry(self, N: int):
         entry = self._plans.get(N)
         if entry is None:
