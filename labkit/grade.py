@@ -32,6 +32,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .ladder import kernel_exercise
+
 __all__ = ["EXERCISES", "Exercise", "grade_file", "grade_folder", "main"]
 
 
@@ -56,7 +58,6 @@ EXERCISES: dict[str, Exercise] = {
 
 def _check_in_this_process(name: str, path: str) -> dict:
     """Run exercise ``name``'s check on ``path`` (in the child process): {"ok", "message"}."""
-    from .ladder import kernel_exercise
     ex = EXERCISES[name]
     options = {k: getattr(kernel_exercise, v) if k == "shared_mem" else v for k, v in ex.options}
     verdict = getattr(kernel_exercise, ex.check)(path, ex.kernel, **options)
