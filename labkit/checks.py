@@ -168,3 +168,21 @@ def output(out, shape: tuple, layout: str, inputs=(), *, backend: str):
         raise ValueError("out is read-only: pass a writeable array")
     check_no_alias(out, inputs)
     return out
+
+
+def check_residual(residual, shape: tuple, has_residual: bool, kind: type, backend: str, layer: str) -> tuple:
+    """The per-call residual of a layer that adds one (``has_residual``, fixed when it was made):
+    ``(residual,)`` checked (place, dtype, layout, y's ``shape``), or ``()`` for a layer without one.
+    ValueError if one is missing or given to a layer made without (``layer`` names the class)."""
+    if not has_residual:
+        if residual is not None:
+            raise ValueError(f"this layer was made without residual=True: it has no residual to add "
+                             f"(make it with {layer}(..., residual=True))")
+        return ()
+    if residual is None:
+        raise ValueError(f"this layer adds a residual: pass residual= a float32 array of shape {shape}")
+    if not (fast_input(residual, kind) and residual.shape == shape):
+        check_array(residual, "residual", "NCHW", 4, backend)
+        if tuple(residual.shape) != shape:
+            raise ValueError(f"residual must have the output's shape {shape}, got {tuple(residual.shape)}")
+    return (residual,)

@@ -18,7 +18,7 @@ import numpy as np
 from . import backends
 from .measure import time_fn
 from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
-from .models.mobilenet_v2 import BN_EPS, blocks
+from .models.mobilenet_v2 import BN_EPS, blocks, tensor_names
 from .shapes import ALEXNET_CONVS
 
 
@@ -228,14 +228,9 @@ def torch_mobilenet_v2(weights: dict, *, tf32: bool = False) -> Callable[[object
         net, source = model, "torchvision.models.mobilenet_v2 (eval)"
     else:
         bs = blocks()
-        proj = {b.convs()["project"][0] for b in bs}
 
         def unit(h, prefix, stride=1, pad=0, groups=1, act=True):
-            if prefix in proj:
-                head, j = prefix.rsplit(".", 1)
-                wname, bn = f"{prefix}.weight", f"{head}.{int(j) + 1}"
-            else:
-                wname, bn = f"{prefix}.0.weight", f"{prefix}.1"
+            wname, bn = tensor_names(prefix)
             h = F.conv2d(h, state[wname], None, stride, pad, 1, groups)
             h = F.batch_norm(h, state[f"{bn}.running_mean"], state[f"{bn}.running_var"], state[f"{bn}.weight"],
                              state[f"{bn}.bias"], False, 0.0, BN_EPS)

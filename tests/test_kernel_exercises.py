@@ -16,8 +16,8 @@ NAIVE = EXERCISES / "02_conv_naive.cu"
 ON_CPU = labkit.backend() == "cpu"
 
 
-def variant(tmp_path, name, old, new):
-    src = NAIVE.read_text()
+def variant(tmp_path, name, old, new, original=NAIVE):
+    src = original.read_text()
     assert old in src
     p = tmp_path / f"{name}.cu"
     p.write_text(src.replace(old, new))
@@ -102,11 +102,7 @@ DEPTHWISE = EXERCISES / "11_depthwise.cu"
 
 
 def dw_variant(tmp_path, name, old, new):
-    src = DEPTHWISE.read_text()
-    assert old in src
-    p = tmp_path / f"{name}.cu"
-    p.write_text(src.replace(old, new))
-    return p
+    return variant(tmp_path, name, old, new, DEPTHWISE)
 
 
 def test_the_depthwise_solution_passes():

@@ -38,7 +38,7 @@ from ..shapes import ConvLayer, out_size
 from .plan import Plan, PlannedModel
 
 __all__ = ["SETTINGS", "BN_EPS", "INPUT_HW", "Block", "blocks", "parameter_shapes", "parameter_count",
-           "synthetic_weights", "check_weights", "fold_batch_norm", "reference_logits", "MobileNetV2",
+           "synthetic_weights", "check_weights", "tensor_names", "fold_batch_norm", "reference_logits", "MobileNetV2",
            "Plan", "STEM", "HEAD_CHANNELS"]
 
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
@@ -112,22 +112,24 @@ def _conv_names(bs: list[Block]) -> list[tuple[str, tuple]]:
     return names
 
 
-def _bn_prefix(conv_prefix: str, bs_project: set[str]) -> tuple[str, str]:
+def tensor_names(conv_prefix: str) -> tuple[str, str]:
     """torchvision's names of a conv's weight and its BN: ``<p>.0.weight`` and ``<p>.1.*`` for a
-    Conv-BN-ReLU6 unit, but ``<p>.weight`` and ``<p+1>.*`` for a block's bare projection."""
-    if conv_prefix in bs_project:
+    Conv-BN-ReLU6 unit, but ``<p>.weight`` and ``<p+1>.*`` for a block's bare projection (the names
+    do not depend on the input plane)."""
+    if conv_prefix in _PROJECTIONS:
         head, j = conv_prefix.rsplit(".", 1)
         return f"{conv_prefix}.weight", f"{head}.{int(j) + 1}"
     return f"{conv_prefix}.0.weight", f"{conv_prefix}.1"
 
 
+_PROJECTIONS = frozenset(b.convs()["project"][0] for b in blocks())
+
+
 def parameter_shapes(num_classes: int = 1000) -> dict[str, tuple[int, ...]]:
     """Every tensor of torchvision's ``mobilenet_v2().state_dict()`` but ``num_batches_tracked``, by name."""
-    bs = blocks()
-    projections = {b.convs()["project"][0] for b in bs}
     shapes: dict[str, tuple[int, ...]] = {}
-    for prefix, wshape in _conv_names(bs):
-        wname, bn = _bn_prefix(prefix, projections)
+    for prefix, wshape in _conv_names(blocks()):
+        wname, bn = tensor_names(prefix)
         shapes[wname] = wshape
         for part in BN_PARTS:
             shapes[f"{bn}.{part}"] = (wshape[0],)
@@ -190,11 +192,9 @@ def fold_batch_norm(weights: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarra
     """Each convolution with its BN folded in: torchvision conv prefix -> (w, b) float32, plus
     ``"classifier"`` -> (w (1280, classes) as labkit's Dense takes it, b).  Computed in float64."""
     check_weights(weights, len(weights["classifier.1.bias"]))
-    bs = blocks()
-    projections = {b.convs()["project"][0] for b in bs}
     out = {}
-    for prefix, _shape in _conv_names(bs):
-        wname, bn = _bn_prefix(prefix, projections)
+    for prefix, _shape in _conv_names(blocks()):
+        wname, bn = tensor_names(prefix)
         s, t = _scale(weights, bn)
         w = weights[wname].astype(np.float64) * s[:, None, None, None]
         out[prefix] = (w.astype(np.float32), t.astype(np.float32))
@@ -205,10 +205,9 @@ def fold_batch_norm(weights: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarra
 def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
     """The network in float64 NumPy with BN applied as BN (not folded): the oracle."""
     bs = blocks(tuple(x.shape[2:]))
-    projections = {b.convs()["project"][0] for b in bs}
 
     def conv_bn(h, prefix, stride=1, pad=0, groups=1, act=True):
-        wname, bn = _bn_prefix(prefix, projections)
+        wname, bn = tensor_names(prefix)
         h = reference.conv2d(h, weights[wname], None, stride=stride, pad=pad, groups=groups)
         s, t = _scale(weights, bn)
         h = h * s[None, :, None, None] + t[None, :, None, None]
@@ -260,8 +259,16 @@ class MobileNetV2(PlannedModel):
         self.stem = layers.ImplicitConv2d(*dev["features.0"], ConvLayer(3, H, W, STEM, 3, 2, 1),
                                           activation="relu6", precision=precision)
         self.convs: dict[str, object] = {}
+        # A block of a small enough plane runs depthwise and projection as one layer (self.fused);
+        # the others as two (self.convs, like every expansion).
+        self.fused: dict[str, DepthwiseProject] = {}
         for b in self.blocks:
-            for kind, (prefix, L) in b.convs().items():
+            convs = b.convs()
+            if max(b.out_hw) <= self.fuse_below:
+                (dw_name, L), (proj_name, _) = convs.pop("dw"), convs.pop("project")
+                self.fused[b.name] = DepthwiseProject(*dev[dw_name], *dev[proj_name], L, residual=b.residual,
+                                                      tiles=fuse_tiles)
+            for kind, (prefix, L) in convs.items():
                 w, bias = dev[prefix]
                 if kind == "dw":
                     self.convs[f"{b.name}.dw"] = DepthwiseConv2d(w, bias, L, activation="relu6", variant=depthwise)
@@ -269,12 +276,6 @@ class MobileNetV2(PlannedModel):
                     self.convs[f"{b.name}.{kind}"] = layers.ImplicitConv2d(
                         w, bias, L, activation="relu6" if kind == "expand" else None, precision=precision,
                         residual=kind == "project" and b.residual)
-        self.fused: dict[str, DepthwiseProject] = {}
-        for b in self.blocks:
-            if max(b.out_hw) <= self.fuse_below:
-                (dw_name, L), (proj_name, _) = b.convs()["dw"], b.convs()["project"]
-                self.fused[b.name] = DepthwiseProject(*dev[dw_name], *dev[proj_name], L, residual=b.residual,
-                                                      tiles=fuse_tiles)
         last = self.blocks[-1]
         ho, wo = last.out_hw
         head_name = f"features.{len(self.blocks) + 1}"
@@ -294,9 +295,8 @@ class MobileNetV2(PlannedModel):
         """Every convolution's kernels for a batch of N compiled (or loaded from the cache) and its
         launches prepared, side by side in threads (run_parallel): ~40 kernels, a few seconds each
         with g++ or NVRTC the first time.  ``plan(N)`` does this first."""
-        convs = [self.stem, self.head] + [c for name, c in self.convs.items()
-                                          if name.rsplit(".", 1)[0] not in self.fused or name.endswith(".expand")]
-        run_parallel([lambda c=c: c.plan(N) for c in convs + list(self.fused.values())])
+        parts = [self.stem, self.head, *self.convs.values(), *self.fused.values()]
+        run_parallel([lambda c=c: c.plan(N) for c in parts])
 
     def _make_plan(self, N: int) -> Plan:
         self.compile(N)
@@ -312,14 +312,15 @@ class MobileNetV2(PlannedModel):
         for b in self.blocks:
             skip = h
             for kind in b.convs():
-                name, conv = f"{b.name}.{kind}", self.convs[f"{b.name}.{kind}"]
-                if b.name in self.fused and kind in ("dw", "project"):
+                name = f"{b.name}.{kind}"
+                if b.name in self.fused and kind != "expand":
                     if kind == "dw":   # depthwise and projection in one step, one kernel
                         f = self.fused[b.name]
                         extra = {"residual": skip} if f.residual else {}
                         h = p.add(f"{b.name}.dw_project", (N, f.M) + f.layer.out_hw,
                                   lambda src, out, f=f, extra=extra: f(src, out, **extra))
                     continue
+                conv = self.convs[name]
                 if kind == "dw":
                     L = conv.layer
                     h = p.add(name, (N, L.C) + L.out_hw, conv)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .. import backends
 from ..backends.limits import SHARED_MEM_PER_BLOCK
-from ..checks import array_module, check_array, check_int, fast_input, output
+from ..checks import array_module, check_array, check_int, check_residual, fast_input, output
 from ..loader import load
 from ..shapes import ConvLayer
 from .depthwise import depthwise_layer
@@ -84,7 +84,6 @@ class DepthwiseProject:
         self._wdw = xp.ascontiguousarray(wdw.reshape(C, 9))
         self._wpt = prepare_weights(wp, 1)[0]               # (C, M): the projection's weights transposed
         self._bdw, self._bp = bdw, bp
-        self._keep = (wdw, wp)
         self._kind = xp.ndarray
         self._x_shape = (C, layer.H, layer.W)
         self._plans: dict[int, tuple] = {}
@@ -121,20 +120,7 @@ class DepthwiseProject:
             if tuple(x.shape[1:]) != self._x_shape:
                 raise ValueError(f"x must be (N, {', '.join(map(str, self._x_shape))}), got {tuple(x.shape)}")
         shape, launch = self._plans.get(x.shape[0]) or self._entry(int(x.shape[0]))
-        extra = ()
-        if self.residual:
-            if residual is None:
-                raise ValueError(f"this layer adds a residual: pass residual= a float32 array of shape {shape}")
-            if not (fast_input(residual, self._kind) and residual.shape == shape):
-                check_array(residual, "residual", "NCHW", 4, self.backend)
-                if tuple(residual.shape) != shape:
-                    raise ValueError(f"residual must have the output's shape {shape}, got {tuple(residual.shape)}")
-            extra = (residual,)
-        elif residual is not None:
-            raise ValueError("this layer was made without residual=True: it has no residual to add")
+        extra = check_residual(residual, shape, self.residual, self._kind, self.backend, "DepthwiseProject")
         y = output(out, shape, "NCHW", (x, self._wdw, self._wpt) + extra, backend=self.backend)
-        if self.residual:
-            launch(x, residual, y)
-        else:
-            launch(x, y)
+        launch(x, *extra, y)
         return y

@@ -24,7 +24,8 @@ import numpy as np
 
 from .. import backends
 from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
-from ..checks import BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, fast_input, output
+from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_residual,
+                      fast_input, output)
 from ..device_query import device, gpu_sm_count
 from ..loader import load, set_constant
 from ..shapes import ALEXNET_CONVS, ConvLayer
@@ -449,9 +450,7 @@ class ImplicitConv2d:
                 raise ValueError(f"x must be (N, {L.C}, {L.H}, {L.W}) for this layer, got {tuple(x.shape)}")
         entry = self._plans.get((x.shape[0], splits)) or self._entry(int(x.shape[0]), splits)
         plan, _wt, ws, launch, reduce = entry
-        res = ()
-        if self.residual or residual is not None:
-            res = (self._check_residual(residual, plan.out_shape),)
+        res = check_residual(residual, plan.out_shape, self.residual, self._kind, self.backend, "ImplicitConv2d")
         y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b) + res, backend=self.backend)
         if reduce is None:
             launch(x, y, *res)
@@ -467,18 +466,6 @@ class ImplicitConv2d:
         launch(x, ws)
         reduce(ws, y, *res)
         return y
-
-    def _check_residual(self, residual, shape: tuple):
-        if not self.residual:
-            raise ValueError("this layer was made without residual=True: it has no residual to add "
-                             "(make it with ImplicitConv2d(..., residual=True))")
-        if residual is None:
-            raise ValueError(f"this layer adds a residual: pass residual= a float32 array of shape {shape}")
-        if not (fast_input(residual, self._kind) and residual.shape == shape):
-            check_array(residual, "residual", "NCHW", 4, self.backend)
-            if tuple(residual.shape) != shape:
-                raise ValueError(f"residual must have the output's shape {shape}, got {tuple(residual.shape)}")
-        return residual
 
 
 def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,

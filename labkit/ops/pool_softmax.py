@@ -64,15 +64,21 @@ def _avg_plan(backend: str, shape: tuple) -> _Plan:
     return plan
 
 
-def global_avg_pool(x, *, out=None):
-    """The mean of each plane of float32 NCHW ``x``: (N, C, H, W) -> (N, C)."""
+def _shape_op(x, out, kind: str, make, ndim: int, layout: str, out_layout: str):
+    """Check x, find (or make) the plan of its shape, launch into ``out``: the functions whose plan
+    depends on the input's shape alone."""
     backend = backends.current()
-    if not (fast_input(x, array_type(backend)) and x.ndim == 4):
-        check_array(x, "x", "NCHW", 4, backend)
-    plan = _PLANS.get((backend, "avg", x.shape)) or _avg_plan(backend, tuple(int(v) for v in x.shape))
-    y = output(out, plan.out_shape, "(N, C)", (x,), backend=backend)
+    if not (fast_input(x, array_type(backend)) and x.ndim == ndim):
+        check_array(x, "x", layout, ndim, backend)
+    plan = _PLANS.get((backend, kind, x.shape)) or make(backend, tuple(int(v) for v in x.shape))
+    y = output(out, plan.out_shape, out_layout, (x,), backend=backend)
     plan.launch(x, y)
     return y
+
+
+def global_avg_pool(x, *, out=None):
+    """The mean of each plane of float32 NCHW ``x``: (N, C, H, W) -> (N, C)."""
+    return _shape_op(x, out, "avg", _avg_plan, 4, "NCHW", "(N, C)")
 
 
 def max_pool2d(x, k: int = 2, stride: int | None = None, *, out=None):
@@ -94,13 +100,7 @@ def max_pool2d(x, k: int = 2, stride: int | None = None, *, out=None):
 
 def softmax(x, *, out=None):
     """Softmax of each row of float32 ``x`` (N, D), on the backend: one warp per row."""
-    backend = backends.current()
-    if not (fast_input(x, array_type(backend)) and x.ndim == 2):
-        check_array(x, "x", "(N, D)", 2, backend)
-    plan = _PLANS.get((backend, "softmax", x.shape)) or _softmax_plan(backend, tuple(int(v) for v in x.shape))
-    y = output(out, plan.out_shape, "(N, D)", (x,), backend=backend)
-    plan.launch(x, y)
-    return y
+    return _shape_op(x, out, "softmax", _softmax_plan, 2, "(N, D)", "(N, D)")
 
 
 class MaxPool2d(ShapeLayer):
