@@ -9,7 +9,7 @@ import pytest
 import labkit
 from labkit import reference
 from labkit.checks import rel_error, to_numpy
-from labkit.loader import load
+from labkit.loader import load, set_constant
 from labkit.models import mobilenet_v2 as mb
 from labkit.ops.depthwise import (DepthwiseConv2d, Tiling, default_tiling, depthwise_conv2d, depthwise_layer,
                                   floor_bytes)
@@ -69,6 +69,10 @@ def test_depthwise_activations_and_no_bias(activation):
 # Tiles that leave ragged edges everywhere: rows not dividing the output's, a column group cut short,
 # fewer threads than items (each thread loops), planes per block not dividing N*C.
 TILINGS = [Tiling(3, 2, 2, 10), Tiling(1, 1, 1, 5), Tiling(4, 3, 3, 9), Tiling(5, 4, 2, 64)]
+# Whole planes: outputs staged in shared memory; a row per thread (depthwise_planes), also with
+# fewer threads than rows (each loops) and ragged last blocks.
+WHOLE = [lambda ho: Tiling(ho, 4, min(3, ho), 4 * 6, True), lambda ho: Tiling(ho, 3, 1, 3 * ho, by_rows=True),
+         lambda ho: Tiling(ho, 4, 1, 8, by_rows=True), lambda ho: Tiling(ho, 1, 1, ho, by_rows=True)]
 
 
 @pytest.mark.parametrize("tiling", TILINGS, ids=str)
@@ -91,6 +95,24 @@ def test_depthwise_whole_plane_tiles_with_a_ragged_last_block(stride):
         assert rel_error(y, ref) < 1e-5, t
 
 
+@pytest.mark.parametrize("make", WHOLE, ids=["staged", "by rows", "by rows, 8 threads", "by rows, 1 plane"])
+@pytest.mark.parametrize("shape", [(3, 5, 7, 7, 1), (2, 3, 13, 14, 2), (1, 7, 5, 6, 1), (2, 3, 2, 3, 2)],
+                         ids=lambda s: "x".join(map(str, s)))
+def test_depthwise_whole_plane_variants(make, shape):
+    N, C, H, W, S = shape
+    x, w, b, ref = dw_case(*shape)
+    t = make(ref.shape[2])
+    y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=S, activation="relu6", tiling=t, out=poisoned(ref.shape))
+    assert rel_error(y, np.clip(ref, 0, 6)) < 1e-5, t
+
+
+def test_by_rows_takes_small_whole_planes():
+    with pytest.raises(ValueError, match="by_rows takes whole planes"):
+        Tiling(4, 2, 1, 8, by_rows=True).check(depthwise_layer(3, 7, 7, 1))
+    with pytest.raises(ValueError, match="by_rows takes whole planes"):
+        Tiling(33, 1, 1, 33, by_rows=True).check(depthwise_layer(3, 33, 33, 1))
+
+
 def test_default_tiling_fills_a_block_within_shared_memory():
     for C, H, W, S in [(32, 112, 112, 1), (96, 112, 112, 2), (144, 56, 56, 1), (960, 7, 7, 1), (3, 500, 900, 1)]:
         L = depthwise_layer(C, H, W, S)
@@ -110,13 +132,41 @@ def test_depthwise_tiled_under_the_executor_checks(stride, W):
     x, w, b, ref = dw_case(N, C, H, W, stride)
     L = depthwise_layer(C, H, W, stride)
     ho = L.out_hw[0]
-    for t in (Tiling(3, 2, 2, 8), Tiling(ho, 2, 3, 6)):    # strips; whole planes (a ragged last block)
+    # strips; whole planes (a ragged last block), staged; a row per thread (6 threads: looping)
+    for t in (Tiling(3, 2, 2, 8), Tiling(ho, 2, 3, 6, True), Tiling(ho, 2, 1, 6, by_rows=True)):
         mod = load("depthwise", defines={"DW_H": H, "DW_W": W, "DW_S": stride, **t.defines()}, check="all")
+        set_constant(mod, "dw_bias", np.concatenate([np.zeros(3, np.float32), b]))   # has_bias 2, bias_at 3
         y = np.full(ref.shape, np.nan, dtype=np.float32)
-        mod.get_function("depthwise_tiled")((-(-ho // t.rows), -(-N * C // t.planes)), (t.threads,),
-                                            (x, w.reshape(C, 9), b, y) + ints(N * C, C, 1, 0),
-                                            shared_mem=t.shared_bytes(L))
+        grid = (-(-N * C // t.planes),) if t.by_rows else (-(-ho // t.rows), -(-N * C // t.planes))
+        mod.get_function(t.kernel)(grid, (t.threads,), (x, w.reshape(C, 9), b * np.nan, y) + ints(N * C, C, 2, 0, 3),
+                                   shared_mem=t.shared_bytes(L))
         assert rel_error(y, ref) < 1e-5, t
+
+
+def test_depthwise_bias_from_constant_memory_a_run_per_layer():
+    """Layers sharing one module each upload their bias to a run of its constant array of their own;
+    when no run is free a layer reads its bias from global memory, and a collected layer's run is
+    free again."""
+    import gc
+    C, H, W = 2900, 5, 3                   # an odd plane size: a module of this test's own
+    L = depthwise_layer(C, H, W, 1)
+    layers, refs = [], []
+    x, w, _, _ = dw_case(1, C, H, W, 1)
+    for _ in range(3):                     # 3 x 2900 floats: over the 8192 of dw_bias
+        b = rng.standard_normal(C).astype(np.float32)
+        layers.append(DepthwiseConv2d(dev(w), dev(b), L))
+        refs.append(reference.conv2d(x, w, b, pad=1, groups=C))
+    ys = [d(dev(x), poisoned(r.shape)) for d, r in zip(layers, refs)]   # all three prepared, then run
+    assert [d.bias_memory for d in layers] == ["constant", "constant", "global"]
+    assert all(rel_error(y, r) < 1e-5 for y, r in zip(ys, refs))
+    del layers[0], ys
+    gc.collect()
+    b = rng.standard_normal(C).astype(np.float32)
+    again = DepthwiseConv2d(dev(w), dev(b), L)
+    y = again(dev(x), poisoned(refs[0].shape))
+    assert again.bias_memory == "constant"
+    assert rel_error(y, reference.conv2d(x, w, b, pad=1, groups=C)) < 1e-5
+    assert rel_error(layers[0](dev(x)), refs[1]) < 1e-5     # the second layer's run was left alone
 
 
 def test_depthwise_refuses_bad_input():

@@ -26,14 +26,17 @@ from ..backends.graph import Graph
 from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
-from ..ops.depthwise import DepthwiseConv2d, floor_bytes
+from ..backends.limits import SHARED_MEM_PER_BLOCK
+from ..backends.parallel import run_parallel
+from ..ops.depthwise import DepthwiseConv2d, Tiling, default_tiling, floor_bytes, tiling_for
 from ..ops.dw_project import DepthwiseProject, ProjectTiles
 from ..ops.implicit import ImplicitConv2d
+from ..ops.plans import cdiv
 from ..shapes import ConvLayer
 
 __all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
            "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers", "first_call_costs",
-           "fused_rows"]
+           "fused_rows", "copy_ms", "depthwise_candidates", "sweep_depthwise", "distinct_depthwise"]
 
 # A layer of a few µs is timed as LAUNCHES launches in one CUDA graph: launched one by one from
 # Python, the host's ~10-20 µs per call would be timed instead of the GPU's work.
@@ -62,6 +65,67 @@ def gemm_layers(input_hw=(224, 224)) -> dict[str, ConvLayer]:
 def network_depthwise(batch: int, input_hw=(224, 224)) -> list[tuple[str, int, ConvLayer]]:
     """(block name, batch, layer) of each of the network's 17 depthwise layers."""
     return [(b.name, batch, b.convs()["dw"][1]) for b in blocks(input_hw)]
+
+
+def distinct_depthwise(input_hw=(224, 224)) -> dict[str, ConvLayer]:
+    """The network's distinct depthwise layers, named by the first block that has each shape."""
+    out: dict[str, ConvLayer] = {}
+    for name, _N, L in network_depthwise(1, input_hw):
+        if L not in out.values():
+            out[name] = L
+    return out
+
+
+def depthwise_candidates(layer: ConvLayer, N: int) -> list[Tiling]:
+    """The tilings a sweep tries on a layer at batch N: whole planes (up to 32 rows) or strips of 16, 8
+    or 4 rows; 1, 2, 4 or 8 rows a thread (or the whole strip); 1-64 planes a block; 64-1024 threads;
+    whole-plane tiles also with their outputs staged in shared memory; planes up to 32x32 also by
+    rows (depthwise_planes); every one within shared memory and the layer's planes; and
+    default_tiling's."""
+    ho, wo = layer.out_hw
+    out = [default_tiling(layer, N * layer.C)]
+    for rows in sorted({r for r in (ho if ho <= 32 else 0, 16, 8, 4) if 1 <= r <= ho}):
+        for rpt in sorted({r for r in (1, 2, 4, 8, rows) if r <= rows}):
+            per_plane = wo * cdiv(rows, rpt)
+            for planes in (1, 2, 4, 8, 16, 32, 64):
+                for stage in (False, True) if rows == ho else (False,):
+                    t = Tiling(rows, planes, rpt, planes * per_plane, stage)
+                    if t not in out and 64 <= t.threads <= 1024 and planes <= N * layer.C and \
+                            t.shared_bytes(layer) <= SHARED_MEM_PER_BLOCK:
+                        out.append(t)
+    if ho <= 32 and layer.W <= 32:       # small planes: the row-per-thread kernel too
+        for planes in (2, 4, 8, 16, 32, 64):
+            t = Tiling(ho, planes, 1, planes * ho, by_rows=True)
+            if 64 <= t.threads <= 1024 and planes <= N * layer.C and t.shared_bytes(layer) <= SHARED_MEM_PER_BLOCK:
+                out.append(t)
+    return out
+
+
+def sweep_depthwise(layer: ConvLayer, N: int, tilings, *, repeat: int = 10) -> list[dict]:
+    """Each tiling of the tiled rung on one layer (bias and ReLU6 fused): checked against the float64
+    reference at batch 2 first (a wrong kernel never wins), then GPU ms per launch at batch N.  The
+    tilings' modules compile side by side first."""
+    xp = backends.xp()
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((layer.C, 1, 3, 3)) / 3).astype(np.float32)
+    b = rng.standard_normal(layer.C).astype(np.float32)
+    xs = rng.standard_normal((2, layer.C, layer.H, layer.W)).astype(np.float32)
+    ref = reference.relu6(reference.conv2d(xs, w, b, stride=layer.stride, pad=1, groups=layer.C))
+    wd, bd = xp.asarray(w), xp.asarray(b)
+    layers = [DepthwiseConv2d(wd, bd, layer, activation="relu6", tiling=t) for t in tilings]
+    run_parallel([lambda d=d: d.plan(N) for d in layers])
+    x = xp.asarray(rng.standard_normal((N, layer.C, layer.H, layer.W), dtype=np.float32))
+    y = xp.empty((N, layer.C) + layer.out_hw, dtype=xp.float32)
+    rows = []
+    for t, dw in zip(tilings, layers):
+        err = rel_error(dw(xp.asarray(xs)), ref)
+        if not err < 1e-5:
+            raise AssertionError(f"depthwise {layer} with {t} disagrees with the float64 reference: {err:.2e}")
+        rows.append({"layer": layer.key, "batch": N, "rows": t.rows, "planes": t.planes, "rpt": t.rpt,
+                     "threads": t.threads, "stage": t.stage, "by_rows": t.by_rows, "median_ms": per_launch_ms(lambda dw=dw: dw(x, y), repeat=repeat),
+                     "floor_ms": floor_ms(layer, N), "rel_error": err, "device": device().label,
+                     "default": t == tiling_for(layer, N * layer.C)})
+    return rows
 
 
 def floor_ms(layer: ConvLayer, N: int) -> float:
@@ -97,10 +161,20 @@ def per_launch_ms(launch, *, repeat: int = 10, torch_graph: bool = False) -> flo
     return t.median_ms / LAUNCHES
 
 
+def copy_ms(nbytes: int, *, repeat: int = 10) -> float:
+    """GPU ms of a device-to-device copy that moves ``nbytes`` (half read, half written), timed as a
+    layer is (``per_launch_ms``): what moving a small layer's bytes costs at its size, launch and
+    ramp-up included, beside the floor's bandwidth of a large copy."""
+    xp = backends.xp()
+    half = max(4, nbytes // 2 // 4 * 4)
+    src, dst = xp.zeros(half // 4, dtype=xp.float32), xp.empty(half // 4, dtype=xp.float32)
+    return per_launch_ms(lambda: dst.data.copy_from_device_async(src.data, half), repeat=repeat)
+
+
 def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
     """For each (name, batch, layer): labkit's naive and tiled rungs (bias and ReLU6 fused), cuDNN's
-    depthwise convolution with bias (PyTorch, FP32, its fastest algorithm), and the floor; GPU time
-    per launch (``per_launch_ms``)."""
+    depthwise convolution with bias (PyTorch, FP32, its fastest algorithm), the floor and, on a GPU,
+    a copy of the floor's bytes (``copy_ms``); GPU time per launch (``per_launch_ms``)."""
     xp = backends.xp()
     rng = np.random.default_rng(0)
     no_peer = peers.cudnn_available()
@@ -119,7 +193,10 @@ def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
             row[f"{variant}_ms"] = per_launch_ms(lambda: layer(x, y), repeat=repeat)
             if variant == "tiled":
                 t = layer.plan(N).tiling
-                row["tiling"] = f"rows {t.rows} planes {t.planes} rpt {t.rpt} threads {t.threads}"
+                row["tiling"] = (f"rows {t.rows} planes {t.planes} rpt {t.rpt} threads {t.threads}"
+                                 + (" staged" if t.stage else "") + (" by rows" if t.by_rows else ""))
+        if backends.current() == "cuda":
+            row["copy_ms"] = copy_ms(floor_bytes(L, N), repeat=repeat)
         if no_peer is None:
             y = xp.empty((N, L.C) + L.out_hw, dtype=xp.float32)
             run = peers.cudnn_conv2d(x, wd.reshape(L.C, 1, 3, 3), bd, stride=L.stride, pad=1, groups=L.C)

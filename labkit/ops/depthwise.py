@@ -9,7 +9,14 @@ or 2, zero padding 1, bias and activation (None, ReLU, ReLU6) fused.
 Two rungs: ``variant="naive"`` (one thread per output, 9 global loads) and ``"tiled"`` (a tile of
 input rows in shared memory, the 9 weights in registers, a sliding window down each column).  The
 plane's geometry is a compile-time constant of the kernel (``Tiling``), channels and batch are
-arguments: one module per plane size and tiling serves every layer of that size.
+arguments: one module per plane size and tiling serves every layer of that size.  The tiling is
+this GPU's tuned one for the layer (``labkit/tuned/depthwise.json``, written by
+``benchmarks/tune_depthwise.py``), else ``default_tiling``.
+
+A layer's bias goes to constant memory once, as in the seed (``bias_memory="constant"``, the
+default): a run of the module's ``dw_bias`` array of its own (labkit.ops.constant_slots), or global
+memory when no run is free (``layer.bias_memory`` says which).  ``depthwise_conv2d``, which makes a
+layer per call, reads the bias from global memory.
 """
 from __future__ import annotations
 
@@ -23,28 +30,48 @@ from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activat
                       fast_input, output)
 from ..loader import load
 from ..shapes import ConvLayer
+from ..tuned import DEPTHWISE, lookup
+from .constant_slots import slots_of
 from .plans import PlanCache, cdiv, ints
 
-__all__ = ["DepthwiseConv2d", "depthwise_conv2d", "Tiling", "default_tiling", "depthwise_layer",
-           "VARIANTS", "ACTIVATIONS", "NAIVE_THREADS", "floor_bytes"]
+__all__ = ["DepthwiseConv2d", "depthwise_conv2d", "Tiling", "default_tiling", "tiling_for", "depthwise_layer",
+           "VARIANTS", "ACTIVATIONS", "BIAS_MEMORIES", "NAIVE_THREADS", "floor_bytes"]
 
 VARIANTS = ("naive", "tiled")
 ACTIVATIONS = tuple(a for a in BASIC_ACTIVATIONS if a != "tanh") + ("relu6",)   # depthwise.cu's activate
+BIAS_MEMORIES = ("constant", "global")
 NAIVE_THREADS = 256
 _PLANS = PlanCache()
 
 
 @dataclass(frozen=True)
 class Tiling:
-    """depthwise_tiled's compile-time tile: ``rows`` output rows of ``planes`` planes per block, each
-    thread a column of ``rpt`` of them; ``threads`` per block."""
+    """The tiled rung's compile-time tile: ``rows`` output rows of ``planes`` planes per block, each
+    thread a column of ``rpt`` of them; ``threads`` per block; ``stage`` (whole planes only): the
+    outputs gathered in shared memory and stored as one flat run of float4s.  ``by_rows``: the
+    small-plane kernel instead (depthwise_planes: whole planes, copied unpadded, a thread per output
+    row; planes up to 32x32, ``rows`` = the output's rows, ``rpt`` = 1, ``threads`` = planes * rows
+    for a row each)."""
     rows: int
     planes: int
     rpt: int
     threads: int
+    stage: bool = False
+    by_rows: bool = False
+
+    @property
+    def kernel(self) -> str:
+        return "depthwise_planes" if self.by_rows else "depthwise_tiled"
+
+    def staged(self, layer: ConvLayer) -> bool:
+        return bool(self.stage) and self.rows == layer.out_hw[0]
 
     def shared_bytes(self, layer: ConvLayer) -> int:
-        return self.planes * ((self.rows - 1) * layer.stride + 3) * (layer.W + 2) * 4
+        ho, wo = layer.out_hw
+        if self.by_rows:
+            return 4 * (cdiv(self.planes * layer.H * layer.W, 4) * 4 + self.planes * ho * wo)
+        tiles = self.planes * (((self.rows - 1) * layer.stride + 3) * (layer.W + 2) + 31)   # + the skew
+        return 4 * (cdiv(tiles, 4) * 4 + (self.planes * ho * wo if self.staged(layer) else 0))
 
     def check(self, layer: ConvLayer) -> None:
         ho = layer.out_hw[0]
@@ -52,6 +79,10 @@ class Tiling:
             check_int(getattr(self, name), name)
         if not self.rpt <= self.rows <= ho:
             raise ValueError(f"need 1 <= rpt <= rows <= {ho} (the output's rows): {self}")
+        if not (isinstance(self.stage, bool) and isinstance(self.by_rows, bool)):
+            raise ValueError(f"stage and by_rows must be True or False: {self}")
+        if self.by_rows and not (self.rows == ho and self.rpt == 1 and layer.H <= 32 and layer.W <= 32):
+            raise ValueError(f"by_rows takes whole planes of at most 32x32 (rows = {ho}) and rpt = 1: {self}")
         if self.threads > 1024 or self.threads % self.planes:
             raise ValueError(f"threads must be at most 1024 and a multiple of planes: {self}")
         if self.shared_bytes(layer) > SHARED_MEM_PER_BLOCK:
@@ -59,7 +90,15 @@ class Tiling:
                              f"{layer.W}-wide planes, over {SHARED_MEM_PER_BLOCK // 1024} KiB: fewer rows or planes")
 
     def defines(self) -> dict:
-        return {"DW_ROWS": self.rows, "DW_PLANES": self.planes, "DW_RPT": self.rpt, "DW_THREADS": self.threads}
+        return {"DW_ROWS": self.rows, "DW_PLANES": self.planes, "DW_RPT": self.rpt, "DW_THREADS": self.threads,
+                "DW_STAGE": int(self.stage)}
+
+    def capped(self, planes_available: int) -> "Tiling":
+        """The same tile with at most ``planes_available`` planes a block (a batch with fewer planes)."""
+        if self.planes <= planes_available:
+            return self
+        planes = max(1, planes_available)
+        return Tiling(self.rows, planes, self.rpt, self.threads // self.planes * planes, self.stage, self.by_rows)
 
 
 def default_tiling(layer: ConvLayer, planes_available: int | None = None) -> Tiling:
@@ -80,6 +119,16 @@ def default_tiling(layer: ConvLayer, planes_available: int | None = None) -> Til
         rows = max(1, t.rows // 2)
         t = Tiling(rows, 1, min(t.rpt, rows), min(1024, wo * cdiv(rows, min(t.rpt, rows))))
     return t
+
+
+def tiling_for(layer: ConvLayer, planes_available: int | None = None, device_name: str | None = None) -> Tiling:
+    """This GPU's tuned tiling of the layer (capped to the planes there are), else default_tiling."""
+    entry = lookup(DEPTHWISE, layer.key, device_name)
+    if entry:
+        t = Tiling(*(int(entry[k]) for k in ("rows", "planes", "rpt", "threads")), bool(entry.get("stage", False)),
+                   bool(entry.get("by_rows", False)))
+        return t.capped(planes_available) if planes_available is not None else t
+    return default_tiling(layer, planes_available)
 
 
 def depthwise_layer(C: int, H: int, W: int, stride: int = 1) -> ConvLayer:
@@ -103,32 +152,38 @@ def _check_layer(layer) -> ConvLayer:
 
 
 class _Plan:
-    def __init__(self, layer: ConvLayer, variant: str, tiling: Tiling | None, N: int, has_bias: int, act: int):
+    def __init__(self, layer: ConvLayer, variant: str, tiling: Tiling | None, N: int):
         ho, wo = layer.out_hw
         defines = {"DW_H": layer.H, "DW_W": layer.W, "DW_S": layer.stride}
         NC = N * layer.C
         if NC * max(layer.H * layer.W, ho * wo) >= 2**31:
             raise ValueError(f"batch {N} makes x or y over 2**31 elements: split the batch")
-        tail = ints(NC, layer.C, has_bias, act)
         if variant == "naive":
             # The module is the tiled rung's for this plane (the same defines): one compile serves both.
-            defines.update(default_tiling(layer, NC).defines())
-            fn = load("depthwise", defines=defines).get_function("depthwise_naive")
+            defines.update(tiling_for(layer, NC).defines())
+            self.module = load("depthwise", defines=defines)
+            fn = self.module.get_function("depthwise_naive")
             self.grid, self.block, self.shared = (cdiv(NC * ho * wo, NAIVE_THREADS),), (NAIVE_THREADS,), 0
         else:
-            tiling = tiling or default_tiling(layer, NC)
+            tiling = tiling or tiling_for(layer, NC)
             tiling.check(layer)
             defines.update(tiling.defines())
-            fn = load("depthwise", defines=defines).get_function("depthwise_tiled")
+            self.module = load("depthwise", defines=defines)
+            fn = self.module.get_function(tiling.kernel)
             self.grid = (cdiv(ho, tiling.rows), cdiv(NC, tiling.planes))
-            if self.grid[1] > 65535:
+            if tiling.by_rows:
+                self.grid = (cdiv(NC, tiling.planes),)
+            elif self.grid[1] > 65535:
                 raise ValueError(f"batch {N} needs {self.grid[1]} blocks along y (at most 65535): split the batch")
             self.block, self.shared = (tiling.threads,), tiling.shared_bytes(layer)
-        self.fn, self.tail, self.tiling = fn, tail, tiling
+        self.fn, self.NC, self.C, self.tiling = fn, NC, layer.C, tiling
         self.out_shape = (N, layer.C, ho, wo)
 
-    def bind(self, w, b):
-        return self.fn.launcher(self.grid, self.block, (None, w, b, None) + self.tail, self.shared)
+    def bind(self, w, b, has_bias: int, act: int, bias_at: int):
+        """``launch(x, y)`` with the layer's weights, bias (has_bias 0 none, 1 b, 2 dw_bias[bias_at:])
+        and activation fixed."""
+        tail = ints(self.NC, self.C, has_bias, act, bias_at)
+        return self.fn.launcher(self.grid, self.block, (None, w, b, None) + tail, self.shared)
 
 
 class DepthwiseConv2d:
@@ -140,11 +195,14 @@ class DepthwiseConv2d:
         layer: its ``ConvLayer`` (``depthwise_layer(C, H, W, stride)``).
         activation: None, "relu" or "relu6", fused.
         variant: "tiled" (default) or "naive".
-        tiling: a ``Tiling`` instead of ``default_tiling`` (a sweep passes each one).
+        tiling: a ``Tiling`` instead of ``tiling_for``'s (a sweep passes each one).
+        bias_memory: "constant" (default: a run of the module's constant array, uploaded once; global
+            memory when none is free) or "global".  ``self.bias_memory`` says where it went (once a
+            plan is made).
     """
 
     def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, variant: str = "tiled",
-                 tiling: Tiling | None = None):
+                 tiling: Tiling | None = None, bias_memory: str = "constant"):
         self.backend = backend = backends.current()
         xp = array_module(backend)
         self.layer = layer = _check_layer(layer)
@@ -162,7 +220,11 @@ class DepthwiseConv2d:
             check_array(b, "b", "(C,)", 1, backend, xp)
             if tuple(b.shape) != (layer.C,):
                 raise ValueError(f"b must have shape ({layer.C},), got {tuple(b.shape)}")
+        if bias_memory not in BIAS_MEMORIES:
+            raise ValueError(f"bias_memory must be one of {BIAS_MEMORIES}, got {bias_memory!r}")
         self.activation, self.variant, self.tiling = activation, variant, tiling
+        self.bias_memory = None if b is None else bias_memory
+        self._bias_at: dict[int, int | None] = {}     # per module: the bias's run of dw_bias
         self._w9 = xp.ascontiguousarray(w.reshape(layer.C, 9))
         self._w, self.b = w, b
         self._kind = xp.ndarray
@@ -175,13 +237,31 @@ class DepthwiseConv2d:
     def _entry(self, N: int) -> tuple:
         entry = self._plans.get(N)
         if entry is None:
-            has_bias = int(self.b is not None)
-            key = (self.backend, self.layer, self.variant, self.tiling, N, has_bias, self._act)
+            key = (self.backend, self.layer, self.variant, self.tiling, N)
             plan = _PLANS.get(key)
             if plan is None:
-                plan = _PLANS[key] = _Plan(self.layer, self.variant, self.tiling, N, has_bias, self._act)
-            entry = self._plans[N] = (plan, plan.bind(self._w9, self._w9 if self.b is None else self.b))
+                plan = _PLANS[key] = _Plan(self.layer, self.variant, self.tiling, N)
+            has_bias, bias_at = self._bias_in(plan.module)
+            entry = self._plans[N] = (plan, plan.bind(self._w9, self._w9 if self.b is None else self.b,
+                                                      has_bias, self._act, bias_at))
         return entry
+
+    def _bias_in(self, module) -> tuple[int, int]:
+        """(has_bias, bias_at) for a plan of ``module``: the bias uploaded to the module's constant
+        array once (a batch size of another tiling may bring another module)."""
+        if self.b is None:
+            return 0, 0
+        if self.bias_memory == "global":
+            return 1, 0
+        key = id(module)
+        if key not in self._bias_at:
+            host = self.b.get() if hasattr(self.b, "get") else np.asarray(self.b)
+            self._bias_at[key] = slots_of(module, "dw_bias").take(host, owner=self)
+        at = self._bias_at[key]
+        if at is None:                   # every run taken: this layer reads its bias from global memory
+            self.bias_memory = "global"
+            return 1, 0
+        return 2, at
 
     def __call__(self, x, out=None):
         """y = act(depthwise(x) + b) of float32 (N, C, H, W) x."""
@@ -204,4 +284,5 @@ def depthwise_conv2d(x, w, b=None, *, stride: int = 1, activation: str | None = 
         check_array(x, "x", "NCHW", 4, backend)
     _, C, H, W = (int(v) for v in x.shape)
     layer = depthwise_layer(C, H, W, check_int(stride, "stride", 1, 2))
-    return DepthwiseConv2d(w, b, layer, activation=activation, variant=variant, tiling=tiling)(x, out=out)
+    return DepthwiseConv2d(w, b, layer, activation=activation, variant=variant, tiling=tiling,
+                           bias_memory="global")(x, out=out)
