@@ -11,7 +11,10 @@ race checks) run on the *student's* .cu file -- the checks and the shapes come f
 never from the submission, so nothing a student writes outside the kernel changes the verdict.
 Each check runs in a process of its own with a time limit: a kernel that crashes, hangs or loops
 forever fails that exercise, with the reason, and the others go on.  Checks run side by side, one
-per core.
+per core.  They run on the CPU executor (``--backend cpu``, the default), also on a machine with a
+GPU: its memory, barrier and race checks catch what a GPU can let pass (an out-of-bounds write into
+memory nobody looks at, a missing barrier that happens to work on one run); ``--backend cuda`` runs
+them on the GPU instead.
 
 Writes into --out (default SUBMISSIONS_DIR/../grades): gradebook.csv (a row per student, points per
 exercise and the total), gradebook.json (the same with every check's words) and feedback/<student>.md
@@ -34,7 +37,7 @@ from pathlib import Path
 
 from .ladder import kernel_exercise
 
-__all__ = ["EXERCISES", "Exercise", "grade_file", "grade_folder", "main"]
+__all__ = ["EXERCISES", "Exercise", "BACKENDS", "grade_file", "grade_folder", "main"]
 
 
 @dataclass(frozen=True)
@@ -64,16 +67,23 @@ def _check_in_this_process(name: str, path: str) -> dict:
     return {"ok": bool(verdict.ok), "message": verdict.message}
 
 
-def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0) -> dict:
+BACKENDS = ("cpu", "cuda")
+
+
+def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu") -> dict:
     """One exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The check
-    runs in a child process (``timeout`` seconds at most); no file: 0 points, "not submitted"."""
+    runs in a child process (``timeout`` seconds at most) on ``backend``; no file: 0 points, "not
+    submitted"."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     ex = EXERCISES[name]
     row = {"exercise": name, "max_points": ex.points, "points": 0, "ok": False}
     if path is None:
         return {**row, "message": f"{ex.file}: not submitted"}
     cmd = [sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path)]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env={**os.environ, "LABKIT_BACKEND": backend})
     except subprocess.TimeoutExpired:
         return {**row, "message": f"{ex.file}: the check did not finish within {timeout:.0f} s "
                                   "(a kernel that never ends: a loop whose exit is never reached?)"}
@@ -98,7 +108,7 @@ def _find(folder: Path, file: str) -> Path | None:
 
 
 def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None,
-                 timeout: float = 120.0, workers: int | None = None) -> list[dict]:
+                 timeout: float = 120.0, workers: int | None = None, backend: str = "cpu") -> list[dict]:
     """Grade every student sub-folder of ``submissions`` on ``exercises`` (default: all); write the
     gradebook and feedback into ``out``.  Returns one dict per student."""
     submissions, out = Path(submissions), Path(out)
@@ -106,7 +116,7 @@ def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exer
     students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
     jobs = [(s, n, _find(s, EXERCISES[n].file)) for s in students for n in names]
     with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        results = list(pool.map(lambda j: grade_file(j[1], j[2], timeout=timeout), jobs))
+        results = list(pool.map(lambda j: grade_file(j[1], j[2], timeout=timeout, backend=backend), jobs))
     book: dict[str, dict] = {s.name: {"student": s.name, "exercises": {}} for s in students}
     for (s, n, _), res in zip(jobs, results):
         book[s.name]["exercises"][n] = res
@@ -143,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--exercises", nargs="+", choices=list(EXERCISES))
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per check (default 120)")
     ap.add_argument("--workers", type=int)
+    ap.add_argument("--backend", default="cpu", choices=BACKENDS,
+                    help="where the checks run (default cpu: the CPU executor, with its memory, barrier and race "
+                         "checks)")
     ap.add_argument("--one", nargs=2, metavar=("EXERCISE", "FILE"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:   # the child process: one check, its verdict as one JSON line
@@ -155,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{sub}: not a folder of submissions")
         return 2
     out = Path(args.out) if args.out else sub.resolve().parent / "grades"
-    rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout, workers=args.workers)
+    rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout, workers=args.workers,
+                        backend=args.backend)
     for r in rows:
         print(f"{r['student']:20s} {r['points']:3d} / {r['max_points']}")
     print(f"wrote {out / 'gradebook.csv'}, {out / 'gradebook.json'} and {out / 'feedback'}/")

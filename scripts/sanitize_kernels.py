@@ -126,9 +126,10 @@ def launch_implicit() -> int:
 
 
 def launch_mobilenet_parts() -> int:
-    """Depthwise 3x3 (both rungs, several tilings, stride 1 and 2, odd planes), the implicit GEMM's
-    fused residual (with and without split-K), global average pooling."""
-    from labkit.ops.depthwise import Tiling, depthwise_conv2d
+    """Depthwise 3x3 (the three kernels, several tilings, staged outputs, stride 1 and 2, odd planes,
+    bias from constant memory), the implicit GEMM's fused residual (with and without split-K), global
+    average pooling."""
+    from labkit.ops.depthwise import DepthwiseConv2d, Tiling, depthwise_conv2d, depthwise_layer
     from labkit.ops.implicit import ConvLayer, ImplicitConv2d
     from labkit.ops.pool_softmax import global_avg_pool
 
@@ -138,10 +139,16 @@ def launch_mobilenet_parts() -> int:
         x = cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32))
         w = cp.asarray(rng.standard_normal((C, 1, 3, 3), dtype=np.float32))
         b = cp.asarray(rng.standard_normal(C, dtype=np.float32))
+        ho, wo = (H - 1) // S + 1, (W - 1) // S + 1
+        whole = [Tiling(ho, 2, min(8, ho), 2 * wo * -(-ho // min(8, ho)), True)]     # staged outputs
+        if H <= 32 and W <= 32:
+            whole += [Tiling(ho, 3, 1, 3 * ho, by_rows=True), Tiling(ho, 2, 1, 4, by_rows=True)]
         for variant, tiling in (("naive", None), ("tiled", None), ("tiled", Tiling(3, 2, 2, 10)),
-                                ("tiled", Tiling(4, 3, 3, 9))):
+                                ("tiled", Tiling(4, 3, 3, 9)), *(("tiled", t) for t in whole)):
             depthwise_conv2d(x, w, b, stride=S, activation="relu6", variant=variant, tiling=tiling)
             n += 1
+        DepthwiseConv2d(w, b, depthwise_layer(C, H, W, S), activation="relu6")(x)   # bias in dw_bias
+        n += 1
     L = ConvLayer(13, 9, 7, 11, 1)
     x = cp.asarray(rng.standard_normal((3, 13, 9, 7), dtype=np.float32))
     r = cp.asarray(rng.standard_normal((3, 11, 9, 7), dtype=np.float32))

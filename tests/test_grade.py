@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import csv
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
+from labkit import grade
 from labkit.exercises import strip_cu_solutions
 from labkit.grade import EXERCISES, grade_folder
 
@@ -88,3 +90,19 @@ def test_a_missing_barrier_fails_the_tiled_exercise(tmp_path):
     rows = grade_folder(subs, tmp_path / "grades", exercises=["03_conv_tiled"], timeout=90)
     e = rows[0]["exercises"]["03_conv_tiled"]
     assert e["points"] == 0 and not e["ok"] and "KernelRaceError" in e["message"], e["message"]
+
+
+def test_the_checks_run_on_the_backend_asked_for(monkeypatch):
+    """The child process gets LABKIT_BACKEND: the CPU executor by default (its memory, barrier and race
+    checks), also where the instructor's machine has a GPU; an unknown backend is refused."""
+    seen = {}
+
+    def fake_run(cmd, **kw):
+        seen.update(kw["env"])
+        return subprocess.CompletedProcess(cmd, 0, stdout='{"ok": true, "message": "fine"}\n', stderr="")
+    monkeypatch.setattr(grade.subprocess, "run", fake_run)
+    assert grade.grade_file("02_conv_naive", "x.cu")["points"] == 2 and seen["LABKIT_BACKEND"] == "cpu"
+    grade.grade_file("02_conv_naive", "x.cu", backend="cuda")
+    assert seen["LABKIT_BACKEND"] == "cuda"
+    with pytest.raises(ValueError, match="backend must be one of"):
+        grade.grade_file("02_conv_naive", "x.cu", backend="gpu")

@@ -45,3 +45,24 @@ def test_kernel_source_compiles_with_nvcc(path, tmp_path):
     res = subprocess.run([NVCC, "-std=c++17", "-arch=sm_90", "--ptx", "-o", str(tmp_path / "k.ptx"),
                           str(path)], capture_output=True, text=True)
     assert res.returncode == 0, f"nvcc refused {path.name}:\n{res.stderr}"
+
+
+# Compile-time parameters that change what a source instantiates: depthwise.cu at the edges of its
+# shapes (1x1 and 2x3 planes, fewer than 4 floats per block, which g++ would take as zero-length
+# arrays and NVRTC refuses), a staged whole-plane tile, and the small-plane kernel's own layout.
+DEPTHWISE_DEFINES = [
+    {"DW_H": 1, "DW_W": 1, "DW_S": 1, "DW_ROWS": 1, "DW_PLANES": 2, "DW_RPT": 1, "DW_THREADS": 2},
+    {"DW_H": 2, "DW_W": 3, "DW_S": 2, "DW_ROWS": 1, "DW_PLANES": 1, "DW_RPT": 1, "DW_THREADS": 2},
+    {"DW_H": 7, "DW_W": 7, "DW_S": 1, "DW_ROWS": 7, "DW_PLANES": 32, "DW_RPT": 1, "DW_THREADS": 224},
+    {"DW_H": 14, "DW_W": 14, "DW_S": 2, "DW_ROWS": 7, "DW_PLANES": 16, "DW_RPT": 7, "DW_THREADS": 112,
+     "DW_STAGE": 1},
+]
+
+
+@pytest.mark.skipif(nvrtc_check.library() is None, reason="NVRTC is not installed (pip install nvidia-cuda-nvrtc)")
+@pytest.mark.parametrize("defines", DEPTHWISE_DEFINES, ids=lambda d: f"{d['DW_H']}x{d['DW_W']}s{d['DW_S']}")
+def test_depthwise_compiles_with_nvrtc_at_its_edges(defines):
+    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    code = head + (ROOT / "labkit/kernels/depthwise.cu").read_text()
+    ok, log = nvrtc_check.compile_source(code, "depthwise.cu")
+    assert ok, f"NVRTC refused depthwise.cu with {defines}:\n{log}"

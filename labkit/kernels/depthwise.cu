@@ -332,7 +332,7 @@ __device__ __forceinline__ void planes_body(const float* __restrict__ x, const f
   if constexpr (FITS) {
     constexpr int IN = H * W, OUT = HO * WO;
     constexpr int OUT_AT = (PLANES * IN + 3) / 4 * 4;            // the staged outputs, float4-aligned
-    constexpr int QUADS = (PLANES * IN / 4 + THREADS - 1) / THREADS;  // float4 loads per thread, at most
+    constexpr int QUADS = (PLANES * IN / 4 + THREADS - 1) / THREADS + (PLANES * IN < 4);  // >= 1: no empty array
     extern __shared__ float tile[];  // [PLANES][H][W] as in x, then [PLANES][HO][WO] as in y
     const int plane0 = blockIdx.x * PLANES, planes = min(PLANES, NC - plane0);
     // This thread's first row's channel: its weights and bias loaded before the copy, to overlap it.
