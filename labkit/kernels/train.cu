@@ -1,0 +1,120 @@
+// train.cu -- the small kernels of a training step besides the convolutions: the backward pass of
+// ReLU, of the residual add, of global average pooling and of the dense layer; the softmax
+// cross-entropy loss and its gradient in one kernel; and SGD with momentum and weight decay over
+// every parameter in one launch.
+//
+//   relu_backward(y, dy, dx, n)           dx = dy where y > 0, else 0 (y: the ReLU's output)
+//   add(a, b, out, n)                     out = a + b (a residual block's two gradient paths)
+//   gap_backward(dy, dx, NC, HW)          dx[p, :] = dy[p] / HW for each of the NC planes
+//   dense_backward_data(dy, w, dx, N, I, O)      dx (N, I) = dy (N, O) . w (I, O)^T
+//   dense_backward_weight(x, dy, dw, db, N, I, O) dw (I, O) = x^T . dy; db (O,) = sum over rows of dy
+//   softmax_xent(z, labels, row_loss, dz, N, D)  one warp per row: row_loss[r] = logsumexp(z_r) -
+//                                                z_r[label], dz_r = (softmax(z_r) - onehot) / N
+//   mean(v, out, n)                       out[0] = the mean of v (one block: a fixed order of sums,
+//                                         so the loss is the same number on every run)
+//   sgd_momentum(p, g, v, n, lr, momentum, weight_decay)
+//                                         PyTorch's SGD: g' = g + wd p; v = momentum v + g';
+//                                         p -= lr v.  One launch for all parameters: they live in
+//                                         one flat buffer (labkit.train.Parameters), so do g and v.
+// Launch: the elementwise kernels grid (ceil(n / 256),), block (256,); dense_backward_data one thread
+// per dx element, dense_backward_weight one thread per dw element (and db on the first I*O threads'
+// neighbours: threads I*O .. I*O+O-1); softmax_xent grid (ceil(N / 8),), block (256,); mean grid (1,),
+// block (TR_THREADS,).  Float32 (labels int32), C-contiguous.
+//
+// The loss is stable for any logits: the row max is subtracted before exp, and the log of the sum
+// is taken of numbers in (0, D].
+
+#ifndef TR_THREADS
+#define TR_THREADS 256
+#endif
+
+extern "C" __global__ void relu_backward(const float* __restrict__ y, const float* __restrict__ dy,
+                                         float* __restrict__ dx, long long n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+}
+
+extern "C" __global__ void add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
+                               long long n) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a[i] + b[i];
+}
+
+extern "C" __global__ void gap_backward(const float* __restrict__ dy, float* __restrict__ dx, int NC, int HW) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < (long long)NC * HW) dx[i] = dy[i / HW] * (1.0f / HW);
+}
+
+extern "C" __global__ void dense_backward_data(const float* __restrict__ dy, const float* __restrict__ w,
+                                               float* __restrict__ dx, int N, int I, int O) {
+  const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= (long long)N * I) return;
+  const int i = (int)(e % I), n = (int)(e / I);
+  float acc = 0.0f;
+  for (int o = 0; o < O; ++o) acc += dy[(long long)n * O + o] * w[(long long)i * O + o];
+  dx[e] = acc;
+}
+
+extern "C" __global__ void dense_backward_weight(const float* __restrict__ x, const float* __restrict__ dy,
+                                                 float* __restrict__ dw, float* __restrict__ db, int N, int I, int O) {
+  const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e < (long long)I * O) {
+    const int o = (int)(e % O), i = (int)(e / O);
+    float acc = 0.0f;
+    for (int n = 0; n < N; ++n) acc += x[(long long)n * I + i] * dy[(long long)n * O + o];
+    dw[e] = acc;
+  } else if (e < (long long)I * O + O) {
+    const int o = (int)(e - (long long)I * O);
+    float acc = 0.0f;
+    for (int n = 0; n < N; ++n) acc += dy[(long long)n * O + o];
+    db[o] = acc;
+  }
+}
+
+extern "C" __global__ void softmax_xent(const float* __restrict__ z, const int* __restrict__ labels,
+                                        float* __restrict__ row_loss, float* __restrict__ dz, int N, int D) {
+  const int lane = threadIdx.x % 32;
+  const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+  if (r >= N) return;  // a whole warp leaves together: the shuffles below see all 32 lanes
+  const float* zr = z + (long long)r * D;
+  float mx = __int_as_float(0xff800000);  // -infinity (NVRTC has no INFINITY without headers)
+  for (int j = lane; j < D; j += 32) mx = fmaxf(mx, zr[j]);
+  for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+  float sum = 0.0f;
+  for (int j = lane; j < D; j += 32) sum += expf(zr[j] - mx);
+  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+  const int label = labels[r];
+  if (label < 0 || label >= D) {  // not a class: NaN for the row, never a read outside it
+    const float nan = __int_as_float(0x7fc00000);
+    for (int j = lane; j < D; j += 32) dz[(long long)r * D + j] = nan;
+    if (lane == 0) row_loss[r] = nan;
+    return;
+  }
+  const float inv = 1.0f / sum, scale = 1.0f / N;
+  for (int j = lane; j < D; j += 32)
+    dz[(long long)r * D + j] = (expf(zr[j] - mx) * inv - (j == label ? 1.0f : 0.0f)) * scale;
+  if (lane == 0) row_loss[r] = logf(sum) - (zr[label] - mx);
+}
+
+extern "C" __global__ void __launch_bounds__(TR_THREADS) mean(const float* __restrict__ v, float* __restrict__ out,
+                                                               int n) {
+  __shared__ float part[TR_THREADS];
+  float acc = 0.0f;
+  for (int i = threadIdx.x; i < n; i += TR_THREADS) acc += v[i];
+  part[threadIdx.x] = acc;
+  __syncthreads();
+  for (int half = TR_THREADS / 2; half > 0; half /= 2) {
+    if (threadIdx.x < half) part[threadIdx.x] += part[threadIdx.x + half];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[0] = part[0] / n;
+}
+
+extern "C" __global__ void sgd_momentum(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ v,
+                                        long long n, float lr, float momentum, float weight_decay) {
+  const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float vi = momentum * v[i] + g[i] + weight_decay * p[i];
+  v[i] = vi;
+  p[i] -= lr * vi;
+}

@@ -1,0 +1,135 @@
+"""The small kernels of a training step (labkit/kernels/train.cu), on the backend in use.
+
+    dx = relu_backward(y, dy)                     # y: the ReLU's output
+    s = add(a, b)                                 # a residual block's two gradient paths
+    dx = gap_backward(dy, (N, C, H, W))           # global average pooling's backward
+    dx, dw, db = dense_backward(x, w, dy)         # y = x @ w + b, w (in, out)
+    loss, dz = softmax_cross_entropy(z, labels)   # the batch's mean loss (shape (1,)), its gradient
+    sgd_momentum(p, g, v, lr=0.1, momentum=0.9, weight_decay=5e-4)   # in place, one launch
+
+Every array is float32 and C-contiguous on the backend (labels int32); an ``out`` given is checked
+and never overlaps an input.  A label outside [0, D) gives a NaN loss and NaN gradients for its row
+(the kernel checks it, rather than read outside the row).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backends
+from ..checks import array_module, check_array, check_no_alias, check_shape, output
+from ..loader import load
+from .plans import PlanCache, cdiv, ints
+
+__all__ = ["relu_backward", "add", "gap_backward", "dense_backward", "softmax_cross_entropy", "sgd_momentum",
+           "THREADS"]
+
+THREADS = 256
+_PLANS = PlanCache()
+
+
+def _fn(name: str, key: tuple, grid, block, args: tuple):
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = load("train").get_function(name).launcher(grid, block, args)
+    return plan
+
+
+def _same_shape(a, b, names: str, backend: str) -> None:
+    check_array(a, names[0], "any", a.ndim if hasattr(a, "ndim") else 1, backend)
+    check_array(b, names[1], "any", a.ndim, backend)
+    check_shape(b, names[1], tuple(a.shape), f"the shape of {names[0]}")
+
+
+def _elementwise(name: str, a, b, names: tuple, out):
+    backend = backends.current()
+    _same_shape(a, b, names, backend)
+    y = output(out, tuple(a.shape), "any", (a, b), backend=backend)
+    n = int(a.size)
+    _fn(name, (backend, name, n), (max(1, cdiv(n, THREADS)),), (THREADS,), (None, None, None, np.int64(n)))(a, b, y)
+    return y
+
+
+def relu_backward(y, dy, *, out=None):
+    """dL/dx of y = relu(x): dy where y > 0, else 0."""
+    return _elementwise("relu_backward", y, dy, ("y", "dy"), out)
+
+
+def add(a, b, *, out=None):
+    """a + b, elementwise."""
+    return _elementwise("add", a, b, ("a", "b"), out)
+
+
+def gap_backward(dy, shape: tuple, *, out=None):
+    """dL/dx of y = mean over H, W of x (N, C, H, W), given dy (N, C)."""
+    backend = backends.current()
+    N, C, H, W = (int(v) for v in shape)
+    check_array(dy, "dy", "(N, C)", 2, backend)
+    check_shape(dy, "dy", (N, C), "(N, C)")
+    dx = output(out, (N, C, H, W), "NCHW", (dy,), backend=backend)
+    NC, HW = N * C, H * W
+    _fn("gap_backward", (backend, "gap", NC, HW), (cdiv(NC * HW, THREADS),), (THREADS,),
+        (None, None) + ints(NC, HW))(dy, dx)
+    return dx
+
+
+def dense_backward(x, w, dy, *, out=None):
+    """(dx, dw, db) of y = x @ w + b: x (N, I), w (I, O), dy (N, O).  ``out``: three arrays, or None."""
+    backend = backends.current()
+    for a, name in ((x, "x"), (w, "w"), (dy, "dy")):
+        check_array(a, name, "2-D", 2, backend)
+    N, I = (int(v) for v in x.shape)
+    O = int(w.shape[1])
+    check_shape(w, "w", (I, O), "(in, out)")
+    check_shape(dy, "dy", (N, O), "(N, out)")
+    dx, dw, db = out if out is not None else (None, None, None)
+    dx = output(dx, (N, I), "(N, in)", (x, w, dy), backend=backend)
+    dw = output(dw, (I, O), "(in, out)", (x, w, dy, dx), backend=backend)
+    db = output(db, (O,), "(out,)", (x, w, dy, dx, dw), backend=backend)
+    _fn("dense_backward_data", (backend, "dense_data", N, I, O), (cdiv(N * I, THREADS),), (THREADS,),
+        (None, None, None) + ints(N, I, O))(dy, w, dx)
+    _fn("dense_backward_weight", (backend, "dense_weight", N, I, O), (cdiv(I * O + O, THREADS),), (THREADS,),
+        (None, None, None, None) + ints(N, I, O))(x, dy, dw, db)
+    return dx, dw, db
+
+
+def softmax_cross_entropy(z, labels, *, out=None):
+    """(loss, dz): the mean over the batch of -log softmax(z)[label], shape (1,), and its gradient
+    (softmax(z) - one_hot(labels)) / N.  z float32 (N, D), labels int32 (N,).  ``out``: (loss, dz,
+    row_loss) arrays ((1,), (N, D), (N,)) or None."""
+    backend = backends.current()
+    xp = array_module(backend)
+    check_array(z, "z", "(N, D)", 2, backend)
+    N, D = (int(v) for v in z.shape)
+    if type(labels) is not xp.ndarray or labels.dtype != np.int32 or labels.shape != (N,) \
+            or not labels.flags.c_contiguous:
+        raise TypeError(f"labels must be a contiguous int32 {xp.__name__} array of shape ({N},), got "
+                        f"{type(labels).__name__} {getattr(labels, 'dtype', '')} {getattr(labels, 'shape', '')}")
+    loss, dz, rows = out if out is not None else (None, None, None)
+    dz = output(dz, (N, D), "(N, D)", (z,), backend=backend)
+    rows = output(rows, (N,), "(N,)", (z, dz), backend=backend)
+    loss = output(loss, (1,), "(1,)", (z, dz, rows), backend=backend)
+    check_no_alias(labels, (dz, rows, loss), "labels")
+    warps = THREADS // 32
+    _fn("softmax_xent", (backend, "xent", N, D), (cdiv(N, warps),), (THREADS,),
+        (None, None, None, None) + ints(N, D))(z, labels, rows, dz)
+    _fn("mean", (backend, "mean", N), (1,), (THREADS,), (None, None) + ints(N))(rows, loss)
+    return loss, dz
+
+
+def sgd_momentum(p, g, v, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
+    """One SGD step in place, as PyTorch's SGD: v = momentum v + g + weight_decay p; p -= lr v.
+    p, g, v: float32 arrays of one shape (all of a network's parameters in one flat buffer: one launch)."""
+    backend = backends.current()
+    _same_shape(p, g, ("p", "g"), backend)
+    _same_shape(p, v, ("p", "v"), backend)
+    check_no_alias(p, (g, v), "p")
+    check_no_alias(v, (g,), "v")
+    for name, val in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
+        if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= 0):
+            raise ValueError(f"{name} must be a finite number >= 0, got {val!r}")
+    n = int(p.size)
+    hyper = (np.float32(lr), np.float32(momentum), np.float32(weight_decay))   # fixed in the plan: a
+    launch = _fn("sgd_momentum", (backend, "sgd", n) + hyper, (max(1, cdiv(n, THREADS)),), (THREADS,),
+                 (None, None, None, np.int64(n)) + hyper)                     # schedule makes a few
+    launch(p, g, v)
+    return p
