@@ -125,6 +125,37 @@ def launch_implicit() -> int:
     return n
 
 
+def launch_training_parts() -> int:
+    """The backward pass and the training step: conv_backward.cu (both weight layouts, stride 2,
+    padding 2), train.cu (every kernel, a label out of range included), a whole step of the small
+    ResNet (forward, backward, SGD)."""
+    from labkit.models.resnet_small import ResNetSmall
+    from labkit.ops import conv_backward as cb
+    from labkit.ops import training as tr
+    from labkit.ops.implicit import ConvLayer
+
+    rng = np.random.default_rng()
+    f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
+    n = 0
+    for L in (ConvLayer(3, 7, 9, 5, 3, 1, 1), ConvLayer(3, 8, 7, 2, 5, 2, 2)):
+        x, dy = f32(2, L.C, L.H, L.W), f32(2, L.M, *L.out_hw)
+        cb.conv2d_backward_data(dy, f32(L.M, L.C, L.K, L.K), L)
+        cb.conv2d_backward_data(dy, f32(L.C * L.K * L.K, L.M), L, layout="CKKM")
+        cb.conv2d_backward_weight(x, dy, L)
+        cb.conv2d_backward_weight(x, dy, L, layout="CKKM")
+        cb.conv2d_backward_bias(dy)
+        n += 5
+    a, b = f32(3, 5, 7), f32(3, 5, 7)
+    tr.relu_backward(a, b), tr.add(a, b), tr.gap_backward(f32(3, 5), (3, 5, 7, 9))
+    tr.dense_forward(f32(7, 11), f32(11, 10), f32(10)), tr.dense_backward(f32(7, 11), f32(11, 10), f32(7, 10))
+    tr.softmax_cross_entropy(f32(9, 10), cp.asarray(np.array([0, 1, 2, 3, 4, 5, 6, 7, 12], np.int32)))
+    tr.sgd_momentum(f32(1001), f32(1001), f32(1001), lr=0.1, momentum=0.9, weight_decay=1e-4)
+    n += 9
+    net = ResNetSmall(5, input_hw=(9, 7))
+    net.train_step(f32(3, 1, 9, 7), cp.asarray(np.array([1, 0, 9], np.int32)), lr=0.1)
+    return n + 1
+
+
 def launch_mobilenet_parts() -> int:
     """Depthwise 3x3 (the three kernels, several tilings, staged outputs, stride 1 and 2, odd planes,
     bias from constant memory), the implicit GEMM's fused residual (with and without split-K), global
@@ -282,6 +313,7 @@ def main() -> int:
     n += launch_implicit()
     n += launch_alexnet_parts()
     n += launch_mobilenet_parts()
+    n += launch_training_parts()
     n += launch_prepared_and_graphs()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")

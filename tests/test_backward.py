@@ -106,6 +106,10 @@ def test_conv_backward_kernels_match_the_reference(case):
     dw = cb.conv2d_backward_weight(dev(x), dev(dy), L, out=poisoned(rdw.shape))
     db = cb.conv2d_backward_bias(dev(dy), out=poisoned(rdb.shape))
     assert rel_error(dx, rdx) < 1e-5 and rel_error(dw, rdw) < 1e-5 and rel_error(db, rdb) < 1e-5
+    wt = np.ascontiguousarray(w.reshape(M, -1).T)           # (C*K*K, M): the implicit GEMM's layout
+    dx = cb.conv2d_backward_data(dev(dy), dev(wt), L, layout="CKKM", out=poisoned(rdx.shape))
+    dwt = cb.conv2d_backward_weight(dev(x), dev(dy), L, layout="CKKM", out=poisoned(wt.shape))
+    assert rel_error(dx, rdx) < 1e-5 and rel_error(dwt, rdw.reshape(M, -1).T) < 1e-5
 
 
 def test_training_kernels_match_the_reference():
@@ -118,6 +122,9 @@ def test_training_kernels_match_the_reference():
     assert rel_error(tr.gap_backward(dev(dg), (3, 5, 7, 9), out=poisoned((3, 5, 7, 9))),
                      ref.global_avg_pool_backward(dg, (3, 5, 7, 9))) < 1e-6
     x, w, do = f32(37, 11), f32(11, 10), f32(37, 10)
+    bias = f32(10)
+    assert rel_error(tr.dense_forward(dev(x), dev(w), dev(bias), out=poisoned((37, 10))),
+                     reference.dense(x, w, bias)) < 1e-5
     got = tr.dense_backward(dev(x), dev(w), dev(do), out=(poisoned((37, 11)), poisoned((11, 10)), poisoned((10,))))
     for g, r in zip(got, ref.dense_backward(x, w, do)):
         assert rel_error(g, r) < 1e-5
@@ -180,7 +187,7 @@ def test_backward_kernels_under_the_executor_checks():
     mod = load("conv_backward", check="all")
     ho, wo = L.out_hw
     dx, dw, db = (np.full(s, np.nan, np.float32) for s in (rdx.shape, rdw.shape, rdb.shape))
-    sizes = ints(N, C, H, W, M, K, S, P, ho, wo)
+    sizes = ints(N, C, H, W, M, K, S, P, ho, wo, 0)
     mod.get_function("conv_bwd_data_direct")((-(-dx.size // 64),), (64,), (dy, w, dx) + sizes)
     mod.get_function("conv_bwd_weight_direct")((dw.size,), (256,), (x, dy, dw) + sizes)
     mod.get_function("conv_bwd_bias")((M,), (256,), (dy, db) + ints(N, M, ho * wo))

@@ -32,6 +32,10 @@ CHECKSUMS = {
         "346e55b948d973a97e58d2351dde16a484bd415d4595297633bb08f03db6a073",
     "t10k-labels-idx1-ubyte.gz":
         "67da17c76eaffca5446c3361aaab5c3cd6d1c2608764d35dfb1850b086bf8dd5",
+    "train-images-idx3-ubyte.gz":
+        "3aede38d61863908ad78613f6a32ed271626dd12800ba2636569512369268a84",
+    "train-labels-idx1-ubyte.gz":
+        "a04f17134ac03560a47e3764e11b92fc97de4d1bfaf8ba1a3aa29af54cc90845",
 }
 
 
@@ -88,6 +92,13 @@ def test_shipped_test_set_loads(monkeypatch):
     assert np.bincount(labels).tolist() == [1000] * 10
     assert images.max() == 255 and images.min() == 0
     assert len(CLASS_NAMES) == 10
+
+
+def test_shipped_training_set_loads(monkeypatch):
+    monkeypatch.delenv(fm.ENV_VAR, raising=False)
+    images, labels = load_fashion_mnist("train")
+    assert images.shape == (60_000, 28, 28) and labels.shape == (60_000,)
+    assert np.bincount(labels).tolist() == [6000] * 10
     assert CLASS_NAMES[0] == "T-shirt/top" and CLASS_NAMES[9] == "Ankle boot"
 
 

@@ -80,7 +80,7 @@ def load_fashion_mnist(split: str = "test",
 
     Args:
         split: ``"test"`` (10,000 images, shipped with the repository) or
-            ``"train"`` (60,000 images, not shipped).
+            ``"train"`` (60,000 images); both are shipped in data/fashion-mnist/.
         folder: look only in this folder; by default the folders of
             :func:`search_paths` are tried in order.  The files are
             ``{train,t10k}-{images-idx3,labels-idx1}-ubyte``, gzip-compressed

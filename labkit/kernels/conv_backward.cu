@@ -22,10 +22,13 @@
 //                           and a shared-memory tree adds their partial sums.
 //   conv_bwd_bias           one block per output channel, the same reduction over dy's plane.
 //
-// conv_bwd_data_direct(dy, w, dx, N, C, H, W, M, K, S, P, HO, WO)   grid (ceil(N*C*H*W / 256),), block (256,)
-// conv_bwd_weight_direct(x, dy, dw, N, C, H, W, M, K, S, P, HO, WO) grid (M*C*K*K,), block (CB_THREADS,)
-// conv_bwd_bias(dy, db, N, M, HOWO)                                 grid (M,), block (CB_THREADS,)
-//   x, dx (N, C, H, W); w, dw (M, C, K, K); dy (N, M, HO, WO); db (M,).  Float32, C-contiguous.
+// conv_bwd_data_direct(dy, w, dx, N, C, H, W, M, K, S, P, HO, WO, wt)   grid (ceil(N*C*H*W / 256),), block (256,)
+// conv_bwd_weight_direct(x, dy, dw, N, C, H, W, M, K, S, P, HO, WO, wt) grid (M*C*K*K,), block (CB_THREADS,)
+// conv_bwd_bias(dy, db, N, M, HOWO)                                     grid (M,), block (CB_THREADS,)
+//   x, dx (N, C, H, W); dy (N, M, HO, WO); db (M,); w, dw (M, C, K, K), or with wt = 1 (C*K*K, M):
+//   the transposed layout the implicit GEMM's forward kernel reads, in which a training loop keeps
+//   its weights (the forward, the gradient and SGD's update then need no transpose).  Float32,
+//   C-contiguous.
 
 #ifndef CB_THREADS
 #define CB_THREADS 256
@@ -45,7 +48,7 @@ __device__ __forceinline__ float block_sum(float v) {
 
 extern "C" __global__ void conv_bwd_data_direct(const float* __restrict__ dy, const float* __restrict__ w,
                                                 float* __restrict__ dx, int N, int C, int H, int W, int M, int K,
-                                                int S, int P, int HO, int WO) {
+                                                int S, int P, int HO, int WO, int wt) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= (long long)N * C * H * W) return;
   const int v = (int)(i % W), h = (int)((i / W) % H), c = (int)((i / ((long long)W * H)) % C);
@@ -62,8 +65,10 @@ extern "C" __global__ void conv_bwd_data_direct(const float* __restrict__ dy, co
       const int ow = tw / S;
       if (ow >= WO) continue;
       const float* d = dy + ((long long)n * M * HO + oh) * WO + ow;     // dy[n, 0, oh, ow]
-      const float* f = w + ((long long)c * K + kh) * K + kw;             // w[0, c, kh, kw]
-      for (int m = 0; m < M; ++m) acc += d[(long long)m * HO * WO] * f[(long long)m * C * K * K];
+      const long long tap = ((long long)c * K + kh) * K + kw;            // (c, kh, kw) flattened
+      const float* f = wt ? w + tap * M : w + tap;                       // w[0, c, kh, kw]
+      const long long m_step = wt ? 1 : (long long)C * K * K;
+      for (int m = 0; m < M; ++m) acc += d[(long long)m * HO * WO] * f[m * m_step];
     }
   }
   dx[i] = acc;
@@ -71,7 +76,7 @@ extern "C" __global__ void conv_bwd_data_direct(const float* __restrict__ dy, co
 
 extern "C" __global__ void __launch_bounds__(CB_THREADS) conv_bwd_weight_direct(const float* __restrict__ x,
     const float* __restrict__ dy, float* __restrict__ dw, int N, int C, int H, int W, int M, int K, int S, int P,
-    int HO, int WO) {
+    int HO, int WO, int wt) {
   const int e = blockIdx.x;             // the dw element: (m, c, kh, kw)
   const int kw = e % K, kh = (e / K) % K, c = (e / (K * K)) % C, m = e / (K * K * C);
   float acc = 0.0f;
@@ -83,7 +88,7 @@ extern "C" __global__ void __launch_bounds__(CB_THREADS) conv_bwd_weight_direct(
       acc += dy[(((long long)n * M + m) * HO + oh) * WO + ow] * x[(((long long)n * C + c) * H + ih) * W + iw];
   }
   const float total = block_sum(acc);
-  if (threadIdx.x == 0) dw[e] = total;
+  if (threadIdx.x == 0) dw[wt ? (long long)(e % (C * K * K)) * M + m : e] = total;
 }
 
 extern "C" __global__ void __launch_bounds__(CB_THREADS) conv_bwd_bias(const float* __restrict__ dy,

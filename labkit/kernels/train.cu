@@ -6,6 +6,8 @@
 //   relu_backward(y, dy, dx, n)           dx = dy where y > 0, else 0 (y: the ReLU's output)
 //   add(a, b, out, n)                     out = a + b (a residual block's two gradient paths)
 //   gap_backward(dy, dx, NC, HW)          dx[p, :] = dy[p] / HW for each of the NC planes
+//   dense_forward(x, w, b, y, N, I, O)    y (N, O) = x (N, I) . w (I, O) + b: a thread per output,
+//                                         reading w as it is now (a training loop changes it)
 //   dense_backward_data(dy, w, dx, N, I, O)      dx (N, I) = dy (N, O) . w (I, O)^T
 //   dense_backward_weight(x, dy, dw, db, N, I, O) dw (I, O) = x^T . dy; db (O,) = sum over rows of dy
 //   softmax_xent(z, labels, row_loss, dz, N, D)  one warp per row: row_loss[r] = logsumexp(z_r) -
@@ -43,6 +45,16 @@ extern "C" __global__ void add(const float* __restrict__ a, const float* __restr
 extern "C" __global__ void gap_backward(const float* __restrict__ dy, float* __restrict__ dx, int NC, int HW) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < (long long)NC * HW) dx[i] = dy[i / HW] * (1.0f / HW);
+}
+
+extern "C" __global__ void dense_forward(const float* __restrict__ x, const float* __restrict__ w,
+                                         const float* __restrict__ b, float* __restrict__ y, int N, int I, int O) {
+  const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= (long long)N * O) return;
+  const int o = (int)(e % O), n = (int)(e / O);
+  float acc = b[o];
+  for (int i = 0; i < I; ++i) acc += x[(long long)n * I + i] * w[(long long)i * O + o];
+  y[e] = acc;
 }
 
 extern "C" __global__ void dense_backward_data(const float* __restrict__ dy, const float* __restrict__ w,

@@ -312,13 +312,17 @@ class ImplicitConv2d:
         round_tf32: tf32 only: round the inputs to the nearest TF32 value (cvt.rna) rather than let
             the tensor cores drop their low bits (toward zero): less error, a little slower.  (The
             weights are always rounded to nearest, once, when they are packed.)
+        weights_layout: "MCKK" (w as above, copied once into the kernel's layout) or "CKKM" (fp32,
+            groups 1: w is already (C*K*K, M), the kernel's layout, and is read in place on every
+            launch: a training loop updates it and the next forward sees the new weights).
 
     Per batch size (and split-K request), ``plan`` resolves once the tiles, slices, functions, grid
     and a split-K workspace of the layer's own; a call checks x and launches.
     """
 
     def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, precision: str = "fp32",
-                 tiles: Tiles | None = None, round_tf32: bool = False, residual: bool = False):
+                 tiles: Tiles | None = None, round_tf32: bool = False, residual: bool = False,
+                 weights_layout: str = "MCKK"):
         backend = backends.current()
         xp = array_module(backend)
         layer = ConvLayer(*layer)
@@ -331,10 +335,18 @@ class ImplicitConv2d:
         act = check_activation(activation, ACTIVATIONS)
         if not isinstance(residual, (bool, np.bool_)):
             raise TypeError(f"residual must be True or False, got {residual!r}")
-        check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
-        want = (layer.M, layer.C // layer.groups, layer.K, layer.K)
+        if weights_layout == "CKKM":
+            if precision != "fp32" or layer.groups != 1:
+                raise ValueError("weights_layout='CKKM' takes precision='fp32' and groups = 1")
+            check_array(w, "w", "(C*K*K, M)", 2, backend, xp)
+            want = (layer.C * layer.K * layer.K, layer.M)
+        elif weights_layout == "MCKK":
+            check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
+            want = (layer.M, layer.C // layer.groups, layer.K, layer.K)
+        else:
+            raise ValueError(f"weights_layout must be 'MCKK' or 'CKKM', got {weights_layout!r}")
         if tuple(w.shape) != want:
-            raise ValueError(f"w must have shape {want} (M, C/groups, K, K) for {layer}, got {tuple(w.shape)}")
+            raise ValueError(f"w must have shape {want} ({weights_layout}) for {layer}, got {tuple(w.shape)}")
         if b is not None:
             check_array(b, "b", "(M,)", 1, backend, xp)
             if tuple(b.shape) != (layer.M,):
@@ -349,7 +361,7 @@ class ImplicitConv2d:
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
         self.backend, self._kind, self._act = backend, xp.ndarray, act
         self.residual = bool(residual)
-        self._w, self._round = w, bool(round_tf32)
+        self._w, self._round, self.weights_layout = w, bool(round_tf32), weights_layout
         self.b = b
         self._weights: dict[Tiles, object] = {}
         self._plans: dict[tuple, tuple] = {}
@@ -359,7 +371,9 @@ class ImplicitConv2d:
     def weights(self, tiles: Tiles):
         """The weights as the kernel of these tiles reads them (made once per tiles)."""
         wt = self._weights.get(tiles)
-        if wt is None:
+        if wt is None and self.weights_layout == "CKKM":   # the caller's array itself, a view of it
+            wt = self._weights[tiles] = self._w.reshape((1,) + tuple(self._w.shape))
+        elif wt is None:
             # fp32: each group's matrix transposed; tf32: packed in mma fragment order (see the kernels)
             wt = self._weights[tiles] = prepare_weights(self._w, self.layer.groups) if self.precision == "fp32" \
                 else pack_weights_tf32(self._w, self.layer, tiles)

@@ -3,6 +3,7 @@
     dx = relu_backward(y, dy)                     # y: the ReLU's output
     s = add(a, b)                                 # a residual block's two gradient paths
     dx = gap_backward(dy, (N, C, H, W))           # global average pooling's backward
+    y = dense_forward(x, w, b)                    # x @ w + b, w read as it is now
     dx, dw, db = dense_backward(x, w, dy)         # y = x @ w + b, w (in, out)
     loss, dz = softmax_cross_entropy(z, labels)   # the batch's mean loss (shape (1,)), its gradient
     sgd_momentum(p, g, v, lr=0.1, momentum=0.9, weight_decay=5e-4)   # in place, one launch
@@ -20,7 +21,7 @@ from ..checks import array_module, check_array, check_no_alias, check_shape, out
 from ..loader import load
 from .plans import PlanCache, cdiv, ints
 
-__all__ = ["relu_backward", "add", "gap_backward", "dense_backward", "softmax_cross_entropy", "sgd_momentum",
+__all__ = ["relu_backward", "add", "gap_backward", "dense_forward", "dense_backward", "softmax_cross_entropy", "sgd_momentum",
            "THREADS"]
 
 THREADS = 256
@@ -70,6 +71,21 @@ def gap_backward(dy, shape: tuple, *, out=None):
     _fn("gap_backward", (backend, "gap", NC, HW), (cdiv(NC * HW, THREADS),), (THREADS,),
         (None, None) + ints(NC, HW))(dy, dx)
     return dx
+
+
+def dense_forward(x, w, b, *, out=None):
+    """x @ w + b: x (N, I), w (I, O), b (O,), read as they are at each call."""
+    backend = backends.current()
+    for a, name, nd in ((x, "x", 2), (w, "w", 2), (b, "b", 1)):
+        check_array(a, name, f"{nd}-D", nd, backend)
+    N, I = (int(v) for v in x.shape)
+    O = int(w.shape[1])
+    check_shape(w, "w", (I, O), "(in, out)")
+    check_shape(b, "b", (O,), "(out,)")
+    y = output(out, (N, O), "(N, out)", (x, w, b), backend=backend)
+    _fn("dense_forward", (backend, "dense_fwd", N, I, O), (cdiv(N * O, THREADS),), (THREADS,),
+        (None, None, None, None) + ints(N, I, O))(x, w, b, y)
+    return y
 
 
 def dense_backward(x, w, dy, *, out=None):

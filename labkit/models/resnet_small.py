@@ -1,0 +1,250 @@
+"""The seed's small ResNet for Fashion-MNIST, trained with labkit's kernels only (no framework).
+
+    net = ResNetSmall(channels=16, seed=0)          # Kaiming init; parameters in one flat buffer
+    loss = net.train_step(x, labels, lr=0.05)       # forward, backward, SGD with momentum
+    logits = net.logits(x)
+
+The network: 28x28x1 -> conv 3x3 (c channels, pad 1) + ReLU -> 2 residual blocks [conv 3x3 + ReLU,
+conv 3x3, + the block's input, ReLU] -> global average pool -> dense c -> 10.
+
+Parameters (weights, biases) live in one flat float32 buffer, their gradients in a second of the same
+layout, SGD's velocity in a third: the optimizer is one launch over all of them.  A convolution's
+weights are kept as (C*K*K, M), the layout the implicit GEMM's forward kernel reads in place
+(``ImplicitConv2d(weights_layout="CKKM")``) and the backward kernels write their gradient in, so
+nothing is transposed during training.  The dense layer's weights are (c, 10).
+
+Initialization (what PyTorch's ``kaiming_normal_`` does, fan-in, ReLU gain): each convolution's
+weights are normal with std sqrt(2 / (C K K)); the dense layer's normal with std sqrt(1 / c); biases
+zero.  Drawn in float64 from ``numpy.random.default_rng(seed)`` in a fixed order, so another framework
+can start from the same numbers (``state()`` gives them in the usual layouts).
+
+``reference_loss_and_grads`` is the same network in float64 NumPy: every gradient of the labkit
+step is checked against it, and it is checked against central differences.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backends, reference
+from ..checks import array_module, check_array
+from ..ops import conv_backward as cb
+from ..ops import training as tr
+from ..ops.implicit import ImplicitConv2d
+from ..ops.pool_softmax import global_avg_pool
+from ..reference import backward as rb
+from ..shapes import ConvLayer
+
+__all__ = ["ResNetSmall", "Parameters", "parameter_shapes", "init_parameters", "reference_loss_and_grads",
+           "CONVS", "CLASSES"]
+
+CLASSES = 10
+CONVS = ("stem", "block1.conv1", "block1.conv2", "block2.conv1", "block2.conv2")
+
+
+def parameter_shapes(channels: int, in_channels: int = 1) -> dict[str, tuple]:
+    """Name -> shape of every parameter, in the buffer's order (convolution weights (C*K*K, M))."""
+    shapes = {}
+    for name in CONVS:
+        cin = in_channels if name == "stem" else channels
+        shapes[f"{name}.w"] = (cin * 9, channels)
+        shapes[f"{name}.b"] = (channels,)
+    shapes["fc.w"] = (channels, CLASSES)
+    shapes["fc.b"] = (CLASSES,)
+    return shapes
+
+
+def init_parameters(channels: int, seed: int = 0, in_channels: int = 1) -> dict[str, np.ndarray]:
+    """Kaiming-normal float64 parameters in the usual layouts: conv weights (M, C, 3, 3), dense (c, 10)."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    for name in CONVS:
+        cin = in_channels if name == "stem" else channels
+        out[f"{name}.w"] = rng.standard_normal((channels, cin, 3, 3)) * np.sqrt(2.0 / (cin * 9))
+        out[f"{name}.b"] = np.zeros(channels)
+    out["fc.w"] = rng.standard_normal((channels, CLASSES)) * np.sqrt(1.0 / channels)
+    out["fc.b"] = np.zeros(CLASSES)
+    return out
+
+
+def to_ckkm(w: np.ndarray) -> np.ndarray:
+    """(M, C, K, K) -> (C*K*K, M)."""
+    return np.ascontiguousarray(w.reshape(w.shape[0], -1).T)
+
+
+def to_mckk(wt: np.ndarray, k: int = 3) -> np.ndarray:
+    """(C*K*K, M) -> (M, C, K, K)."""
+    return np.ascontiguousarray(wt.T.reshape(wt.shape[1], -1, k, k))
+
+
+class Parameters:
+    """Named views into one flat float32 buffer on the backend (``flat``), in ``shapes``' order."""
+
+    def __init__(self, shapes: dict[str, tuple], xp):
+        self.shapes = dict(shapes)
+        self.size = sum(int(np.prod(s)) for s in shapes.values())
+        self.flat = xp.zeros(self.size, dtype=xp.float32)
+        self.views, at = {}, 0
+        for name, shape in self.shapes.items():
+            n = int(np.prod(shape))
+            self.views[name] = self.flat[at:at + n].reshape(shape)
+            at += n
+
+    def __getitem__(self, name: str):
+        return self.views[name]
+
+
+def _conv_layer(name: str, channels: int, in_channels: int, hw: tuple) -> ConvLayer:
+    cin = in_channels if name == "stem" else channels
+    return ConvLayer(cin, hw[0], hw[1], channels, 3, 1, 1)
+
+
+class ResNetSmall:
+    """The network, its parameters, gradients and velocity on the backend, and one training step.
+
+    Args:
+        channels: c, the width of every convolution (the seed: 16 and 64).
+        seed: the initialization's seed (``init_parameters``).
+        input_hw: the input plane (28x28 for Fashion-MNIST; tests use smaller ones).
+    """
+
+    def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1):
+        self.backend = backends.current()
+        self.xp = xp = array_module(self.backend)
+        self.channels, self.input_hw, self.in_channels = int(channels), tuple(input_hw), int(in_channels)
+        shapes = parameter_shapes(self.channels, self.in_channels)
+        self.params, self.grads, self.velocity = (Parameters(shapes, xp) for _ in range(3))
+        self.load_state(init_parameters(self.channels, seed, self.in_channels))
+        self.layers = {n: _conv_layer(n, self.channels, self.in_channels, self.input_hw) for n in CONVS}
+        self.convs = {n: ImplicitConv2d(self.params[f"{n}.w"], self.params[f"{n}.b"], self.layers[n],
+                                        activation="relu", weights_layout="CKKM",
+                                        residual=n.endswith("conv2")) for n in CONVS}
+        self._buffers: dict[int, dict] = {}
+
+    # --- parameters ------------------------------------------------------------------------------
+    def load_state(self, state: dict[str, np.ndarray]) -> None:
+        """Set every parameter from float arrays in the usual layouts (conv weights (M, C, 3, 3)); SGD's
+        velocity back to zero."""
+        for name, shape in self.params.shapes.items():
+            v = np.asarray(state[name], dtype=np.float64)
+            v = to_ckkm(v) if name.endswith(".w") and name != "fc.w" else v
+            if v.shape != shape:
+                raise ValueError(f"{name} must be {shape} in this layout, got {v.shape}")
+            self.params[name][...] = self.xp.asarray(v.astype(np.float32))
+        self.velocity.flat[...] = 0
+
+    def state(self) -> dict[str, np.ndarray]:
+        """Every parameter as float32 NumPy in the usual layouts (conv weights (M, C, 3, 3))."""
+        out = {}
+        for name in self.params.shapes:
+            v = np.asarray(self.params[name].get() if hasattr(self.params[name], "get") else self.params[name])
+            out[name] = to_mckk(v) if name.endswith(".w") and name != "fc.w" else v.copy()
+        return out
+
+    def gradients(self) -> dict[str, np.ndarray]:
+        """The last step's gradients, as ``state()`` lays them out."""
+        out = {}
+        for name in self.grads.shapes:
+            v = np.asarray(self.grads[name].get() if hasattr(self.grads[name], "get") else self.grads[name])
+            out[name] = to_mckk(v) if name.endswith(".w") and name != "fc.w" else v.copy()
+        return out
+
+    # --- one step --------------------------------------------------------------------------------
+    def _bufs(self, N: int) -> dict:
+        b = self._buffers.get(N)
+        if b is None:
+            xp, c, (H, W) = self.xp, self.channels, self.input_hw
+            act = lambda: xp.empty((N, c, H, W), dtype=xp.float32)   # noqa: E731
+            b = self._buffers[N] = {
+                "a0": act(), "h1": act(), "a1": act(), "h2": act(), "a2": act(),
+                "g": xp.empty((N, c), dtype=xp.float32), "logits": xp.empty((N, CLASSES), dtype=xp.float32),
+                "loss": xp.empty(1, dtype=xp.float32), "dz": xp.empty((N, CLASSES), dtype=xp.float32),
+                "rows": xp.empty(N, dtype=xp.float32), "dg": xp.empty((N, c), dtype=xp.float32),
+                "d1": act(), "d2": act(), "d3": act(), "d4": act()}
+        return b
+
+    def _check_input(self, x) -> int:
+        check_array(x, "x", "NCHW", 4, self.backend)
+        want = (self.in_channels,) + self.input_hw
+        if tuple(x.shape[1:]) != want:
+            raise ValueError(f"x must be (N, {want[0]}, {want[1]}, {want[2]}), got {tuple(x.shape)}")
+        return int(x.shape[0])
+
+    def forward(self, x) -> dict:
+        """The forward pass into this batch size's buffers; returns them (logits in b["logits"])."""
+        N = self._check_input(x)
+        b, cv = self._bufs(N), self.convs
+        cv["stem"](x, b["a0"])
+        cv["block1.conv1"](b["a0"], b["h1"])
+        cv["block1.conv2"](b["h1"], b["a1"], residual=b["a0"])      # relu(conv + b + skip), fused
+        cv["block2.conv1"](b["a1"], b["h2"])
+        cv["block2.conv2"](b["h2"], b["a2"], residual=b["a1"])
+        global_avg_pool(b["a2"], out=b["g"])
+        tr.dense_forward(b["g"], self.params["fc.w"], self.params["fc.b"], out=b["logits"])
+        return b
+
+    def logits(self, x):
+        return self.forward(x)["logits"]
+
+    def loss_and_gradients(self, x, labels):
+        """Forward and backward: the batch's mean loss (an array of shape (1,)); the gradients land in
+        ``self.grads``."""
+        b = self.forward(x)
+        N = int(x.shape[0])
+        g, p = self.grads, self.params
+        c, (H, W) = self.channels, self.input_hw
+        tr.softmax_cross_entropy(b["logits"], labels, out=(b["loss"], b["dz"], b["rows"]))
+        tr.dense_backward(b["g"], p["fc.w"], b["dz"], out=(b["dg"], g["fc.w"], g["fc.b"]))
+        tr.gap_backward(b["dg"], (N, c, H, W), out=b["d1"])               # d1 = dL/da2
+        da = b["d1"]
+        for blk, a_in, h, a_out in (("block2", "a1", "h2", "a2"), ("block1", "a0", "h1", "a1")):
+            ds = tr.relu_backward(b[a_out], da, out=b["d2"])            # through the block's last ReLU
+            self._conv_backward(f"{blk}.conv2", b[h], ds, dx=b["d3"])    # d3 = dL/dh
+            dh = tr.relu_backward(b[h], b["d3"], out=b["d4"])
+            self._conv_backward(f"{blk}.conv1", b[a_in], dh, dx=b["d3"])  # d3 = the conv path's dL/da_in
+            da = tr.add(ds, b["d3"], out=b["d1"])                        # + the skip's
+        ds = tr.relu_backward(b["a0"], da, out=b["d2"])
+        self._conv_backward("stem", x, ds, dx=None)
+        return b["loss"]
+
+    def _conv_backward(self, name: str, x, dy, dx) -> None:
+        L, g = self.layers[name], self.grads
+        cb.conv2d_backward_weight(x, dy, L, layout="CKKM", out=g[f"{name}.w"])
+        cb.conv2d_backward_bias(dy, out=g[f"{name}.b"])
+        if dx is not None:
+            cb.conv2d_backward_data(dy, self.params[f"{name}.w"], L, layout="CKKM", out=dx)
+
+    def train_step(self, x, labels, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
+        """One SGD step on a batch (x float32 (N, 1, H, W), labels int32 (N,)); the loss before it."""
+        loss = self.loss_and_gradients(x, labels)
+        tr.sgd_momentum(self.params.flat, self.grads.flat, self.velocity.flat, lr=lr, momentum=momentum,
+                        weight_decay=weight_decay)
+        return loss
+
+
+def reference_loss_and_grads(state: dict[str, np.ndarray], x, labels) -> tuple[float, dict[str, np.ndarray]]:
+    """The same network in float64 NumPy: (mean loss, gradient of every parameter), in ``state``'s
+    layouts (conv weights (M, C, 3, 3), dense (c, 10))."""
+    s = {k: np.asarray(v, dtype=np.float64) for k, v in state.items()}
+    x = np.asarray(x, dtype=np.float64)
+    conv = lambda name, a: reference.conv2d(a, s[f"{name}.w"], s[f"{name}.b"], pad=1)  # noqa: E731
+    a0 = reference.relu(conv("stem", x))
+    h1 = reference.relu(conv("block1.conv1", a0))
+    a1 = reference.relu(conv("block1.conv2", h1) + a0)
+    h2 = reference.relu(conv("block2.conv1", a1))
+    a2 = reference.relu(conv("block2.conv2", h2) + a1)
+    g = reference.global_avg_pool(a2)
+    z = g @ s["fc.w"] + s["fc.b"]
+    loss, dz = rb.softmax_cross_entropy(z, labels)
+    grads = {}
+    dg, grads["fc.w"], grads["fc.b"] = rb.dense_backward(g, s["fc.w"], dz)
+    da = rb.global_avg_pool_backward(dg, a2.shape)
+    for blk, a_in, h, a_out in (("block2", a1, h2, a2), ("block1", a0, h1, a1)):
+        ds = rb.relu_backward(a_out, da)
+        dh, grads[f"{blk}.conv2.w"], grads[f"{blk}.conv2.b"] = rb.conv2d_backward(h, s[f"{blk}.conv2.w"], ds, pad=1)
+        dh = rb.relu_backward(h, dh)
+        dpath, grads[f"{blk}.conv1.w"], grads[f"{blk}.conv1.b"] = rb.conv2d_backward(a_in, s[f"{blk}.conv1.w"], dh,
+                                                                                     pad=1)
+        da = ds + dpath
+    ds = rb.relu_backward(a0, da)
+    _, grads["stem.w"], grads["stem.b"] = rb.conv2d_backward(x, s["stem.w"], ds, pad=1)
+    return float(loss), grads

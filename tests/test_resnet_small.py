@@ -1,0 +1,88 @@
+"""The small ResNet trained with labkit's kernels: every parameter's gradient of a whole step against
+the float64 NumPy network (itself checked against central differences), SGD's step against the
+reference update, and a few steps lowering the loss."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit.checks import rel_error, to_numpy
+from labkit.models import resnet_small as rs
+from labkit.reference import backward as rb
+
+rng = np.random.default_rng()
+xp = labkit.xp
+HW = (9, 7)          # odd, small planes: the network is the same at any size
+
+
+def batch(N, hw=HW):
+    x = rng.standard_normal((N, 1) + hw).astype(np.float32)
+    labels = rng.integers(0, 10, N).astype(np.int32)
+    return x, labels
+
+
+def test_reference_gradients_pass_a_gradient_check():
+    state = rs.init_parameters(3, seed=int(rng.integers(1 << 30)))
+    state = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in state.items()}   # biases not all zero
+    x, labels = batch(2, (6, 5))
+    _, grads = rs.reference_loss_and_grads(state, x, labels)
+    for name in state:
+        def loss_of(v, name=name):
+            return rs.reference_loss_and_grads({**state, name: v}, x, labels)[0]
+        err = rb.gradient_check(loss_of, state[name], grads[name], samples=12, rng=rng)
+        assert err < 1e-5, (name, err)
+
+
+@pytest.mark.parametrize("channels,N", [(3, 2), (5, 3)])
+def test_every_gradient_of_a_step_matches_float64(channels, N):
+    net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW)
+    state = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in net.state().items()}
+    net.load_state(state)
+    x, labels = batch(N)
+    net.grads.flat[...] = xp.asarray(np.full(net.grads.size, np.nan, np.float32))    # poisoned
+    loss = float(to_numpy(net.loss_and_gradients(xp.asarray(x), xp.asarray(labels)))[0])
+    rloss, rgrads = rs.reference_loss_and_grads(net.state(), x, labels)
+    assert abs(loss - rloss) <= 1e-5 * max(1.0, abs(rloss))
+    got = net.gradients()
+    for name, r in rgrads.items():
+        assert rel_error(got[name], r) < 1e-4, name
+
+
+def test_sgd_step_updates_every_parameter_as_the_reference():
+    net = rs.ResNetSmall(4, seed=3, input_hw=HW)
+    x, labels = batch(3)
+    before = net.state()
+    net.velocity.flat[...] = xp.asarray(rng.standard_normal(net.velocity.size).astype(np.float32))
+    v0 = to_numpy(net.velocity.flat).copy()
+    net.train_step(xp.asarray(x), xp.asarray(labels), lr=0.05, momentum=0.9, weight_decay=1e-3)
+    g = to_numpy(net.grads.flat)
+    p0 = np.concatenate([rs.to_ckkm(before[n]).ravel() if n.endswith(".w") and n != "fc.w" else before[n].ravel()
+                         for n in net.params.shapes])
+    rp, rv = rb.sgd_momentum(p0, g, v0, lr=0.05, momentum=0.9, weight_decay=1e-3)
+    assert rel_error(net.params.flat, rp) < 1e-6 and rel_error(net.velocity.flat, rv) < 1e-6
+
+
+def test_a_few_steps_lower_the_loss_on_one_batch():
+    net = rs.ResNetSmall(6, seed=0, input_hw=HW)
+    x, labels = (xp.asarray(a) for a in batch(8))
+    losses = [float(to_numpy(net.train_step(x, labels, lr=0.1))[0]) for _ in range(15)]
+    assert losses[-1] < 0.7 * losses[0], losses
+
+
+def test_init_is_kaiming_and_the_layouts_round_trip():
+    s = rs.init_parameters(64, seed=1)
+    assert abs(s["block1.conv1.w"].std() - np.sqrt(2 / (64 * 9))) < 0.01 * np.sqrt(2 / (64 * 9)) * 10
+    assert all((s[f"{n}.b"] == 0).all() for n in rs.CONVS)
+    w = rng.standard_normal((5, 3, 3, 3))
+    assert np.array_equal(rs.to_mckk(rs.to_ckkm(w)), w)
+
+
+def test_bad_input_is_refused():
+    net = rs.ResNetSmall(3, input_hw=HW)
+    with pytest.raises(ValueError, match="x must be"):
+        net.logits(xp.asarray(np.zeros((2, 1, 8, 7), np.float32)))
+    with pytest.raises(TypeError, match="int32"):
+        net.loss_and_gradients(xp.asarray(np.zeros((2, 1) + HW, np.float32)), xp.asarray(np.zeros(2, np.int64)))
+    with pytest.raises(ValueError, match="must be"):
+        net.load_state({**net.state(), "fc.w": np.zeros((4, 10))})
