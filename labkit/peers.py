@@ -256,3 +256,63 @@ def torch_mobilenet_v2(weights: dict, *, tf32: bool = False) -> Callable[[object
         return forward(as_torch(x))
     run.forward, run.source = forward, source
     return run
+
+
+class TorchResNetSmall:
+    """labkit.models.resnet_small's network in PyTorch on the GPU, from the same parameters (``state``:
+    the float arrays ``ResNetSmall.state()`` gives, conv weights (M, C, 3, 3), dense (c, 10)), trained
+    with torch.optim.SGD (momentum, weight decay, as labkit's step), cuDNN choosing its fastest
+    algorithms (``cudnn.benchmark``), TF32 only if asked.
+
+    ``step(x, labels)``: one training step on torch tensors (x float32 (N, 1, H, W), labels int64),
+    the loss tensor.  ``state()``: the parameters back as NumPy, in the state's layouts.
+    ``graph(x, labels)``: the step captured as one CUDA graph on those fixed tensors; returns
+    ``replay()`` (each call one step on them)."""
+
+    def __init__(self, state: dict, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
+                 tf32: bool = False):
+        import torch
+        _setup_torch(tf32)
+        self.torch = torch
+        self.names = list(state)
+        self.p = {k: torch.tensor(np.asarray(v, dtype=np.float32), device="cuda", requires_grad=True)
+                  for k, v in state.items()}
+        self.opt = torch.optim.SGD(list(self.p.values()), lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+    def loss(self, x, labels):
+        import torch.nn.functional as F
+        p = self.p
+        conv = lambda name, h: F.conv2d(h, p[f"{name}.w"], p[f"{name}.b"], padding=1)  # noqa: E731
+        a = F.relu(conv("stem", x))
+        for blk in ("block1", "block2"):
+            h = F.relu(conv(f"{blk}.conv1", a))
+            a = F.relu(conv(f"{blk}.conv2", h) + a)
+        z = a.mean((2, 3)) @ p["fc.w"] + p["fc.b"]
+        return F.cross_entropy(z, labels)
+
+    def step(self, x, labels):
+        self.opt.zero_grad(set_to_none=False)
+        loss = self.loss(x, labels)
+        loss.backward()
+        self.opt.step()
+        return loss
+
+    def state(self) -> dict:
+        return {k: v.detach().cpu().numpy() for k, v in self.p.items()}
+
+    def graph(self, x, labels) -> Callable[[], object]:
+        torch = self.torch
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                self.step(x, labels)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            loss = self.step(x, labels)
+
+        def replay():
+            graph.replay()
+            return loss
+        return replay

@@ -1,0 +1,86 @@
+"""The small ResNet's training step on labkit's kernels against PyTorch/cuDNN, in the same run.
+
+    python benchmarks/resnet.py [--out results/benchmarks] [--sizes 16x64 16x256 64x1024] [--repeat 20]
+
+For each size (channels x batch, 28x28 inputs): labkit's step (forward, backward, SGD with momentum;
+labkit.models.resnet_small) eager and captured as one CUDA graph, and the same network in PyTorch
+(labkit.peers.TorchResNetSmall, cuDNN's fastest algorithms, FP32) eager and as a CUDA graph; first,
+one step from the same parameters and batch in both, and the largest relative difference of the
+parameters after it.  Each step's time beside the anchors' (../shared/anchors).  Writes resnet.json and
+resnet.png.  Needs a GPU with PyTorch for the comparison; on the CPU executor it times labkit's step
+alone at a small size.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import labkit  # noqa: E402
+from labkit import measure, peers, plots  # noqa: E402
+from labkit.backends.graph import Graph  # noqa: E402
+from labkit.checks import rel_error  # noqa: E402
+from labkit.models.resnet_small import ResNetSmall  # noqa: E402
+
+ANCHOR_MS = {(16, 64): (1.89, 0.62), (16, 256): (2.79, 1.19), (64, 1024): (15.60, 15.13)}  # PyTorch eager, graph
+LR, MOMENTUM, WD = 0.05, 0.9, 5e-4
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="results/benchmarks")
+    ap.add_argument("--sizes", nargs="+", default=["16x64", "16x256", "64x1024"])
+    ap.add_argument("--repeat", type=int, default=20)
+    args = ap.parse_args()
+    dev = labkit.device()
+    xp = labkit.xp
+    sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes] if dev.is_gpu else [(4, 8)]
+    peer = peers.cudnn_available() is None
+    rng = np.random.default_rng(0)
+    rows, meta = [], {"benchmark": "resnet", "lr": LR, "momentum": MOMENTUM, "weight_decay": WD}
+    for c, N in sizes:
+        net = ResNetSmall(c, seed=0)
+        x_h = rng.random((N, 1, 28, 28), dtype=np.float32)
+        y_h = rng.integers(0, 10, N).astype(np.int32)
+        x, labels = xp.asarray(x_h), xp.asarray(y_h)
+        row = {"channels": c, "batch": N, "device": dev.label}
+        if peer:
+            import torch
+            tnet = peers.TorchResNetSmall(net.state(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
+            tx, tl = torch.as_tensor(x_h, device="cuda"), torch.as_tensor(y_h.astype(np.int64), device="cuda")
+            net.train_step(x, labels, lr=LR, momentum=MOMENTUM, weight_decay=WD)
+            tnet.step(tx, tl)
+            mine, theirs = net.state(), tnet.state()
+            row["params_rel_diff_after_one_step"] = max(rel_error(mine[k], theirs[k]) for k in mine)
+        step = lambda: net.train_step(x, labels, lr=LR, momentum=MOMENTUM, weight_decay=WD)  # noqa: E731
+        row["labkit_eager_ms"] = measure.time_fn(step, repeat=args.repeat).median_ms
+        if dev.is_gpu:
+            g = Graph([step])
+            row["labkit_graph_ms"] = measure.time_fn(g.launch, repeat=args.repeat).median_ms
+        if peer:
+            row["pytorch_eager_ms"] = measure.time_fn(lambda: tnet.step(tx, tl), repeat=args.repeat).median_ms
+            replay = tnet.graph(tx, tl)
+            row["pytorch_graph_ms"] = measure.time_fn(replay, repeat=args.repeat).median_ms
+        if (c, N) in ANCHOR_MS:
+            row["anchor_pytorch_eager_ms"], row["anchor_pytorch_graph_ms"] = ANCHOR_MS[(c, N)]
+        rows.append(row)
+        print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()), flush=True)
+    out = Path(args.out)
+    path = measure.save_rows(rows, out / "resnet.json", meta=meta)
+    import matplotlib
+    matplotlib.use("Agg")
+    names = [f"c{r['channels']} b{r['batch']}" for r in rows]
+    series = {k.replace("_ms", "").replace("_", " "): [r.get(k, float("nan")) for r in rows]
+              for k in ("labkit_eager_ms", "labkit_graph_ms", "pytorch_eager_ms", "pytorch_graph_ms") if k in rows[0]}
+    fig = plots.grouped_bars(names, series, title="small ResNet: one training step", ylabel="ms", device=dev.label)
+    plots.save_figure(fig, out / "resnet.png")
+    print(f"wrote {path} and {out / 'resnet.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
