@@ -108,8 +108,37 @@ def test_conv_backward_kernels_match_the_reference(case):
     assert rel_error(dx, rdx) < 1e-5 and rel_error(dw, rdw) < 1e-5 and rel_error(db, rdb) < 1e-5
     wt = np.ascontiguousarray(w.reshape(M, -1).T)           # (C*K*K, M): the implicit GEMM's layout
     dx = cb.conv2d_backward_data(dev(dy), dev(wt), L, layout="CKKM", out=poisoned(rdx.shape))
-    dwt = cb.conv2d_backward_weight(dev(x), dev(dy), L, layout="CKKM", out=poisoned(wt.shape))
-    assert rel_error(dx, rdx) < 1e-5 and rel_error(dwt, rdw.reshape(M, -1).T) < 1e-5
+    assert rel_error(dx, rdx) < 1e-5
+    for variant in cb.WEIGHT_VARIANTS:
+        dw = cb.conv2d_backward_weight(dev(x), dev(dy), L, variant=variant, out=poisoned(rdw.shape))
+        dwt = cb.conv2d_backward_weight(dev(x), dev(dy), L, layout="CKKM", variant=variant, out=poisoned(wt.shape))
+        assert rel_error(dw, rdw) < 1e-5 and rel_error(dwt, rdw.reshape(M, -1).T) < 1e-5, variant
+
+
+@pytest.mark.parametrize("case", [c for c in CONV_CASES if c[6] == 1], ids=str)
+def test_backward_data_on_the_forward_kernel(case):
+    """Stride 1: dx is the implicit GEMM's forward convolution of dy with the flipped weights; the
+    weights are read at each call (updated in place, the next call sees them)."""
+    N, C, H, W, M, K, S, P = case
+    L = layer_of(case)
+    w, dy = f32(M, C, K, K), f32(N, M, *L.out_hw)
+    wt = dev(np.ascontiguousarray(w.reshape(M, -1).T))
+    bwd = cb.BackwardData(wt, L)
+    assert rel_error(bwd(dev(dy), out=poisoned((N, C, H, W))), ref.conv2d_backward(np.zeros((N, C, H, W)), w, dy,
+                                                                                   stride=S, pad=P)[0]) < 1e-5
+    wt *= 2
+    assert rel_error(bwd(dev(dy)), ref.conv2d_backward(np.zeros((N, C, H, W)), 2 * w, dy, stride=S, pad=P)[0]) < 1e-5
+    with pytest.raises(ValueError, match="stride-1"):
+        cb.BackwardData(dev(f32(C * 9, M)), ConvLayer(C, 9, 9, M, 3, 2, 1))
+
+
+@pytest.mark.parametrize("M,C", [(70, 9), (17, 15)])       # several tiles of rows and of columns, ragged
+def test_tiled_backward_weight_covers_many_tiles(M, C):
+    L = ConvLayer(C, 6, 5, M, 3, 1, 1)
+    x, dy = f32(3, C, 6, 5), f32(3, M, 6, 5)
+    _, rdw, _ = ref.conv2d_backward(x, np.zeros((M, C, 3, 3)), dy, stride=1, pad=1)
+    dw = cb.conv2d_backward_weight(dev(x), dev(dy), L, out=poisoned(rdw.shape))
+    assert rel_error(dw, rdw) < 1e-5
 
 
 def test_training_kernels_match_the_reference():
@@ -192,6 +221,11 @@ def test_backward_kernels_under_the_executor_checks():
     mod.get_function("conv_bwd_weight_direct")((dw.size,), (256,), (x, dy, dw) + sizes)
     mod.get_function("conv_bwd_bias")((M,), (256,), (dy, db) + ints(N, M, ho * wo))
     assert rel_error(dx, rdx) < 1e-5 and rel_error(dw, rdw) < 1e-5 and rel_error(db, rdb) < 1e-5
+    J, R, per = C * K * K, N * ho * wo, 5                    # the tiled rung: 12 pixels in 3 slices, one ragged
+    ws, dw = np.full((3, J, M), np.nan, np.float32), np.full(rdw.shape, np.nan, np.float32)
+    mod.get_function("conv_bwd_weight_tiled")((1, 1, -(-R // per)), (256,), (x, dy, ws) + sizes[:-1] + ints(per))
+    mod.get_function("conv_bwd_weight_reduce")((1,), (256,), (ws, dw) + ints(3, J * M, M, 0))
+    assert R == 12 and rel_error(dw, rdw) < 1e-5
     t = load("train", check="all")
     z, labels = f32(5, 7), np.array([0, 6, 3, 3, 1], np.int32)
     rows, dz, loss = np.full(5, np.nan, np.float32), np.full((5, 7), np.nan, np.float32), np.full(1, np.nan, np.float32)

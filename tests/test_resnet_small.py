@@ -34,9 +34,9 @@ def test_reference_gradients_pass_a_gradient_check():
         assert err < 1e-5, (name, err)
 
 
-@pytest.mark.parametrize("channels,N", [(3, 2), (5, 3)])
-def test_every_gradient_of_a_step_matches_float64(channels, N):
-    net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW)
+@pytest.mark.parametrize("channels,N,backward", [(3, 2, "gemm"), (5, 3, "gemm"), (4, 2, "direct")])
+def test_every_gradient_of_a_step_matches_float64(channels, N, backward):
+    net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW, backward=backward)
     state = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in net.state().items()}
     net.load_state(state)
     x, labels = batch(N)

@@ -34,10 +34,11 @@ from ..ops.pool_softmax import global_avg_pool
 from ..reference import backward as rb
 from ..shapes import ConvLayer
 
-__all__ = ["ResNetSmall", "Parameters", "parameter_shapes", "init_parameters", "reference_loss_and_grads",
+__all__ = ["ResNetSmall", "Parameters", "BACKWARDS", "parameter_shapes", "init_parameters", "reference_loss_and_grads",
            "CONVS", "CLASSES"]
 
 CLASSES = 10
+BACKWARDS = ("gemm", "direct")
 CONVS = ("stem", "block1.conv1", "block1.conv2", "block2.conv1", "block2.conv2")
 
 
@@ -105,9 +106,15 @@ class ResNetSmall:
         channels: c, the width of every convolution (the seed: 16 and 64).
         seed: the initialization's seed (``init_parameters``).
         input_hw: the input plane (28x28 for Fashion-MNIST; tests use smaller ones).
+        backward: the backward pass's rung: "gemm" (default: backward weight as a tiled GEMM split over
+            the pixels, backward data as the implicit GEMM's forward kernel on flipped weights) or
+            "direct" (a thread per dx element, a block per dw element).
     """
 
-    def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1):
+    def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1,
+                 backward: str = "gemm"):
+        if backward not in BACKWARDS:
+            raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
         self.backend = backends.current()
         self.xp = xp = array_module(self.backend)
         self.channels, self.input_hw, self.in_channels = int(channels), tuple(input_hw), int(in_channels)
@@ -118,6 +125,9 @@ class ResNetSmall:
         self.convs = {n: ImplicitConv2d(self.params[f"{n}.w"], self.params[f"{n}.b"], self.layers[n],
                                         activation="relu", weights_layout="CKKM",
                                         residual=n.endswith("conv2")) for n in CONVS}
+        self.backward = backward
+        self.bwd_data = {n: cb.BackwardData(self.params[f"{n}.w"], self.layers[n]) for n in CONVS[1:]} \
+            if backward == "gemm" else {}
         self._buffers: dict[int, dict] = {}
 
     # --- parameters ------------------------------------------------------------------------------
@@ -208,9 +218,12 @@ class ResNetSmall:
 
     def _conv_backward(self, name: str, x, dy, dx) -> None:
         L, g = self.layers[name], self.grads
-        cb.conv2d_backward_weight(x, dy, L, layout="CKKM", out=g[f"{name}.w"])
+        variant = "tiled" if self.backward == "gemm" else "direct"
+        cb.conv2d_backward_weight(x, dy, L, layout="CKKM", variant=variant, out=g[f"{name}.w"])
         cb.conv2d_backward_bias(dy, out=g[f"{name}.b"])
-        if dx is not None:
+        if dx is not None and self.backward == "gemm":
+            self.bwd_data[name](dy, out=dx)
+        elif dx is not None:
             cb.conv2d_backward_data(dy, self.params[f"{name}.w"], L, layout="CKKM", out=dx)
 
     def train_step(self, x, labels, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
