@@ -273,7 +273,6 @@ class TorchResNetSmall:
                  tf32: bool = False):
         import torch
         _setup_torch(tf32)
-        self.torch = torch
         self.names = list(state)
         self.p = {k: torch.tensor(np.asarray(v, dtype=np.float32), device="cuda", requires_grad=True)
                   for k, v in state.items()}
@@ -301,18 +300,4 @@ class TorchResNetSmall:
         return {k: v.detach().cpu().numpy() for k, v in self.p.items()}
 
     def graph(self, x, labels) -> Callable[[], object]:
-        torch = self.torch
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                self.step(x, labels)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            loss = self.step(x, labels)
-
-        def replay():
-            graph.replay()
-            return loss
-        return replay
+        return torch_graph(lambda h: self.step(h, labels), x)

@@ -131,6 +131,18 @@ __device__ __forceinline__ float bias_of(const float* __restrict__ b, int c, int
   return has_bias ? b[c] : 0.0f;
 }
 
+// A block's n staged floats (16-byte aligned in shared memory) to dst: float4 stores where dst is
+// 16-byte aligned too, the ragged end (or an unaligned dst) one float at a time.
+__device__ __forceinline__ void store_run(const float* staged, float* __restrict__ dst, int n) {
+  if ((reinterpret_cast<size_t>(dst) & 15) == 0) {
+    for (int i = threadIdx.x; i < n / 4; i += blockDim.x)
+      reinterpret_cast<float4*>(dst)[i] = reinterpret_cast<const float4*>(staged)[i];
+    for (int i = n / 4 * 4 + threadIdx.x; i < n; i += blockDim.x) dst[i] = staged[i];
+  } else {
+    for (int i = threadIdx.x; i < n; i += blockDim.x) dst[i] = staged[i];
+  }
+}
+
 __device__ __forceinline__ float activate(float v, int act) {
   if (act == 2) return fmaxf(v, 0.0f);
   if (act == 3) return fminf(fmaxf(v, 0.0f), 6.0f);
@@ -299,16 +311,7 @@ extern "C" __global__ void __launch_bounds__(DW_THREADS) depthwise_tiled(const f
   }
   if constexpr (STAGE) {  // 3. the block's planes are one run of y: flat stores, float4s where aligned
     __syncthreads();
-    const float* out = tile + STAGE_AT;
-    float* yb = y + (long long)plane0 * HO * WO;
-    const int count = planes * HO * WO;
-    if ((reinterpret_cast<size_t>(yb) & 15) == 0) {
-      for (int i = threadIdx.x; i < count / 4; i += THREADS)
-        reinterpret_cast<float4*>(yb)[i] = reinterpret_cast<const float4*>(out)[i];
-      for (int i = count / 4 * 4 + threadIdx.x; i < count; i += THREADS) yb[i] = out[i];
-    } else {
-      for (int i = threadIdx.x; i < count; i += THREADS) yb[i] = out[i];
-    }
+    store_run(tile + STAGE_AT, y + (long long)plane0 * HO * WO, planes * HO * WO);
   }
 }
 
@@ -409,16 +412,7 @@ __device__ __forceinline__ void planes_body(const float* __restrict__ x, const f
     __syncthreads();
 
     // 3. The block's outputs, one flat run of y.
-    const float* staged = tile + OUT_AT;
-    float* dst = y + (long long)plane0 * OUT;
-    const int n = planes * OUT;
-    if ((reinterpret_cast<size_t>(dst) & 15) == 0) {
-      for (int i = threadIdx.x; i < n / 4; i += THREADS)
-        reinterpret_cast<float4*>(dst)[i] = reinterpret_cast<const float4*>(staged)[i];
-      for (int i = n / 4 * 4 + threadIdx.x; i < n; i += THREADS) dst[i] = staged[i];
-    } else {
-      for (int i = threadIdx.x; i < n; i += THREADS) dst[i] = staged[i];
-    }
+    store_run(tile + OUT_AT, y + (long long)plane0 * OUT, planes * OUT);
   }
 }
 

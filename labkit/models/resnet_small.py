@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends, reference
-from ..checks import array_module, check_array
+from ..checks import array_module, check_array, to_numpy
 from ..ops import conv_backward as cb
 from ..ops import training as tr
 from ..ops.implicit import ImplicitConv2d
@@ -75,6 +75,22 @@ def to_ckkm(w: np.ndarray) -> np.ndarray:
 def to_mckk(wt: np.ndarray, k: int = 3) -> np.ndarray:
     """(C*K*K, M) -> (M, C, K, K)."""
     return np.ascontiguousarray(wt.T.reshape(wt.shape[1], -1, k, k))
+
+
+def _is_conv_weight(name: str) -> bool:
+    return name.endswith(".w") and name != "fc.w"
+
+
+def _usual_layouts(buffer: "Parameters") -> dict[str, np.ndarray]:
+    """A buffer's arrays as NumPy copies, conv weights back to (M, C, K, K)."""
+    flat = to_numpy(buffer.flat)               # one copy from the device for all of them
+    out, at = {}, 0
+    for name, shape in buffer.shapes.items():
+        n = int(np.prod(shape))
+        v = flat[at:at + n].reshape(shape)
+        out[name] = to_mckk(v) if _is_conv_weight(name) else v.copy()
+        at += n
+    return out
 
 
 class Parameters:
@@ -136,7 +152,7 @@ class ResNetSmall:
         velocity back to zero."""
         for name, shape in self.params.shapes.items():
             v = np.asarray(state[name], dtype=np.float64)
-            v = to_ckkm(v) if name.endswith(".w") and name != "fc.w" else v
+            v = to_ckkm(v) if _is_conv_weight(name) else v
             if v.shape != shape:
                 raise ValueError(f"{name} must be {shape} in this layout, got {v.shape}")
             self.params[name][...] = self.xp.asarray(v.astype(np.float32))
@@ -144,19 +160,11 @@ class ResNetSmall:
 
     def state(self) -> dict[str, np.ndarray]:
         """Every parameter as float32 NumPy in the usual layouts (conv weights (M, C, 3, 3))."""
-        out = {}
-        for name in self.params.shapes:
-            v = np.asarray(self.params[name].get() if hasattr(self.params[name], "get") else self.params[name])
-            out[name] = to_mckk(v) if name.endswith(".w") and name != "fc.w" else v.copy()
-        return out
+        return _usual_layouts(self.params)
 
     def gradients(self) -> dict[str, np.ndarray]:
         """The last step's gradients, as ``state()`` lays them out."""
-        out = {}
-        for name in self.grads.shapes:
-            v = np.asarray(self.grads[name].get() if hasattr(self.grads[name], "get") else self.grads[name])
-            out[name] = to_mckk(v) if name.endswith(".w") and name != "fc.w" else v.copy()
-        return out
+        return _usual_layouts(self.grads)
 
     # --- one step --------------------------------------------------------------------------------
     def _bufs(self, N: int) -> dict:

@@ -22,12 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .. import backends
 from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_int,
-                      fast_input, output)
+                      fast_input, output, to_numpy)
 from ..loader import load
 from ..shapes import ConvLayer
 from ..tuned import DEPTHWISE, lookup
@@ -255,8 +253,7 @@ class DepthwiseConv2d:
             return 1, 0
         key = id(module)
         if key not in self._bias_at:
-            host = self.b.get() if hasattr(self.b, "get") else np.asarray(self.b)
-            self._bias_at[key] = slots_of(module, "dw_bias").take(host, owner=self)
+            self._bias_at[key] = slots_of(module, "dw_bias").take(to_numpy(self.b), owner=self)
         at = self._bias_at[key]
         if at is None:                   # every run taken: this layer reads its bias from global memory
             self.bias_memory = "global"

@@ -36,7 +36,7 @@ def _fn(name: str, key: tuple, grid, block, args: tuple):
 
 
 def _same_shape(a, b, names: str, backend: str) -> None:
-    check_array(a, names[0], "any", a.ndim if hasattr(a, "ndim") else 1, backend)
+    check_array(a, names[0], "any", getattr(a, "ndim", 1), backend)
     check_array(b, names[1], "any", a.ndim, backend)
     check_shape(b, names[1], tuple(a.shape), f"the shape of {names[0]}")
 
