@@ -1,7 +1,7 @@
 """The small ResNet's training step on labkit's kernels against PyTorch/cuDNN, in the same run.
 
     python benchmarks/resnet.py [--out results/benchmarks] [--sizes 16x64 16x256 64x1024] [--repeat 20]
-                                [--backward gemm|direct]
+                                [--backward small|gemm|direct]
 
 For each size (channels x batch, 28x28 inputs): labkit's step (forward, backward, SGD with momentum;
 labkit.models.resnet_small) eager and captured as one CUDA graph, and the same network in PyTorch
@@ -26,7 +26,7 @@ import labkit  # noqa: E402
 from labkit import measure, peers, plots  # noqa: E402
 from labkit.backends.graph import Graph  # noqa: E402
 from labkit.checks import rel_error  # noqa: E402
-from labkit.models.resnet_small import ResNetSmall  # noqa: E402
+from labkit.models.resnet_small import BACKWARDS, ResNetSmall  # noqa: E402
 from labkit.ops import conv_backward as cb  # noqa: E402
 
 ANCHOR_MS = {(16, 64): (1.89, 0.62), (16, 256): (2.79, 1.19), (64, 1024): (15.60, 15.13)}  # PyTorch eager, graph
@@ -38,7 +38,7 @@ def main() -> int:
     ap.add_argument("--out", default="results/benchmarks")
     ap.add_argument("--sizes", nargs="+", default=["16x64", "16x256", "64x1024"])
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--backward", default="gemm", choices=("gemm", "direct"), help="the backward pass's rung")
+    ap.add_argument("--backward", default="small", choices=BACKWARDS, help="the kernels' rung (ResNetSmall)")
     args = ap.parse_args()
     dev = labkit.device()
     xp = labkit.xp
@@ -71,15 +71,21 @@ def main() -> int:
             replay = tnet.graph(tx, tl)
             row["pytorch_graph_ms"] = measure.time_fn(replay, repeat=args.repeat).median_ms
         b = net.forward(x)                        # one block convolution's three passes, and the rest
-        L, d = net.layers["block1.conv1"], b["d2"]
-        bwd = "tiled" if args.backward == "gemm" else "direct"
-        parts = {"block conv forward": lambda: net.convs["block1.conv1"](b["a0"], b["h1"]),
-                 "block conv backward weight": lambda: cb.conv2d_backward_weight(
-                     b["a0"], d, L, layout="CKKM", variant=bwd, out=net.grads["block1.conv1.w"]),
-                 "block conv backward data": (lambda: net.bwd_data["block1.conv1"](d, out=b["d3"]))
-                 if args.backward == "gemm" else
-                 (lambda: cb.conv2d_backward_data(d, net.params["block1.conv1.w"], L, layout="CKKM", out=b["d3"])),
-                 "forward (all)": lambda: net.forward(x)}
+        name, L, d = "block1.conv1", net.layers["block1.conv1"], b["d2"]
+        parts = {"block conv forward": lambda: net.convs[name](b["a0"], b["h1"])}
+        if args.backward == "small":   # as in the step: the bias gradient and the ReLU's backward fused
+            parts["block conv backward weight"] = lambda: net.wgrad[name](b["a0"], d, net.grads[f"{name}.w"],
+                                                                          bias=net.grads[f"{name}.b"])
+            parts["block conv backward data"] = lambda: net.bwd_data[name](d, b["d3"], residual=b["d1"],
+                                                                           gate=b["a0"])
+        else:
+            bwd = "tiled" if args.backward == "gemm" else "direct"
+            parts["block conv backward weight"] = lambda: cb.conv2d_backward_weight(
+                b["a0"], d, L, layout="CKKM", variant=bwd, out=net.grads[f"{name}.w"])
+            parts["block conv backward data"] = (lambda: net.bwd_data[name](d, out=b["d3"])) \
+                if args.backward == "gemm" else \
+                (lambda: cb.conv2d_backward_data(d, net.params[f"{name}.w"], L, layout="CKKM", out=b["d3"]))
+        parts["forward (all)"] = lambda: net.forward(x)
         row["parts_ms"] = {k: measure.time_fn(f, repeat=args.repeat).median_ms for k, f in parts.items()}
         if (c, N) in ANCHOR_MS:
             row["anchor_pytorch_eager_ms"], row["anchor_pytorch_graph_ms"] = ANCHOR_MS[(c, N)]

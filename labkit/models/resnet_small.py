@@ -29,6 +29,7 @@ from .. import backends, reference
 from ..checks import array_module, check_array, to_numpy
 from ..ops import conv_backward as cb
 from ..ops import training as tr
+from ..ops.conv_small import SmallConv3x3, SmallWeightGrad
 from ..ops.implicit import ImplicitConv2d
 from ..ops.pool_softmax import global_avg_pool
 from ..reference import backward as rb
@@ -38,7 +39,7 @@ __all__ = ["ResNetSmall", "Parameters", "BACKWARDS", "parameter_shapes", "init_p
            "CONVS", "CLASSES"]
 
 CLASSES = 10
-BACKWARDS = ("gemm", "direct")
+BACKWARDS = ("small", "gemm", "direct")
 CONVS = ("stem", "block1.conv1", "block1.conv2", "block2.conv1", "block2.conv2")
 
 
@@ -122,13 +123,15 @@ class ResNetSmall:
         channels: c, the width of every convolution (the seed: 16 and 64).
         seed: the initialization's seed (``init_parameters``).
         input_hw: the input plane (28x28 for Fashion-MNIST; tests use smaller ones).
-        backward: the backward pass's rung: "gemm" (default: backward weight as a tiled GEMM split over
+        backward: the kernels' rung: "small" (default: conv_small.cu's direct kernels for few channels,
+            forward and backward, the ReLUs' backward and the skips' gradients fused into the backward
+            data's store), "gemm" (the implicit GEMM forward; backward weight as a tiled GEMM split over
             the pixels, backward data as the implicit GEMM's forward kernel on flipped weights) or
-            "direct" (a thread per dx element, a block per dw element).
+            "direct" (the implicit GEMM forward; a thread per dx element, a block per dw element).
     """
 
     def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1,
-                 backward: str = "gemm"):
+                 backward: str = "small"):
         if backward not in BACKWARDS:
             raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
         self.backend = backends.current()
@@ -138,12 +141,22 @@ class ResNetSmall:
         self.params, self.grads, self.velocity = (Parameters(shapes, xp) for _ in range(3))
         self.load_state(init_parameters(self.channels, seed, self.in_channels))
         self.layers = {n: _conv_layer(n, self.channels, self.in_channels, self.input_hw) for n in CONVS}
-        self.convs = {n: ImplicitConv2d(self.params[f"{n}.w"], self.params[f"{n}.b"], self.layers[n],
-                                        activation="relu", weights_layout="CKKM",
-                                        residual=n.endswith("conv2")) for n in CONVS}
         self.backward = backward
-        self.bwd_data = {n: cb.BackwardData(self.params[f"{n}.w"], self.layers[n]) for n in CONVS[1:]} \
-            if backward == "gemm" else {}
+        w, b, layers = self.params, self.params, self.layers
+        if backward == "small":
+            self.convs = {n: SmallConv3x3(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
+                                          residual=n.endswith("conv2")) for n in CONVS}
+            # dL/d(input) of each block convolution, gated by its input's ReLU (the input is a ReLU's
+            # output); conv1's adds the skip's gradient, the block's dL/d(output) before its ReLU.
+            self.bwd_data = {n: SmallConv3x3(w[f"{n}.w"], None, layers[n], transpose=True, gate=True,
+                                             residual=n.endswith("conv1")) for n in CONVS[1:]}
+            self.wgrad = {n: SmallWeightGrad(layers[n]) for n in CONVS}
+        else:
+            self.convs = {n: ImplicitConv2d(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
+                                            weights_layout="CKKM", residual=n.endswith("conv2")) for n in CONVS}
+            self.bwd_data = {n: cb.BackwardData(w[f"{n}.w"], layers[n]) for n in CONVS[1:]} \
+                if backward == "gemm" else {}
+            self.wgrad = {}
         self._buffers: dict[int, dict] = {}
 
     # --- parameters ------------------------------------------------------------------------------
@@ -213,6 +226,9 @@ class ResNetSmall:
         tr.softmax_cross_entropy(b["logits"], labels, out=(b["loss"], b["dz"], b["rows"]))
         tr.dense_backward(b["g"], p["fc.w"], b["dz"], out=(b["dg"], g["fc.w"], g["fc.b"]))
         tr.gap_backward(b["dg"], (N, c, H, W), out=b["d1"])               # d1 = dL/da2
+        if self.backward == "small":
+            self._small_backward(x, b)
+            return b["loss"]
         da = b["d1"]
         for blk, a_in, h, a_out in (("block2", "a1", "h2", "a2"), ("block1", "a0", "h1", "a1")):
             ds = tr.relu_backward(b[a_out], da, out=b["d2"])            # through the block's last ReLU
@@ -223,6 +239,23 @@ class ResNetSmall:
         ds = tr.relu_backward(b["a0"], da, out=b["d2"])
         self._conv_backward("stem", x, ds, dx=None)
         return b["loss"]
+
+    def _small_backward(self, x, b) -> None:
+        """The backward from dL/da2 (in d1) on conv_small's kernels: each block's two backward-data
+        launches also apply the ReLUs' backward and add the skip's gradient."""
+        g = self.grads
+        ds = tr.relu_backward(b["a2"], b["d1"], out=b["d2"])          # dL/d(block2's sum before its ReLU)
+        spare = b["d3"]
+        for blk, a_in, h in (("block2", "a1", "h2"), ("block1", "a0", "h1")):
+            self._weight_grads(f"{blk}.conv2", b[h], ds)
+            dh = self.bwd_data[f"{blk}.conv2"](ds, b["d4"], gate=b[h])                 # dL/d(conv1's sum)
+            self._weight_grads(f"{blk}.conv1", b[a_in], dh)
+            # dL/d(the previous sum before its ReLU) = (skip's + path's gradient) where a_in > 0
+            ds, spare = self.bwd_data[f"{blk}.conv1"](dh, spare, residual=ds, gate=b[a_in]), ds
+        self._weight_grads("stem", x, ds)
+
+    def _weight_grads(self, name: str, x, dy) -> None:
+        self.wgrad[name](x, dy, self.grads[f"{name}.w"], bias=self.grads[f"{name}.b"])
 
     def _conv_backward(self, name: str, x, dy, dx) -> None:
         L, g = self.layers[name], self.grads

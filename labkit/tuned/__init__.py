@@ -5,7 +5,8 @@
 
 Files (JSON, committed): ``conv_tuned.json`` (notebook 05's kernel, labkit.ops.tuned_config),
 ``conv_implicit.json`` (the implicit GEMMs' tiles, labkit.ops.implicit), ``gemm.json`` (the GEMM's
-tiles, labkit.ops.gemm), ``depthwise.json`` (the depthwise tiles, labkit.ops.depthwise).  A GPU that
+tiles, labkit.ops.gemm), ``depthwise.json`` (the depthwise tiles, labkit.ops.depthwise), ``conv_small.json`` (the direct 3x3
+kernels' tiles, labkit.ops.conv_small).  A GPU that
 is not in a table, and the CPU executor, get each op's default, which is sensible everywhere.  Tables are read once per version of the file.
 """
 from __future__ import annotations
@@ -22,8 +23,9 @@ CONV_TUNED = HERE / "conv_tuned.json"
 CONV_IMPLICIT = HERE / "conv_implicit.json"
 GEMM = HERE / "gemm.json"
 DEPTHWISE = HERE / "depthwise.json"
+CONV_SMALL = HERE / "conv_small.json"
 
-__all__ = ["CONV_TUNED", "CONV_IMPLICIT", "GEMM", "DEPTHWISE", "read_table", "write_entry", "lookup", "gpu_name"]
+__all__ = ["CONV_TUNED", "CONV_IMPLICIT", "GEMM", "DEPTHWISE", "CONV_SMALL", "read_table", "write_entry", "lookup", "gpu_name"]
 
 
 def read_table(path: Path) -> dict:

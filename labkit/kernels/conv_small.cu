@@ -1,0 +1,361 @@
+// conv_small.cu -- direct kernels for 3x3 convolutions (stride 1, zero padding 1) with few channels:
+// the small ResNet's layers (16 or 64 channels on 28x28 planes), forward and backward.
+//
+//   forward         y[n, m, h, v] = epi(sum over c, kh, kw of w[m, c, kh, kw] * x[n, c, h - 1 + kh, v - 1 + kw])
+//   backward data   dx = the same convolution of dy with w turned 180 degrees and C, M swapped
+//   backward weight dw[m, c, kh, kw] = sum over n, h, v of dy[n, m, h, v] * x[n, c, h - 1 + kh, v - 1 + kw]
+//   backward bias   db[m] = sum over n, h, v of dy[n, m, h, v]
+//
+// Why a kernel of its own: at 16 channels a 3x3 layer is a GEMM of 16 rows (M) by 144 (C*9) by
+// 200,704 pixels (batch 256 on 28x28).  A GEMM kernel's tiles are made for large M and K: here they
+// are mostly padding, and the implicit GEMM's im2col indexing costs more than the 144 multiply-adds
+// each output needs.  A direct kernel keeps the plane's geometry in the compiler's hands (every
+// index below is a compile-time constant plus a thread's offset) and reuses each value it loads
+// from shared memory in as many multiply-adds as registers allow.
+//
+// conv_small(x, wt, b, addend, gate, y, N, relu)         forward, and backward data with SC_FLIP
+//   A block computes SC_MB output channels of SC_ROWS rows of one image.  It stages SC_CB input
+//   channels at a time -- their rows (with a zero halo, so the loop has no bounds checks) and their
+//   weights -- in shared memory.  A thread owns SC_TM consecutive output channels of a vertical
+//   strip of SC_L pixels in one column: for each input channel and each of the 3 columns of the
+//   window it loads SC_L + 2 input values once and uses each in up to 3 * SC_TM multiply-adds (one
+//   per kernel row and output channel), with the SC_TM weights of a tap read as one vector that
+//   every thread of a warp shares (a broadcast).  Neighbouring threads take neighbouring columns, so
+//   a warp's loads of x hit consecutive banks.
+//   The epilogue, all optional (compile-time): v = acc + b[m] (SC_BIAS) + addend (SC_ADD);
+//   v = max(v, 0) if relu; v = 0 where gate <= 0 (SC_GATE).  Forward: bias, the residual block's
+//   skip as addend, ReLU.  Backward data: the ReLU's backward as the gate (dL/dh = dL/dy' where
+//   h > 0) and the skip's gradient as the addend: the elementwise passes of the backward ride in
+//   the convolution's one store.
+//   wt: the forward layer's weights in the (C*9, M) layout (row (c, kh, kw), column m).  With
+//   SC_FLIP the kernel reads them turned and transposed while staging them (backward data needs no
+//   flipped copy): its input channels are the forward's M, its outputs the forward's C.
+//   Grid (N * ceil(H / SC_ROWS) * SC_M / SC_MB,), the output-channel chunk fastest (blocks that
+//   share an image tile run together and find it in L2); block (SC_THREADS,) =
+//   (SC_MB / SC_TM) * (SC_ROWS / SC_L) * W; dynamic shared memory
+//   SC_SHARED_FLOATS * 4 bytes (labkit.ops.conv_small computes the same).
+//
+// conv_small_wgrad(x, dy, ws, N, per_slice)             backward weight and bias, partial sums per slice
+//   The sum runs over every pixel of the batch.  A unit of work is SW_ROWS rows of one image; a
+//   block owns SW_CB input channels by SW_MB output channels of dw and a slice of per_slice
+//   consecutive units.  For each unit it stages x's rows (zero halo) and dy's in shared memory; a
+//   thread owns one input channel c and SW_TM output channels, all 9 taps: 9 * SW_TM sums in
+//   registers.  It walks along a row of dy keeping the 3x3 window of x in registers (3 new values
+//   a step) and loads SW_TM values of dy: 3 + SW_TM loads for 9 * SW_TM multiply-adds.  The lanes of
+//   a warp take different c (x loads in distinct banks: the plane pitch is odd) and share the dy
+//   loads (broadcasts).  SW_G groups of threads take the unit's rows in turn; at the end the groups'
+//   sums are added in shared memory and written to ws[slice].  The bias gradient db[m] = the sum of
+//   dy[n, m] rides along: each thread also adds up the dy values it loads (one add per 9
+//   multiply-adds), where a kernel of its own would read dy again.
+//   conv_small_wgrad_reduce(ws, dw, db, slices, wt) adds the slices in a fixed order (no atomics:
+//   the same bits every run), dw in the (C*9, M) layout (wt = 1) or (M, C, 3, 3).
+//   Grid (slices * C / SW_CB * M / SW_MB,), block (SW_THREADS,) = SW_CB * (SW_MB / SW_TM) * SW_G;
+//   ws (slices, C*9 + 1, M); dynamic shared memory
+//   SW_SHARED_FLOATS * 4 bytes.
+//
+// x (N, C, H, W), y (N, M, H, W), dy (N, M, H, W), b (M,), addend and gate as y; float32,
+// C-contiguous.  Unused pointers (b, addend, gate without their flags) are never read.
+// Compile-time parameters: SC_C, SC_M (the kernel's input and output channels: for backward data the
+// forward's M and C), SC_H, SC_W, the tile (SC_MB, SC_TM, SC_ROWS, SC_L, SC_CB) and the epilogue
+// (SC_BIAS, SC_ADD, SC_GATE, SC_FLIP); for the weight gradient SW_CB, SW_MB, SW_TM, SW_ROWS, SW_G.
+
+#ifndef SC_C
+#define SC_C 16
+#endif
+#ifndef SC_M
+#define SC_M 16
+#endif
+#ifndef SC_H
+#define SC_H 28
+#endif
+#ifndef SC_W
+#define SC_W 28
+#endif
+#ifndef SC_MB
+#define SC_MB 16
+#endif
+#ifndef SC_TM
+#define SC_TM 4
+#endif
+#ifndef SC_ROWS
+#define SC_ROWS 14
+#endif
+#ifndef SC_L
+#define SC_L 7
+#endif
+#ifndef SC_CB
+#define SC_CB 16
+#endif
+#ifndef SC_XP
+#define SC_XP (SC_W + 2)
+#endif
+#ifndef SC_BIAS
+#define SC_BIAS 0
+#endif
+#ifndef SC_ADD
+#define SC_ADD 0
+#endif
+#ifndef SC_GATE
+#define SC_GATE 0
+#endif
+#ifndef SC_FLIP
+#define SC_FLIP 0
+#endif
+#ifndef SW_CB
+#define SW_CB 16
+#endif
+#ifndef SW_MB
+#define SW_MB 16
+#endif
+#ifndef SW_TM
+#define SW_TM 4
+#endif
+#ifndef SW_ROWS
+#define SW_ROWS 7
+#endif
+#ifndef SW_G
+#define SW_G 4
+#endif
+
+static_assert(SC_M % SC_MB == 0 && SC_MB % SC_TM == 0 && SC_C % SC_CB == 0 && SC_ROWS % SC_L == 0,
+              "SC_MB must divide SC_M, SC_TM SC_MB, SC_CB SC_C and SC_L SC_ROWS");
+static_assert(SC_XP >= SC_W + 2, "SC_XP: a staged row holds the columns -1 .. W");
+static_assert(SC_C % SW_CB == 0 && SC_M % SW_MB == 0 && SW_MB % SW_TM == 0,
+              "SW_CB must divide SC_C, SW_MB SC_M and SW_TM SW_MB");
+
+// Forward tile geometry.  SC_XP, the staged row's pitch (at least W + 2: the columns -1 .. W), is
+// chosen by labkit.ops.conv_small so that a warp spanning two strips reads them from other banks.
+constexpr int SC_TILES = (SC_H + SC_ROWS - 1) / SC_ROWS;
+constexpr int SC_STRIPS = SC_ROWS / SC_L;
+constexpr int SC_THREADS = (SC_MB / SC_TM) * SC_STRIPS * SC_W;
+constexpr int SC_XPL = (SC_ROWS + 2) * SC_XP;         // a staged plane: rows -1 .. SC_ROWS
+constexpr int SC_X_FLOATS = SC_CB * SC_XPL;
+constexpr int SC_W_AT = (SC_X_FLOATS + 3) / 4 * 4;   // the weights start 16-byte aligned
+constexpr int SC_SHARED_FLOATS = SC_W_AT + SC_CB * 9 * SC_MB;
+
+extern "C" __global__ void __launch_bounds__(SC_THREADS) conv_small(
+    const float* __restrict__ x, const float* __restrict__ wt, const float* __restrict__ b,
+    const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu) {
+  extern __shared__ __align__(16) float smem[];
+  float* sx = smem;                 // [SC_CB][SC_ROWS + 2][SC_XP]
+  float* sw = smem + SC_W_AT;       // [SC_CB][9][SC_MB]: a tap's SC_MB weights side by side
+  constexpr int MCHUNKS = SC_M / SC_MB;
+  const int mc = blockIdx.x % MCHUNKS;
+  const int tile = (blockIdx.x / MCHUNKS) % SC_TILES;
+  const int n = blockIdx.x / (MCHUNKS * SC_TILES);
+  if (n >= N) return;
+  const int m0 = mc * SC_MB, row0 = tile * SC_ROWS;
+  const int t = threadIdx.x;
+  const int col = t % SC_W, strip = (t / SC_W) % SC_STRIPS, g = t / (SC_W * SC_STRIPS);
+  float acc[SC_L][SC_TM];
+#pragma unroll
+  for (int i = 0; i < SC_L; ++i)
+#pragma unroll
+    for (int j = 0; j < SC_TM; ++j) acc[i][j] = 0.0f;
+
+  for (int c0 = 0; c0 < SC_C; c0 += SC_CB) {
+    if (c0) __syncthreads();        // every thread is done with the previous chunk
+    const float* xn = x + ((long long)n * SC_C + c0) * SC_H * SC_W;
+    for (int e = t; e < SC_X_FLOATS; e += SC_THREADS) {
+      const int cc = e / SC_XPL, r = (e / SC_XP) % (SC_ROWS + 2), v = e % SC_XP;
+      const int h = row0 - 1 + r, u = v - 1;
+      sx[e] = (h >= 0 && h < SC_H && u >= 0 && u < SC_W) ? xn[(cc * SC_H + h) * SC_W + u] : 0.0f;
+    }
+    for (int e = t; e < SC_CB * 9 * SC_MB; e += SC_THREADS) {
+      const int mm = e % SC_MB, tap = (e / SC_MB) % 9, cc = e / (9 * SC_MB);
+#if SC_FLIP
+      // Backward data: output channel o = the forward's c, input channel i = the forward's m;
+      // w'[o, i, kh, kw] = w[i, o, 2 - kh, 2 - kw] = wt[(o * 9 + 8 - tap) * (forward M = SC_C) + i].
+      sw[e] = wt[((m0 + mm) * 9 + 8 - tap) * SC_C + c0 + cc];
+#else
+      sw[e] = wt[((c0 + cc) * 9 + tap) * SC_M + m0 + mm];
+#endif
+    }
+    __syncthreads();
+#pragma unroll 2
+    for (int cc = 0; cc < SC_CB; ++cc) {
+      const float* xs = sx + cc * SC_XPL + strip * SC_L * SC_XP + col;   // window's top-left
+      const float* wc = sw + cc * 9 * SC_MB + g * SC_TM;                 // the tap's SC_TM weights
+#pragma unroll
+      for (int kw = 0; kw < 3; ++kw) {
+        float v[SC_L + 2];
+#pragma unroll
+        for (int i = 0; i < SC_L + 2; ++i) v[i] = xs[i * SC_XP + kw];
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) {
+          float f[SC_TM];
+#if SC_TM % 4 == 0
+#pragma unroll
+          for (int q = 0; q < SC_TM / 4; ++q) {      // one 16-byte load per 4 weights
+            const float4 f4 = reinterpret_cast<const float4*>(wc + (kh * 3 + kw) * SC_MB)[q];
+            f[4 * q] = f4.x, f[4 * q + 1] = f4.y, f[4 * q + 2] = f4.z, f[4 * q + 3] = f4.w;
+          }
+#else
+#pragma unroll
+          for (int j = 0; j < SC_TM; ++j) f[j] = wc[(kh * 3 + kw) * SC_MB + j];
+#endif
+#pragma unroll
+          for (int i = 0; i < SC_L; ++i)
+#pragma unroll
+            for (int j = 0; j < SC_TM; ++j) acc[i][j] += v[i + kh] * f[j];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < SC_L; ++i) {
+    const int h = row0 + strip * SC_L + i;
+    if (h >= SC_H) break;
+#pragma unroll
+    for (int j = 0; j < SC_TM; ++j) {
+      const int m = m0 + g * SC_TM + j;
+      const long long at = (((long long)n * SC_M + m) * SC_H + h) * SC_W + col;
+      float s = acc[i][j];
+#if SC_BIAS
+      s += b[m];
+#endif
+#if SC_ADD
+      s += addend[at];
+#endif
+      if (relu) s = fmaxf(s, 0.0f);
+#if SC_GATE
+      if (!(gate[at] > 0.0f)) s = 0.0f;
+#endif
+      y[at] = s;
+    }
+  }
+}
+
+// Weight-gradient tile geometry.  Plane pitches are odd, so the SW_CB channels a warp's lanes read
+// at one pixel fall in distinct banks, and so do the few output channels whose dy they share.
+constexpr int SW_XP = SC_W + 2;
+constexpr int SW_XPL = ((SW_ROWS + 2) * SW_XP) | 1;
+constexpr int SW_DPL = (SW_ROWS * SC_W) | 1;
+constexpr int SW_TASKS = SW_CB * (SW_MB / SW_TM);     // (c, output-channel group) pairs
+constexpr int SW_THREADS = SW_TASKS * SW_G;
+constexpr int SW_TILES = (SC_H + SW_ROWS - 1) / SW_ROWS;
+constexpr int SW_STAGE_FLOATS = SW_CB * SW_XPL + SW_MB * SW_DPL;
+constexpr int SW_SUM_FLOATS = (SW_G - 1) * SW_TASKS * 10 * SW_TM;  // the groups' sums, added at the end
+constexpr int SW_ROWS_OUT = SC_C * 9 + 1;                          // a slice's rows: dw's, then db's
+constexpr int SW_SHARED_FLOATS = SW_STAGE_FLOATS > SW_SUM_FLOATS ? SW_STAGE_FLOATS : SW_SUM_FLOATS;
+
+extern "C" __global__ void __launch_bounds__(SW_THREADS) conv_small_wgrad(
+    const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ ws, int N, int per_slice) {
+  extern __shared__ __align__(16) float smem[];
+  float* sx = smem;                      // [SW_CB][SW_ROWS + 2][SW_XP] (+1: odd pitch)
+  float* sd = smem + SW_CB * SW_XPL;     // [SW_MB][SW_ROWS][SC_W] (+1)
+  constexpr int CCH = SC_C / SW_CB, MCH = SC_M / SW_MB;
+  const int chunk = blockIdx.x % (CCH * MCH), slice = blockIdx.x / (CCH * MCH);
+  const int c0 = (chunk % CCH) * SW_CB, m0 = (chunk / CCH) * SW_MB;
+  const int t = threadIdx.x;
+  const int cl = t % SW_CB, mg = (t / SW_CB) % (SW_MB / SW_TM), g = t / SW_TASKS;
+  float acc[SW_TM][10];              // 9 taps, then the sum of dy (the bias gradient)
+#pragma unroll
+  for (int j = 0; j < SW_TM; ++j)
+#pragma unroll
+    for (int k = 0; k < 10; ++k) acc[j][k] = 0.0f;
+  const int units = N * SW_TILES;
+  const int u_begin = slice * per_slice;
+  const int u_end = u_begin + per_slice < units ? u_begin + per_slice : units;
+  for (int u = u_begin; u < u_end; ++u) {
+    const int n = u / SW_TILES, row0 = (u % SW_TILES) * SW_ROWS;
+    if (u != u_begin) __syncthreads();   // every thread is done with the previous unit
+    const float* xn = x + ((long long)n * SC_C + c0) * SC_H * SC_W;
+    for (int e = t; e < SW_CB * (SW_ROWS + 2) * SW_XP; e += SW_THREADS) {
+      const int cc = e / ((SW_ROWS + 2) * SW_XP), r = (e / SW_XP) % (SW_ROWS + 2), v = e % SW_XP;
+      const int h = row0 - 1 + r, w = v - 1;
+      sx[cc * SW_XPL + r * SW_XP + v] =
+          (h >= 0 && h < SC_H && w >= 0 && w < SC_W) ? xn[(cc * SC_H + h) * SC_W + w] : 0.0f;
+    }
+    const float* dn = dy + ((long long)n * SC_M + m0) * SC_H * SC_W;
+    for (int e = t; e < SW_MB * SW_ROWS * SC_W; e += SW_THREADS) {
+      const int mm = e / (SW_ROWS * SC_W), r = (e / SC_W) % SW_ROWS, v = e % SC_W;
+      const int h = row0 + r;
+      sd[mm * SW_DPL + r * SC_W + v] = h < SC_H ? dn[(mm * SC_H + h) * SC_W + v] : 0.0f;
+    }
+    __syncthreads();
+    for (int r = g; r < SW_ROWS; r += SW_G) {
+      const float* xr = sx + cl * SW_XPL + r * SW_XP;       // halo rows r .. r + 2: image rows h - 1 .. h + 1
+      const float* dr = sd + mg * SW_TM * SW_DPL + r * SC_W;
+      float a[3][3];
+#pragma unroll
+      for (int kh = 0; kh < 3; ++kh) {
+        a[kh][0] = xr[kh * SW_XP];
+        a[kh][1] = xr[kh * SW_XP + 1];
+      }
+#pragma unroll
+      for (int v = 0; v < SC_W; ++v) {
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) a[kh][2] = xr[kh * SW_XP + v + 2];
+#pragma unroll
+        for (int j = 0; j < SW_TM; ++j) {
+          const float d = dr[j * SW_DPL + v];
+#pragma unroll
+          for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+            for (int kw = 0; kw < 3; ++kw) acc[j][kh * 3 + kw] += d * a[kh][kw];
+          acc[j][9] += d;
+        }
+#pragma unroll
+        for (int kh = 0; kh < 3; ++kh) {
+          a[kh][0] = a[kh][1];
+          a[kh][1] = a[kh][2];
+        }
+      }
+    }
+  }
+  // Add the groups' sums: groups 1.. park theirs in shared memory, group 0 adds them in order.
+  constexpr int PER = 10 * SW_TM;
+  __syncthreads();
+  if (g > 0) {
+    float* mine = smem + ((g - 1) * SW_TASKS + t % SW_TASKS) * PER;
+#pragma unroll
+    for (int j = 0; j < SW_TM; ++j)
+#pragma unroll
+      for (int k = 0; k < 10; ++k) mine[j * 10 + k] = acc[j][k];
+  }
+  __syncthreads();
+  if (g == 0) {
+    for (int q = 1; q < SW_G; ++q) {
+      const float* theirs = smem + ((q - 1) * SW_TASKS + t) * PER;
+#pragma unroll
+      for (int j = 0; j < SW_TM; ++j)
+#pragma unroll
+        for (int k = 0; k < 10; ++k) acc[j][k] += theirs[j * 10 + k];
+    }
+    float* out = ws + (long long)slice * SW_ROWS_OUT * SC_M;
+#pragma unroll
+    for (int k = 0; k < 9; ++k)
+#pragma unroll
+      for (int j = 0; j < SW_TM; ++j) out[((c0 + cl) * 9 + k) * SC_M + m0 + mg * SW_TM + j] = acc[j][k];
+    if (c0 + cl == 0)               // one channel's threads write the sums of dy
+#pragma unroll
+      for (int j = 0; j < SW_TM; ++j) out[SC_C * 9 * SC_M + m0 + mg * SW_TM + j] = acc[j][9];
+  }
+}
+
+// The slices' partial sums added in a fixed order (the same bits on every run): a block takes 32
+// consecutive outputs, its 8 warps every 8th slice each, and one warp adds the 8 partial sums in
+// order.  Rows 0 .. C*9 - 1 of ws are dw's, in the (C*9, M) layout; row C*9 is db's.
+extern "C" __global__ void __launch_bounds__(256) conv_small_wgrad_reduce(const float* __restrict__ ws,
+                                                                            float* __restrict__ dw,
+                                                                            float* __restrict__ db, int slices,
+                                                                            int wt) {
+  constexpr int COUNT = SW_ROWS_OUT * SC_M, J = SC_C * 9;
+  __shared__ float part[8][33];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int i = blockIdx.x * 32 + lane;
+  float sum = 0.0f;
+  if (i < COUNT)
+    for (int s = warp; s < slices; s += 8) sum += ws[(long long)s * COUNT + i];
+  part[warp][lane] = sum;
+  __syncthreads();
+  if (warp == 0 && i < COUNT) {
+    float total = 0.0f;
+#pragma unroll
+    for (int q = 0; q < 8; ++q) total += part[q][lane];
+    const int j = i / SC_M, m = i % SC_M;
+    if (j == J) db[m] = total;
+    else dw[wt ? i : m * J + j] = total;
+  }
+}

@@ -1,0 +1,167 @@
+"""The small ResNet's convolution kernels, pass by pass: every tile of the direct kernels
+(labkit.ops.conv_small) checked and timed, beside cuDNN's fastest algorithm (through PyTorch) and
+the pass's floor.
+
+    tiles = candidates("forward", 16, 16, 28, 28)          # every tile that fits
+    rows = sweep_pass("weight", layer, 256, tiles)           # checked against float64, then timed
+    ms = cudnn_pass_ms("data", layer, 256)                   # cuDNN (cudnn.benchmark) on the same pass
+
+A pass is "forward" (y = conv(x)), "data" (dL/dx) or "weight" (dL/dw) of a 3x3 layer, stride 1,
+padding 1.  Its floor is the larger of its multiply-adds at the device's FP32 rate and its bytes
+(the two tensors it reads, the one it writes, once) at the copy bandwidth.
+"""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from .. import backends, peers, reference
+from ..backends.parallel import run_parallel
+from ..checks import rel_error, to_numpy
+from ..device_query import device
+from ..models.resnet_small import to_ckkm, to_mckk
+from ..ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, tile_for, weight_tile_for
+from ..reference import backward as rb
+from ..shapes import ConvLayer
+from .mobilenet import per_launch_ms
+
+__all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "floor_ms", "kernel_shape", "make_pass"]
+
+PASSES = ("forward", "data", "weight")
+CHECK_BATCH = 3
+
+
+def kernel_shape(kind: str, layer: ConvLayer) -> tuple[int, int, int, int]:
+    """(input channels, output channels, H, W) as the pass's kernel sees them (data swaps C and M)."""
+    return (layer.M, layer.C, layer.H, layer.W) if kind == "data" else (layer.C, layer.M, layer.H, layer.W)
+
+
+def _divisors(n: int, among) -> list[int]:
+    return [d for d in among if d <= n and n % d == 0]
+
+
+def _chunks(n: int, among) -> list[int]:
+    """The channel chunks worth trying: all n channels when there are at most 16, else those of ``among``
+    that divide n."""
+    return [n] if n <= 16 else [d for d in among if n % d == 0]
+
+
+def candidates(kind: str, C: int, M: int, H: int, W: int) -> list:
+    """Every tile of the pass's kernel that fits the layer (C -> M as the kernel sees it), within the
+    bounds that can win (8 to 64 sums a thread, input-channel chunks of 16 or 32)."""
+    out = []
+    if kind == "weight":
+        space = itertools.product(_chunks(C, (16, 32)), _divisors(M, (8, 16, 32)), (2, 4, 8), (4, 7, 14), (1, 2, 4, 7))
+        for cb, mb, tm, rows, groups in space:
+            t = WeightTile(cb, mb, tm, rows, groups)
+            if mb % tm or groups > rows or rows > H or not 32 <= t.threads() <= 512:
+                continue
+            out.append(t)
+    else:
+        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (4, 7, 14, 28), (1, 2, 4, 7, 14),
+                                  _chunks(C, (16, 32)))
+        for mb, tm, rows, l, cb in space:
+            t = Tile(mb, tm, rows, l, cb)
+            if mb % tm or rows % l or rows > H or not 8 <= l * tm <= 64 or not 64 <= t.threads(W) <= 1024:
+                continue
+            out.append(t)
+    return [t for t in out if _fits(t, C, M, H, W)]
+
+
+def _fits(tile, C: int, M: int, H: int, W: int) -> bool:
+    try:
+        tile.check(C, M, H, W)
+    except ValueError:
+        return False
+    return True
+
+
+def make_pass(kind: str, layer: ConvLayer, tile=None):
+    """The pass's labkit object: SmallConv3x3 (forward, ReLU and bias as in the network; data, as the
+    transposed convolution) or SmallWeightGrad, with ``tile`` or the tuned/default one."""
+    xp = backends.xp()
+    rng = np.random.default_rng(1)
+    wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
+    if kind == "weight":
+        return SmallWeightGrad(layer, tile=tile), wt
+    b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
+    return SmallConv3x3(wt, b, layer, activation="relu" if kind == "forward" else None,
+                        transpose=kind == "data", tile=tile), wt
+
+
+def _check(kind: str, layer: ConvLayer, op, wt, rng) -> float:
+    """The relative error of ``op`` against the float64 reference at batch CHECK_BATCH."""
+    xp = backends.xp()
+    w = to_mckk(to_numpy(wt).astype(np.float64))
+    x = rng.standard_normal((CHECK_BATCH, layer.C, layer.H, layer.W))
+    dy = rng.standard_normal((CHECK_BATCH, layer.M, layer.H, layer.W))
+    f32 = lambda a: xp.asarray(a.astype(np.float32))  # noqa: E731
+    if kind == "forward":
+        b = to_numpy(op.b).astype(np.float64)
+        return rel_error(op(f32(x)), reference.relu(reference.conv2d(x, w, b, pad=1)))
+    dx, dw, _ = rb.conv2d_backward(x, w, dy, pad=1)
+    if kind == "data":
+        return rel_error(op(f32(dy)), dx)
+    return rel_error(op(f32(x), f32(dy)), to_ckkm(dw))
+
+
+def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10) -> list[dict]:
+    """Each tile of the pass's kernel: checked against float64 at batch 3 (a wrong kernel never wins),
+    then GPU ms per launch at batch N (a CUDA graph of launches, inputs L2-warm as in the network)."""
+    xp = backends.xp()
+    rng = np.random.default_rng(0)
+    ops = [make_pass(kind, layer, t) for t in tiles]
+    default = (weight_tile_for if kind == "weight" else lambda *s: tile_for(kind, *s))(*kernel_shape(kind, layer))
+    run_parallel([lambda o=o: _compile(kind, o[0]) for o in ops])
+    a = xp.asarray(rng.standard_normal((N,) + ((layer.M,) if kind == "data" else (layer.C,)) + (layer.H, layer.W),
+                                       dtype=np.float32))
+    dy = xp.asarray(rng.standard_normal((N, layer.M, layer.H, layer.W), dtype=np.float32))
+    rows, floor = [], floor_ms(kind, layer, N)
+    for t, (op, wt) in zip(tiles, ops):
+        err = _check(kind, layer, op, wt, rng)
+        if not err < 1e-5:
+            raise AssertionError(f"{kind} pass of {layer} with {t} disagrees with the float64 reference: {err:.2e}")
+        run = (lambda op=op: op(a, dy)) if kind == "weight" else (lambda op=op: op(a))
+        ms = per_launch_ms(run, repeat=repeat)
+        rows.append({"pass": kind, "layer": layer.key, "batch": N, "tile": t.__dict__, "median_ms": ms,
+                     "floor_ms": floor, "rel_error": err, "default": t == default, "device": device().label})
+    return rows
+
+
+def _compile(kind: str, op) -> None:
+    """Load the module of ``op``'s tile for batch 1 (the compile is the slow part; it is cached)."""
+    op._plan(1)
+
+
+def floor_ms(kind: str, layer: ConvLayer, N: int) -> float:
+    """The pass's floor on this device: the larger of its FP32 multiply-adds and its bytes."""
+    ceil = device().ceilings()
+    flops = 2.0 * N * layer.H * layer.W * layer.C * layer.M * 9
+    # Every pass moves one activation of C channels and one of M (x and y, dy and dx, x and dy) and the weights.
+    nbytes = 4 * (N * layer.H * layer.W * (layer.C + layer.M) + layer.C * layer.M * 9)
+    return max(flops / (ceil.fp32_TFLOPs * 1e12), nbytes / (ceil.copy_GBps * 1e9)) * 1e3
+
+
+def cudnn_pass_ms(kind: str, layer: ConvLayer, N: int, *, repeat: int = 10) -> float | None:
+    """GPU ms of the same pass on cuDNN through PyTorch (cudnn.benchmark: its fastest algorithm for
+    the shape, FP32 without TF32), timed as labkit's are; None without PyTorch and cuDNN."""
+    if peers.cudnn_available() is not None:
+        return None
+    import torch
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(N, layer.C, layer.H, layer.W, device="cuda", generator=g)
+    w = torch.randn(layer.M, layer.C, 3, 3, device="cuda", generator=g)
+    dy = torch.randn(N, layer.M, layer.H, layer.W, device="cuda", generator=g)
+    mask = {"forward": None, "data": [True, False, False], "weight": [False, True, False]}[kind]
+    if kind == "forward":
+        run = lambda: torch.nn.functional.conv2d(x, w, padding=1)  # noqa: E731
+    else:
+        run = lambda: torch.ops.aten.convolution_backward(dy, x, w, None, [1, 1], [1, 1], [1, 1], False, [0, 0],  # noqa: E731
+                                                          1, mask)
+    for _ in range(3):
+        run()
+    torch.cuda.synchronize()
+    return per_launch_ms(run, repeat=repeat, torch_graph=True)

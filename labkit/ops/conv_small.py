@@ -1,0 +1,336 @@
+"""Direct 3x3 convolutions (stride 1, padding 1) for few channels (labkit/kernels/conv_small.cu):
+forward, backward data and backward weight of the small ResNet's layers.
+
+    conv = SmallConv3x3(wt, b, layer, activation="relu")                # y = relu(conv(x) + b)
+    y = conv(x)
+    bwd = SmallConv3x3(wt, None, layer, transpose=True, gate=True)      # dL/dx, times (h > 0)
+    dh = bwd(dy, gate=h)
+    wgrad = SmallWeightGrad(layer)                                      # dL/dw in the (C*9, M) layout
+    dw = wgrad(x, dy, bias=db)                                          # and dL/db into db
+
+``wt`` is the forward layer's weights in the (C*9, M) layout (``labkit.models.resnet_small`` keeps
+them so); both layers read it at every call, so a training loop may update it in place.  A ``Tile``
+(``WeightTile``) fixes a kernel's compile-time tile: the default suits any GPU and the CPU
+executor; ``labkit/tuned/conv_small.json`` holds the winners of ``benchmarks/tune_conv_small.py`` per
+GPU.  Each batch size's plan (grid, shared memory, the weight gradient's workspace) is made once.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .. import backends
+from ..backends.limits import SHARED_MEM_PER_BLOCK
+from ..checks import array_module, array_type, check_activation, check_array, check_residual, check_shape, output
+from ..device_query import gpu_sm_count
+from ..loader import load
+from ..shapes import ConvLayer
+from ..tuned import CONV_SMALL, lookup
+from .plans import PlanCache, cdiv, ints
+
+__all__ = ["Tile", "WeightTile", "SmallConv3x3", "SmallWeightGrad", "default_tile", "default_weight_tile",
+           "tile_for", "weight_tile_for", "row_pitch", "check_small_layer", "table_key"]
+
+MAX_THREADS = 1024
+_PLANS = PlanCache()
+
+
+def check_small_layer(layer) -> ConvLayer:
+    layer = ConvLayer(*layer)
+    layer.check()
+    if not (layer.K == 3 and layer.stride == 1 and layer.pad == 1 and layer.groups == 1):
+        raise ValueError(f"conv_small.cu runs 3x3 convolutions with stride 1, padding 1 and groups 1, got {layer}: "
+                         "use labkit.layers.ImplicitConv2d (forward) or labkit.ops.conv_backward")
+    return layer
+
+
+def table_key(kind: str, C: int, M: int, H: int, W: int) -> str:
+    """The tuned table's key of a kernel ("forward", "data" or "weight") on a layer shape (its input
+    and output channels as the kernel sees them)."""
+    return f"{kind}_C{C}_M{M}_H{H}_W{W}"
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def row_pitch(W: int, rows: int, l: int, threads: int) -> int:
+    """The staged row's pitch (floats) of the forward kernel: from W + 2 up, the one whose lanes' loads
+    collide least (pairs of lanes of a warp in one bank at different addresses, over every warp)."""
+    t = np.arange(cdiv(threads, 32) * 32).reshape(1, -1, 32)   # warps x lanes (the last warp padded)
+    live = t < threads
+    pitches = np.arange(W + 2, W + 34).reshape(-1, 1, 1)
+    at = (t // W) % (rows // l) * l * pitches + t % W               # pitch x warp x lane
+    a, b = at[..., :, None], at[..., None, :]
+    both = live[..., :, None] & live[..., None, :]
+    clashes = (both & (a != b) & (a % 32 == b % 32)).sum(axis=(1, 2, 3))
+    best = int(pitches.ravel()[int(np.argmin(clashes))])          # the first of the fewest
+    return best
+
+
+@dataclass(frozen=True)
+class Tile:
+    """conv_small's tile: ``mb`` output channels per block, ``tm`` per thread, ``rows`` output rows
+    per block, ``l`` of them per thread (a vertical strip), ``cb`` input channels staged at a time."""
+    mb: int = 16
+    tm: int = 4
+    rows: int = 14
+    l: int = 7
+    cb: int = 16
+
+    def threads(self, W: int) -> int:
+        return (self.mb // self.tm) * (self.rows // self.l) * W
+
+    def pitch(self, W: int) -> int:
+        return row_pitch(W, self.rows, self.l, self.threads(W))
+
+    def shared_bytes(self, W: int) -> int:
+        x_floats = self.cb * (self.rows + 2) * self.pitch(W)
+        return 4 * (cdiv(x_floats, 4) * 4 + self.cb * 9 * self.mb)
+
+    def check(self, C: int, M: int, H: int, W: int) -> None:
+        """ValueError, with the reason, if this tile cannot run the kernel on (C -> M, H x W)."""
+        if min(self.mb, self.tm, self.rows, self.l, self.cb) < 1:
+            raise ValueError(f"every field of {self} must be at least 1")
+        if M % self.mb or self.mb % self.tm or C % self.cb or self.rows % self.l:
+            raise ValueError(f"{self}: mb must divide M={M}, tm mb, cb C={C} and l rows")
+        if self.rows > H:
+            raise ValueError(f"{self}: rows must be at most H={H}")
+        if not 1 <= self.threads(W) <= MAX_THREADS:
+            raise ValueError(f"{self} makes {self.threads(W)} threads a block on W={W} (at most {MAX_THREADS})")
+        if self.shared_bytes(W) > SHARED_MEM_PER_BLOCK:
+            raise ValueError(f"{self} stages {self.shared_bytes(W)} bytes in shared memory (at most "
+                             f"{SHARED_MEM_PER_BLOCK}): take fewer rows or input channels (cb)")
+
+    def defines(self, W: int) -> dict:
+        return {"SC_MB": self.mb, "SC_TM": self.tm, "SC_ROWS": self.rows, "SC_L": self.l, "SC_CB": self.cb,
+                "SC_XP": self.pitch(W)}
+
+
+@dataclass(frozen=True)
+class WeightTile:
+    """conv_small_wgrad's tile: ``cb`` input by ``mb`` output channels of dw per block, ``tm`` output
+    channels per thread, units of ``rows`` image rows, ``groups`` groups of threads taking them in turn."""
+    cb: int = 16
+    mb: int = 16
+    tm: int = 4
+    rows: int = 7
+    groups: int = 4
+
+    def threads(self) -> int:
+        return self.cb * (self.mb // self.tm) * self.groups
+
+    def shared_bytes(self, W: int) -> int:
+        stage = self.cb * (((self.rows + 2) * (W + 2)) | 1) + self.mb * ((self.rows * W) | 1)
+        sums = (self.groups - 1) * self.cb * (self.mb // self.tm) * 10 * self.tm
+        return 4 * max(stage, sums)
+
+    def check(self, C: int, M: int, H: int, W: int) -> None:
+        if min(self.cb, self.mb, self.tm, self.rows, self.groups) < 1:
+            raise ValueError(f"every field of {self} must be at least 1")
+        if C % self.cb or M % self.mb or self.mb % self.tm:
+            raise ValueError(f"{self}: cb must divide C={C}, mb M={M} and tm mb")
+        if self.rows > H or self.groups > self.rows:
+            raise ValueError(f"{self}: rows must be at most H={H} and groups at most rows")
+        if not 1 <= self.threads() <= MAX_THREADS:
+            raise ValueError(f"{self} makes {self.threads()} threads a block (at most {MAX_THREADS})")
+        if self.shared_bytes(W) > SHARED_MEM_PER_BLOCK:
+            raise ValueError(f"{self} stages {self.shared_bytes(W)} bytes in shared memory (at most "
+                             f"{SHARED_MEM_PER_BLOCK}): take fewer rows or channels")
+
+    def defines(self) -> dict:
+        return {"SW_CB": self.cb, "SW_MB": self.mb, "SW_TM": self.tm, "SW_ROWS": self.rows, "SW_G": self.groups}
+
+
+def default_tile(C: int, M: int, H: int, W: int) -> Tile:
+    """A tile that runs anywhere: up to 16 output channels a block, 4 a thread where they divide,
+    up to 14 rows in strips of the largest of 7, 4, 2, 1 rows that divides them."""
+    mb = _largest_divisor(M, 16)
+    tm = 4 if mb % 4 == 0 else 1
+    cb = _largest_divisor(C, 16)
+    rows = min(H, 14)
+    while True:
+        l = next(d for d in (7, 4, 2, 1) if rows % d == 0)
+        tile = Tile(mb, tm, rows, l, cb)
+        if tile.threads(W) <= MAX_THREADS and tile.shared_bytes(W) <= SHARED_MEM_PER_BLOCK or rows == 1:
+            return tile
+        rows -= 1
+
+
+def default_weight_tile(C: int, M: int, H: int, W: int) -> WeightTile:
+    """Up to 16 x 16 channels of dw a block, 4 output channels a thread where they divide, units of
+    up to 7 rows, as many groups as keep the block near 256 threads."""
+    cb, mb = _largest_divisor(C, 16), _largest_divisor(M, 16)
+    tm = 4 if mb % 4 == 0 else 1
+    rows = min(H, 7)
+    tasks = cb * (mb // tm)
+    groups = max(1, min(rows, 256 // tasks))
+    return WeightTile(cb, mb, tm, rows, groups)
+
+
+def tile_for(kind: str, C: int, M: int, H: int, W: int, device_name: str | None = None) -> Tile:
+    """This GPU's tuned tile for the forward ("forward") or backward-data ("data") kernel, else the default."""
+    entry = lookup(CONV_SMALL, table_key(kind, C, M, H, W), device_name)
+    return Tile(**{k: int(entry[k]) for k in asdict(Tile())}) if entry else default_tile(C, M, H, W)
+
+
+def weight_tile_for(C: int, M: int, H: int, W: int, device_name: str | None = None) -> WeightTile:
+    entry = lookup(CONV_SMALL, table_key("weight", C, M, H, W), device_name)
+    return WeightTile(**{k: int(entry[k]) for k in asdict(WeightTile())}) if entry else \
+        default_weight_tile(C, M, H, W)
+
+
+def _set_shared(fn, shared: int) -> None:
+    if shared > 48 * 1024:          # past the default: the kernel must ask for it
+        fn.max_dynamic_shared_size_bytes = shared
+
+
+class SmallConv3x3:
+    """A 3x3 convolution (stride 1, padding 1) on conv_small's direct kernel, its epilogue fused.
+
+    Args:
+        wt: the forward layer's weights, float32 (C*9, M) on the backend, read at every call.
+        b: its bias (M,) or None (forward only).
+        layer: the forward layer's ``ConvLayer`` (C -> M on H x W).
+        activation: None or "relu".
+        residual: calls pass ``residual=`` an array of the output's shape, added before the activation.
+        gate: calls pass ``gate=`` an array of the output's shape; the output is 0 where gate <= 0
+            (the ReLU's backward, h > 0, riding in the store).
+        transpose: compute backward data instead: the input is dL/dy (N, M, H, W) and the output
+            dL/dx (N, C, H, W): the convolution with the filters turned and C, M swapped, read
+            from ``wt`` as they are.
+        tile: a ``Tile`` instead of ``tile_for``'s.
+    """
+
+    def __init__(self, wt, b, layer, *, activation: str | None = None, residual: bool = False, gate: bool = False,
+                 transpose: bool = False, tile: Tile | None = None):
+        self.backend = backend = backends.current()
+        L = self.layer = check_small_layer(layer)
+        check_array(wt, "wt", "(C*9, M)", 2, backend)
+        check_shape(wt, "wt", (L.C * 9, L.M), f"(C*9, M) of {L}")
+        if b is not None:
+            if transpose:
+                raise ValueError("the backward data of a convolution has no bias: pass b=None with transpose=True")
+            check_array(b, "b", "(M,)", 1, backend)
+            check_shape(b, "b", (L.M,), f"(M,) of {L}")
+        self.relu = check_activation(activation, (None, "relu")) != 0
+        self.transpose, self.residual, self.gate = bool(transpose), bool(residual), bool(gate)
+        self.c_in, self.c_out = (L.M, L.C) if transpose else (L.C, L.M)
+        self.tile = tile or tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
+        self.tile.check(self.c_in, self.c_out, L.H, L.W)
+        self.wt, self.b = wt, b
+        self._kind = array_type(backend)
+        self._plans: dict[int, object] = {}
+
+    def _plan(self, N: int):
+        L, t = self.layer, self.tile
+        defines = {"SC_C": self.c_in, "SC_M": self.c_out, "SC_H": L.H, "SC_W": L.W, "SC_BIAS": int(self.b is not None),
+                   "SC_ADD": int(self.residual), "SC_GATE": int(self.gate), "SC_FLIP": int(self.transpose),
+                   **t.defines(L.W), **default_weight_tile(self.c_in, self.c_out, L.H, L.W).defines()}
+        fn = load("conv_small", defines=defines).get_function("conv_small")
+        shared = t.shared_bytes(L.W)
+        _set_shared(fn, shared)
+        grid = (N * cdiv(L.H, t.rows) * (self.c_out // t.mb),)
+        # The module holds both kernels: the weight gradient's tile is the default one (every tile is
+        # checked at compile time).  Unused pointers are never read (compile-time flags): the weights stand in for them.
+        b = self.b if self.b is not None else self.wt
+        add = None if self.residual else self.wt
+        gate = None if self.gate else self.wt
+        return fn.launcher(grid, (t.threads(L.W),), (None, self.wt, b, add, gate, None) + ints(N, self.relu), shared)
+
+    def __call__(self, x, out=None, *, residual=None, gate=None):
+        L = self.layer
+        if not (type(x) is self._kind and x.ndim == 4 and x.dtype == np.float32 and x.flags.c_contiguous):
+            check_array(x, "x", "NCHW", 4, self.backend)
+        N = int(x.shape[0])
+        if x.shape[1:] != (self.c_in, L.H, L.W):
+            raise ValueError(f"x must be (N, {self.c_in}, {L.H}, {L.W}), got {tuple(x.shape)}")
+        shape = (N, self.c_out, L.H, L.W)
+        extra = check_residual(residual, shape, self.residual, self._kind, self.backend, "SmallConv3x3")
+        if self.gate:
+            if gate is None:
+                raise ValueError(f"this layer gates its output: pass gate= a float32 array of shape {shape}")
+            check_array(gate, "gate", "NCHW", 4, self.backend)
+            check_shape(gate, "gate", shape, "the output's shape")
+            extra += (gate,)
+        elif gate is not None:
+            raise ValueError("this layer was made without gate=True: it has no gate")
+        y = output(out, shape, "NCHW", (x,) + extra, backend=self.backend)
+        plan = self._plans.get(N)
+        if plan is None:
+            plan = self._plans[N] = self._plan(N)
+        plan(x, *extra, y)
+        return y
+
+
+class SmallWeightGrad:
+    """dL/dw and dL/db of a 3x3 convolution (stride 1, padding 1) on conv_small_wgrad: partial sums per
+    slice of the batch, added in a fixed order by conv_small_wgrad_reduce.
+
+        dw = wgrad(x, dy)                     # or wgrad(x, dy, out=dw, bias=db): db as well
+
+    Args:
+        layer: the forward layer's ``ConvLayer``.
+        layout: "CKKM" (default: (C*9, M), the layout the training loop keeps) or "MCKK" ((M, C, 3, 3)).
+        tile: a ``WeightTile`` instead of ``weight_tile_for``'s.
+    """
+
+    def __init__(self, layer, *, layout: str = "CKKM", tile: WeightTile | None = None):
+        self.backend = backends.current()
+        L = self.layer = check_small_layer(layer)
+        if layout not in ("MCKK", "CKKM"):
+            raise ValueError(f"layout must be 'MCKK' or 'CKKM', got {layout!r}")
+        self.layout = layout
+        self.tile = tile or weight_tile_for(L.C, L.M, L.H, L.W)
+        self.tile.check(L.C, L.M, L.H, L.W)
+        self.out_shape = (L.C * 9, L.M) if layout == "CKKM" else (L.M, L.C, 3, 3)
+        self._kind = array_type(self.backend)
+        self._plans: dict[int, tuple] = {}
+
+    def slices(self, N: int, resident: int) -> tuple[int, int]:
+        """(slices, units per slice): one full wave of blocks on a GPU (``resident`` blocks per SM), two
+        slices on the CPU executor (its two cores)."""
+        L, t = self.layer, self.tile
+        units = N * cdiv(L.H, t.rows)
+        chunks = (L.C // t.cb) * (L.M // t.mb)
+        want = max(1, resident * gpu_sm_count() // chunks) if self.backend == "cuda" else 2
+        per = cdiv(units, min(want, units))
+        return cdiv(units, per), per
+
+    def _plan(self, N: int):
+        L, t = self.layer, self.tile
+        # The module holds both kernels: the forward's tile is the default one (both are checked at compile time).
+        defines = {"SC_C": L.C, "SC_M": L.M, "SC_H": L.H, "SC_W": L.W, **t.defines(),
+                   **default_tile(L.C, L.M, L.H, L.W).defines(L.W)}
+        mod = load("conv_small", defines=defines)
+        fn = mod.get_function("conv_small_wgrad")
+        shared = t.shared_bytes(L.W)
+        _set_shared(fn, shared)
+        resident = fn.occupancy(t.threads(), shared)["blocks_per_sm"] if self.backend == "cuda" else 1
+        slices, per = self.slices(N, max(1, resident))
+        chunks = (L.C // t.cb) * (L.M // t.mb)
+        xp = array_module(self.backend)
+        ws = xp.empty((slices, L.C * 9 + 1, L.M), dtype=np.float32)
+        db = xp.empty(L.M, dtype=np.float32)           # where the bias gradient goes when not asked for
+        partial = fn.launcher((slices * chunks,), (t.threads(),), (None, None, ws) + ints(N, per), shared)
+        reduce = mod.get_function("conv_small_wgrad_reduce").launcher(
+            (cdiv((L.C * 9 + 1) * L.M, 32),), (256,), (ws, None, None) + ints(slices, self.layout == "CKKM"))
+        return partial, reduce, db
+
+    def __call__(self, x, dy, out=None, *, bias=None):
+        L = self.layer
+        for a, name in ((x, "x"), (dy, "dy")):
+            if not (type(a) is self._kind and a.ndim == 4 and a.dtype == np.float32 and a.flags.c_contiguous):
+                check_array(a, name, "NCHW", 4, self.backend)
+        N = int(x.shape[0])
+        check_shape(x, "x", (N, L.C, L.H, L.W), f"(N, C, H, W) of {L}")
+        check_shape(dy, "dy", (N, L.M, L.H, L.W), f"(N, M, H, W) of {L}")
+        dw = output(out, self.out_shape, self.layout, (x, dy), backend=self.backend)
+        plan = self._plans.get(N)
+        if plan is None:
+            plan = self._plans[N] = self._plan(N)
+        db = plan[2] if bias is None else output(bias, (L.M,), "(M,)", (x, dy, dw), backend=self.backend)
+        plan[0](x, dy)
+        plan[1](dw, db)
+        return dw
