@@ -308,6 +308,11 @@ def main() -> int:
     if sys.argv[1:] == ["--find-the-bug"]:
         print(f"launched {launch_find_the_bug()} kernels (racy on purpose)")
         return 0
+    if sys.argv[1:] == ["--training"]:          # the backward pass and training kernels alone
+        n = launch_training_parts()
+        cp.cuda.Device().synchronize()
+        print(f"launched {n} kernels")
+        return 0
     code = parity.FEATURES.read_text()
     mod = CUDAModule(code, path=str(parity.FEATURES), name_expressions=parity.EXPR)
     n = 0

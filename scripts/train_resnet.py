@@ -1,6 +1,11 @@
 """Train the small ResNet on Fashion-MNIST with labkit's kernels and write the history as JSON.
 
-    python scripts/train_resnet.py [--channels 64] [--epochs 5] [--batch 256] [--lr 0.05] [--out DIR]
+    python scripts/train_resnet.py [--channels 64] [--epochs 5] [--batch 16] [--lr 0.03] [--schedule cosine]
+                                   [--warmup 300] [--mirror] [--out DIR]
+
+The defaults are the recipe that reaches 90% test accuracy with 64 channels in 5 epochs: small
+batches (many steps), a short warmup (larger first steps from the random start diverge), the rate
+falling along a cosine.
 
 Prints each epoch's mean training loss, test accuracy and seconds; writes train_resnet_c<channels>.json
 (the history, the settings and the device) into --out.
@@ -23,15 +28,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--channels", type=int, default=64)
     ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--lr", type=float, default=0.05)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--lr", type=float, default=0.03)
+    ap.add_argument("--schedule", default="cosine", choices=training.SCHEDULES,
+                    help="the learning rate: --lr throughout, or falling along a cosine to 0")
+    ap.add_argument("--mirror", action="store_true", help="mirror a random half of the images each epoch")
+    ap.add_argument("--warmup", type=int, default=300, help="steps over which the rate rises to --lr")
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default="results/train")
     args = ap.parse_args()
     net = ResNetSmall(args.channels, seed=args.seed)
     hist = training.fit(net, epochs=args.epochs, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
-                        seed=args.seed, progress=False)
+                        seed=args.seed, schedule=args.schedule, warmup_steps=args.warmup, mirror=args.mirror,
+                        progress=False)
     for e in range(args.epochs):
         print(f"epoch {e + 1}: loss {hist['epoch_loss'][e]:.4f}, test accuracy {hist['test_accuracy'][e]:.4f}, "
               f"{hist['epoch_seconds'][e]:.1f} s", flush=True)

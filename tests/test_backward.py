@@ -192,6 +192,20 @@ def test_sgd_kernel_is_the_reference_step():
         tr.sgd_momentum(pd, pd, vd, lr=0.1)
 
 
+def test_a_prepared_sgd_reads_its_hyperparameters_at_each_step():
+    # As a CUDA graph would replay it: the launch is made once, the learning rate changes between steps.
+    p, g, v = f32(777), f32(777), f32(777)
+    pd, gd, vd = dev(p.copy()), dev(g.copy()), dev(v.copy())
+    opt = tr.SGD(pd, gd, vd)
+    with pytest.raises(RuntimeError, match="set"):
+        opt.step()
+    for lr, wd in ((0.1, 0.0), (0.02, 1e-3)):
+        opt.set(lr=lr, momentum=0.8, weight_decay=wd)
+        opt.step()
+        p, v = ref.sgd_momentum(p, g, v, lr=lr, momentum=0.8, weight_decay=wd)
+        assert rel_error(pd, p) < 1e-6 and rel_error(vd, v) < 1e-6
+
+
 def test_backward_ops_refuse_bad_input():
     L = ConvLayer(3, 7, 7, 4, 3, 1, 1)
     dy, w = dev(f32(2, 4, 7, 7)), dev(f32(4, 3, 3, 3))

@@ -35,10 +35,10 @@
 //   (SC_MB / SC_TM) * (SC_ROWS / SC_L) * W; dynamic shared memory
 //   SC_SHARED_FLOATS * 4 bytes (labkit.ops.conv_small computes the same).
 //
-// conv_small_wgrad(x, dy, ws, N, per_slice)             backward weight and bias, partial sums per slice
+// conv_small_wgrad(x, dy, ws, N, slices)                backward weight and bias, partial sums per slice
 //   The sum runs over every pixel of the batch.  A unit of work is SW_ROWS rows of one image; a
-//   block owns SW_CB input channels by SW_MB output channels of dw and a slice of per_slice
-//   consecutive units.  For each unit it stages x's rows (zero halo) and dy's in shared memory; a
+//   block owns SW_CB input channels by SW_MB output channels of dw and a slice of consecutive units
+//   (the N * ceil(H / SW_ROWS) units split as evenly as whole units allow).  For each unit it stages x's rows (zero halo) and dy's in shared memory; a
 //   thread owns one input channel c and SW_TM output channels, all 9 taps: 9 * SW_TM sums in
 //   registers.  It walks along a row of dy keeping the 3x3 window of x in registers (3 new values
 //   a step) and loads SW_TM values of dy: 3 + SW_TM loads for 9 * SW_TM multiply-adds.  The lanes of
@@ -240,7 +240,7 @@ constexpr int SW_ROWS_OUT = SC_C * 9 + 1;                          // a slice's 
 constexpr int SW_SHARED_FLOATS = SW_STAGE_FLOATS > SW_SUM_FLOATS ? SW_STAGE_FLOATS : SW_SUM_FLOATS;
 
 extern "C" __global__ void __launch_bounds__(SW_THREADS) conv_small_wgrad(
-    const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ ws, int N, int per_slice) {
+    const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ ws, int N, int slices) {
   extern __shared__ __align__(16) float smem[];
   float* sx = smem;                      // [SW_CB][SW_ROWS + 2][SW_XP] (+1: odd pitch)
   float* sd = smem + SW_CB * SW_XPL;     // [SW_MB][SW_ROWS][SC_W] (+1)
@@ -254,9 +254,8 @@ extern "C" __global__ void __launch_bounds__(SW_THREADS) conv_small_wgrad(
   for (int j = 0; j < SW_TM; ++j)
 #pragma unroll
     for (int k = 0; k < 10; ++k) acc[j][k] = 0.0f;
-  const int units = N * SW_TILES;
-  const int u_begin = slice * per_slice;
-  const int u_end = u_begin + per_slice < units ? u_begin + per_slice : units;
+  const long long units = (long long)N * SW_TILES;     // slice s takes units [s * units / slices, ...)
+  const int u_begin = (int)(slice * units / slices), u_end = (int)((slice + 1) * units / slices);
   for (int u = u_begin; u < u_end; ++u) {
     const int n = u / SW_TILES, row0 = (u % SW_TILES) * SW_ROWS;
     if (u != u_begin) __syncthreads();   // every thread is done with the previous unit

@@ -14,10 +14,14 @@
 //                                                z_r[label], dz_r = (softmax(z_r) - onehot) / N
 //   mean(v, out, n)                       out[0] = the mean of v (one block: a fixed order of sums,
 //                                         so the loss is the same number on every run)
-//   sgd_momentum(p, g, v, n, lr, momentum, weight_decay)
-//                                         PyTorch's SGD: g' = g + wd p; v = momentum v + g';
+//   sgd_momentum(p, g, v, n, hyper)       PyTorch's SGD: g' = g + wd p; v = momentum v + g';
 //                                         p -= lr v.  One launch for all parameters: they live in
-//                                         one flat buffer (labkit.train.Parameters), so do g and v.
+//                                         one flat buffer (labkit.models.resnet_small.Parameters), so
+//                                         do g and v.  hyper = {lr, momentum, wd} in device memory,
+//                                         read at each launch: a CUDA graph of the whole step then
+//                                         follows a learning-rate schedule (the host writes hyper
+//                                         between replays) where values passed as arguments would
+//                                         be frozen into the graph.
 // Launch: the elementwise kernels grid (ceil(n / 256),), block (256,); dense_backward_data one thread
 // per dx element, dense_backward_weight one thread per dw element (and db on the first I*O threads'
 // neighbours: threads I*O .. I*O+O-1); softmax_xent grid (ceil(N / 8),), block (256,); mean grid (1,),
@@ -123,9 +127,10 @@ extern "C" __global__ void __launch_bounds__(TR_THREADS) mean(const float* __res
 }
 
 extern "C" __global__ void sgd_momentum(float* __restrict__ p, const float* __restrict__ g, float* __restrict__ v,
-                                        long long n, float lr, float momentum, float weight_decay) {
+                                        long long n, const float* __restrict__ hyper) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
+  const float lr = hyper[0], momentum = hyper[1], weight_decay = hyper[2];
   const float vi = momentum * v[i] + g[i] + weight_decay * p[i];
   v[i] = vi;
   p[i] -= lr * vi;

@@ -21,7 +21,7 @@ from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
 from ..models.resnet_small import ResNetSmall
 
-__all__ = ["fashion_arrays", "Stager", "fit", "accuracy", "MEAN", "STD"]
+__all__ = ["fashion_arrays", "Stager", "fit", "rate_at", "mirrored", "SCHEDULES", "accuracy", "MEAN", "STD"]
 
 # The training split's pixel mean and standard deviation, of values scaled to [0, 1] (computed over
 # the 60,000 images; a test checks them).  Centred inputs let the first steps learn: raw [0, 1]
@@ -92,11 +92,37 @@ def accuracy(net: ResNetSmall, images: np.ndarray, labels: np.ndarray, batch: in
     return right / len(images)
 
 
+SCHEDULES = ("constant", "cosine")
+
+
+def rate_at(step: int, total: int, lr: float, schedule: str = "constant", warmup_steps: int = 0) -> float:
+    """The learning rate of step ``step`` (from 0) of ``total``: ``lr`` throughout ("constant") or
+    falling along half a cosine to 0 at the end ("cosine": large steps first, small ones to settle);
+    over the first ``warmup_steps`` it rises linearly to that (large first steps from a random start
+    can diverge)."""
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {SCHEDULES}, got {schedule!r}")
+    rate = lr * 0.5 * (1.0 + float(np.cos(np.pi * step / total))) if schedule == "cosine" else lr
+    return rate * (step + 1) / warmup_steps if step < warmup_steps else rate
+
+
+def mirrored(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A copy of ``images`` (N, 1, H, W) with a random half of them mirrored left to right: a shirt
+    is a shirt either way round, and the network sees more of them."""
+    out = images.copy()
+    flip = rng.random(len(images)) < 0.5
+    out[flip] = out[flip][..., ::-1]
+    return out
+
+
 def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float = 0.9,
-        weight_decay: float = 5e-4, seed: int = 0, train_limit: int | None = None,
+        weight_decay: float = 5e-4, seed: int = 0, schedule: str = "constant", warmup_steps: int = 0,
+        mirror: bool = False, train_limit: int | None = None,
         test_limit: int | None = None, progress: bool = True) -> dict:
     """Train ``net`` on Fashion-MNIST's training split; evaluate on the test split after each epoch.
-    Returns {"step_loss": [...], "epoch_loss": [...], "test_accuracy": [...], "train_accuracy": [...],
+    The learning rate of each step is ``rate_at(step, epochs * steps, lr, schedule, warmup_steps)``;
+    it reaches the SGD kernel through device memory (ResNetSmall.sgd), so changing it costs one small
+    copy.  ``mirror``: each epoch a seeded random half of the training images is mirrored.  Returns {"step_loss": [...], "epoch_loss": [...], "test_accuracy": [...], "train_accuracy": [...],
     "epoch_seconds": [...]} (the loss of each step is read back once per epoch, not per step: a read
     would wait for the GPU every step)."""
     x_train, y_train = fashion_arrays("train", train_limit)
@@ -104,17 +130,21 @@ def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float
     steps = len(x_train) // batch
     if steps < 1:
         raise ValueError(f"batch {batch} is larger than the {len(x_train)} training images")
+    rate_at(0, 1, lr, schedule)                     # a schedule it does not know fails here
     stage = Stager(batch)
     xp = backends.xp()
     losses = xp.empty(steps, dtype=xp.float32)
     hist = {"step_loss": [], "epoch_loss": [], "test_accuracy": [], "train_accuracy": [], "epoch_seconds": []}
     for epoch in range(epochs):
-        order = np.random.default_rng(seed + epoch).permutation(len(x_train))
+        rng = np.random.default_rng(seed + epoch)
+        order = rng.permutation(len(x_train))
+        images = mirrored(x_train, rng) if mirror else x_train
         t0 = time.perf_counter()
         for s in progress_bar(range(steps), desc=f"epoch {epoch + 1}/{epochs}", show=progress):
             idx = order[s * batch:(s + 1) * batch]
-            x, y = stage.put(x_train[idx], y_train[idx])
-            loss = net.train_step(x, y, lr=lr, momentum=momentum, weight_decay=weight_decay)
+            x, y = stage.put(images[idx], y_train[idx])
+            rate = rate_at(epoch * steps + s, epochs * steps, lr, schedule, warmup_steps)
+            loss = net.train_step(x, y, lr=rate, momentum=momentum, weight_decay=weight_decay)
             losses[s:s + 1] = loss
         epoch_losses = to_numpy(losses).tolist()
         hist["epoch_seconds"].append(time.perf_counter() - t0)

@@ -157,6 +157,7 @@ class ResNetSmall:
             self.bwd_data = {n: cb.BackwardData(w[f"{n}.w"], layers[n]) for n in CONVS[1:]} \
                 if backward == "gemm" else {}
             self.wgrad = {}
+        self.sgd = tr.SGD(self.params.flat, self.grads.flat, self.velocity.flat)
         self._buffers: dict[int, dict] = {}
 
     # --- parameters ------------------------------------------------------------------------------
@@ -269,9 +270,9 @@ class ResNetSmall:
 
     def train_step(self, x, labels, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
         """One SGD step on a batch (x float32 (N, 1, H, W), labels int32 (N,)); the loss before it."""
+        self.sgd.set(lr=lr, momentum=momentum, weight_decay=weight_decay)   # a copy only when they change
         loss = self.loss_and_gradients(x, labels)
-        tr.sgd_momentum(self.params.flat, self.grads.flat, self.velocity.flat, lr=lr, momentum=momentum,
-                        weight_decay=weight_decay)
+        self.sgd.step()
         return loss
 
 

@@ -288,15 +288,14 @@ class SmallWeightGrad:
         self._kind = array_type(self.backend)
         self._plans: dict[int, tuple] = {}
 
-    def slices(self, N: int, resident: int) -> tuple[int, int]:
-        """(slices, units per slice): one full wave of blocks on a GPU (``resident`` blocks per SM), two
-        slices on the CPU executor (its two cores)."""
+    def slices(self, N: int, resident: int) -> int:
+        """How many slices the batch's units (``rows`` rows of an image each) are split into: one full
+        wave of blocks on a GPU (``resident`` blocks per SM), two on the CPU executor (its two cores)."""
         L, t = self.layer, self.tile
         units = N * cdiv(L.H, t.rows)
         chunks = (L.C // t.cb) * (L.M // t.mb)
         want = max(1, resident * gpu_sm_count() // chunks) if self.backend == "cuda" else 2
-        per = cdiv(units, min(want, units))
-        return cdiv(units, per), per
+        return min(want, units)
 
     def _plan(self, N: int):
         L, t = self.layer, self.tile
@@ -308,12 +307,12 @@ class SmallWeightGrad:
         shared = t.shared_bytes(L.W)
         _set_shared(fn, shared)
         resident = fn.occupancy(t.threads(), shared)["blocks_per_sm"] if self.backend == "cuda" else 1
-        slices, per = self.slices(N, max(1, resident))
+        slices = self.slices(N, max(1, resident))
         chunks = (L.C // t.cb) * (L.M // t.mb)
         xp = array_module(self.backend)
         ws = xp.empty((slices, L.C * 9 + 1, L.M), dtype=np.float32)
         db = xp.empty(L.M, dtype=np.float32)           # where the bias gradient goes when not asked for
-        partial = fn.launcher((slices * chunks,), (t.threads(),), (None, None, ws) + ints(N, per), shared)
+        partial = fn.launcher((slices * chunks,), (t.threads(),), (None, None, ws) + ints(N, slices), shared)
         reduce = mod.get_function("conv_small_wgrad_reduce").launcher(
             (cdiv((L.C * 9 + 1) * L.M, 32),), (256,), (ws, None, None) + ints(slices, self.layout == "CKKM"))
         return partial, reduce, db

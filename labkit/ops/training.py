@@ -7,6 +7,7 @@
     dx, dw, db = dense_backward(x, w, dy)         # y = x @ w + b, w (in, out)
     loss, dz = softmax_cross_entropy(z, labels)   # the batch's mean loss (shape (1,)), its gradient
     sgd_momentum(p, g, v, lr=0.1, momentum=0.9, weight_decay=5e-4)   # in place, one launch
+    opt = SGD(p, g, v); opt.set(lr=0.1); opt.step()                  # the same, prepared once
 
 Every array is float32 and C-contiguous on the backend (labels int32); an ``out`` given is checked
 and never overlaps an input.  A label outside [0, D) gives a NaN loss and NaN gradients for its row
@@ -22,7 +23,7 @@ from ..loader import load
 from .plans import PlanCache, cdiv, ints
 
 __all__ = ["relu_backward", "add", "gap_backward", "dense_forward", "dense_backward", "softmax_cross_entropy", "sgd_momentum",
-           "THREADS"]
+           "SGD", "THREADS"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -132,20 +133,51 @@ def softmax_cross_entropy(z, labels, *, out=None):
     return loss, dz
 
 
+class SGD:
+    """SGD with momentum and weight decay over flat buffers, as PyTorch's: v = momentum v + g +
+    weight_decay p; p -= lr v, in place, one launch.  The launch is prepared once; the three
+    hyperparameters live in a small device array the kernel reads at each launch, so a CUDA graph
+    that captured ``step()`` follows ``set()`` calls made between its replays (a schedule).
+    ``set`` writes the array only when a value changes (a copy in stream order)."""
+
+    def __init__(self, p, g, v):
+        backend = backends.current()
+        _same_shape(p, g, ("p", "g"), backend)
+        _same_shape(p, v, ("p", "v"), backend)
+        check_no_alias(p, (g, v), "p")
+        check_no_alias(v, (g,), "v")
+        self.xp = array_module(backend)
+        self.hyper = self.xp.zeros(3, dtype=np.float32)
+        self.values: tuple | None = None
+        n = int(p.size)
+        self._launch = _fn("sgd_momentum", (backend, "sgd", n), (max(1, cdiv(n, THREADS)),), (THREADS,),
+                           (None, None, None, np.int64(n), None))
+        self._arrays = (p, g, v, self.hyper)
+
+    def set(self, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0) -> None:
+        for name, val in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
+            if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= 0):
+                raise ValueError(f"{name} must be a finite number >= 0, got {val!r}")
+        values = (float(lr), float(momentum), float(weight_decay))
+        if values != self.values:
+            host = np.array(values, dtype=np.float32)
+            if self.xp is np:
+                self.hyper[...] = host
+            else:
+                self.hyper.set(host)           # one host-to-device copy on the current stream
+            self.values = values
+
+    def step(self) -> None:
+        if self.values is None:
+            raise RuntimeError("set(lr=...) before the first step")
+        self._launch(*self._arrays)
+
+
 def sgd_momentum(p, g, v, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
     """One SGD step in place, as PyTorch's SGD: v = momentum v + g + weight_decay p; p -= lr v.
-    p, g, v: float32 arrays of one shape (all of a network's parameters in one flat buffer: one launch)."""
-    backend = backends.current()
-    _same_shape(p, g, ("p", "g"), backend)
-    _same_shape(p, v, ("p", "v"), backend)
-    check_no_alias(p, (g, v), "p")
-    check_no_alias(v, (g,), "v")
-    for name, val in (("lr", lr), ("momentum", momentum), ("weight_decay", weight_decay)):
-        if not (isinstance(val, (int, float)) and np.isfinite(val) and val >= 0):
-            raise ValueError(f"{name} must be a finite number >= 0, got {val!r}")
-    n = int(p.size)
-    hyper = (np.float32(lr), np.float32(momentum), np.float32(weight_decay))   # fixed in the plan: a
-    launch = _fn("sgd_momentum", (backend, "sgd", n) + hyper, (max(1, cdiv(n, THREADS)),), (THREADS,),
-                 (None, None, None, np.int64(n)) + hyper)                     # schedule makes a few
-    launch(p, g, v)
+    p, g, v: float32 arrays of one shape (all of a network's parameters in one flat buffer: one launch).
+    A loop prepares an ``SGD`` once instead."""
+    opt = SGD(p, g, v)
+    opt.set(lr=lr, momentum=momentum, weight_decay=weight_decay)
+    opt.step()
     return p
