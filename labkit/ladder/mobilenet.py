@@ -10,14 +10,11 @@ Every layer is checked against the float64 reference (at batch 2) before it is t
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 
@@ -31,6 +28,7 @@ from ..backends.parallel import run_parallel
 from ..ops.depthwise import DepthwiseConv2d, Tiling, default_tiling, floor_bytes, tiling_for
 from ..ops.dw_project import DepthwiseProject, ProjectTiles
 from ..ops.implicit import ImplicitConv2d
+from .cudnn_algorithms import handle_create_ms, load_cudnn
 from ..ops.plans import cdiv
 from ..shapes import ConvLayer
 
@@ -257,26 +255,13 @@ def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10, torc
 def cudnn_handle_ms() -> dict | None:
     """ms of cudnnCreate (the first in this process, then a second) through ctypes on libcudnn, or None
     where there is no libcudnn to load."""
-    names = [n for n in ("libcudnn.so.9", "libcudnn.so.8", ctypes.util.find_library("cudnn")) if n]
-    lib = None
-    for n in names:
-        try:
-            lib = ctypes.CDLL(n)
-            break
-        except OSError:
-            continue
+    lib = load_cudnn()
     if lib is None:
         return None
-    out = {}
-    for label in ("first", "second"):
-        handle = ctypes.c_void_p()
-        t0 = time.perf_counter()
-        status = lib.cudnnCreate(ctypes.byref(handle))
-        out[f"cudnnCreate {label} ms"] = (time.perf_counter() - t0) * 1e3
-        if status != 0:
-            return None
-        lib.cudnnDestroy(handle)
-    return out
+    try:
+        return handle_create_ms(lib)
+    except RuntimeError:
+        return None
 
 
 # Each first-call cost is measured in a fresh Python process (nothing loaded, nothing compiled in it):
