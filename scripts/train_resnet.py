@@ -24,6 +24,14 @@ from labkit.ladder import training  # noqa: E402
 from labkit.models.resnet_small import ResNetSmall  # noqa: E402
 
 
+LOSS_EVERY = 25     # the stored loss curve: the mean of each 25 steps (18,750 steps a run at batch 16)
+
+
+def window_means(values: list, k: int) -> list:
+    """The means of consecutive runs of k values (the last run may be shorter)."""
+    return [float(sum(values[i:i + k]) / len(values[i:i + k])) for i in range(0, len(values), k)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--channels", type=int, default=64)
@@ -48,7 +56,8 @@ def main() -> int:
     rows = [{"epoch": e + 1, **{k: hist[k][e] for k in ("epoch_loss", "test_accuracy", "train_accuracy",
                                                         "epoch_seconds")}} for e in range(args.epochs)]
     path = measure.save_rows(rows, Path(args.out) / f"train_resnet_c{args.channels}.json",
-                             meta={"script": "train_resnet", **vars(args), "step_loss": hist["step_loss"],
+                             meta={"script": "train_resnet", **vars(args), "loss_every": LOSS_EVERY,
+                                   "step_loss": window_means(hist["step_loss"], LOSS_EVERY),
                                    "device": labkit.device().label})
     print(f"wrote {path}")
     return 0
