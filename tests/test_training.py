@@ -4,6 +4,7 @@ epochs on a small slice lowering the loss and beating chance on held-out images.
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import labkit
 from labkit.checks import to_numpy
@@ -43,3 +44,27 @@ def test_epochs_on_a_small_slice_lower_the_loss():
     hist = training.fit(net, epochs=10, batch=32, lr=0.05, train_limit=64, test_limit=64, progress=False)
     assert len(hist["step_loss"]) == 10 * 2 and len(hist["test_accuracy"]) == 10
     assert hist["epoch_loss"][-1] < 0.8 * hist["epoch_loss"][0], hist["epoch_loss"]
+
+
+def test_a_replayed_step_graph_trains_as_the_eager_steps():
+    # The whole step captured once and replayed (a CUDA graph on a GPU) with the rate changing
+    # between replays: the same losses as launching every kernel each step.
+    runs = []
+    for graph in (False, True):
+        net = ResNetSmall(6, seed=2)
+        runs.append(training.fit(net, epochs=2, batch=16, lr=0.05, schedule="cosine", warmup_steps=2,
+                                 train_limit=48, test_limit=16, graph=graph, progress=False))
+    assert np.allclose(runs[0]["step_loss"], runs[1]["step_loss"], rtol=1e-5, atol=0)
+
+
+def test_the_rate_schedule_and_mirroring():
+    rates = [training.rate_at(s, 100, 0.1, "cosine", warmup_steps=10) for s in range(100)]
+    assert rates[0] == pytest.approx(0.01) and max(rates) <= 0.1 and rates[-1] < 1e-3
+    assert all(b <= a for a, b in zip(rates[10:], rates[11:]))
+    assert training.rate_at(50, 100, 0.1) == 0.1
+    with pytest.raises(ValueError, match="schedule"):
+        training.rate_at(0, 1, 0.1, "step")
+    x = np.arange(2 * 3 * 4, dtype=np.float32).reshape(2, 1, 3, 4)
+    m = training.mirrored(x, np.random.default_rng(0))
+    for a, b in zip(x, m):
+        assert np.array_equal(b, a) or np.array_equal(b, a[..., ::-1])

@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from .. import backends
+from ..backends.graph import Graph
 from ..checks import to_numpy
 from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
@@ -117,12 +118,16 @@ def mirrored(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float = 0.9,
         weight_decay: float = 5e-4, seed: int = 0, schedule: str = "constant", warmup_steps: int = 0,
-        mirror: bool = False, train_limit: int | None = None,
+        mirror: bool = False, graph: bool = False, train_limit: int | None = None,
         test_limit: int | None = None, progress: bool = True) -> dict:
     """Train ``net`` on Fashion-MNIST's training split; evaluate on the test split after each epoch.
     The learning rate of each step is ``rate_at(step, epochs * steps, lr, schedule, warmup_steps)``;
     it reaches the SGD kernel through device memory (ResNetSmall.sgd), so changing it costs one small
-    copy.  ``mirror``: each epoch a seeded random half of the training images is mirrored.  Returns {"step_loss": [...], "epoch_loss": [...], "test_accuracy": [...], "train_accuracy": [...],
+    copy.  ``mirror``: each epoch a seeded random half of the training images is mirrored.  ``graph``:
+    the first step runs as usual and is captured as one CUDA graph (forward, backward, SGD), which
+    every later step replays: one launch from Python per step instead of some forty (on the CPU
+    executor the steps run as they are).  Returns
+    {"step_loss": [...], "epoch_loss": [...], "test_accuracy": [...], "train_accuracy": [...],
     "epoch_seconds": [...]} (the loss of each step is read back once per epoch, not per step: a read
     would wait for the GPU every step)."""
     x_train, y_train = fashion_arrays("train", train_limit)
@@ -135,6 +140,12 @@ def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float
     xp = backends.xp()
     losses = xp.empty(steps, dtype=xp.float32)
     hist = {"step_loss": [], "epoch_loss": [], "test_accuracy": [], "train_accuracy": [], "epoch_seconds": []}
+    replay, out = None, {}
+
+    def step() -> None:            # reads the stager's device buffers, which every batch is copied into
+        out["loss"] = net.loss_and_gradients(stage.x, stage.y)
+        net.sgd.step()
+
     for epoch in range(epochs):
         rng = np.random.default_rng(seed + epoch)
         order = rng.permutation(len(x_train))
@@ -142,10 +153,18 @@ def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float
         t0 = time.perf_counter()
         for s in progress_bar(range(steps), desc=f"epoch {epoch + 1}/{epochs}", show=progress):
             idx = order[s * batch:(s + 1) * batch]
-            x, y = stage.put(images[idx], y_train[idx])
+            stage.put(images[idx], y_train[idx])
             rate = rate_at(epoch * steps + s, epochs * steps, lr, schedule, warmup_steps)
-            loss = net.train_step(x, y, lr=rate, momentum=momentum, weight_decay=weight_decay)
-            losses[s:s + 1] = loss
+            net.sgd.set(lr=rate, momentum=momentum, weight_decay=weight_decay)    # outside any capture
+            if replay is not None:
+                replay.launch()
+            elif graph:
+                replay = Graph([step])     # on a GPU: runs this step once, then captures it
+                if not replay.on_gpu:
+                    replay.launch()        # the CPU executor's Graph runs its steps only when launched
+            else:
+                step()
+            losses[s:s + 1] = out["loss"]
         epoch_losses = to_numpy(losses).tolist()
         hist["epoch_seconds"].append(time.perf_counter() - t0)
         hist["step_loss"] += epoch_losses
