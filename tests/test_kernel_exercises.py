@@ -9,7 +9,7 @@ import pytest
 import labkit
 from labkit.exercises import main as make_student_version
 from labkit.exercises import strip_cu_solutions
-from labkit.ladder.kernel_exercise import check_conv_kernel, check_depthwise_kernel
+from labkit.ladder.kernel_exercise import check_backward_data_kernel, check_conv_kernel, check_depthwise_kernel
 
 EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
 NAIVE = EXERCISES / "02_conv_naive.cu"
@@ -129,3 +129,36 @@ def test_a_wrong_stride_is_named(tmp_path):
     p = dw_variant(tmp_path, "stride", "const int ih = oh * S - 1 + kh;", "const int ih = oh - 1 + kh;")
     v = check_depthwise_kernel(p, "depthwise_exercise")
     assert not v.ok and "stride 2" in v.message and "largest error" in v.message
+
+
+# --- notebook 10: the backward data of a 3x3 convolution ------------------------------------------
+BACKWARD_DATA = EXERCISES / "10_conv_backward_data.cu"
+BWD = "conv3x3_bwd_data_exercise"
+
+
+def test_the_backward_data_solution_passes():
+    v = check_backward_data_kernel(BACKWARD_DATA, BWD)
+    assert v.ok and "gate" in v.message, v.message
+
+
+def test_the_backward_data_students_copy_is_told_what_is_missing(tmp_path):
+    assert make_student_version([str(BACKWARD_DATA.parent.parent), str(tmp_path / "student")]) == 0
+    copy = tmp_path / "student" / "exercises" / BACKWARD_DATA.name
+    assert "// YOUR CODE HERE" in copy.read_text() and "oh = h + 1 - kh" not in copy.read_text()
+    v = check_backward_data_kernel(copy, BWD, checks="none")
+    assert not v.ok and "wrong" in v.message
+
+
+def test_the_forward_index_instead_of_the_transposed_one_is_named(tmp_path):
+    """Gathering with the forward's offsets (oh = h - 1 + kh) sums the weights turned the wrong way."""
+    p = variant(tmp_path, "unflipped", "const int oh = h + 1 - kh;", "const int oh = h - 1 + kh;", BACKWARD_DATA)
+    v = check_backward_data_kernel(p, BWD, checks="none")
+    assert not v.ok and "largest error" in v.message and "inside" in v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the out-of-bounds report comes from the CPU executor's memory check")
+def test_a_read_past_dy_is_named(tmp_path):
+    """Dropping the bottom-edge test reads dy one row past the plane: past the end of dy on the last image."""
+    p = variant(tmp_path, "no_bottom", "if (oh < 0 || oh >= H) continue;", "if (oh < 0) continue;", BACKWARD_DATA)
+    v = check_backward_data_kernel(p, BWD)
+    assert not v.ok and "KernelMemoryError" in v.message and "('dy')" in v.message and ".cu:" in v.message, v.message

@@ -25,16 +25,20 @@ from .. import backends, reference
 from ..checks import check_activation, to_numpy
 from ..errors import BarrierError, KernelCompileError, KernelMemoryError, KernelRaceError, LaunchError
 from ..loader import load_source
+from ..reference import backward as rb
 from .harness import random_layer, reference_activation
 
-__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "tile_bytes",
-           "EXERCISE_LAYERS", "DEPTHWISE_CASES"]
+__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
+           "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES", "BACKWARD_DATA_CASES"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
                    dict(N=1, C=6, H=22, W=22, M=16, K=5)]
 # Depthwise 3x3 layers (N, C, H, W, stride): odd planes, both strides, one channel and several.
 DEPTHWISE_CASES = [(2, 3, 13, 19, 1), (1, 5, 14, 11, 2), (3, 1, 7, 7, 1), (1, 4, 9, 16, 2)]
+# Backward data of a 3x3 convolution, stride 1, padding 1 (N, C, H, W, M): odd planes, one input
+# channel and several, one output channel and several, a plane of one row.
+BACKWARD_DATA_CASES = [(2, 3, 9, 7, 5), (1, 1, 6, 11, 4), (3, 4, 5, 5, 1), (2, 2, 1, 6, 3)]
 
 
 @dataclass
@@ -47,10 +51,11 @@ class Verdict:
         return self.ok
 
 
-def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3) -> str | None:
+def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3,
+                      index: str = "n, m, h, w") -> str | None:
     """None if ``y`` matches the float64 ``ref`` (N, M, Ho, Wo) to ``tol`` (relative to ref's largest
     magnitude), else a few lines: how many elements are wrong, never written (NaN) or wrong values,
-    on the edge of the plane or inside it, the first few (n, m, h, w), the largest error."""
+    on the edge of the plane or inside it, the first few (their ``index``), the largest error."""
     y = np.asarray(y, np.float64)
     scale = max(float(np.abs(ref).max()), 1e-30)
     nan = np.isnan(y)
@@ -69,7 +74,7 @@ def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show
              f"never written), {n_bad - n_nan} with other values; {n_edge} on the plane's edge (first or last row or "
              f"column), {n_bad - n_edge} inside"]
     idx = np.argwhere(bad)[:show]
-    lines.append("first wrong outputs (n, m, h, w): " + ", ".join(
+    lines.append(f"first wrong outputs ({index}): " + ", ".join(
         f"{tuple(int(v) for v in i)} = {y[tuple(i)]:.4g} (expected {ref[tuple(i)]:.4g})" for i in idx))
     finite = bad & ~nan
     if finite.any():
@@ -180,3 +185,43 @@ def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activat
         if what is not None:
             return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
     return Verdict(True, f"{name}: right on {len(cases)} odd layers (strides 1 and 2), every output written: True")
+
+
+def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory",
+                               threads: int = 128, rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/10_conv_backward_data.cu's signature: dy, wt
+    (C*9, M), gate, dx, N, C, H, W, M; one thread per dx element in memory order), run ``kernel`` on
+    each of ``cases`` (N, C, H, W, M; default BACKWARD_DATA_CASES) with a NaN-poisoned dx and compare
+    with the float64 reference: dL/dx of a 3x3 convolution (stride 1, zero padding 1), 0 where
+    gate <= 0; on the CPU executor under ``checks``."""
+    rng = rng or np.random.default_rng()
+    cases = BACKWARD_DATA_CASES if cases is None else cases
+    name = f"{Path(path).name}: {kernel}"
+    try:
+        fn = load_source(path, check=checks, own=True).get_function(kernel)
+    except KernelCompileError as exc:
+        return Verdict(False, f"{name}: does not compile:\n{exc}")
+    except LaunchError as exc:
+        return Verdict(False, f"{name}: {exc}")
+    xp = backends.xp()
+    for N, C, H, W, M in cases:
+        dy = rng.standard_normal((N, M, H, W)).astype(np.float32)
+        w = rng.standard_normal((M, C, 3, 3)).astype(np.float32)
+        gate = rng.standard_normal((N, C, H, W)).astype(np.float32)
+        wt = np.ascontiguousarray(w.reshape(M, C * 9).T)              # the (C*9, M) layout
+        dx = xp.full((N, C, H, W), np.nan, dtype=np.float32)
+        shape = f"layer N={N} C={C} {H}x{W} -> M={M} (dy {N}x{M}x{H}x{W}, dx {N}x{C}x{H}x{W})"
+        try:
+            fn((-(-N * C * H * W // threads),), (threads,),
+               (xp.asarray(dy), xp.asarray(wt), xp.asarray(gate), dx, *(np.int32(v) for v in (N, C, H, W, M))))
+            out = to_numpy(dx)
+        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
+            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
+            return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
+        ref, _, _ = rb.conv2d_backward(np.zeros((N, C, H, W)), w, dy, pad=1)     # float64
+        ref = np.where(gate > 0, ref, 0.0)
+        what = describe_mismatch(out, ref, index="n, c, h, w")
+        if what is not None:
+            return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
+    return Verdict(True, f"{name}: right on {len(cases)} odd layers (the ReLU's gate applied), every dx element "
+                         "written: True")

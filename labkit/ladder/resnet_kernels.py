@@ -22,6 +22,7 @@ from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..models.resnet_small import to_ckkm, to_mckk
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, tile_for, weight_tile_for
+from ..ops.conv_winograd import WinogradConv3x3, WinogradTile, winograd_tile_for
 from ..reference import backward as rb
 from ..shapes import ConvLayer
 from .mobilenet import per_launch_ms
@@ -42,16 +43,25 @@ def _divisors(n: int, among) -> list[int]:
 
 
 def _chunks(n: int, among) -> list[int]:
-    """The channel chunks worth trying: all n channels when there are at most 16, else those of ``among``
-    that divide n."""
-    return [n] if n <= 16 else [d for d in among if n % d == 0]
+    """The channel chunks worth trying: all n channels when there are at most ``among``'s largest, else
+    those of ``among`` that divide n."""
+    return [n] if n <= max(among) else [d for d in among if n % d == 0]
 
 
-def candidates(kind: str, C: int, M: int, H: int, W: int) -> list:
-    """Every tile of the pass's kernel that fits the layer (C -> M as the kernel sees it), within the
-    bounds that can win (8 to 64 sums a thread, input-channel chunks of 16 or 32)."""
+def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
+    """Every tile of the pass's kernel (``algorithm`` "direct" or, for forward and data, "winograd")
+    that fits the layer (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums
+    a thread, channel chunks that divide C)."""
     out = []
-    if kind == "weight":
+    if algorithm == "winograd":
+        chunks = _divisors(C, (4, 8, 16)) or [C]
+        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4), (4, 7, 8, 14), chunks)
+        for mb, rm, tr, rt, ck in space:
+            t = WinogradTile(mb, rm, tr, rt, ck)
+            if mb % rm or not 14 <= rm * rt <= 64 or not 64 <= t.threads(W) <= 512:
+                continue
+            out.append(t)
+    elif kind == "weight":
         space = itertools.product(_chunks(C, (16, 32)), _divisors(M, (8, 16, 32)), (2, 4, 8), (4, 7, 14), (1, 2, 4, 7))
         for cb, mb, tm, rows, groups in space:
             t = WeightTile(cb, mb, tm, rows, groups)
@@ -77,17 +87,18 @@ def _fits(tile, C: int, M: int, H: int, W: int) -> bool:
     return True
 
 
-def make_pass(kind: str, layer: ConvLayer, tile=None):
-    """The pass's labkit object: SmallConv3x3 (forward, ReLU and bias as in the network; data, as the
-    transposed convolution) or SmallWeightGrad, with ``tile`` or the tuned/default one."""
+def make_pass(kind: str, layer: ConvLayer, tile=None, algorithm: str = "direct"):
+    """The pass's labkit object: SmallConv3x3 or, with algorithm="winograd" (or a WinogradTile),
+    WinogradConv3x3 (forward, ReLU and bias as in the network; data, as the transposed convolution),
+    or SmallWeightGrad, with ``tile`` or the tuned/default one."""
     xp = backends.xp()
     rng = np.random.default_rng(1)
     wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
     if kind == "weight":
         return SmallWeightGrad(layer, tile=tile), wt
     b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
-    return SmallConv3x3(wt, b, layer, activation="relu" if kind == "forward" else None,
-                        transpose=kind == "data", tile=tile), wt
+    cls = WinogradConv3x3 if algorithm == "winograd" or isinstance(tile, WinogradTile) else SmallConv3x3
+    return cls(wt, b, layer, activation="relu" if kind == "forward" else None, transpose=kind == "data", tile=tile), wt
 
 
 def _check(kind: str, layer: ConvLayer, op, wt, rng) -> float:
@@ -106,13 +117,15 @@ def _check(kind: str, layer: ConvLayer, op, wt, rng) -> float:
     return rel_error(op(f32(x), f32(dy)), to_ckkm(dw))
 
 
-def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10) -> list[dict]:
+def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10, algorithm: str = "direct") -> list[dict]:
     """Each tile of the pass's kernel: checked against float64 at batch 3 (a wrong kernel never wins),
     then GPU ms per launch at batch N (a CUDA graph of launches, inputs L2-warm as in the network)."""
     xp = backends.xp()
     rng = np.random.default_rng(0)
-    ops = [make_pass(kind, layer, t) for t in tiles]
-    default = (weight_tile_for if kind == "weight" else lambda *s: tile_for(kind, *s))(*kernel_shape(kind, layer))
+    ops = [make_pass(kind, layer, t, algorithm) for t in tiles]
+    shape = kernel_shape(kind, layer)
+    default = (weight_tile_for(*shape) if kind == "weight" else
+               winograd_tile_for(kind, *shape) if algorithm == "winograd" else tile_for(kind, *shape))
     run_parallel([lambda o=o: _compile(kind, o[0]) for o in ops])
     a = xp.asarray(rng.standard_normal((N,) + ((layer.M,) if kind == "data" else (layer.C,)) + (layer.H, layer.W),
                                        dtype=np.float32))
@@ -124,14 +137,15 @@ def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10) 
             raise AssertionError(f"{kind} pass of {layer} with {t} disagrees with the float64 reference: {err:.2e}")
         run = (lambda op=op: op(a, dy)) if kind == "weight" else (lambda op=op: op(a))
         ms = per_launch_ms(run, repeat=repeat)
-        rows.append({"pass": kind, "layer": layer.key, "batch": N, "tile": t.__dict__, "median_ms": ms,
+        rows.append({"pass": kind, "algorithm": algorithm, "layer": layer.key, "batch": N, "tile": t.__dict__,
+                     "median_ms": ms,
                      "floor_ms": floor, "rel_error": err, "default": t == default, "device": device().label})
     return rows
 
 
 def _compile(kind: str, op) -> None:
     """Load the module of ``op``'s tile for batch 1 (the compile is the slow part; it is cached)."""
-    op._plan(1)
+    op.plan(1)
 
 
 def floor_ms(kind: str, layer: ConvLayer, N: int) -> float:

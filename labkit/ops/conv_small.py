@@ -22,18 +22,18 @@ import numpy as np
 
 from .. import backends
 from ..backends.limits import SHARED_MEM_PER_BLOCK
+from .implicit import shared_optin_limit
 from ..checks import array_module, array_type, check_activation, check_array, check_residual, check_shape, output
 from ..device_query import gpu_sm_count
 from ..loader import load
 from ..shapes import ConvLayer
 from ..tuned import CONV_SMALL, lookup
-from .plans import PlanCache, cdiv, ints
+from .plans import allow_shared, cdiv, ints
 
-__all__ = ["Tile", "WeightTile", "SmallConv3x3", "SmallWeightGrad", "default_tile", "default_weight_tile",
+__all__ = ["Conv3x3Layer", "Tile", "WeightTile", "SmallConv3x3", "SmallWeightGrad", "default_tile", "default_weight_tile",
            "tile_for", "weight_tile_for", "row_pitch", "check_small_layer", "table_key"]
 
 MAX_THREADS = 1024
-_PLANS = PlanCache()
 
 
 def check_small_layer(layer) -> ConvLayer:
@@ -99,9 +99,9 @@ class Tile:
             raise ValueError(f"{self}: rows must be at most H={H}")
         if not 1 <= self.threads(W) <= MAX_THREADS:
             raise ValueError(f"{self} makes {self.threads(W)} threads a block on W={W} (at most {MAX_THREADS})")
-        if self.shared_bytes(W) > SHARED_MEM_PER_BLOCK:
+        if self.shared_bytes(W) > shared_optin_limit():
             raise ValueError(f"{self} stages {self.shared_bytes(W)} bytes in shared memory (at most "
-                             f"{SHARED_MEM_PER_BLOCK}): take fewer rows or input channels (cb)")
+                             f"{shared_optin_limit()}): take fewer rows or input channels (cb)")
 
     def defines(self, W: int) -> dict:
         return {"SC_MB": self.mb, "SC_TM": self.tm, "SC_ROWS": self.rows, "SC_L": self.l, "SC_CB": self.cb,
@@ -135,9 +135,9 @@ class WeightTile:
             raise ValueError(f"{self}: rows must be at most H={H} and groups at most rows")
         if not 1 <= self.threads() <= MAX_THREADS:
             raise ValueError(f"{self} makes {self.threads()} threads a block (at most {MAX_THREADS})")
-        if self.shared_bytes(W) > SHARED_MEM_PER_BLOCK:
+        if self.shared_bytes(W) > shared_optin_limit():
             raise ValueError(f"{self} stages {self.shared_bytes(W)} bytes in shared memory (at most "
-                             f"{SHARED_MEM_PER_BLOCK}): take fewer rows or channels")
+                             f"{shared_optin_limit()}): take fewer rows or channels")
 
     def defines(self) -> dict:
         return {"SW_CB": self.cb, "SW_MB": self.mb, "SW_TM": self.tm, "SW_ROWS": self.rows, "SW_G": self.groups}
@@ -181,13 +181,10 @@ def weight_tile_for(C: int, M: int, H: int, W: int, device_name: str | None = No
         default_weight_tile(C, M, H, W)
 
 
-def _set_shared(fn, shared: int) -> None:
-    if shared > 48 * 1024:          # past the default: the kernel must ask for it
-        fn.max_dynamic_shared_size_bytes = shared
-
-
-class SmallConv3x3:
-    """A 3x3 convolution (stride 1, padding 1) on conv_small's direct kernel, its epilogue fused.
+class Conv3x3Layer:
+    """What the 3x3 layers of conv_small and conv_winograd share: the checks made once (weights,
+    bias, flags) and at each call (x, the residual and gate arrays, the output), and a plan per
+    batch size from the subclass's ``make_plan(N)``: a launch(x, *per-call arrays, y).
 
     Args:
         wt: the forward layer's weights, float32 (C*9, M) on the backend, read at every call.
@@ -200,11 +197,10 @@ class SmallConv3x3:
         transpose: compute backward data instead: the input is dL/dy (N, M, H, W) and the output
             dL/dx (N, C, H, W): the convolution with the filters turned and C, M swapped, read
             from ``wt`` as they are.
-        tile: a ``Tile`` instead of ``tile_for``'s.
     """
 
     def __init__(self, wt, b, layer, *, activation: str | None = None, residual: bool = False, gate: bool = False,
-                 transpose: bool = False, tile: Tile | None = None):
+                 transpose: bool = False):
         self.backend = backend = backends.current()
         L = self.layer = check_small_layer(layer)
         check_array(wt, "wt", "(C*9, M)", 2, backend)
@@ -217,27 +213,30 @@ class SmallConv3x3:
         self.relu = check_activation(activation, (None, "relu")) != 0
         self.transpose, self.residual, self.gate = bool(transpose), bool(residual), bool(gate)
         self.c_in, self.c_out = (L.M, L.C) if transpose else (L.C, L.M)
-        self.tile = tile or tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
-        self.tile.check(self.c_in, self.c_out, L.H, L.W)
         self.wt, self.b = wt, b
         self._kind = array_type(backend)
         self._plans: dict[int, object] = {}
 
-    def _plan(self, N: int):
-        L, t = self.layer, self.tile
-        defines = {"SC_C": self.c_in, "SC_M": self.c_out, "SC_H": L.H, "SC_W": L.W, "SC_BIAS": int(self.b is not None),
-                   "SC_ADD": int(self.residual), "SC_GATE": int(self.gate), "SC_FLIP": int(self.transpose),
-                   **t.defines(L.W), **default_weight_tile(self.c_in, self.c_out, L.H, L.W).defines()}
-        fn = load("conv_small", defines=defines).get_function("conv_small")
-        shared = t.shared_bytes(L.W)
-        _set_shared(fn, shared)
-        grid = (N * cdiv(L.H, t.rows) * (self.c_out // t.mb),)
-        # The module holds both kernels: the weight gradient's tile is the default one (every tile is
-        # checked at compile time).  Unused pointers are never read (compile-time flags): the weights stand in for them.
-        b = self.b if self.b is not None else self.wt
-        add = None if self.residual else self.wt
-        gate = None if self.gate else self.wt
-        return fn.launcher(grid, (t.threads(L.W),), (None, self.wt, b, add, gate, None) + ints(N, self.relu), shared)
+    def epilogue_defines(self, prefix: str) -> dict:
+        """The kernels' compile-time epilogue flags (bias, residual, gate, flipped weights)."""
+        return {f"{prefix}_BIAS": int(self.b is not None), f"{prefix}_ADD": int(self.residual),
+                f"{prefix}_GATE": int(self.gate), f"{prefix}_FLIP": int(self.transpose)}
+
+    def fixed_pointers(self) -> tuple:
+        """(b, addend, gate) of the launch: None where each call passes one; unused ones are never
+        read (compile-time flags), the weights stand in for them."""
+        return (self.b if self.b is not None else self.wt, None if self.residual else self.wt,
+                None if self.gate else self.wt)
+
+    def make_plan(self, N: int):
+        raise NotImplementedError
+
+    def plan(self, N: int):
+        """The launch of batch size N, made once."""
+        p = self._plans.get(N)
+        if p is None:
+            p = self._plans[N] = self.make_plan(N)
+        return p
 
     def __call__(self, x, out=None, *, residual=None, gate=None):
         L = self.layer
@@ -247,7 +246,7 @@ class SmallConv3x3:
         if x.shape[1:] != (self.c_in, L.H, L.W):
             raise ValueError(f"x must be (N, {self.c_in}, {L.H}, {L.W}), got {tuple(x.shape)}")
         shape = (N, self.c_out, L.H, L.W)
-        extra = check_residual(residual, shape, self.residual, self._kind, self.backend, "SmallConv3x3")
+        extra = check_residual(residual, shape, self.residual, self._kind, self.backend, type(self).__name__)
         if self.gate:
             if gate is None:
                 raise ValueError(f"this layer gates its output: pass gate= a float32 array of shape {shape}")
@@ -257,11 +256,33 @@ class SmallConv3x3:
         elif gate is not None:
             raise ValueError("this layer was made without gate=True: it has no gate")
         y = output(out, shape, "NCHW", (x,) + extra, backend=self.backend)
-        plan = self._plans.get(N)
-        if plan is None:
-            plan = self._plans[N] = self._plan(N)
-        plan(x, *extra, y)
+        self.plan(N)(x, *extra, y)
         return y
+
+
+class SmallConv3x3(Conv3x3Layer):
+    """A 3x3 convolution (stride 1, padding 1) on conv_small's direct kernel, its epilogue fused.
+    Arguments as ``Conv3x3Layer``'s, and ``tile``: a ``Tile`` instead of ``tile_for``'s."""
+
+    def __init__(self, wt, b, layer, *, activation: str | None = None, residual: bool = False, gate: bool = False,
+                 transpose: bool = False, tile: Tile | None = None):
+        super().__init__(wt, b, layer, activation=activation, residual=residual, gate=gate, transpose=transpose)
+        L = self.layer
+        self.tile = tile or tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
+        self.tile.check(self.c_in, self.c_out, L.H, L.W)
+
+    def make_plan(self, N: int):
+        L, t = self.layer, self.tile
+        # The module holds both kernels: the weight gradient's tile is the default one (every tile is
+        # checked at compile time).
+        defines = {"SC_C": self.c_in, "SC_M": self.c_out, "SC_H": L.H, "SC_W": L.W, **self.epilogue_defines("SC"),
+                   **t.defines(L.W), **default_weight_tile(self.c_in, self.c_out, L.H, L.W).defines()}
+        fn = load("conv_small", defines=defines).get_function("conv_small")
+        shared = t.shared_bytes(L.W)
+        allow_shared(fn, shared)
+        grid = (N * cdiv(L.H, t.rows) * (self.c_out // t.mb),)
+        return fn.launcher(grid, (t.threads(L.W),), (None, self.wt) + self.fixed_pointers() + (None,)
+                           + ints(N, self.relu), shared)
 
 
 class SmallWeightGrad:
@@ -297,7 +318,14 @@ class SmallWeightGrad:
         want = max(1, resident * gpu_sm_count() // chunks) if self.backend == "cuda" else 2
         return min(want, units)
 
-    def _plan(self, N: int):
+    def plan(self, N: int) -> tuple:
+        """(partial sums, reduce, default db) of batch size N, made once."""
+        p = self._plans.get(N)
+        if p is None:
+            p = self._plans[N] = self.make_plan(N)
+        return p
+
+    def make_plan(self, N: int):
         L, t = self.layer, self.tile
         # The module holds both kernels: the forward's tile is the default one (both are checked at compile time).
         defines = {"SC_C": L.C, "SC_M": L.M, "SC_H": L.H, "SC_W": L.W, **t.defines(),
@@ -305,7 +333,7 @@ class SmallWeightGrad:
         mod = load("conv_small", defines=defines)
         fn = mod.get_function("conv_small_wgrad")
         shared = t.shared_bytes(L.W)
-        _set_shared(fn, shared)
+        allow_shared(fn, shared)
         resident = fn.occupancy(t.threads(), shared)["blocks_per_sm"] if self.backend == "cuda" else 1
         slices = self.slices(N, max(1, resident))
         chunks = (L.C // t.cb) * (L.M // t.mb)
@@ -326,9 +354,7 @@ class SmallWeightGrad:
         check_shape(x, "x", (N, L.C, L.H, L.W), f"(N, C, H, W) of {L}")
         check_shape(dy, "dy", (N, L.M, L.H, L.W), f"(N, M, H, W) of {L}")
         dw = output(out, self.out_shape, self.layout, (x, dy), backend=self.backend)
-        plan = self._plans.get(N)
-        if plan is None:
-            plan = self._plans[N] = self._plan(N)
+        plan = self.plan(N)
         db = plan[2] if bias is None else output(bias, (L.M,), "(M,)", (x, dy, dw), backend=self.backend)
         plan[0](x, dy)
         plan[1](dw, db)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends
+from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..checks import array_type, check_array, fast_input, output
 from ..loader import register_cache
 
@@ -59,3 +60,9 @@ def ints(*values) -> tuple:
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for positive ints: blocks to cover a elements, b per block."""
     return -(-a // b)
+
+
+def allow_shared(fn, nbytes: int) -> None:
+    """Let ``fn`` take ``nbytes`` of dynamic shared memory: past 48 KiB a kernel must ask for it."""
+    if nbytes > SHARED_MEM_PER_BLOCK:
+        fn.max_dynamic_shared_size_bytes = nbytes

@@ -1,0 +1,268 @@
+// conv_winograd.cu -- 3x3 convolutions (stride 1, zero padding 1) by Winograd's minimal filtering
+// F(2x2, 3x3): each 2x2 block of outputs from a 4x4 block of inputs with 16 multiplications per
+// (input, output) channel pair instead of the direct method's 36, 2.25x fewer.
+//
+//   y = A^T [ (G g G^T) . (B^T d B) ] A        summed over the input channels, per 2x2 output tile
+//   d: the tile's 4x4 input patch (rows 2i - 1 .. 2i + 2, columns 2j - 1 .. 2j + 2, zeros outside);
+//   g: a 3x3 filter; "." elementwise.  With U = G g G^T and V = B^T d B precomputed, the sum over
+//   input channels c is 16 independent products, one per position xi of the 4x4 transforms:
+//       Mx[xi][m][t] = sum over c of U[xi][m][c] * V[xi][c][t]          (16 GEMMs, M x C by C x tiles)
+//   and the output tile is A^T Mx A.  The transforms are additions only (B, A have entries 0, +-1;
+//   G has +-1/2), done once per weight and once per (input channel, tile), so the multiply-adds are
+//   the GEMMs': 16 * M * C per tile of 4 outputs.
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+//   A^T = [1 1 1 0; 0 1 -1 -1].  The rounding error grows a little (sums of up to 4 terms in each
+//   transform): still about 1e-7 of the output's size in float32.
+//
+// winograd_weights(wt, u)    U for every (m, c): u[xi][c][m], 16 x C x M (the GEMMs' A operand,
+//   output channels contiguous).  wt: the forward layer's weights in the (C*9, M) layout; with
+//   WG_FLIP it transforms the backward-data filters, the forward's turned 180 degrees with C and M
+//   swapped.  Grid (ceil(C * M / 256),), block (256,).  Weights change every training step, so this
+//   runs before each convolution (16 * C * M values: a few microseconds).
+// winograd_conv(x, u, b, addend, gate, y, N, relu)    the convolution and conv_small's epilogue:
+//   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE).
+//   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / 2)
+//   tiles).  For each chunk of WG_CK input channels it transforms the chunk's input patches into
+//   V (shared memory, read from global memory through L1: neighbouring patches overlap by half) and
+//   stages the chunk's U; then each thread, one transform position xi, accumulates a WG_RM x WG_RT
+//   block of Mx[xi] (output channels by tiles) in registers: (WG_RM + WG_RT) / 4 16-byte shared
+//   loads (where they are multiples of 4) for WG_RM * WG_RT multiply-adds.  The 16 lanes of a half-warp hold the 16 positions, so one output
+//   tile's 16 sums sit in 16 threads: they meet in shared memory for the output transform, each
+//   thread then finishing whole tiles.  Grid (N * ceil(ceil(H / 2) / WG_TR) * M / WG_MB,), block
+//   (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
+// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u (16, C, M); float32, C-contiguous.
+// Compile-time parameters: WG_C, WG_M (the kernel's input and output channels: for backward data the
+// forward's M and C), WG_H, WG_W, the tile (WG_MB, WG_RM, WG_TR, WG_RT, WG_CK) and the epilogue
+// (WG_BIAS, WG_ADD, WG_GATE); WG_FLIP for the weight transform.
+
+#ifndef WG_C
+#define WG_C 16
+#endif
+#ifndef WG_M
+#define WG_M 16
+#endif
+#ifndef WG_H
+#define WG_H 28
+#endif
+#ifndef WG_W
+#define WG_W 28
+#endif
+#ifndef WG_MB
+#define WG_MB 16
+#endif
+#ifndef WG_RM
+#define WG_RM 4
+#endif
+#ifndef WG_TR
+#define WG_TR 2
+#endif
+#ifndef WG_RT
+#define WG_RT 7
+#endif
+#ifndef WG_CK
+#define WG_CK 8
+#endif
+#ifndef WG_BIAS
+#define WG_BIAS 0
+#endif
+#ifndef WG_ADD
+#define WG_ADD 0
+#endif
+#ifndef WG_GATE
+#define WG_GATE 0
+#endif
+#ifndef WG_FLIP
+#define WG_FLIP 0
+#endif
+
+static_assert(WG_M % WG_MB == 0 && WG_MB % WG_RM == 0 && WG_C % WG_CK == 0,
+              "WG_MB must divide WG_M, WG_RM WG_MB and WG_CK WG_C");
+
+constexpr int WG_TW = (WG_W + 1) / 2, WG_TH = (WG_H + 1) / 2;   // tiles across and down a plane
+constexpr int WG_BANDS = (WG_TH + WG_TR - 1) / WG_TR;            // bands of WG_TR tile rows
+constexpr int WG_TB = WG_TR * WG_TW;                             // tiles a block owns
+constexpr int WG_MG = WG_MB / WG_RM;                             // groups of output channels
+constexpr int WG_TG = (WG_TB + WG_RT - 1) / WG_RT;               // groups of tiles
+constexpr int WG_TBP = WG_TG * WG_RT;                            // tiles, padded to whole groups
+constexpr int WG_THREADS = 16 * WG_MG * WG_TG;
+// Pitches of the 16 positions' slices.  Read as 16-byte vectors (U when WG_RM, V when WG_RT is a
+// multiple of 4): 4 more than a multiple of 32, so that the 8 lanes of a quarter-warp, 8 positions,
+// cover the 32 banks once.  Read one value at a time (V otherwise): odd, 16 positions in 16 banks.
+__host__ __device__ constexpr int wg_pitch4(int n) { return n + (36 - n % 32) % 32; }
+constexpr int WG_VS = WG_RT % 4 == 0 ? wg_pitch4(WG_CK * WG_TBP) : (WG_CK * WG_TBP) | 1;
+constexpr int WG_US = wg_pitch4(WG_CK * WG_MB);
+constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                       // the sums' slices, for the output transform
+constexpr int WG_GEMM_FLOATS = 16 * WG_VS + 16 * WG_US;
+constexpr int WG_SUM_FLOATS = 16 * WG_SS;
+constexpr int WG_SHARED_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
+static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channels or tiles a block)");
+
+extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float* __restrict__ u) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;     // (c, m) of the kernel's orientation
+  if (i >= WG_C * WG_M) return;
+  const int m = i % WG_M, c = i / WG_M;
+  float g[3][3];
+#pragma unroll
+  for (int kh = 0; kh < 3; ++kh)
+#pragma unroll
+    for (int kw = 0; kw < 3; ++kw)
+#if WG_FLIP
+      // Backward data: g[m][c] = w_forward[c][m] turned; wt rows (m * 9 + tap) of the forward's
+      // (M_kernel * 9, C_kernel) layout.
+      g[kh][kw] = wt[(m * 9 + 8 - (kh * 3 + kw)) * WG_C + c];
+#else
+      g[kh][kw] = wt[(c * 9 + kh * 3 + kw) * WG_M + m];
+#endif
+  float t[4][3];                                            // G g
+#pragma unroll
+  for (int j = 0; j < 3; ++j) {
+    t[0][j] = g[0][j];
+    t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
+    t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
+    t[3][j] = g[2][j];
+  }
+#pragma unroll
+  for (int r = 0; r < 4; ++r) {                             // (G g) G^T
+    const float v[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]), 0.5f * (t[r][0] - t[r][1] + t[r][2]),
+                        t[r][2]};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) u[((r * 4 + s) * WG_C + c) * WG_M + m] = v[s];
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
+    const float* __restrict__ x, const float* __restrict__ u, const float* __restrict__ b,
+    const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu) {
+  extern __shared__ __align__(16) float smem[];
+  float* sv = smem;                  // [16][WG_VS]: V[xi][c][t] of the chunk
+  float* su = smem + 16 * WG_VS;     // [16][WG_US]: U[xi][c][m] of the chunk and the block's channels
+  constexpr int MCHUNKS = WG_M / WG_MB;
+  const int mc = blockIdx.x % MCHUNKS;
+  const int band = (blockIdx.x / MCHUNKS) % WG_BANDS;
+  const int n = blockIdx.x / (MCHUNKS * WG_BANDS);
+  if (n >= N) return;
+  const int m0 = mc * WG_MB, trow0 = band * WG_TR;
+  const int tid = threadIdx.x;
+  const int xi = tid % 16, q = tid / 16, mg = q % WG_MG, tg = q / WG_MG;
+  float acc[WG_RM][WG_RT];
+#pragma unroll
+  for (int i = 0; i < WG_RM; ++i)
+#pragma unroll
+    for (int j = 0; j < WG_RT; ++j) acc[i][j] = 0.0f;
+
+  for (int c0 = 0; c0 < WG_C; c0 += WG_CK) {
+    if (c0) __syncthreads();           // every thread is done with the previous chunk
+    // V: one thread per (channel, tile) of the chunk: its 4x4 patch, B^T d B, 16 values.
+    for (int e = tid; e < WG_CK * WG_TBP; e += WG_THREADS) {
+      const int cc = e / WG_TBP, t = e % WG_TBP;
+      const int ti = trow0 + t / WG_TW, tj = t % WG_TW;
+      float d[4][4];
+      const float* xc = x + ((long long)n * WG_C + c0 + cc) * WG_H * WG_W;
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+#pragma unroll
+        for (int s = 0; s < 4; ++s) {
+          const int h = 2 * ti - 1 + r, w = 2 * tj - 1 + s;
+          d[r][s] = (t < WG_TB && ti < WG_TH && h >= 0 && h < WG_H && w >= 0 && w < WG_W) ? xc[h * WG_W + w] : 0.0f;
+        }
+      float bt[4][4];                                        // B^T d
+#pragma unroll
+      for (int s = 0; s < 4; ++s) {
+        bt[0][s] = d[0][s] - d[2][s];
+        bt[1][s] = d[1][s] + d[2][s];
+        bt[2][s] = d[2][s] - d[1][s];
+        bt[3][s] = d[1][s] - d[3][s];
+      }
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {                           // (B^T d) B
+        float* out = sv + (r * 4) * WG_VS + cc * WG_TBP + t;
+        out[0 * WG_VS] = bt[r][0] - bt[r][2];
+        out[1 * WG_VS] = bt[r][1] + bt[r][2];
+        out[2 * WG_VS] = bt[r][2] - bt[r][1];
+        out[3 * WG_VS] = bt[r][1] - bt[r][3];
+      }
+    }
+    // U of the chunk: 16 x WG_CK rows of the block's WG_MB output channels.
+    for (int e = tid; e < 16 * WG_CK * WG_MB; e += WG_THREADS) {
+      const int mm = e % WG_MB, cc = (e / WG_MB) % WG_CK, p = e / (WG_MB * WG_CK);
+      su[p * WG_US + cc * WG_MB + mm] = u[((long long)p * WG_C + c0 + cc) * WG_M + m0 + mm];
+    }
+    __syncthreads();
+    const float* vx = sv + xi * WG_VS + tg * WG_RT;
+    const float* ux = su + xi * WG_US + mg * WG_RM;
+#pragma unroll 2
+    for (int cc = 0; cc < WG_CK; ++cc) {
+      float a[WG_RM], v[WG_RT];
+#if WG_RM % 4 == 0
+#pragma unroll
+      for (int i = 0; i < WG_RM; i += 4) {            // 16-byte loads: 4 values an instruction
+        const float4 f = *reinterpret_cast<const float4*>(ux + cc * WG_MB + i);
+        a[i] = f.x, a[i + 1] = f.y, a[i + 2] = f.z, a[i + 3] = f.w;
+      }
+#else
+#pragma unroll
+      for (int i = 0; i < WG_RM; ++i) a[i] = ux[cc * WG_MB + i];
+#endif
+#if WG_RT % 4 == 0
+#pragma unroll
+      for (int j = 0; j < WG_RT; j += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(vx + cc * WG_TBP + j);
+        v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
+      }
+#else
+#pragma unroll
+      for (int j = 0; j < WG_RT; ++j) v[j] = vx[cc * WG_TBP + j];
+#endif
+#pragma unroll
+      for (int i = 0; i < WG_RM; ++i)
+#pragma unroll
+        for (int j = 0; j < WG_RT; ++j) acc[i][j] += a[i] * v[j];
+    }
+  }
+  // The output transform needs a tile's 16 positions, which 16 threads hold: through shared memory.
+  __syncthreads();
+#pragma unroll
+  for (int i = 0; i < WG_RM; ++i)
+#pragma unroll
+    for (int j = 0; j < WG_RT; ++j) smem[xi * WG_SS + (mg * WG_RM + i) * WG_TBP + tg * WG_RT + j] = acc[i][j];
+  __syncthreads();
+  for (int e = tid; e < WG_MB * WG_TB; e += WG_THREADS) {
+    const int t = e % WG_TB, mm = e / WG_TB;
+    const int ti = trow0 + t / WG_TW, tj = t % WG_TW;
+    if (ti >= WG_TH) continue;
+    float mx[4][4];
+#pragma unroll
+    for (int p = 0; p < 16; ++p) mx[p / 4][p % 4] = smem[p * WG_SS + mm * WG_TBP + t];
+    float am[2][4];                                          // A^T Mx
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      am[0][s] = mx[0][s] + mx[1][s] + mx[2][s];
+      am[1][s] = mx[1][s] - mx[2][s] - mx[3][s];
+    }
+    const int m = m0 + mm;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int h = 2 * ti + r;
+      if (h >= WG_H) break;
+      const float out2[2] = {am[r][0] + am[r][1] + am[r][2], am[r][1] - am[r][2] - am[r][3]};   // (A^T Mx) A
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        const int w = 2 * tj + s;
+        if (w >= WG_W) break;
+        const long long idx = (((long long)n * WG_M + m) * WG_H + h) * WG_W + w;
+        float v = out2[s];
+#if WG_BIAS
+        v += b[m];
+#endif
+#if WG_ADD
+        v += addend[idx];
+#endif
+        if (relu) v = fmaxf(v, 0.0f);
+#if WG_GATE
+        if (!(gate[idx] > 0.0f)) v = 0.0f;
+#endif
+        y[idx] = v;
+      }
+    }
+  }
+}

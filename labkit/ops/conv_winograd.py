@@ -1,0 +1,135 @@
+"""3x3 convolutions (stride 1, padding 1) by Winograd's F(2x2, 3x3) (labkit/kernels/conv_winograd.cu):
+forward and backward data, with conv_small's fused epilogue, 2.25x fewer multiply-adds than the
+direct kernel.
+
+    conv = WinogradConv3x3(wt, b, layer, activation="relu")            # as SmallConv3x3
+    bwd = WinogradConv3x3(wt, None, layer, transpose=True, gate=True)  # dL/dx, times (h > 0)
+
+A call transforms the weights (``winograd_weights``: they may have changed since the last call, as
+in training) and runs the convolution: two launches.  A ``WinogradTile`` fixes the kernel's
+compile-time tile; ``labkit/tuned/conv_small.json`` holds the H100's winners under
+"winograd_forward_..." and "winograd_data_..." keys.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from ..checks import array_module
+from ..loader import load
+from ..tuned import CONV_SMALL, lookup
+from .conv_small import Conv3x3Layer, table_key
+from .implicit import shared_optin_limit
+from .plans import allow_shared, cdiv, ints
+
+__all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "THREADS_WEIGHTS"]
+
+THREADS_WEIGHTS = 256
+MAX_THREADS = 1024
+
+
+def _odd(n: int) -> int:
+    return n | 1
+
+
+def _pitch4(n: int) -> int:
+    """n rounded up to 4 more than a multiple of 32 (conv_winograd.cu's wg_pitch4)."""
+    return n + (36 - n % 32) % 32
+
+
+@dataclass(frozen=True)
+class WinogradTile:
+    """winograd_conv's tile: ``mb`` output channels a block, ``tr`` rows of 2x2 tiles a block, each
+    thread an ``rm`` x ``rt`` block (output channels x tiles) of one transform position's sums,
+    ``ck`` input channels a chunk."""
+    mb: int = 16
+    rm: int = 4
+    tr: int = 2
+    rt: int = 7
+    ck: int = 8
+
+    def groups(self, W: int) -> tuple[int, int]:
+        """(output-channel groups, tile groups) of a block."""
+        tiles = self.tr * cdiv(W, 2)
+        return self.mb // self.rm, cdiv(tiles, self.rt)
+
+    def threads(self, W: int) -> int:
+        mg, tg = self.groups(W)
+        return 16 * mg * tg
+
+    def shared_bytes(self, W: int) -> int:
+        mg, tg = self.groups(W)
+        tbp = tg * self.rt
+        vs = _pitch4(self.ck * tbp) if self.rt % 4 == 0 else _odd(self.ck * tbp)
+        gemm = 16 * vs + 16 * _pitch4(self.ck * self.mb)
+        return 4 * max(gemm, 16 * _odd(self.mb * tbp))
+
+    def check(self, C: int, M: int, H: int, W: int) -> None:
+        if min(self.mb, self.rm, self.tr, self.rt, self.ck) < 1:
+            raise ValueError(f"every field of {self} must be at least 1")
+        if M % self.mb or self.mb % self.rm or C % self.ck:
+            raise ValueError(f"{self}: mb must divide M={M}, rm mb and ck C={C}")
+        if self.tr > cdiv(H, 2):
+            raise ValueError(f"{self}: tr must be at most the {cdiv(H, 2)} rows of tiles")
+        if not 1 <= self.threads(W) <= MAX_THREADS:
+            raise ValueError(f"{self} makes {self.threads(W)} threads a block on W={W} (at most {MAX_THREADS})")
+        if self.shared_bytes(W) > shared_optin_limit():
+            raise ValueError(f"{self} needs {self.shared_bytes(W)} bytes of shared memory (at most "
+                             f"{shared_optin_limit()}): take fewer channels or tiles a block")
+
+    def defines(self) -> dict:
+        return {"WG_MB": self.mb, "WG_RM": self.rm, "WG_TR": self.tr, "WG_RT": self.rt, "WG_CK": self.ck}
+
+
+def _largest_divisor(n: int, at_most: int) -> int:
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
+def default_winograd_tile(C: int, M: int, H: int, W: int) -> WinogradTile:
+    """Up to 16 output channels a block in groups of 4 (where they divide), two rows of tiles, groups
+    of up to 7 tiles, chunks of up to 8 input channels."""
+    mb = _largest_divisor(M, 16)
+    rm = 4 if mb % 4 == 0 else 1
+    tiles = min(2, cdiv(H, 2)) * cdiv(W, 2)
+    return WinogradTile(mb, rm, min(2, cdiv(H, 2)), min(7, tiles), _largest_divisor(C, 8))
+
+
+def winograd_tile_for(kind: str, C: int, M: int, H: int, W: int, device_name: str | None = None) -> WinogradTile:
+    """This GPU's tuned tile for "forward" or "data", else the default."""
+    entry = lookup(CONV_SMALL, table_key(f"winograd_{kind}", C, M, H, W), device_name)
+    return WinogradTile(**{k: int(entry[k]) for k in asdict(WinogradTile())}) if entry else \
+        default_winograd_tile(C, M, H, W)
+
+
+class WinogradConv3x3(Conv3x3Layer):
+    """A 3x3 convolution (stride 1, padding 1) by Winograd's F(2x2, 3x3), its epilogue fused.
+    Arguments as ``Conv3x3Layer``'s (labkit.ops.conv_small), and ``tile``: a ``WinogradTile``."""
+
+    def __init__(self, wt, b, layer, *, activation: str | None = None, residual: bool = False, gate: bool = False,
+                 transpose: bool = False, tile: WinogradTile | None = None):
+        super().__init__(wt, b, layer, activation=activation, residual=residual, gate=gate, transpose=transpose)
+        L = self.layer
+        self.tile = tile or winograd_tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
+        self.tile.check(self.c_in, self.c_out, L.H, L.W)
+        # The transformed weights U (16, C, M), rewritten at each call.
+        self.u = array_module(self.backend).empty((16, self.c_in, self.c_out), dtype=np.float32)
+
+    def make_plan(self, N: int):
+        L, t = self.layer, self.tile
+        defines = {"WG_C": self.c_in, "WG_M": self.c_out, "WG_H": L.H, "WG_W": L.W, **self.epilogue_defines("WG"),
+                   **t.defines()}
+        mod = load("conv_winograd", defines=defines)
+        weights = mod.get_function("winograd_weights").launcher(
+            (cdiv(self.c_in * self.c_out, THREADS_WEIGHTS),), (THREADS_WEIGHTS,), (self.wt, self.u))
+        fn = mod.get_function("winograd_conv")
+        shared = t.shared_bytes(L.W)
+        allow_shared(fn, shared)
+        grid = (N * cdiv(cdiv(L.H, 2), t.tr) * (self.c_out // t.mb),)
+        conv = fn.launcher(grid, (t.threads(L.W),), (None, self.u) + self.fixed_pointers() + (None,)
+                           + ints(N, self.relu), shared)
+
+        def launch(*arrays) -> None:
+            weights()
+            conv(*arrays)
+        return launch
