@@ -278,7 +278,8 @@ class TorchResNetSmall:
                   for k, v in state.items()}
         self.opt = torch.optim.SGD(list(self.p.values()), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
-    def loss(self, x, labels):
+    def forward(self, x):
+        """The logits of a torch batch x (N, 1, H, W) on the GPU."""
         import torch.nn.functional as F
         p = self.p
         conv = lambda name, h: F.conv2d(h, p[f"{name}.w"], p[f"{name}.b"], padding=1)  # noqa: E731
@@ -286,8 +287,11 @@ class TorchResNetSmall:
         for blk in ("block1", "block2"):
             h = F.relu(conv(f"{blk}.conv1", a))
             a = F.relu(conv(f"{blk}.conv2", h) + a)
-        z = a.mean((2, 3)) @ p["fc.w"] + p["fc.b"]
-        return F.cross_entropy(z, labels)
+        return a.mean((2, 3)) @ p["fc.w"] + p["fc.b"]
+
+    def loss(self, x, labels):
+        import torch.nn.functional as F
+        return F.cross_entropy(self.forward(x), labels)
 
     def step(self, x, labels):
         self.opt.zero_grad(set_to_none=False)
@@ -298,6 +302,21 @@ class TorchResNetSmall:
 
     def state(self) -> dict:
         return {k: v.detach().cpu().numpy() for k, v in self.p.items()}
+
+    def train_batch(self, images: np.ndarray, labels: np.ndarray, rate: float):
+        """One step on a NumPy batch at learning rate ``rate`` (labkit.ladder.training.fit_peer's
+        interface); the loss as a GPU tensor (reading it would wait for the GPU)."""
+        import torch
+        for group in self.opt.param_groups:
+            group["lr"] = rate
+        x = torch.as_tensor(np.asarray(images, np.float32)).to("cuda", non_blocking=True)
+        y = torch.as_tensor(np.asarray(labels, np.int64)).to("cuda", non_blocking=True)
+        return self.step(x, y).detach()
+
+    def logits(self, images: np.ndarray) -> np.ndarray:
+        import torch
+        with torch.no_grad():
+            return self.forward(torch.as_tensor(np.asarray(images, np.float32), device="cuda")).cpu().numpy()
 
     def graph(self, x, labels) -> Callable[[], object]:
         return torch_graph(lambda h: self.step(h, labels), x)

@@ -1,18 +1,24 @@
 """Train the small ResNet on Fashion-MNIST with labkit's kernels and write the history as JSON.
 
     python scripts/train_resnet.py [--channels 64] [--epochs 5] [--batch 16] [--lr 0.03] [--schedule cosine]
-                                   [--warmup 300] [--mirror] [--eager] [--out DIR]
+                                   [--warmup 300] [--mirror] [--eager] [--framework labkit] [--out DIR]
 
 The defaults are the recipe that reaches 90% test accuracy with 64 channels in 5 epochs: small
 batches (many steps), a short warmup (larger first steps from the random start diverge), the rate
 falling along a cosine.
 
-Prints each epoch's mean training loss, test accuracy and seconds; writes train_resnet_c<channels>.json
-(the history, the settings and the device) into --out.
+--framework torch trains the same network in PyTorch on the GPU (labkit.peers.TorchResNetSmall),
+--framework tensorflow in TensorFlow on the CPU (labkit.models.resnet_small_tf): the same initial
+parameters, the same batches in the same order, the same rate at every step (training.fit_peer).
+
+Prints each epoch's mean training loss, test accuracy and seconds; writes
+train_resnet_c<channels>.json (labkit) or train_<framework>_c<channels>.json (the history, the
+settings and the device) into --out.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -24,12 +30,31 @@ from labkit.ladder import training  # noqa: E402
 from labkit.models.resnet_small import ResNetSmall  # noqa: E402
 
 
+FRAMEWORKS = ("labkit", "torch", "tensorflow")
 LOSS_EVERY = 25     # the stored loss curve: the mean of each 25 steps (18,750 steps a run at batch 16)
 
 
 def window_means(values: list, k: int) -> list:
     """The means of consecutive runs of k values (the last run may be shorter)."""
     return [float(sum(values[i:i + k]) / len(values[i:i + k])) for i in range(0, len(values), k)]
+
+
+def fit_peer(framework: str, state: dict, weight_decay: float, common: dict) -> tuple[dict, str]:
+    """Train the other framework's copy of the network from ``state``: (history, the device it ran on)."""
+    if framework == "torch":
+        import torch
+        from labkit.peers import TorchResNetSmall
+        peer = TorchResNetSmall(state, lr=common["lr"], weight_decay=weight_decay)
+        device = f"PyTorch {torch.__version__} on {torch.cuda.get_device_name()}"
+    else:
+        import platform
+
+        import tensorflow as tf
+        from labkit.models.resnet_small_tf import TFResNetSmall
+        peer = TFResNetSmall(state, weight_decay=weight_decay)
+        device = f"TensorFlow {tf.__version__} on the CPU ({platform.processor() or platform.machine()}, " \
+                 f"{len(os.sched_getaffinity(0))} cores)"
+    return training.fit_peer(peer, **common), device
 
 
 def main() -> int:
@@ -46,21 +71,26 @@ def main() -> int:
     ap.add_argument("--warmup", type=int, default=300, help="steps over which the rate rises to --lr")
     ap.add_argument("--weight-decay", type=float, default=5e-4)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--framework", default="labkit", choices=FRAMEWORKS)
     ap.add_argument("--out", default="results/train")
     args = ap.parse_args()
     net = ResNetSmall(args.channels, seed=args.seed)
-    hist = training.fit(net, epochs=args.epochs, batch=args.batch, lr=args.lr, weight_decay=args.weight_decay,
-                        seed=args.seed, schedule=args.schedule, warmup_steps=args.warmup, mirror=args.mirror,
-                        graph=not args.eager, progress=False)
+    common = dict(epochs=args.epochs, batch=args.batch, lr=args.lr, seed=args.seed, schedule=args.schedule,
+                  warmup_steps=args.warmup, mirror=args.mirror, progress=False)
+    if args.framework == "labkit":
+        hist = training.fit(net, weight_decay=args.weight_decay, graph=not args.eager, **common)
+        device, name = labkit.device().label, f"train_resnet_c{args.channels}.json"
+    else:
+        hist, device = fit_peer(args.framework, net.state(), args.weight_decay, common)
+        name = f"train_{args.framework}_c{args.channels}.json"
     for e in range(args.epochs):
         print(f"epoch {e + 1}: loss {hist['epoch_loss'][e]:.4f}, test accuracy {hist['test_accuracy'][e]:.4f}, "
               f"{hist['epoch_seconds'][e]:.1f} s", flush=True)
     rows = [{"epoch": e + 1, **{k: hist[k][e] for k in ("epoch_loss", "test_accuracy", "train_accuracy",
                                                         "epoch_seconds")}} for e in range(args.epochs)]
-    path = measure.save_rows(rows, Path(args.out) / f"train_resnet_c{args.channels}.json",
+    path = measure.save_rows(rows, Path(args.out) / name,
                              meta={"script": "train_resnet", **vars(args), "loss_every": LOSS_EVERY,
-                                   "step_loss": window_means(hist["step_loss"], LOSS_EVERY),
-                                   "device": labkit.device().label})
+                                   "step_loss": window_means(hist["step_loss"], LOSS_EVERY), "device": device})
     print(f"wrote {path}")
     return 0
 

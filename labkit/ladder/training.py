@@ -22,7 +22,8 @@ from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
 from ..models.resnet_small import ResNetSmall
 
-__all__ = ["fashion_arrays", "Stager", "fit", "rate_at", "mirrored", "SCHEDULES", "accuracy", "MEAN", "STD"]
+__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "epoch_batches", "rate_at", "mirrored", "SCHEDULES",
+           "accuracy", "MEAN", "STD"]
 
 # The training split's pixel mean and standard deviation, of values scaled to [0, 1] (computed over
 # the 60,000 images; a test checks them).  Centred inputs let the first steps learn: raw [0, 1]
@@ -116,6 +117,20 @@ def mirrored(images: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+def epoch_batches(x_train: np.ndarray, y_train: np.ndarray, batch: int, *, seed: int, epoch: int,
+                  mirror: bool = False):
+    """The batches of one epoch, (images, labels) NumPy, in the order every trainer here uses: a
+    permutation drawn from ``default_rng(seed + epoch)`` (then, with ``mirror``, the same generator
+    mirrors a random half of the images), the last partial batch dropped.  labkit's ``fit`` and
+    ``fit_peer`` (PyTorch, TensorFlow) read the same batches in the same order."""
+    rng = np.random.default_rng(seed + epoch)
+    order = rng.permutation(len(x_train))
+    images = mirrored(x_train, rng) if mirror else x_train
+    for s in range(len(x_train) // batch):
+        idx = order[s * batch:(s + 1) * batch]
+        yield images[idx], y_train[idx]
+
+
 def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float = 0.9,
         weight_decay: float = 5e-4, seed: int = 0, schedule: str = "constant", warmup_steps: int = 0,
         mirror: bool = False, graph: bool = False, train_limit: int | None = None,
@@ -147,13 +162,10 @@ def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float
         net.sgd.step()
 
     for epoch in range(epochs):
-        rng = np.random.default_rng(seed + epoch)
-        order = rng.permutation(len(x_train))
-        images = mirrored(x_train, rng) if mirror else x_train
+        batches = epoch_batches(x_train, y_train, batch, seed=seed, epoch=epoch, mirror=mirror)
         t0 = time.perf_counter()
         for s in progress_bar(range(steps), desc=f"epoch {epoch + 1}/{epochs}", show=progress):
-            idx = order[s * batch:(s + 1) * batch]
-            stage.put(images[idx], y_train[idx])
+            stage.put(*next(batches))
             rate = rate_at(epoch * steps + s, epochs * steps, lr, schedule, warmup_steps)
             net.sgd.set(lr=rate, momentum=momentum, weight_decay=weight_decay)    # outside any capture
             if replay is not None:
@@ -171,4 +183,39 @@ def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float
         hist["epoch_loss"].append(float(np.mean(epoch_losses)))
         hist["test_accuracy"].append(accuracy(net, x_test, y_test))
         hist["train_accuracy"].append(accuracy(net, x_train[:len(x_test)], y_train[:len(x_test)]))
+    return hist
+
+
+def fit_peer(trainer, *, epochs: int, batch: int, lr: float, seed: int = 0, schedule: str = "constant",
+             warmup_steps: int = 0, mirror: bool = False, train_limit: int | None = None,
+             test_limit: int | None = None, progress: bool = True) -> dict:
+    """``fit`` for another framework's copy of the network: the same batches in the same order
+    (``epoch_batches``), the same rate at every step, the same evaluation.  ``trainer`` has
+    ``train_batch(images, labels, rate)`` (one SGD step, momentum and weight decay its own, as
+    labkit's; returns the loss, or something ``float()`` reads later) and ``logits(images)`` (NumPy).
+    Returns ``fit``'s history."""
+    x_train, y_train = fashion_arrays("train", train_limit)
+    x_test, y_test = fashion_arrays("test", test_limit)
+    steps = len(x_train) // batch
+    if steps < 1:
+        raise ValueError(f"batch {batch} is larger than the {len(x_train)} training images")
+    rate_at(0, 1, lr, schedule)
+    hist = {"step_loss": [], "epoch_loss": [], "test_accuracy": [], "train_accuracy": [], "epoch_seconds": []}
+
+    def accuracy_of(images, labels) -> float:
+        return sum(int((np.asarray(trainer.logits(images[i:i + 1000])).argmax(1) == labels[i:i + 1000]).sum())
+                   for i in range(0, len(images), 1000)) / len(images)
+
+    for epoch in range(epochs):
+        batches = epoch_batches(x_train, y_train, batch, seed=seed, epoch=epoch, mirror=mirror)
+        t0 = time.perf_counter()
+        losses = [trainer.train_batch(*next(batches), rate_at(epoch * steps + s, epochs * steps, lr, schedule,
+                                                               warmup_steps))
+                  for s in progress_bar(range(steps), desc=f"epoch {epoch + 1}/{epochs}", show=progress)]
+        losses = [float(v) for v in losses]          # a GPU framework's losses are read once an epoch
+        hist["epoch_seconds"].append(time.perf_counter() - t0)
+        hist["step_loss"] += losses
+        hist["epoch_loss"].append(float(np.mean(losses)))
+        hist["test_accuracy"].append(accuracy_of(x_test, y_test))
+        hist["train_accuracy"].append(accuracy_of(x_train[:len(x_test)], y_train[:len(x_test)]))
     return hist
