@@ -55,6 +55,8 @@ EXERCISES: dict[str, Exercise] = {
     "02_conv_naive": Exercise("02_conv_naive.cu", "conv_naive_exercise", "check_conv_kernel", 2),
     "03_conv_tiled": Exercise("03_conv_tiled.cu", "conv_tiled_exercise", "check_conv_kernel", 3,
                               (("shared_mem", "tile_bytes"), ("checks", "memory,barrier,race"))),
+    "06_im2col": Exercise("06_im2col.cu", "im2col_exercise", "check_im2col_kernel", 2),
+    "08_lrn": Exercise("08_lrn.cu", "lrn_exercise", "check_lrn_kernel", 2),
     "10_conv_backward_data": Exercise("10_conv_backward_data.cu", "conv3x3_bwd_data_exercise",
                                       "check_backward_data_kernel", 2),
     "11_depthwise": Exercise("11_depthwise.cu", "depthwise_exercise", "check_depthwise_kernel", 2),

@@ -9,7 +9,8 @@ import pytest
 import labkit
 from labkit.exercises import main as make_student_version
 from labkit.exercises import strip_cu_solutions
-from labkit.ladder.kernel_exercise import check_backward_data_kernel, check_conv_kernel, check_depthwise_kernel
+from labkit.ladder.kernel_exercise import (check_backward_data_kernel, check_conv_kernel, check_depthwise_kernel,
+                                          check_im2col_kernel, check_lrn_kernel)
 
 EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
 NAIVE = EXERCISES / "02_conv_naive.cu"
@@ -162,3 +163,41 @@ def test_a_read_past_dy_is_named(tmp_path):
     p = variant(tmp_path, "no_bottom", "if (oh < 0 || oh >= H) continue;", "if (oh < 0) continue;", BACKWARD_DATA)
     v = check_backward_data_kernel(p, BWD)
     assert not v.ok and "KernelMemoryError" in v.message and "('dy')" in v.message and ".cu:" in v.message, v.message
+
+
+# --- notebook 06: the im2col gather; notebook 08: LRN ---------------------------------------------
+IM2COL, LRN = EXERCISES / "06_im2col.cu", EXERCISES / "08_lrn.cu"
+
+
+@pytest.mark.parametrize("path,kernel,check", [(IM2COL, "im2col_exercise", check_im2col_kernel),
+                                               (LRN, "lrn_exercise", check_lrn_kernel)])
+def test_the_solutions_pass_and_the_students_copies_are_told_what_is_missing(tmp_path, path, kernel, check):
+    v = check(path, kernel)
+    assert v.ok and v.message.endswith("written: True"), v.message
+    assert make_student_version([str(path.parent.parent), str(tmp_path / "student")]) == 0
+    copy = tmp_path / "student" / "exercises" / path.name
+    assert "// YOUR CODE HERE" in copy.read_text()
+    v = check(copy, kernel, checks="none")
+    assert not v.ok and "NaN (never written" in v.message, v.message
+
+
+def test_a_forgotten_stride_in_im2col_is_named(tmp_path):
+    p = variant(tmp_path, "stride", "const int ih = oh * stride - pad + p", "const int ih = oh - pad + p", IM2COL)
+    v = check_im2col_kernel(p, "im2col_exercise", checks="none")
+    assert not v.ok and "stride 2" in v.message and "largest error" in v.message, v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the out-of-bounds report comes from the CPU executor's memory check")
+def test_padding_read_from_outside_x_is_named(tmp_path):
+    p = variant(tmp_path, "no_pad", "const bool inside = ih >= 0 && ih < H && iw >= 0 && iw < W;",
+                "const bool inside = ih < H && iw < W;", IM2COL)
+    v = check_im2col_kernel(p, "im2col_exercise")
+    assert not v.ok and "KernelMemoryError" in v.message and "('x')" in v.message, v.message
+
+
+def test_an_lrn_window_not_cut_at_the_channels_is_named(tmp_path):
+    # Without the clip at C-1 the window reads the next image's first channels (or past x on the
+    # last): on the CPU executor the memory check names that read; without it the values go wrong.
+    p = variant(tmp_path, "uncut", "d <= min(c + r, C - 1)", "d <= c + r", LRN)
+    v = check_lrn_kernel(p, "lrn_exercise")
+    assert not v.ok and ("KernelMemoryError" in v.message if ON_CPU else "wrong" in v.message), v.message

@@ -29,7 +29,8 @@ from ..reference import backward as rb
 from .harness import random_layer, reference_activation
 
 __all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
-           "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES", "BACKWARD_DATA_CASES"]
+           "check_im2col_kernel", "check_lrn_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
+           "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -39,6 +40,28 @@ DEPTHWISE_CASES = [(2, 3, 13, 19, 1), (1, 5, 14, 11, 2), (3, 1, 7, 7, 1), (1, 4,
 # Backward data of a 3x3 convolution, stride 1, padding 1 (N, C, H, W, M): odd planes, one input
 # channel and several, one output channel and several, a plane of one row.
 BACKWARD_DATA_CASES = [(2, 3, 9, 7, 5), (1, 1, 6, 11, 4), (3, 4, 5, 5, 1), (2, 2, 1, 6, 3)]
+# im2col (N, C, H, W, K, stride, pad): odd planes, windows of 3 and 5, both strides, with and
+# without padding (AlexNet's conv1 in small: K 11, stride 4).
+IM2COL_CASES = [(2, 3, 9, 7, 3, 1, 1), (1, 2, 12, 11, 5, 2, 2), (3, 1, 8, 6, 3, 2, 0), (1, 2, 23, 19, 11, 4, 0)]
+# LRN across channels (N, C, H, W, depth radius): fewer channels than the window, a window at both
+# ends, AlexNet's radius 2 and a wider one.
+LRN_CASES = [(2, 7, 5, 3, 2), (1, 3, 4, 9, 2), (3, 16, 2, 5, 5), (1, 1, 6, 6, 2)]
+
+
+@dataclass
+class Case:
+    """One launch of an exercise's check: ``what`` (the shape, in words), the launch (``grid``,
+    ``block``, ``args`` with the poisoned output ``out`` among them, dynamic ``shared_mem``) and
+    ``ref``, the float64 answer of ``out``'s shape (4-D: its last two axes are a plane) whose axes
+    ``index`` names."""
+    what: str
+    grid: tuple
+    block: tuple
+    args: tuple
+    out: object
+    ref: np.ndarray
+    index: str = "n, m, h, w"
+    shared_mem: int = 0
 
 
 @dataclass
@@ -104,6 +127,48 @@ def _ranges(ix) -> str:
     return "{" + ", ".join(out) + "}"
 
 
+def _compile(path: str | Path, kernel: str, checks: str, defines: dict | None = None):
+    """(the kernel's function, None), or (None, the Verdict that says why it cannot run)."""
+    name = f"{Path(path).name}: {kernel}"
+    try:
+        return load_source(path, defines=defines, check=checks, own=True).get_function(kernel), None
+    except KernelCompileError as exc:
+        return None, Verdict(False, f"{name}: does not compile:\n{exc}")
+    except LaunchError as exc:
+        return None, Verdict(False, f"{name}: {exc}")
+
+
+def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
+    """Compile ``path`` and run ``kernel`` on each ``Case`` of ``cases`` (built lazily: one case's
+    arrays at a time); the first case that fails, or goes wrong, gives the verdict; else
+    "{file}: {kernel}: {right}"."""
+    name = f"{Path(path).name}: {kernel}"
+    fn, failed = _compile(path, kernel, checks, defines)
+    if failed is not None:
+        return failed
+    for case in cases:
+        try:
+            fn(case.grid, case.block, case.args, shared_mem=case.shared_mem)
+            out = to_numpy(case.out)
+        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
+            # The executor's first lines say what and where (source line); the sanitizer's own
+            # report after them is for the curious.
+            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
+            return Verdict(False, f"{name}: on the {case.what}:\n{type(exc).__name__}: {text}")
+        what = describe_mismatch(out, case.ref, index=case.index)
+        if what is not None:
+            return Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
+    return Verdict(True, f"{name}: {right}")
+
+
+def _ints(*values) -> tuple:
+    return tuple(np.int32(v) for v in values)
+
+
+def _poisoned(shape: tuple):
+    return backends.xp().full(shape, np.nan, dtype=np.float32)
+
+
 def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, layers=None,
                       activation: str | None = None, shared_mem=None, checks: str = "memory,barrier",
                       rng=None) -> Verdict:
@@ -114,38 +179,23 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
     dynamic shared memory of a launch, in bytes (None: none)."""
     rng = rng or np.random.default_rng()
     layers = EXERCISE_LAYERS if layers is None else layers
-    name = f"{Path(path).name}: {kernel}"
     act = check_activation(activation)
-    try:
-        mod = load_source(path, defines={"TILE_WIDTH": tile_width}, check=checks, own=True)
-        fn = mod.get_function(kernel)
-    except KernelCompileError as exc:
-        return Verdict(False, f"{name}: does not compile:\n{exc}")
-    except LaunchError as exc:
-        return Verdict(False, f"{name}: {exc}")
     xp = backends.xp()
-    for L in layers:
-        N, C, H, W, M, K = (L[k] for k in ("N", "C", "H", "W", "M", "K"))
-        Ho, Wo = H - K + 1, W - K + 1
-        x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
-        y = xp.full((N, M, Ho, Wo), np.nan, dtype=np.float32)
-        tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
-        shape = f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width})"
-        try:
-            fn((N, M, tiles), (tile_width, tile_width, 1),
-               (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *(np.int32(v) for v in (N, C, H, W, M, K, act))),
-               shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)))
-            out = to_numpy(y)
-        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
-            # The executor's first lines say what and where (source line); the sanitizer's own
-            # report after them is for the curious.
-            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
-            return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
-        ref = reference_activation(reference.conv2d(x, w, b), activation)    # float64
-        what = describe_mismatch(out, ref)
-        if what is not None:
-            return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
-    return Verdict(True, f"{name}: right on {len(layers)} odd layers, every output written: True")
+
+    def cases():
+        for L in layers:
+            N, C, H, W, M, K = (L[k] for k in ("N", "C", "H", "W", "M", "K"))
+            Ho, Wo = H - K + 1, W - K + 1
+            x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
+            y = _poisoned((N, M, Ho, Wo))
+            tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
+            yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width})",
+                       (N, M, tiles), (tile_width, tile_width, 1),
+                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *_ints(N, C, H, W, M, K, act)), y,
+                       reference_activation(reference.conv2d(x, w, b), activation),
+                       shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)))
+    return _run_cases(path, kernel, cases(), checks=checks, defines={"TILE_WIDTH": tile_width},
+                      right=f"right on {len(layers)} odd layers, every output written: True")
 
 
 def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activation: str | None = "relu6",
@@ -155,36 +205,23 @@ def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activat
     ``cases`` (N, C, H, W, stride; default DEPTHWISE_CASES) with a NaN-poisoned output and compare
     with the float64 reference (zero padding 1); on the CPU executor under ``checks``."""
     rng = rng or np.random.default_rng()
-    cases = DEPTHWISE_CASES if cases is None else cases
-    name = f"{Path(path).name}: {kernel}"
+    shapes = DEPTHWISE_CASES if cases is None else cases
     act = check_activation(activation, (None, "relu", "relu6"))
-    try:
-        fn = load_source(path, check=checks, own=True).get_function(kernel)
-    except KernelCompileError as exc:
-        return Verdict(False, f"{name}: does not compile:\n{exc}")
-    except LaunchError as exc:
-        return Verdict(False, f"{name}: {exc}")
     xp = backends.xp()
-    for N, C, H, W, S in cases:
-        HO, WO = (H - 1) // S + 1, (W - 1) // S + 1
-        x = rng.standard_normal((N, C, H, W)).astype(np.float32) * 2
-        w = rng.standard_normal((C, 1, 3, 3)).astype(np.float32)
-        b = rng.standard_normal(C).astype(np.float32)
-        y = xp.full((N, C, HO, WO), np.nan, dtype=np.float32)
-        shape = f"layer N={N} C={C} {H}x{W}, stride {S} (output {HO}x{WO})"
-        try:
-            fn((-(-N * C * HO * WO // threads),), (threads,),
-               (xp.asarray(x), xp.asarray(w.reshape(C, 9)), xp.asarray(b), y,
-                *(np.int32(v) for v in (N * C, C, H, W, S, act))))
-            out = to_numpy(y)
-        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
-            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
-            return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
-        ref = reference_activation(reference.conv2d(x, w, b, stride=S, pad=1, groups=C), activation)
-        what = describe_mismatch(out, ref)
-        if what is not None:
-            return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
-    return Verdict(True, f"{name}: right on {len(cases)} odd layers (strides 1 and 2), every output written: True")
+
+    def launches():
+        for N, C, H, W, S in shapes:
+            HO, WO = (H - 1) // S + 1, (W - 1) // S + 1
+            x = rng.standard_normal((N, C, H, W)).astype(np.float32) * 2
+            w = rng.standard_normal((C, 1, 3, 3)).astype(np.float32)
+            b = rng.standard_normal(C).astype(np.float32)
+            y = _poisoned((N, C, HO, WO))
+            yield Case(f"layer N={N} C={C} {H}x{W}, stride {S} (output {HO}x{WO})",
+                       (-(-N * C * HO * WO // threads),), (threads,),
+                       (xp.asarray(x), xp.asarray(w.reshape(C, 9)), xp.asarray(b), y, *_ints(N * C, C, H, W, S, act)),
+                       y, reference_activation(reference.conv2d(x, w, b, stride=S, pad=1, groups=C), activation))
+    return _run_cases(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd layers (strides 1 and 2), every output written: True")
 
 
 def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory",
@@ -195,33 +232,70 @@ def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, che
     with the float64 reference: dL/dx of a 3x3 convolution (stride 1, zero padding 1), 0 where
     gate <= 0; on the CPU executor under ``checks``."""
     rng = rng or np.random.default_rng()
-    cases = BACKWARD_DATA_CASES if cases is None else cases
-    name = f"{Path(path).name}: {kernel}"
-    try:
-        fn = load_source(path, check=checks, own=True).get_function(kernel)
-    except KernelCompileError as exc:
-        return Verdict(False, f"{name}: does not compile:\n{exc}")
-    except LaunchError as exc:
-        return Verdict(False, f"{name}: {exc}")
+    shapes = BACKWARD_DATA_CASES if cases is None else cases
     xp = backends.xp()
-    for N, C, H, W, M in cases:
-        dy = rng.standard_normal((N, M, H, W)).astype(np.float32)
-        w = rng.standard_normal((M, C, 3, 3)).astype(np.float32)
-        gate = rng.standard_normal((N, C, H, W)).astype(np.float32)
-        wt = np.ascontiguousarray(w.reshape(M, C * 9).T)              # the (C*9, M) layout
-        dx = xp.full((N, C, H, W), np.nan, dtype=np.float32)
-        shape = f"layer N={N} C={C} {H}x{W} -> M={M} (dy {N}x{M}x{H}x{W}, dx {N}x{C}x{H}x{W})"
-        try:
-            fn((-(-N * C * H * W // threads),), (threads,),
-               (xp.asarray(dy), xp.asarray(wt), xp.asarray(gate), dx, *(np.int32(v) for v in (N, C, H, W, M))))
-            out = to_numpy(dx)
-        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
-            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
-            return Verdict(False, f"{name}: on the {shape}:\n{type(exc).__name__}: {text}")
-        ref, _, _ = rb.conv2d_backward(np.zeros((N, C, H, W)), w, dy, pad=1)     # float64
-        ref = np.where(gate > 0, ref, 0.0)
-        what = describe_mismatch(out, ref, index="n, c, h, w")
-        if what is not None:
-            return Verdict(False, f"{name}: wrong on the {shape}:\n{what}")
-    return Verdict(True, f"{name}: right on {len(cases)} odd layers (the ReLU's gate applied), every dx element "
-                         "written: True")
+
+    def launches():
+        for N, C, H, W, M in shapes:
+            dy = rng.standard_normal((N, M, H, W)).astype(np.float32)
+            w = rng.standard_normal((M, C, 3, 3)).astype(np.float32)
+            gate = rng.standard_normal((N, C, H, W)).astype(np.float32)
+            wt = np.ascontiguousarray(w.reshape(M, C * 9).T)              # the (C*9, M) layout
+            dx = _poisoned((N, C, H, W))
+            ref, _, _ = rb.conv2d_backward(np.zeros((N, C, H, W)), w, dy, pad=1)     # float64
+            yield Case(f"layer N={N} C={C} {H}x{W} -> M={M} (dy {N}x{M}x{H}x{W}, dx {N}x{C}x{H}x{W})",
+                       (-(-N * C * H * W // threads),), (threads,),
+                       (xp.asarray(dy), xp.asarray(wt), xp.asarray(gate), dx, *_ints(N, C, H, W, M)), dx,
+                       np.where(gate > 0, ref, 0.0), index="n, c, h, w")
+    return _run_cases(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd layers (the ReLU's gate applied), every dx element written: True")
+
+
+def check_im2col_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 256,
+                        rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/06_im2col.cu's signature: x, cols, N, C, H, W,
+    K, stride, pad, Ho, Wo; one thread per element of cols (N, C*K*K, Ho*Wo) in memory order), run
+    ``kernel`` on each of ``cases`` (N, C, H, W, K, stride, pad; default IM2COL_CASES) with NaN-poisoned
+    columns and compare with the float64 reference (labkit.reference.im2col: 0 where a window hangs
+    over the padding); on the CPU executor under ``checks``."""
+    rng = rng or np.random.default_rng()
+    shapes = IM2COL_CASES if cases is None else cases
+    xp = backends.xp()
+
+    def launches():
+        for N, C, H, W, K, S, P in shapes:
+            Ho, Wo = (H + 2 * P - K) // S + 1, (W + 2 * P - K) // S + 1
+            x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+            cols = _poisoned((N, C * K * K, Ho, Wo))           # (N, C*K*K, Ho*Wo) seen as planes
+            ref = reference.im2col(x.astype(np.float64), K, stride=S, pad=P).reshape(N, C * K * K, Ho, Wo)
+            yield Case(f"input N={N} C={C} {H}x{W}, K={K}, stride {S}, padding {P} (cols {N}x{C * K * K}x{Ho * Wo})",
+                       (-(-N * C * K * K * Ho * Wo // threads),), (threads,),
+                       (xp.asarray(x), cols, *_ints(N, C, H, W, K, S, P, Ho, Wo)), cols, ref,
+                       index="n, row (c*K+p)*K+q, oh, ow")
+    return _run_cases(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd inputs (strides 1, 2 and 4, with and without padding), "
+                            "every column element written: True")
+
+
+def check_lrn_kernel(path: str | Path, kernel: str, *, cases=None, bias: float = 2.0, alpha: float = 1e-2,
+                     beta: float = 0.75, checks: str = "memory", threads: int = 256, rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/08_lrn.cu's signature, labkit/kernels/lrn.cu's:
+    x, y, N, C, HW, r, bias, alpha, beta; one thread per output in memory order), run ``kernel`` on
+    each of ``cases`` (N, C, H, W, r; default LRN_CASES) with a NaN-poisoned output and compare with
+    the float64 reference (labkit.reference.lrn, TensorFlow's semantics); on the CPU executor under
+    ``checks``.  alpha is larger than AlexNet's 1e-4 so that a wrong window shows."""
+    rng = rng or np.random.default_rng()
+    shapes = LRN_CASES if cases is None else cases
+    xp = backends.xp()
+
+    def launches():
+        for N, C, H, W, r in shapes:
+            x = (rng.standard_normal((N, C, H, W)) * 3).astype(np.float32)
+            y = _poisoned((N, C, H, W))
+            ref = reference.lrn(x.astype(np.float64), r, bias, alpha, beta)
+            yield Case(f"input N={N} C={C} {H}x{W}, radius {r}", (-(-N * C * H * W // threads),), (threads,),
+                       (xp.asarray(x), y, *_ints(N, C, H * W, r), np.float32(bias), np.float32(alpha),
+                        np.float32(beta)), y, ref, index="n, c, h, w")
+    return _run_cases(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd inputs (windows cut at the first and last channels), "
+                            "every output written: True")
