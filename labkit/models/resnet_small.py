@@ -26,7 +26,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends, reference
+from ..backends.parallel import run_parallel
 from ..checks import array_module, check_array, to_numpy
+from ..loader import load
 from ..ops import conv_backward as cb
 from ..ops import training as tr
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad
@@ -181,9 +183,21 @@ class ResNetSmall:
         return _usual_layouts(self.grads)
 
     # --- one step --------------------------------------------------------------------------------
+    def compile(self, N: int) -> None:
+        """Every kernel of a step at batch N compiled (or loaded from the cache) and its launches
+        prepared, side by side in threads (run_parallel): the convolutions' modules (a dozen, a few
+        seconds each with g++ or NVRTC the first time) and the modules of the small kernels
+        (train.cu, pooling, and conv_backward.cu on the "gemm" and "direct" rungs), which are
+        the same for every layer.  The first step at a batch size does this first."""
+        convs = [*self.convs.values(), *self.wgrad.values()]
+        convs += [getattr(d, "conv", d) for d in self.bwd_data.values()]    # BackwardData: its convolution
+        families = ["train", "pool_softmax"] + (["conv_backward"] if self.backward != "small" else [])
+        run_parallel([lambda c=c: c.plan(N) for c in convs] + [lambda f=f: load(f) for f in families])
+
     def _bufs(self, N: int) -> dict:
         b = self._buffers.get(N)
         if b is None:
+            self.compile(N)
             xp, c, (H, W) = self.xp, self.channels, self.input_hw
             act = lambda: xp.empty((N, c, H, W), dtype=xp.float32)   # noqa: E731
             b = self._buffers[N] = {
