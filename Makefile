@@ -18,7 +18,7 @@ GPU ?= $(if $(CUDA_MAJOR),$(if $(filter 12,$(CUDA_MAJOR)),cuda12,cuda13),none)
 TEST_WORKERS ?= $(shell nproc 2>/dev/null || echo 2)
 EXTRAS := lab,reference$(if $(filter cuda12 cuda13,$(GPU)),$(comma)$(GPU),)
 
-.PHONY: series test env lab clean
+.PHONY: series test env lab student clean
 
 $(VENV)/.installed-$(GPU): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,8 +35,13 @@ series: env
 test: env
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg
 
+# JupyterLab at the repository root, opening the notebooks: student/ (make student) is reachable too.
 lab: env
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+
+# The student version of the series (solutions removed) in student/.
+student: env
+	$(PY) -m labkit.exercises notebooks/ student/
 
 clean:
-	rm -rf $(VENV) results
+	rm -rf $(VENV) results student
