@@ -49,8 +49,9 @@ def fit_peer(framework: str, state: dict, weight_decay: float, common: dict) -> 
     else:
         import platform
 
-        import tensorflow as tf
         from labkit.models.resnet_small_tf import TFResNetSmall
+        from labkit.reference.tensorflow_cases import import_tensorflow
+        tf = import_tensorflow()
         peer = TFResNetSmall(state, weight_decay=weight_decay)
         device = f"TensorFlow {tf.__version__} on the CPU ({platform.processor() or platform.machine()}, " \
                  f"{len(os.sched_getaffinity(0))} cores)"

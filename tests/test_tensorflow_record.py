@@ -36,3 +36,19 @@ def test_record_matches_tensorflow_run_now():
     assert "run now" in source
     for (name, *_), a, b in zip(tc.CASES, outs, live):
         assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-6, name
+
+
+def test_importing_tensorflow_leaves_stderr_clean():
+    # TensorFlow's C++ start-up log would show in a notebook's red stderr box after its first import.
+    import subprocess
+    import sys
+    pytest.importorskip("tensorflow", reason="TensorFlow is the reference extra (tensorflow-cpu)")
+    code = ("from labkit.reference.tensorflow_cases import import_tensorflow, tensorflow_conv2d\n"
+            "import numpy as np\n"
+            "tf = import_tensorflow()\n"
+            "y = tensorflow_conv2d(np.ones((1, 1, 5, 5), np.float32), np.ones((1, 1, 3, 3), np.float32), np.zeros(1))\n"
+            "print(tf.__version__, float(y.sum()))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[1] == "81.0" and run.stderr == "", run.stderr

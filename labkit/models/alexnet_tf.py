@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reference.tensorflow_cases import import_tensorflow
 from ..shapes import ALEXNET_CONVS
 from .alexnet import LRN, LRN_AFTER, POOL_AFTER
 
@@ -20,7 +21,7 @@ __all__ = ["tensorflow_logits"]
 
 def tensorflow_logits(raw: dict[str, tuple[np.ndarray, np.ndarray]], x_nchw: np.ndarray) -> np.ndarray:
     """fc8's logits (N, 1000), float32, computed by TensorFlow on the CPU."""
-    import tensorflow as tf
+    tf = import_tensorflow()
 
     h = tf.constant(np.ascontiguousarray(np.asarray(x_nchw, np.float32).transpose(0, 2, 3, 1)))  # NHWC
     for name, L in ALEXNET_CONVS.items():

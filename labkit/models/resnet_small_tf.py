@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..reference.tensorflow_cases import import_tensorflow
+
 __all__ = ["TFResNetSmall", "BLOCKS"]
 
 BLOCKS = ("block1", "block2")
@@ -24,7 +26,7 @@ BLOCKS = ("block1", "block2")
 
 class TFResNetSmall:
     def __init__(self, state: dict, *, momentum: float = 0.9, weight_decay: float = 0.0):
-        import tensorflow as tf
+        tf = import_tensorflow()
         self.tf = tf
         self.names = list(state)
         self.p = {k: tf.Variable(self._to_tf(k, v), name=k.replace(".", "_")) for k, v in state.items()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -45,10 +46,28 @@ def make_inputs(seed: int = 408):
     return out
 
 
+def import_tensorflow():
+    """``import tensorflow``, with its start-up log kept off stderr.  TensorFlow's C++ logging (absl)
+    writes to file descriptor 2 before any Python-side setting applies, and a notebook would show
+    those lines in a red box after every first import; so the descriptor points at /dev/null while
+    the module loads.  An ImportError is raised as usual."""
+    if "tensorflow" in sys.modules:
+        return sys.modules["tensorflow"]
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    saved, null = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        import tensorflow
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+    return tensorflow
+
+
 def tensorflow_conv2d(x, w, b, *, stride=1, pad=0, groups=1) -> np.ndarray:
     """TensorFlow's conv2d on NCHW/MCKK arrays (it computes in NHWC on the CPU)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import tensorflow as tf
+    tf = import_tensorflow()
     xt = tf.constant(np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad))).transpose(0, 2, 3, 1))
     wt = tf.constant(w.transpose(2, 3, 1, 0))  # (K, K, C/groups, M)
     y = tf.nn.conv2d(xt, wt, strides=stride, padding="VALID") + b
@@ -57,7 +76,7 @@ def tensorflow_conv2d(x, w, b, *, stride=1, pad=0, groups=1) -> np.ndarray:
 
 def tensorflow_available() -> bool:
     try:
-        import tensorflow  # noqa: F401  (importable is the question)
+        import_tensorflow()             # importable is the question
         return True
     except Exception:
         return False
@@ -66,7 +85,7 @@ def tensorflow_available() -> bool:
 def tensorflow_outputs() -> tuple[list[np.ndarray], str]:
     """TensorFlow's outputs for every case, and where they came from."""
     if tensorflow_available():
-        import tensorflow as tf
+        tf = import_tensorflow()
         outs = [tensorflow_conv2d(x, w, b, **kw) for _, x, w, b, kw in make_inputs()]
         return outs, f"TensorFlow {tf.__version__}, run now"
     f = read_npz(RECORD, max_bytes=16 * 2**20)
