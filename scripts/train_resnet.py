@@ -39,7 +39,7 @@ def window_means(values: list, k: int) -> list:
     return [float(sum(values[i:i + k]) / len(values[i:i + k])) for i in range(0, len(values), k)]
 
 
-def fit_peer(framework: str, state: dict, weight_decay: float, common: dict) -> tuple[dict, str]:
+def train_peer(framework: str, state: dict, weight_decay: float, common: dict) -> tuple[dict, str]:
     """Train the other framework's copy of the network from ``state``: (history, the device it ran on)."""
     if framework == "torch":
         import torch
@@ -82,7 +82,7 @@ def main() -> int:
         hist = training.fit(net, weight_decay=args.weight_decay, graph=not args.eager, **common)
         device, name = labkit.device().label, f"train_resnet_c{args.channels}.json"
     else:
-        hist, device = fit_peer(args.framework, net.state(), args.weight_decay, common)
+        hist, device = train_peer(args.framework, net.state(), args.weight_decay, common)
         name = f"train_{args.framework}_c{args.channels}.json"
     for e in range(args.epochs):
         print(f"epoch {e + 1}: loss {hist['epoch_loss'][e]:.4f}, test accuracy {hist['test_accuracy'][e]:.4f}, "

@@ -6,25 +6,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import labkit
 from labkit import reference
-from labkit.checks import rel_error, to_numpy
+from labkit.checks import rel_error
 from labkit.ladder import resnet_kernels
 from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, default_tile, row_pitch
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
+from support import f32, poisoned
 
 rng = np.random.default_rng()
-xp = labkit.xp
-
-
-def f32(a):
-    return xp.asarray(np.ascontiguousarray(a, dtype=np.float32))
-
-
-def poisoned(*shape):
-    return f32(np.full(shape, np.nan))
 
 
 def arrays(N, L):

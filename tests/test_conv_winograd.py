@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import labkit
 from labkit import reference
 from labkit.checks import rel_error
 from labkit.ladder import resnet_kernels
@@ -15,17 +14,9 @@ from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile, default_winograd_tile
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
+from support import f32, poisoned
 
 rng = np.random.default_rng()
-xp = labkit.xp
-
-
-def f32(a):
-    return xp.asarray(np.ascontiguousarray(a, dtype=np.float32))
-
-
-def poisoned(*shape):
-    return f32(np.full(shape, np.nan))
 
 
 # (N, C, M, H, W, tile): odd planes, one input channel, a tile whose rows of 2x2 tiles do not divide

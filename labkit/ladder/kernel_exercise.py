@@ -25,6 +25,7 @@ from .. import backends, reference
 from ..checks import check_activation, to_numpy
 from ..errors import BarrierError, KernelCompileError, KernelMemoryError, KernelRaceError, LaunchError
 from ..loader import load_source
+from ..ops.plans import ints
 from ..reference import backward as rb
 from .harness import random_layer, reference_activation
 
@@ -161,10 +162,6 @@ def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str,
     return Verdict(True, f"{name}: {right}")
 
 
-def _ints(*values) -> tuple:
-    return tuple(np.int32(v) for v in values)
-
-
 def _poisoned(shape: tuple):
     return backends.xp().full(shape, np.nan, dtype=np.float32)
 
@@ -191,7 +188,7 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
             tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
             yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width})",
                        (N, M, tiles), (tile_width, tile_width, 1),
-                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *_ints(N, C, H, W, M, K, act)), y,
+                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *ints(N, C, H, W, M, K, act)), y,
                        reference_activation(reference.conv2d(x, w, b), activation),
                        shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)))
     return _run_cases(path, kernel, cases(), checks=checks, defines={"TILE_WIDTH": tile_width},
@@ -218,7 +215,7 @@ def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activat
             y = _poisoned((N, C, HO, WO))
             yield Case(f"layer N={N} C={C} {H}x{W}, stride {S} (output {HO}x{WO})",
                        (-(-N * C * HO * WO // threads),), (threads,),
-                       (xp.asarray(x), xp.asarray(w.reshape(C, 9)), xp.asarray(b), y, *_ints(N * C, C, H, W, S, act)),
+                       (xp.asarray(x), xp.asarray(w.reshape(C, 9)), xp.asarray(b), y, *ints(N * C, C, H, W, S, act)),
                        y, reference_activation(reference.conv2d(x, w, b, stride=S, pad=1, groups=C), activation))
     return _run_cases(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd layers (strides 1 and 2), every output written: True")
@@ -245,7 +242,7 @@ def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, che
             ref, _, _ = rb.conv2d_backward(np.zeros((N, C, H, W)), w, dy, pad=1)     # float64
             yield Case(f"layer N={N} C={C} {H}x{W} -> M={M} (dy {N}x{M}x{H}x{W}, dx {N}x{C}x{H}x{W})",
                        (-(-N * C * H * W // threads),), (threads,),
-                       (xp.asarray(dy), xp.asarray(wt), xp.asarray(gate), dx, *_ints(N, C, H, W, M)), dx,
+                       (xp.asarray(dy), xp.asarray(wt), xp.asarray(gate), dx, *ints(N, C, H, W, M)), dx,
                        np.where(gate > 0, ref, 0.0), index="n, c, h, w")
     return _run_cases(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd layers (the ReLU's gate applied), every dx element written: True")
@@ -270,7 +267,7 @@ def check_im2col_kernel(path: str | Path, kernel: str, *, cases=None, checks: st
             ref = reference.im2col(x.astype(np.float64), K, stride=S, pad=P).reshape(N, C * K * K, Ho, Wo)
             yield Case(f"input N={N} C={C} {H}x{W}, K={K}, stride {S}, padding {P} (cols {N}x{C * K * K}x{Ho * Wo})",
                        (-(-N * C * K * K * Ho * Wo // threads),), (threads,),
-                       (xp.asarray(x), cols, *_ints(N, C, H, W, K, S, P, Ho, Wo)), cols, ref,
+                       (xp.asarray(x), cols, *ints(N, C, H, W, K, S, P, Ho, Wo)), cols, ref,
                        index="n, row (c*K+p)*K+q, oh, ow")
     return _run_cases(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd inputs (strides 1, 2 and 4, with and without padding), "
@@ -294,7 +291,7 @@ def check_lrn_kernel(path: str | Path, kernel: str, *, cases=None, bias: float =
             y = _poisoned((N, C, H, W))
             ref = reference.lrn(x.astype(np.float64), r, bias, alpha, beta)
             yield Case(f"input N={N} C={C} {H}x{W}, radius {r}", (-(-N * C * H * W // threads),), (threads,),
-                       (xp.asarray(x), y, *_ints(N, C, H * W, r), np.float32(bias), np.float32(alpha),
+                       (xp.asarray(x), y, *ints(N, C, H * W, r), np.float32(bias), np.float32(alpha),
                         np.float32(beta)), y, ref, index="n, c, h, w")
     return _run_cases(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd inputs (windows cut at the first and last channels), "

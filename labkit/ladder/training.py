@@ -22,7 +22,7 @@ from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
 from ..models.resnet_small import ResNetSmall
 
-__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "epoch_batches", "rate_at", "mirrored", "SCHEDULES",
+__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "epoch_batches", "fraction_right", "rate_at", "mirrored", "SCHEDULES",
            "accuracy", "MEAN", "STD"]
 
 # The training split's pixel mean and standard deviation, of values scaled to [0, 1] (computed over
@@ -84,14 +84,18 @@ class Stager:
         return self.x, self.y
 
 
+def fraction_right(logits_of, images: np.ndarray, labels: np.ndarray, batch: int = 1000) -> float:
+    """The fraction of ``images`` whose largest logit (``logits_of(batch of images)``, NumPy) is their
+    label, ``batch`` images at a time."""
+    right = sum(int((np.asarray(logits_of(images[i:i + batch])).argmax(1) == labels[i:i + batch]).sum())
+                for i in range(0, len(images), batch))
+    return right / len(images)
+
+
 def accuracy(net: ResNetSmall, images: np.ndarray, labels: np.ndarray, batch: int = 1000) -> float:
     """The fraction of ``images`` whose largest logit is their label."""
     xp = backends.xp()
-    right = 0
-    for i in range(0, len(images), batch):
-        logits = to_numpy(net.logits(xp.asarray(images[i:i + batch])))
-        right += int((logits.argmax(1) == labels[i:i + batch]).sum())
-    return right / len(images)
+    return fraction_right(lambda x: to_numpy(net.logits(xp.asarray(x))), images, labels, batch)
 
 
 SCHEDULES = ("constant", "cosine")
@@ -202,10 +206,6 @@ def fit_peer(trainer, *, epochs: int, batch: int, lr: float, seed: int = 0, sche
     rate_at(0, 1, lr, schedule)
     hist = {"step_loss": [], "epoch_loss": [], "test_accuracy": [], "train_accuracy": [], "epoch_seconds": []}
 
-    def accuracy_of(images, labels) -> float:
-        return sum(int((np.asarray(trainer.logits(images[i:i + 1000])).argmax(1) == labels[i:i + 1000]).sum())
-                   for i in range(0, len(images), 1000)) / len(images)
-
     for epoch in range(epochs):
         batches = epoch_batches(x_train, y_train, batch, seed=seed, epoch=epoch, mirror=mirror)
         t0 = time.perf_counter()
@@ -216,6 +216,6 @@ def fit_peer(trainer, *, epochs: int, batch: int, lr: float, seed: int = 0, sche
         hist["epoch_seconds"].append(time.perf_counter() - t0)
         hist["step_loss"] += losses
         hist["epoch_loss"].append(float(np.mean(losses)))
-        hist["test_accuracy"].append(accuracy_of(x_test, y_test))
-        hist["train_accuracy"].append(accuracy_of(x_train[:len(x_test)], y_train[:len(x_test)]))
+        hist["test_accuracy"].append(fraction_right(trainer.logits, x_test, y_test))
+        hist["train_accuracy"].append(fraction_right(trainer.logits, x_train[:len(x_test)], y_train[:len(x_test)]))
     return hist

@@ -189,8 +189,7 @@ class ResNetSmall:
         seconds each with g++ or NVRTC the first time) and the modules of the small kernels
         (train.cu, pooling, and conv_backward.cu on the "gemm" and "direct" rungs), which are
         the same for every layer.  The first step at a batch size does this first."""
-        convs = [*self.convs.values(), *self.wgrad.values()]
-        convs += [getattr(d, "conv", d) for d in self.bwd_data.values()]    # BackwardData: its convolution
+        convs = [*self.convs.values(), *self.wgrad.values(), *self.bwd_data.values()]
         families = ["train", "pool_softmax"] + (["conv_backward"] if self.backward != "small" else [])
         run_parallel([lambda c=c: c.plan(N) for c in convs] + [lambda f=f: load(f) for f in families])
 
@@ -258,7 +257,6 @@ class ResNetSmall:
     def _small_backward(self, x, b) -> None:
         """The backward from dL/da2 (in d1) on conv_small's kernels: each block's two backward-data
         launches also apply the ReLUs' backward and add the skip's gradient."""
-        g = self.grads
         ds = tr.relu_backward(b["a2"], b["d1"], out=b["d2"])          # dL/d(block2's sum before its ReLU)
         spare = b["d3"]
         for blk, a_in, h in (("block2", "a1", "h2"), ("block1", "a0", "h1")):

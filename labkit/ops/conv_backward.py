@@ -164,6 +164,10 @@ class BackwardData:
         self._flip = load("conv_backward").get_function("flip_weights").launcher(
             (cdiv(n, THREADS),), (THREADS,), (wt, self.wf) + ints(L.C, L.M, L.K))
 
+    def plan(self, N: int):
+        """The convolution's launch of batch size N (the flip's launch is made in __init__)."""
+        return self.conv.plan(N)
+
     def __call__(self, dy, out=None):
         self._flip()
         return self.conv(dy, out)

@@ -28,7 +28,7 @@ from ..device_query import gpu_sm_count
 from ..loader import load
 from ..shapes import ConvLayer
 from ..tuned import CONV_SMALL, lookup
-from .plans import allow_shared, cdiv, ints
+from .plans import allow_shared, cdiv, ints, largest_divisor
 
 __all__ = ["Conv3x3Layer", "Tile", "WeightTile", "SmallConv3x3", "SmallWeightGrad", "default_tile", "default_weight_tile",
            "tile_for", "weight_tile_for", "row_pitch", "check_small_layer", "table_key"]
@@ -49,10 +49,6 @@ def table_key(kind: str, C: int, M: int, H: int, W: int) -> str:
     """The tuned table's key of a kernel ("forward", "data" or "weight") on a layer shape (its input
     and output channels as the kernel sees them)."""
     return f"{kind}_C{C}_M{M}_H{H}_W{W}"
-
-
-def _largest_divisor(n: int, at_most: int) -> int:
-    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
 def row_pitch(W: int, rows: int, l: int, threads: int) -> int:
@@ -146,9 +142,9 @@ class WeightTile:
 def default_tile(C: int, M: int, H: int, W: int) -> Tile:
     """A tile that runs anywhere: up to 16 output channels a block, 4 a thread where they divide,
     up to 14 rows in strips of the largest of 7, 4, 2, 1 rows that divides them."""
-    mb = _largest_divisor(M, 16)
+    mb = largest_divisor(M, 16)
     tm = 4 if mb % 4 == 0 else 1
-    cb = _largest_divisor(C, 16)
+    cb = largest_divisor(C, 16)
     rows = min(H, 14)
     while True:
         l = next(d for d in (7, 4, 2, 1) if rows % d == 0)
@@ -161,7 +157,7 @@ def default_tile(C: int, M: int, H: int, W: int) -> Tile:
 def default_weight_tile(C: int, M: int, H: int, W: int) -> WeightTile:
     """Up to 16 x 16 channels of dw a block, 4 output channels a thread where they divide, units of
     up to 7 rows, as many groups as keep the block near 256 threads."""
-    cb, mb = _largest_divisor(C, 16), _largest_divisor(M, 16)
+    cb, mb = largest_divisor(C, 16), largest_divisor(M, 16)
     tm = 4 if mb % 4 == 0 else 1
     rows = min(H, 7)
     tasks = cb * (mb // tm)

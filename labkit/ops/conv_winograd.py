@@ -21,7 +21,7 @@ from ..loader import load
 from ..tuned import CONV_SMALL, lookup
 from .conv_small import Conv3x3Layer, table_key
 from .implicit import shared_optin_limit
-from .plans import allow_shared, cdiv, ints
+from .plans import allow_shared, cdiv, ints, largest_divisor
 
 __all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "THREADS_WEIGHTS"]
 
@@ -82,17 +82,13 @@ class WinogradTile:
         return {"WG_MB": self.mb, "WG_RM": self.rm, "WG_TR": self.tr, "WG_RT": self.rt, "WG_CK": self.ck}
 
 
-def _largest_divisor(n: int, at_most: int) -> int:
-    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
-
-
 def default_winograd_tile(C: int, M: int, H: int, W: int) -> WinogradTile:
     """Up to 16 output channels a block in groups of 4 (where they divide), two rows of tiles, groups
     of up to 7 tiles, chunks of up to 8 input channels."""
-    mb = _largest_divisor(M, 16)
+    mb = largest_divisor(M, 16)
     rm = 4 if mb % 4 == 0 else 1
     tiles = min(2, cdiv(H, 2)) * cdiv(W, 2)
-    return WinogradTile(mb, rm, min(2, cdiv(H, 2)), min(7, tiles), _largest_divisor(C, 8))
+    return WinogradTile(mb, rm, min(2, cdiv(H, 2)), min(7, tiles), largest_divisor(C, 8))
 
 
 def winograd_tile_for(kind: str, C: int, M: int, H: int, W: int, device_name: str | None = None) -> WinogradTile:

@@ -57,6 +57,11 @@ def ints(*values) -> tuple:
     return tuple(np.int32(v) for v in values)
 
 
+def largest_divisor(n: int, at_most: int) -> int:
+    """The largest divisor of n that is at most ``at_most``: a tile side that splits n evenly."""
+    return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
+
+
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for positive ints: blocks to cover a elements, b per block."""
     return -(-a // b)
