@@ -50,3 +50,7 @@ class IDXFormatError(ValueError):
 
 class ArrayFileError(ValueError):
     """An .npy or .npz file is truncated or corrupt, holds a pickle, or declares arrays it cannot hold."""
+
+
+class NotebookError(ValueError):
+    """A file that cannot be read as a notebook (too big, not JSON, no list of cells)."""

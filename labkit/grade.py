@@ -1,43 +1,55 @@
-"""Grade a folder of students' kernel exercises: `python -m labkit.grade SUBMISSIONS_DIR [--out DIR]`.
+"""Grade a folder of submissions: `python -m labkit.grade SUBMISSIONS_DIR [--out DIR]`.
 
     SUBMISSIONS_DIR/
-        alice/exercises/02_conv_naive.cu     one sub-folder per student, holding the .cu files of the
-        alice/exercises/11_depthwise.cu      kernel exercises (anywhere below it, by file name)
-        bob/...
+        alice/...                 one sub-folder per student (or alice.zip, bob.tar.gz: archives are
+        bob.zip                   unpacked safely first), holding the student's notebooks and the .cu
+                                  files of the kernel exercises, anywhere below it, found by file name
 
-Each exercise of each student is checked by the instructor's check (labkit.ladder.kernel_exercise:
-odd shapes, a poisoned output, the float64 reference, on the CPU executor the memory, barrier and
-race checks) run on the *student's* .cu file -- the checks and the shapes come from this package,
-never from the submission, so nothing a student writes outside the kernel changes the verdict.
-Each check runs in a process of its own with a time limit: a kernel that crashes, hangs or loops
-forever fails that exercise, with the reason, and the others go on.  Checks run side by side, one
-per core.  They run on the CPU executor (``--backend cpu``, the default), also on a machine with a
-GPU: its memory, barrier and race checks catch what a GPU can let pass (an out-of-bounds write into
-memory nobody looks at, a missing barrier that happens to work on one run); ``--backend cuda`` runs
-them on the GPU instead.
+Two kinds of exercise, each graded by the instructor's check, never by anything of the submission's:
+
+* kernel exercises (notebooks/exercises/*.cu): the check of labkit.ladder.kernel_exercise (odd shapes,
+  a poisoned output, the float64 reference; on the CPU executor the memory, barrier and race checks)
+  runs on the *student's* .cu file;
+* Python exercises (a solution cell followed by its locked check cell in notebooks 01-11): the
+  instructor's cells the exercise needs, then the student's solution cell, then the instructor's
+  check cell, in a fresh process (labkit.grading.notebook_exercises): deleted, skipped, edited or
+  re-ordered check cells and forged outputs change nothing.
+
+Written questions (markdown answer cells) are graded by hand: the feedback page carries the answer.
+
+Every exercise of every student runs in a process of its own with a time limit and a memory limit: a
+crash, a hang or an endless loop fails that exercise, with the reason, and the rest go on, one
+process per core.  The checks run on the CPU executor (``--backend cpu``, the default) also on a
+machine with a GPU: its memory, barrier and race checks catch what a GPU can let pass; ``--backend
+cuda`` runs them on the GPU and adds a leaderboard of the passing kernels' op times.
 
 Writes into --out (default SUBMISSIONS_DIR/../grades): gradebook.csv (a row per student, points per
-exercise and the total), gradebook.json (the same with every check's words) and feedback/<student>.md
-(what passed, what failed and why, in the check's words).
-
-This grades the CUDA C exercises (notebooks/exercises/*.cu).  The Python exercises inside the
-notebooks are graded by their check cells when the instructor re-runs a notebook.
+exercise), gradebook.json (the same with every check's words), feedback/<student>.md, and with
+``--backend cuda`` leaderboard.md.  ``--slurm`` writes a Slurm array job instead (one task per
+student, then a merge: labkit.grading.slurm).
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
-import subprocess
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .grading import gradebook, slurm, synthetic
+from .grading.limits import DEFAULT_MEMORY_GIB, run_limited
+from .grading.notebook_exercises import NotebookError, exercises_of, read_notebook, sanitizer, written_questions_of
+from .grading.python_exercises import grade_python_exercise, written_answer
+from .grading.submissions import Student, find_file, students_in
 from .ladder import kernel_exercise
+from .results import REPO_ROOT
 
-__all__ = ["EXERCISES", "Exercise", "BACKENDS", "grade_file", "grade_folder", "main"]
+__all__ = ["EXERCISES", "Exercise", "BACKENDS", "INSTRUCTOR_NOTEBOOKS", "grade_file", "grade_folder", "main"]
+
+INSTRUCTOR_NOTEBOOKS = REPO_ROOT / "notebooks"
 
 
 @dataclass(frozen=True)
@@ -74,96 +86,157 @@ def _check_in_this_process(name: str, path: str) -> dict:
 BACKENDS = ("cpu", "cuda")
 
 
-def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu") -> dict:
-    """One exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The check
-    runs in a child process (``timeout`` seconds at most) on ``backend``; no file: 0 points, "not
-    submitted"."""
+def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu",
+               memory_gib: float | None = DEFAULT_MEMORY_GIB) -> dict:
+    """One kernel exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The
+    check runs in a child process (``timeout`` seconds, ``memory_gib`` GiB at most) on ``backend``;
+    no file: 0 points, "not submitted"."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     ex = EXERCISES[name]
-    row = {"exercise": name, "max_points": ex.points, "points": 0, "ok": False}
+    row = {"exercise": name, "kind": "kernel", "max_points": ex.points, "points": 0, "ok": False}
     if path is None:
         return {**row, "message": f"{ex.file}: not submitted"}
-    cmd = [sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path)]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           env={**os.environ, "LABKIT_BACKEND": backend})
-    except subprocess.TimeoutExpired:
-        return {**row, "message": f"{ex.file}: the check did not finish within {timeout:.0f} s "
-                                  "(a kernel that never ends: a loop whose exit is never reached?)"}
-    result = None
-    for line in reversed(r.stdout.splitlines()):
-        if line.startswith("{"):
-            try:
-                result = json.loads(line)
-                break
-            except json.JSONDecodeError:
-                continue
-    if r.returncode != 0 or result is None:
-        tail = "\n".join((r.stderr or r.stdout).strip().splitlines()[-6:])
-        return {**row, "message": f"{ex.file}: the check's process ended with code {r.returncode} "
-                                  f"(a crash?):\n{tail}"}
+    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
+        verdict = Path(tmp, "verdict.json")
+        # The verdict comes back in a file: whatever the kernel prints (printf on the CPU executor) is ignored.
+        done = run_limited([sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path), str(verdict)],
+                           timeout=timeout, memory_gib=memory_gib, cwd=tmp,
+                           env={**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": tmp})
+        if done.limit == "time":
+            return {**row, "message": f"{ex.file}: the check did not finish within {timeout:.0f} s "
+                                      "(a kernel that never ends: a loop whose exit is never reached?)"}
+        if done.limit == "memory":
+            return {**row, "message": f"{ex.file}: the check used more than {memory_gib:g} GiB of memory"}
+        if done.returncode != 0 or not verdict.is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+            return {**row, "message": f"{ex.file}: the check's process ended with code {done.returncode} "
+                                      f"(a crash?):\n{tail}"}
+        result = json.loads(verdict.read_text())
     return {**row, "ok": result["ok"], "points": ex.points if result["ok"] else 0, "message": result["message"]}
 
 
-def _find(folder: Path, file: str) -> Path | None:
-    hits = sorted(p for p in folder.rglob(file) if p.is_file() and not p.is_symlink())
-    return hits[0] if hits else None
+def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, opts: dict, cache: dict) -> list:
+    """The grading jobs of one student: (a function of no arguments that returns a result row)."""
+    jobs = []
+    for name, ex in EXERCISES.items():
+        if names is None or name in names:
+            path = find_file(student.folder, ex.file)
+            jobs.append(lambda n=name, p=path: grade_file(n, p, timeout=opts["timeout"], backend=backend,
+                                                          memory_gib=opts["memory_gib"]))
+    for nb_path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
+        exercises, questions = cache[nb_path]
+        wanted = [e for e in exercises if names is None or e.grade_id in names]
+        asked = [q for q in questions if names is None or q.grade_id in names]
+        if not wanted and not asked:
+            continue
+        found = find_file(student.folder, nb_path.name)
+        student_nb, problem = None, None
+        if found is not None:
+            try:
+                student_nb = read_notebook(found)
+            except NotebookError as exc:
+                problem = str(exc)
+        for e in wanted:
+            if problem:
+                jobs.append(lambda e=e, why=problem: {"exercise": e.grade_id, "kind": "python", "notebook": e.notebook,
+                                                      "max_points": e.points, "points": 0, "ok": False, "message": why})
+            else:
+                jobs.append(lambda e=e, nb=student_nb: grade_python_exercise(
+                    e, nb, clean=opts["clean"], timeout=opts["notebook_timeout"], memory_gib=opts["memory_gib"],
+                    backend=backend))
+        for q in asked:
+            jobs.append(lambda q=q, nb=student_nb: written_answer(q, nb))
+    return jobs
 
 
-def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None,
-                 timeout: float = 120.0, workers: int | None = None, backend: str = "cpu") -> list[dict]:
-    """Grade every student sub-folder of ``submissions`` on ``exercises`` (default: all); write the
-    gradebook and feedback into ``out``.  Returns one dict per student."""
-    submissions, out = Path(submissions), Path(out)
-    names = list(exercises or EXERCISES)
-    students = sorted(p for p in submissions.iterdir() if p.is_dir() and not p.name.startswith("."))
-    jobs = [(s, n, _find(s, EXERCISES[n].file)) for s in students for n in names]
-    with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
-        results = list(pool.map(lambda j: grade_file(j[1], j[2], timeout=timeout, backend=backend), jobs))
-    book: dict[str, dict] = {s.name: {"student": s.name, "exercises": {}} for s in students}
-    for (s, n, _), res in zip(jobs, results):
-        book[s.name]["exercises"][n] = res
-    rows = []
-    for entry in book.values():
-        entry["points"] = sum(r["points"] for r in entry["exercises"].values())
-        entry["max_points"] = sum(r["max_points"] for r in entry["exercises"].values())
-        rows.append(entry)
-    _write(rows, names, out)
+def instructor_exercises(notebooks: Path) -> dict:
+    """{notebook path: (its Python exercises, its written questions)} of the instructor's notebooks."""
+    return {p: (exercises_of(p), written_questions_of(p)) for p in sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))}
+
+
+def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None, timeout: float = 120.0,
+                 notebook_timeout: float = 300.0, memory_gib: float | None = DEFAULT_MEMORY_GIB,
+                 workers: int | None = None, backend: str = "cpu", students=None,
+                 notebooks: str | os.PathLike = INSTRUCTOR_NOTEBOOKS) -> list[dict]:
+    """Grade every student of ``submissions`` (or those named in ``students``) on ``exercises`` (kernel
+    exercise names and Python exercise or written question grade_ids; default: all); write the
+    gradebook and feedback into ``out``.  Returns one row per student."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    submissions, out, notebooks = Path(submissions), Path(out), Path(notebooks)
+    if not notebooks.is_dir():
+        raise ValueError(f"{notebooks}: the instructor's notebooks are not there (name them with --notebooks)")
+    cache = instructor_exercises(notebooks)
+    opts = {"timeout": timeout, "notebook_timeout": notebook_timeout, "memory_gib": memory_gib,
+            "clean": sanitizer(notebooks / "nbval_sanitize.cfg")}
+    names = set(exercises) if exercises else None
+    with tempfile.TemporaryDirectory(prefix="labkit-submissions-") as unpacked:
+        everyone = students_in(submissions, Path(unpacked))
+        if students is not None:
+            missing = set(students) - {s.name for s in everyone}
+            if missing:
+                raise ValueError(f"no submission for {sorted(missing)} in {submissions}")
+            everyone = [s for s in everyone if s.name in set(students)]
+        jobs = [(s, job) for s in everyone for job in _jobs(s, names, notebooks, backend, opts, cache)]
+        with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+            results = list(pool.map(lambda j: j[1](), jobs))
+    rows = [gradebook.student_row(s.name, [r for (t, _), r in zip(jobs, results) if t is s], s.problem)
+            for s in everyone]
+    gradebook.write_gradebook(rows, out)
     return rows
 
 
-def _write(rows: list[dict], names: list[str], out: Path) -> None:
-    (out / "feedback").mkdir(parents=True, exist_ok=True)
-    with open(out / "gradebook.csv", "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["student"] + names + ["total", "max"])
-        for r in rows:
-            w.writerow([r["student"]] + [r["exercises"][n]["points"] for n in names] + [r["points"], r["max_points"]])
-    (out / "gradebook.json").write_text(json.dumps(rows, indent=1))
-    for r in rows:
-        lines = [f"# Kernel exercises: {r['student']}", "", f"**{r['points']} of {r['max_points']} points**", ""]
-        for n in names:
-            e = r["exercises"][n]
-            lines += [f"## {n}: {e['points']} / {e['max_points']} ({'passed' if e['ok'] else 'not passed'})", "",
-                      "```", e["message"], "```", ""]
-        (out / "feedback" / f"{r['student']}.md").write_text("\n".join(lines))
+def _all_names(notebooks: Path) -> list[str]:
+    cache = instructor_exercises(notebooks)
+    return sorted(list(EXERCISES) + [e.grade_id for ex, qs in cache.values() for e in ex + qs])
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labkit.grade", description=__doc__.splitlines()[0])
-    ap.add_argument("submissions", nargs="?", help="a folder with one sub-folder per student")
+    ap.add_argument("submissions", nargs="?", help="a folder with one sub-folder or archive per student")
     ap.add_argument("--out", help="where the gradebook and feedback go (default: SUBMISSIONS/../grades)")
-    ap.add_argument("--exercises", nargs="+", choices=list(EXERCISES))
-    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per check (default 120)")
-    ap.add_argument("--workers", type=int)
+    ap.add_argument("--exercises", nargs="+", metavar="NAME",
+                    help="grade only these (kernel exercise names, Python exercise or question grade_ids; --list)")
+    ap.add_argument("--list", action="store_true", help="list the exercises and questions, then stop")
+    ap.add_argument("--notebooks", default=str(INSTRUCTOR_NOTEBOOKS),
+                    help="the instructor's notebooks (default: the series' own)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel check (default 120)")
+    ap.add_argument("--notebook-timeout", type=float, default=300.0,
+                    help="seconds per Python exercise, its notebook's set-up included (default 300)")
+    ap.add_argument("--memory-gib", type=float, default=DEFAULT_MEMORY_GIB,
+                    help=f"resident memory per grading process (default {DEFAULT_MEMORY_GIB:g}; 0: no limit)")
+    ap.add_argument("--workers", type=int, help="grading processes side by side (default: one per core)")
     ap.add_argument("--backend", default="cpu", choices=BACKENDS,
                     help="where the checks run (default cpu: the CPU executor, with its memory, barrier and race "
                          "checks)")
-    ap.add_argument("--one", nargs=2, metavar=("EXERCISE", "FILE"), help=argparse.SUPPRESS)
+    ap.add_argument("--student", action="append", help="grade only this student (repeatable; a Slurm task's)")
+    ap.add_argument("--slurm", action="store_true",
+                    help="write a Slurm array job (one task per student) and its merge step into OUT/slurm instead")
+    ap.add_argument("--merge", metavar="PARTS", help="join the gradebooks of PARTS/*/ into --out (the merge step)")
+    ap.add_argument("--synthetic", metavar="DIR",
+                    help="write the synthetic submissions (labkit.grading.synthetic) and their expected points "
+                         "into DIR, then stop")
+    ap.add_argument("--one", nargs=3, metavar=("EXERCISE", "FILE", "VERDICT"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    if args.one:   # the child process: one check, its verdict as one JSON line
-        print(json.dumps(_check_in_this_process(*args.one)))
+    if args.one:   # the child process: one kernel check, its verdict into a file
+        Path(args.one[2]).write_text(json.dumps(_check_in_this_process(args.one[0], args.one[1])))
+        return 0
+    notebooks = Path(args.notebooks)
+    if args.list:
+        print("\n".join(_all_names(notebooks)))
+        return 0
+    if args.synthetic:
+        python_points = {e.grade_id: e.points for ex, _ in instructor_exercises(notebooks).values() for e in ex}
+        expected = synthetic.write_synthetic(Path(args.synthetic), notebooks, EXERCISES, python_points)
+        print(f"wrote {Path(args.synthetic) / 'submissions'}; the points each must get: {json.dumps(expected)}")
+        return 0
+    if args.merge:
+        if not args.out:
+            ap.error("--merge needs --out")
+        rows = gradebook.merge(sorted(p for p in Path(args.merge).iterdir() if (p / "gradebook.json").is_file()),
+                               Path(args.out))
+        print(f"merged {len(rows)} students into {Path(args.out) / 'gradebook.csv'}")
         return 0
     if not args.submissions:
         ap.error("name the folder of submissions")
@@ -171,11 +244,25 @@ def main(argv: list[str] | None = None) -> int:
     if not sub.is_dir():
         print(f"{sub}: not a folder of submissions")
         return 2
+    if args.exercises:
+        unknown = set(args.exercises) - set(_all_names(notebooks))
+        if unknown:
+            ap.error(f"unknown exercises {sorted(unknown)} (see --list)")
     out = Path(args.out) if args.out else sub.resolve().parent / "grades"
-    rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout, workers=args.workers,
-                        backend=args.backend)
+    if args.slurm:
+        with tempfile.TemporaryDirectory() as tmp:
+            names = [s.name for s in students_in(sub, Path(tmp))]
+        passed = ["--timeout", str(args.timeout), "--notebook-timeout", str(args.notebook_timeout),
+                  "--memory-gib", str(args.memory_gib), "--backend", args.backend, "--notebooks", str(notebooks.resolve())]
+        passed += ["--exercises", *args.exercises] if args.exercises else []
+        folder = slurm.write_slurm(sub, out, names, passed, memory_gib=max(args.memory_gib, 4.0) + 2)
+        print(f"wrote {folder}: {len(names)} tasks; submit with: sh {folder / 'submit.sh'}")
+        return 0
+    rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout,
+                        notebook_timeout=args.notebook_timeout, memory_gib=args.memory_gib or None,
+                        workers=args.workers, backend=args.backend, students=args.student, notebooks=notebooks)
     for r in rows:
-        print(f"{r['student']:20s} {r['points']:3d} / {r['max_points']}")
+        print(f"{r['student']:20s} {r['points']:3d} / {r['max_points']}" + (f"  ({r['problem']})" if r["problem"] else ""))
     print(f"wrote {out / 'gradebook.csv'}, {out / 'gradebook.json'} and {out / 'feedback'}/")
     return 0
 

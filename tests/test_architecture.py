@@ -28,7 +28,7 @@ LAYERS = {
     "labkit.peers": 7,
     "labkit.ladder": 8,
     # the face, the command-line tools, and the old homes of moved names
-    "labkit": 9, "labkit.series": 9, "labkit.exercises": 9, "labkit.moved": 9, "labkit.conv": 9,
+    "labkit": 9, "labkit.series": 9, "labkit.exercises": 9, "labkit.grading": 9, "labkit.moved": 9, "labkit.conv": 9,
     "labkit.gemm": 9, "labkit.implicit": 9, "labkit.unroll": 9, "labkit.tuning": 9,
 }
 # measure and plots are generic: they may use nothing that knows about labkit's kernels.

@@ -1,108 +1,231 @@
-"""The kernel-exercise grader (python -m labkit.grade): synthetic submissions -- correct, a wrong index,
-a missing barrier, an out-of-bounds write, an endless loop, the untouched student copy, nothing
-submitted -- graded to the expected points, each check in its own process with a time limit."""
+"""The grader (python -m labkit.grade) on synthetic submissions -- correct, the untouched student
+version, a wrong index, a missing barrier, an out-of-bounds write, an endless loop, check cells
+deleted, skipped and re-ordered (a zip), outputs forged (a .tar.gz) -- graded to the expected points,
+kernel and Python exercises alike, every exercise in a process of its own with time and memory
+limits; hostile archives and notebooks; the Slurm array job run task by task."""
 from __future__ import annotations
 
 import csv
+import io
 import json
+import os
 import subprocess
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from labkit import grade
-from labkit.exercises import strip_cu_solutions
-from labkit.grade import EXERCISES, grade_folder
+from labkit.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
+from labkit.grading import submissions, synthetic
+from labkit.grading.limits import run_limited
+from labkit.grading.notebook_exercises import exercises_of, read_notebook, sanitizer
+from labkit.grading.python_exercises import grade_python_exercise
 
-EXERCISES_DIR = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
-
-
-def source(name: str) -> str:
-    return (EXERCISES_DIR / EXERCISES[name].file).read_text()
-
-
-def submit(root: Path, student: str, name: str, text: str) -> None:
-    d = root / student / "exercises"
-    d.mkdir(parents=True, exist_ok=True)
-    (d / EXERCISES[name].file).write_text(text)
-
-
-def changed(name: str, old: str, new: str) -> str:
-    src = source(name)
-    assert old in src
-    return src.replace(old, new)
+# A subset that keeps CI short and still meets every synthetic mistake (python -m labkit.grade
+# --synthetic DIR grades all of them: see notebooks/INSTRUCTORS.md).
+KERNELS = ["02_conv_naive", "03_conv_tiled", "08_lrn"]
+PYTHON = ["01_conv2d_einsum", "02_naive_grid", "05_count_loads_and_fmas"]
+PYTHON_POINTS = {e.grade_id: e.points for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values() for e in ex}
+POINTS = {**{k: EXERCISES[k].points for k in KERNELS}, **{k: PYTHON_POINTS[k] for k in PYTHON}}
 
 
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
-    root = tmp_path_factory.mktemp("submissions")
-    subs = root / "in"
-    submit(subs, "correct", "02_conv_naive", source("02_conv_naive"))
-    submit(subs, "correct", "11_depthwise", source("11_depthwise"))
-    submit(subs, "wrong_index", "02_conv_naive", changed("02_conv_naive", "m = blockIdx.y;", "m = 0;"))
-    submit(subs, "wrong_index", "11_depthwise", changed("11_depthwise", "const int c = (int)(plane % C);",
-                                                        "const int c = 0;"))
-    submit(subs, "out_of_bounds", "02_conv_naive",
-           changed("02_conv_naive", "  if (n >= N || h >= Ho || w >= Wo) return;", ""))
-    submit(subs, "endless_loop", "02_conv_naive",
-           changed("02_conv_naive", "  n = blockIdx.x;", "  for (volatile int spin = 0; spin >= 0;) {}\n  n = blockIdx.x;"))
-    submit(subs, "unattempted", "02_conv_naive", strip_cu_solutions(source("02_conv_naive"))[0])
-    submit(subs, "unattempted", "11_depthwise", strip_cu_solutions(source("11_depthwise"))[0])
-    (subs / "nothing").mkdir()
-    rows = grade_folder(subs, root / "grades", exercises=["02_conv_naive", "11_depthwise"], timeout=45)
+    root = tmp_path_factory.mktemp("synthetic")
+    synthetic.write_synthetic(root, INSTRUCTOR_NOTEBOOKS, EXERCISES, PYTHON_POINTS)
+    (root / "submissions" / "nothing").mkdir()
+    rows = grade_folder(root / "submissions", root / "grades", exercises=KERNELS + PYTHON, timeout=60,
+                        notebook_timeout=30)
     return {r["student"]: r for r in rows}, root / "grades"
 
 
-@pytest.mark.parametrize("student,points", [("correct", 4), ("wrong_index", 0), ("out_of_bounds", 0),
-                                            ("endless_loop", 0), ("unattempted", 0), ("nothing", 0)])
-def test_points(graded, student, points):
+@pytest.mark.parametrize("student", synthetic.STUDENTS + ["nothing"])
+def test_points(graded, student):
     rows, _ = graded
-    assert rows[student]["points"] == points, json.dumps(rows[student], indent=1)
-    assert rows[student]["max_points"] == 4
+    want = 0 if student == "nothing" else synthetic.expected_points(student, POINTS)
+    assert rows[student]["points"] == want, json.dumps(rows[student], indent=1)
+    assert rows[student]["max_points"] == sum(POINTS.values())
 
 
 def test_the_reasons_are_given(graded):
     rows, _ = graded
     msg = lambda s, n: rows[s]["exercises"][n]["message"]   # noqa: E731
     assert msg("correct", "02_conv_naive").endswith(": True")
-    assert "wrong" in msg("wrong_index", "11_depthwise")
-    assert "did not finish within 45 s" in msg("endless_loop", "02_conv_naive")
-    assert "KernelMemoryError" in msg("out_of_bounds", "02_conv_naive") or "crash" in msg("out_of_bounds", "02_conv_naive")
+    assert msg("correct", "01_conv2d_einsum").endswith("conv2d_einsum matches reference: True")
+    assert "wrong on the layer" in msg("wrong_index", "02_conv_naive")
+    assert "the check printed\nconv2d_einsum matches reference: False" in msg("wrong_index", "01_conv2d_einsum")
+    assert "did not finish within 60 s" in msg("endless_loop", "02_conv_naive")
+    assert "did not finish within 30 s" in msg("endless_loop", "05_count_loads_and_fmas")
+    assert "KernelMemoryError" in msg("out_of_bounds", "08_lrn")
+    assert "KernelRaceError" in msg("missing_barrier", "03_conv_tiled")
     assert "NaN (never written" in msg("unattempted", "02_conv_naive")
-    assert msg("nothing", "11_depthwise") == "11_depthwise.cu: not submitted"
+    assert "not attempted" in msg("unattempted", "01_conv2d_einsum")
+    assert msg("nothing", "08_lrn") == "08_lrn.cu: not submitted"
+    assert "not submitted" in msg("nothing", "02_naive_grid")
+
+
+def test_deleting_skipping_or_forging_checks_gains_nothing(graded):
+    """The Python exercises of checks_deleted (a zip) and outputs_forged (a .tar.gz) score as
+    wrong_index's: the same wrong answers, whatever their notebooks did to the check cells."""
+    rows, _ = graded
+    for student in ("checks_deleted", "outputs_forged"):
+        for name in PYTHON:
+            assert rows[student]["exercises"][name]["points"] == rows["wrong_index"]["exercises"][name]["points"]
+        assert rows[student]["problem"] is None
 
 
 def test_gradebook_and_feedback_are_written(graded):
     _, out = graded
     with open(out / "gradebook.csv") as f:
         table = {r["student"]: r for r in csv.DictReader(f)}
-    assert table["correct"]["total"] == "4" and table["correct"]["02_conv_naive"] == "2"
-    assert len(json.loads((out / "gradebook.json").read_text())) == 6
+    assert table["correct"]["points"] == str(sum(POINTS.values())) and table["correct"]["02_conv_naive"] == "2"
+    assert set(table) == set(synthetic.STUDENTS) | {"nothing"}
+    assert len(json.loads((out / "gradebook.json").read_text())) == len(synthetic.STUDENTS) + 1
     fb = (out / "feedback" / "endless_loop.md").read_text()
-    assert "0 of 4 points" in fb and "did not finish" in fb
+    assert "did not finish" in fb and "## 05_count_loads_and_fmas: 0 / 1 (not passed)" in fb
 
 
-def test_a_missing_barrier_fails_the_tiled_exercise(tmp_path):
-    subs = tmp_path / "in"
-    src = source("03_conv_tiled")
-    first = src.index("__syncthreads();")
-    submit(subs, "no_barrier", "03_conv_tiled", src[:first] + src[first + len("__syncthreads();"):])
-    rows = grade_folder(subs, tmp_path / "grades", exercises=["03_conv_tiled"], timeout=90)
-    e = rows[0]["exercises"]["03_conv_tiled"]
-    assert e["points"] == 0 and not e["ok"] and "KernelRaceError" in e["message"], e["message"]
+def _einsum():
+    return next(e for e in exercises_of(INSTRUCTOR_NOTEBOOKS / "01_cpu_reference_convolution.ipynb")
+                if e.grade_id == "01_conv2d_einsum")
+
+
+def _with_solution(ex, text: str) -> dict:
+    nb = read_notebook(INSTRUCTOR_NOTEBOOKS / ex.notebook)
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == ex.grade_id)
+    cell["source"] = text
+    return nb
+
+
+def test_a_solution_cannot_change_the_checks_helpers():
+    """A wrong answer that also rebinds the check's helpers (a notebook name, a NumPy function) still
+    fails: they are put back before the check runs, and the feedback says so."""
+    ex = _einsum()
+    cheat = ex.solution.replace(" + b[None, :, None, None]", "") + \
+        "\nrel_err = lambda a, b: 0.0\nnp.linalg.norm = lambda *a, **k: 0.0\n"
+    r = grade_python_exercise(ex, _with_solution(ex, cheat), clean=sanitizer(None), timeout=60)
+    assert r["points"] == 0 and "rel_err" in r["message"] and "numpy.linalg.norm" in r["message"], r["message"]
+    fine = ex.solution + "\ndef my_helper():\n    return 1\n"        # new names of its own are its business
+    assert grade_python_exercise(ex, _with_solution(ex, fine), clean=sanitizer(None), timeout=60)["ok"]
+
+
+def test_a_solution_that_eats_memory_is_stopped():
+    ex = _einsum()
+    hog = "import numpy\nhog = numpy.ones(3 << 28)\n" + ex.solution          # 2 GiB, written
+    r = grade_python_exercise(ex, _with_solution(ex, hog), clean=sanitizer(None), timeout=60, memory_gib=1.0)
+    assert r["points"] == 0 and "more than the 1 GiB" in r["message"], r["message"]
+
+
+def test_hostile_notebooks_fail_that_notebook_only(tmp_path):
+    (tmp_path / "in" / "garbled").mkdir(parents=True)
+    (tmp_path / "in" / "garbled" / "01_cpu_reference_convolution.ipynb").write_text('{"cells": 5')
+    (tmp_path / "in" / "garbled" / "02_naive_gpu_convolution.ipynb").write_text(
+        (INSTRUCTOR_NOTEBOOKS / "02_naive_gpu_convolution.ipynb").read_text())
+    rows = grade_folder(tmp_path / "in", tmp_path / "out", exercises=["01_conv2d_einsum", "02_naive_grid"], timeout=60)
+    e = rows[0]["exercises"]
+    assert "not a notebook" in e["01_conv2d_einsum"]["message"] and e["02_naive_grid"]["ok"]
+
+
+def _zip(path: Path, members: dict, links=()) -> None:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members.items():
+            z.writestr(name, data)
+        for name in links:
+            info = zipfile.ZipInfo(name)
+            info.external_attr = (0o120777 << 16)
+            z.writestr(info, "/etc/passwd")
+
+
+@pytest.mark.parametrize("kind", ["traversal", "absolute", "link", "garbage", "too_big", "tar_link"])
+def test_hostile_archives_are_refused_before_anything_runs(tmp_path, monkeypatch, kind):
+    archive = tmp_path / ("bad.tar" if kind == "tar_link" else "bad.zip")
+    if kind == "traversal":
+        _zip(archive, {"../../escaped.cu": "x"})
+    elif kind == "absolute":
+        _zip(archive, {"/tmp/escaped.cu": "x"})
+    elif kind == "link":
+        _zip(archive, {}, links=["exercises/02_conv_naive.cu"])
+    elif kind == "garbage":
+        archive.write_bytes(os.urandom(1000))
+    elif kind == "too_big":
+        monkeypatch.setattr(submissions, "MAX_BYTES", 1000)
+        _zip(archive, {"a.cu": "x" * 800, "b.cu": "y" * 800})
+    else:
+        with tarfile.open(archive, "w") as t:
+            info = tarfile.TarInfo("exercises/02_conv_naive.cu")
+            info.type, info.linkname = tarfile.SYMTYPE, "/etc/passwd"
+            t.addfile(info)
+    dest = tmp_path / "out"
+    dest.mkdir()
+    with pytest.raises(ValueError):
+        submissions.unpack(archive, dest)
+    assert not any(dest.rglob("*.cu")) and not (tmp_path / "escaped.cu").exists()
+
+
+def test_an_archive_takes_only_notebooks_and_kernels(tmp_path):
+    _zip(tmp_path / "ann.zip", {"ann/exercises/02_conv_naive.cu": "k", "ann/run_me.py": "import os",
+                                "ann/01_cpu_reference_convolution.ipynb": "{}"})
+    (found,) = submissions.students_in(tmp_path, tmp_path / "work")
+    assert found.name == "ann" and found.problem is None
+    assert sorted(p.name for p in found.folder.rglob("*") if p.is_file()) == \
+        ["01_cpu_reference_convolution.ipynb", "02_conv_naive.cu"]
+    assert submissions.find_file(found.folder, "02_conv_naive.cu").read_text() == "k"
+
+
+def test_a_link_in_a_student_folder_is_not_followed(tmp_path):
+    (tmp_path / "eve" / "exercises").mkdir(parents=True)
+    os.symlink(INSTRUCTOR_NOTEBOOKS / "exercises" / "02_conv_naive.cu", tmp_path / "eve" / "exercises" / "02_conv_naive.cu")
+    os.symlink(INSTRUCTOR_NOTEBOOKS, tmp_path / "eve" / "linked")
+    assert submissions.find_file(tmp_path / "eve", "02_conv_naive.cu") is None
+    assert submissions.find_file(tmp_path / "eve", "01_cpu_reference_convolution.ipynb") is None
+
+
+def test_the_slurm_array_job_grades_as_the_local_run(tmp_path):
+    """The array job's tasks (run here one by one with bash, as Slurm would with SLURM_ARRAY_TASK_ID),
+    then its merge step, give the gradebook of a local run."""
+    synthetic.write_synthetic(tmp_path, INSTRUCTOR_NOTEBOOKS, EXERCISES, PYTHON_POINTS,
+                              students=["correct", "wrong_index", "checks_deleted"])
+    names = ["02_naive_grid", "05_count_loads_and_fmas"]
+    assert grade.main([str(tmp_path / "submissions"), "--slurm", "--out", str(tmp_path / "grades"),
+                       "--exercises", *names, "--notebook-timeout", "60"]) == 0
+    slurm = tmp_path / "grades" / "slurm"
+    script = (slurm / "grade_array.sbatch").read_text()
+    assert "#SBATCH --array=0-2" in script and (slurm / "students.txt").read_text().split() == \
+        ["checks_deleted", "correct", "wrong_index"]
+    assert "afterany" in (slurm / "submit.sh").read_text()
+    for i in range(3):
+        subprocess.run(["bash", str(slurm / "grade_array.sbatch")], check=True, capture_output=True,
+                       env={**os.environ, "SLURM_ARRAY_TASK_ID": str(i)})
+    subprocess.run(["bash", str(slurm / "merge.sbatch")], check=True, capture_output=True)
+    merged = {r["student"]: r["points"] for r in json.loads((tmp_path / "grades" / "gradebook.json").read_text())}
+    local = grade_folder(tmp_path / "submissions", tmp_path / "local", exercises=names, notebook_timeout=60)
+    assert merged == {r["student"]: r["points"] for r in local} == {"checks_deleted": 1, "correct": 2, "wrong_index": 1}
 
 
 def test_the_checks_run_on_the_backend_asked_for(monkeypatch):
     """The child process gets LABKIT_BACKEND: the CPU executor by default (its memory, barrier and race
-    checks), also where the instructor's machine has a GPU; an unknown backend is refused."""
+    checks), also where the instructor's machine has a GPU; an unknown backend is refused.  Its
+    verdict comes back in a file, so what a kernel prints cannot pose as one."""
     seen = {}
 
     def fake_run(cmd, **kw):
         seen.update(kw["env"])
-        return subprocess.CompletedProcess(cmd, 0, stdout='{"ok": true, "message": "fine"}\n', stderr="")
-    monkeypatch.setattr(grade.subprocess, "run", fake_run)
+        Path(cmd[-1]).write_text('{"ok": true, "message": "fine"}')
+        return run_limited(["python3", "-c", 'print(\'{"ok": false}\')'], timeout=10)
+    monkeypatch.setattr(grade, "run_limited", fake_run)
     assert grade.grade_file("02_conv_naive", "x.cu")["points"] == 2 and seen["LABKIT_BACKEND"] == "cpu"
     grade.grade_file("02_conv_naive", "x.cu", backend="cuda")
     assert seen["LABKIT_BACKEND"] == "cuda"
     with pytest.raises(ValueError, match="backend must be one of"):
         grade.grade_file("02_conv_naive", "x.cu", backend="gpu")
+
+
+def test_every_python_exercise_of_the_series_is_gradable():
+    """Each exercise's check printed only text in the stored run (what the grader compares with)."""
+    found = {e.grade_id for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values() for e in ex}
+    assert {"01_conv2d_einsum", "03_fix", "07_confusion", "10_my_backward_weight"} <= found
+    for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values():
+        for e in ex:
+            assert e.expected.strip() and "False" not in e.expected, (e.grade_id, e.expected)

@@ -1,0 +1,87 @@
+"""Grade one Python exercise of one student: the program of ``notebook_exercises.program_for`` run in
+a process of its own, with a time and a memory limit, and its verdict in words."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from .limits import run_limited
+from .notebook_exercises import NotebookExercise, WrittenQuestion, program_for, student_cell
+
+__all__ = ["grade_python_exercise", "written_answer"]
+
+
+def _row(ex: NotebookExercise, ok: bool, message: str) -> dict:
+    return {"exercise": ex.grade_id, "kind": "python", "notebook": ex.notebook, "max_points": ex.points,
+            "points": ex.points if ok else 0, "ok": ok, "message": message}
+
+
+def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clean, timeout: float = 300.0,
+                          memory_gib: float | None = None, backend: str = "cpu") -> dict:
+    """{"exercise", "points", "max_points", "ok", "message"} for exercise ``ex`` of ``student_nb``
+    (None: the notebook was not submitted)."""
+    where = f"{ex.notebook}, {ex.grade_id}"
+    if student_nb is None:
+        return _row(ex, False, f"{where}: not submitted (no {ex.notebook} in the submission)")
+    program = program_for(ex, student_nb)
+    if program is None:
+        return _row(ex, False, f"{where}: the solution cell is missing (no cell with grade_id {ex.grade_id!r})")
+    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
+        prog, result = Path(tmp, "program.json"), Path(tmp, "result.json")
+        prog.write_text(json.dumps(program))
+        env = {**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": str(Path(tmp, "results")),
+               "MPLBACKEND": "Agg"}
+        done = run_limited([sys.executable, "-m", "labkit.grading.run_cells", str(prog), str(result)],
+                           timeout=timeout, memory_gib=memory_gib, env=env, cwd=tmp)
+        if done.limit == "time":
+            return _row(ex, False, f"{where}: did not finish within {timeout:.0f} s (a loop that never ends?)")
+        if done.limit == "memory":
+            return _row(ex, False, f"{where}: used more than the {memory_gib:g} GiB of memory a grading process "
+                                   "may have (an array far larger than the exercise needs?)")
+        if not result.is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+            return _row(ex, False, f"{where}: the grading process ended with code {done.returncode} (a crash?):\n{tail}")
+        r = json.loads(result.read_text())
+    return _verdict(ex, r, clean, program["solution"])
+
+
+def _verdict(ex: NotebookExercise, r: dict, clean, solution: str) -> dict:
+    where = f"{ex.notebook}, {ex.grade_id}"
+    note = ""
+    if r.get("put_back"):
+        note = ("\n(the solution changed " + ", ".join(r["put_back"][:8]) +
+                "; put back before the check: a solution defines its own names only)")
+    if r["stage"] == "setup":
+        return _row(ex, False, f"{where}: the notebook's own cells before the exercise failed (not the "
+                               f"student's code; tell the instructor):\n{r['error']}")
+    if r["stage"] == "solution":
+        if r.get("not_attempted"):
+            return _row(ex, False, f"{where}: not attempted (the solution cell raises NotImplementedError)")
+        return _row(ex, False, f"{where}: the solution cell fails:\n{r['error']}{note}")
+    got, want = clean(r["stdout"]), clean(ex.expected)
+    if r["error"] is not None:
+        if r["error"].rstrip().endswith("NotImplementedError") and "raise NotImplementedError()" in solution:
+            return _row(ex, False, f"{where}: not attempted (the solution cell still raises NotImplementedError)")
+        return _row(ex, False, f"{where}: the check fails with an error:\n{got}{r['error']}{note}")
+    if got != want:
+        extra = all(line in got.splitlines() for line in want.splitlines())
+        return _row(ex, False, f"{where}: the check printed\n{got.rstrip()}\nwhere a right solution prints\n"
+                               f"{want.rstrip()}" + ("\n(the lines the solution printed itself while the check "
+                                                     "ran count too: remove debugging prints)" if extra else "")
+                    + note)
+    return _row(ex, True, f"{where}: {got.strip()}{note}")
+
+
+def written_answer(q: WrittenQuestion, student_nb: dict | None) -> dict:
+    """A written question: graded by hand; the row carries the student's answer for the grader."""
+    answer = student_cell(student_nb, q.grade_id, None, cell_type="markdown")
+    if answer is None or not answer.strip() or answer.strip() == "YOUR ANSWER HERE":
+        text = "(no answer)"
+    else:
+        text = answer.strip()
+    return {"exercise": q.grade_id, "kind": "written", "notebook": q.notebook, "max_points": q.points,
+            "points": None, "ok": None, "message": f"{q.notebook}, {q.grade_id} (graded by hand):\n\n"
+                                                   f"Question:\n{q.question.strip()}\n\nAnswer:\n{text}"}
