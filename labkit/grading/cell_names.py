@@ -21,7 +21,7 @@ from IPython.core.inputtransformer2 import TransformerManager
 __all__ = ["CellNames", "cell_names", "needed_cells"]
 
 _TRANSFORM = TransformerManager()
-_BUILTINS = frozenset(dir(builtins))
+_BUILTINS = frozenset(dir(builtins)) | {"get_ipython", "display"}     # IPython's, in every notebook
 
 
 @dataclass
@@ -102,6 +102,8 @@ def _reads_here(node, out: set) -> None:
     run here."""
     if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
         out.add(node.id)
+    if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+        out.add(node.target.id)                 # x += 1 reads x
     if isinstance(node, _SCOPES):
         outer = []
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
@@ -136,7 +138,14 @@ def cell_names(source: str) -> CellNames:
     for stmt in tree.body:
         here: set = set()
         _reads_here(stmt, here)
-        out.reads |= here - out.binds          # read before this cell binds it: from an earlier cell
+        header = CellNames()                   # a for loop's or a with's own names, bound before its body
+        if isinstance(stmt, (ast.For, ast.AsyncFor)):
+            _targets(stmt.target, header)
+        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+            for item in stmt.items:
+                if item.optional_vars is not None:
+                    _targets(item.optional_vars, header)
+        out.reads |= here - out.binds - header.binds   # read before this cell binds it: an earlier cell's
         _top_level(stmt, out)
     # Function bodies run when called, after the cell: a name the cell binds is the cell's own.
     out.reads |= _free_in_nested_scopes(symtable.symtable(code, "<cell>", "exec")) - out.binds
