@@ -44,6 +44,7 @@ from .grading.limits import DEFAULT_MEMORY_GIB, run_limited
 from .grading.notebook_exercises import NotebookError, exercises_of, read_notebook, sanitizer, written_questions_of
 from .grading.python_exercises import grade_python_exercise, written_answer
 from .grading.submissions import Student, find_file, students_in
+from .device_query import device
 from .ladder import kernel_exercise
 from .results import REPO_ROOT
 
@@ -75,45 +76,82 @@ EXERCISES: dict[str, Exercise] = {
 }
 
 
-def _check_in_this_process(name: str, path: str) -> dict:
-    """Run exercise ``name``'s check on ``path`` (in the child process): {"ok", "message"}."""
+# The leaderboard's shape per exercise (the check's options for its timed run): a layer of the
+# series at a batch where the kernel, not the launch, takes the time.  An exercise not named here is
+# timed on its check's last case.
+LEADERBOARD = {
+    "02_conv_naive": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "03_conv_tiled": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "06_im2col": {"cases": [(32, 64, 27, 27, 5, 1, 2)]},
+    "08_lrn": {"cases": [(64, 96, 55, 55, 2)]},
+    "10_conv_backward_data": {"cases": [(256, 16, 28, 28, 16)]},
+    "11_depthwise": {"cases": [(32, 144, 56, 56, 1)]},
+}
+
+
+def _check_in_this_process(name: str, path: str, time_it: bool = False) -> dict:
+    """Run exercise ``name``'s check on ``path`` (in the child process): {"ok", "message"}; with
+    ``time_it``, the check on the leaderboard's shape (on a GPU; the check's own last case on the CPU
+    executor), timed: also "ms", "timed_case", "device"."""
     ex = EXERCISES[name]
     options = {k: getattr(kernel_exercise, v) if k == "shared_mem" else v for k, v in ex.options}
-    verdict = getattr(kernel_exercise, ex.check)(path, ex.kernel, **options)
-    return {"ok": bool(verdict.ok), "message": verdict.message}
+    check = getattr(kernel_exercise, ex.check)
+    if not time_it:
+        verdict = check(path, ex.kernel, **options)
+        return {"ok": bool(verdict.ok), "message": verdict.message}
+    with kernel_exercise.timed():
+        board = check(path, ex.kernel, **options, **(LEADERBOARD.get(name, {}) if device().is_gpu else {}))
+    return {"ok": bool(board.ok), "message": board.message, "ms": board.ms, "timed_case": board.timed_case,
+            "device": device().label}
 
 
 BACKENDS = ("cpu", "cuda")
 
 
 def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu",
-               memory_gib: float | None = DEFAULT_MEMORY_GIB) -> dict:
+               memory_gib: float | None = DEFAULT_MEMORY_GIB, time_it: bool = False) -> dict:
     """One kernel exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The
     check runs in a child process (``timeout`` seconds, ``memory_gib`` GiB at most) on ``backend``;
-    no file: 0 points, "not submitted"."""
+    no file: 0 points, "not submitted".  ``time_it``: a passing kernel is timed for the leaderboard
+    ("ms", "timed_case", "device" in the row)."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     ex = EXERCISES[name]
     row = {"exercise": name, "kind": "kernel", "max_points": ex.points, "points": 0, "ok": False}
     if path is None:
         return {**row, "message": f"{ex.file}: not submitted"}
+    result, failed = _child(name, path, False, timeout, backend, memory_gib)
+    if failed:
+        return {**row, "message": f"{ex.file}: {failed}"}
+    row = {**row, **result, "points": ex.points if result["ok"] else 0}
+    if time_it and result["ok"]:
+        # Timed in a second process: a slow timing run costs the leaderboard entry, never the points.
+        timing, failed = _child(name, path, True, timeout, backend, memory_gib)
+        if failed or not timing["ok"]:
+            row["message"] += f"\n(not timed for the leaderboard: {failed or timing['message']})"
+        else:
+            row.update({k: timing[k] for k in ("ms", "timed_case", "device")})
+    return row
+
+
+def _child(name: str, path, time_it: bool, timeout: float, backend: str, memory_gib) -> tuple[dict | None, str | None]:
+    """(the verdict of a check run in a child process, None) or (None, why there is none)."""
     with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
         verdict = Path(tmp, "verdict.json")
         # The verdict comes back in a file: whatever the kernel prints (printf on the CPU executor) is ignored.
-        done = run_limited([sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path), str(verdict)],
+        done = run_limited([sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path), str(verdict)]
+                           + (["--time"] if time_it else []),
                            timeout=timeout, memory_gib=memory_gib, cwd=tmp,
                            env={**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": tmp})
         if done.limit == "time":
-            return {**row, "message": f"{ex.file}: the check did not finish within {timeout:.0f} s "
-                                      "(a kernel that never ends: a loop whose exit is never reached?)"}
+            return None, (f"the check did not finish within {timeout:.0f} s "
+                          "(a kernel that never ends: a loop whose exit is never reached?)")
         if done.limit == "memory":
-            return {**row, "message": f"{ex.file}: the check used more than {memory_gib:g} GiB of memory"}
+            return None, f"the check used more than {memory_gib:g} GiB of memory"
         if done.returncode != 0 or not verdict.is_file():
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
-            return {**row, "message": f"{ex.file}: the check's process ended with code {done.returncode} "
-                                      f"(a crash?):\n{tail}"}
-        result = json.loads(verdict.read_text())
-    return {**row, "ok": result["ok"], "points": ex.points if result["ok"] else 0, "message": result["message"]}
+            return None, f"the check's process ended with code {done.returncode} (a crash?):\n{tail}"
+        return json.loads(verdict.read_text()), None
 
 
 def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, opts: dict, cache: dict) -> list:
@@ -123,7 +161,7 @@ def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, op
         if names is None or name in names:
             path = find_file(student.folder, ex.file)
             jobs.append(lambda n=name, p=path: grade_file(n, p, timeout=opts["timeout"], backend=backend,
-                                                          memory_gib=opts["memory_gib"]))
+                                                          memory_gib=opts["memory_gib"], time_it=opts["leaderboard"]))
     for nb_path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
         exercises, questions = cache[nb_path]
         wanted = [e for e in exercises if names is None or e.grade_id in names]
@@ -158,10 +196,11 @@ def instructor_exercises(notebooks: Path) -> dict:
 def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None, timeout: float = 120.0,
                  notebook_timeout: float = 300.0, memory_gib: float | None = DEFAULT_MEMORY_GIB,
                  workers: int | None = None, backend: str = "cpu", students=None,
-                 notebooks: str | os.PathLike = INSTRUCTOR_NOTEBOOKS) -> list[dict]:
+                 notebooks: str | os.PathLike = INSTRUCTOR_NOTEBOOKS, leaderboard: bool | None = None) -> list[dict]:
     """Grade every student of ``submissions`` (or those named in ``students``) on ``exercises`` (kernel
     exercise names and Python exercise or written question grade_ids; default: all); write the
-    gradebook and feedback into ``out``.  Returns one row per student."""
+    gradebook and feedback into ``out``, and with ``leaderboard`` (default: on a GPU backend) the
+    passing kernels' op times.  Returns one row per student."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     submissions, out, notebooks = Path(submissions), Path(out), Path(notebooks)
@@ -169,7 +208,8 @@ def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exer
         raise ValueError(f"{notebooks}: the instructor's notebooks are not there (name them with --notebooks)")
     cache = instructor_exercises(notebooks)
     opts = {"timeout": timeout, "notebook_timeout": notebook_timeout, "memory_gib": memory_gib,
-            "clean": sanitizer(notebooks / "nbval_sanitize.cfg")}
+            "clean": sanitizer(notebooks / "nbval_sanitize.cfg"),
+            "leaderboard": backend == "cuda" if leaderboard is None else leaderboard}
     names = set(exercises) if exercises else None
     with tempfile.TemporaryDirectory(prefix="labkit-submissions-") as unpacked:
         everyone = students_in(submissions, Path(unpacked))
@@ -184,6 +224,10 @@ def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exer
     rows = [gradebook.student_row(s.name, [r for (t, _), r in zip(jobs, results) if t is s], s.problem)
             for s in everyone]
     gradebook.write_gradebook(rows, out)
+    if opts["leaderboard"]:
+        gradebook.write_leaderboard([{"student": r["student"], "exercise": n, "ms": e["ms"], "what": e["timed_case"],
+                                      "device": e["device"]} for r in rows for n, e in r["exercises"].items()
+                                     if e.get("ms") is not None], out)
     return rows
 
 
@@ -210,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cpu", choices=BACKENDS,
                     help="where the checks run (default cpu: the CPU executor, with its memory, barrier and race "
                          "checks)")
+    ap.add_argument("--leaderboard", action=argparse.BooleanOptionalAction, default=None,
+                    help="time every passing kernel on a larger shape and rank them (default: with --backend cuda)")
     ap.add_argument("--student", action="append", help="grade only this student (repeatable; a Slurm task's)")
     ap.add_argument("--slurm", action="store_true",
                     help="write a Slurm array job (one task per student) and its merge step into OUT/slurm instead")
@@ -218,9 +264,10 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the synthetic submissions (labkit.grading.synthetic) and their expected points "
                          "into DIR, then stop")
     ap.add_argument("--one", nargs=3, metavar=("EXERCISE", "FILE", "VERDICT"), help=argparse.SUPPRESS)
+    ap.add_argument("--time", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:   # the child process: one kernel check, its verdict into a file
-        Path(args.one[2]).write_text(json.dumps(_check_in_this_process(args.one[0], args.one[1])))
+        Path(args.one[2]).write_text(json.dumps(_check_in_this_process(args.one[0], args.one[1], args.time)))
         return 0
     notebooks = Path(args.notebooks)
     if args.list:
@@ -255,12 +302,14 @@ def main(argv: list[str] | None = None) -> int:
         passed = ["--timeout", str(args.timeout), "--notebook-timeout", str(args.notebook_timeout),
                   "--memory-gib", str(args.memory_gib), "--backend", args.backend, "--notebooks", str(notebooks.resolve())]
         passed += ["--exercises", *args.exercises] if args.exercises else []
+        passed += [] if args.leaderboard is None else ["--leaderboard" if args.leaderboard else "--no-leaderboard"]
         folder = slurm.write_slurm(sub, out, names, passed, memory_gib=max(args.memory_gib, 4.0) + 2)
         print(f"wrote {folder}: {len(names)} tasks; submit with: sh {folder / 'submit.sh'}")
         return 0
     rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout,
                         notebook_timeout=args.notebook_timeout, memory_gib=args.memory_gib or None,
-                        workers=args.workers, backend=args.backend, students=args.student, notebooks=notebooks)
+                        workers=args.workers, backend=args.backend, students=args.student, notebooks=notebooks,
+                        leaderboard=args.leaderboard)
     for r in rows:
         print(f"{r['student']:20s} {r['points']:3d} / {r['max_points']}" + (f"  ({r['problem']})" if r["problem"] else ""))
     print(f"wrote {out / 'gradebook.csv'}, {out / 'gradebook.json'} and {out / 'feedback'}/")

@@ -229,3 +229,17 @@ def test_every_python_exercise_of_the_series_is_gradable():
     for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values():
         for e in ex:
             assert e.expected.strip() and "False" not in e.expected, (e.grade_id, e.expected)
+
+
+def test_the_leaderboard_ranks_the_passing_kernels(tmp_path):
+    """Each passing kernel is timed (here on the CPU executor: the check's last case) in a process of
+    its own after its check; a failing one has no place.  On a GPU: the leaderboard's larger shapes."""
+    src = (INSTRUCTOR_NOTEBOOKS / "exercises" / "08_lrn.cu").read_text()
+    for student, text in [("ann", src), ("bob", src), ("cy", src.replace("sum += v * v;", "sum += v;"))]:
+        (tmp_path / "in" / student).mkdir(parents=True)
+        (tmp_path / "in" / student / "08_lrn.cu").write_text(text)
+    rows = grade_folder(tmp_path / "in", tmp_path / "out", exercises=["08_lrn"], leaderboard=True, timeout=60)
+    assert [r["points"] for r in rows] == [2, 2, 0]
+    board = json.loads((tmp_path / "out" / "leaderboard.json").read_text())["08_lrn"]
+    assert sorted(t["student"] for t in board) == ["ann", "bob"] and board[0]["ms"] <= board[1]["ms"]
+    assert "| 1 |" in (tmp_path / "out" / "leaderboard.md").read_text()

@@ -16,6 +16,7 @@ memory; a kernel that runs too long is stopped by the executor's watchdog.
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,11 +26,12 @@ from .. import backends, reference
 from ..checks import check_activation, to_numpy
 from ..errors import BarrierError, KernelCompileError, KernelMemoryError, KernelRaceError, LaunchError
 from ..loader import load_source
+from ..measure.timer import time_fn
 from ..ops.plans import ints
 from ..reference import backward as rb
 from .harness import random_layer, reference_activation
 
-__all__ = ["Verdict", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
+__all__ = ["Verdict", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
            "check_im2col_kernel", "check_lrn_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
            "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES"]
 
@@ -67,9 +69,13 @@ class Case:
 
 @dataclass
 class Verdict:
-    """``ok``: the verdict; ``message``: what a student reads (what is wrong, in words)."""
+    """``ok``: the verdict; ``message``: what a student reads (what is wrong, in words); inside
+    ``timed()``, ``ms`` (the kernel's median time on the check's last case) and ``timed_case`` (that
+    case, in words)."""
     ok: bool
     message: str
+    ms: float | None = None
+    timed_case: str | None = None
 
     def __bool__(self) -> bool:
         return self.ok
@@ -139,14 +145,30 @@ def _compile(path: str | Path, kernel: str, checks: str, defines: dict | None = 
         return None, Verdict(False, f"{name}: {exc}")
 
 
+_TIMING = {"repeat": 0}
+
+
+@contextmanager
+def timed(repeat: int = 20):
+    """Within it, a check that passes also times the kernel on its last case (median of ``repeat``
+    launches after warm-up, CUDA events on a GPU) into ``Verdict.ms``: the grader's leaderboard."""
+    before = _TIMING["repeat"]
+    _TIMING["repeat"] = repeat
+    try:
+        yield
+    finally:
+        _TIMING["repeat"] = before
+
+
 def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
     """Compile ``path`` and run ``kernel`` on each ``Case`` of ``cases`` (built lazily: one case's
     arrays at a time); the first case that fails, or goes wrong, gives the verdict; else
-    "{file}: {kernel}: {right}"."""
+    "{file}: {kernel}: {right}" (timed on the last case inside ``timed()``)."""
     name = f"{Path(path).name}: {kernel}"
     fn, failed = _compile(path, kernel, checks, defines)
     if failed is not None:
         return failed
+    case = None
     for case in cases:
         try:
             fn(case.grid, case.block, case.args, shared_mem=case.shared_mem)
@@ -159,6 +181,9 @@ def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str,
         what = describe_mismatch(out, case.ref, index=case.index)
         if what is not None:
             return Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
+    if _TIMING["repeat"] and case is not None:
+        t = time_fn(lambda: fn(case.grid, case.block, case.args, shared_mem=case.shared_mem), repeat=_TIMING["repeat"])
+        return Verdict(True, f"{name}: {right}", t.median_ms, case.what)
     return Verdict(True, f"{name}: {right}")
 
 
