@@ -128,7 +128,7 @@ def launch_implicit() -> int:
 def launch_training_parts() -> int:
     """The backward pass and the training step: conv_backward.cu (both weight layouts, stride 2,
     padding 2), train.cu (every kernel, a label out of range included), conv_small.cu (each kernel,
-    a ragged tile), a whole step of the small ResNet (forward, backward, SGD) on two rungs."""
+    a ragged tile), conv_winograd.cu (forward and backward data, ragged tiles), a whole step of the small ResNet (forward, backward, SGD) on two rungs."""
     from labkit.models.resnet_small import ResNetSmall
     from labkit.ops import conv_backward as cb
     from labkit.ops import training as tr
@@ -159,6 +159,17 @@ def launch_training_parts() -> int:
     SmallConv3x3(wt, None, L, transpose=True, gate=True, residual=True)(dy, gate=x, residual=x)
     SmallWeightGrad(L, tile=WeightTile(4, 4, 2, 4, 3))(x, dy)
     n += 3
+    # conv_winograd.cu: odd planes (a ragged last 2x2 tile), idle lanes, float4 and scalar tiles,
+    # forward with bias, skip and ReLU, backward data with gate and skip.
+    from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile
+    for (N, C, M, H, W), tile in [((3, 5, 4, 13, 11), None), ((2, 8, 8, 10, 9), WinogradTile(8, 4, 3, 5, 4)),
+                                  ((2, 8, 8, 9, 7), WinogradTile(8, 4, 2, 4, 4))]:
+        Lw = ConvLayer(C, H, W, M, 3, 1, 1)
+        x, dy, wt = f32(N, C, H, W), f32(N, M, H, W), f32(C * 9, M)
+        WinogradConv3x3(wt, f32(M), Lw, activation="relu", residual=True, tile=tile)(x, residual=dy)
+        WinogradConv3x3(wt, None, Lw, transpose=True, gate=True, residual=True,
+                        tile=None if tile is None else WinogradTile(C, 4, tile.tr, 4, 4))(dy, gate=x, residual=x)
+        n += 2
     for backward in ("small", "gemm"):
         net = ResNetSmall(5, input_hw=(9, 7), backward=backward)
         net.train_step(f32(3, 1, 9, 7), cp.asarray(np.array([1, 0, 9], np.int32)), lr=0.1)

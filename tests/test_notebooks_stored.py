@@ -46,3 +46,18 @@ def test_every_stored_verdict_is_a_pass(path):
                     verdicts += 1
                     assert m["verdict"] == "True", f"{path.name}, code cell {i}: stored verdict {line!r}"
     assert verdicts > 0, f"{path.name} shows no check verdict ('...: True')"
+
+
+MACHINE_PATH = re.compile(r"PosixPath\(|(?<![\w.])/(?:home|root|tmp|work|Users)/")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_outputs_show_no_stderr_and_no_machine_paths(path):
+    """A student reads the stored outputs: no red stderr box (a framework's start-up log, a progress
+    bar's warning) and no path of the machine the notebook ran on."""
+    for i, cell in enumerate(code_cells(path)):
+        for out in cell.get("outputs", []):
+            assert out.get("name") != "stderr", f"{path.name}, code cell {i}: stderr {''.join(out['text'])[:200]!r}"
+            text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
+            m = MACHINE_PATH.search(text)
+            assert m is None, f"{path.name}, code cell {i}: a machine's path in {text[max(0, m.start() - 60):m.end() + 60]!r}"

@@ -10,7 +10,9 @@ A row is a plain dict: batch, label, median_ms, min_ms, repeat, device, backend.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
@@ -46,11 +48,17 @@ def sweep(run: Callable[[object], Callable[[], object]], batches: Iterable, *, l
 
 
 def progress_bar(items, *, desc: str, show: bool = True):
-    """``items`` behind a tqdm bar when ``show``; untouched otherwise (tqdm is not even imported,
-    so a notebook without ipywidgets gets no warning about it)."""
+    """``items`` behind a tqdm bar when ``show``: a widget in a notebook that has ipywidgets, text
+    in a terminal.  A notebook without ipywidgets gets no bar (tqdm's text bar and its warning would
+    land in the notebook's stderr, in red); nor does ``show=False`` (tqdm is not even imported)."""
     if not show:
         return items
-    from tqdm.auto import tqdm
+    if "ipykernel" in sys.modules:
+        if importlib.util.find_spec("ipywidgets") is None:
+            return items
+        from tqdm.auto import tqdm
+    else:
+        from tqdm.std import tqdm
     return tqdm(items, desc=desc, leave=False)
 
 
