@@ -53,6 +53,16 @@ def _targets(node, out: CellNames) -> None:
             out.changes.add(root)
 
 
+def _header_targets(stmt, out: CellNames) -> None:
+    """The names a for loop's or a with statement's header binds (nothing for other statements)."""
+    if isinstance(stmt, (ast.For, ast.AsyncFor)):
+        _targets(stmt.target, out)
+    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
+        for item in stmt.items:
+            if item.optional_vars is not None:
+                _targets(item.optional_vars, out)
+
+
 def _top_level(stmt, out: CellNames) -> None:
     if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
         out.binds.add(stmt.name)
@@ -68,12 +78,8 @@ def _top_level(stmt, out: CellNames) -> None:
         _targets(stmt.target, out)
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
             out.changes.add(stmt.target.id)
-    elif isinstance(stmt, (ast.For, ast.AsyncFor)):
-        _targets(stmt.target, out)
-    elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-        for item in stmt.items:
-            if item.optional_vars is not None:
-                _targets(item.optional_vars, out)
+    elif isinstance(stmt, (ast.For, ast.AsyncFor, ast.With, ast.AsyncWith)):
+        _header_targets(stmt, out)
     elif isinstance(stmt, ast.Delete):
         for t in stmt.targets:
             _targets(t, out)
@@ -139,12 +145,7 @@ def cell_names(source: str) -> CellNames:
         here: set = set()
         _reads_here(stmt, here)
         header = CellNames()                   # a for loop's or a with's own names, bound before its body
-        if isinstance(stmt, (ast.For, ast.AsyncFor)):
-            _targets(stmt.target, header)
-        elif isinstance(stmt, (ast.With, ast.AsyncWith)):
-            for item in stmt.items:
-                if item.optional_vars is not None:
-                    _targets(item.optional_vars, header)
+        _header_targets(stmt, header)
         out.reads |= here - out.binds - header.binds   # read before this cell binds it: an earlier cell's
         _top_level(stmt, out)
     # Function bodies run when called, after the cell: a name the cell binds is the cell's own.

@@ -60,11 +60,7 @@ def unpack(archive: Path, dest: Path) -> None:
                     raise ValueError(f"{archive.name}: {m.filename} is not a plain file")
                 taken.append((m, _safe_name(m.filename), m.file_size))
             _check_members(archive, taken)
-            for m, rel, size in taken:
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                with z.open(m) as src, open(target, "wb") as dst:
-                    _copy_at_most(src, dst, size, archive.name)
+            _write_members(taken, dest, z.open, archive.name)
         return
     try:
         t = tarfile.open(archive)
@@ -79,12 +75,7 @@ def unpack(archive: Path, dest: Path) -> None:
                     raise ValueError(f"{archive.name}: {m.name} is not a plain file")
                 taken.append((m, _safe_name(m.name), m.size))
                 _check_members(archive, taken)
-            for m, rel, size in taken:
-                target = dest / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
-                src = t.extractfile(m)
-                with src, open(target, "wb") as dst:
-                    _copy_at_most(src, dst, size, archive.name)
+            _write_members(taken, dest, t.extractfile, archive.name)
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise ValueError(f"{archive.name}: a broken tar archive ({exc})") from None
 
@@ -97,6 +88,15 @@ def _check_members(archive: Path, taken: list) -> None:
         raise ValueError(f"{archive.name}: more than {MAX_FILES} notebooks and kernel files")
     if sum(size for *_, size in taken) > MAX_BYTES:
         raise ValueError(f"{archive.name}: its notebooks and kernel files unpack to more than {MAX_BYTES >> 20} MiB")
+
+
+def _write_members(taken: list, dest: Path, open_member, what: str) -> None:
+    """Write each (member, relative path, size) of ``taken``, opened by ``open_member``, below ``dest``."""
+    for m, rel, size in taken:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with open_member(m) as src, open(target, "wb") as dst:
+            _copy_at_most(src, dst, size, what)
 
 
 def _copy_at_most(src, dst, size: int, what: str) -> None:
