@@ -6,6 +6,13 @@ indentation; outputs of cells that held a solution are cleared.  Everything else
 -- the explanation, the kernel shown from labkit/kernels/, the check cell --
 stays as it is, so a student's answer is graded by the same verdict.
 
+Written questions are graded by hand: a markdown question cell before a measurement the
+notebook makes, and after it a markdown answer cell (nbgrader metadata `"solution": true,
+"grade": true`, `points`) whose region between `### BEGIN SOLUTION` and `### END SOLUTION`
+holds the model answer and its rubric.  In a markdown cell the region is replaced by
+`YOUR ANSWER HERE`, nbgrader's placeholder for a written answer, so neither the model answer
+nor the rubric reaches the student.
+
 Kernel exercises live beside the notebooks, in `exercises/*.cu`: each region between
 `// BEGIN SOLUTION` and `// END SOLUTION` becomes `// YOUR CODE HERE` in the student's copy
 (written to `student/exercises/`), which still compiles: the check then says which outputs the
@@ -49,6 +56,15 @@ def strip_solutions(source: str) -> tuple[str, int]:
     return _strip(source, BEGIN, END, ["# YOUR CODE HERE", "raise NotImplementedError()"], "###")
 
 
+ANSWER_HERE = "YOUR ANSWER HERE"
+
+
+def strip_written_answers(source: str) -> tuple[str, int]:
+    """A markdown cell's source with each solution region (a written question's model answer and
+    rubric) replaced by `YOUR ANSWER HERE`, and how many regions there were."""
+    return _strip(source, BEGIN, END, [ANSWER_HERE], "###")
+
+
 def strip_cu_solutions(source: str) -> tuple[str, int]:
     """A kernel source with each `// BEGIN SOLUTION` .. `// END SOLUTION` region replaced by
     `// YOUR CODE HERE` (same indentation), and how many regions there were."""
@@ -56,19 +72,45 @@ def strip_cu_solutions(source: str) -> tuple[str, int]:
     return text + ("\n" if source.endswith("\n") else ""), n
 
 
-def student_notebook(src: Path, dst: Path) -> int:
+def _shows_a_solution(outputs) -> bool:
+    """Does any stored output hold a solution region's marker (a printed exercise file, say)?"""
+    def texts(o):
+        yield "".join(o.get("text", ""))
+        for value in o.get("data", {}).values():
+            if isinstance(value, (str, list)):
+                yield "".join(value)
+    return any("BEGIN SOLUTION" in t for o in outputs for t in texts(o))
+
+
+def _strip_notebook(src: Path, dst: Path) -> tuple[int, int]:
+    """Write the student's copy of notebook ``src`` to ``dst``: (the code cells' solution regions,
+    the markdown cells' written answers) it removed."""
     import nbformat
     nb = nbformat.read(src, as_version=4)
-    total = 0
+    code = written = 0
     for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        new, n = strip_solutions(cell.source)
-        if n:
-            cell.source, cell.outputs, cell.execution_count = new, [], None
-            total += n
+        if cell.cell_type == "code":
+            new, n = strip_solutions(cell.source)
+            if n:
+                cell.source, cell.outputs, cell.execution_count = new, [], None
+                code += n
+            elif _shows_a_solution(cell.outputs):
+                # A cell that prints an exercise's .cu file: its stored output is the instructor's
+                # solution.  The student's run prints their own file.
+                cell.outputs, cell.execution_count = [], None
+        elif cell.cell_type == "markdown":
+            new, n = strip_written_answers(cell.source)
+            if n:
+                cell.source = new
+                written += n
     nbformat.write(nb, dst)
-    return total
+    return code, written
+
+
+def student_notebook(src: Path, dst: Path) -> int:
+    """Write the student's copy of notebook ``src`` to ``dst``; the number of solution regions
+    removed (code exercises and written answers)."""
+    return sum(_strip_notebook(src, dst))
 
 
 def student_kernel(src: Path, dst: Path) -> int:
@@ -86,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     a.dst.mkdir(parents=True, exist_ok=True)
     for nb in sorted(a.src.glob("*.ipynb")):
-        n = student_notebook(nb, a.dst / nb.name)
-        print(f"{nb.name}: {n} exercise(s)")
+        code, written = _strip_notebook(nb, a.dst / nb.name)
+        print(f"{nb.name}: {code} exercise(s), {written} written question(s)")
     for cu in sorted((a.src / "exercises").glob("*.cu")):
         n = student_kernel(cu, a.dst / "exercises" / cu.name)
         print(f"exercises/{cu.name}: {n} region(s) to write")

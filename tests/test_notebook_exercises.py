@@ -1,7 +1,10 @@
 """The notebooks' exercises carry nbgrader's cell metadata, so a course that uses nbgrader takes them
 as they are: each solution cell (### BEGIN SOLUTION) holds only the solution and is followed by a
 locked, graded check cell of its own; each kernel exercise's check cell is locked and graded with
-the points labkit.grade gives it; every kernel exercise of notebooks/exercises is checked somewhere."""
+the points labkit.grade gives it; every kernel exercise of notebooks/exercises is checked somewhere.
+Each written question (predict, then measure) is a question cell before a measurement and a
+manually graded answer cell after it, holding a model answer and a rubric of its cell's points;
+the student version shows YOUR ANSWER HERE in its place."""
 from __future__ import annotations
 
 import re
@@ -10,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit.exercises import student_notebook, strip_written_answers
 from labkit.grade import EXERCISES
 
 ROOT = Path(__file__).resolve().parent.parent / "notebooks"
@@ -54,3 +58,69 @@ def test_every_kernel_exercise_is_checked_in_its_notebook():
     for name in checked:
         notebook = next(p for p in NOTEBOOKS if p.name[:2] == name[:2])
         assert name in "".join(c.source for c in nbformat.read(notebook, 4).cells), (name, notebook.name)
+
+
+# The notebooks that must have written questions now, and those whose questions are still to come
+# (checked like the others as soon as they have any).
+WRITTEN_DUE = {"01", "02", "03", "06", "08", "10", "11"}
+WRITTEN_LATER = {"04", "05", "07", "09"}
+QUESTION = re.compile(r"^\*\*Question (\d+)\.(\d+) — predict, then measure\.\*\*")
+RUBRIC = re.compile(r"\*\*Rubric \((\d+) points?\)\.\*\*")
+
+
+def written_answers(cells) -> list:
+    return [(i, c) for i, c in enumerate(cells) if c.cell_type == "markdown" and nbgrader(c)]
+
+
+def test_every_notebook_is_due_for_written_questions_or_listed_as_later():
+    assert WRITTEN_DUE | WRITTEN_LATER == {p.name[:2] for p in NOTEBOOKS} - {"00"}
+    assert not WRITTEN_DUE & WRITTEN_LATER
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name[:2])
+def test_written_questions_are_manually_graded_answers_with_a_rubric(path):
+    nn = path.name[:2]
+    cells = nbformat.read(path, 4).cells
+    answers = written_answers(cells)
+    if not answers:
+        assert nn not in WRITTEN_DUE, f"{path.name} has no written question (a markdown answer cell with nbgrader metadata)"
+        pytest.skip(f"{path.name}: its written questions are still to come")
+    ids = [nbgrader(c)["grade_id"] for c in cells if nbgrader(c)]
+    assert len(ids) == len(set(ids)), f"grade_ids repeat in {path.name}: {ids}"
+    for k, (i, c) in enumerate(answers, start=1):
+        meta = nbgrader(c)
+        points = meta.get("points")
+        assert meta == {"grade": True, "grade_id": f"{nn}_q{k}", "locked": False, "points": points,
+                        "schema_version": 3, "solution": True} and points in (1, 2, 3), (path.name, meta)
+        # The whole cell is the solution region: the student sees YOUR ANSWER HERE and nothing else.
+        assert strip_written_answers(c.source) == ("YOUR ANSWER HERE", 1), f"{path.name} {meta['grade_id']}"
+        assert "**Model answer.**" in c.source, f"{path.name} {meta['grade_id']}: no model answer"
+        rubric = RUBRIC.findall(c.source)
+        assert rubric == [str(points)], f"{path.name} {meta['grade_id']}: rubric {rubric}, metadata {points} points"
+        # Before it: the measurement (code cells only), and before that the question.
+        j = i - 1
+        while j >= 0 and cells[j].cell_type == "code":
+            j -= 1
+        assert j < i - 1, f"{path.name} {meta['grade_id']}: no measurement (code cell) before the answer"
+        m = QUESTION.match(cells[j].source) if j >= 0 else None
+        assert m and (int(m[1]), int(m[2])) == (int(nn), k) and not nbgrader(cells[j]), \
+            f"{path.name} {meta['grade_id']}: the cell before its measurement is not Question {int(nn)}.{k}"
+
+
+def test_the_student_version_shows_no_model_answer_or_rubric(tmp_path):
+    for path in NOTEBOOKS:
+        student_notebook(path, tmp_path / path.name)
+        cells = nbformat.read(tmp_path / path.name, 4).cells
+        assert not [c for c in cells if "**Model answer.**" in c.source or RUBRIC.search(c.source)], path.name
+        for _, c in written_answers(cells):
+            assert c.source == "YOUR ANSWER HERE" and nbgrader(c)["solution"] is True, path.name
+
+
+def test_the_student_version_shows_no_solution_anywhere(tmp_path):
+    """Neither in a cell's source nor in a stored output: a cell that prints an exercise's .cu file
+    stored the instructor's solution, so the student version clears it (the student's run prints
+    their own file)."""
+    for path in NOTEBOOKS:
+        student_notebook(path, tmp_path / path.name)
+        text = (tmp_path / path.name).read_text()
+        assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path.name

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.exercises import strip_solutions
+from labkit.exercises import strip_solutions, strip_written_answers
 
 tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11+ (tomllib)")
 
@@ -58,3 +58,16 @@ def test_student_version_replaces_solution_regions():
     assert "    # YOUR CODE HERE\n    raise NotImplementedError()" in out and out.endswith("print(x)")
     with pytest.raises(ValueError, match="no ### END SOLUTION"):
         strip_solutions("### BEGIN SOLUTION\nx = 1\n")
+
+
+def test_student_version_replaces_written_answers():
+    src = ("### BEGIN SOLUTION\n**Model answer.** secret\n\n**Rubric (2 points).**\n- 1 point: a\n"
+           "- 1 point: b\n### END SOLUTION")
+    out, n = strip_written_answers(src)
+    assert n == 1 and out == "YOUR ANSWER HERE"
+    out, n = strip_written_answers("Keep this.\n### BEGIN SOLUTION\nsecret\n### END SOLUTION\nAnd this.")
+    assert n == 1 and out == "Keep this.\nYOUR ANSWER HERE\nAnd this."
+    assert strip_written_answers("no region, `### BEGIN SOLUTION` only mentioned") == \
+        ("no region, `### BEGIN SOLUTION` only mentioned", 0)
+    with pytest.raises(ValueError, match="no ### END SOLUTION"):
+        strip_written_answers("### BEGIN SOLUTION\nsecret\n")

@@ -134,7 +134,11 @@ def written_questions_of(path: str | Path) -> list[WrittenQuestion]:
     for i, c in enumerate(cells):
         g = _nbgrader(c)
         if c["cell_type"] == "markdown" and g.get("solution") is True and g.get("grade") is True:
-            question = cells[i - 1]["source"] if i and cells[i - 1]["cell_type"] == "markdown" else ""
+            # The question stands before the measurement it asks about: the nearest markdown cell back.
+            j = i - 1
+            while j >= 0 and cells[j]["cell_type"] != "markdown":
+                j -= 1
+            question = cells[j]["source"] if j >= 0 else ""
             out.append(WrittenQuestion(Path(path).name, g["grade_id"], int(g.get("points", 0)), question))
     return out
 
