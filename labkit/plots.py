@@ -51,6 +51,14 @@ def _finish_bars(fig: Figure, ax, title: str | None, ylabel: str, device: str | 
     return fig
 
 
+def _scale(ax, axis: str, values: Sequence[float], log: bool) -> None:
+    """A log axis where the values span a decade or more; a linear one where they span less (a few
+    CPU-sized points), whose log ticks would read 2x10^0, 3x10^0 or be missing altogether."""
+    vals = [v for v in values if v is not None and v > 0]
+    if log and vals and max(vals) >= 10 * min(vals):
+        getattr(ax, f"set_{axis}scale")("log")
+
+
 def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label", title: str | None = None,
                  ax=None, logx: bool = True, logy: bool = True, ylabel: str = "time (ms)") -> Figure:
     """One line with markers per value of ``by`` (default: label), x = batch, y = ``y``; returns the Figure.
@@ -67,10 +75,12 @@ def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label
     for name, pts in groups.items():
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=str(name))
-    if logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
+    xs = [p[0] for pts in groups.values() for p in pts]
+    ys = [p[1] for pts in groups.values() for p in pts]
+    _scale(ax, "x", xs, logx)
+    _scale(ax, "y", ys, logy)
+    if len(set(xs)) == 1:              # one batch size (a CPU run's): the batch is a tick, not an axis
+        ax.set_xticks(sorted(set(xs)))
     ax.set_xlabel("batch size")
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)

@@ -278,3 +278,15 @@ def test_breakdown_refuses_unknown_kinds_and_host_arrays_only():
         breakdown([("copy", "memcpy", lambda: None)])
     with pytest.raises(TypeError, match="x_host must be a NumPy array"):
         conv_breakdown([[1.0]], np.zeros((1, 1, 1, 1), np.float32))
+
+
+def test_batch_curves_stay_readable_at_cpu_sizes():
+    """Log axes only where the values span a decade: a CPU run's one or two batch sizes get a linear
+    axis with the batch as its tick, not a dot between 10^0-style ticks."""
+    from labkit import plots
+    wide = [{"label": "a", "batch": b, "median_ms": b * 0.01} for b in (1, 10, 100, 1000)]
+    ax = plots.batch_curves(wide).axes[0]
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log"
+    cpu = [{"label": "a", "batch": 4, "median_ms": 3.0}, {"label": "b", "batch": 4, "median_ms": 5.5}]
+    ax = plots.batch_curves(cpu).axes[0]
+    assert ax.get_xscale() == "linear" and ax.get_yscale() == "linear" and list(ax.get_xticks()) == [4]
