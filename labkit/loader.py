@@ -133,6 +133,11 @@ def load(family: str, *, defines: Mapping[str, object] | None = None,
                        options=options, check=check, own=own)
 
 
+def constant_nbytes(module, name: str) -> int:
+    """The size in bytes of ``module``'s __constant__ (or __device__) variable ``name``, on either backend."""
+    return module.get_global(name).nbytes if module.backend == "cpu" else module.symbol_sizes[name]
+
+
 def set_constant(module, name: str, array) -> None:
     """Copy a host array into a __constant__ (or __device__) variable, on either backend.
 
@@ -154,7 +159,7 @@ def set_constant(module, name: str, array) -> None:
         import cupy
         data = cupy.ascontiguousarray(array)
     ptr = module.get_global(name)
-    size = ptr.nbytes if module.backend == "cpu" else module.symbol_sizes[name]
+    size = constant_nbytes(module, name)
     if data.nbytes > size:
         raise ConstantMemoryError(
             f"{data.nbytes} bytes ({data.shape} {data.dtype}) do not fit '{name}' "
@@ -173,7 +178,7 @@ def constant_uploader(module, name: str):
     array's dtype and size are still checked on each upload, cheaply; anything unusual goes through
     set_constant, which says what is wrong."""
     ptr = module.get_global(name)
-    size = ptr.nbytes if module.backend == "cpu" else module.symbol_sizes[name]
+    size = constant_nbytes(module, name)
     f32 = CONSTANT_DTYPES[0]
     if module.backend != "cuda":
         def upload(array) -> None:

@@ -9,8 +9,9 @@ import pytest
 import labkit
 from labkit.exercises import main as make_student_version
 from labkit.exercises import strip_cu_solutions
-from labkit.ladder.kernel_exercise import (check_backward_data_kernel, check_conv_kernel, check_depthwise_kernel,
-                                          check_im2col_kernel, check_lrn_kernel)
+from labkit.ladder.kernel_exercise import (check_backward_data_kernel, check_constant_kernel, check_conv_kernel,
+                                          check_conv_pool_kernel, check_depthwise_kernel, check_im2col_kernel,
+                                          check_lrn_kernel, check_preprocess_kernel, check_rows_kernel)
 
 EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
 NAIVE = EXERCISES / "02_conv_naive.cu"
@@ -201,3 +202,93 @@ def test_an_lrn_window_not_cut_at_the_channels_is_named(tmp_path):
     p = variant(tmp_path, "uncut", "d <= min(c + r, C - 1)", "d <= c + r", LRN)
     v = check_lrn_kernel(p, "lrn_exercise")
     assert not v.ok and ("KernelMemoryError" in v.message if ON_CPU else "wrong" in v.message), v.message
+
+
+# --- notebooks 04, 05, 07, 09: constant memory, register blocking, the fused pooling, preprocessing --
+CONSTANT, ROWS = EXERCISES / "04_conv_constant.cu", EXERCISES / "05_conv_rows.cu"
+CONV_POOL, PREPROCESS = EXERCISES / "07_conv_pool.cu", EXERCISES / "09_preprocess.cu"
+NEW = [(CONSTANT, "conv_constant_exercise", check_constant_kernel, "* c_weights["),
+       (ROWS, "conv_rows_exercise", check_rows_kernel, "k4d(m, c, p, j - r)"),
+       (CONV_POOL, "conv_pool_exercise", check_conv_pool_kernel, "2 * i + d / 2"),
+       (PREPROCESS, "preprocess_exercise", check_preprocess_kernel, "i += stride")]
+
+
+@pytest.mark.parametrize("path,kernel,check,solution_text", NEW, ids=[p.stem for p, *_ in NEW])
+def test_the_new_solutions_pass_and_the_students_copies_are_told_what_is_missing(tmp_path, path, kernel, check,
+                                                                                 solution_text):
+    v = check(path, kernel)
+    assert v.ok and v.message.endswith("written: True"), v.message
+    text, n = strip_cu_solutions(path.read_text())
+    assert n >= 1 and "// YOUR CODE HERE" in text and solution_text not in text
+    copy = tmp_path / path.name
+    copy.write_text(text)
+    v = check(copy, kernel, checks="none")
+    assert not v.ok and "NaN (never written" in v.message and "0 with other values" in v.message, v.message
+
+
+# Index mistakes that write every output, each a wrong value: (name, the solution's text, the mistake).
+WRONG_VALUES = [("no_m", CONSTANT, check_constant_kernel, "c_weights[((m * C + c) * K + p) * K + q]",
+                 "c_weights[(c * K + p) * K + q]"),
+                ("tap", ROWS, check_rows_kernel, "k4d(m, c, p, j - r)", "k4d(m, c, j - r, p)"),
+                ("stride1", CONV_POOL, check_conv_pool_kernel, "const int h = 2 * i + d / 2, w = 2 * j + d % 2;",
+                 "const int h = i + d / 2, w = j + d % 2;"),
+                ("rgb", PREPROCESS, check_preprocess_kernel, "* 3 + (2 - c)]", "* 3 + c]")]
+
+
+@pytest.mark.parametrize("name,path,check,right,wrong", WRONG_VALUES, ids=[w[0] for w in WRONG_VALUES])
+def test_a_wrong_index_in_the_new_exercises_is_named(tmp_path, name, path, check, right, wrong):
+    """The constant weights without the output channel, a row's taps transposed, a pooling window
+    without its stride, RGB order where BGR is asked: every output written, values wrong."""
+    kernel = next(k for p, k, *_ in NEW if p == path)
+    v = check(variant(tmp_path, name, right, wrong, path), kernel, checks="none")
+    assert not v.ok and "outputs wrong: 0 NaN" in v.message and "largest error" in v.message, v.message
+
+
+def test_a_constant_array_too_small_for_the_layer_is_named(tmp_path):
+    """The check uploads into the student's own c_weights: one too small for a layer is refused by name."""
+    p = variant(tmp_path, "small", "float c_weights[CONST_WEIGHT_FLOATS]", "float c_weights[8]", CONSTANT)
+    v = check_constant_kernel(p, "conv_constant_exercise", checks="none")
+    assert not v.ok and "ConstantMemoryError" in v.message and "'c_weights'" in v.message, v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the out-of-bounds report comes from the CPU executor's memory check")
+def test_a_constant_kernel_storing_past_the_plane_is_named(tmp_path):
+    """Every thread stores: those past a row's end write into the next row, where another block's
+    thread writes too (a race, when those blocks run side by side), and past the end of y."""
+    p = variant(tmp_path, "store_all", "  if (writes) y4d(n, m, h, w) = activate(acc, act);",
+                "  y4d(n, m, h, w) = activate(acc, act);", CONSTANT)
+    v = check_constant_kernel(p, "conv_constant_exercise")
+    assert not v.ok and ("KernelRaceError" in v.message or "KernelMemoryError" in v.message), v.message
+    assert "('y')" in v.message and "store_all.cu:" in v.message, v.message
+    v = check_constant_kernel(p, "conv_constant_exercise", checks="memory")
+    assert not v.ok and "KernelMemoryError" in v.message and "past the end of" in v.message, v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the out-of-bounds report comes from the CPU executor's memory check")
+def test_a_row_unit_that_ignores_the_short_last_unit_is_named(tmp_path):
+    """R = OUT_W everywhere: the last unit of each row reads past the row's end (past x on the last row
+    of the last plane) and writes past it."""
+    p = variant(tmp_path, "full_units", "const int R = min(OUT_W, Wo - w0);", "const int R = OUT_W;", ROWS)
+    v = check_rows_kernel(p, "conv_rows_exercise")
+    assert not v.ok and "KernelMemoryError" in v.message and "full_units.cu:" in v.message, v.message
+
+
+def test_a_pooling_max_started_from_zero_is_named(tmp_path):
+    """max(0, ...) keeps 0 where the four sums are all negative: tanh(0) instead of a negative output."""
+    p = variant(tmp_path, "max0", "best = d == 0 ? acc : fmaxf(best, acc);", "best = fmaxf(best, acc);", CONV_POOL)
+    v = check_conv_pool_kernel(p, "conv_pool_exercise", checks="none")
+    assert not v.ok and "outputs wrong: 0 NaN" in v.message and "largest error" in v.message and "(expected -" in v.message, v.message
+
+
+def test_preprocessing_without_a_grid_stride_loop_is_named(tmp_path):
+    """One element per thread: on a grid smaller than the work most elements are never written."""
+    p = variant(tmp_path, "no_loop", "i < total; i += stride) {", "i < total; i += total) {", PREPROCESS)
+    v = check_preprocess_kernel(p, "preprocess_exercise", checks="none")
+    assert not v.ok and "fewer than the values" in v.message and "NaN (never written" in v.message, v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the out-of-bounds report comes from the CPU executor's memory check")
+def test_preprocessing_one_element_too_far_is_named(tmp_path):
+    p = variant(tmp_path, "one_more", "i < total; i += stride", "i <= total; i += stride", PREPROCESS)
+    v = check_preprocess_kernel(p, "preprocess_exercise")
+    assert not v.ok and "KernelMemoryError" in v.message and "one_more.cu:" in v.message, v.message

@@ -19,21 +19,26 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
 from .. import backends, reference
 from ..checks import check_activation, to_numpy
-from ..errors import BarrierError, KernelCompileError, KernelMemoryError, KernelRaceError, LaunchError
-from ..loader import load_source
+from ..errors import (BarrierError, ConstantMemoryError, KernelCompileError, KernelMemoryError, KernelRaceError,
+                      LaunchError)
+from ..loader import constant_nbytes, load_source, set_constant
 from ..measure.timer import time_fn
+from ..models.alexnet import MEAN_BGR
 from ..ops.plans import ints
 from ..reference import backward as rb
 from .harness import random_layer, reference_activation
 
 __all__ = ["Verdict", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
-           "check_im2col_kernel", "check_lrn_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
-           "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES"]
+           "check_im2col_kernel", "check_lrn_kernel", "check_constant_kernel", "check_rows_kernel",
+           "check_conv_pool_kernel", "check_preprocess_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
+           "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES", "CONSTANT_LAYERS", "ROWS_CASES", "CONV_POOL_CASES",
+           "PREPROCESS_CASES"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -49,6 +54,20 @@ IM2COL_CASES = [(2, 3, 9, 7, 3, 1, 1), (1, 2, 12, 11, 5, 2, 2), (3, 1, 8, 6, 3, 
 # LRN across channels (N, C, H, W, depth radius): fewer channels than the window, a window at both
 # ends, AlexNet's radius 2 and a wider one.
 LRN_CASES = [(2, 7, 5, 3, 2), (1, 3, 4, 9, 2), (3, 16, 2, 5, 5), (1, 1, 6, 6, 2)]
+# The convolution with its weights in constant memory (layers as EXERCISE_LAYERS'): odd planes, one
+# input channel and several, and a layer whose 15,000 weights fill nearly all of c_weights.
+CONSTANT_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
+                   dict(N=1, C=12, H=9, W=11, M=50, K=5)]
+# Register-blocked rows (N, C, H, W, M, K), 4 outputs per thread: output widths 17, 18 and 10, which 4
+# does not divide (each row ends with a short unit), and 3, a row shorter than one unit.
+ROWS_CASES = [(2, 3, 13, 19, 5, 3), (1, 6, 22, 22, 16, 5), (3, 2, 6, 7, 3, 5), (2, 1, 9, 14, 4, 5)]
+# Convolution + tanh + 2x2 max-pool (N, C, H, W, M, K): convolution outputs 11x14 (an odd number of
+# rows: the last one is in no pooling window), 5x7 (odd both ways), 8x8, and the Fashion-MNIST
+# network's layer 1 (44x44, pooled to 22x22).
+CONV_POOL_CASES = [(2, 3, 13, 16, 5, 3), (3, 2, 9, 11, 4, 5), (1, 1, 12, 12, 6, 5), (2, 1, 48, 48, 6, 5)]
+# uint8 photos to AlexNet's float32 input (N, H, W, blocks of the grid): odd batches, grids with fewer
+# threads than values (each thread converts several) and with more (some convert none).
+PREPROCESS_CASES = [(5, 13, 11, 3), (1, 3, 5, 4), (3, 9, 7, 1), (7, 6, 17, 20)]
 
 
 @dataclass
@@ -56,7 +75,8 @@ class Case:
     """One launch of an exercise's check: ``what`` (the shape, in words), the launch (``grid``,
     ``block``, ``args`` with the poisoned output ``out`` among them, dynamic ``shared_mem``) and
     ``ref``, the float64 answer of ``out``'s shape (4-D: its last two axes are a plane) whose axes
-    ``index`` names."""
+    ``index`` names; ``before(module)``, if given, runs before the launch on the compiled module
+    (the constant-memory uploads)."""
     what: str
     grid: tuple
     block: tuple
@@ -65,6 +85,7 @@ class Case:
     ref: np.ndarray
     index: str = "n, m, h, w"
     shared_mem: int = 0
+    before: Callable | None = None
 
 
 @dataclass
@@ -171,9 +192,11 @@ def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str,
     case = None
     for case in cases:
         try:
+            if case.before is not None:
+                case.before(fn.module)
             fn(case.grid, case.block, case.args, shared_mem=case.shared_mem)
             out = to_numpy(case.out)
-        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError) as exc:
+        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError, ConstantMemoryError) as exc:
             # The executor's first lines say what and where (source line); the sanitizer's own
             # report after them is for the curious.
             text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
@@ -199,25 +222,35 @@ def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, la
     float64 reference; on the CPU executor under ``checks`` (add "race" for a kernel with shared
     memory and barriers: a missing barrier is then named).  ``shared_mem(K, tile_width)``: the
     dynamic shared memory of a launch, in bytes (None: none)."""
-    rng = rng or np.random.default_rng()
     layers = EXERCISE_LAYERS if layers is None else layers
+    return _run_cases(path, kernel, _tiled_layer_cases(layers, tile_width, activation, shared_mem, rng=rng),
+                      checks=checks, defines={"TILE_WIDTH": tile_width},
+                      right=f"right on {len(layers)} odd layers, every output written: True")
+
+
+def _tiled_layer_cases(layers, tile_width: int, activation, shared_mem, *, rng, constant: bool = False):
+    """The launches of conv_tiled's grid on ``layers``: weights and bias as arguments, or with
+    ``constant`` uploaded (NaN after them) into c_weights and c_bias before each launch."""
+    rng = rng or np.random.default_rng()
     act = check_activation(activation)
     xp = backends.xp()
+    for L in layers:
+        N, C, H, W, M, K = (L[k] for k in ("N", "C", "H", "W", "M", "K"))
+        Ho, Wo = H - K + 1, W - K + 1
+        x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
+        y = _poisoned((N, M, Ho, Wo))
+        tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
+        weights = () if constant else (xp.asarray(w), xp.asarray(b))
 
-    def cases():
-        for L in layers:
-            N, C, H, W, M, K = (L[k] for k in ("N", "C", "H", "W", "M", "K"))
-            Ho, Wo = H - K + 1, W - K + 1
-            x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
-            y = _poisoned((N, M, Ho, Wo))
-            tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
-            yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width})",
-                       (N, M, tiles), (tile_width, tile_width, 1),
-                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *ints(N, C, H, W, M, K, act)), y,
-                       reference_activation(reference.conv2d(x, w, b), activation),
-                       shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)))
-    return _run_cases(path, kernel, cases(), checks=checks, defines={"TILE_WIDTH": tile_width},
-                      right=f"right on {len(layers)} odd layers, every output written: True")
+        def upload(module, w=w, b=b):
+            _upload_poisoned(module, "c_weights", w)
+            _upload_poisoned(module, "c_bias", b)
+        yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width}"
+                   + (f"; {w.size} weights in c_weights)" if constant else ")"),
+                   (N, M, tiles), (tile_width, tile_width, 1), (xp.asarray(x), *weights, y, *ints(N, C, H, W, M, K, act)),
+                   y, reference_activation(reference.conv2d(x, w, b), activation),
+                   shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)),
+                   before=upload if constant else None)
 
 
 def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activation: str | None = "relu6",
@@ -320,4 +353,111 @@ def check_lrn_kernel(path: str | Path, kernel: str, *, cases=None, bias: float =
                         np.float32(beta)), y, ref, index="n, c, h, w")
     return _run_cases(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd inputs (windows cut at the first and last channels), "
+                            "every output written: True")
+
+
+def _upload_poisoned(module, name: str, values: np.ndarray) -> None:
+    """``values`` (float32) into the start of the __constant__ array ``name`` of ``module``, the rest of
+    the array NaN: a read past the layer's values shows as a NaN output."""
+    size = constant_nbytes(module, name)
+    data = np.full(max(size // 4, values.size), np.nan, np.float32)
+    data[:values.size] = values.ravel()
+    set_constant(module, name, data)
+
+
+def check_constant_kernel(path: str | Path, kernel: str, *, layers=None, tile_width: int = 16,
+                          activation: str | None = None, checks: str = "memory,barrier,race", rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/04_conv_constant.cu's signature, conv_constant's:
+    x, y, N, C, H, W, M, K, act, with the weights in ``__constant__ float c_weights[]`` and the bias in
+    ``c_bias[]``; conv_tiled's grid, block and dynamic shared memory), upload each layer's weights and
+    bias into the module's constant arrays (the rest of each filled with NaN), run ``kernel`` on each of
+    ``layers`` (default CONSTANT_LAYERS) with a NaN-poisoned output and compare with the float64
+    reference; on the CPU executor under ``checks``."""
+    layers = CONSTANT_LAYERS if layers is None else layers
+    return _run_cases(path, kernel, _tiled_layer_cases(layers, tile_width, activation, tile_bytes, rng=rng, constant=True),
+                      checks=checks, defines={"TILE_WIDTH": tile_width},
+                      right=f"right on {len(layers)} odd layers, weights and bias from constant memory, "
+                            "every output written: True")
+
+
+def check_rows_kernel(path: str | Path, kernel: str, *, cases=None, out_w: int = 4, activation: str | None = "tanh",
+                      checks: str = "memory", threads: int = 128, rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/05_conv_rows.cu's signature, conv_naive's: x,
+    k, b, y, N, C, H, W, M, K, act) with OUT_W = ``out_w``, run ``kernel`` with one thread per unit of
+    ``out_w`` neighbouring outputs of a row (units in memory order, ceil(Wo / out_w) per row) on each
+    of ``cases`` (N, C, H, W, M, K; default ROWS_CASES) with a NaN-poisoned output and compare with
+    the float64 reference; on the CPU executor under ``checks``."""
+    rng = rng or np.random.default_rng()
+    shapes = ROWS_CASES if cases is None else cases
+    act = check_activation(activation)
+    xp = backends.xp()
+
+    def launches():
+        for N, C, H, W, M, K in shapes:
+            Ho, Wo = H - K + 1, W - K + 1
+            units = -(-Wo // out_w)
+            x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
+            y = _poisoned((N, M, Ho, Wo))
+            last = Wo - (units - 1) * out_w
+            yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}: {units} units of "
+                       f"{out_w} per row, the last of {last})",
+                       (-(-N * M * Ho * units // threads),), (threads,),
+                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *ints(N, C, H, W, M, K, act)), y,
+                       reference_activation(reference.conv2d(x, w, b), activation))
+    return _run_cases(path, kernel, launches(), checks=checks, defines={"OUT_W": out_w},
+                      right=f"right on {len(shapes)} odd layers, {out_w} outputs per thread, every output written: True")
+
+
+def check_conv_pool_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 128,
+                           rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/07_conv_pool.cu's signature: x, k, b, y, N, C,
+    H, W, M, K; one thread per pooled output in memory order), run ``kernel`` on each of ``cases``
+    (N, C, H, W, M, K; default CONV_POOL_CASES) with a NaN-poisoned output and compare with the
+    float64 reference of convolution -> tanh -> 2x2 max-pool (stride 2; an odd last row or column of
+    the convolution's output is dropped); on the CPU executor under ``checks``."""
+    rng = rng or np.random.default_rng()
+    shapes = CONV_POOL_CASES if cases is None else cases
+    xp = backends.xp()
+
+    def launches():
+        for N, C, H, W, M, K in shapes:
+            Ho, Wo = H - K + 1, W - K + 1
+            PH, PW = Ho // 2, Wo // 2
+            x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
+            y = _poisoned((N, M, PH, PW))
+            ref = reference.max_pool2d(reference.tanh(reference.conv2d(x, w, b)), 2)
+            yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (convolution {Ho}x{Wo}, pooled {PH}x{PW})",
+                       (-(-N * M * PH * PW // threads),), (threads,),
+                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *ints(N, C, H, W, M, K)), y, ref,
+                       index="n, m, i, j")
+    return _run_cases(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd layers (odd convolution outputs cut by the pooling), "
+                            "every pooled output written: True")
+
+
+def check_preprocess_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 128,
+                            rng=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/09_preprocess.cu's signature: x uint8 (N, H, W, 3)
+    RGB, mean float32 (3,) BGR, y float32 (N, 3, H, W), N, H, W), run ``kernel`` with ``threads`` per
+    block on each of ``cases`` (N, H, W, blocks; default PREPROCESS_CASES: grids smaller and larger
+    than the work) with a NaN-poisoned output and compare with the float64 reference of AlexNet's
+    preprocessing (channels first, BGR, labkit.models.alexnet.MEAN_BGR subtracted); on the CPU executor
+    under ``checks``."""
+    rng = rng or np.random.default_rng()
+    shapes = PREPROCESS_CASES if cases is None else cases
+    xp = backends.xp()
+    mean = np.asarray(MEAN_BGR, np.float32)
+
+    def launches():
+        for N, H, W, blocks in shapes:
+            x = rng.integers(0, 256, (N, H, W, 3), dtype=np.uint8)
+            y = _poisoned((N, 3, H, W))
+            ref = (x[..., ::-1].astype(np.float64) - mean.astype(np.float64)).transpose(0, 3, 1, 2)
+            total, launched = N * 3 * H * W, blocks * threads
+            yield Case(f"images N={N} {H}x{W} ({total} values) on a grid of {blocks} block{'s' * (blocks > 1)} of "
+                       f"{threads} threads ({launched} threads: {'fewer' if launched < total else 'more'} than the values)",
+                       (blocks,), (threads,), (xp.asarray(x), xp.asarray(mean), y, *ints(N, H, W)), y, ref,
+                       index="n, c, h, w")
+    return _run_cases(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd batches, on grids smaller and larger than the work, "
                             "every output written: True")

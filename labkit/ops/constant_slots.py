@@ -19,7 +19,7 @@ import weakref
 
 import numpy as np
 
-from ..loader import set_constant
+from ..loader import constant_nbytes, set_constant
 
 __all__ = ["ConstantSlots", "slots_of"]
 
@@ -32,8 +32,7 @@ class ConstantSlots:
 
     def __init__(self, module, name: str):
         self.module, self.name = module, name
-        ptr = module.get_global(name)
-        nbytes = ptr.nbytes if module.backend == "cpu" else module.symbol_sizes[name]
+        nbytes = constant_nbytes(module, name)
         self.host = np.zeros(nbytes // 4, dtype=np.float32)
         self.free = [(0, self.host.size)]          # (start, length), sorted, never adjacent
         self._lock = threading.Lock()
