@@ -60,10 +60,8 @@ def test_every_kernel_exercise_is_checked_in_its_notebook():
         assert name in "".join(c.source for c in nbformat.read(notebook, 4).cells), (name, notebook.name)
 
 
-# The notebooks that must have written questions now, and those whose questions are still to come
-# (checked like the others as soon as they have any).
-WRITTEN_DUE = {"01", "02", "03", "06", "08", "10", "11"}
-WRITTEN_LATER = {"04", "05", "07", "09"}
+# The notebooks that must have written questions: every one but 00 (setup).
+WRITTEN_DUE = {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"}
 QUESTION = re.compile(r"^\*\*Question (\d+)\.(\d+) — predict, then measure\.\*\*")
 RUBRIC = re.compile(r"\*\*Rubric \((\d+) points?\)\.\*\*")
 
@@ -72,9 +70,8 @@ def written_answers(cells) -> list:
     return [(i, c) for i, c in enumerate(cells) if c.cell_type == "markdown" and nbgrader(c)]
 
 
-def test_every_notebook_is_due_for_written_questions_or_listed_as_later():
-    assert WRITTEN_DUE | WRITTEN_LATER == {p.name[:2] for p in NOTEBOOKS} - {"00"}
-    assert not WRITTEN_DUE & WRITTEN_LATER
+def test_every_notebook_is_due_for_written_questions():
+    assert WRITTEN_DUE == {p.name[:2] for p in NOTEBOOKS} - {"00"}
 
 
 @pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name[:2])
@@ -82,9 +79,8 @@ def test_written_questions_are_manually_graded_answers_with_a_rubric(path):
     nn = path.name[:2]
     cells = nbformat.read(path, 4).cells
     answers = written_answers(cells)
-    if not answers:
-        assert nn not in WRITTEN_DUE, f"{path.name} has no written question (a markdown answer cell with nbgrader metadata)"
-        pytest.skip(f"{path.name}: its written questions are still to come")
+    assert nn in WRITTEN_DUE and answers, \
+        f"{path.name} has no written question (a markdown answer cell with nbgrader metadata)"
     ids = [nbgrader(c)["grade_id"] for c in cells if nbgrader(c)]
     assert len(ids) == len(set(ids)), f"grade_ids repeat in {path.name}: {ids}"
     for k, (i, c) in enumerate(answers, start=1):
