@@ -19,9 +19,11 @@ Written questions (markdown answer cells) are graded by hand: the feedback page 
 
 Every exercise of every student runs in a process of its own with a time limit and a memory limit: a
 crash, a hang or an endless loop fails that exercise, with the reason, and the rest go on, one
-process per core.  The checks run on the CPU executor (``--backend cpu``, the default) also on a
-machine with a GPU: its memory, barrier and race checks catch what a GPU can let pass; ``--backend
-cuda`` runs them on the GPU and adds a leaderboard of the passing kernels' op times.
+process per core.  The checks run on the CPU executor on every machine: its memory, barrier and
+race checks catch what a GPU can let pass (an out-of-bounds write that lands in another buffer, a
+missing barrier on a lucky run), so the points are the same anywhere; ``--backend cuda`` runs each
+passing kernel's check again on the GPU (a wrong answer there costs the points too) and adds a
+leaderboard of the passing kernels' op times.
 
 Writes into --out (default SUBMISSIONS_DIR/../grades): gradebook.csv (a row per student, points per
 exercise), gradebook.json (the same with every check's words), feedback/<student>.md, and with
@@ -63,6 +65,10 @@ class Exercise:
     points: int
     options: tuple = ()
 
+    def check_options(self) -> dict:
+        """The check's keyword arguments, names resolved (shared_mem names a function of kernel_exercise)."""
+        return {k: getattr(kernel_exercise, v) if k == "shared_mem" else v for k, v in self.options}
+
 
 EXERCISES: dict[str, Exercise] = {
     "02_conv_naive": Exercise("02_conv_naive.cu", "conv_naive_exercise", "check_conv_kernel", 2),
@@ -86,8 +92,12 @@ EXERCISES: dict[str, Exercise] = {
 LEADERBOARD = {
     "02_conv_naive": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
     "03_conv_tiled": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "04_conv_constant": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "05_conv_rows": {"cases": [(256, 6, 22, 22, 16, 5)]},
     "06_im2col": {"cases": [(32, 64, 27, 27, 5, 1, 2)]},
+    "07_conv_pool": {"cases": [(1000, 1, 48, 48, 6, 5)]},
     "08_lrn": {"cases": [(64, 96, 55, 55, 2)]},
+    "09_preprocess": {"cases": [(64, 227, 227, 1056)]},       # 8 blocks of 128 threads per SM of an H100
     "10_conv_backward_data": {"cases": [(256, 16, 28, 28, 16)]},
     "11_depthwise": {"cases": [(32, 144, 56, 56, 1)]},
 }
@@ -98,7 +108,7 @@ def _check_in_this_process(name: str, path: str, time_it: bool = False) -> dict:
     ``time_it``, the check on the leaderboard's shape (on a GPU; the check's own last case on the CPU
     executor), timed: also "ms", "timed_case", "device"."""
     ex = EXERCISES[name]
-    options = {k: getattr(kernel_exercise, v) if k == "shared_mem" else v for k, v in ex.options}
+    options = ex.check_options()
     check = getattr(kernel_exercise, ex.check)
     if not time_it:
         verdict = check(path, ex.kernel, **options)
@@ -115,26 +125,31 @@ BACKENDS = ("cpu", "cuda")
 def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu",
                memory_gib: float | None = DEFAULT_MEMORY_GIB, time_it: bool = False) -> dict:
     """One kernel exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The
-    check runs in a child process (``timeout`` seconds, ``memory_gib`` GiB at most) on ``backend``;
-    no file: 0 points, "not submitted".  ``time_it``: a passing kernel is timed for the leaderboard
-    ("ms", "timed_case", "device" in the row)."""
+    check runs in a child process (``timeout`` seconds, ``memory_gib`` GiB at most) on the CPU
+    executor, whose memory, barrier and race checks give the points on any machine; with ``backend``
+    "cuda" a passing kernel runs its check again on the GPU (timed with ``time_it``: "ms",
+    "timed_case", "device" in the row), where a wrong answer costs the points too and a run that
+    fails to finish costs only the leaderboard entry.  No file: 0 points, "not submitted"."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     ex = EXERCISES[name]
     row = {"exercise": name, "kind": "kernel", "max_points": ex.points, "points": 0, "ok": False}
     if path is None:
         return {**row, "message": f"{ex.file}: not submitted"}
-    result, failed = _child(name, path, False, timeout, backend, memory_gib)
+    result, failed = _child(name, path, False, timeout, "cpu", memory_gib)
     if failed:
         return {**row, "message": f"{ex.file}: {failed}"}
     row = {**row, **result, "points": ex.points if result["ok"] else 0}
-    if time_it and result["ok"]:
-        # Timed in a second process: a slow timing run costs the leaderboard entry, never the points.
-        timing, failed = _child(name, path, True, timeout, backend, memory_gib)
-        if failed or not timing["ok"]:
-            row["message"] += f"\n(not timed for the leaderboard: {failed or timing['message']})"
-        else:
-            row.update({k: timing[k] for k in ("ms", "timed_case", "device")})
+    if result["ok"] and (backend == "cuda" or time_it):
+        # A second process: a GPU run that hangs or crashes costs the leaderboard entry, never the points
+        # the executor's checks gave; a wrong answer on the GPU is wrong.
+        again, failed = _child(name, path, time_it, timeout, backend, memory_gib)
+        if failed:
+            row["message"] += f"\n(not run on the {backend} backend: {failed})"
+        elif not again["ok"]:
+            row.update(ok=False, points=0, message=row["message"] + f"\nbut on the {backend} backend: {again['message']}")
+        elif time_it:
+            row.update({k: again[k] for k in ("ms", "timed_case", "device")})
     return row
 
 

@@ -4,6 +4,7 @@
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py
     compute-sanitizer --tool synccheck python3 scripts/sanitize_kernels.py
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py --find-the-bug   # must report
+    compute-sanitizer --tool memcheck python3 scripts/sanitize_kernels.py --exercises     # the exercises alone
 
 labkit/kernels/find_the_bug.cu is left out of the clean run: its kernels are racy on purpose (notebook
 03's exercise). `--find-the-bug` launches only them, so that a racecheck run shows the tool does report
@@ -14,7 +15,8 @@ The executor's feature kernels are launched through the cases of the GPU parity 
 teaching kernels (tests/cuda/teaching_kernels.cu) through the GPU cases of their test, the
 convolution ladder (labkit/kernels/conv_*.cu) through labkit.ops.conv.conv2d, the GEMM ladder
 (labkit/kernels/gemm.cu) through labkit.ops.gemm.gemm, the implicit-GEMM convolutions through
-labkit.ops.implicit.
+labkit.ops.implicit, the solutions of the kernel exercises (notebooks/exercises/*.cu) through their
+checks.
 """
 from __future__ import annotations
 
@@ -315,7 +317,24 @@ def launch_find_the_bug() -> int:
     return 2
 
 
+def launch_exercise_solutions() -> int:
+    """The solutions of the kernel exercises (notebooks/exercises/*.cu), each through its own check: the
+    check's odd shapes, NaN-poisoned outputs, constant-memory uploads; a failed check is an error."""
+    from labkit.grade import EXERCISES
+    from labkit.ladder import kernel_exercise
+
+    folder = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
+    for ex in EXERCISES.values():
+        verdict = getattr(kernel_exercise, ex.check)(folder / ex.file, ex.kernel, **ex.check_options())
+        if not verdict.ok:
+            raise SystemExit(f"{ex.file}: {verdict.message}")
+    return len(EXERCISES)
+
+
 def main() -> int:
+    if sys.argv[1:] == ["--exercises"]:         # the kernel exercises' solutions alone
+        print(f"checked {launch_exercise_solutions()} exercise kernels")
+        return 0
     if sys.argv[1:] == ["--find-the-bug"]:
         print(f"launched {launch_find_the_bug()} kernels (racy on purpose)")
         return 0
@@ -341,6 +360,7 @@ def main() -> int:
     n += launch_mobilenet_parts()
     n += launch_training_parts()
     n += launch_prepared_and_graphs()
+    n += launch_exercise_solutions()
     cp.cuda.Device().synchronize()
     print(f"launched {n} kernels")
     return 0

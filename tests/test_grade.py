@@ -204,20 +204,29 @@ def test_the_slurm_array_job_grades_as_the_local_run(tmp_path):
     assert merged == {r["student"]: r["points"] for r in local} == {"checks_deleted": 1, "correct": 2, "wrong_index": 1}
 
 
-def test_the_checks_run_on_the_backend_asked_for(monkeypatch):
-    """The child process gets LABKIT_BACKEND: the CPU executor by default (its memory, barrier and race
-    checks), also where the instructor's machine has a GPU; an unknown backend is refused.  Its
-    verdict comes back in a file, so what a kernel prints cannot pose as one."""
-    seen = {}
+def test_the_points_come_from_the_cpu_executor_and_a_gpu_run_can_only_take_them(monkeypatch):
+    """The points' check runs on the CPU executor (LABKIT_BACKEND=cpu: its memory, barrier and race
+    checks), also with --backend cuda, which then runs a passing kernel again on the GPU: a wrong
+    answer there costs the points, a crash there only the leaderboard entry; an unknown backend is
+    refused.  A verdict comes back in a file, so what a kernel prints cannot pose as one."""
+    backends, gpu = [], {"verdict": '{"ok": true, "message": "fine"}', "code": 0}
 
     def fake_run(cmd, **kw):
-        seen.update(kw["env"])
-        Path(cmd[-1]).write_text('{"ok": true, "message": "fine"}')
-        return run_limited(["python3", "-c", 'print(\'{"ok": false}\')'], timeout=10)
+        backends.append(kw["env"]["LABKIT_BACKEND"])
+        on_gpu = kw["env"]["LABKIT_BACKEND"] == "cuda"
+        Path(cmd[-1]).write_text(gpu["verdict"] if on_gpu else '{"ok": true, "message": "fine"}')
+        return run_limited(["python3", "-c", f'print(\'{{"ok": false}}\'); raise SystemExit({gpu["code"] if on_gpu else 0})'],
+                           timeout=10)
     monkeypatch.setattr(grade, "run_limited", fake_run)
-    assert grade.grade_file("02_conv_naive", "x.cu")["points"] == 2 and seen["LABKIT_BACKEND"] == "cpu"
-    grade.grade_file("02_conv_naive", "x.cu", backend="cuda")
-    assert seen["LABKIT_BACKEND"] == "cuda"
+    assert grade.grade_file("02_conv_naive", "x.cu")["points"] == 2 and backends == ["cpu"]
+    backends.clear()
+    assert grade.grade_file("02_conv_naive", "x.cu", backend="cuda")["points"] == 2 and backends == ["cpu", "cuda"]
+    gpu["verdict"] = '{"ok": false, "message": "12 outputs wrong"}'
+    row = grade.grade_file("02_conv_naive", "x.cu", backend="cuda")
+    assert row["points"] == 0 and "but on the cuda backend: 12 outputs wrong" in row["message"], row
+    gpu["code"] = 3
+    row = grade.grade_file("02_conv_naive", "x.cu", backend="cuda")
+    assert row["points"] == 2 and "not run on the cuda backend" in row["message"], row
     with pytest.raises(ValueError, match="backend must be one of"):
         grade.grade_file("02_conv_naive", "x.cu", backend="gpu")
 
@@ -243,3 +252,15 @@ def test_the_leaderboard_ranks_the_passing_kernels(tmp_path):
     board = json.loads((tmp_path / "out" / "leaderboard.json").read_text())["08_lrn"]
     assert sorted(t["student"] for t in board) == ["ann", "bob"] and board[0]["ms"] <= board[1]["ms"]
     assert "| 1 |" in (tmp_path / "out" / "leaderboard.md").read_text()
+
+
+def test_every_leaderboard_shape_names_an_exercise_and_its_checks_options():
+    """The leaderboard's shapes run only on a GPU: here, that each names a graded kernel exercise and
+    options its check takes (a typo would fail the timing run of every student, not the grading)."""
+    import inspect
+    from labkit.ladder import kernel_exercise
+    for name, options in grade.LEADERBOARD.items():
+        assert name in grade.EXERCISES, name
+        params = inspect.signature(getattr(kernel_exercise, grade.EXERCISES[name].check)).parameters
+        assert set(options) <= set(params), (name, options)
+        assert all(len(shapes) == 1 for shapes in options.values()), name

@@ -33,10 +33,12 @@ __all__ = ["STUDENTS", "KERNEL_MISTAKES", "PYTHON_MISTAKES", "write_synthetic", 
 # (exercise, text in the instructor's source, what the student wrote instead)
 KERNEL_MISTAKES = {
     "wrong_index": [("02_conv_naive", "  m = blockIdx.y;", "  m = 0;"),
+                    ("05_conv_rows", "k4d(m, c, p, j - r)", "k4d(m, c, j - r, p)"),
                     ("11_depthwise", "const int c = (int)(plane % C);", "const int c = 0;")],
     "missing_barrier": [("03_conv_tiled", "    }\n    __syncthreads();\n    // END SOLUTION", "    }\n    // END SOLUTION")],
     "out_of_bounds": [("02_conv_naive", "  if (n >= N || h >= Ho || w >= Wo) return;", ""),
-                      ("08_lrn", "  if (i >= (long long)N * C * HW) return;", "")],
+                      ("08_lrn", "  if (i >= (long long)N * C * HW) return;", ""),
+                      ("09_preprocess", "i < total; i += stride", "i <= total; i += stride")],
     "endless_loop": [("02_conv_naive", "  n = blockIdx.x;", "  for (volatile int spin = 0; spin >= 0;) {}\n  n = blockIdx.x;")],
 }
 _WRONG_PYTHON = [("01_conv2d_einsum", " + b[None, :, None, None]", ""),
