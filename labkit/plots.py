@@ -17,6 +17,7 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
+from matplotlib.transforms import offset_copy
 
 from .device_query import device
 
@@ -60,10 +61,13 @@ def _scale(ax, axis: str, values: Sequence[float], log: bool) -> None:
 
 
 def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label", title: str | None = None,
-                 ax=None, logx: bool = True, logy: bool = True, ylabel: str = "time (ms)") -> Figure:
+                 ax=None, logx: bool = True, logy: bool = True, ylabel: str = "time (ms)",
+                 shipped: Sequence[dict] = ()) -> Figure:
     """One line with markers per value of ``by`` (default: label), x = batch, y = ``y``; returns the Figure.
 
-    The title carries the device label of the rows (or of the current device).
+    ``shipped``: rows measured elsewhere (``labkit.results.shipped_rows``), drawn dashed beside the
+    local ones where they come from another device (see ``shipped_lines``).  The title carries the
+    device label of the rows (or of the current device).
     """
     if ax is None:
         fig, ax = plt.subplots(figsize=(6.4, 4.2))
@@ -72,11 +76,14 @@ def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label
     groups: dict[object, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
         groups[r.get(by)].append((r["batch"], r[y]))
+    colours = {}
     for name, pts in groups.items():
         pts.sort()
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=str(name))
-    xs = [p[0] for pts in groups.values() for p in pts]
-    ys = [p[1] for pts in groups.values() for p in pts]
+        (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=str(name))
+        colours[name] = line.get_color()
+    other = shipped_lines(ax, shipped, x="batch", y=y, by=by, beside=rows, colours=colours)
+    xs = [p[0] for pts in groups.values() for p in pts] + [r["batch"] for r in other]
+    ys = [p[1] for pts in groups.values() for p in pts] + [r[y] for r in other]
     _scale(ax, "x", xs, logx)
     _scale(ax, "y", ys, logy)
     if len(set(xs)) == 1:              # one batch size (a CPU run's): the batch is a tick, not an axis
@@ -84,11 +91,44 @@ def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label
     ax.set_xlabel("batch size")
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
-    if any(name is not None for name in groups):
+    if other:                          # many lines: the legend under the axes, where it hides no point
+        below = offset_copy(ax.transAxes, fig=fig, y=-40, units="points")   # past the tick labels and x label
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2)
+    elif any(name is not None for name in groups):
         ax.legend(fontsize=8)
-    _titled(ax, title, _device_text(rows))
+    _titled(ax, title, _device_text(rows) + _shipped_text(other))
     fig.tight_layout()
     return fig
+
+
+def shipped_lines(ax, shipped: Sequence[dict], *, x: str, y: str, by: str = "label", beside: Sequence[dict] = (),
+                  colours: dict | None = None) -> list[dict]:
+    """Draw the ``shipped`` rows (measured elsewhere: ``labkit.results.shipped_rows``) on ``ax``, dashed,
+    one line per value of ``by``, each labelled "<name> — <device>, shipped"; rows from a device that
+    also measured ``beside`` (the local rows: on the H100 the local run is the newer one) are left
+    out.  ``colours`` maps a name to the local line's colour, so a shipped line matches its local twin.
+    Returns the rows drawn."""
+    local = {r.get("device") for r in beside} or {_current_label()}
+    rows = [r for r in shipped if r.get("device") not in local]
+    groups: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        groups[(r.get(by), r.get("device"))].append((r[x], r[y]))
+    for (name, dev), pts in groups.items():
+        pts.sort()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="--", marker="x", alpha=0.75,
+                color=(colours or {}).get(name), label=f"{name} — {_short(dev)}, shipped")
+    return rows
+
+
+def _short(device: str | None) -> str:
+    """"NVIDIA H100 80GB HBM3" -> "H100": enough to tell a shipped line from a local one in a legend."""
+    words = (device or "elsewhere").replace("NVIDIA ", "").split()
+    return words[0] if words else "elsewhere"
+
+
+def _shipped_text(rows: Sequence[dict]) -> str:
+    devices = list(dict.fromkeys(r.get("device") for r in rows))
+    return f"\ndashed: {', '.join(map(str, devices))} (shipped, benchmarks/results)" if devices else ""
 
 
 def stacked_bars(categories: Sequence[str], parts: dict[str, Sequence[float]], title: str | None = None,

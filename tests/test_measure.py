@@ -290,3 +290,33 @@ def test_batch_curves_stay_readable_at_cpu_sizes():
     cpu = [{"label": "a", "batch": 4, "median_ms": 3.0}, {"label": "b", "batch": 4, "median_ms": 5.5}]
     ax = plots.batch_curves(cpu).axes[0]
     assert ax.get_xscale() == "linear" and ax.get_yscale() == "linear" and list(ax.get_xticks()) == [4]
+
+
+def test_shipped_rows_beside_a_local_run_on_another_device(cpu):
+    """A CPU run's curves get the shipped H100 rows beside them, dashed and labelled with their device,
+    in the local line's colour; on the device that measured them they are left out."""
+    from labkit import plots
+    from labkit.results import shipped_rows
+    h100 = shipped_rows("conv_ladder_h100.json", layer="layer 1", label=["naive", "cuDNN"])
+    assert {r["label"] for r in h100} == {"naive", "cuDNN"} and {r["batch"] for r in h100} == {100, 1000, 10000}
+    assert all(r["device"].startswith("NVIDIA H100") for r in h100)
+    local = [{"label": "naive", "batch": b, "median_ms": 40.0 * b, "device": CPU_LABEL} for b in (2, 4)]
+    ax = plots.batch_curves(local, title="layer 1", shipped=h100).axes[0]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    assert set(lines) == {"naive", "naive — H100, shipped", "cuDNN — H100, shipped"}
+    dashed = lines["naive — H100, shipped"]
+    assert dashed.get_linestyle() == "--" and list(dashed.get_xdata()) == [100, 1000, 10000]
+    assert dashed.get_color() == lines["naive"].get_color()
+    assert "dashed: NVIDIA H100" in ax.get_title() and CPU_LABEL in ax.get_title()
+    assert ax.get_xscale() == "log"                      # 2 to 10,000: a log axis again
+    on_h100 = [dict(r, median_ms=r["median_ms"] * 0.9) for r in h100]
+    ax = plots.batch_curves(on_h100, shipped=h100).axes[0]
+    assert len(ax.get_lines()) == 2 and "shipped" not in ax.get_title()
+
+
+def test_shipped_reads_only_json_in_benchmarks_results():
+    from labkit.results import shipped
+    with pytest.raises(ValueError, match="name a .json file"):
+        shipped("../../pyproject.toml")
+    with pytest.raises(ValueError, match="name a .json file"):
+        shipped("../results/conv_ladder_h100.json/..")

@@ -183,11 +183,11 @@ def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, pre
     return rows
 
 
-def plot_forward(rows: list[dict], title: str, ax=None):
+def plot_forward(rows: list[dict], title: str, ax=None, shipped: list[dict] = ()):
     """Time per forward against batch size, one curve per label; the host's time of an eager forward
-    (the floor of eager launches) among them."""
+    (the floor of eager launches) among them; ``shipped`` rows (another device's) dashed beside them."""
     return batch_curves([r for r in rows if r.get("kind") == "forward"], title=title, ax=ax,
-                        ylabel="time per forward (ms)")
+                        ylabel="time per forward (ms)", shipped=[r for r in shipped if r.get("kind") == "forward"])
 
 
 def summary(rows: list[dict]) -> str:
