@@ -10,7 +10,8 @@ from labkit import ladder
 
 @pytest.mark.parametrize("variant", ["naive", "tiled", "constant", "tuned"])
 def test_check_passes_every_rung(variant):
-    assert ladder.check(variant, batch=2) is True
+    v = ladder.check(variant, batch=2)
+    assert v.ok is True and str(v) == "True" and "matches the float64 reference" in v.message
 
 
 def test_check_fails_a_kernel_that_skips_outputs(monkeypatch):
@@ -21,7 +22,9 @@ def test_check_fails_a_kernel_that_skips_outputs(monkeypatch):
         out[:-1] = full[:-1]
         return out
     monkeypatch.setattr(ladder.seed, "conv2d", lazy)
-    assert ladder.check("naive", batch=2) is False
+    v = ladder.check("naive", batch=2)
+    assert not v and v.ok is False and str(v).startswith("False: layer N=2")
+    assert "NaN (never written" in v.message and "first wrong outputs (n, m, h, w): (1, 0, 0, 0)" in v.message, v.message
 
 
 def test_check_fails_a_kernel_that_is_slightly_wrong(monkeypatch):
@@ -32,7 +35,8 @@ def test_check_fails_a_kernel_that_is_slightly_wrong(monkeypatch):
         out *= np.float32(1.0001)
         return out
     monkeypatch.setattr(ladder.seed, "conv2d", off)
-    assert ladder.check("tiled", batch=2) is False
+    v = ladder.check("tiled", batch=2)
+    assert v.ok is False and "0 NaN" in v.message and "largest error" in v.message, v.message
 
 
 def test_compare_rows():

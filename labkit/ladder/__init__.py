@@ -7,6 +7,7 @@ kernel of its own; every kernel is an op (labkit.ops).
     implicit   the implicit GEMMs' tile sweep, AlexNet's convolutions against cuDNN (notebook 06)
     breakdown  one layer's copies and kernel, nvprof-style (notebook 02)
     harness    random inputs, the check before every timing
+    verdict    a check's verdict in words (ladder.check and the kernel exercises return one)
 
     from labkit import ladder
     ladder.check("tiled"); rows = ladder.compare(["naive", "tiled"], batches=[100]); print(ladder.table(rows))
@@ -20,7 +21,8 @@ from . import breakdown, harness, implicit, seed, sgemm, tuning
 from .breakdown import conv_breakdown
 from .harness import checked_time, random_case, random_layer, reference_activation
 from .seed import PEER, SEED_LAYERS, TILE_WIDTH, check, compare, table
+from .verdict import Verdict
 
-__all__ = ["RUNGS", "RUNG_NAMES", "check", "compare", "table", "SEED_LAYERS", "TILE_WIDTH", "PEER",
+__all__ = ["RUNGS", "RUNG_NAMES", "check", "Verdict", "compare", "table", "SEED_LAYERS", "TILE_WIDTH", "PEER",
            "random_layer", "random_case", "reference_activation", "checked_time", "rel_error", "conv_breakdown",
            "seed", "tuning", "sgemm", "implicit", "breakdown", "harness"]

@@ -33,6 +33,7 @@ from ..models.alexnet import MEAN_BGR
 from ..ops.plans import ints
 from ..reference import backward as rb
 from .harness import random_layer, reference_activation
+from .verdict import Verdict, describe_mismatch
 
 __all__ = ["Verdict", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
            "check_im2col_kernel", "check_lrn_kernel", "check_constant_kernel", "check_rows_kernel",
@@ -88,71 +89,9 @@ class Case:
     before: Callable | None = None
 
 
-@dataclass
-class Verdict:
-    """``ok``: the verdict; ``message``: what a student reads (what is wrong, in words); inside
-    ``timed()``, ``ms`` (the kernel's median time on the check's last case) and ``timed_case`` (that
-    case, in words)."""
-    ok: bool
-    message: str
-    ms: float | None = None
-    timed_case: str | None = None
-
-    def __bool__(self) -> bool:
-        return self.ok
-
-
-def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3,
-                      index: str = "n, m, h, w") -> str | None:
-    """None if ``y`` matches the float64 ``ref`` (N, M, Ho, Wo) to ``tol`` (relative to ref's largest
-    magnitude), else a few lines: how many elements are wrong, never written (NaN) or wrong values,
-    on the edge of the plane or inside it, the first few (their ``index``), the largest error."""
-    y = np.asarray(y, np.float64)
-    scale = max(float(np.abs(ref).max()), 1e-30)
-    nan = np.isnan(y)
-    err = np.where(nan, np.inf, np.abs(y - ref))
-    bad = err > tol * scale
-    if not bad.any():
-        return None
-    N, M, Ho, Wo = ref.shape
-    h = np.arange(Ho)[:, None]
-    w = np.arange(Wo)[None, :]
-    edge_plane = (h == 0) | (h == Ho - 1) | (w == 0) | (w == Wo - 1)
-    edge = np.broadcast_to(edge_plane, bad.shape)
-    n_bad, n_nan = int(bad.sum()), int((bad & nan).sum())
-    n_edge = int((bad & edge).sum())
-    lines = [f"{n_bad} of {bad.size} outputs wrong: {n_nan} NaN (never written, or computed from memory "
-             f"never written), {n_bad - n_nan} with other values; {n_edge} on the plane's edge (first or last row or "
-             f"column), {n_bad - n_edge} inside"]
-    idx = np.argwhere(bad)[:show]
-    lines.append(f"first wrong outputs ({index}): " + ", ".join(
-        f"{tuple(int(v) for v in i)} = {y[tuple(i)]:.4g} (expected {ref[tuple(i)]:.4g})" for i in idx))
-    finite = bad & ~nan
-    if finite.any():
-        lines.append(f"largest error {float(np.abs(y - ref)[finite].max()):.3g} "
-                     f"(the outputs' largest magnitude is {scale:.3g})")
-    rows_bad = bad.any(axis=(0, 1, 3))
-    cols_bad = bad.any(axis=(0, 1, 2))
-    if not rows_bad.all() or not cols_bad.all():
-        lines.append(f"wrong rows h in {_ranges(np.flatnonzero(rows_bad))}, columns w in "
-                     f"{_ranges(np.flatnonzero(cols_bad))} (plane {Ho}x{Wo})")
-    return "\n".join(lines)
-
-
 def tile_bytes(K: int, tile_width: int) -> int:
     """Dynamic shared memory of conv_tiled's launch: one channel's input tile, halo included."""
     return (tile_width + K - 1) ** 2 * 4
-
-
-def _ranges(ix) -> str:
-    out, start = [], None
-    for i, v in enumerate(ix):
-        if start is None:
-            start = v
-        if i == len(ix) - 1 or ix[i + 1] != v + 1:
-            out.append(f"{start}" if start == v else f"{start}-{v}")
-            start = None
-    return "{" + ", ".join(out) + "}"
 
 
 def _compile(path: str | Path, kernel: str, checks: str, defines: dict | None = None):

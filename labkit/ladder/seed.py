@@ -1,7 +1,7 @@
 """The convolution ladder on the seed model's layers: check, time, compare with cuDNN and the floor.
 
     from labkit import ladder
-    ladder.check("tiled")                              # True: matches the float64 reference
+    ladder.check("tiled")                              # a Verdict: True, or False and what is wrong
     rows = ladder.compare(["naive", "tiled"], batches=labkit.sizes(gpu=[100, 1000, 10000], cpu=[2]))
     print(ladder.table(rows))                          # ms, % of floor, x cuDNN per variant and batch
 
@@ -17,12 +17,13 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from .. import backends, measure, peers, reference
-from ..checks import rel_error
+from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..measure.sweep import progress_bar
 from ..ops.conv import conv2d
 from ..shapes import SEED_LAYERS
 from .harness import checked_time, random_layer, reference_activation
+from .verdict import Verdict, describe_mismatch
 
 __all__ = ["SEED_LAYERS", "TILE_WIDTH", "PEER", "check", "compare", "table"]
 
@@ -37,8 +38,10 @@ def _options(spec) -> dict:
 
 
 def check(variant: str | Mapping = "naive", *, layers: Mapping[str, Mapping[str, int]] = SEED_LAYERS,
-          batch: int = 3, activation: str | None = "tanh", odd: bool = True, tol: float = 1e-5) -> bool:
-    """Does the variant match the float64 reference on fresh random inputs?
+          batch: int = 3, activation: str | None = "tanh", odd: bool = True, tol: float = 1e-5) -> Verdict:
+    """Does the variant match the float64 reference on fresh random inputs?  A ``Verdict``: true or
+    false as a bool, printed "True" or "False: " and what is wrong (which outputs, never written or
+    other values, edge or interior, the largest error).
 
     Runs each layer (and, with ``odd``, an odd-sized layer that no tile divides) into an output
     poisoned with NaN, so an element the kernel forgot to write fails the check.  ``variant`` is
@@ -54,9 +57,11 @@ def check(variant: str | Mapping = "naive", *, layers: Mapping[str, Mapping[str,
         ref = reference_activation(reference.conv2d(x, w, b), activation)
         out = xp.full(ref.shape, np.nan, dtype=xp.float32)
         conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), activation=activation, out=out, **opts)
-        if not rel_error(out, ref) < tol:
-            return False
-    return True
+        err = rel_error(out, ref)
+        if not err < tol:
+            what = describe_mismatch(to_numpy(out), ref, tol=tol) or f"relative error {err:.3g} (at most {tol:g})"
+            return Verdict(False, f"layer N={s['N']} C={s['C']} {s['H']}x{s['W']} -> M={s['M']}, K={s['K']}:\n{what}")
+    return Verdict(True, f"matches the float64 reference on {len(shapes)} layers")
 
 
 def compare(variants: Iterable | Mapping[str, Mapping], *, batches: Iterable[int],

@@ -1,0 +1,76 @@
+"""A check's verdict in words: ``Verdict`` (ok, and what a student reads) and ``describe_mismatch``
+(which outputs are wrong: never written or other values, edge or interior, the first few, the largest
+error).  The kernel exercises' checks and ``ladder.check`` return one."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = ["Verdict", "describe_mismatch"]
+
+
+@dataclass
+class Verdict:
+    """``ok``: the verdict; ``message``: what a student reads (what is wrong, in words); inside
+    ``timed()``, ``ms`` (the kernel's median time on the check's last case) and ``timed_case`` (that
+    case, in words)."""
+    ok: bool
+    message: str
+    ms: float | None = None
+    timed_case: str | None = None
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+    def __str__(self) -> str:
+        # "True" where all is well (a notebook prints "... matches reference: True"), else the words.
+        return "True" if self.ok else f"False: {self.message}"
+
+
+def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3,
+                      index: str = "n, m, h, w") -> str | None:
+    """None if ``y`` matches the float64 ``ref`` (N, M, Ho, Wo) to ``tol`` (relative to ref's largest
+    magnitude), else a few lines: how many elements are wrong, never written (NaN) or wrong values,
+    on the edge of the plane or inside it, the first few (their ``index``), the largest error."""
+    y = np.asarray(y, np.float64)
+    scale = max(float(np.abs(ref).max()), 1e-30)
+    nan = np.isnan(y)
+    err = np.where(nan, np.inf, np.abs(y - ref))
+    bad = err > tol * scale
+    if not bad.any():
+        return None
+    N, M, Ho, Wo = ref.shape
+    h = np.arange(Ho)[:, None]
+    w = np.arange(Wo)[None, :]
+    edge_plane = (h == 0) | (h == Ho - 1) | (w == 0) | (w == Wo - 1)
+    edge = np.broadcast_to(edge_plane, bad.shape)
+    n_bad, n_nan = int(bad.sum()), int((bad & nan).sum())
+    n_edge = int((bad & edge).sum())
+    lines = [f"{n_bad} of {bad.size} outputs wrong: {n_nan} NaN (never written, or computed from memory "
+             f"never written), {n_bad - n_nan} with other values; {n_edge} on the plane's edge (first or last row or "
+             f"column), {n_bad - n_edge} inside"]
+    idx = np.argwhere(bad)[:show]
+    lines.append(f"first wrong outputs ({index}): " + ", ".join(
+        f"{tuple(int(v) for v in i)} = {y[tuple(i)]:.4g} (expected {ref[tuple(i)]:.4g})" for i in idx))
+    finite = bad & ~nan
+    if finite.any():
+        lines.append(f"largest error {float(np.abs(y - ref)[finite].max()):.3g} "
+                     f"(the outputs' largest magnitude is {scale:.3g})")
+    rows_bad = bad.any(axis=(0, 1, 3))
+    cols_bad = bad.any(axis=(0, 1, 2))
+    if not rows_bad.all() or not cols_bad.all():
+        lines.append(f"wrong rows h in {_ranges(np.flatnonzero(rows_bad))}, columns w in "
+                     f"{_ranges(np.flatnonzero(cols_bad))} (plane {Ho}x{Wo})")
+    return "\n".join(lines)
+
+
+def _ranges(ix) -> str:
+    out, start = [], None
+    for i, v in enumerate(ix):
+        if start is None:
+            start = v
+        if i == len(ix) - 1 or ix[i + 1] != v + 1:
+            out.append(f"{start}" if start == v else f"{start}-{v}")
+            start = None
+    return "{" + ", ".join(out) + "}"
