@@ -108,7 +108,7 @@ def shipped_lines(ax, shipped: Sequence[dict], *, x: str, y: str, by: str = "lab
     also measured ``beside`` (the local rows: on the H100 the local run is the newer one) are left
     out.  ``colours`` maps a name to the local line's colour, so a shipped line matches its local twin.
     Returns the rows drawn."""
-    local = {r.get("device") for r in beside} or {_current_label()}
+    local = {r["device"] for r in beside if r.get("device")} or {_current_label()}
     rows = [r for r in shipped if r.get("device") not in local]
     groups: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
