@@ -3,6 +3,7 @@ beside cuDNN's fastest algorithm on the same pass; winners go into the tuned tab
 
     python benchmarks/tune_conv_small.py [--out results/benchmarks] [--sizes 16x256 64x1024]
                                          [--passes forward data weight] [--algorithms direct winograd]
+                                         [--layers stem block]
                                          [--repeat 10] [--write-table]
 
 For each size (channels x batch, the small ResNet's 28x28 planes) and each pass (forward, backward
@@ -37,6 +38,8 @@ def main() -> int:
     ap.add_argument("--passes", nargs="+", default=list(study.PASSES), choices=study.PASSES)
     ap.add_argument("--algorithms", nargs="+", default=["direct", "winograd"], choices=("direct", "winograd"),
                     help="the forward and data passes' kernels to sweep (the weight pass is direct)")
+    ap.add_argument("--layers", nargs="+", default=["stem", "block"], choices=("stem", "block"),
+                    help="the stem (1 -> c; forward and weight) and the block convolution (c -> c)")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--write-table", action="store_true")
     args = ap.parse_args()
@@ -44,14 +47,15 @@ def main() -> int:
     if not dev.is_gpu:
         print("tune_conv_small needs a GPU (the CPU executor's timings say nothing about one); skipped")
         return 0
-    rows = []
+    rows, path = [], Path(args.out) / "tune_conv_small.json"
     print(f"{'pass':>12s} {'layer':>22s} {'batch':>5s} {'tiles':>5s} {'default':>8s} {'best':>8s} {'cuDNN':>8s} "
           f"{'floor':>8s} {'x cuDNN':>7s}  best tile")
     for size in args.sizes:
         c, N = (int(v) for v in size.split("x"))
         for kind in args.passes:
             for algorithm in (args.algorithms if kind != "weight" else ["direct"]):
-                for cin in ((1, c) if kind != "data" else (c,)):     # the stem has no backward data
+                # the stem has no backward data
+                for cin in [1] * ("stem" in args.layers and kind != "data") + [c] * ("block" in args.layers):
                     layer = ConvLayer(cin, 28, 28, c, 3, 1, 1)
                     shape = study.kernel_shape(kind, layer)
                     got = study.sweep_pass(kind, layer, N, study.candidates(kind, *shape, algorithm=algorithm),
@@ -70,8 +74,8 @@ def main() -> int:
                         key = table_key(kind if algorithm == "direct" else f"winograd_{kind}", *shape)
                         write_entry(CONV_SMALL, dev.name, key,
                                     {**win["tile"], "batch": N, "median_ms": win["median_ms"], "cudnn_ms": cudnn})
-    path = measure.save_rows(rows, Path(args.out) / "tune_conv_small.json",
-                             meta={"benchmark": "tune_conv_small", "sizes": args.sizes})
+                    # saved after every pass: a sweep stopped part way keeps what it measured
+                    measure.save_rows(rows, path, meta={"benchmark": "tune_conv_small", "sizes": args.sizes})
     print(f"wrote {path}" + (f"; tuned table {CONV_SMALL}" if args.write_table else ""))
     return 0
 

@@ -162,15 +162,18 @@ def launch_training_parts() -> int:
     SmallWeightGrad(L, tile=WeightTile(4, 4, 2, 4, 3))(x, dy)
     n += 3
     # conv_winograd.cu: odd planes (a ragged last 2x2 tile), idle lanes, float4 and scalar tiles,
-    # forward with bias, skip and ReLU, backward data with gate and skip.
-    from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile
-    for (N, C, M, H, W), tile in [((3, 5, 4, 13, 11), None), ((2, 8, 8, 10, 9), WinogradTile(8, 4, 3, 5, 4)),
-                                  ((2, 8, 8, 9, 7), WinogradTile(8, 4, 2, 4, 4))]:
+    # 4- and 16-byte asynchronous copies, both copy stages reused; forward with bias, skip and ReLU,
+    # backward data with gate and skip (its tile is one of an M -> C layer).
+    from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile as WT
+    for (N, C, M, H, W), tile, data_tile in [
+            ((3, 5, 4, 13, 11), None, None), ((2, 8, 8, 10, 9), WT(8, 4, 3, 5, 4), WT(8, 4, 3, 4, 4)),
+            ((2, 8, 8, 9, 7), WT(8, 4, 2, 4, 4), WT(8, 4, 2, 4, 4)),
+            ((2, 12, 8, 9, 8), WT(8, 4, 2, 4, 4), WT(12, 4, 2, 4, 4)),   # 16-byte row copies, 3 chunks
+            ((1, 9, 6, 7, 12), WT(3, 1, 1, 3, 3), WT(3, 1, 1, 3, 3))]:   # U copied a value at a time
         Lw = ConvLayer(C, H, W, M, 3, 1, 1)
         x, dy, wt = f32(N, C, H, W), f32(N, M, H, W), f32(C * 9, M)
         WinogradConv3x3(wt, f32(M), Lw, activation="relu", residual=True, tile=tile)(x, residual=dy)
-        WinogradConv3x3(wt, None, Lw, transpose=True, gate=True, residual=True,
-                        tile=None if tile is None else WinogradTile(C, 4, tile.tr, 4, 4))(dy, gate=x, residual=x)
+        WinogradConv3x3(wt, None, Lw, transpose=True, gate=True, residual=True, tile=data_tile)(dy, gate=x, residual=x)
         n += 2
     for backward in ("small", "gemm"):
         net = ResNetSmall(5, input_hw=(9, 7), backward=backward)

@@ -22,7 +22,10 @@ rng = np.random.default_rng()
 # (N, C, M, H, W, tile): odd planes, one input channel, a tile whose rows of 2x2 tiles do not divide
 # the plane's and whose thread groups leave idle lanes, float4 (rm, rt multiples of 4) and not.
 CASES = [(3, 5, 4, 13, 11, None), (1, 1, 16, 5, 6, None), (2, 8, 8, 10, 9, WinogradTile(8, 4, 3, 5, 4)),
-         (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4))]
+         (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4)),
+         # rows of a multiple of 4 floats (16-byte copies of x), three chunks (both copy stages reused),
+         # output channels not a multiple of 4 (U copied a value at a time)
+         (2, 12, 8, 9, 8, WinogradTile(8, 4, 2, 4, 4)), (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3))]
 
 
 @pytest.mark.parametrize("N,C,M,H,W,tile", CASES)
@@ -91,3 +94,17 @@ def test_every_candidate_and_default_tile_fits():
             assert tiles, (kind, shape)
             for t in tiles + [default_winograd_tile(*shape)]:
                 t.check(*shape)
+
+
+def test_input_not_16_byte_aligned_is_read_right():
+    # Rows of 8 floats go 16 bytes a copy, but a view one float into a larger buffer is not
+    # 16-byte aligned: the kernel sees that and copies a value at a time.
+    N, C, M, H, W = 2, 4, 4, 5, 8
+    L = ConvLayer(C, H, W, M, 3, 1, 1)
+    x, w = rng.standard_normal((N, C, H, W)), rng.standard_normal((M, C, 3, 3))
+    flat = f32(np.zeros(N * C * H * W + 1))
+    view = flat[1:].reshape(N, C, H, W)
+    view[...] = f32(x)
+    assert (view.data.ptr if hasattr(view.data, "ptr") else view.ctypes.data) % 16
+    conv = WinogradConv3x3(f32(to_ckkm(w)), None, L, tile=WinogradTile(4, 4, 2, 4, 2))
+    assert rel_error(conv(view, poisoned(N, M, H, W)), reference.conv2d(x, w, None, pad=1)) < 1e-5

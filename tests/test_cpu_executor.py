@@ -272,6 +272,24 @@ def test_declared_gpu_only_kernel_is_refused():
         CPUModule(src, path="tc.cu")
 
 
+@pytest.mark.parametrize("opening, gpu_first", [
+    ("#if defined(LABKIT_CUDA_ARCH)", False), ("#ifdef LABKIT_CUDA_ARCH", False),
+    ("#ifndef LABKIT_CUDA_ARCH", True), ("#if !defined(LABKIT_CUDA_ARCH)", True)])
+def test_gpu_only_branch_beside_a_plain_one_runs_the_plain_one(opening, gpu_first):
+    # A GPU-only path (inline PTX here) kept beside a plain one for the executor is not refused,
+    # and the executor runs the plain one; a GPU-only line outside such a conditional still is.
+    gpu = 'asm volatile("mov.u32 %0, 7;" : "=r"(v));'
+    plain = "v = 3;"
+    first, second = (gpu, plain) if gpu_first else (plain, gpu)
+    src = (f'extern "C" __global__ void k(int* y) {{\n  int v = 0;\n{opening}\n  {first}\n#else\n'
+           f'  {second}\n#endif\n  y[0] = v;\n}}\n')
+    y = np.zeros(1, np.int32)
+    CPUModule(src, path="both.cu").get_function("k")((1,), (1,), (y,))
+    assert y[0] == 3
+    with pytest.raises(UnsupportedOnCPU, match="inline PTX"):
+        CPUModule(src.replace("#endif\n", f"#endif\n  {gpu}\n"), path="both.cu")
+
+
 def test_constant_memory_over_64_kib_is_refused():
     src = '__constant__ float w[20000];\nextern "C" __global__ void k(float* y) { y[0] = w[0]; }\n'
     with pytest.raises(ConstantMemoryError, match="80000 bytes of __constant__"):

@@ -9,6 +9,8 @@ import pytest
 import labkit
 from labkit.checks import rel_error, to_numpy
 from labkit.models import resnet_small as rs
+from labkit.ops.conv_small import SmallConv3x3
+from labkit.ops.conv_winograd import WinogradConv3x3
 from labkit.reference import backward as rb
 
 rng = np.random.default_rng()
@@ -34,9 +36,14 @@ def test_reference_gradients_pass_a_gradient_check():
         assert err < 1e-5, (name, err)
 
 
-@pytest.mark.parametrize("channels,N,backward", [(6, 3, "small"), (4, 2, "gemm"), (4, 2, "direct")])
-def test_every_gradient_of_a_step_matches_float64(channels, N, backward):
-    net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW, backward=backward)
+@pytest.mark.parametrize("channels,N,backward,winograd", [(6, 3, "small", False), (8, 3, "small", True),
+                                                          (4, 2, "gemm", None), (4, 2, "direct", None)])
+def test_every_gradient_of_a_step_matches_float64(channels, N, backward, winograd):
+    net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW, backward=backward,
+                         winograd=winograd)
+    if backward == "small":     # the rung's forward and backward-data convolutions: Winograd's or direct
+        want = WinogradConv3x3 if winograd else SmallConv3x3
+        assert all(type(c) is want for c in [*net.convs.values(), *net.bwd_data.values()])
     state = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in net.state().items()}
     net.load_state(state)
     x, labels = batch(N)

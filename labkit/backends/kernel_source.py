@@ -114,6 +114,37 @@ _EXTERN_SHARED = re.compile(
     r"(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s*\[\s*\]\s*;")
 
 
+# A kernel file may keep a GPU-only path (cp.async, inline PTX) beside a plain one for the executor,
+# chosen by the macro LABKIT_CUDA_ARCH, which only the executor's header defines:
+#   #if defined(LABKIT_CUDA_ARCH)   plain C++   #else   GPU-only   #endif   (or #ifndef ... for the reverse)
+_IF_EXECUTOR = re.compile(r"#\s*(?:ifdef\s+LABKIT_CUDA_ARCH|if\s+defined\s*\(?\s*LABKIT_CUDA_ARCH\s*\)?)\s*$")
+_IF_GPU = re.compile(r"#\s*(?:ifndef\s+LABKIT_CUDA_ARCH|if\s+!\s*defined\s*\(?\s*LABKIT_CUDA_ARCH\s*\)?)\s*$")
+_DIRECTIVE = re.compile(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b")
+
+
+def blank_gpu_only(text: str) -> str:
+    """Blank the lines the executor's preprocessor drops: a GPU-only branch of a conditional on
+    LABKIT_CUDA_ARCH (other conditionals are kept whole)."""
+    lines = text.split("\n")
+    stack: list[str] = []     # per open conditional: "executor", "gpu" (the branch now open) or "other"
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        m = _DIRECTIVE.match(stripped)
+        if m:
+            word = m.group(1)
+            if word in ("if", "ifdef", "ifndef"):
+                stack.append("executor" if _IF_EXECUTOR.match(stripped) else
+                             "gpu" if _IF_GPU.match(stripped) else "other")
+            elif word in ("else", "elif") and stack and stack[-1] != "other":
+                stack[-1] = "gpu" if stack[-1] == "executor" else "executor"
+            elif word == "endif" and stack:
+                stack.pop()
+            continue
+        if "gpu" in stack:
+            lines[i] = " " * len(line)
+    return "\n".join(lines)
+
+
 def check_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU if the file declares or uses what the executor cannot model."""
     m = _REQUIRES_GPU.search(src)
@@ -122,7 +153,7 @@ def check_supported(src: str, path: str) -> None:
         raise UnsupportedOnCPU(
             f"{path} declares that it needs a GPU ({why}); the CPU executor does not run it. "
             "Run it where CuPy sees a GPU.")
-    text = strip_comments(src)
+    text = blank_gpu_only(strip_comments(src))
     for pattern, what in _UNSUPPORTED:
         m = pattern.search(text)
         if m:

@@ -22,14 +22,24 @@
 // winograd_conv(x, u, b, addend, gate, y, N, relu)    the convolution and conv_small's epilogue:
 //   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE).
 //   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / 2)
-//   tiles).  For each chunk of WG_CK input channels it transforms the chunk's input patches into
-//   V (shared memory, read from global memory through L1: neighbouring patches overlap by half) and
-//   stages the chunk's U; then each thread, one transform position xi, accumulates a WG_RM x WG_RT
-//   block of Mx[xi] (output channels by tiles) in registers: (WG_RM + WG_RT) / 4 16-byte shared
-//   loads (where they are multiples of 4) for WG_RM * WG_RT multiply-adds.  The 16 lanes of a half-warp hold the 16 positions, so one output
-//   tile's 16 sums sit in 16 threads: they meet in shared memory for the output transform, each
-//   thread then finishing whole tiles.  Grid (N * ceil(ceil(H / 2) / WG_TR) * M / WG_MB,), block
-//   (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
+//   tiles) and walks the input channels WG_CK at a time.  Per chunk:
+//   * copies: the chunk's input rows (2 * WG_TR + 2 of each channel; zeros above and below the plane)
+//     and its slice of U travel from global to shared memory with cp.async, one chunk ahead: while a
+//     chunk is transformed and multiplied the next one's bytes are in flight, and no register holds
+//     them on the way.  (On the CPU executor a copy is a plain load and store: it lands at once,
+//     which the barriers' order makes the same computation.)
+//   * the transform: a thread per (channel, tile) turns its 4x4 patch of the staged rows into V
+//     (shared memory, 16 slices, one per transform position xi);
+//   * the 16 GEMMs: a group of G = (WG_MB / WG_RM) * (TB / WG_RT) threads per position xi (a warp
+//     when G is 32), each thread a WG_RM x WG_RT block of Mx[xi] (output channels by tiles) in
+//     registers.  A thread's channels are WG_MG apart, or runs of 4 that far apart (16-byte loads), and
+//     so are its tiles: the lanes of a group that share a tile column read the same V value (one
+//     broadcast), those that share channels the same U value, and the runs of neighbouring lanes
+//     fall in different banks.  Per input channel a thread loads WG_RM + WG_RT values for
+//     WG_RM * WG_RT multiply-adds; its warp reads only (WG_MG * WG_RM + TB) distinct ones.
+//   The output transform needs a tile's 16 positions, which 16 groups hold: they meet in shared
+//   memory, and each thread then finishes whole tiles.  Grid (N * ceil(ceil(H / 2) / WG_TR) * M / WG_MB,),
+//   block (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
 // x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u (16, C, M); float32, C-contiguous.
 // Compile-time parameters: WG_C, WG_M (the kernel's input and output channels: for backward data the
 // forward's M and C), WG_H, WG_W, the tile (WG_MB, WG_RM, WG_TR, WG_RT, WG_CK) and the epilogue
@@ -84,15 +94,23 @@ constexpr int WG_TB = WG_TR * WG_TW;                             // tiles a bloc
 constexpr int WG_MG = WG_MB / WG_RM;                             // groups of output channels
 constexpr int WG_TG = (WG_TB + WG_RT - 1) / WG_RT;               // groups of tiles
 constexpr int WG_TBP = WG_TG * WG_RT;                            // tiles, padded to whole groups
-constexpr int WG_THREADS = 16 * WG_MG * WG_TG;
-// Pitches of the 16 positions' slices.  Read as 16-byte vectors (U when WG_RM, V when WG_RT is a
-// multiple of 4): 4 more than a multiple of 32, so that the 8 lanes of a quarter-warp, 8 positions,
-// cover the 32 banks once.  Read one value at a time (V otherwise): odd, 16 positions in 16 banks.
+constexpr int WG_G = WG_MG * WG_TG;                              // threads per transform position
+constexpr int WG_THREADS = 16 * WG_G;
+// Pitches of the 16 positions' slices: 4 more than a multiple of 32 floats, so that positions read
+// side by side (when a group is smaller than a quarter-warp) fall in different banks.
 __host__ __device__ constexpr int wg_pitch4(int n) { return n + (36 - n % 32) % 32; }
-constexpr int WG_VS = WG_RT % 4 == 0 ? wg_pitch4(WG_CK * WG_TBP) : (WG_CK * WG_TBP) | 1;
+constexpr bool WG_VEC_U = WG_RM % 4 == 0, WG_VEC_V = WG_RT % 4 == 0;   // 16-byte register loads
+constexpr bool WG_COPY16_U = WG_MB % 4 == 0 && WG_M % 4 == 0;          // 16-byte copies of U
+constexpr bool WG_COPY16_X = WG_W % 4 == 0;                            // 16-byte copies of x's rows
+constexpr int WG_RROWS = 2 * WG_TR + 2;                         // input rows a chunk's channel stages
+constexpr int WG_RAWP = (WG_W + 3) / 4 * 4;                     // their pitch
+constexpr int WG_RAW_FLOATS = WG_CK * WG_RROWS * WG_RAWP;
+constexpr int WG_VS = wg_pitch4(WG_CK * WG_TBP);
 constexpr int WG_US = wg_pitch4(WG_CK * WG_MB);
-constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                       // the sums' slices, for the output transform
-constexpr int WG_GEMM_FLOATS = 16 * WG_VS + 16 * WG_US;
+constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                     // the sums' slices, for the output transform
+// Shared memory: U's two stages, the raw rows' two stages, V; the sums reuse it after the last chunk.
+constexpr int WG_U_AT = 0, WG_RAW_AT = 2 * 16 * WG_US, WG_V_AT = WG_RAW_AT + 2 * WG_RAW_FLOATS;
+constexpr int WG_GEMM_FLOATS = WG_V_AT + 16 * WG_VS;
 constexpr int WG_SUM_FLOATS = 16 * WG_SS;
 constexpr int WG_SHARED_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
 static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channels or tiles a block)");
@@ -130,101 +148,170 @@ extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float*
   }
 }
 
+// Global-to-shared copies that complete in the background (cp.async, sm_80 and later); a copy
+// whose `read` is false writes zeros.  wg_copies_wait: every copy this thread issued has landed.
+#if defined(LABKIT_CUDA_ARCH)
+__device__ __forceinline__ void wg_copy4(float* dst, const float* src, bool read) { *dst = read ? *src : 0.0f; }
+__device__ __forceinline__ void wg_copy16(float* dst, const float* src, bool read) {
+  *reinterpret_cast<float4*>(dst) = read ? *reinterpret_cast<const float4*>(src) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+}
+__device__ __forceinline__ void wg_copies_wait() {}
+#else
+__device__ __forceinline__ void wg_copy4(float* dst, const float* src, bool read) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(read ? 4 : 0));
+}
+__device__ __forceinline__ void wg_copy16(float* dst, const float* src, bool read) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(read ? 16 : 0));
+}
+__device__ __forceinline__ void wg_copies_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+#endif
+
+// The thread's i-th output channel (of WG_RM) or tile (of WG_RT) within the block, g its group
+// among `groups`: runs of 4, 4 * groups apart, for 16-byte loads; else single values `groups` apart.
+template <int R, int GROUPS>
+__device__ __forceinline__ int wg_spread(int i, int g) {
+  return R % 4 == 0 ? (i / 4) * (4 * GROUPS) + g * 4 + i % 4 : i * GROUPS + g;
+}
+
+// Stage the input rows of chunk c0 (2 * WG_TR + 2 of each channel) into `raw`, VEC floats a copy.
+template <int VEC>
+__device__ __forceinline__ void wg_stage_rows(const float* __restrict__ x, float* raw, int n, int trow0, int c0,
+                                              int tid) {
+  constexpr int ROWV = WG_W / VEC, COUNT = WG_CK * WG_RROWS * ROWV;
+  for (int e = tid; e < COUNT; e += WG_THREADS) {
+    const int col = e % ROWV, rr = (e / ROWV) % WG_RROWS, cc = e / (ROWV * WG_RROWS);
+    const int h = 2 * trow0 - 1 + rr;
+    const bool inside = h >= 0 && h < WG_H;
+    // Rows outside the plane are zeros; their copies read nothing (x itself stands in as the source).
+    const float* src = inside ? x + (((long long)n * WG_C + c0 + cc) * WG_H + h) * WG_W + col * VEC : x;
+    float* dst = raw + (cc * WG_RROWS + rr) * WG_RAWP + col * VEC;
+    if (VEC == 4) wg_copy16(dst, src, inside);
+    else wg_copy4(dst, src, inside);
+  }
+}
+
+// Stage chunk c0's input rows and U slice into the buffers `raw` and `su` (copies in flight).
+__device__ __forceinline__ void wg_stage(const float* __restrict__ x, const float* __restrict__ u, float* raw,
+                                         float* su, int n, int trow0, int m0, int c0, int tid) {
+  if (WG_COPY16_U) {
+    constexpr int ROW4 = WG_MB / 4, COUNT = 16 * WG_CK * ROW4;
+    for (int e = tid; e < COUNT; e += WG_THREADS) {
+      const int m4 = e % ROW4, cc = (e / ROW4) % WG_CK, p = e / (ROW4 * WG_CK);
+      wg_copy16(su + p * WG_US + cc * WG_MB + 4 * m4, u + ((long long)p * WG_C + c0 + cc) * WG_M + m0 + 4 * m4, true);
+    }
+  } else {
+    constexpr int COUNT = 16 * WG_CK * WG_MB;
+    for (int e = tid; e < COUNT; e += WG_THREADS) {
+      const int mm = e % WG_MB, cc = (e / WG_MB) % WG_CK, p = e / (WG_MB * WG_CK);
+      wg_copy4(su + p * WG_US + cc * WG_MB + mm, u + ((long long)p * WG_C + c0 + cc) * WG_M + m0 + mm, true);
+    }
+  }
+  // 16-byte copies of x's rows where they are 16-byte aligned (a view into a larger array may not be)
+  if (WG_COPY16_X && (reinterpret_cast<unsigned long long>(x) & 15) == 0) wg_stage_rows<4>(x, raw, n, trow0, c0, tid);
+  else wg_stage_rows<1>(x, raw, n, trow0, c0, tid);
+}
+
 extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
     const float* __restrict__ x, const float* __restrict__ u, const float* __restrict__ b,
     const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu) {
   extern __shared__ __align__(16) float smem[];
-  float* sv = smem;                  // [16][WG_VS]: V[xi][c][t] of the chunk
-  float* su = smem + 16 * WG_VS;     // [16][WG_US]: U[xi][c][m] of the chunk and the block's channels
-  constexpr int MCHUNKS = WG_M / WG_MB;
+  float* sv = smem + WG_V_AT;        // [16][WG_VS]: V[xi][c][t] of the chunk
+  constexpr int MCHUNKS = WG_M / WG_MB, CHUNKS = WG_C / WG_CK;
   const int mc = blockIdx.x % MCHUNKS;
   const int band = (blockIdx.x / MCHUNKS) % WG_BANDS;
   const int n = blockIdx.x / (MCHUNKS * WG_BANDS);
   if (n >= N) return;
   const int m0 = mc * WG_MB, trow0 = band * WG_TR;
   const int tid = threadIdx.x;
-  const int xi = tid % 16, q = tid / 16, mg = q % WG_MG, tg = q / WG_MG;
+  const int xi = tid / WG_G, r = tid % WG_G, mg = r % WG_MG, tg = r / WG_MG;
   float acc[WG_RM][WG_RT];
 #pragma unroll
   for (int i = 0; i < WG_RM; ++i)
 #pragma unroll
     for (int j = 0; j < WG_RT; ++j) acc[i][j] = 0.0f;
 
-  for (int c0 = 0; c0 < WG_C; c0 += WG_CK) {
-    if (c0) __syncthreads();           // every thread is done with the previous chunk
+  wg_stage(x, u, smem + WG_RAW_AT, smem + WG_U_AT, n, trow0, m0, 0, tid);
+  for (int k = 0; k < CHUNKS; ++k) {
+    const int s = k & 1;
+    float* raw = smem + WG_RAW_AT + s * WG_RAW_FLOATS;
+    const float* su = smem + WG_U_AT + s * 16 * WG_US;
+    wg_copies_wait();
+    __syncthreads();                   // chunk k has landed; every thread is done with chunk k - 1
+    if (k + 1 < CHUNKS)                // the other stage was last read before the barrier
+      wg_stage(x, u, smem + WG_RAW_AT + (s ^ 1) * WG_RAW_FLOATS, smem + WG_U_AT + (s ^ 1) * 16 * WG_US, n, trow0,
+               m0, (k + 1) * WG_CK, tid);
     // V: one thread per (channel, tile) of the chunk: its 4x4 patch, B^T d B, 16 values.
     for (int e = tid; e < WG_CK * WG_TBP; e += WG_THREADS) {
       const int cc = e / WG_TBP, t = e % WG_TBP;
-      const int ti = trow0 + t / WG_TW, tj = t % WG_TW;
+      const int tr = t / WG_TW, tj = t % WG_TW;
+      const bool live = t < WG_TB && trow0 + tr < WG_TH;   // padded tiles multiply zeros
+      const float* rows = raw + (cc * WG_RROWS + 2 * tr) * WG_RAWP;
       float d[4][4];
-      const float* xc = x + ((long long)n * WG_C + c0 + cc) * WG_H * WG_W;
 #pragma unroll
-      for (int r = 0; r < 4; ++r)
+      for (int rr = 0; rr < 4; ++rr)
 #pragma unroll
-        for (int s = 0; s < 4; ++s) {
-          const int h = 2 * ti - 1 + r, w = 2 * tj - 1 + s;
-          d[r][s] = (t < WG_TB && ti < WG_TH && h >= 0 && h < WG_H && w >= 0 && w < WG_W) ? xc[h * WG_W + w] : 0.0f;
+        for (int ss = 0; ss < 4; ++ss) {
+          const int w = 2 * tj - 1 + ss;
+          d[rr][ss] = (live && w >= 0 && w < WG_W) ? rows[rr * WG_RAWP + w] : 0.0f;
         }
       float bt[4][4];                                        // B^T d
 #pragma unroll
-      for (int s = 0; s < 4; ++s) {
-        bt[0][s] = d[0][s] - d[2][s];
-        bt[1][s] = d[1][s] + d[2][s];
-        bt[2][s] = d[2][s] - d[1][s];
-        bt[3][s] = d[1][s] - d[3][s];
+      for (int ss = 0; ss < 4; ++ss) {
+        bt[0][ss] = d[0][ss] - d[2][ss];
+        bt[1][ss] = d[1][ss] + d[2][ss];
+        bt[2][ss] = d[2][ss] - d[1][ss];
+        bt[3][ss] = d[1][ss] - d[3][ss];
       }
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {                           // (B^T d) B
-        float* out = sv + (r * 4) * WG_VS + cc * WG_TBP + t;
-        out[0 * WG_VS] = bt[r][0] - bt[r][2];
-        out[1 * WG_VS] = bt[r][1] + bt[r][2];
-        out[2 * WG_VS] = bt[r][2] - bt[r][1];
-        out[3 * WG_VS] = bt[r][1] - bt[r][3];
+      for (int rr = 0; rr < 4; ++rr) {                        // (B^T d) B
+        float* out = sv + (rr * 4) * WG_VS + cc * WG_TBP + t;
+        out[0 * WG_VS] = bt[rr][0] - bt[rr][2];
+        out[1 * WG_VS] = bt[rr][1] + bt[rr][2];
+        out[2 * WG_VS] = bt[rr][2] - bt[rr][1];
+        out[3 * WG_VS] = bt[rr][1] - bt[rr][3];
       }
     }
-    // U of the chunk: 16 x WG_CK rows of the block's WG_MB output channels.
-    for (int e = tid; e < 16 * WG_CK * WG_MB; e += WG_THREADS) {
-      const int mm = e % WG_MB, cc = (e / WG_MB) % WG_CK, p = e / (WG_MB * WG_CK);
-      su[p * WG_US + cc * WG_MB + mm] = u[((long long)p * WG_C + c0 + cc) * WG_M + m0 + mm];
-    }
-    __syncthreads();
-    const float* vx = sv + xi * WG_VS + tg * WG_RT;
-    const float* ux = su + xi * WG_US + mg * WG_RM;
+    __syncthreads();                   // V complete
+    const float* vx = sv + xi * WG_VS;
+    const float* ux = su + xi * WG_US;
 #pragma unroll 2
     for (int cc = 0; cc < WG_CK; ++cc) {
       float a[WG_RM], v[WG_RT];
-#if WG_RM % 4 == 0
+      if (WG_VEC_U) {
 #pragma unroll
-      for (int i = 0; i < WG_RM; i += 4) {            // 16-byte loads: 4 values an instruction
-        const float4 f = *reinterpret_cast<const float4*>(ux + cc * WG_MB + i);
-        a[i] = f.x, a[i + 1] = f.y, a[i + 2] = f.z, a[i + 3] = f.w;
+        for (int i = 0; i < WG_RM; i += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(ux + cc * WG_MB + wg_spread<WG_RM, WG_MG>(i, mg));
+          a[i] = f.x, a[i + 1] = f.y, a[i + 2] = f.z, a[i + 3] = f.w;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < WG_RM; ++i) a[i] = ux[cc * WG_MB + wg_spread<WG_RM, WG_MG>(i, mg)];
       }
-#else
+      if (WG_VEC_V) {
 #pragma unroll
-      for (int i = 0; i < WG_RM; ++i) a[i] = ux[cc * WG_MB + i];
-#endif
-#if WG_RT % 4 == 0
+        for (int j = 0; j < WG_RT; j += 4) {
+          const float4 f = *reinterpret_cast<const float4*>(vx + cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg));
+          v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
+        }
+      } else {
 #pragma unroll
-      for (int j = 0; j < WG_RT; j += 4) {
-        const float4 f = *reinterpret_cast<const float4*>(vx + cc * WG_TBP + j);
-        v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
+        for (int j = 0; j < WG_RT; ++j) v[j] = vx[cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg)];
       }
-#else
-#pragma unroll
-      for (int j = 0; j < WG_RT; ++j) v[j] = vx[cc * WG_TBP + j];
-#endif
 #pragma unroll
       for (int i = 0; i < WG_RM; ++i)
 #pragma unroll
         for (int j = 0; j < WG_RT; ++j) acc[i][j] += a[i] * v[j];
     }
   }
-  // The output transform needs a tile's 16 positions, which 16 threads hold: through shared memory.
+  // The output transform needs a tile's 16 positions, which 16 groups hold: through shared memory.
   __syncthreads();
 #pragma unroll
   for (int i = 0; i < WG_RM; ++i)
 #pragma unroll
-    for (int j = 0; j < WG_RT; ++j) smem[xi * WG_SS + (mg * WG_RM + i) * WG_TBP + tg * WG_RT + j] = acc[i][j];
+    for (int j = 0; j < WG_RT; ++j)
+      smem[xi * WG_SS + wg_spread<WG_RM, WG_MG>(i, mg) * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg)] = acc[i][j];
   __syncthreads();
   for (int e = tid; e < WG_MB * WG_TB; e += WG_THREADS) {
     const int t = e % WG_TB, mm = e / WG_TB;

@@ -51,14 +51,14 @@ def _chunks(n: int, among) -> list[int]:
 def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
     """Every tile of the pass's kernel (``algorithm`` "direct" or, for forward and data, "winograd")
     that fits the layer (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums
-    a thread, channel chunks that divide C)."""
+    a thread, 16 to 64 for Winograd; channel chunks that divide C)."""
     out = []
     if algorithm == "winograd":
-        chunks = _divisors(C, (4, 8, 16)) or [C]
-        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4), (4, 7, 8, 14), chunks)
+        chunks = _divisors(C, (8, 16)) or [C]
+        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4, 7), (4, 7, 8, 14), chunks)
         for mb, rm, tr, rt, ck in space:
             t = WinogradTile(mb, rm, tr, rt, ck)
-            if mb % rm or not 14 <= rm * rt <= 64 or not 64 <= t.threads(W) <= 512:
+            if mb % rm or not 16 <= rm * rt <= 64 or not 128 <= t.threads(W) <= 1024:
                 continue
             out.append(t)
     elif kind == "weight":

@@ -32,6 +32,7 @@ from ..loader import load
 from ..ops import conv_backward as cb
 from ..ops import training as tr
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad
+from ..ops.conv_winograd import WinogradConv3x3, winograd_pays
 from ..ops.implicit import ImplicitConv2d
 from ..ops.pool_softmax import global_avg_pool
 from ..reference import backward as rb
@@ -130,10 +131,14 @@ class ResNetSmall:
             data's store), "gemm" (the implicit GEMM forward; backward weight as a tiled GEMM split over
             the pixels, backward data as the implicit GEMM's forward kernel on flipped weights) or
             "direct" (the implicit GEMM forward; a thread per dx element, a block per dw element).
+        winograd: on the "small" rung, which forward and backward-data convolutions run Winograd's
+            F(2x2, 3x3) (conv_winograd.cu) instead of the direct kernel: None (default) where this
+            GPU's tuned table times it faster (labkit/tuned/conv_small.json; nowhere on the CPU
+            executor), True everywhere, False nowhere.
     """
 
     def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1,
-                 backward: str = "small"):
+                 backward: str = "small", winograd: bool | None = None):
         if backward not in BACKWARDS:
             raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
         self.backend = backends.current()
@@ -146,12 +151,16 @@ class ResNetSmall:
         self.backward = backward
         w, b, layers = self.params, self.params, self.layers
         if backward == "small":
-            self.convs = {n: SmallConv3x3(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
-                                          residual=n.endswith("conv2")) for n in CONVS}
+            def conv3x3(kind: str, L: ConvLayer):
+                shape = (L.M, L.C, L.H, L.W) if kind == "data" else (L.C, L.M, L.H, L.W)
+                use = winograd_pays(kind, *shape) if winograd is None else winograd
+                return WinogradConv3x3 if use else SmallConv3x3
+            self.convs = {n: conv3x3("forward", layers[n])(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
+                                                           residual=n.endswith("conv2")) for n in CONVS}
             # dL/d(input) of each block convolution, gated by its input's ReLU (the input is a ReLU's
             # output); conv1's adds the skip's gradient, the block's dL/d(output) before its ReLU.
-            self.bwd_data = {n: SmallConv3x3(w[f"{n}.w"], None, layers[n], transpose=True, gate=True,
-                                             residual=n.endswith("conv1")) for n in CONVS[1:]}
+            self.bwd_data = {n: conv3x3("data", layers[n])(w[f"{n}.w"], None, layers[n], transpose=True, gate=True,
+                                                           residual=n.endswith("conv1")) for n in CONVS[1:]}
             self.wgrad = {n: SmallWeightGrad(layers[n]) for n in CONVS}
         else:
             self.convs = {n: ImplicitConv2d(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",

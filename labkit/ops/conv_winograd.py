@@ -23,7 +23,8 @@ from .conv_small import Conv3x3Layer, table_key
 from .implicit import shared_optin_limit
 from .plans import allow_shared, cdiv, ints, largest_divisor
 
-__all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "THREADS_WEIGHTS"]
+__all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "winograd_pays",
+           "THREADS_WEIGHTS"]
 
 THREADS_WEIGHTS = 256
 MAX_THREADS = 1024
@@ -59,10 +60,12 @@ class WinogradTile:
         return 16 * mg * tg
 
     def shared_bytes(self, W: int) -> int:
+        """conv_winograd.cu's WG_SHARED_FLOATS * 4: U's and the input rows' two stages and V, or the
+        sums of the output transform, whichever is larger."""
         mg, tg = self.groups(W)
         tbp = tg * self.rt
-        vs = _pitch4(self.ck * tbp) if self.rt % 4 == 0 else _odd(self.ck * tbp)
-        gemm = 16 * vs + 16 * _pitch4(self.ck * self.mb)
+        stages = 2 * 16 * _pitch4(self.ck * self.mb) + 2 * self.ck * (2 * self.tr + 2) * cdiv(W, 4) * 4
+        gemm = stages + 16 * _pitch4(self.ck * tbp)
         return 4 * max(gemm, 16 * _odd(self.mb * tbp))
 
     def check(self, C: int, M: int, H: int, W: int) -> None:
@@ -96,6 +99,15 @@ def winograd_tile_for(kind: str, C: int, M: int, H: int, W: int, device_name: st
     entry = lookup(CONV_SMALL, table_key(f"winograd_{kind}", C, M, H, W), device_name)
     return WinogradTile(**{k: int(entry[k]) for k in asdict(WinogradTile())}) if entry else \
         default_winograd_tile(C, M, H, W)
+
+
+def winograd_pays(kind: str, C: int, M: int, H: int, W: int, device_name: str | None = None) -> bool:
+    """Whether this GPU's tuned table times the Winograd kernel's best tile below the direct kernel's
+    for the pass ("forward" or "data", C -> M as the kernel sees it); False without both entries
+    (another GPU, the CPU executor)."""
+    wino = lookup(CONV_SMALL, table_key(f"winograd_{kind}", C, M, H, W), device_name)
+    direct = lookup(CONV_SMALL, table_key(kind, C, M, H, W), device_name)
+    return bool(wino and direct) and float(wino["median_ms"]) < float(direct["median_ms"])
 
 
 class WinogradConv3x3(Conv3x3Layer):
