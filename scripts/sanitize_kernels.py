@@ -169,7 +169,8 @@ def launch_training_parts() -> int:
             ((3, 5, 4, 13, 11), None, None), ((2, 8, 8, 10, 9), WT(8, 4, 3, 5, 4), WT(8, 4, 3, 4, 4)),
             ((2, 8, 8, 9, 7), WT(8, 4, 2, 4, 4), WT(8, 4, 2, 4, 4)),
             ((2, 12, 8, 9, 8), WT(8, 4, 2, 4, 4), WT(12, 4, 2, 4, 4)),   # 16-byte row copies, 3 chunks
-            ((1, 9, 6, 7, 12), WT(3, 1, 1, 3, 3), WT(3, 1, 1, 3, 3))]:   # U copied a value at a time
+            ((1, 9, 6, 7, 12), WT(3, 1, 1, 3, 3), WT(3, 1, 1, 3, 3)),    # U copied a value at a time
+            ((2, 8, 8, 9, 11), WT(8, 4, 1, 6, 4), WT(8, 4, 1, 6, 4))]:   # 8-byte loads of V
         Lw = ConvLayer(C, H, W, M, 3, 1, 1)
         x, dy, wt = f32(N, C, H, W), f32(N, M, H, W), f32(C * 9, M)
         WinogradConv3x3(wt, f32(M), Lw, activation="relu", residual=True, tile=tile)(x, residual=dy)

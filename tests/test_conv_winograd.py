@@ -25,7 +25,9 @@ CASES = [(3, 5, 4, 13, 11, None), (1, 1, 16, 5, 6, None), (2, 8, 8, 10, 9, Winog
          (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4)),
          # rows of a multiple of 4 floats (16-byte copies of x), three chunks (both copy stages reused),
          # output channels not a multiple of 4 (U copied a value at a time)
-         (2, 12, 8, 9, 8, WinogradTile(8, 4, 2, 4, 4)), (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3))]
+         (2, 12, 8, 9, 8, WinogradTile(8, 4, 2, 4, 4)), (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3)),
+         # one group of tiles a position, an even number a thread (8-byte loads of V)
+         (2, 8, 8, 9, 11, WinogradTile(8, 4, 1, 6, 4))]
 
 
 @pytest.mark.parametrize("N,C,M,H,W,tile", CASES)

@@ -14,8 +14,8 @@
 //   A^T = [1 1 1 0; 0 1 -1 -1].  The rounding error grows a little (sums of up to 4 terms in each
 //   transform): still about 1e-7 of the output's size in float32.
 //
-// winograd_weights(wt, u)    U for every (m, c): u[xi][c][m], 16 x C x M (the GEMMs' A operand,
-//   output channels contiguous).  wt: the forward layer's weights in the (C*9, M) layout; with
+// winograd_weights(wt, u)    U for every (m, c): 16 x C x M values (the GEMMs' A operand), laid out
+//   for the convolution's blocks (wg_u_index: a block's slice of a chunk is one contiguous run).  wt: the forward layer's weights in the (C*9, M) layout; with
 //   WG_FLIP it transforms the backward-data filters, the forward's turned 180 degrees with C and M
 //   swapped.  Grid (ceil(C * M / 256),), block (256,).  Weights change every training step, so this
 //   runs before each convolution (16 * C * M values: a few microseconds).
@@ -40,7 +40,7 @@
 //   The output transform needs a tile's 16 positions, which 16 groups hold: they meet in shared
 //   memory, and each thread then finishes whole tiles.  Grid (N * ceil(ceil(H / 2) / WG_TR) * M / WG_MB,),
 //   block (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
-// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u (16, C, M); float32, C-contiguous.
+// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u 16 * C * M; float32, C-contiguous.
 // Compile-time parameters: WG_C, WG_M (the kernel's input and output channels: for backward data the
 // forward's M and C), WG_H, WG_W, the tile (WG_MB, WG_RM, WG_TR, WG_RT, WG_CK) and the epilogue
 // (WG_BIAS, WG_ADD, WG_GATE); WG_FLIP for the weight transform.
@@ -100,13 +100,19 @@ constexpr int WG_THREADS = 16 * WG_G;
 // side by side (when a group is smaller than a quarter-warp) fall in different banks.
 __host__ __device__ constexpr int wg_pitch4(int n) { return n + (36 - n % 32) % 32; }
 constexpr bool WG_VEC_U = WG_RM % 4 == 0, WG_VEC_V = WG_RT % 4 == 0;   // 16-byte register loads
-constexpr bool WG_COPY16_U = WG_MB % 4 == 0 && WG_M % 4 == 0;          // 16-byte copies of U
-constexpr bool WG_COPY16_X = WG_W % 4 == 0;                            // 16-byte copies of x's rows
+constexpr bool WG_PAIR_V = WG_TG == 1 && WG_RT % 2 == 0;              // else 8-byte ones
+constexpr int WG_CHUNKS = WG_C / WG_CK, WG_MCHUNKS = WG_M / WG_MB;
+constexpr int WG_USLICE = WG_CK * WG_MB;                        // U values of one position, block and chunk
+constexpr bool WG_COPY16_U = WG_USLICE % 4 == 0;                // 16-byte copies of U
+constexpr bool WG_COPY16_X = WG_W % 4 == 0;                     // 16-byte copies of x's rows
 constexpr int WG_RROWS = 2 * WG_TR + 2;                         // input rows a chunk's channel stages
-constexpr int WG_RAWP = (WG_W + 3) / 4 * 4;                     // their pitch
+// A staged row: 4 zeros (column -1 of the plane is the last of them), the W values from a 16-byte
+// boundary, zeros up to the pitch (column W, and W + 1 of an odd W's last tile): the transform reads
+// any patch without a bounds check.  The zeros are written once; copies never touch them.
+constexpr int WG_RAW0 = 4, WG_RAWP = (WG_RAW0 + WG_W + 2 + 3) / 4 * 4;
 constexpr int WG_RAW_FLOATS = WG_CK * WG_RROWS * WG_RAWP;
 constexpr int WG_VS = wg_pitch4(WG_CK * WG_TBP);
-constexpr int WG_US = wg_pitch4(WG_CK * WG_MB);
+constexpr int WG_US = wg_pitch4(WG_USLICE);
 constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                     // the sums' slices, for the output transform
 // Shared memory: U's two stages, the raw rows' two stages, V; the sums reuse it after the last chunk.
 constexpr int WG_U_AT = 0, WG_RAW_AT = 2 * 16 * WG_US, WG_V_AT = WG_RAW_AT + 2 * WG_RAW_FLOATS;
@@ -114,6 +120,17 @@ constexpr int WG_GEMM_FLOATS = WG_V_AT + 16 * WG_VS;
 constexpr int WG_SUM_FLOATS = 16 * WG_SS;
 constexpr int WG_SHARED_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
 static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channels or tiles a block)");
+// Blocks an SM should hold at once, for __launch_bounds__: at least 512 threads an SM, which caps a
+// thread at 128 registers (more would leave too few warps to hide the shared loads' latency).
+#ifndef WG_MINB
+#define WG_MINB (WG_THREADS >= 512 ? 1 : 512 / WG_THREADS)
+#endif
+
+// Where U(xi, c, m) lives in u: the block of (output channels m / WG_MB, chunk c / WG_CK) is one
+// contiguous run of 16 * WG_USLICE values ([xi][c % WG_CK][m % WG_MB]), which a block copies as is.
+__host__ __device__ constexpr long long wg_u_index(int xi, int c, int m) {
+  return (((long long)(m / WG_MB) * WG_CHUNKS + c / WG_CK) * 16 + xi) * WG_USLICE + (c % WG_CK) * WG_MB + m % WG_MB;
+}
 
 extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float* __restrict__ u) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;     // (c, m) of the kernel's orientation
@@ -144,7 +161,7 @@ extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float*
     const float v[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]), 0.5f * (t[r][0] - t[r][1] + t[r][2]),
                         t[r][2]};
 #pragma unroll
-    for (int s = 0; s < 4; ++s) u[((r * 4 + s) * WG_C + c) * WG_M + m] = v[s];
+    for (int s = 0; s < 4; ++s) u[wg_u_index(r * 4 + s, c, m)] = v[s];
   }
 }
 
@@ -180,45 +197,41 @@ template <int VEC>
 __device__ __forceinline__ void wg_stage_rows(const float* __restrict__ x, float* raw, int n, int trow0, int c0,
                                               int tid) {
   constexpr int ROWV = WG_W / VEC, COUNT = WG_CK * WG_RROWS * ROWV;
+#pragma unroll 1
   for (int e = tid; e < COUNT; e += WG_THREADS) {
     const int col = e % ROWV, rr = (e / ROWV) % WG_RROWS, cc = e / (ROWV * WG_RROWS);
     const int h = 2 * trow0 - 1 + rr;
     const bool inside = h >= 0 && h < WG_H;
     // Rows outside the plane are zeros; their copies read nothing (x itself stands in as the source).
     const float* src = inside ? x + (((long long)n * WG_C + c0 + cc) * WG_H + h) * WG_W + col * VEC : x;
-    float* dst = raw + (cc * WG_RROWS + rr) * WG_RAWP + col * VEC;
+    float* dst = raw + (cc * WG_RROWS + rr) * WG_RAWP + WG_RAW0 + col * VEC;
     if (VEC == 4) wg_copy16(dst, src, inside);
     else wg_copy4(dst, src, inside);
   }
 }
 
-// Stage chunk c0's input rows and U slice into the buffers `raw` and `su` (copies in flight).
+// Stage chunk k's input rows and U slice into the buffers `raw` and `su` (copies in flight).
 __device__ __forceinline__ void wg_stage(const float* __restrict__ x, const float* __restrict__ u, float* raw,
-                                         float* su, int n, int trow0, int m0, int c0, int tid) {
-  if (WG_COPY16_U) {
-    constexpr int ROW4 = WG_MB / 4, COUNT = 16 * WG_CK * ROW4;
-    for (int e = tid; e < COUNT; e += WG_THREADS) {
-      const int m4 = e % ROW4, cc = (e / ROW4) % WG_CK, p = e / (ROW4 * WG_CK);
-      wg_copy16(su + p * WG_US + cc * WG_MB + 4 * m4, u + ((long long)p * WG_C + c0 + cc) * WG_M + m0 + 4 * m4, true);
-    }
-  } else {
-    constexpr int COUNT = 16 * WG_CK * WG_MB;
-    for (int e = tid; e < COUNT; e += WG_THREADS) {
-      const int mm = e % WG_MB, cc = (e / WG_MB) % WG_CK, p = e / (WG_MB * WG_CK);
-      wg_copy4(su + p * WG_US + cc * WG_MB + mm, u + ((long long)p * WG_C + c0 + cc) * WG_M + m0 + mm, true);
-    }
+                                         float* su, int n, int trow0, int mc, int k, int tid) {
+  const float* slice = u + ((long long)mc * WG_CHUNKS + k) * 16 * WG_USLICE;
+  constexpr int VEC = WG_COPY16_U ? 4 : 1, ROWV = WG_USLICE / VEC, COUNT = 16 * ROWV;
+#pragma unroll 1
+  for (int e = tid; e < COUNT; e += WG_THREADS) {   // row p of the slice to row p of su, pitch WG_US
+    float* dst = su + (e / ROWV) * WG_US + (e % ROWV) * VEC;
+    if (VEC == 4) wg_copy16(dst, slice + e * VEC, true);
+    else wg_copy4(dst, slice + e, true);
   }
   // 16-byte copies of x's rows where they are 16-byte aligned (a view into a larger array may not be)
-  if (WG_COPY16_X && (reinterpret_cast<unsigned long long>(x) & 15) == 0) wg_stage_rows<4>(x, raw, n, trow0, c0, tid);
-  else wg_stage_rows<1>(x, raw, n, trow0, c0, tid);
+  if (WG_COPY16_X && (reinterpret_cast<unsigned long long>(x) & 15) == 0) wg_stage_rows<4>(x, raw, n, trow0, k * WG_CK, tid);
+  else wg_stage_rows<1>(x, raw, n, trow0, k * WG_CK, tid);
 }
 
-extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
+extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
     const float* __restrict__ x, const float* __restrict__ u, const float* __restrict__ b,
     const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu) {
   extern __shared__ __align__(16) float smem[];
   float* sv = smem + WG_V_AT;        // [16][WG_VS]: V[xi][c][t] of the chunk
-  constexpr int MCHUNKS = WG_M / WG_MB, CHUNKS = WG_C / WG_CK;
+  constexpr int MCHUNKS = WG_MCHUNKS, CHUNKS = WG_CHUNKS;
   const int mc = blockIdx.x % MCHUNKS;
   const int band = (blockIdx.x / MCHUNKS) % WG_BANDS;
   const int n = blockIdx.x / (MCHUNKS * WG_BANDS);
@@ -232,7 +245,12 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
 #pragma unroll
     for (int j = 0; j < WG_RT; ++j) acc[i][j] = 0.0f;
 
-  wg_stage(x, u, smem + WG_RAW_AT, smem + WG_U_AT, n, trow0, m0, 0, tid);
+  // The rows' zero columns, in both stages, before any copy lands beside them.
+  for (int e = tid; e < 2 * WG_CK * WG_RROWS * (WG_RAWP - WG_W); e += WG_THREADS) {
+    const int row = e / (WG_RAWP - WG_W), col = e % (WG_RAWP - WG_W);
+    smem[WG_RAW_AT + row * WG_RAWP + (col < WG_RAW0 ? col : col + WG_W)] = 0.0f;
+  }
+  wg_stage(x, u, smem + WG_RAW_AT, smem + WG_U_AT, n, trow0, mc, 0, tid);
   for (int k = 0; k < CHUNKS; ++k) {
     const int s = k & 1;
     float* raw = smem + WG_RAW_AT + s * WG_RAW_FLOATS;
@@ -241,21 +259,18 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
     __syncthreads();                   // chunk k has landed; every thread is done with chunk k - 1
     if (k + 1 < CHUNKS)                // the other stage was last read before the barrier
       wg_stage(x, u, smem + WG_RAW_AT + (s ^ 1) * WG_RAW_FLOATS, smem + WG_U_AT + (s ^ 1) * 16 * WG_US, n, trow0,
-               m0, (k + 1) * WG_CK, tid);
+               mc, k + 1, tid);
     // V: one thread per (channel, tile) of the chunk: its 4x4 patch, B^T d B, 16 values.
     for (int e = tid; e < WG_CK * WG_TBP; e += WG_THREADS) {
       const int cc = e / WG_TBP, t = e % WG_TBP;
       const int tr = t / WG_TW, tj = t % WG_TW;
       const bool live = t < WG_TB && trow0 + tr < WG_TH;   // padded tiles multiply zeros
-      const float* rows = raw + (cc * WG_RROWS + 2 * tr) * WG_RAWP;
+      const float* rows = raw + (cc * WG_RROWS + 2 * tr) * WG_RAWP + WG_RAW0 + 2 * tj - 1;   // column 2 tj - 1
       float d[4][4];
 #pragma unroll
       for (int rr = 0; rr < 4; ++rr)
 #pragma unroll
-        for (int ss = 0; ss < 4; ++ss) {
-          const int w = 2 * tj - 1 + ss;
-          d[rr][ss] = (live && w >= 0 && w < WG_W) ? rows[rr * WG_RAWP + w] : 0.0f;
-        }
+        for (int ss = 0; ss < 4; ++ss) d[rr][ss] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
       float bt[4][4];                                        // B^T d
 #pragma unroll
       for (int ss = 0; ss < 4; ++ss) {
@@ -276,7 +291,7 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
     __syncthreads();                   // V complete
     const float* vx = sv + xi * WG_VS;
     const float* ux = su + xi * WG_US;
-#pragma unroll 2
+#pragma unroll
     for (int cc = 0; cc < WG_CK; ++cc) {
       float a[WG_RM], v[WG_RT];
       if (WG_VEC_U) {
@@ -294,6 +309,12 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS) winograd_conv(
         for (int j = 0; j < WG_RT; j += 4) {
           const float4 f = *reinterpret_cast<const float4*>(vx + cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg));
           v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
+        }
+      } else if (WG_PAIR_V) {           // one group of tiles: a thread's are side by side, 8-byte loads
+#pragma unroll
+        for (int j = 0; j < WG_RT; j += 2) {
+          const float2 f = *reinterpret_cast<const float2*>(vx + cc * WG_TBP + j);
+          v[j] = f.x, v[j + 1] = f.y;
         }
       } else {
 #pragma unroll

@@ -64,7 +64,8 @@ class WinogradTile:
         sums of the output transform, whichever is larger."""
         mg, tg = self.groups(W)
         tbp = tg * self.rt
-        stages = 2 * 16 * _pitch4(self.ck * self.mb) + 2 * self.ck * (2 * self.tr + 2) * cdiv(W, 4) * 4
+        # a staged input row: 4 zeros, W values, 2 zeros, to a multiple of 4 (conv_winograd.cu's WG_RAWP)
+        stages = 2 * 16 * _pitch4(self.ck * self.mb) + 2 * self.ck * (2 * self.tr + 2) * cdiv(W + 6, 4) * 4
         gemm = stages + 16 * _pitch4(self.ck * tbp)
         return 4 * max(gemm, 16 * _odd(self.mb * tbp))
 
@@ -120,8 +121,8 @@ class WinogradConv3x3(Conv3x3Layer):
         L = self.layer
         self.tile = tile or winograd_tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
         self.tile.check(self.c_in, self.c_out, L.H, L.W)
-        # The transformed weights U (16, C, M), rewritten at each call.
-        self.u = array_module(self.backend).empty((16, self.c_in, self.c_out), dtype=np.float32)
+        # The transformed weights U, 16 * C * M values laid out for the tile's blocks, rewritten at each call.
+        self.u = array_module(self.backend).empty(16 * self.c_in * self.c_out, dtype=np.float32)
 
     def make_plan(self, N: int):
         L, t = self.layer, self.tile
