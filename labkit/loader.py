@@ -90,7 +90,13 @@ def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None
     stamp = path.stat().st_mtime_ns
     backend = backends.current()
     checks: frozenset = frozenset() if backend == "cuda" else parse_checks(check)
-    key = (backend, str(path), stamp, tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items())),
+    # A GPU module is loaded into one device's context, its functions launch there only: a model's
+    # replica on another GPU of the host gets a module of its own (CuPy's compile cache serves it).
+    place = None
+    if backend == "cuda":
+        from .backends.cuda import current_device_id
+        place = current_device_id()
+    key = (backend, place, str(path), stamp, tuple(sorted((str(k), str(v)) for k, v in (defines or {}).items())),
            tuple(name_expressions), tuple(options), checks)
     mod = None if own else _cache.get(key)
     if mod is not None:

@@ -26,6 +26,11 @@ def _cupy():
     return cupy
 
 
+def current_device_id() -> int:
+    """The CUDA device current in this thread (a module is loaded into one device's context)."""
+    return int(_cupy().cuda.runtime.getDevice())
+
+
 class CUDAModule:
     """A kernel source compiled for the GPU by CuPy."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backends
+from ..backends.cuda import current_device_id
 from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..checks import array_type, check_array, fast_input, output
 from ..loader import register_cache
@@ -16,11 +17,29 @@ from ..loader import register_cache
 
 class PlanCache(dict):
     """Plans by key (the backend, the input's shape, the options that change the kernel), made once
-    each.  ``labkit.reload()`` empties every one (a kernel file was edited)."""
+    each, and once per GPU: a plan's functions are loaded into one device's context and launch only
+    there (a model's replica on another GPU of the host makes its own).  ``labkit.reload()`` empties
+    every one (a kernel file was edited)."""
 
     def __init__(self) -> None:
         super().__init__()
         register_cache(self)
+
+    @staticmethod
+    def _here(key):
+        return (current_device_id(), key) if backends.current() == "cuda" else key
+
+    def get(self, key, default=None):
+        return dict.get(self, self._here(key), default)
+
+    def __getitem__(self, key):
+        return dict.__getitem__(self, self._here(key))
+
+    def __setitem__(self, key, value) -> None:
+        dict.__setitem__(self, self._here(key), value)
+
+    def __contains__(self, key) -> bool:
+        return dict.__contains__(self, self._here(key))
 
 
 class ShapeLayer:
