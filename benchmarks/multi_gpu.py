@@ -143,8 +143,8 @@ def write(rows: list[dict], meta: dict, out: Path, device_label: str, on_gpu: bo
         path = measure.save_rows(scaling + best, out / "multi_gpu.json", meta={**meta, "targets": lines})
     else:
         doc = {k: stored[k] for k in ("device", "device_label", "backend", "versions", "date")}
-        doc.update(meta={**meta, "targets": lines, "rederived": datetime.now(timezone.utc).isoformat(timespec="seconds")},
-                   rows=scaling + best)
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        doc.update(meta={**meta, "targets": lines, "rederived": now}, rows=scaling + best)
         path = out / "multi_gpu.json"
         out.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(doc, indent=2) + "\n")

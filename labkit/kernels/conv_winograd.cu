@@ -15,15 +15,17 @@
 //   transform): still about 1e-7 of the output's size in float32.
 //
 // winograd_weights(wt, u)    U for every (m, c): 16 x C x M values (the GEMMs' A operand), laid out
-//   for the convolution's blocks (wg_u_index: a block's slice of a chunk is one contiguous run).  wt: the forward layer's weights in the (C*9, M) layout; with
-//   WG_FLIP it transforms the backward-data filters, the forward's turned 180 degrees with C and M
-//   swapped.  Grid (ceil(C * M / 256),), block (256,).  Weights change every training step, so this
-//   runs before each convolution (16 * C * M values: a few microseconds).
+//   for the convolution's blocks (wg_u_index: a block's slice of a chunk is one contiguous run).
+//   wt: the forward layer's weights in the (C*9, M) layout; with WG_FLIP it transforms the
+//   backward-data filters, the forward's turned 180 degrees with C and M swapped.  Grid
+//   (ceil(C * M / 256),), block (256,).  Weights change every training step, so this runs before
+//   each convolution (16 * C * M values: a few microseconds).
 // winograd_conv(x, u, b, addend, gate, y, N, relu)    the convolution and conv_small's epilogue:
 //   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE).
 //   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / 2)
 //   tiles) and walks the input channels WG_CK at a time.  Per chunk:
-//   * copies: the chunk's input rows (2 * WG_TR + 2 of each channel; zeros above and below the plane)
+//   * copies: the chunk's input rows (2 * WG_TR + 2 of each channel; zeros above and below the
+//     plane, and zero columns either side written once, so the transform reads any patch unchecked)
 //     and its slice of U travel from global to shared memory with cp.async, one chunk ahead: while a
 //     chunk is transformed and multiplied the next one's bytes are in flight, and no register holds
 //     them on the way.  (On the CPU executor a copy is a plain load and store: it lands at once,
@@ -36,7 +38,7 @@
 //     so are its tiles: the lanes of a group that share a tile column read the same V value (one
 //     broadcast), those that share channels the same U value, and the runs of neighbouring lanes
 //     fall in different banks.  Per input channel a thread loads WG_RM + WG_RT values for
-//     WG_RM * WG_RT multiply-adds; its warp reads only (WG_MG * WG_RM + TB) distinct ones.
+//     WG_RM * WG_RT multiply-adds; its group reads only WG_MB + TB distinct ones.
 //   The output transform needs a tile's 16 positions, which 16 groups hold: they meet in shared
 //   memory, and each thread then finishes whole tiles.  Grid (N * ceil(ceil(H / 2) / WG_TR) * M / WG_MB,),
 //   block (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
@@ -222,8 +224,10 @@ __device__ __forceinline__ void wg_stage(const float* __restrict__ x, const floa
     else wg_copy4(dst, slice + e, true);
   }
   // 16-byte copies of x's rows where they are 16-byte aligned (a view into a larger array may not be)
-  if (WG_COPY16_X && (reinterpret_cast<unsigned long long>(x) & 15) == 0) wg_stage_rows<4>(x, raw, n, trow0, k * WG_CK, tid);
-  else wg_stage_rows<1>(x, raw, n, trow0, k * WG_CK, tid);
+  if (WG_COPY16_X && (reinterpret_cast<unsigned long long>(x) & 15) == 0)
+    wg_stage_rows<4>(x, raw, n, trow0, k * WG_CK, tid);
+  else
+    wg_stage_rows<1>(x, raw, n, trow0, k * WG_CK, tid);
 }
 
 extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
