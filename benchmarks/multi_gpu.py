@@ -34,7 +34,7 @@ from labkit import measure  # noqa: E402
 from labkit.data import load_fashion_mnist  # noqa: E402
 from labkit.ladder import streams  # noqa: E402
 from labkit.models import alexnet, fashion_mnist as fm  # noqa: E402
-from labkit.pipeline import SubBatchPipeline, Timeline, pinned_empty, plot_timeline  # noqa: E402
+from labkit.pipeline import SubBatchPipeline, pinned_empty, plot_timeline  # noqa: E402
 
 TARGETS = {2: 1.9, 4: 3.6}      # images/s on k GPUs over one GPU's, input copies included
 
@@ -200,14 +200,8 @@ def main() -> int:
     best = best_rows(rows)
     top = max((r for r in best if r["model"] == "alexnet" and r["gpus"] == n), key=lambda r: r["batch"])
     x = streams.host_batch(net, top["batch"], source=photos)
-    pipe = SubBatchPipeline(net, devices=n, streams=top["streams_per_gpu"], sub_batch=top["sub_batch"])
-    pipe.prepare(top["batch"])
-    pipe.run(x)
-    tl = Timeline()
-    pipe.run(x, timeline=tl)
-    timeline = tl.rows()
-    pipe.release()
-    del x, pipe
+    timeline = streams.timeline_rows(net, x, devices=n, streams=top["streams_per_gpu"], sub_batch=top["sub_batch"])
+    del x
     net.clear_plans()
     measure.release_gpu_memory()
 

@@ -28,7 +28,7 @@ from labkit import measure, peers  # noqa: E402
 from labkit.data import load_fashion_mnist  # noqa: E402
 from labkit.ladder import streams  # noqa: E402
 from labkit.models import alexnet, fashion_mnist as fm  # noqa: E402
-from labkit.pipeline import SubBatchPipeline, Timeline, plot_timeline  # noqa: E402
+from labkit.pipeline import plot_timeline  # noqa: E402
 
 
 def targets(rows: list[dict]) -> list[str]:
@@ -120,15 +120,8 @@ def main() -> int:
                                                                        repeat=5 if quick else 50)]
 
     # The best schedule's timeline, and the serial one, for the plot.
-    tl_rows = {}
-    for name, run in (("serial", "serial"), ("pipeline", "run")):
-        pipe = SubBatchPipeline(net, **best_cfg)
-        pipe.prepare(N)
-        getattr(pipe, run)(x)
-        tl = Timeline()
-        getattr(pipe, run)(x, timeline=tl)
-        tl_rows[name] = tl.rows()
-        pipe.release()
+    tl_rows = {"serial": streams.timeline_rows(net, x, serial=True, **best_cfg),
+               "pipeline": streams.timeline_rows(net, x, **best_cfg)}
     net.clear_plans()
     measure.release_gpu_memory()
 

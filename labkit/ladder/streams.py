@@ -19,9 +19,9 @@ import numpy as np
 
 from .. import backends, measure
 from ..device_query import device
-from ..pipeline import SubBatchPipeline, copy_bandwidth, pinned_empty
+from ..pipeline import SubBatchPipeline, Timeline, copy_bandwidth, pinned_empty
 
-__all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "sub_batch_rows", "time_ms",
+__all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "timeline_rows", "sub_batch_rows", "time_ms",
            "torch_serial", "schedule_label", "tuned_rows",
            "check_enqueue", "host_rows"]
 
@@ -96,6 +96,21 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
         measure.release_gpu_memory()
     if peer is not None:
         rows += [{**common, **r} for r in peer(x)]
+    return rows
+
+
+def timeline_rows(model, x: np.ndarray, *, serial: bool = False, **config) -> list[dict]:
+    """The stages of one forward of ``x`` through a pipeline in ``config`` (SubBatchPipeline's keyword
+    arguments), or its serial pass: Timeline rows from a run after a warm-up run (compiles, graph
+    captures and first copies happen there)."""
+    pipe = SubBatchPipeline(model, **config)
+    pipe.prepare(int(x.shape[0]))
+    run = pipe.serial if serial else pipe.run
+    run(x)
+    tl = Timeline()
+    run(x, timeline=tl)
+    rows = tl.rows()
+    pipe.release()
     return rows
 
 
