@@ -8,8 +8,8 @@ beside cuDNN's fastest algorithm on the same pass; winners go into the tuned tab
 
 For each size (channels x batch, the small ResNet's 28x28 planes) and each pass (forward, backward
 data, backward weight) of the block convolution (c -> c), and of the stem (1 -> c) for forward and
-weight: every candidate tile (labkit.ladder.resnet_kernels.candidates) of the direct kernels and,
-for forward and data, of the Winograd kernel (conv_winograd.cu), checked against float64,
+weight: every candidate tile (labkit.ladder.resnet_kernels.candidates) of the direct kernels and
+of the Winograd ones (conv_winograd.cu, conv_winograd_wgrad.cu), checked against float64,
 timed as GPU ms per launch; cuDNN's time for the pass (PyTorch, cudnn.benchmark, FP32) and the
 pass's floor.  Writes tune_conv_small.json; with --write-table the fastest tile per pass and shape
 under this GPU's name in labkit/tuned/conv_small.json, which labkit.ops.conv_small then uses.
@@ -37,7 +37,8 @@ def main() -> int:
     ap.add_argument("--sizes", nargs="+", default=["16x256", "64x1024"])
     ap.add_argument("--passes", nargs="+", default=list(study.PASSES), choices=study.PASSES)
     ap.add_argument("--algorithms", nargs="+", default=["direct", "winograd"], choices=("direct", "winograd"),
-                    help="the forward and data passes' kernels to sweep (the weight pass is direct)")
+                    help="the kernels to sweep: the direct ones (conv_small.cu), Winograd's (conv_winograd.cu, "
+                    "conv_winograd_wgrad.cu)")
     ap.add_argument("--layers", nargs="+", default=["stem", "block"], choices=("stem", "block"),
                     help="the stem (1 -> c; forward and weight) and the block convolution (c -> c)")
     ap.add_argument("--repeat", type=int, default=10)
@@ -53,13 +54,15 @@ def main() -> int:
     for size in args.sizes:
         c, N = (int(v) for v in size.split("x"))
         for kind in args.passes:
-            for algorithm in (args.algorithms if kind != "weight" else ["direct"]):
+            for algorithm in args.algorithms:
                 # the stem has no backward data
                 for cin in [1] * ("stem" in args.layers and kind != "data") + [c] * ("block" in args.layers):
                     layer = ConvLayer(cin, 28, 28, c, 3, 1, 1)
                     shape = study.kernel_shape(kind, layer)
-                    got = study.sweep_pass(kind, layer, N, study.candidates(kind, *shape, algorithm=algorithm),
-                                           repeat=args.repeat, algorithm=algorithm)
+                    tiles = study.candidates(kind, *shape, algorithm=algorithm)
+                    if not tiles:      # Winograd's weight gradient of the stem: one input channel, no tile
+                        continue
+                    got = study.sweep_pass(kind, layer, N, tiles, repeat=args.repeat, algorithm=algorithm)
                     cudnn = study.cudnn_pass_ms(kind, layer, N, repeat=args.repeat)
                     for r in got:
                         r["cudnn_ms"] = cudnn

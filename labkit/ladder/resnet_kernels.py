@@ -23,6 +23,7 @@ from ..device_query import device
 from ..models.resnet_small import to_ckkm, to_mckk
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, tile_for, weight_tile_for
 from ..ops.conv_winograd import WinogradConv3x3, WinogradTile, winograd_tile_for
+from ..ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, winograd_weight_tile_for
 from ..reference import backward as rb
 from ..shapes import ConvLayer
 from .mobilenet import per_launch_ms
@@ -49,11 +50,19 @@ def _chunks(n: int, among) -> list[int]:
 
 
 def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
-    """Every tile of the pass's kernel (``algorithm`` "direct" or, for forward and data, "winograd")
-    that fits the layer (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums
-    a thread, 16 to 64 for Winograd; channel chunks that divide C)."""
+    """Every tile of the pass's kernel (``algorithm`` "direct" or "winograd") that fits the layer
+    (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums a thread, 16 to 64
+    for Winograd, 16 to 128 for its weight gradient; channel chunks that divide C)."""
     out = []
-    if algorithm == "winograd":
+    if algorithm == "winograd" and kind == "weight":
+        space = itertools.product(_divisors(M, (8, 16, 32, 64)), _divisors(C, (8, 16, 32, 64)), (4, 8, 16),
+                                  (4, 8, 16), (1, 2))
+        for mb, cb, rm, rc, tr in space:
+            t = WinogradWeightTile(mb, cb, rm, rc, tr)
+            if mb % rm or cb % rc or not 16 <= rm * rc <= 128 or not 128 <= t.threads() <= 1024:
+                continue
+            out.append(t)
+    elif algorithm == "winograd":
         chunks = _divisors(C, (8, 16)) or [C]
         space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4, 7), (4, 7, 8, 14), chunks)
         for mb, rm, tr, rt, ck in space:
@@ -90,12 +99,13 @@ def _fits(tile, C: int, M: int, H: int, W: int) -> bool:
 def make_pass(kind: str, layer: ConvLayer, tile=None, algorithm: str = "direct"):
     """The pass's labkit object: SmallConv3x3 or, with algorithm="winograd" (or a WinogradTile),
     WinogradConv3x3 (forward, ReLU and bias as in the network; data, as the transposed convolution),
-    or SmallWeightGrad, with ``tile`` or the tuned/default one."""
+    or SmallWeightGrad (WinogradWeightGrad), with ``tile`` or the tuned/default one."""
     xp = backends.xp()
     rng = np.random.default_rng(1)
     wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
     if kind == "weight":
-        return SmallWeightGrad(layer, tile=tile), wt
+        winograd = algorithm == "winograd" or isinstance(tile, WinogradWeightTile)
+        return (WinogradWeightGrad if winograd else SmallWeightGrad)(layer, tile=tile), wt
     b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
     cls = WinogradConv3x3 if algorithm == "winograd" or isinstance(tile, WinogradTile) else SmallConv3x3
     return cls(wt, b, layer, activation="relu" if kind == "forward" else None, transpose=kind == "data", tile=tile), wt
@@ -124,7 +134,8 @@ def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10, 
     rng = np.random.default_rng(0)
     ops = [make_pass(kind, layer, t, algorithm) for t in tiles]
     shape = kernel_shape(kind, layer)
-    default = (weight_tile_for(*shape) if kind == "weight" else
+    default = (winograd_weight_tile_for(*shape) if kind == "weight" and algorithm == "winograd" else
+               weight_tile_for(*shape) if kind == "weight" else
                winograd_tile_for(kind, *shape) if algorithm == "winograd" else tile_for(kind, *shape))
     run_parallel([lambda o=o: _compile(kind, o[0]) for o in ops])
     a = xp.asarray(rng.standard_normal((N,) + ((layer.M,) if kind == "data" else (layer.C,)) + (layer.H, layer.W),

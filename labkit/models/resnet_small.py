@@ -33,6 +33,7 @@ from ..ops import conv_backward as cb
 from ..ops import training as tr
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad
 from ..ops.conv_winograd import WinogradConv3x3, winograd_pays
+from ..ops.conv_winograd_wgrad import WinogradWeightGrad
 from ..ops.implicit import ImplicitConv2d
 from ..ops.pool_softmax import global_avg_pool
 from ..reference import backward as rb
@@ -131,10 +132,10 @@ class ResNetSmall:
             data's store), "gemm" (the implicit GEMM forward; backward weight as a tiled GEMM split over
             the pixels, backward data as the implicit GEMM's forward kernel on flipped weights) or
             "direct" (the implicit GEMM forward; a thread per dx element, a block per dw element).
-        winograd: on the "small" rung, which forward and backward-data convolutions run Winograd's
-            F(2x2, 3x3) (conv_winograd.cu) instead of the direct kernel: None (default) where this
-            GPU's tuned table times it faster (labkit/tuned/conv_small.json; nowhere on the CPU
-            executor), True everywhere, False nowhere.
+        winograd: on the "small" rung, which convolutions run Winograd's F(2x2, 3x3) (conv_winograd.cu;
+            for dL/dw F(3x3, 2x2), conv_winograd_wgrad.cu) instead of the direct kernels: None
+            (default) where this GPU's tuned table times it faster (labkit/tuned/conv_small.json;
+            nowhere on the CPU executor), True everywhere, False nowhere.
     """
 
     def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1,
@@ -154,6 +155,8 @@ class ResNetSmall:
             def conv3x3(kind: str, L: ConvLayer):
                 shape = (L.M, L.C, L.H, L.W) if kind == "data" else (L.C, L.M, L.H, L.W)
                 use = winograd_pays(kind, *shape) if winograd is None else winograd
+                if kind == "weight":
+                    return WinogradWeightGrad if use else SmallWeightGrad
                 return WinogradConv3x3 if use else SmallConv3x3
             self.convs = {n: conv3x3("forward", layers[n])(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
                                                            residual=n.endswith("conv2")) for n in CONVS}
@@ -161,7 +164,7 @@ class ResNetSmall:
             # output); conv1's adds the skip's gradient, the block's dL/d(output) before its ReLU.
             self.bwd_data = {n: conv3x3("data", layers[n])(w[f"{n}.w"], None, layers[n], transpose=True, gate=True,
                                                            residual=n.endswith("conv1")) for n in CONVS[1:]}
-            self.wgrad = {n: SmallWeightGrad(layers[n]) for n in CONVS}
+            self.wgrad = {n: conv3x3("weight", layers[n])(layers[n]) for n in CONVS}
         else:
             self.convs = {n: ImplicitConv2d(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
                                             weights_layout="CKKM", residual=n.endswith("conv2")) for n in CONVS}

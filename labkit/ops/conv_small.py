@@ -299,11 +299,16 @@ class SmallWeightGrad:
         if layout not in ("MCKK", "CKKM"):
             raise ValueError(f"layout must be 'MCKK' or 'CKKM', got {layout!r}")
         self.layout = layout
-        self.tile = tile or weight_tile_for(L.C, L.M, L.H, L.W)
+        self.tile = tile or self.tile_for(L)
         self.tile.check(L.C, L.M, L.H, L.W)
         self.out_shape = (L.C * 9, L.M) if layout == "CKKM" else (L.M, L.C, 3, 3)
         self._kind = array_type(self.backend)
         self._plans: dict[int, tuple] = {}
+
+    @staticmethod
+    def tile_for(layer: ConvLayer):
+        """The tile when none is given: this GPU's tuned one, else the default."""
+        return weight_tile_for(layer.C, layer.M, layer.H, layer.W)
 
     def slices(self, N: int, resident: int) -> int:
         """How many slices the batch's units (``rows`` rows of an image each) are split into: one full
