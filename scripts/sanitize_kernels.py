@@ -130,7 +130,9 @@ def launch_implicit() -> int:
 def launch_training_parts() -> int:
     """The backward pass and the training step: conv_backward.cu (both weight layouts, stride 2,
     padding 2), train.cu (every kernel, a label out of range included), conv_small.cu (each kernel,
-    a ragged tile), conv_winograd.cu (forward and backward data, ragged tiles), a whole step of the small ResNet (forward, backward, SGD) on two rungs."""
+    a ragged tile), conv_winograd.cu (forward and backward data, ragged tiles), conv_winograd_wgrad.cu
+    (ragged tiles, any number of units a slice), a whole step of the small ResNet (forward, backward,
+    SGD) on two rungs, with Winograd's kernels and without."""
     from labkit.models.resnet_small import ResNetSmall
     from labkit.ops import conv_backward as cb
     from labkit.ops import training as tr
@@ -176,8 +178,20 @@ def launch_training_parts() -> int:
         WinogradConv3x3(wt, f32(M), Lw, activation="relu", residual=True, tile=tile)(x, residual=dy)
         WinogradConv3x3(wt, None, Lw, transpose=True, gate=True, residual=True, tile=data_tile)(dy, gate=x, residual=x)
         n += 2
-    for backward in ("small", "gemm"):
-        net = ResNetSmall(5, input_hw=(9, 7), backward=backward)
+    # conv_winograd_wgrad.cu: odd planes and channel counts, units of 1-3 rows of tiles, 16-byte loads
+    # or scalar ones, and slices of 0, 1, 2 and more units (the copy/transform/GEMM pipeline's ends).
+    from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile as WW
+    for (N, C, M, H, W), tile, slices in [((3, 5, 4, 13, 11), None, None), ((2, 8, 8, 9, 7), WW(8, 8, 4, 4, 2), 3),
+                                          ((2, 12, 8, 10, 9), WW(8, 4, 2, 1, 3), 5),
+                                          ((1, 6, 12, 7, 12), WW(12, 6, 4, 2, 1), 9)]:
+        Lw = ConvLayer(C, H, W, M, 3, 1, 1)
+        op = WinogradWeightGrad(Lw, tile=tile)
+        if slices:
+            op.slices = lambda N, resident, s=slices: s
+        op(f32(N, C, H, W), f32(N, M, H, W), bias=f32(M))
+        n += 1
+    for backward, winograd in (("small", False), ("small", True), ("gemm", None)):
+        net = ResNetSmall(5, input_hw=(9, 7), backward=backward, winograd=winograd)
         net.train_step(f32(3, 1, 9, 7), cp.asarray(np.array([1, 0, 9], np.int32)), lr=0.1)
         n += 1
     return n

@@ -9,8 +9,9 @@ import pytest
 import labkit
 from labkit.checks import rel_error, to_numpy
 from labkit.models import resnet_small as rs
-from labkit.ops.conv_small import SmallConv3x3
+from labkit.ops.conv_small import SmallConv3x3, SmallWeightGrad
 from labkit.ops.conv_winograd import WinogradConv3x3
+from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad
 from labkit.reference import backward as rb
 
 rng = np.random.default_rng()
@@ -41,9 +42,11 @@ def test_reference_gradients_pass_a_gradient_check():
 def test_every_gradient_of_a_step_matches_float64(channels, N, backward, winograd):
     net = rs.ResNetSmall(channels, seed=int(rng.integers(1 << 30)), input_hw=HW, backward=backward,
                          winograd=winograd)
-    if backward == "small":     # the rung's forward and backward-data convolutions: Winograd's or direct
+    if backward == "small":     # the rung's forward, backward-data and weight convolutions: Winograd's or direct
         want = WinogradConv3x3 if winograd else SmallConv3x3
         assert all(type(c) is want for c in [*net.convs.values(), *net.bwd_data.values()])
+        want = WinogradWeightGrad if winograd else SmallWeightGrad
+        assert all(type(c) is want for c in net.wgrad.values())
     state = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in net.state().items()}
     net.load_state(state)
     x, labels = batch(N)

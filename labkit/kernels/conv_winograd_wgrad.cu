@@ -19,14 +19,15 @@
 // winograd_wgrad(x, dy, ws, wsdb, N, slices)   a block owns WW_MB output by WW_CB input channels
 //   and one slice of the units (one image's WW_TR rows of tiles each).  Per unit:
 //   * the unit's input rows (2 * WW_TR + 2 of each of its channels, zeros outside the plane) and
-//     output-gradient rows (2 * WW_TR) travel to shared memory with cp.async, one unit ahead: while a
-//     unit is transformed and multiplied, the next one's bytes are in flight (on the CPU executor a
+//     output-gradient rows (2 * WW_TR) travel to shared memory with cp.async (on the CPU executor a
 //     copy is a plain load and store);
 //   * a thread per (channel, tile) turns its 4x4 input patch into V and its 2x2 gradient block into Y
 //     (16 slices, one per transform position xi, channels side by side);
 //   * the 16 GEMMs: 16 groups of WW_MG * WW_CG threads, one group per position xi; each thread holds
 //     a WW_RM x WW_RC block of Mx[xi] (output by input channels) in registers and per tile loads
 //     WW_RM + WW_RC values (runs of 4: 16-byte loads) for WW_RM * WW_RC multiply-adds.
+//   The three run as a pipeline, one barrier a unit: while unit k's GEMMs run, unit k + 1 is
+//   transformed and unit k + 2's copies are in flight (two stages each of the rows and of V and Y).
 //   At the end each thread writes its sums to ws[slice][xi][m][c]; the blocks of the first input
 //   channels write the slice's db to wsdb[slice][m].
 //   Grid (slices * M / WW_MB * C / WW_CB,), block (WW_THREADS,), dynamic shared memory
@@ -83,15 +84,16 @@ constexpr int WW_MBLOCKS = WW_M / WW_MB, WW_CBLOCKS = WW_C / WW_CB;
 // threads take neighbouring channels, whose reads then fall in different banks.
 constexpr int WW_XROWS = 2 * WW_TR + 2, WW_XCOLS = 2 * WW_TW + 2, WW_XPLANE = (WW_XROWS * WW_XCOLS) | 1;
 constexpr int WW_DROWS = 2 * WW_TR, WW_DCOLS = 2 * WW_TW, WW_DPLANE = (WW_DROWS * WW_DCOLS) | 1;
-// A position's slice of V ([tile][channel]) and of Y: 4 more than a multiple of 32 floats, so that
-// two positions read by one quarter-warp fall in different banks.
-__host__ __device__ constexpr int ww_pitch4(int n) { return n + (36 - n % 32) % 32; }
+// A position's slice of V ([tile][channel]) and of Y: where a quarter-warp reads two positions
+// (groups of fewer than 8 threads), 4 more than a multiple of 32 floats, so that they fall in
+// different banks; else a multiple of 4 (16-byte loads).
 __host__ __device__ constexpr int ww_up4(int n) { return (n + 3) / 4 * 4; }
-constexpr int WW_VS = ww_pitch4(WW_TK * WW_CB), WW_YS = ww_pitch4(WW_TK * WW_MB);
-// Shared memory: the staged rows' two stages (input rows, then gradient rows), V, Y.
+__host__ __device__ constexpr int ww_pitch(int n) { return WW_G >= 8 ? ww_up4(n) : n + (36 - n % 32) % 32; }
+constexpr int WW_VS = ww_pitch(WW_TK * WW_CB), WW_YS = ww_pitch(WW_TK * WW_MB);
+// Shared memory: two stages of staged rows (input rows, then gradient rows), two of V and Y.
 constexpr int WW_STAGE = ww_up4(WW_CB * WW_XPLANE) + ww_up4(WW_MB * WW_DPLANE);
-constexpr int WW_V_AT = 2 * WW_STAGE, WW_Y_AT = WW_V_AT + 16 * WW_VS;
-constexpr int WW_SHARED_FLOATS = WW_Y_AT + 16 * WW_YS;
+constexpr int WW_VY = 16 * (WW_VS + WW_YS);
+constexpr int WW_SHARED_FLOATS = 2 * WW_STAGE + 2 * WW_VY;
 constexpr bool WW_VEC_M = WW_RM % 4 == 0, WW_VEC_C = WW_RC % 4 == 0;   // 16-byte register loads
 #ifndef WW_MINB
 #define WW_MINB (WW_THREADS >= 512 ? 1 : 512 / WW_THREADS)
@@ -155,12 +157,80 @@ __device__ __forceinline__ void ww_load(float (&r)[n], const float* p) {
   }
 }
 
+// V = B^T d B of the staged input rows `st` and Y = A dy A^T of its gradient rows into `vy`.
+__device__ __forceinline__ void ww_transform(const float* st, float* vy, int tid, float& dbsum) {
+  const float* xs = st;
+  const float* ds = st + ww_up4(WW_CB * WW_XPLANE);
+  float* vs = vy;
+  float* ys = vy + 16 * WW_VS;
+  // V = B^T d B, a thread per (input channel, tile), channels fastest.
+#pragma unroll 1
+  for (int i = tid; i < WW_CB * WW_TK; i += WW_THREADS) {
+    const int c = i % WW_CB, t = i / WW_CB;
+    const float* p = xs + c * WW_XPLANE + 2 * (t / WW_TW) * WW_XCOLS + 2 * (t % WW_TW);
+    float d[4][4], e[4][4];
+#pragma unroll
+    for (int r = 0; r < 4; ++r)
+#pragma unroll
+      for (int s = 0; s < 4; ++s) d[r][s] = p[r * WW_XCOLS + s];
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {     // B^T d: rows
+      e[0][s] = d[0][s] - d[2][s];
+      e[1][s] = d[1][s] + d[2][s];
+      e[2][s] = d[2][s] - d[1][s];
+      e[3][s] = d[1][s] - d[3][s];
+    }
+    float* v = vs + t * WW_CB + c;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {     // (B^T d) B: columns
+      v[(r * 4 + 0) * WW_VS] = e[r][0] - e[r][2];
+      v[(r * 4 + 1) * WW_VS] = e[r][1] + e[r][2];
+      v[(r * 4 + 2) * WW_VS] = e[r][2] - e[r][1];
+      v[(r * 4 + 3) * WW_VS] = e[r][1] - e[r][3];
+    }
+  }
+  // Y = A dy A^T, a thread per (output channel, tile); the thread's channel is the same at every
+  // step (WW_MB divides WW_THREADS), so it adds up that channel's db as it goes.
+#pragma unroll 1
+  for (int i = tid; i < WW_MB * WW_TK; i += WW_THREADS) {
+    const int m = i % WW_MB, t = i / WW_MB;
+    const float* p = ds + m * WW_DPLANE + 2 * (t / WW_TW) * WW_DCOLS + 2 * (t % WW_TW);
+    const float a = p[0], b = p[1], c = p[WW_DCOLS], d = p[WW_DCOLS + 1];
+    const float rows[4][2] = {{a, b}, {a + c, b + d}, {a - c, b - d}, {-c, -d}};   // A dy
+    float* y = ys + t * WW_MB + m;
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {     // (A dy) A^T
+      y[(r * 4 + 0) * WW_YS] = rows[r][0];
+      y[(r * 4 + 1) * WW_YS] = rows[r][0] + rows[r][1];
+      y[(r * 4 + 2) * WW_YS] = rows[r][0] - rows[r][1];
+      y[(r * 4 + 3) * WW_YS] = -rows[r][1];
+    }
+    dbsum += rows[1][0] + rows[1][1];
+  }
+}
+
+// The 16 GEMMs over a unit's tiles: this thread's WW_RM x WW_RC block of position xi's sums.
+__device__ __forceinline__ void ww_gemm(const float* vy, int xi, int gm, int gc, float (&acc)[WW_RM][WW_RC]) {
+  const float* vs = vy;
+  const float* ys = vy + 16 * WW_VS;
+  const float* yp = ys + xi * WW_YS + gm * WW_RM;
+  const float* vp = vs + xi * WW_VS + gc * WW_RC;
+#pragma unroll 2
+  for (int t = 0; t < WW_TK; ++t) {
+    float ym[WW_RM], vc[WW_RC];
+    ww_load<WW_RM, WW_VEC_M>(ym, yp + t * WW_MB);
+    ww_load<WW_RC, WW_VEC_C>(vc, vp + t * WW_CB);
+#pragma unroll
+    for (int i = 0; i < WW_RM; ++i)
+#pragma unroll
+      for (int j = 0; j < WW_RC; ++j) acc[i][j] = fmaf(ym[i], vc[j], acc[i][j]);
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(WW_THREADS, WW_MINB)
 winograd_wgrad(const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ ws,
                float* __restrict__ wsdb, int N, int slices) {
   extern __shared__ __align__(16) float smem[];
-  float* vs = smem + WW_V_AT;
-  float* ys = smem + WW_Y_AT;
   const int tid = threadIdx.x;
   const int cb = blockIdx.x % WW_CBLOCKS, mb = (blockIdx.x / WW_CBLOCKS) % WW_MBLOCKS;
   const int slice = blockIdx.x / (WW_CBLOCKS * WW_MBLOCKS);
@@ -176,77 +246,24 @@ winograd_wgrad(const float* __restrict__ x, const float* __restrict__ dy, float*
     for (int j = 0; j < WW_RC; ++j) acc[i][j] = 0.0f;
   float dbsum = 0.0f;   // the bias gradient of output channel m0 + tid % WW_MB
 
-  // The staged rows travel one unit ahead: while a unit is transformed and multiplied, the next
-  // one's copies are in flight.
-  int stage = 0;
-  if (u_begin < u_end)
-    ww_stage(x, dy, smem, (int)(u_begin / WW_BANDS), (int)(u_begin % WW_BANDS) * WW_TR, c0, m0, tid);
-  for (long long unit = u_begin; unit < u_end; ++unit, stage ^= 1) {
+  // Three units in flight between the same two barriers: unit k's GEMMs, unit k + 1's transforms,
+  // unit k + 2's copies (two stages of staged rows, two of V and Y).  A warp done with its share of
+  // the transforms goes on to its GEMMs; the copies land while both run.
+  const long long count = u_end - u_begin;
+  if (count > 0) ww_stage(x, dy, smem, (int)(u_begin / WW_BANDS), (int)(u_begin % WW_BANDS) * WW_TR, c0, m0, tid);
+  ww_copies_wait();
+  __syncthreads();
+  for (long long k = -1; k < count; ++k) {
+    if (k + 2 < count) {
+      const long long unit = u_begin + k + 2;
+      ww_stage(x, dy, smem + ((k + 2) & 1) * WW_STAGE, (int)(unit / WW_BANDS), (int)(unit % WW_BANDS) * WW_TR,
+               c0, m0, tid);
+    }
+    if (k + 1 < count)
+      ww_transform(smem + ((k + 1) & 1) * WW_STAGE, smem + 2 * WW_STAGE + ((k + 1) & 1) * WW_VY, tid, dbsum);
+    if (k >= 0) ww_gemm(smem + 2 * WW_STAGE + (k & 1) * WW_VY, xi, gm, gc, acc);
     ww_copies_wait();
-    __syncthreads();   // the unit's rows have landed; the previous unit's GEMMs are done with V and Y
-    if (unit + 1 < u_end)
-      ww_stage(x, dy, smem + (stage ^ 1) * WW_STAGE, (int)((unit + 1) / WW_BANDS),
-               (int)((unit + 1) % WW_BANDS) * WW_TR, c0, m0, tid);
-    const float* xs = smem + stage * WW_STAGE;
-    const float* ds = xs + ww_up4(WW_CB * WW_XPLANE);
-    // V = B^T d B, a thread per (input channel, tile), channels fastest.
-#pragma unroll 1
-    for (int i = tid; i < WW_CB * WW_TK; i += WW_THREADS) {
-      const int c = i % WW_CB, t = i / WW_CB;
-      const float* p = xs + c * WW_XPLANE + 2 * (t / WW_TW) * WW_XCOLS + 2 * (t % WW_TW);
-      float d[4][4], e[4][4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-#pragma unroll
-        for (int s = 0; s < 4; ++s) d[r][s] = p[r * WW_XCOLS + s];
-#pragma unroll
-      for (int s = 0; s < 4; ++s) {     // B^T d: rows
-        e[0][s] = d[0][s] - d[2][s];
-        e[1][s] = d[1][s] + d[2][s];
-        e[2][s] = d[2][s] - d[1][s];
-        e[3][s] = d[1][s] - d[3][s];
-      }
-      float* v = vs + t * WW_CB + c;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {     // (B^T d) B: columns
-        v[(r * 4 + 0) * WW_VS] = e[r][0] - e[r][2];
-        v[(r * 4 + 1) * WW_VS] = e[r][1] + e[r][2];
-        v[(r * 4 + 2) * WW_VS] = e[r][2] - e[r][1];
-        v[(r * 4 + 3) * WW_VS] = e[r][1] - e[r][3];
-      }
-    }
-    // Y = A dy A^T, a thread per (output channel, tile); the thread's channel is the same at every
-    // step (WW_MB divides WW_THREADS), so it adds up that channel's db as it goes.
-#pragma unroll 1
-    for (int i = tid; i < WW_MB * WW_TK; i += WW_THREADS) {
-      const int m = i % WW_MB, t = i / WW_MB;
-      const float* p = ds + m * WW_DPLANE + 2 * (t / WW_TW) * WW_DCOLS + 2 * (t % WW_TW);
-      const float a = p[0], b = p[1], c = p[WW_DCOLS], d = p[WW_DCOLS + 1];
-      const float rows[4][2] = {{a, b}, {a + c, b + d}, {a - c, b - d}, {-c, -d}};   // A dy
-      float* y = ys + t * WW_MB + m;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {     // (A dy) A^T
-        y[(r * 4 + 0) * WW_YS] = rows[r][0];
-        y[(r * 4 + 1) * WW_YS] = rows[r][0] + rows[r][1];
-        y[(r * 4 + 2) * WW_YS] = rows[r][0] - rows[r][1];
-        y[(r * 4 + 3) * WW_YS] = -rows[r][1];
-      }
-      dbsum += rows[1][0] + rows[1][1];
-    }
     __syncthreads();
-    // The 16 GEMMs over the unit's tiles.
-    const float* yp = ys + xi * WW_YS + gm * WW_RM;
-    const float* vp = vs + xi * WW_VS + gc * WW_RC;
-#pragma unroll 2
-    for (int t = 0; t < WW_TK; ++t) {
-      float ym[WW_RM], vc[WW_RC];
-      ww_load<WW_RM, WW_VEC_M>(ym, yp + t * WW_MB);
-      ww_load<WW_RC, WW_VEC_C>(vc, vp + t * WW_CB);
-#pragma unroll
-      for (int i = 0; i < WW_RM; ++i)
-#pragma unroll
-        for (int j = 0; j < WW_RC; ++j) acc[i][j] = fmaf(ym[i], vc[j], acc[i][j]);
-    }
   }
 
   float* out = ws + ((long long)slice * 16 + xi) * WW_M * WW_C;

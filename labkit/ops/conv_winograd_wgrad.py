@@ -50,13 +50,17 @@ class WinogradWeightTile:
         return 16 * (self.mb // self.rm) * (self.cb // self.rc)
 
     def shared_bytes(self, W: int) -> int:
-        """conv_winograd_wgrad.cu's WW_SHARED_FLOATS * 4: two stages of the input and gradient rows, V and Y."""
+        """conv_winograd_wgrad.cu's WW_SHARED_FLOATS * 4: two stages each of the input and gradient
+        rows and of V and Y."""
         tw = cdiv(W, 2)
         tk = self.tr * tw
         xplane = ((2 * self.tr + 2) * (2 * tw + 2)) | 1
         dplane = (2 * self.tr * 2 * tw) | 1
+        # a position's slice of V or Y (ww_pitch): padded to 4 more than a multiple of 32 floats
+        # where a quarter-warp reads two positions (fewer than 8 threads a position)
+        pitch = _up4 if self.threads() // 16 >= 8 else _pitch4
         return 4 * (2 * (_up4(self.cb * xplane) + _up4(self.mb * dplane))
-                    + 16 * _pitch4(tk * self.cb) + 16 * _pitch4(tk * self.mb))
+                    + 2 * 16 * (pitch(tk * self.cb) + pitch(tk * self.mb)))
 
     def check(self, C: int, M: int, H: int, W: int) -> None:
         if min(self.mb, self.cb, self.rm, self.rc, self.tr) < 1:
