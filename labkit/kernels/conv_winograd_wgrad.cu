@@ -114,30 +114,36 @@ __device__ __forceinline__ void ww_copies_wait() { asm volatile("cp.async.wait_a
 
 // Stage unit (n, rows of tiles from r0) into `st`: its input rows, zeros outside the plane (the
 // convolution's padding), and its gradient rows, zeros past an odd H or W (tiles that reach past the
-// plane have no outputs there: they add nothing).  32 threads a row, a copy each per column.
+// plane have no outputs there: they add nothing).  32 threads a row, a copy each per column; the
+// column loops have a fixed count (one pass for rows of up to 32), so they unroll without a test.
+constexpr int WW_XPASSES = (WW_XCOLS + 31) / 32, WW_DPASSES = (WW_DCOLS + 31) / 32;
 __device__ __forceinline__ void ww_stage(const float* __restrict__ x, const float* __restrict__ dy, float* st,
                                          int n, int r0, int c0, int m0, int tid) {
 #pragma unroll 1
   for (int i = tid; i < WW_CB * WW_XROWS * 32; i += WW_THREADS) {
-    const int row = i / 32, c = row / WW_XROWS, r = row % WW_XROWS, gy = 2 * r0 - 1 + r;
+    const int row = i / 32, lane = i % 32, c = row / WW_XROWS, r = row % WW_XROWS, gy = 2 * r0 - 1 + r;
     const bool inside = gy >= 0 && gy < WW_H;
     const float* src = x + (((long long)n * WW_C + c0 + c) * WW_H + (inside ? gy : 0)) * WW_W;
     float* dst = st + c * WW_XPLANE + r * WW_XCOLS;
-    for (int col = i % 32; col < WW_XCOLS; col += 32) {
+#pragma unroll
+    for (int k = 0; k < WW_XPASSES; ++k) {
+      const int col = lane + 32 * k;
       const bool read = inside && col >= 1 && col <= WW_W;
-      ww_copy4(dst + col, read ? src + col - 1 : src, read);
+      if (col < WW_XCOLS) ww_copy4(dst + col, read ? src + (col - 1) : x, read);
     }
   }
   float* ds = st + ww_up4(WW_CB * WW_XPLANE);
 #pragma unroll 1
   for (int i = tid; i < WW_MB * WW_DROWS * 32; i += WW_THREADS) {
-    const int row = i / 32, m = row / WW_DROWS, r = row % WW_DROWS, gy = 2 * r0 + r;
+    const int row = i / 32, lane = i % 32, m = row / WW_DROWS, r = row % WW_DROWS, gy = 2 * r0 + r;
     const bool inside = gy < WW_H;
     const float* src = dy + (((long long)n * WW_M + m0 + m) * WW_H + (inside ? gy : 0)) * WW_W;
     float* dst = ds + m * WW_DPLANE + r * WW_DCOLS;
-    for (int col = i % 32; col < WW_DCOLS; col += 32) {
+#pragma unroll
+    for (int k = 0; k < WW_DPASSES; ++k) {
+      const int col = lane + 32 * k;
       const bool read = inside && col < WW_W;
-      ww_copy4(dst + col, read ? src + col : src, read);
+      if (col < WW_DCOLS) ww_copy4(dst + col, read ? src + col : dy, read);
     }
   }
 }
