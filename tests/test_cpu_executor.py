@@ -467,3 +467,41 @@ def test_old_modules_give_their_fiber_stacks_back():
     assert maps() - before < 2 * cpu_module.KEEP_STACKS * 256
     mods[0].get_function("fill")((1,), (256,), (y, np.float32(7)))   # a released module launches again
     assert np.all(y == 7)
+
+
+def test_modules_linked_with_one_runtime_keep_their_own_state():
+    # Every module links the same compiled runtime (compiler.build_runtime), statically: the launch
+    # state, the worker pool and the last error are still each module's own.
+    src = ('extern "C" __global__ void early(float* y) {\n'
+           '  if (threadIdx.x == 0) return;\n  __syncthreads();\n  y[threadIdx.x] = 1.0f;\n}\n'
+           "// own runtime state\n")
+    a, b = CPUModule(src), CPUModule(src)
+    y = np.zeros(64, np.float32)
+    with pytest.raises(BarrierError):
+        a.get_function("early")((1,), (64,), (y,), check="barrier")
+    assert b"barrier check" in a._lib.labkit_error() and a._lib.labkit_switches() > 0
+    assert b._lib.labkit_error() == b"" and b._lib.labkit_switches() == 0
+    b.get_function("early")((1,), (64,), (y,))
+    assert b"barrier check" in a._lib.labkit_error() and b._lib.labkit_error() == b""
+
+
+def test_runtime_object_built_once_its_frames_counted_and_optional(tmp_path, monkeypatch):
+    from labkit.backends.cpu import compiler
+    src = 'extern "C" __global__ void fill(float* y, float v) { y[threadIdx.x] = v; }\n'
+    y = np.zeros(32, np.float32)
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path / "split"))
+    for i in range(2):
+        CPUModule(src + f"// {i}\n").get_function("fill")((1,), (32,), (y, np.float32(i)))
+    cache = compiler.cache_dir()
+    runtimes = list(cache.glob("runtime-fast-*.o"))
+    assert len(runtimes) == 1            # one runtime object for both kernels
+    runtime_frame = int(runtimes[0].with_suffix(".stack").read_text())
+    stacks = list(cache.glob("[0-9a-f]*.stack"))     # the kernels': a fiber's stack holds the runtime's frames too
+    assert len(stacks) == 2 and all(int(s.read_text()) >= runtime_frame > 0 for s in stacks)
+    # Where the runtime cannot be compiled on its own, a kernel is compiled with all of it inline.
+    broken = tmp_path / "runtime.cpp"
+    broken.write_text("#error no runtime object here\n")
+    monkeypatch.setattr(compiler, "RUNTIME", broken)
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path / "whole"))
+    CPUModule(src).get_function("fill")((1,), (32,), (y, np.float32(5)))
+    assert np.all(y == 5) and not list(compiler.cache_dir().glob("runtime-*.o"))

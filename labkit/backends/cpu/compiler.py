@@ -3,8 +3,11 @@
 A kernel file becomes one translation unit: the execution-model header, the
 kernel's own text (behind a ``#line`` directive, so errors carry its own file
 name and line numbers), then generated entry points that Python calls through
-ctypes.  Shared objects are cached in the user cache folder; the key covers the
-source, the header, the flags and the compiler's version.
+ctypes.  The executor's runtime (scheduler, barriers, launch), the same for every
+kernel, is compiled once per build flavour into an object of its own that each
+kernel module links in (build_runtime).  Shared objects are cached in the user
+cache folder; the key covers the source, the header, the flags and the compiler's
+version.
 """
 from __future__ import annotations
 
@@ -25,7 +28,10 @@ from ..kernel_source import SourceInfo
 HERE = Path(__file__).resolve().parent
 HEADER = HERE / "include" / "labkit_cpu.h"
 RUNNER = HERE / "runner.cpp"
-EXECUTOR_VERSION = "4"
+RUNTIME = HERE / "runtime.cpp"
+EXECUTOR_VERSION = "5"
+# A kernel's translation unit with the runtime declared, not defined: it is linked in (labkit_cpu.h).
+RUNTIME_LINKED = "-DLABKIT_RUNTIME_LINKED=1"
 
 BASE_FLAGS = ("-std=c++17", "-fPIC", "-pthread", "-w", "-DLABKIT_CPU_EXECUTOR=1")
 # GCC's report of each function's frame (to size fiber stacks) and stack-clash probes (a frame larger
@@ -164,6 +170,44 @@ def header_dir(cxx: str, version: str, flags: list[str]) -> Path:
     return d if (d / f"{HEADER.name}.gch").exists() else HEADER.parent
 
 
+def _largest_frame(folder: Path) -> int:
+    """The largest frame in the compiler's -fstack-usage reports (*.su) in ``folder``; 0 where none."""
+    frames = [int(line.split("\t")[1]) for su in folder.glob("*.su")
+              for line in su.read_text().splitlines() if line.count("\t") >= 2]
+    return max(frames, default=0)
+
+
+# Runtime objects that failed to build in this process (by path): not tried again for every kernel.
+_runtime_failed: set[Path] = set()
+
+
+def build_runtime(cxx: str, version: str, flags: list[str], sanitizer: str | None = None,
+                  fresh: bool = False) -> Path | None:
+    """The executor's runtime (runtime.cpp) compiled with a kernel build's ``flags`` into a cached
+    object, once for every kernel of that build; None where it cannot be made (the kernel is then
+    compiled with the whole runtime inline, as one translation unit).  Beside it, ``.stack``: its
+    largest frame, which a fiber's stack must hold as well as the kernel's."""
+    obj_flags = [f for f in flags if f != "-shared"]
+    key = _key(EXECUTOR_VERSION, RUNTIME.read_text(), headers_text(), " ".join(obj_flags), version)
+    out = cache_dir() / f"runtime-{sanitizer or 'fast'}-{key}.o"
+    if out.exists() and not fresh:
+        return out
+    if out in _runtime_failed:
+        return None
+    with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
+        obj = Path(tmp) / "runtime.o"
+        res = subprocess.run([cxx, *obj_flags, "-c", "-I", str(HEADER.parent), "-o", str(obj), str(RUNTIME)],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            _runtime_failed.add(out)
+            return None
+        stack = Path(tmp) / "runtime.stack"
+        stack.write_text(str(_largest_frame(Path(tmp))))
+        os.replace(stack, out.with_suffix(".stack"))   # first: the object's presence vouches for it
+        os.replace(obj, out)
+    return out
+
+
 def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = False) -> Path:
     """Compile a translation unit into a cached shared object and return its path (``sanitizer``:
     'address' or 'thread', for a checking runner; ``fresh``: compile again even where the cache has
@@ -171,15 +215,20 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
     cxx, version = compiler()
     flags = list(BASE_FLAGS) + list(SANITIZER_FLAGS[sanitizer] if sanitizer else FAST_FLAGS) + ["-shared"]
     if _is_gcc(version):
-        # Without this, GCC makes inline variables process-wide ("unique") symbols,
-        # and two kernel modules would share one scheduler state.
+        # Without this, GCC makes inline variables process-wide ("unique") symbols, and two kernel
+        # modules would share one scheduler state, or the __shared__ arrays of an inline function.
         flags.append("-fno-gnu-unique")
         flags += GCC_FLAGS
-    key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version)
+    runtime = build_runtime(cxx, version, flags, sanitizer, fresh)
+    if runtime is not None:
+        flags.append(RUNTIME_LINKED)   # in the flags, hence in the key and the precompiled header's
+    key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version,
+               runtime.name if runtime is not None else "")
     out = cache_dir() / f"{sanitizer + '-' if sanitizer else ''}{key}.so"
     if out.exists() and not fresh:
         return out
     include = header_dir(cxx, version, flags)
+    linked = [str(runtime)] if runtime is not None else []
     # Source lines in a sanitizer's report read as the kernel's path was given ("conv.cu:12"), not
     # joined to the folder that happened to compile it first (the cached library serves every folder).
     where = [f"-fdebug-prefix-map={os.getcwd()}=."]
@@ -190,12 +239,18 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
         if sanitizer in RUNTIME_FREE:
             o = Path(tmp) / "kernel.o"
             _run_compiler([cxx, *flags, *where, "-c", "-I", str(include), "-o", str(o), str(src)], path, sanitizer)
-            _run_compiler([cxx, *BASE_FLAGS, "-shared", "-Wl,-z,defs", "-o", str(obj), str(o)], path)
+            _run_compiler([cxx, *BASE_FLAGS, "-shared", "-Wl,-z,defs", "-o", str(obj), str(o), *linked], path)
         else:
-            _run_compiler([cxx, *flags, *where, "-I", str(include), "-o", str(obj), str(src)], path, sanitizer)
-        frames = [int(line.split("\t")[1]) for su in Path(tmp).glob("*.su")
-                  for line in su.read_text().splitlines() if line.count("\t") >= 2]
-        out.with_suffix(".stack").write_text(str(max(frames, default=0)))
+            _run_compiler([cxx, *flags, *where, "-I", str(include), "-o", str(obj), str(src), *linked],
+                          path, sanitizer)
+        # The largest frame a fiber may hold: the kernel's own, or one of the runtime's (a barrier's).
+        largest = _largest_frame(Path(tmp))
+        if runtime is not None:
+            try:
+                largest = max(largest, int(runtime.with_suffix(".stack").read_text()))
+            except (OSError, ValueError):
+                pass
+        out.with_suffix(".stack").write_text(str(largest))
         os.replace(obj, out)  # atomic: a concurrent build of the same key is harmless
     return out
 

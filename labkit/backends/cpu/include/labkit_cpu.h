@@ -125,8 +125,28 @@ LABKIT_VEC4(signed char, char4, 4)
 static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
 
 // ---------------------------------------------------------------------------
+// Where the runtime is compiled
+// ---------------------------------------------------------------------------
+// The executor's runtime (the scheduler, barriers, the launch, the signal handlers) is most of the
+// code this header generates, the same for every kernel.  The CPU executor compiles it once per
+// build (runtime.cpp, with LABKIT_RUNTIME_IMPL) into an object that it links into every kernel
+// module; a kernel's own translation unit (LABKIT_RUNTIME_LINKED) sees only the declarations of what
+// it calls.  Linked statically, each module still has its own copy of the runtime and its state.
+// With neither macro (where that object could not be built) the header defines all of it inline,
+// in the kernel's translation unit.
+#if defined(LABKIT_RUNTIME_LINKED) && defined(LABKIT_RUNTIME_IMPL)
+#error "LABKIT_RUNTIME_LINKED (a kernel) and LABKIT_RUNTIME_IMPL (the runtime) exclude each other"
+#endif
+#if defined(LABKIT_RUNTIME_LINKED) || defined(LABKIT_RUNTIME_IMPL)
+#define LABKIT_RUNTIME_FN          // one definition, in the runtime's object
+#else
+#define LABKIT_RUNTIME_FN inline   // defined in every translation unit that includes this header
+#endif
+
+// ---------------------------------------------------------------------------
 // Fiber switch: save callee-saved registers on the current stack, store the
 // stack pointer in *save, load `load` as the stack pointer, restore, return.
+// Only the runtime switches; a kernel's translation unit must not define it a second time.
 // ---------------------------------------------------------------------------
 extern "C" void labkit_fiber_switch(void** save, void* load);
 
@@ -140,7 +160,9 @@ extern "C" void labkit_fiber_switch(void** save, void* load);
 #define LABKIT_FN_END(s) ".size " #s ",.-" #s "\n"
 #endif
 
-#if defined(__x86_64__)
+#if defined(LABKIT_RUNTIME_LINKED)
+// (in the runtime's object)
+#elif defined(__x86_64__)
 asm(".text\n" LABKIT_FN_BEGIN(labkit_fiber_switch)
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
     "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
@@ -167,6 +189,9 @@ asm(".text\n" LABKIT_FN_BEGIN(labkit_fiber_switch)
 #error "labkit's CPU executor has fiber switching for x86-64 and AArch64 only"
 #endif
 
+// The runtime's state and functions are the module's own: hidden, so that no module's calls or
+// thread-locals bind to another module's copy, whatever the loader's scope.
+#pragma GCC visibility push(hidden)
 namespace labkit {
 
 // ---------------------------------------------------------------------------
@@ -174,8 +199,9 @@ namespace labkit {
 // ---------------------------------------------------------------------------
 enum CheckFlags : unsigned { CHECK_BARRIER = 1u, CHECK_SHUFFLE = 2u };
 
-// Shared with Python (ctypes): keep the layout in step with cpu/module.py.
-struct LaunchConfig {
+// Shared with Python (ctypes): keep the layout in step with cpu/module.py.  Of default visibility:
+// the entry points Python calls take it, and a hidden parameter type would hide them too.
+struct __attribute__((visibility("default"))) LaunchConfig {
   unsigned grid[3];
   unsigned block[3];
   unsigned long long shared_mem;
@@ -329,16 +355,17 @@ inline void race_acquire(void* sync) {
 #endif
 }
 
-// Called after each __shared__ declaration (the Python side adds the call): the first
-// time a worker meets an array, it is filled with NaN bytes; run_block refills it for
-// every block, since shared memory starts undefined.
-inline void shared_register(void* p, size_t n) {
-  Worker* W = tl_worker;
-  for (auto& r : W->shared_regions)
-    if (r.first == p) return;
-  W->shared_regions.emplace_back(p, n);
-  std::memset(p, 0xff, n);
-}
+// --- what kernels and the generated entry points call in the runtime (see "Where the runtime is
+// compiled"); the definitions follow below.
+LABKIT_RUNTIME_FN void shared_register(void* p, size_t n);
+LABKIT_RUNTIME_FN std::string block_name(const Worker* W);
+[[noreturn]] LABKIT_RUNTIME_FN void fail_from_fiber(const std::string& msg);
+LABKIT_RUNTIME_FN void syncthreads(int line);
+LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
+LABKIT_RUNTIME_FN void release_workers();
+LABKIT_RUNTIME_FN std::string& last_error();
+LABKIT_RUNTIME_FN unsigned long long& last_switches();
+LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx);
 
 // A __shared__ variable: the rewrite keeps its storage under another name and binds the variable's
 // name to what this returns.  Normally the storage itself (thread_local: one copy per worker, hence
@@ -363,6 +390,22 @@ template <class T> inline T& shared_var(T& storage, const char* name) {
   shared_register(key, sizeof(T));
   return storage;
 #endif
+}
+
+// ---------------------------------------------------------------------------
+// The runtime (not in a kernel's translation unit where the runtime is linked)
+// ---------------------------------------------------------------------------
+#if !defined(LABKIT_RUNTIME_LINKED)
+
+// Called after each __shared__ declaration (the Python side adds the call): the first
+// time a worker meets an array, it is filled with NaN bytes; run_block refills it for
+// every block, since shared memory starts undefined.
+LABKIT_RUNTIME_FN void shared_register(void* p, size_t n) {
+  Worker* W = tl_worker;
+  for (auto& r : W->shared_regions)
+    if (r.first == p) return;
+  W->shared_regions.emplace_back(p, n);
+  std::memset(p, 0xff, n);
 }
 
 #if LABKIT_PREEMPT
@@ -436,13 +479,13 @@ inline void yield_to_scheduler() {
   switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, false, W->race_sched);
 }
 
-inline std::string block_name(const Worker* W) {
+LABKIT_RUNTIME_FN std::string block_name(const Worker* W) {
   return "(" + std::to_string(W->block_idx.x) + "," + std::to_string(W->block_idx.y) + "," +
          std::to_string(W->block_idx.z) + ")";
 }
 
 // Abort the block from inside a fiber: record the error and never run again.
-[[noreturn]] inline void fail_from_fiber(const std::string& msg) {
+[[noreturn]] LABKIT_RUNTIME_FN void fail_from_fiber(const std::string& msg) {
   Worker* W = tl_worker;
   W->L->fail(msg);
   W->aborted = true;
@@ -481,7 +524,7 @@ inline void try_release_warp(Worker* W, WarpState& ws, unsigned warp) {
 }
 
 // __syncthreads(): wait until every live thread of the block has arrived.
-inline void syncthreads(int line) {
+LABKIT_RUNTIME_FN void syncthreads(int line) {
   Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
@@ -518,7 +561,7 @@ inline void syncthreads(int line) {
 // A warp-level barrier over the lanes in `mask` (used by __syncwarp, shuffles, votes).
 // `orders_memory`: __syncwarp and a tile's sync() order the lanes' memory accesses (the race check
 // sees a release and an acquire); shuffles and votes exchange values and order nothing.
-inline void warp_sync(unsigned mask, bool orders_memory = false) {
+LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory) {
   Bookkeeping quiet;
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
@@ -875,21 +918,21 @@ inline std::vector<Worker*>& worker_pool() {
   return pool;
 }
 
-inline void release_workers() {
+LABKIT_RUNTIME_FN void release_workers() {
   for (Worker* w : worker_pool()) delete w;
   worker_pool().clear();
 }
 
-inline std::string& last_error() {
+LABKIT_RUNTIME_FN std::string& last_error() {
   static std::string e;
   return e;
 }
-inline unsigned long long& last_switches() {
+LABKIT_RUNTIME_FN unsigned long long& last_switches() {
   static unsigned long long s = 0;
   return s;
 }
 
-inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx) {
+LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx) {
   Launch L;
   L.cfg = *cfg;
   L.grid = dim3(cfg->grid[0], cfg->grid[1], cfg->grid[2]);
@@ -990,6 +1033,8 @@ inline int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(vo
   return why == 2 ? 2 : (L.failed || why ? 1 : 0);
 }
 
+#endif  // !LABKIT_RUNTIME_LINKED: the runtime
+
 // --- argument unpacking: args[i] points at the value of parameter i (as for cuLaunchKernel)
 template <class... A, size_t... I>
 inline void call_kernel(void (*k)(A...), void** args, std::index_sequence<I...>) {
@@ -1034,6 +1079,7 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 }
 
 }  // namespace labkit
+#pragma GCC visibility pop
 
 // ---------------------------------------------------------------------------
 // Built-in variables
@@ -1370,6 +1416,6 @@ inline double min(float a, double b) { return fmin(double(a), b); }
 inline double max(double a, float b) { return fmax(a, double(b)); }
 inline double max(float a, double b) { return fmax(double(a), b); }
 
-#if LABKIT_PREEMPT
+#if LABKIT_PREEMPT && !defined(LABKIT_RUNTIME_LINKED)   // the hooks are the runtime's
 #include "labkit_interleave.h"
 #endif
