@@ -28,7 +28,8 @@ REDUCE_PAIRS = 16      # (m, c) pairs a block of winograd_wgrad_reduce
 
 
 def _pitch4(n: int) -> int:
-    """n rounded up to 4 more than a multiple of 32 (conv_winograd_wgrad.cu's ww_pitch4)."""
+    """n rounded up to 4 more than a multiple of 32 (conv_winograd_wgrad.cu's ww_pitch, for groups of
+    fewer than 8 threads a position)."""
     return n + (36 - n % 32) % 32
 
 
