@@ -21,7 +21,7 @@ from ..loader import load
 from ..tuned import CONV_SMALL, lookup
 from .conv_small import Conv3x3Layer, table_key
 from .implicit import shared_optin_limit
-from .plans import allow_shared, cdiv, ints, largest_divisor
+from .plans import allow_shared, cdiv, ints, largest_divisor, pitch4
 
 __all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "winograd_pays",
            "THREADS_WEIGHTS"]
@@ -32,11 +32,6 @@ MAX_THREADS = 1024
 
 def _odd(n: int) -> int:
     return n | 1
-
-
-def _pitch4(n: int) -> int:
-    """n rounded up to 4 more than a multiple of 32 (conv_winograd.cu's wg_pitch4)."""
-    return n + (36 - n % 32) % 32
 
 
 @dataclass(frozen=True)
@@ -65,8 +60,8 @@ class WinogradTile:
         mg, tg = self.groups(W)
         tbp = tg * self.rt
         # a staged input row: 4 zeros, W values, 2 zeros, to a multiple of 4 (conv_winograd.cu's WG_RAWP)
-        stages = 2 * 16 * _pitch4(self.ck * self.mb) + 2 * self.ck * (2 * self.tr + 2) * cdiv(W + 6, 4) * 4
-        gemm = stages + 16 * _pitch4(self.ck * tbp)
+        stages = 2 * 16 * pitch4(self.ck * self.mb) + 2 * self.ck * (2 * self.tr + 2) * cdiv(W + 6, 4) * 4
+        gemm = stages + 16 * pitch4(self.ck * tbp)
         return 4 * max(gemm, 16 * _odd(self.mb * tbp))
 
     def check(self, C: int, M: int, H: int, W: int) -> None:

@@ -19,18 +19,12 @@ from ..shapes import ConvLayer
 from ..tuned import CONV_SMALL, lookup
 from .conv_small import SmallWeightGrad, table_key
 from .implicit import shared_optin_limit
-from .plans import allow_shared, cdiv, ints, largest_divisor
+from .plans import allow_shared, cdiv, ints, largest_divisor, pitch4
 
 __all__ = ["WinogradWeightTile", "WinogradWeightGrad", "default_winograd_weight_tile", "winograd_weight_tile_for"]
 
 MAX_THREADS = 1024
 REDUCE_PAIRS = 16      # (m, c) pairs a block of winograd_wgrad_reduce
-
-
-def _pitch4(n: int) -> int:
-    """n rounded up to 4 more than a multiple of 32 (conv_winograd_wgrad.cu's ww_pitch, for groups of
-    fewer than 8 threads a position)."""
-    return n + (36 - n % 32) % 32
 
 
 def _up4(n: int) -> int:
@@ -59,7 +53,7 @@ class WinogradWeightTile:
         dplane = (2 * self.tr * 2 * tw) | 1
         # a position's slice of V or Y (ww_pitch): padded to 4 more than a multiple of 32 floats
         # where a quarter-warp reads two positions (fewer than 8 threads a position)
-        pitch = _up4 if self.threads() // 16 >= 8 else _pitch4
+        pitch = _up4 if self.threads() // 16 >= 8 else pitch4
         return 4 * (2 * (_up4(self.cb * xplane) + _up4(self.mb * dplane))
                     + 2 * 16 * (pitch(tk * self.cb) + pitch(tk * self.mb)))
 

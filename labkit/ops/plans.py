@@ -86,6 +86,12 @@ def cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+def pitch4(n: int) -> int:
+    """n rounded up to 4 more than a multiple of 32: the pitch (in floats) of shared-memory slices
+    that a quarter-warp reads side by side, so that their runs of 4 fall in different banks."""
+    return n + (36 - n % 32) % 32
+
+
 def allow_shared(fn, nbytes: int) -> None:
     """Let ``fn`` take ``nbytes`` of dynamic shared memory: past 48 KiB a kernel must ask for it."""
     if nbytes > SHARED_MEM_PER_BLOCK:
