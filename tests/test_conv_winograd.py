@@ -1,6 +1,6 @@
-"""conv_winograd.cu, Winograd's F(2x2, 3x3): forward (bias, skip, ReLU fused) and backward data (the
+"""conv_winograd.cu, Winograd's F(2x2, 3x3) and F(4x4, 3x3): forward (bias, skip, ReLU fused) and backward data (the
 ReLU's backward and a skip's gradient fused) against the float64 references on odd shapes (odd
-planes leave half-empty 2x2 tiles on the right and bottom edges) with poisoned outputs; tiles with
+planes leave part-empty 2x2 and 4x4 tiles on the right and bottom edges) with poisoned outputs; tiles with
 ragged edges; the weights transformed again at every call; what it refuses."""
 from __future__ import annotations
 
@@ -27,7 +27,11 @@ CASES = [(3, 5, 4, 13, 11, None), (1, 1, 16, 5, 6, None), (2, 8, 8, 10, 9, Winog
          # output channels not a multiple of 4 (U copied a value at a time)
          (2, 12, 8, 9, 8, WinogradTile(8, 4, 2, 4, 4)), (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3)),
          # one group of tiles a position, an even number a thread (8-byte loads of V)
-         (2, 8, 8, 9, 11, WinogradTile(8, 4, 1, 6, 4))]
+         (2, 8, 8, 9, 11, WinogradTile(8, 4, 1, 6, 4)),
+         # F(4x4, 3x3): planes of 1, 2 and 3 columns past a multiple of 4, a band of rows of tiles
+         # past the plane's last, 16-byte copies of x and of U, groups of tiles of 1 and 2
+         (3, 5, 4, 13, 11, WinogradTile(4, 4, 1, 4, 5, 4)), (2, 8, 8, 10, 9, WinogradTile(8, 4, 2, 2, 4, 4)),
+         (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3, 4)), (2, 8, 8, 9, 10, WinogradTile(8, 4, 2, 8, 4, 4))]
 
 
 @pytest.mark.parametrize("N,C,M,H,W,tile", CASES)
@@ -42,7 +46,8 @@ def test_forward_with_bias_skip_and_relu_matches_float64(N, C, M, H, W, tile):
     assert rel_error(plain(f32(x), poisoned(N, M, H, W)), reference.conv2d(x, w, None, pad=1)) < 1e-5
 
 
-@pytest.mark.parametrize("N,C,M,H,W,tile", [(3, 4, 5, 11, 9, None), (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4))])
+@pytest.mark.parametrize("N,C,M,H,W,tile", [(3, 4, 5, 11, 9, None), (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4)),
+                                            (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4, 4))])
 def test_backward_data_with_gate_and_skip_matches_float64(N, C, M, H, W, tile):
     # The data pass is a forward convolution of dy (M channels in, C out) by the weights turned 180
     # degrees, so the tile is the one of an M -> C layer.
@@ -76,6 +81,10 @@ def test_bad_tiles_and_input_are_refused():
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 1, 4, 3))
     with pytest.raises(ValueError, match="rows of tiles"):
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 4, 4, 8))
+    with pytest.raises(ValueError, match="f must be 2 or 4"):
+        WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 1, 4, 8, 3))
+    with pytest.raises(ValueError, match="rows of tiles"):
+        WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 3, 4, 8, 4))
     with pytest.raises(ValueError, match="at least 1"):
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 0, 4, 8))
     with pytest.raises(ValueError, match="shared memory"):

@@ -1,51 +1,56 @@
 // conv_winograd.cu -- 3x3 convolutions (stride 1, zero padding 1) by Winograd's minimal filtering
-// F(2x2, 3x3): each 2x2 block of outputs from a 4x4 block of inputs with 16 multiplications per
-// (input, output) channel pair instead of the direct method's 36, 2.25x fewer.
+// F(F x F, 3x3) with F = 2 or 4: each F x F block of outputs from an (F + 2) x (F + 2) block of
+// inputs with (F + 2)^2 multiplications per (input, output) channel pair instead of the direct
+// method's 9 F^2: 16 for 36 (2.25x fewer) at F = 2, 36 for 144 (4x fewer) at F = 4.
 //
-//   y = A^T [ (G g G^T) . (B^T d B) ] A        summed over the input channels, per 2x2 output tile
-//   d: the tile's 4x4 input patch (rows 2i - 1 .. 2i + 2, columns 2j - 1 .. 2j + 2, zeros outside);
+//   y = A^T [ (G g G^T) . (B^T d B) ] A        summed over the input channels, per output tile
+//   d: the tile's input patch (rows F i - 1 .. F i + F, columns F j - 1 .. F j + F, zeros outside);
 //   g: a 3x3 filter; "." elementwise.  With U = G g G^T and V = B^T d B precomputed, the sum over
-//   input channels c is 16 independent products, one per position xi of the 4x4 transforms:
-//       Mx[xi][m][t] = sum over c of U[xi][m][c] * V[xi][c][t]          (16 GEMMs, M x C by C x tiles)
-//   and the output tile is A^T Mx A.  The transforms are additions only (B, A have entries 0, +-1;
-//   G has +-1/2), done once per weight and once per (input channel, tile), so the multiply-adds are
-//   the GEMMs': 16 * M * C per tile of 4 outputs.
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
-//   A^T = [1 1 1 0; 0 1 -1 -1].  The rounding error grows a little (sums of up to 4 terms in each
-//   transform): still about 1e-7 of the output's size in float32.
+//   input channels c is P = (F + 2)^2 independent products, one per position xi of the transforms:
+//       Mx[xi][m][t] = sum over c of U[xi][m][c] * V[xi][c][t]          (P GEMMs, M x C by C x tiles)
+//   and the output tile is A^T Mx A.  The transforms are done once per weight and once per (input
+//   channel, tile), so the multiply-adds are the GEMMs': P * M * C per tile of F^2 outputs.
+//   F = 2 (interpolation points 0, 1, -1 and infinity):
+//     B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+//     A^T = [1 1 1 0; 0 1 -1 -1]: additions only, and a rounding error of about 1e-7 of the output.
+//   F = 4 (points 0, 1, -1, 2, -2 and infinity):
+//     B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+//     G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1],
+//     A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]: the larger entries cost
+//     accuracy, about 1e-6 of the output in float32 (still 10x inside the checks' bound).
 //
-// winograd_weights(wt, u)    U for every (m, c): 16 x C x M values (the GEMMs' A operand), laid out
+// winograd_weights(wt, u)    U for every (m, c): P x C x M values (the GEMMs' A operand), laid out
 //   for the convolution's blocks (wg_u_index: a block's slice of a chunk is one contiguous run).
 //   wt: the forward layer's weights in the (C*9, M) layout; with WG_FLIP it transforms the
 //   backward-data filters, the forward's turned 180 degrees with C and M swapped.  Grid
 //   (ceil(C * M / 256),), block (256,).  Weights change every training step, so this runs before
-//   each convolution (16 * C * M values: a few microseconds).
+//   each convolution (P * C * M values: a few microseconds).
 // winograd_conv(x, u, b, addend, gate, y, N, relu)    the convolution and conv_small's epilogue:
 //   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE).
-//   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / 2)
+//   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / F)
 //   tiles) and walks the input channels WG_CK at a time.  Per chunk:
-//   * copies: the chunk's input rows (2 * WG_TR + 2 of each channel; zeros above and below the
+//   * copies: the chunk's input rows (F * WG_TR + 2 of each channel; zeros above and below the
 //     plane, and zero columns either side written once, so the transform reads any patch unchecked)
 //     and its slice of U travel from global to shared memory with cp.async, one chunk ahead: while a
 //     chunk is transformed and multiplied the next one's bytes are in flight, and no register holds
 //     them on the way.  (On the CPU executor a copy is a plain load and store: it lands at once,
 //     which the barriers' order makes the same computation.)
-//   * the transform: a thread per (channel, tile) turns its 4x4 patch of the staged rows into V
-//     (shared memory, 16 slices, one per transform position xi);
-//   * the 16 GEMMs: a group of G = (WG_MB / WG_RM) * (TB / WG_RT) threads per position xi (a warp
+//   * the transform: a thread per (channel, tile) turns its patch of the staged rows into V
+//     (shared memory, P slices, one per transform position xi);
+//   * the P GEMMs: a group of G = (WG_MB / WG_RM) * (TB / WG_RT) threads per position xi (a warp
 //     when G is 32), each thread a WG_RM x WG_RT block of Mx[xi] (output channels by tiles) in
 //     registers.  A thread's channels are WG_MG apart, or runs of 4 that far apart (16-byte loads), and
 //     so are its tiles: the lanes of a group that share a tile column read the same V value (one
 //     broadcast), those that share channels the same U value, and the runs of neighbouring lanes
 //     fall in different banks.  Per input channel a thread loads WG_RM + WG_RT values for
 //     WG_RM * WG_RT multiply-adds; its group reads only WG_MB + TB distinct ones.
-//   The output transform needs a tile's 16 positions, which 16 groups hold: they meet in shared
-//   memory, and each thread then finishes whole tiles.  Grid (N * ceil(ceil(H / 2) / WG_TR) * M / WG_MB,),
+//   The output transform needs a tile's P positions, which P groups hold: they meet in shared
+//   memory, and each thread then finishes whole tiles.  Grid (N * ceil(ceil(H / F) / WG_TR) * M / WG_MB,),
 //   block (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
-// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u 16 * C * M; float32, C-contiguous.
+// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u P * C * M; float32, C-contiguous.
 // Compile-time parameters: WG_C, WG_M (the kernel's input and output channels: for backward data the
-// forward's M and C), WG_H, WG_W, the tile (WG_MB, WG_RM, WG_TR, WG_RT, WG_CK) and the epilogue
-// (WG_BIAS, WG_ADD, WG_GATE); WG_FLIP for the weight transform.
+// forward's M and C), WG_H, WG_W, WG_F (2 or 4), the tile (WG_MB, WG_RM, WG_TR, WG_RT, WG_CK) and the
+// epilogue (WG_BIAS, WG_ADD, WG_GATE); WG_FLIP for the weight transform.
 
 #ifndef WG_C
 #define WG_C 16
@@ -58,6 +63,9 @@
 #endif
 #ifndef WG_W
 #define WG_W 28
+#endif
+#ifndef WG_F
+#define WG_F 2
 #endif
 #ifndef WG_MB
 #define WG_MB 16
@@ -89,16 +97,18 @@
 
 static_assert(WG_M % WG_MB == 0 && WG_MB % WG_RM == 0 && WG_C % WG_CK == 0,
               "WG_MB must divide WG_M, WG_RM WG_MB and WG_CK WG_C");
+static_assert(WG_F == 2 || WG_F == 4, "WG_F: output tiles of 2x2 or 4x4");
 
-constexpr int WG_TW = (WG_W + 1) / 2, WG_TH = (WG_H + 1) / 2;   // tiles across and down a plane
+constexpr int WG_A = WG_F + 2, WG_P = WG_A * WG_A;              // a patch's side; transform positions
+constexpr int WG_TW = (WG_W + WG_F - 1) / WG_F, WG_TH = (WG_H + WG_F - 1) / WG_F;   // tiles across, down
 constexpr int WG_BANDS = (WG_TH + WG_TR - 1) / WG_TR;            // bands of WG_TR tile rows
 constexpr int WG_TB = WG_TR * WG_TW;                             // tiles a block owns
 constexpr int WG_MG = WG_MB / WG_RM;                             // groups of output channels
 constexpr int WG_TG = (WG_TB + WG_RT - 1) / WG_RT;               // groups of tiles
 constexpr int WG_TBP = WG_TG * WG_RT;                            // tiles, padded to whole groups
 constexpr int WG_G = WG_MG * WG_TG;                              // threads per transform position
-constexpr int WG_THREADS = 16 * WG_G;
-// Pitches of the 16 positions' slices: 4 more than a multiple of 32 floats, so that positions read
+constexpr int WG_THREADS = WG_P * WG_G;
+// Pitches of the P positions' slices: 4 more than a multiple of 32 floats, so that positions read
 // side by side (when a group is smaller than a quarter-warp) fall in different banks.
 __host__ __device__ constexpr int wg_pitch4(int n) { return n + (36 - n % 32) % 32; }
 constexpr bool WG_VEC_U = WG_RM % 4 == 0, WG_VEC_V = WG_RT % 4 == 0;   // 16-byte register loads
@@ -107,19 +117,23 @@ constexpr int WG_CHUNKS = WG_C / WG_CK, WG_MCHUNKS = WG_M / WG_MB;
 constexpr int WG_USLICE = WG_CK * WG_MB;                        // U values of one position, block and chunk
 constexpr bool WG_COPY16_U = WG_USLICE % 4 == 0;                // 16-byte copies of U
 constexpr bool WG_COPY16_X = WG_W % 4 == 0;                     // 16-byte copies of x's rows
-constexpr int WG_RROWS = 2 * WG_TR + 2;                         // input rows a chunk's channel stages
+constexpr int WG_RROWS = WG_F * WG_TR + 2;                      // input rows a chunk's channel stages
 // A staged row: 4 zeros (column -1 of the plane is the last of them), the W values from a 16-byte
-// boundary, zeros up to the pitch (column W, and W + 1 of an odd W's last tile): the transform reads
-// any patch without a bounds check.  The zeros are written once; copies never touch them.
-constexpr int WG_RAW0 = 4, WG_RAWP = (WG_RAW0 + WG_W + 2 + 3) / 4 * 4;
+// boundary, zeros up to the pitch (columns W .. F * TW, which the last tile's patch reaches): the
+// transform reads any patch without a bounds check.  The zeros are written once; copies never touch them.
+constexpr int WG_RAW0 = 4, WG_RAWP = (WG_RAW0 + WG_F * WG_TW + 1 + 3) / 4 * 4;
 constexpr int WG_RAW_FLOATS = WG_CK * WG_RROWS * WG_RAWP;
 constexpr int WG_VS = wg_pitch4(WG_CK * WG_TBP);
 constexpr int WG_US = wg_pitch4(WG_USLICE);
 constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                     // the sums' slices, for the output transform
-// Shared memory: U's two stages, the raw rows' two stages, V; the sums reuse it after the last chunk.
-constexpr int WG_U_AT = 0, WG_RAW_AT = 2 * 16 * WG_US, WG_V_AT = WG_RAW_AT + 2 * WG_RAW_FLOATS;
-constexpr int WG_GEMM_FLOATS = WG_V_AT + 16 * WG_VS;
-constexpr int WG_SUM_FLOATS = 16 * WG_SS;
+// Shared memory: two stages each of U, the raw rows and V (one of each for a single chunk); the sums
+// reuse it after the last chunk.
+// One stage each where there is a single chunk (nothing to overlap: more blocks fit an SM).
+constexpr int WG_STAGES = WG_CHUNKS > 1 ? 2 : 1;
+__host__ __device__ constexpr int wg_stage_of(int k) { return WG_STAGES == 2 ? (k & 1) : 0; }
+constexpr int WG_U_AT = 0, WG_RAW_AT = WG_STAGES * WG_P * WG_US, WG_V_AT = WG_RAW_AT + WG_STAGES * WG_RAW_FLOATS;
+constexpr int WG_GEMM_FLOATS = WG_V_AT + WG_STAGES * WG_P * WG_VS;
+constexpr int WG_SUM_FLOATS = WG_P * WG_SS;
 constexpr int WG_SHARED_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
 static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channels or tiles a block)");
 // Blocks an SM should hold at once, for __launch_bounds__: at least 512 threads an SM, which caps a
@@ -129,9 +143,61 @@ static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channe
 #endif
 
 // Where U(xi, c, m) lives in u: the block of (output channels m / WG_MB, chunk c / WG_CK) is one
-// contiguous run of 16 * WG_USLICE values ([xi][c % WG_CK][m % WG_MB]), which a block copies as is.
+// contiguous run of P * WG_USLICE values ([xi][c % WG_CK][m % WG_MB]), which a block copies as is.
 __host__ __device__ constexpr long long wg_u_index(int xi, int c, int m) {
-  return (((long long)(m / WG_MB) * WG_CHUNKS + c / WG_CK) * 16 + xi) * WG_USLICE + (c % WG_CK) * WG_MB + m % WG_MB;
+  return (((long long)(m / WG_MB) * WG_CHUNKS + c / WG_CK) * WG_P + xi) * WG_USLICE + (c % WG_CK) * WG_MB + m % WG_MB;
+}
+
+// The three transforms, each applied to one column (or row) of WG_A values.  out[i][j] (column j of
+// a 2-D result) = (G g)[i] for the three filter values g0, g1, g2.
+template <int COLS>
+__device__ __forceinline__ void wg_g(float g0, float g1, float g2, float (&out)[WG_A][COLS], int j) {
+  if constexpr (WG_F == 2) {
+    out[0][j] = g0;
+    out[1][j] = 0.5f * (g0 + g1 + g2);
+    out[2][j] = 0.5f * (g0 - g1 + g2);
+    out[3][j] = g2;
+  } else {
+    const float even = g0 + g2, s0 = g0 * (1.0f / 24.0f) + g2 * (1.0f / 6.0f);
+    out[0][j] = 0.25f * g0;
+    out[1][j] = -(even + g1) * (1.0f / 6.0f);
+    out[2][j] = -(even - g1) * (1.0f / 6.0f);
+    out[3][j] = s0 + g1 * (1.0f / 12.0f);
+    out[4][j] = s0 - g1 * (1.0f / 12.0f);
+    out[5][j] = g2;
+  }
+}
+
+// B^T d for one column d[0 .. WG_A) of a patch: out[0 .. WG_A).
+__device__ __forceinline__ void wg_bt(const float (&d)[WG_A], float (&out)[WG_A]) {
+  if constexpr (WG_F == 2) {
+    out[0] = d[0] - d[2];
+    out[1] = d[1] + d[2];
+    out[2] = d[2] - d[1];
+    out[3] = d[1] - d[3];
+  } else {
+    const float p = d[4] - 4.0f * d[2], q = d[3] - 4.0f * d[1], r = d[4] - d[2], s = 2.0f * (d[3] - d[1]);
+    out[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+    out[1] = p + q;
+    out[2] = p - q;
+    out[3] = r + s;
+    out[4] = r - s;
+    out[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+  }
+}
+
+// A^T m for one column m[0 .. WG_A) of the sums: out[0 .. WG_F).
+__device__ __forceinline__ void wg_at(const float (&m)[WG_A], float (&out)[WG_F]) {
+  if constexpr (WG_F == 2) {
+    out[0] = m[0] + m[1] + m[2];
+    out[1] = m[1] - m[2] - m[3];
+  } else {
+    const float a = m[1] + m[2], b = m[1] - m[2], c = m[3] + m[4], d = m[3] - m[4];
+    out[0] = m[0] + a + c;
+    out[1] = b + 2.0f * d;
+    out[2] = a + 4.0f * c;
+    out[3] = b + 8.0f * d + m[5];
+  }
 }
 
 extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float* __restrict__ u) {
@@ -150,20 +216,15 @@ extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float*
 #else
       g[kh][kw] = wt[(c * 9 + kh * 3 + kw) * WG_M + m];
 #endif
-  float t[4][3];                                            // G g
+  float t[WG_A][3];                                         // G g
 #pragma unroll
-  for (int j = 0; j < 3; ++j) {
-    t[0][j] = g[0][j];
-    t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-    t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-    t[3][j] = g[2][j];
-  }
+  for (int j = 0; j < 3; ++j) wg_g(g[0][j], g[1][j], g[2][j], t, j);
 #pragma unroll
-  for (int r = 0; r < 4; ++r) {                             // (G g) G^T
-    const float v[4] = {t[r][0], 0.5f * (t[r][0] + t[r][1] + t[r][2]), 0.5f * (t[r][0] - t[r][1] + t[r][2]),
-                        t[r][2]};
+  for (int r = 0; r < WG_A; ++r) {                          // (G g) G^T
+    float v[WG_A][1];
+    wg_g(t[r][0], t[r][1], t[r][2], v, 0);
 #pragma unroll
-    for (int s = 0; s < 4; ++s) u[wg_u_index(r * 4 + s, c, m)] = v[s];
+    for (int s = 0; s < WG_A; ++s) u[wg_u_index(r * WG_A + s, c, m)] = v[s][0];
   }
 }
 
@@ -194,7 +255,7 @@ __device__ __forceinline__ int wg_spread(int i, int g) {
   return R % 4 == 0 ? (i / 4) * (4 * GROUPS) + g * 4 + i % 4 : i * GROUPS + g;
 }
 
-// Stage the input rows of chunk c0 (2 * WG_TR + 2 of each channel) into `raw`, VEC floats a copy.
+// Stage the input rows of chunk c0 (F * WG_TR + 2 of each channel) into `raw`, VEC floats a copy.
 template <int VEC>
 __device__ __forceinline__ void wg_stage_rows(const float* __restrict__ x, float* raw, int n, int trow0, int c0,
                                               int tid) {
@@ -202,7 +263,7 @@ __device__ __forceinline__ void wg_stage_rows(const float* __restrict__ x, float
 #pragma unroll 1
   for (int e = tid; e < COUNT; e += WG_THREADS) {
     const int col = e % ROWV, rr = (e / ROWV) % WG_RROWS, cc = e / (ROWV * WG_RROWS);
-    const int h = 2 * trow0 - 1 + rr;
+    const int h = WG_F * trow0 - 1 + rr;
     const bool inside = h >= 0 && h < WG_H;
     // Rows outside the plane are zeros; their copies read nothing (x itself stands in as the source).
     const float* src = inside ? x + (((long long)n * WG_C + c0 + cc) * WG_H + h) * WG_W + col * VEC : x;
@@ -212,29 +273,127 @@ __device__ __forceinline__ void wg_stage_rows(const float* __restrict__ x, float
   }
 }
 
-// Stage chunk k's input rows and U slice into the buffers `raw` and `su` (copies in flight).
-__device__ __forceinline__ void wg_stage(const float* __restrict__ x, const float* __restrict__ u, float* raw,
-                                         float* su, int n, int trow0, int mc, int k, int tid) {
-  const float* slice = u + ((long long)mc * WG_CHUNKS + k) * 16 * WG_USLICE;
-  constexpr int VEC = WG_COPY16_U ? 4 : 1, ROWV = WG_USLICE / VEC, COUNT = 16 * ROWV;
+// Stage chunk k's slice of U into `su` (copies in flight).
+__device__ __forceinline__ void wg_stage_u(const float* __restrict__ u, float* su, int mc, int k, int tid) {
+  const float* slice = u + ((long long)mc * WG_CHUNKS + k) * WG_P * WG_USLICE;
+  constexpr int VEC = WG_COPY16_U ? 4 : 1, ROWV = WG_USLICE / VEC, COUNT = WG_P * ROWV;
 #pragma unroll 1
   for (int e = tid; e < COUNT; e += WG_THREADS) {   // row p of the slice to row p of su, pitch WG_US
     float* dst = su + (e / ROWV) * WG_US + (e % ROWV) * VEC;
     if (VEC == 4) wg_copy16(dst, slice + e * VEC, true);
     else wg_copy4(dst, slice + e, true);
   }
-  // 16-byte copies of x's rows where they are 16-byte aligned (a view into a larger array may not be)
+}
+
+// Stage chunk k's input rows into `raw` (copies in flight): 16-byte copies where x's rows are
+// 16-byte aligned (a view into a larger array may not be).
+__device__ __forceinline__ void wg_stage_x(const float* __restrict__ x, float* raw, int n, int trow0, int k, int tid) {
   if (WG_COPY16_X && (reinterpret_cast<unsigned long long>(x) & 15) == 0)
     wg_stage_rows<4>(x, raw, n, trow0, k * WG_CK, tid);
   else
     wg_stage_rows<1>(x, raw, n, trow0, k * WG_CK, tid);
 }
 
+// V = B^T d B of a chunk's staged rows `raw` into `sv` ([WG_P][WG_VS]: V[xi][c][t]): one thread per
+// (channel, tile), WG_P values each.
+__device__ __forceinline__ void wg_transform(const float* raw, float* sv, int trow0, int tid) {
+#pragma unroll 1
+  for (int e = tid; e < WG_CK * WG_TBP; e += WG_THREADS) {
+    const int cc = e / WG_TBP, t = e % WG_TBP;
+    const int tr = t / WG_TW, tj = t % WG_TW;
+    const bool live = t < WG_TB && trow0 + tr < WG_TH;   // padded tiles multiply zeros
+    // the patch's first row and column (F tj - 1) in the staged rows
+    const float* rows = raw + (cc * WG_RROWS + WG_F * tr) * WG_RAWP + WG_RAW0 + WG_F * tj - 1;
+    float* out = sv + cc * WG_TBP + t;                     // this item's WG_P slots of V
+    if constexpr (WG_F == 2) {
+      float bt[WG_A][WG_A];                                // B^T d, a column at a time
+#pragma unroll
+      for (int ss = 0; ss < WG_A; ++ss) {
+        float d[WG_A], col[WG_A];
+#pragma unroll
+        for (int rr = 0; rr < WG_A; ++rr) d[rr] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
+        wg_bt(d, col);
+#pragma unroll
+        for (int rr = 0; rr < WG_A; ++rr) bt[rr][ss] = col[rr];
+      }
+#pragma unroll
+      for (int rr = 0; rr < WG_A; ++rr) {                  // (B^T d) B, a row at a time
+        float row[WG_A];
+        wg_bt(bt[rr], row);
+#pragma unroll
+        for (int ss = 0; ss < WG_A; ++ss) out[(rr * WG_A + ss) * WG_VS] = row[ss];
+      }
+    } else {
+      // 6x6: B^T d held in registers would be 36 more values beside the GEMM's sums, which the
+      // compiler then spills.  So the column pass parks B^T d in the item's own slots of V, and the
+      // row pass transforms them in place (the same thread writes and reads them: no barrier).  The
+      // loops stay rolled, so that the compiler does not hoist all 36 loads ahead of their use.
+#pragma unroll 1
+      for (int ss = 0; ss < WG_A; ++ss) {
+        float d[WG_A], col[WG_A];
+#pragma unroll
+        for (int rr = 0; rr < WG_A; ++rr) d[rr] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
+        wg_bt(d, col);
+#pragma unroll
+        for (int rr = 0; rr < WG_A; ++rr) out[(rr * WG_A + ss) * WG_VS] = col[rr];
+      }
+#pragma unroll 1
+      for (int rr = 0; rr < WG_A; ++rr) {
+        float bt[WG_A], row[WG_A];
+#pragma unroll
+        for (int ss = 0; ss < WG_A; ++ss) bt[ss] = out[(rr * WG_A + ss) * WG_VS];
+        wg_bt(bt, row);
+#pragma unroll
+        for (int ss = 0; ss < WG_A; ++ss) out[(rr * WG_A + ss) * WG_VS] = row[ss];
+      }
+    }
+  }
+}
+
+// The chunk's GEMM at position xi: this thread's WG_RM x WG_RT block of Mx[xi] from V (`vx`, the
+// position's slice) and U (`ux`).
+__device__ __forceinline__ void wg_gemm(const float* vx, const float* ux, int mg, int tg,
+                                        float (&acc)[WG_RM][WG_RT]) {
+#pragma unroll
+  for (int cc = 0; cc < WG_CK; ++cc) {
+    float a[WG_RM], v[WG_RT];
+    if (WG_VEC_U) {
+#pragma unroll
+      for (int i = 0; i < WG_RM; i += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(ux + cc * WG_MB + wg_spread<WG_RM, WG_MG>(i, mg));
+        a[i] = f.x, a[i + 1] = f.y, a[i + 2] = f.z, a[i + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < WG_RM; ++i) a[i] = ux[cc * WG_MB + wg_spread<WG_RM, WG_MG>(i, mg)];
+    }
+    if (WG_VEC_V) {
+#pragma unroll
+      for (int j = 0; j < WG_RT; j += 4) {
+        const float4 f = *reinterpret_cast<const float4*>(vx + cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg));
+        v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
+      }
+    } else if (WG_PAIR_V) {           // one group of tiles: a thread's are side by side, 8-byte loads
+#pragma unroll
+      for (int j = 0; j < WG_RT; j += 2) {
+        const float2 f = *reinterpret_cast<const float2*>(vx + cc * WG_TBP + j);
+        v[j] = f.x, v[j + 1] = f.y;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < WG_RT; ++j) v[j] = vx[cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg)];
+    }
+#pragma unroll
+    for (int i = 0; i < WG_RM; ++i)
+#pragma unroll
+      for (int j = 0; j < WG_RT; ++j) acc[i][j] += a[i] * v[j];
+  }
+}
+
 extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
     const float* __restrict__ x, const float* __restrict__ u, const float* __restrict__ b,
     const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu) {
   extern __shared__ __align__(16) float smem[];
-  float* sv = smem + WG_V_AT;        // [16][WG_VS]: V[xi][c][t] of the chunk
   constexpr int MCHUNKS = WG_MCHUNKS, CHUNKS = WG_CHUNKS;
   const int mc = blockIdx.x % MCHUNKS;
   const int band = (blockIdx.x / MCHUNKS) % WG_BANDS;
@@ -250,88 +409,32 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
     for (int j = 0; j < WG_RT; ++j) acc[i][j] = 0.0f;
 
   // The rows' zero columns, in both stages, before any copy lands beside them.
-  for (int e = tid; e < 2 * WG_CK * WG_RROWS * (WG_RAWP - WG_W); e += WG_THREADS) {
+  for (int e = tid; e < WG_STAGES * WG_CK * WG_RROWS * (WG_RAWP - WG_W); e += WG_THREADS) {
     const int row = e / (WG_RAWP - WG_W), col = e % (WG_RAWP - WG_W);
     smem[WG_RAW_AT + row * WG_RAWP + (col < WG_RAW0 ? col : col + WG_W)] = 0.0f;
   }
-  wg_stage(x, u, smem + WG_RAW_AT, smem + WG_U_AT, n, trow0, mc, 0, tid);
-  for (int k = 0; k < CHUNKS; ++k) {
-    const int s = k & 1;
-    float* raw = smem + WG_RAW_AT + s * WG_RAW_FLOATS;
-    const float* su = smem + WG_U_AT + s * 16 * WG_US;
-    wg_copies_wait();
-    __syncthreads();                   // chunk k has landed; every thread is done with chunk k - 1
-    if (k + 1 < CHUNKS)                // the other stage was last read before the barrier
-      wg_stage(x, u, smem + WG_RAW_AT + (s ^ 1) * WG_RAW_FLOATS, smem + WG_U_AT + (s ^ 1) * 16 * WG_US, n, trow0,
-               mc, k + 1, tid);
-    // V: one thread per (channel, tile) of the chunk: its 4x4 patch, B^T d B, 16 values.
-    for (int e = tid; e < WG_CK * WG_TBP; e += WG_THREADS) {
-      const int cc = e / WG_TBP, t = e % WG_TBP;
-      const int tr = t / WG_TW, tj = t % WG_TW;
-      const bool live = t < WG_TB && trow0 + tr < WG_TH;   // padded tiles multiply zeros
-      const float* rows = raw + (cc * WG_RROWS + 2 * tr) * WG_RAWP + WG_RAW0 + 2 * tj - 1;   // column 2 tj - 1
-      float d[4][4];
-#pragma unroll
-      for (int rr = 0; rr < 4; ++rr)
-#pragma unroll
-        for (int ss = 0; ss < 4; ++ss) d[rr][ss] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
-      float bt[4][4];                                        // B^T d
-#pragma unroll
-      for (int ss = 0; ss < 4; ++ss) {
-        bt[0][ss] = d[0][ss] - d[2][ss];
-        bt[1][ss] = d[1][ss] + d[2][ss];
-        bt[2][ss] = d[2][ss] - d[1][ss];
-        bt[3][ss] = d[1][ss] - d[3][ss];
-      }
-#pragma unroll
-      for (int rr = 0; rr < 4; ++rr) {                        // (B^T d) B
-        float* out = sv + (rr * 4) * WG_VS + cc * WG_TBP + t;
-        out[0 * WG_VS] = bt[rr][0] - bt[rr][2];
-        out[1 * WG_VS] = bt[rr][1] + bt[rr][2];
-        out[2 * WG_VS] = bt[rr][2] - bt[rr][1];
-        out[3 * WG_VS] = bt[rr][1] - bt[rr][3];
-      }
-    }
-    __syncthreads();                   // V complete
-    const float* vx = sv + xi * WG_VS;
-    const float* ux = su + xi * WG_US;
-#pragma unroll
-    for (int cc = 0; cc < WG_CK; ++cc) {
-      float a[WG_RM], v[WG_RT];
-      if (WG_VEC_U) {
-#pragma unroll
-        for (int i = 0; i < WG_RM; i += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(ux + cc * WG_MB + wg_spread<WG_RM, WG_MG>(i, mg));
-          a[i] = f.x, a[i + 1] = f.y, a[i + 2] = f.z, a[i + 3] = f.w;
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < WG_RM; ++i) a[i] = ux[cc * WG_MB + wg_spread<WG_RM, WG_MG>(i, mg)];
-      }
-      if (WG_VEC_V) {
-#pragma unroll
-        for (int j = 0; j < WG_RT; j += 4) {
-          const float4 f = *reinterpret_cast<const float4*>(vx + cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg));
-          v[j] = f.x, v[j + 1] = f.y, v[j + 2] = f.z, v[j + 3] = f.w;
-        }
-      } else if (WG_PAIR_V) {           // one group of tiles: a thread's are side by side, 8-byte loads
-#pragma unroll
-        for (int j = 0; j < WG_RT; j += 2) {
-          const float2 f = *reinterpret_cast<const float2*>(vx + cc * WG_TBP + j);
-          v[j] = f.x, v[j + 1] = f.y;
-        }
-      } else {
-#pragma unroll
-        for (int j = 0; j < WG_RT; ++j) v[j] = vx[cc * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg)];
-      }
-#pragma unroll
-      for (int i = 0; i < WG_RM; ++i)
-#pragma unroll
-        for (int j = 0; j < WG_RT; ++j) acc[i][j] += a[i] * v[j];
-    }
-  }
-  // The output transform needs a tile's 16 positions, which 16 groups hold: through shared memory.
+  // Three chunks in flight between one barrier and the next: chunk k's GEMMs, chunk k + 1's transform
+  // (and its U copies), chunk k + 2's row copies; two stages each of the rows, U and V.  A warp done
+  // with its share of the transform goes on to its GEMMs, and the copies land while both run.
+  wg_stage_x(x, smem + WG_RAW_AT, n, trow0, 0, tid);
+  wg_copies_wait();
   __syncthreads();
+  for (int k = -1; k < CHUNKS; ++k) {
+    if (k + 2 < CHUNKS)                // that stage was last read by chunk k's transform, before the barrier
+      wg_stage_x(x, smem + WG_RAW_AT + wg_stage_of(k) * WG_RAW_FLOATS, n, trow0, k + 2, tid);
+    if (k + 1 < CHUNKS) {              // U's and V's stages were last read by chunk k - 1's GEMMs
+      const int s = wg_stage_of(k + 1);
+      wg_stage_u(u, smem + WG_U_AT + s * WG_P * WG_US, mc, k + 1, tid);
+      wg_transform(smem + WG_RAW_AT + s * WG_RAW_FLOATS, smem + WG_V_AT + s * WG_P * WG_VS, trow0, tid);
+    }
+    if (k >= 0)
+      wg_gemm(smem + WG_V_AT + wg_stage_of(k) * WG_P * WG_VS + xi * WG_VS,
+              smem + WG_U_AT + wg_stage_of(k) * WG_P * WG_US + xi * WG_US, mg, tg, acc);
+    wg_copies_wait();
+    __syncthreads();
+  }
+  // The output transform needs a tile's P positions, which P groups hold: through shared memory
+  // (free again: the loop's last barrier followed the last GEMM).
 #pragma unroll
   for (int i = 0; i < WG_RM; ++i)
 #pragma unroll
@@ -342,27 +445,29 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
     const int t = e % WG_TB, mm = e / WG_TB;
     const int ti = trow0 + t / WG_TW, tj = t % WG_TW;
     if (ti >= WG_TH) continue;
-    float mx[4][4];
+    float am[WG_F][WG_A];                                     // A^T Mx, a column at a time
 #pragma unroll
-    for (int p = 0; p < 16; ++p) mx[p / 4][p % 4] = smem[p * WG_SS + mm * WG_TBP + t];
-    float am[2][4];                                          // A^T Mx
+    for (int ss = 0; ss < WG_A; ++ss) {
+      float mx[WG_A], col[WG_F];
 #pragma unroll
-    for (int s = 0; s < 4; ++s) {
-      am[0][s] = mx[0][s] + mx[1][s] + mx[2][s];
-      am[1][s] = mx[1][s] - mx[2][s] - mx[3][s];
+      for (int rr = 0; rr < WG_A; ++rr) mx[rr] = smem[(rr * WG_A + ss) * WG_SS + mm * WG_TBP + t];
+      wg_at(mx, col);
+#pragma unroll
+      for (int r = 0; r < WG_F; ++r) am[r][ss] = col[r];
     }
     const int m = m0 + mm;
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int h = 2 * ti + r;
+    for (int r = 0; r < WG_F; ++r) {
+      const int h = WG_F * ti + r;
       if (h >= WG_H) break;
-      const float out2[2] = {am[r][0] + am[r][1] + am[r][2], am[r][1] - am[r][2] - am[r][3]};   // (A^T Mx) A
+      float outs[WG_F];                                       // (A^T Mx) A
+      wg_at(am[r], outs);
 #pragma unroll
-      for (int s = 0; s < 2; ++s) {
-        const int w = 2 * tj + s;
+      for (int s = 0; s < WG_F; ++s) {
+        const int w = WG_F * tj + s;
         if (w >= WG_W) break;
         const long long idx = (((long long)n * WG_M + m) * WG_H + h) * WG_W + w;
-        float v = out2[s];
+        float v = outs[s];
 #if WG_BIAS
         v += b[m];
 #endif

@@ -51,8 +51,9 @@ def _chunks(n: int, among) -> list[int]:
 
 def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
     """Every tile of the pass's kernel (``algorithm`` "direct" or "winograd") that fits the layer
-    (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums a thread, 16 to 64
-    for Winograd, 16 to 128 for its weight gradient; channel chunks that divide C)."""
+    (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums a thread, 28 to 64
+    for Winograd's F(2x2, 3x3) and F(4x4, 3x3): fewer were a third slower or more on the H100; 16 to 128
+    for its weight gradient; channel chunks that divide C)."""
     out = []
     if algorithm == "winograd" and kind == "weight":
         space = itertools.product(_divisors(M, (8, 16, 32, 64)), _divisors(C, (8, 16, 32, 64)), (4, 8, 16),
@@ -63,11 +64,13 @@ def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "dire
                 continue
             out.append(t)
     elif algorithm == "winograd":
-        chunks = _divisors(C, (8, 16)) or [C]
-        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4, 7), (4, 7, 8, 14), chunks)
-        for mb, rm, tr, rt, ck in space:
-            t = WinogradTile(mb, rm, tr, rt, ck)
-            if mb % rm or not 16 <= rm * rt <= 64 or not 128 <= t.threads(W) <= 1024:
+        # F(4x4, 3x3)'s U is 36 values a channel pair, 2.25x F(2x2, 3x3)'s: smaller chunks may pay there.
+        chunks = {2: _divisors(C, (8, 16)) or [C], 4: _divisors(C, (4, 8, 16)) or [C]}
+        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4, 7), (4, 7, 8, 14),
+                                  sorted(set(chunks[2] + chunks[4])), (2, 4))
+        for mb, rm, tr, rt, ck, f in space:
+            t = WinogradTile(mb, rm, tr, rt, ck, f)
+            if ck not in chunks[f] or mb % rm or not 28 <= rm * rt <= 64 or not 128 <= t.threads(W) <= 1024:
                 continue
             out.append(t)
     elif kind == "weight":

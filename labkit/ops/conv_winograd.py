@@ -1,13 +1,13 @@
-"""3x3 convolutions (stride 1, padding 1) by Winograd's F(2x2, 3x3) (labkit/kernels/conv_winograd.cu):
-forward and backward data, with conv_small's fused epilogue, 2.25x fewer multiply-adds than the
-direct kernel.
+"""3x3 convolutions (stride 1, padding 1) by Winograd's F(2x2, 3x3) or F(4x4, 3x3)
+(labkit/kernels/conv_winograd.cu): forward and backward data, with conv_small's fused epilogue,
+2.25x (F = 2) or 4x (F = 4) fewer multiply-adds than the direct kernel.
 
     conv = WinogradConv3x3(wt, b, layer, activation="relu")            # as SmallConv3x3
     bwd = WinogradConv3x3(wt, None, layer, transpose=True, gate=True)  # dL/dx, times (h > 0)
 
 A call transforms the weights (``winograd_weights``: they may have changed since the last call, as
 in training) and runs the convolution: two launches.  A ``WinogradTile`` fixes the kernel's
-compile-time tile; ``labkit/tuned/conv_small.json`` holds the H100's winners under
+compile-time tile, its output tiles' side ``f`` included; ``labkit/tuned/conv_small.json`` holds the H100's winners under
 "winograd_forward_..." and "winograd_data_..." keys.
 """
 from __future__ import annotations
@@ -36,49 +36,60 @@ def _odd(n: int) -> int:
 
 @dataclass(frozen=True)
 class WinogradTile:
-    """winograd_conv's tile: ``mb`` output channels a block, ``tr`` rows of 2x2 tiles a block, each
-    thread an ``rm`` x ``rt`` block (output channels x tiles) of one transform position's sums,
-    ``ck`` input channels a chunk."""
+    """winograd_conv's tile: ``mb`` output channels a block, ``tr`` rows of f x f output tiles a
+    block, each thread an ``rm`` x ``rt`` block (output channels x tiles) of one transform position's
+    sums, ``ck`` input channels a chunk; ``f`` (2 or 4) picks F(2x2, 3x3) or F(4x4, 3x3)."""
     mb: int = 16
     rm: int = 4
     tr: int = 2
     rt: int = 7
     ck: int = 8
+    f: int = 2
+
+    @property
+    def positions(self) -> int:
+        """The transforms' (f + 2)^2 positions: one GEMM each."""
+        return (self.f + 2) ** 2
 
     def groups(self, W: int) -> tuple[int, int]:
         """(output-channel groups, tile groups) of a block."""
-        tiles = self.tr * cdiv(W, 2)
+        tiles = self.tr * cdiv(W, self.f)
         return self.mb // self.rm, cdiv(tiles, self.rt)
 
     def threads(self, W: int) -> int:
         mg, tg = self.groups(W)
-        return 16 * mg * tg
+        return self.positions * mg * tg
 
-    def shared_bytes(self, W: int) -> int:
-        """conv_winograd.cu's WG_SHARED_FLOATS * 4: U's and the input rows' two stages and V, or the
-        sums of the output transform, whichever is larger."""
+    def shared_bytes(self, C: int, W: int) -> int:
+        """conv_winograd.cu's WG_SHARED_FLOATS * 4: two stages each of U, the input rows and V (one
+        where C is a single chunk), or the sums of the output transform, whichever is larger."""
         mg, tg = self.groups(W)
-        tbp = tg * self.rt
-        # a staged input row: 4 zeros, W values, 2 zeros, to a multiple of 4 (conv_winograd.cu's WG_RAWP)
-        stages = 2 * 16 * pitch4(self.ck * self.mb) + 2 * self.ck * (2 * self.tr + 2) * cdiv(W + 6, 4) * 4
-        gemm = stages + 16 * pitch4(self.ck * tbp)
-        return 4 * max(gemm, 16 * _odd(self.mb * tbp))
+        tbp, p, st = tg * self.rt, self.positions, 2 if C > self.ck else 1
+        # a staged input row: 4 zeros, the W values, zeros to column f * tiles across, to a multiple
+        # of 4 (conv_winograd.cu's WG_RAWP)
+        row = cdiv(4 + self.f * cdiv(W, self.f) + 1, 4) * 4
+        stages = st * p * pitch4(self.ck * self.mb) + st * self.ck * (self.f * self.tr + 2) * row
+        gemm = stages + st * p * pitch4(self.ck * tbp)
+        return 4 * max(gemm, p * _odd(self.mb * tbp))
 
     def check(self, C: int, M: int, H: int, W: int) -> None:
+        if self.f not in (2, 4):
+            raise ValueError(f"{self}: f must be 2 or 4 (output tiles of 2x2 or 4x4)")
         if min(self.mb, self.rm, self.tr, self.rt, self.ck) < 1:
             raise ValueError(f"every field of {self} must be at least 1")
         if M % self.mb or self.mb % self.rm or C % self.ck:
             raise ValueError(f"{self}: mb must divide M={M}, rm mb and ck C={C}")
-        if self.tr > cdiv(H, 2):
-            raise ValueError(f"{self}: tr must be at most the {cdiv(H, 2)} rows of tiles")
+        if self.tr > cdiv(H, self.f):
+            raise ValueError(f"{self}: tr must be at most the {cdiv(H, self.f)} rows of tiles")
         if not 1 <= self.threads(W) <= MAX_THREADS:
             raise ValueError(f"{self} makes {self.threads(W)} threads a block on W={W} (at most {MAX_THREADS})")
-        if self.shared_bytes(W) > shared_optin_limit():
-            raise ValueError(f"{self} needs {self.shared_bytes(W)} bytes of shared memory (at most "
+        if self.shared_bytes(C, W) > shared_optin_limit():
+            raise ValueError(f"{self} needs {self.shared_bytes(C, W)} bytes of shared memory (at most "
                              f"{shared_optin_limit()}): take fewer channels or tiles a block")
 
     def defines(self) -> dict:
-        return {"WG_MB": self.mb, "WG_RM": self.rm, "WG_TR": self.tr, "WG_RT": self.rt, "WG_CK": self.ck}
+        return {"WG_MB": self.mb, "WG_RM": self.rm, "WG_TR": self.tr, "WG_RT": self.rt, "WG_CK": self.ck,
+                "WG_F": self.f}
 
 
 def default_winograd_tile(C: int, M: int, H: int, W: int) -> WinogradTile:
@@ -91,9 +102,10 @@ def default_winograd_tile(C: int, M: int, H: int, W: int) -> WinogradTile:
 
 
 def winograd_tile_for(kind: str, C: int, M: int, H: int, W: int, device_name: str | None = None) -> WinogradTile:
-    """This GPU's tuned tile for "forward" or "data", else the default."""
+    """This GPU's tuned tile for "forward" or "data", else the default (an entry without ``f`` is an
+    F(2x2, 3x3) tile)."""
     entry = lookup(CONV_SMALL, table_key(f"winograd_{kind}", C, M, H, W), device_name)
-    return WinogradTile(**{k: int(entry[k]) for k in asdict(WinogradTile())}) if entry else \
+    return WinogradTile(**{k: int(entry.get(k, v)) for k, v in asdict(WinogradTile()).items()}) if entry else \
         default_winograd_tile(C, M, H, W)
 
 
@@ -107,7 +119,7 @@ def winograd_pays(kind: str, C: int, M: int, H: int, W: int, device_name: str | 
 
 
 class WinogradConv3x3(Conv3x3Layer):
-    """A 3x3 convolution (stride 1, padding 1) by Winograd's F(2x2, 3x3), its epilogue fused.
+    """A 3x3 convolution (stride 1, padding 1) by Winograd's F(2x2, 3x3) or F(4x4, 3x3), its epilogue fused.
     Arguments as ``Conv3x3Layer``'s (labkit.ops.conv_small), and ``tile``: a ``WinogradTile``."""
 
     def __init__(self, wt, b, layer, *, activation: str | None = None, residual: bool = False, gate: bool = False,
@@ -116,8 +128,8 @@ class WinogradConv3x3(Conv3x3Layer):
         L = self.layer
         self.tile = tile or winograd_tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
         self.tile.check(self.c_in, self.c_out, L.H, L.W)
-        # The transformed weights U, 16 * C * M values laid out for the tile's blocks, rewritten at each call.
-        self.u = array_module(self.backend).empty(16 * self.c_in * self.c_out, dtype=np.float32)
+        # The transformed weights U, P * C * M values laid out for the tile's blocks, rewritten at each call.
+        self.u = array_module(self.backend).empty(self.tile.positions * self.c_in * self.c_out, dtype=np.float32)
 
     def make_plan(self, N: int):
         L, t = self.layer, self.tile
@@ -127,9 +139,9 @@ class WinogradConv3x3(Conv3x3Layer):
         weights = mod.get_function("winograd_weights").launcher(
             (cdiv(self.c_in * self.c_out, THREADS_WEIGHTS),), (THREADS_WEIGHTS,), (self.wt, self.u))
         fn = mod.get_function("winograd_conv")
-        shared = t.shared_bytes(L.W)
+        shared = t.shared_bytes(self.c_in, L.W)
         allow_shared(fn, shared)
-        grid = (N * cdiv(cdiv(L.H, 2), t.tr) * (self.c_out // t.mb),)
+        grid = (N * cdiv(cdiv(L.H, t.f), t.tr) * (self.c_out // t.mb),)
         conv = fn.launcher(grid, (t.threads(L.W),), (None, self.u) + self.fixed_pointers() + (None,)
                            + ints(N, self.relu), shared)
 
