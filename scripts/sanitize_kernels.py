@@ -163,7 +163,7 @@ def launch_training_parts() -> int:
     SmallConv3x3(wt, None, L, transpose=True, gate=True, residual=True)(dy, gate=x, residual=x)
     SmallWeightGrad(L, tile=WeightTile(4, 4, 2, 4, 3))(x, dy)
     n += 3
-    # conv_winograd.cu: odd planes (a ragged last 2x2 tile), idle lanes, float4 and scalar tiles,
+    # conv_winograd.cu: odd planes (a ragged last 2x2 or 4x4 tile), idle lanes, float4 and scalar tiles,
     # 4- and 16-byte asynchronous copies, both copy stages reused; forward with bias, skip and ReLU,
     # backward data with gate and skip (its tile is one of an M -> C layer).
     from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile as WT
@@ -172,7 +172,11 @@ def launch_training_parts() -> int:
             ((2, 8, 8, 9, 7), WT(8, 4, 2, 4, 4), WT(8, 4, 2, 4, 4)),
             ((2, 12, 8, 9, 8), WT(8, 4, 2, 4, 4), WT(12, 4, 2, 4, 4)),   # 16-byte row copies, 3 chunks
             ((1, 9, 6, 7, 12), WT(3, 1, 1, 3, 3), WT(3, 1, 1, 3, 3)),    # U copied a value at a time
-            ((2, 8, 8, 9, 11), WT(8, 4, 1, 6, 4), WT(8, 4, 1, 6, 4))]:   # 8-byte loads of V
+            ((2, 8, 8, 9, 11), WT(8, 4, 1, 6, 4), WT(8, 4, 1, 6, 4)),    # 8-byte loads of V
+            # F(4x4, 3x3): ragged 4x4 tiles, a band past the last row of tiles, 16-byte copies
+            ((3, 5, 4, 13, 11), WT(4, 4, 1, 4, 5, 4), WT(5, 1, 1, 4, 4, 4)),
+            ((2, 8, 8, 9, 10), WT(8, 4, 2, 8, 4, 4), WT(8, 4, 2, 8, 4, 4)),
+            ((1, 64, 64, 28, 28), WT(64, 4, 2, 14, 8, 4), WT(64, 4, 2, 14, 8, 4))]:   # the H100's tile
         Lw = ConvLayer(C, H, W, M, 3, 1, 1)
         x, dy, wt = f32(N, C, H, W), f32(N, M, H, W), f32(C * 9, M)
         WinogradConv3x3(wt, f32(M), Lw, activation="relu", residual=True, tile=tile)(x, residual=dy)
