@@ -31,10 +31,11 @@
 //   tiles) and walks the input channels WG_CK at a time.  Per chunk:
 //   * copies: the chunk's input rows (F * WG_TR + 2 of each channel; zeros above and below the
 //     plane, and zero columns either side written once, so the transform reads any patch unchecked)
-//     and its slice of U travel from global to shared memory with cp.async, one chunk ahead: while a
-//     chunk is transformed and multiplied the next one's bytes are in flight, and no register holds
-//     them on the way.  (On the CPU executor a copy is a plain load and store: it lands at once,
-//     which the barriers' order makes the same computation.)
+//     travel from global to shared memory with cp.async, and its slice of U by bulk copies (a row of
+//     WG_MB * WG_CK values an instruction, counted in by an mbarrier): while a chunk is multiplied,
+//     the next one's U and the one after's rows are in flight, and no register holds them on the
+//     way.  (On the CPU executor a copy is a plain load and store: it lands at once, which the
+//     barriers' order makes the same computation.)
 //   * the transform: a thread per (channel, tile) turns its patch of the staged rows into V
 //     (shared memory, P slices, one per transform position xi);
 //   * the P GEMMs: a group of G = (WG_MB / WG_RM) * (TB / WG_RT) threads per position xi (a warp
@@ -134,7 +135,10 @@ __host__ __device__ constexpr int wg_stage_of(int k) { return WG_STAGES == 2 ? (
 constexpr int WG_U_AT = 0, WG_RAW_AT = WG_STAGES * WG_P * WG_US, WG_V_AT = WG_RAW_AT + WG_STAGES * WG_RAW_FLOATS;
 constexpr int WG_GEMM_FLOATS = WG_V_AT + WG_STAGES * WG_P * WG_VS;
 constexpr int WG_SUM_FLOATS = WG_P * WG_SS;
-constexpr int WG_SHARED_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
+constexpr int WG_DATA_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
+// Then, 8-byte aligned, the mbarriers of U's two stages' bulk copies (16 bytes).
+constexpr int WG_MBAR_AT = (WG_DATA_FLOATS + 1) / 2 * 2;
+constexpr int WG_SHARED_FLOATS = WG_MBAR_AT + 4;
 static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channels or tiles a block)");
 // Blocks an SM should hold at once, for __launch_bounds__: at least 512 threads an SM, which caps a
 // thread at 128 registers (more would leave too few warps to hide the shared loads' latency).
@@ -248,6 +252,46 @@ __device__ __forceinline__ void wg_copy16(float* dst, const float* src, bool rea
 __device__ __forceinline__ void wg_copies_wait() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 #endif
 
+// U's slices go by bulk copies (cp.async.bulk, sm_90): one instruction moves a position's whole row
+// of WG_USLICE values, where 16-byte copies by every thread took a good part of a chunk's issue
+// slots.  An mbarrier per stage counts the bytes: wg_bulk_expect announces them, each copy adds what
+// it landed, and wg_bulk_wait returns once the stage's phase (the parity of its fills) is complete.
+// On the CPU executor the copies are plain and the barrier calls do nothing.
+#if defined(LABKIT_CUDA_ARCH)
+constexpr bool WG_BULK_U = false;
+__device__ __forceinline__ void wg_bulk_init(unsigned long long*) {}
+__device__ __forceinline__ void wg_bulk_expect(unsigned long long*, unsigned) {}
+__device__ __forceinline__ void wg_bulk_copy(float* dst, const float* src, unsigned bytes, unsigned long long*) {
+  for (unsigned i = 0; i < bytes / 4; ++i) dst[i] = src[i];
+}
+__device__ __forceinline__ void wg_bulk_wait(unsigned long long*, unsigned) {}
+#else
+// Rows of 16-byte multiples, as bulk copies need, and of at least 1 KiB: shorter ones (the stem's
+// single input channel) went faster by the threads' own copies on the H100.
+constexpr bool WG_BULK_U = WG_USLICE % 4 == 0 && WG_USLICE >= 256;
+__device__ __forceinline__ unsigned wg_shared_address(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void wg_bulk_init(unsigned long long* bar) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"(wg_shared_address(bar)) : "memory");
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_bulk_expect(unsigned long long* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(wg_shared_address(bar)), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void wg_bulk_copy(float* dst, const float* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+               ::"r"(wg_shared_address(dst)), "l"(src), "r"(bytes), "r"(wg_shared_address(bar)) : "memory");
+}
+__device__ __forceinline__ void wg_bulk_wait(unsigned long long* bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(wg_shared_address(bar)), "r"(parity) : "memory");
+}
+#endif
+
 // The thread's i-th output channel (of WG_RM) or tile (of WG_RT) within the block, g its group
 // among `groups`: runs of 4, 4 * groups apart, for 16-byte loads; else single values `groups` apart.
 template <int R, int GROUPS>
@@ -273,9 +317,19 @@ __device__ __forceinline__ void wg_stage_rows(const float* __restrict__ x, float
   }
 }
 
-// Stage chunk k's slice of U into `su` (copies in flight).
-__device__ __forceinline__ void wg_stage_u(const float* __restrict__ u, float* su, int mc, int k, int tid) {
+// Stage chunk k's slice of U into `su` (copies in flight; bulk copies are issued by warp 0's lanes,
+// a row each, after lane 0 has told the stage's mbarrier `bar` how many bytes to count in).
+__device__ __forceinline__ void wg_stage_u(const float* __restrict__ u, float* su, int mc, int k, int tid,
+                                           unsigned long long* bar) {
   const float* slice = u + ((long long)mc * WG_CHUNKS + k) * WG_P * WG_USLICE;
+  if constexpr (WG_BULK_U) {
+    if (tid < 32) {
+      if (tid == 0) wg_bulk_expect(bar, WG_P * WG_USLICE * 4);
+      __syncwarp();                     // the count is set before any copy can land
+      for (int p = tid; p < WG_P; p += 32) wg_bulk_copy(su + p * WG_US, slice + p * WG_USLICE, WG_USLICE * 4, bar);
+    }
+    return;
+  }
   constexpr int VEC = WG_COPY16_U ? 4 : 1, ROWV = WG_USLICE / VEC, COUNT = WG_P * ROWV;
 #pragma unroll 1
   for (int e = tid; e < COUNT; e += WG_THREADS) {   // row p of the slice to row p of su, pitch WG_US
@@ -416,6 +470,11 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
   // Three chunks in flight between one barrier and the next: chunk k's GEMMs, chunk k + 1's transform
   // (and its U copies), chunk k + 2's row copies; two stages each of the rows, U and V.  A warp done
   // with its share of the transform goes on to its GEMMs, and the copies land while both run.
+  unsigned long long* bars = reinterpret_cast<unsigned long long*>(smem + WG_MBAR_AT);   // U's stages
+  if (WG_BULK_U && tid == 0) {        // by the thread that issues U's copies, before any other waits
+    wg_bulk_init(bars);
+    wg_bulk_init(bars + 1);
+  }
   wg_stage_x(x, smem + WG_RAW_AT, n, trow0, 0, tid);
   wg_copies_wait();
   __syncthreads();
@@ -424,12 +483,15 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
       wg_stage_x(x, smem + WG_RAW_AT + wg_stage_of(k) * WG_RAW_FLOATS, n, trow0, k + 2, tid);
     if (k + 1 < CHUNKS) {              // U's and V's stages were last read by chunk k - 1's GEMMs
       const int s = wg_stage_of(k + 1);
-      wg_stage_u(u, smem + WG_U_AT + s * WG_P * WG_US, mc, k + 1, tid);
+      wg_stage_u(u, smem + WG_U_AT + s * WG_P * WG_US, mc, k + 1, tid, bars + s);
       wg_transform(smem + WG_RAW_AT + s * WG_RAW_FLOATS, smem + WG_V_AT + s * WG_P * WG_VS, trow0, tid);
     }
-    if (k >= 0)
+    if (k >= 0) {
+      // chunk k's U: the (k / stages)-th fill of its stage, so that phase's parity
+      if constexpr (WG_BULK_U) wg_bulk_wait(bars + wg_stage_of(k), (k / WG_STAGES) & 1);
       wg_gemm(smem + WG_V_AT + wg_stage_of(k) * WG_P * WG_VS + xi * WG_VS,
               smem + WG_U_AT + wg_stage_of(k) * WG_P * WG_US + xi * WG_US, mg, tg, acc);
+    }
     wg_copies_wait();
     __syncthreads();
   }

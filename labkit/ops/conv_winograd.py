@@ -62,7 +62,8 @@ class WinogradTile:
 
     def shared_bytes(self, C: int, W: int) -> int:
         """conv_winograd.cu's WG_SHARED_FLOATS * 4: two stages each of U, the input rows and V (one
-        where C is a single chunk), or the sums of the output transform, whichever is larger."""
+        where C is a single chunk), or the sums of the output transform, whichever is larger; then U's
+        mbarriers."""
         mg, tg = self.groups(W)
         tbp, p, st = tg * self.rt, self.positions, 2 if C > self.ck else 1
         # a staged input row: 4 zeros, the W values, zeros to column f * tiles across, to a multiple
@@ -70,7 +71,8 @@ class WinogradTile:
         row = cdiv(4 + self.f * cdiv(W, self.f) + 1, 4) * 4
         stages = st * p * pitch4(self.ck * self.mb) + st * self.ck * (self.f * self.tr + 2) * row
         gemm = stages + st * p * pitch4(self.ck * tbp)
-        return 4 * max(gemm, p * _odd(self.mb * tbp))
+        # then the 16 bytes of U's two mbarriers, 8-byte aligned
+        return 4 * (cdiv(max(gemm, p * _odd(self.mb * tbp)), 2) * 2 + 4)
 
     def check(self, C: int, M: int, H: int, W: int) -> None:
         if self.f not in (2, 4):
