@@ -164,8 +164,9 @@ def launch_training_parts() -> int:
     SmallWeightGrad(L, tile=WeightTile(4, 4, 2, 4, 3))(x, dy)
     n += 3
     # conv_winograd.cu: odd planes (a ragged last 2x2 or 4x4 tile), idle lanes, float4 and scalar tiles,
-    # 4- and 16-byte asynchronous copies, both copy stages reused; forward with bias, skip and ReLU,
-    # backward data with gate and skip (its tile is one of an M -> C layer).
+    # 4- and 16-byte asynchronous copies and U's bulk copies (the 64-channel tile), both copy stages
+    # reused; forward with bias, skip and ReLU, backward data with gate and skip (its tile is one of
+    # an M -> C layer).
     from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile as WT
     for (N, C, M, H, W), tile, data_tile in [
             ((3, 5, 4, 13, 11), None, None), ((2, 8, 8, 10, 9), WT(8, 4, 3, 5, 4), WT(8, 4, 3, 4, 4)),

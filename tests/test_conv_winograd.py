@@ -1,7 +1,8 @@
-"""conv_winograd.cu, Winograd's F(2x2, 3x3) and F(4x4, 3x3): forward (bias, skip, ReLU fused) and backward data (the
-ReLU's backward and a skip's gradient fused) against the float64 references on odd shapes (odd
-planes leave part-empty 2x2 and 4x4 tiles on the right and bottom edges) with poisoned outputs; tiles with
-ragged edges; the weights transformed again at every call; what it refuses."""
+"""conv_winograd.cu, Winograd's F(2x2, 3x3) and F(4x4, 3x3): forward (bias, skip, ReLU fused) and
+backward data (the ReLU's backward and a skip's gradient fused) against the float64 references on
+odd shapes (odd planes leave part-empty 2x2 and 4x4 tiles on the right and bottom edges) with
+poisoned outputs; tiles with ragged edges; the weights transformed again at every call; what it
+refuses."""
 from __future__ import annotations
 
 import numpy as np

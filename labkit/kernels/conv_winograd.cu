@@ -127,9 +127,8 @@ constexpr int WG_RAW_FLOATS = WG_CK * WG_RROWS * WG_RAWP;
 constexpr int WG_VS = wg_pitch4(WG_CK * WG_TBP);
 constexpr int WG_US = wg_pitch4(WG_USLICE);
 constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                     // the sums' slices, for the output transform
-// Shared memory: two stages each of U, the raw rows and V (one of each for a single chunk); the sums
-// reuse it after the last chunk.
-// One stage each where there is a single chunk (nothing to overlap: more blocks fit an SM).
+// Shared memory: two stages each of U, the raw rows and V, or one of each where there is a single
+// chunk (nothing to overlap: more blocks fit an SM); the sums reuse it after the last chunk.
 constexpr int WG_STAGES = WG_CHUNKS > 1 ? 2 : 1;
 __host__ __device__ constexpr int wg_stage_of(int k) { return WG_STAGES == 2 ? (k & 1) : 0; }
 constexpr int WG_U_AT = 0, WG_RAW_AT = WG_STAGES * WG_P * WG_US, WG_V_AT = WG_RAW_AT + WG_STAGES * WG_RAW_FLOATS;

@@ -7,8 +7,8 @@
 
 A call transforms the weights (``winograd_weights``: they may have changed since the last call, as
 in training) and runs the convolution: two launches.  A ``WinogradTile`` fixes the kernel's
-compile-time tile, its output tiles' side ``f`` included; ``labkit/tuned/conv_small.json`` holds the H100's winners under
-"winograd_forward_..." and "winograd_data_..." keys.
+compile-time tile, its output tiles' side ``f`` included; ``labkit/tuned/conv_small.json`` holds
+the H100's winners under "winograd_forward_..." and "winograd_data_..." keys.
 """
 from __future__ import annotations
 
@@ -121,8 +121,8 @@ def winograd_pays(kind: str, C: int, M: int, H: int, W: int, device_name: str | 
 
 
 class WinogradConv3x3(Conv3x3Layer):
-    """A 3x3 convolution (stride 1, padding 1) by Winograd's F(2x2, 3x3) or F(4x4, 3x3), its epilogue fused.
-    Arguments as ``Conv3x3Layer``'s (labkit.ops.conv_small), and ``tile``: a ``WinogradTile``."""
+    """A 3x3 convolution (stride 1, padding 1) by Winograd's F(2x2, 3x3) or F(4x4, 3x3), its epilogue
+    fused.  Arguments as ``Conv3x3Layer``'s (labkit.ops.conv_small), and ``tile``: a ``WinogradTile``."""
 
     def __init__(self, wt, b, layer, *, activation: str | None = None, residual: bool = False, gate: bool = False,
                  transpose: bool = False, tile: WinogradTile | None = None):
