@@ -267,7 +267,7 @@ __device__ __forceinline__ void wg_bulk_wait(unsigned long long*, unsigned) {}
 #else
 // Rows of 16-byte multiples, as bulk copies need, and of at least 1 KiB: shorter ones (the stem's
 // single input channel) went faster by the threads' own copies on the H100.
-constexpr bool WG_BULK_U = WG_USLICE % 4 == 0 && WG_USLICE >= 256;
+constexpr bool WG_BULK_U = WG_COPY16_U && WG_USLICE >= 256;
 __device__ __forceinline__ unsigned wg_shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -347,6 +347,15 @@ __device__ __forceinline__ void wg_stage_x(const float* __restrict__ x, float* r
     wg_stage_rows<1>(x, raw, n, trow0, k * WG_CK, tid);
 }
 
+// Column ss of B^T d for the patch whose first row and column `rows` points at (zeros for a
+// padded tile, where `live` is false).
+__device__ __forceinline__ void wg_patch_column(const float* rows, int ss, bool live, float (&col)[WG_A]) {
+  float d[WG_A];
+#pragma unroll
+  for (int rr = 0; rr < WG_A; ++rr) d[rr] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
+  wg_bt(d, col);
+}
+
 // V = B^T d B of a chunk's staged rows `raw` into `sv` ([WG_P][WG_VS]: V[xi][c][t]): one thread per
 // (channel, tile), WG_P values each.
 __device__ __forceinline__ void wg_transform(const float* raw, float* sv, int trow0, int tid) {
@@ -362,10 +371,8 @@ __device__ __forceinline__ void wg_transform(const float* raw, float* sv, int tr
       float bt[WG_A][WG_A];                                // B^T d, a column at a time
 #pragma unroll
       for (int ss = 0; ss < WG_A; ++ss) {
-        float d[WG_A], col[WG_A];
-#pragma unroll
-        for (int rr = 0; rr < WG_A; ++rr) d[rr] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
-        wg_bt(d, col);
+        float col[WG_A];
+        wg_patch_column(rows, ss, live, col);
 #pragma unroll
         for (int rr = 0; rr < WG_A; ++rr) bt[rr][ss] = col[rr];
       }
@@ -383,10 +390,8 @@ __device__ __forceinline__ void wg_transform(const float* raw, float* sv, int tr
       // loops stay rolled, so that the compiler does not hoist all 36 loads ahead of their use.
 #pragma unroll 1
       for (int ss = 0; ss < WG_A; ++ss) {
-        float d[WG_A], col[WG_A];
-#pragma unroll
-        for (int rr = 0; rr < WG_A; ++rr) d[rr] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
-        wg_bt(d, col);
+        float col[WG_A];
+        wg_patch_column(rows, ss, live, col);
 #pragma unroll
         for (int rr = 0; rr < WG_A; ++rr) out[(rr * WG_A + ss) * WG_VS] = col[rr];
       }
