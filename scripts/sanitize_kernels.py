@@ -177,7 +177,12 @@ def launch_training_parts() -> int:
             # F(4x4, 3x3): ragged 4x4 tiles, a band past the last row of tiles, 16-byte copies
             ((3, 5, 4, 13, 11), WT(4, 4, 1, 4, 5, 4), WT(5, 1, 1, 4, 4, 4)),
             ((2, 8, 8, 9, 10), WT(8, 4, 2, 8, 4, 4), WT(8, 4, 2, 8, 4, 4)),
-            ((1, 64, 64, 28, 28), WT(64, 4, 2, 14, 8, 4), WT(64, 4, 2, 14, 8, 4))]:   # the H100's tile
+            ((1, 64, 64, 28, 28), WT(64, 4, 2, 14, 8, 4), WT(64, 4, 2, 14, 8, 4)),   # the H100's tile
+            # C a single chunk (U transformed by the block, patches read from x, runs of tiles across
+            # rows and images, a part-empty last run), F(2x2) and F(4x4); and the 16-channel layer
+            ((2, 8, 8, 9, 7), WT(8, 4, 2, 4, 8), WT(8, 4, 1, 4, 8)),
+            ((3, 8, 8, 10, 9), WT(8, 4, 1, 3, 8, 4), WT(8, 4, 1, 3, 8, 4)),
+            ((5, 16, 16, 28, 28), WT(16, 8, 2, 8, 16), WT(16, 8, 1, 4, 16))]:
         Lw = ConvLayer(C, H, W, M, 3, 1, 1)
         x, dy, wt = f32(N, C, H, W), f32(N, M, H, W), f32(C * 9, M)
         WinogradConv3x3(wt, f32(M), Lw, activation="relu", residual=True, tile=tile)(x, residual=dy)

@@ -32,7 +32,12 @@ CASES = [(3, 5, 4, 13, 11, None), (1, 1, 16, 5, 6, None), (2, 8, 8, 10, 9, Winog
          # F(4x4, 3x3): planes of 1, 2 and 3 columns past a multiple of 4, a band of rows of tiles
          # past the plane's last, 16-byte copies of x and of U, groups of tiles of 1 and 2
          (3, 5, 4, 13, 11, WinogradTile(4, 4, 1, 4, 5, 4)), (2, 8, 8, 10, 9, WinogradTile(8, 4, 2, 2, 4, 4)),
-         (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3, 4)), (2, 8, 8, 9, 10, WinogradTile(8, 4, 2, 8, 4, 4))]
+         (1, 9, 6, 7, 12, WinogradTile(3, 1, 1, 3, 3, 4)), (2, 8, 8, 9, 10, WinogradTile(8, 4, 2, 8, 4, 4)),
+         # C a single chunk (U transformed by the block, patches read from x, runs of tiles across rows
+         # and images, the batch's last run part-empty, the last block with fewer runs), F(2x2, 3x3)
+         # and F(4x4, 3x3)
+         (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 8)), (3, 5, 4, 13, 11, WinogradTile(4, 4, 1, 7, 5)),
+         (3, 8, 8, 10, 9, WinogradTile(8, 4, 1, 3, 8, 4)), (2, 8, 4, 9, 12, WinogradTile(4, 4, 2, 4, 8, 4))]
 
 
 @pytest.mark.parametrize("N,C,M,H,W,tile", CASES)
@@ -48,7 +53,8 @@ def test_forward_with_bias_skip_and_relu_matches_float64(N, C, M, H, W, tile):
 
 
 @pytest.mark.parametrize("N,C,M,H,W,tile", [(3, 4, 5, 11, 9, None), (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4)),
-                                            (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4, 4))])
+                                            (2, 8, 8, 9, 7, WinogradTile(8, 4, 2, 4, 4, 4)),
+                                            (3, 8, 6, 9, 7, WinogradTile(8, 4, 1, 4, 6))])
 def test_backward_data_with_gate_and_skip_matches_float64(N, C, M, H, W, tile):
     # The data pass is a forward convolution of dy (M channels in, C out) by the weights turned 180
     # degrees, so the tile is the one of an M -> C layer.
@@ -61,14 +67,29 @@ def test_backward_data_with_gate_and_skip_matches_float64(N, C, M, H, W, tile):
     assert rel_error(got, np.where(gate > 0, dx_ref + skip, 0)) < 1e-5
 
 
-def test_the_weights_are_transformed_at_every_call():
+@pytest.mark.parametrize("tile", [WinogradTile(4, 4, 1, 3, 2), WinogradTile(4, 4, 1, 3, 4)])
+def test_the_weights_are_transformed_at_every_call(tile):
+    # by winograd_weights before the convolution (two chunks), or by the convolution's blocks (one)
     L = ConvLayer(4, 6, 5, 4, 3, 1, 1)
     x, w = rng.standard_normal((2, 4, 6, 5)), rng.standard_normal((4, 4, 3, 3))
     wt = f32(to_ckkm(w))
-    conv = WinogradConv3x3(wt, None, L)
+    conv = WinogradConv3x3(wt, None, L, tile=tile)
+    assert (conv.u is None) == tile.fused_weights(4)
     conv(f32(x))
     wt *= 2                      # a training step updates them in place
     assert rel_error(conv(f32(x)), reference.conv2d(x, 2 * w, None, pad=1)) < 1e-5
+
+
+@pytest.mark.parametrize("f,runs", [(2, 1), (2, 4), (4, 2), (4, 50)])
+def test_blocks_walking_any_number_of_runs_of_tiles(f, runs):
+    # C a single chunk: each block walks `runs` runs of 7 tiles (on a GPU, as many as make one wave);
+    # 5 images of 4 x 3 (F = 2) or 2 x 2 (F = 4) tiles end in a part-empty run and a part-empty block.
+    N, C, M, H, W = 5, 6, 8, 8, 6 if f == 2 else 7
+    L = ConvLayer(C, H, W, M, 3, 1, 1)
+    x, w, b = rng.standard_normal((N, C, H, W)), rng.standard_normal((M, C, 3, 3)), rng.standard_normal(M)
+    conv = WinogradConv3x3(f32(to_ckkm(w)), f32(b), L, activation="relu", tile=WinogradTile(4, 4, 3 if f == 2 else 2, 7, 6, f))
+    conv.runs_per_block = lambda units, resident: runs
+    assert rel_error(conv(f32(x), poisoned(N, M, H, W)), np.maximum(reference.conv2d(x, w, b, pad=1), 0)) < 1e-5
 
 
 def test_bad_tiles_and_input_are_refused():
@@ -88,6 +109,7 @@ def test_bad_tiles_and_input_are_refused():
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 3, 4, 8, 4))
     with pytest.raises(ValueError, match="at least 1"):
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 0, 4, 8))
+
     with pytest.raises(ValueError, match="shared memory"):
         WinogradConv3x3(f32(np.zeros((64 * 9, 64))), None, ConvLayer(64, 28, 28, 64, 3, 1, 1),
                         tile=WinogradTile(64, 64, 14, 196, 64))

@@ -127,22 +127,38 @@ constexpr int WG_RAW_FLOATS = WG_CK * WG_RROWS * WG_RAWP;
 constexpr int WG_VS = wg_pitch4(WG_CK * WG_TBP);
 constexpr int WG_US = wg_pitch4(WG_USLICE);
 constexpr int WG_SS = (WG_MB * WG_TBP) | 1;                     // the sums' slices, for the output transform
-// Shared memory: two stages each of U, the raw rows and V, or one of each where there is a single
-// chunk (nothing to overlap: more blocks fit an SM); the sums reuse it after the last chunk.
-constexpr int WG_STAGES = WG_CHUNKS > 1 ? 2 : 1;
+// Where C is a single chunk (WG_ONE_CHUNK) there is nothing to pipeline, and U is the same for all
+// of a block's work: the block transforms its slice of the weights itself, once (no launch of
+// winograd_weights, no trip of U through global memory), keeps it, and walks several runs of WG_TBP
+// consecutive tiles of the batch (image by image, row by row: a run may span rows and images, so no
+// tile is padding but the batch's last ones); the transform reads its patches straight from x (L1
+// serves the overlaps), so no rows are staged and more blocks fit an SM.  The number of runs a block
+// walks is a launch argument: as many as make one wave of blocks.
+constexpr bool WG_ONE_CHUNK = WG_CHUNKS == 1;
+// Shared memory.  Several chunks: two stages each of U, the raw rows and V; the sums of the output
+// transform reuse them after the last chunk.  One chunk: U, then V, which the sums reuse.
+constexpr int WG_STAGES = WG_ONE_CHUNK ? 1 : 2;
 __host__ __device__ constexpr int wg_stage_of(int k) { return WG_STAGES == 2 ? (k & 1) : 0; }
-constexpr int WG_U_AT = 0, WG_RAW_AT = WG_STAGES * WG_P * WG_US, WG_V_AT = WG_RAW_AT + WG_STAGES * WG_RAW_FLOATS;
+constexpr int WG_U_AT = 0, WG_RAW_AT = WG_STAGES * WG_P * WG_US;
+constexpr int WG_V_AT = WG_RAW_AT + (WG_ONE_CHUNK ? 0 : WG_STAGES * WG_RAW_FLOATS);
 constexpr int WG_GEMM_FLOATS = WG_V_AT + WG_STAGES * WG_P * WG_VS;
 constexpr int WG_SUM_FLOATS = WG_P * WG_SS;
-constexpr int WG_DATA_FLOATS = WG_GEMM_FLOATS > WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_FLOATS;
+constexpr int WG_SUM_AT = WG_ONE_CHUNK ? WG_V_AT : 0;
+constexpr int WG_DATA_FLOATS = WG_GEMM_FLOATS > WG_SUM_AT + WG_SUM_FLOATS ? WG_GEMM_FLOATS : WG_SUM_AT + WG_SUM_FLOATS;
 // Then, 8-byte aligned, the mbarriers of U's two stages' bulk copies (16 bytes).
 constexpr int WG_MBAR_AT = (WG_DATA_FLOATS + 1) / 2 * 2;
 constexpr int WG_SHARED_FLOATS = WG_MBAR_AT + 4;
 static_assert(WG_THREADS <= 1024, "WG_THREADS: at most 1024 (fewer output channels or tiles a block)");
 // Blocks an SM should hold at once, for __launch_bounds__: at least 512 threads an SM, which caps a
-// thread at 128 registers (more would leave too few warps to hide the shared loads' latency).
+// thread at 128 registers (more would leave too few warps to hide the shared loads' latency).  Where C
+// is a single chunk, as many as shared memory lets in (of the H100's 228 KiB, 1 KiB a block for the
+// driver), as long as a thread keeps registers for its sums and about 48 more (fewer spill): the
+// blocks' phases then overlap one another.
+constexpr int WG_SM_SHARED = 233472, WG_SM_FIT = WG_SM_SHARED / (WG_SHARED_FLOATS * 4 + 1024);
+constexpr int WG_SM_REG_FIT = 65536 / (WG_THREADS * (WG_RM * WG_RT + 48));
 #ifndef WG_MINB
-#define WG_MINB (WG_THREADS >= 512 ? 1 : 512 / WG_THREADS)
+#define WG_MINB (WG_ONE_CHUNK && WG_SM_FIT > 1 && WG_SM_REG_FIT > 1 \
+                 ? (WG_SM_FIT < WG_SM_REG_FIT ? WG_SM_FIT : WG_SM_REG_FIT) : WG_THREADS >= 512 ? 1 : 512 / WG_THREADS)
 #endif
 
 // Where U(xi, c, m) lives in u: the block of (output channels m / WG_MB, chunk c / WG_CK) is one
@@ -203,10 +219,9 @@ __device__ __forceinline__ void wg_at(const float (&m)[WG_A], float (&out)[WG_F]
   }
 }
 
-extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float* __restrict__ u) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;     // (c, m) of the kernel's orientation
-  if (i >= WG_C * WG_M) return;
-  const int m = i % WG_M, c = i / WG_M;
+// U = G g G^T for the filter of (input channel c, output channel m) of the kernel's orientation,
+// from wt, the forward layer's weights in the (C*9, M) layout: uu[xi] for position xi = r * WG_A + s.
+__device__ __forceinline__ void wg_filter(const float* __restrict__ wt, int c, int m, float (&uu)[WG_P]) {
   float g[3][3];
 #pragma unroll
   for (int kh = 0; kh < 3; ++kh)
@@ -227,8 +242,18 @@ extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float*
     float v[WG_A][1];
     wg_g(t[r][0], t[r][1], t[r][2], v, 0);
 #pragma unroll
-    for (int s = 0; s < WG_A; ++s) u[wg_u_index(r * WG_A + s, c, m)] = v[s][0];
+    for (int s = 0; s < WG_A; ++s) uu[r * WG_A + s] = v[s][0];
   }
+}
+
+extern "C" __global__ void winograd_weights(const float* __restrict__ wt, float* __restrict__ u) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;     // (c, m) of the kernel's orientation
+  if (i >= WG_C * WG_M) return;
+  const int m = i % WG_M, c = i / WG_M;
+  float uu[WG_P];
+  wg_filter(wt, c, m, uu);
+#pragma unroll
+  for (int xi = 0; xi < WG_P; ++xi) u[wg_u_index(xi, c, m)] = uu[xi];
 }
 
 // Global-to-shared copies that complete in the background (cp.async, sm_80 and later); a copy
@@ -267,7 +292,7 @@ __device__ __forceinline__ void wg_bulk_wait(unsigned long long*, unsigned) {}
 #else
 // Rows of 16-byte multiples, as bulk copies need, and of at least 1 KiB: shorter ones (the stem's
 // single input channel) went faster by the threads' own copies on the H100.
-constexpr bool WG_BULK_U = WG_COPY16_U && WG_USLICE >= 256;
+constexpr bool WG_BULK_U = WG_COPY16_U && WG_USLICE >= 256 && !WG_ONE_CHUNK;
 __device__ __forceinline__ unsigned wg_shared_address(const void* p) {
   return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
@@ -347,13 +372,77 @@ __device__ __forceinline__ void wg_stage_x(const float* __restrict__ x, float* r
     wg_stage_rows<1>(x, raw, n, trow0, k * WG_CK, tid);
 }
 
-// Column ss of B^T d for the patch whose first row and column `rows` points at (zeros for a
-// padded tile, where `live` is false).
-__device__ __forceinline__ void wg_patch_column(const float* rows, int ss, bool live, float (&col)[WG_A]) {
+// Column ss of B^T d for a patch whose value at row rr, column ss is read(rr, ss).
+template <class Read>
+__device__ __forceinline__ void wg_patch_column(const Read& read, int ss, float (&col)[WG_A]) {
   float d[WG_A];
 #pragma unroll
-  for (int rr = 0; rr < WG_A; ++rr) d[rr] = live ? rows[rr * WG_RAWP + ss] : 0.0f;
+  for (int rr = 0; rr < WG_A; ++rr) d[rr] = read(rr, ss);
   wg_bt(d, col);
+}
+
+// V = B^T d B of one item's patch (read as above) into `out`, its WG_P slots of V (WG_VS apart).
+template <class Read>
+__device__ __forceinline__ void wg_transform_patch(const Read& read, float* out) {
+  if constexpr (WG_F == 2) {
+    float bt[WG_A][WG_A];                                  // B^T d, a column at a time
+#pragma unroll
+    for (int ss = 0; ss < WG_A; ++ss) {
+      float col[WG_A];
+      wg_patch_column(read, ss, col);
+#pragma unroll
+      for (int rr = 0; rr < WG_A; ++rr) bt[rr][ss] = col[rr];
+    }
+#pragma unroll
+    for (int rr = 0; rr < WG_A; ++rr) {                    // (B^T d) B, a row at a time
+      float row[WG_A];
+      wg_bt(bt[rr], row);
+#pragma unroll
+      for (int ss = 0; ss < WG_A; ++ss) out[(rr * WG_A + ss) * WG_VS] = row[ss];
+    }
+  } else {
+    // 6x6: B^T d held in registers would be 36 more values beside the GEMM's sums, which the
+    // compiler then spills.  So the column pass parks B^T d in the item's own slots of V, and the
+    // row pass transforms them in place (the same thread writes and reads them: no barrier).  The
+    // loops stay rolled, so that the compiler does not hoist all 36 loads ahead of their use.
+#pragma unroll 1
+    for (int ss = 0; ss < WG_A; ++ss) {
+      float col[WG_A];
+      wg_patch_column(read, ss, col);
+#pragma unroll
+      for (int rr = 0; rr < WG_A; ++rr) out[(rr * WG_A + ss) * WG_VS] = col[rr];
+    }
+#pragma unroll 1
+    for (int rr = 0; rr < WG_A; ++rr) {
+      float bt[WG_A], row[WG_A];
+#pragma unroll
+      for (int ss = 0; ss < WG_A; ++ss) bt[ss] = out[(rr * WG_A + ss) * WG_VS];
+      wg_bt(bt, row);
+#pragma unroll
+      for (int ss = 0; ss < WG_A; ++ss) out[(rr * WG_A + ss) * WG_VS] = row[ss];
+    }
+  }
+}
+
+// body(e) for this thread's items e = tid, tid + WG_THREADS, ... below COUNT.  Where a thread has few
+// (WG_UNROLL_ITEMS or fewer), the loop is unrolled, so that the global loads of all of them are in
+// flight at once instead of one item's after another's.
+#ifndef WG_UNROLL_ITEMS
+#define WG_UNROLL_ITEMS 4
+#endif
+template <int COUNT, class Body>
+__device__ __forceinline__ void wg_items(int tid, const Body& body) {
+  constexpr int PER = (COUNT + WG_THREADS - 1) / WG_THREADS;
+  if constexpr (PER <= WG_UNROLL_ITEMS) {
+#pragma unroll
+    for (int i = 0; i < PER; ++i) {
+      const int e = tid + i * WG_THREADS;
+      if (COUNT % WG_THREADS == 0 || e < COUNT) body(e);
+    }
+  } else {
+#pragma unroll 1
+    for (int e = tid; e < COUNT; e += WG_THREADS) body(e);
+  }
 }
 
 // V = B^T d B of a chunk's staged rows `raw` into `sv` ([WG_P][WG_VS]: V[xi][c][t]): one thread per
@@ -366,46 +455,25 @@ __device__ __forceinline__ void wg_transform(const float* raw, float* sv, int tr
     const bool live = t < WG_TB && trow0 + tr < WG_TH;   // padded tiles multiply zeros
     // the patch's first row and column (F tj - 1) in the staged rows
     const float* rows = raw + (cc * WG_RROWS + WG_F * tr) * WG_RAWP + WG_RAW0 + WG_F * tj - 1;
-    float* out = sv + cc * WG_TBP + t;                     // this item's WG_P slots of V
-    if constexpr (WG_F == 2) {
-      float bt[WG_A][WG_A];                                // B^T d, a column at a time
-#pragma unroll
-      for (int ss = 0; ss < WG_A; ++ss) {
-        float col[WG_A];
-        wg_patch_column(rows, ss, live, col);
-#pragma unroll
-        for (int rr = 0; rr < WG_A; ++rr) bt[rr][ss] = col[rr];
-      }
-#pragma unroll
-      for (int rr = 0; rr < WG_A; ++rr) {                  // (B^T d) B, a row at a time
-        float row[WG_A];
-        wg_bt(bt[rr], row);
-#pragma unroll
-        for (int ss = 0; ss < WG_A; ++ss) out[(rr * WG_A + ss) * WG_VS] = row[ss];
-      }
-    } else {
-      // 6x6: B^T d held in registers would be 36 more values beside the GEMM's sums, which the
-      // compiler then spills.  So the column pass parks B^T d in the item's own slots of V, and the
-      // row pass transforms them in place (the same thread writes and reads them: no barrier).  The
-      // loops stay rolled, so that the compiler does not hoist all 36 loads ahead of their use.
-#pragma unroll 1
-      for (int ss = 0; ss < WG_A; ++ss) {
-        float col[WG_A];
-        wg_patch_column(rows, ss, live, col);
-#pragma unroll
-        for (int rr = 0; rr < WG_A; ++rr) out[(rr * WG_A + ss) * WG_VS] = col[rr];
-      }
-#pragma unroll 1
-      for (int rr = 0; rr < WG_A; ++rr) {
-        float bt[WG_A], row[WG_A];
-#pragma unroll
-        for (int ss = 0; ss < WG_A; ++ss) bt[ss] = out[(rr * WG_A + ss) * WG_VS];
-        wg_bt(bt, row);
-#pragma unroll
-        for (int ss = 0; ss < WG_A; ++ss) out[(rr * WG_A + ss) * WG_VS] = row[ss];
-      }
-    }
+    wg_transform_patch([&](int rr, int ss) { return live ? rows[rr * WG_RAWP + ss] : 0.0f; }, sv + cc * WG_TBP + t);
   }
+}
+
+// The same for all C channels of the block's WG_TBP tiles (locate as for wg_output), the patches read
+// straight from x (zeros outside the plane).
+template <class Locate>
+__device__ __forceinline__ void wg_transform_x(const float* __restrict__ x, float* sv, int tid, const Locate& locate) {
+  wg_items<WG_C * WG_TBP>(tid, [&](int e) {
+    const int cc = e / WG_TBP, t = e % WG_TBP;
+    int n, ti, tj;
+    const bool live = locate(t, n, ti, tj);
+    const int h0 = WG_F * ti - 1, w0 = WG_F * tj - 1;   // the patch's first row and column
+    const float* xc = x + ((long long)n * WG_C + cc) * WG_H * WG_W;
+    wg_transform_patch([&](int rr, int ss) {
+      const int h = h0 + rr, w = w0 + ss;
+      return live && h >= 0 && h < WG_H && w >= 0 && w < WG_W ? xc[h * WG_W + w] : 0.0f;
+    }, sv + cc * WG_TBP + t);
+  });
 }
 
 // The chunk's GEMM at position xi: this thread's WG_RM x WG_RT block of Mx[xi] from V (`vx`, the
@@ -448,16 +516,90 @@ __device__ __forceinline__ void wg_gemm(const float* vx, const float* ux, int mg
   }
 }
 
+// The block's U slice (P x C x WG_MB), transformed from wt by the block itself (WG_ONE_CHUNK).
+__device__ __forceinline__ void wg_fuse_u(const float* __restrict__ wt, float* su, int m0, int tid) {
+  wg_items<WG_C * WG_MB>(tid, [&](int e) {
+    const int c = e / WG_MB, mm = e % WG_MB;
+    float uu[WG_P];
+    wg_filter(wt, c, m0 + mm, uu);
+#pragma unroll
+    for (int xi = 0; xi < WG_P; ++xi) su[xi * WG_US + c * WG_MB + mm] = uu[xi];
+  });
+}
+
+// The output transform of the block's TILES tiles from their sums `ss` ([WG_P][WG_SS]), the epilogue
+// and the stores; locate(t, n, ti, tj) says where tile t is (image, tile row and column), false for
+// none.
+template <int TILES, class Locate>
+__device__ __forceinline__ void wg_output(const float* ss, const float* __restrict__ b, const float* __restrict__ addend,
+                                          const float* __restrict__ gate, float* __restrict__ y, int m0, int relu,
+                                          int tid, const Locate& locate) {
+  wg_items<WG_MB * TILES>(tid, [&](int e) {
+    const int t = e % TILES, mm = e / TILES;
+    int n, ti, tj;
+    if (!locate(t, n, ti, tj)) return;
+    float am[WG_F][WG_A];                                     // A^T Mx, a column at a time
+#pragma unroll
+    for (int sc = 0; sc < WG_A; ++sc) {
+      float mx[WG_A], col[WG_F];
+#pragma unroll
+      for (int rr = 0; rr < WG_A; ++rr) mx[rr] = ss[(rr * WG_A + sc) * WG_SS + mm * WG_TBP + t];
+      wg_at(mx, col);
+#pragma unroll
+      for (int r = 0; r < WG_F; ++r) am[r][sc] = col[r];
+    }
+    const int m = m0 + mm;
+    const long long plane = ((long long)n * WG_M + m) * WG_H * WG_W;   // then offsets within it
+#pragma unroll
+    for (int r = 0; r < WG_F; ++r) {
+      const int h = WG_F * ti + r;
+      if (h >= WG_H) break;
+      float outs[WG_F];                                       // (A^T Mx) A
+      wg_at(am[r], outs);
+#pragma unroll
+      for (int s = 0; s < WG_F; ++s) {
+        const int w = WG_F * tj + s;
+        if (w >= WG_W) break;
+        const long long idx = plane + h * WG_W + w;
+        float v = outs[s];
+#if WG_BIAS
+        v += b[m];
+#endif
+#if WG_ADD
+        v += addend[idx];
+#endif
+        if (relu) v = fmaxf(v, 0.0f);
+#if WG_GATE
+        if (!(gate[idx] > 0.0f)) v = 0.0f;
+#endif
+        y[idx] = v;
+      }
+    }
+  });
+}
+
+// The sums of this thread's WG_RM x WG_RT block of Mx[xi] into the sums' slices `ss`, for the output
+// transform, which needs a tile's P positions (P groups hold them); the registers are zeroed for the
+// next band.
+__device__ __forceinline__ void wg_park_sums(float* ss, int xi, int mg, int tg, float (&acc)[WG_RM][WG_RT]) {
+#pragma unroll
+  for (int i = 0; i < WG_RM; ++i)
+#pragma unroll
+    for (int j = 0; j < WG_RT; ++j) {
+      ss[xi * WG_SS + wg_spread<WG_RM, WG_MG>(i, mg) * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg)] = acc[i][j];
+      acc[i][j] = 0.0f;
+    }
+}
+
+// u: U (winograd_weights' output), or where C is a single chunk the layer's weights wt, which the
+// block transforms itself; runs: how many runs of tiles a block walks (where C is a single chunk).
 extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
     const float* __restrict__ x, const float* __restrict__ u, const float* __restrict__ b,
-    const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu) {
+    const float* __restrict__ addend, const float* __restrict__ gate, float* __restrict__ y, int N, int relu,
+    int runs) {
   extern __shared__ __align__(16) float smem[];
   constexpr int MCHUNKS = WG_MCHUNKS, CHUNKS = WG_CHUNKS;
-  const int mc = blockIdx.x % MCHUNKS;
-  const int band = (blockIdx.x / MCHUNKS) % WG_BANDS;
-  const int n = blockIdx.x / (MCHUNKS * WG_BANDS);
-  if (n >= N) return;
-  const int m0 = mc * WG_MB, trow0 = band * WG_TR;
+  const int mc = blockIdx.x % MCHUNKS, m0 = mc * WG_MB;
   const int tid = threadIdx.x;
   const int xi = tid / WG_G, r = tid % WG_G, mg = r % WG_MG, tg = r / WG_MG;
   float acc[WG_RM][WG_RT];
@@ -466,6 +608,36 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
 #pragma unroll
     for (int j = 0; j < WG_RT; ++j) acc[i][j] = 0.0f;
 
+  if constexpr (WG_ONE_CHUNK) {
+    // U once, then per run: the transform, the GEMMs, the sums over V's space, the output transform.
+    constexpr int PLANE_TILES = WG_TH * WG_TW;
+    const int tiles = N * PLANE_TILES;
+    const int q0 = (blockIdx.x / MCHUNKS) * runs, q1 = min(q0 + runs, (tiles + WG_TBP - 1) / WG_TBP);
+    if (q0 >= q1) return;
+    wg_fuse_u(u, smem + WG_U_AT, m0, tid);
+    for (int q = q0; q < q1; ++q) {
+      // tile t of run q: the batch's tile q * WG_TBP + t
+      const auto locate = [&](int t, int& n, int& ti, int& tj) {
+        const int g = q * WG_TBP + t, p = g % PLANE_TILES;
+        n = g / PLANE_TILES, ti = p / WG_TW, tj = p % WG_TW;
+        return g < tiles;
+      };
+      if (q > q0) __syncthreads();     // the last run's output transform is done with the sums
+      wg_transform_x(x, smem + WG_V_AT, tid, locate);
+      __syncthreads();
+      wg_gemm(smem + WG_V_AT + xi * WG_VS, smem + WG_U_AT + xi * WG_US, mg, tg, acc);
+      __syncthreads();                 // every GEMM is done with V
+      wg_park_sums(smem + WG_SUM_AT, xi, mg, tg, acc);
+      __syncthreads();
+      wg_output<WG_TBP>(smem + WG_SUM_AT, b, addend, gate, y, m0, relu, tid, locate);
+    }
+    return;
+  }
+
+  // A band of WG_TR rows of tiles of one image.
+  const int band = blockIdx.x / MCHUNKS;
+  const int n = band / WG_BANDS, trow0 = band % WG_BANDS * WG_TR;
+  if (n >= N) return;
   // The rows' zero columns, in both stages, before any copy lands beside them.
   for (int e = tid; e < WG_STAGES * WG_CK * WG_RROWS * (WG_RAWP - WG_W); e += WG_THREADS) {
     const int row = e / (WG_RAWP - WG_W), col = e % (WG_RAWP - WG_W);
@@ -499,53 +671,11 @@ extern "C" __global__ void __launch_bounds__(WG_THREADS, WG_MINB) winograd_conv(
     wg_copies_wait();
     __syncthreads();
   }
-  // The output transform needs a tile's P positions, which P groups hold: through shared memory
-  // (free again: the loop's last barrier followed the last GEMM).
-#pragma unroll
-  for (int i = 0; i < WG_RM; ++i)
-#pragma unroll
-    for (int j = 0; j < WG_RT; ++j)
-      smem[xi * WG_SS + wg_spread<WG_RM, WG_MG>(i, mg) * WG_TBP + wg_spread<WG_RT, WG_TG>(j, tg)] = acc[i][j];
+  // The sums through shared memory (free again: the loop's last barrier followed the last GEMM).
+  wg_park_sums(smem + WG_SUM_AT, xi, mg, tg, acc);
   __syncthreads();
-  for (int e = tid; e < WG_MB * WG_TB; e += WG_THREADS) {
-    const int t = e % WG_TB, mm = e / WG_TB;
-    const int ti = trow0 + t / WG_TW, tj = t % WG_TW;
-    if (ti >= WG_TH) continue;
-    float am[WG_F][WG_A];                                     // A^T Mx, a column at a time
-#pragma unroll
-    for (int ss = 0; ss < WG_A; ++ss) {
-      float mx[WG_A], col[WG_F];
-#pragma unroll
-      for (int rr = 0; rr < WG_A; ++rr) mx[rr] = smem[(rr * WG_A + ss) * WG_SS + mm * WG_TBP + t];
-      wg_at(mx, col);
-#pragma unroll
-      for (int r = 0; r < WG_F; ++r) am[r][ss] = col[r];
-    }
-    const int m = m0 + mm;
-#pragma unroll
-    for (int r = 0; r < WG_F; ++r) {
-      const int h = WG_F * ti + r;
-      if (h >= WG_H) break;
-      float outs[WG_F];                                       // (A^T Mx) A
-      wg_at(am[r], outs);
-#pragma unroll
-      for (int s = 0; s < WG_F; ++s) {
-        const int w = WG_F * tj + s;
-        if (w >= WG_W) break;
-        const long long idx = (((long long)n * WG_M + m) * WG_H + h) * WG_W + w;
-        float v = outs[s];
-#if WG_BIAS
-        v += b[m];
-#endif
-#if WG_ADD
-        v += addend[idx];
-#endif
-        if (relu) v = fmaxf(v, 0.0f);
-#if WG_GATE
-        if (!(gate[idx] > 0.0f)) v = 0.0f;
-#endif
-        y[idx] = v;
-      }
-    }
-  }
+  wg_output<WG_TB>(smem + WG_SUM_AT, b, addend, gate, y, m0, relu, tid, [&](int t, int& tn, int& ti, int& tj) {
+    tn = n, ti = trow0 + t / WG_TW, tj = t % WG_TW;
+    return ti < WG_TH;
+  });
 }

@@ -6,7 +6,8 @@
     bwd = WinogradConv3x3(wt, None, layer, transpose=True, gate=True)  # dL/dx, times (h > 0)
 
 A call transforms the weights (``winograd_weights``: they may have changed since the last call, as
-in training) and runs the convolution: two launches.  A ``WinogradTile`` fixes the kernel's
+in training) and runs the convolution: two launches; one where the input channels are a single chunk,
+as the convolution's blocks then transform their own slice of the weights.  A ``WinogradTile`` fixes the kernel's
 compile-time tile, its output tiles' side ``f`` included; ``labkit/tuned/conv_small.json`` holds
 the H100's winners under "winograd_forward_..." and "winograd_data_..." keys.
 """
@@ -17,6 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from ..checks import array_module
+from ..device_query import gpu_sm_count
 from ..loader import load
 from ..tuned import CONV_SMALL, lookup
 from .conv_small import Conv3x3Layer, table_key
@@ -38,7 +40,9 @@ def _odd(n: int) -> int:
 class WinogradTile:
     """winograd_conv's tile: ``mb`` output channels a block, ``tr`` rows of f x f output tiles a
     block, each thread an ``rm`` x ``rt`` block (output channels x tiles) of one transform position's
-    sums, ``ck`` input channels a chunk; ``f`` (2 or 4) picks F(2x2, 3x3) or F(4x4, 3x3)."""
+    sums, ``ck`` input channels a chunk; ``f`` (2 or 4) picks F(2x2, 3x3) or F(4x4, 3x3).  Where C is
+    a single chunk, a block's unit of work is a run of as many consecutive tiles of the batch as its
+    thread groups hold (``run_tiles``), not a band of rows."""
     mb: int = 16
     rm: int = 4
     tr: int = 2
@@ -56,23 +60,36 @@ class WinogradTile:
         tiles = self.tr * cdiv(W, self.f)
         return self.mb // self.rm, cdiv(tiles, self.rt)
 
+    def run_tiles(self, W: int) -> int:
+        """The tiles of a unit of work where C is a single chunk: every thread group's ``rt``."""
+        return self.groups(W)[1] * self.rt
+
     def threads(self, W: int) -> int:
         mg, tg = self.groups(W)
         return self.positions * mg * tg
 
     def shared_bytes(self, C: int, W: int) -> int:
-        """conv_winograd.cu's WG_SHARED_FLOATS * 4: two stages each of U, the input rows and V (one
-        where C is a single chunk), or the sums of the output transform, whichever is larger; then U's
-        mbarriers."""
+        """conv_winograd.cu's WG_SHARED_FLOATS * 4.  Several chunks: two stages each of U, the input
+        rows and V, or the sums of the output transform, whichever is larger.  One chunk: U, then V or
+        the sums.  Then U's mbarriers."""
         mg, tg = self.groups(W)
-        tbp, p, st = tg * self.rt, self.positions, 2 if C > self.ck else 1
-        # a staged input row: 4 zeros, the W values, zeros to column f * tiles across, to a multiple
-        # of 4 (conv_winograd.cu's WG_RAWP)
-        row = cdiv(4 + self.f * cdiv(W, self.f) + 1, 4) * 4
-        stages = st * p * pitch4(self.ck * self.mb) + st * self.ck * (self.f * self.tr + 2) * row
-        gemm = stages + st * p * pitch4(self.ck * tbp)
+        tbp, p = tg * self.rt, self.positions
+        u, v, sums = p * pitch4(self.ck * self.mb), p * pitch4(self.ck * tbp), p * _odd(self.mb * tbp)
+        if self.fused_weights(C):
+            data = u + max(v, sums)
+        else:
+            # a staged input row: 4 zeros, the W values, zeros to column f * tiles across, to a multiple
+            # of 4 (conv_winograd.cu's WG_RAWP)
+            row = cdiv(4 + self.f * cdiv(W, self.f) + 1, 4) * 4
+            data = max(2 * (u + self.ck * (self.f * self.tr + 2) * row + v), sums)
         # then the 16 bytes of U's two mbarriers, 8-byte aligned
-        return 4 * (cdiv(max(gemm, p * _odd(self.mb * tbp)), 2) * 2 + 4)
+        return 4 * (cdiv(data, 2) * 2 + 4)
+
+    def fused_weights(self, C: int) -> bool:
+        """Whether C is a single chunk: the convolution then transforms the weights itself and keeps
+        them (a call is one launch, not two), reads its patches straight from x and walks several runs
+        of tiles a block."""
+        return self.ck == C
 
     def check(self, C: int, M: int, H: int, W: int) -> None:
         if self.f not in (2, 4):
@@ -130,24 +147,45 @@ class WinogradConv3x3(Conv3x3Layer):
         L = self.layer
         self.tile = tile or winograd_tile_for("data" if transpose else "forward", self.c_in, self.c_out, L.H, L.W)
         self.tile.check(self.c_in, self.c_out, L.H, L.W)
-        # The transformed weights U, P * C * M values laid out for the tile's blocks, rewritten at each call.
-        self.u = array_module(self.backend).empty(self.tile.positions * self.c_in * self.c_out, dtype=np.float32)
+        # The transformed weights U, P * C * M values laid out for the tile's blocks, rewritten at each
+        # call (none where the convolution transforms its own).
+        self.u = None if self.tile.fused_weights(self.c_in) else \
+            array_module(self.backend).empty(self.tile.positions * self.c_in * self.c_out, dtype=np.float32)
 
     def make_plan(self, N: int):
         L, t = self.layer, self.tile
         defines = {"WG_C": self.c_in, "WG_M": self.c_out, "WG_H": L.H, "WG_W": L.W, **self.epilogue_defines("WG"),
                    **t.defines()}
         mod = load("conv_winograd", defines=defines)
-        weights = mod.get_function("winograd_weights").launcher(
-            (cdiv(self.c_in * self.c_out, THREADS_WEIGHTS),), (THREADS_WEIGHTS,), (self.wt, self.u))
         fn = mod.get_function("winograd_conv")
         shared = t.shared_bytes(self.c_in, L.W)
         allow_shared(fn, shared)
-        grid = (N * cdiv(cdiv(L.H, t.f), t.tr) * (self.c_out // t.mb),)
-        conv = fn.launcher(grid, (t.threads(L.W),), (None, self.u) + self.fixed_pointers() + (None,)
-                           + ints(N, self.relu), shared)
+        mchunks = self.c_out // t.mb
+        if t.fused_weights(self.c_in):
+            units = cdiv(N * cdiv(L.H, t.f) * cdiv(L.W, t.f), t.run_tiles(L.W))
+            resident = fn.occupancy(t.threads(L.W), shared)["blocks_per_sm"] if self.backend == "cuda" else 1
+            runs = self.runs_per_block(units, max(1, resident))
+            blocks = cdiv(units, runs)
+        else:
+            runs, blocks = 1, N * cdiv(cdiv(L.H, t.f), t.tr)
+        conv = fn.launcher((blocks * mchunks,), (t.threads(L.W),),
+                           (None, self.wt if t.fused_weights(self.c_in) else self.u) + self.fixed_pointers() + (None,)
+                           + ints(N, self.relu, runs), shared)
+        if t.fused_weights(self.c_in):
+            return conv
+        weights = mod.get_function("winograd_weights").launcher(
+            (cdiv(self.c_in * self.c_out, THREADS_WEIGHTS),), (THREADS_WEIGHTS,), (self.wt, self.u))
 
         def launch(*arrays) -> None:
             weights()
             conv(*arrays)
         return launch
+
+    def runs_per_block(self, units: int, resident: int) -> int:
+        """How many runs of tiles a block walks (C a single chunk): as few as fill one wave of blocks
+        (``resident`` an SM, each output-channel chunk its own blocks), so that every block carries
+        the same work; on the CPU executor, two blocks' worth."""
+        if self.backend != "cuda":
+            return cdiv(units, 2)
+        slots = max(1, resident * gpu_sm_count() // (self.c_out // self.tile.mb))
+        return cdiv(units, slots)
