@@ -49,8 +49,13 @@ def test_backward_data_with_gate_and_skip_matches_float64(N, C, M, H, W, tile):
     assert rel_error(plain(f32(dy), poisoned(N, C, H, W)), dx_ref) < 1e-5
 
 
+# odd planes (4-byte copies), rows of an even number of floats (8-byte copies of x) and of a multiple
+# of 4 (16-byte copies of dy), several chunks of input and output channels (db from the first input
+# chunk's blocks), a thread count that is no multiple of mb (some threads add up no dy), a last unit
+# past the plane's rows
 @pytest.mark.parametrize("N,C,M,H,W,tile", [(3, 5, 4, 13, 11, None), (2, 4, 8, 9, 7, WeightTile(2, 4, 2, 4, 3)),
-                                            (5, 1, 4, 6, 5, None)])
+                                            (5, 1, 4, 6, 5, None), (3, 8, 8, 10, 12, WeightTile(4, 8, 4, 3, 2)),
+                                            (2, 6, 6, 9, 10, WeightTile(3, 6, 2, 4, 3))])
 def test_backward_weight_and_bias_match_float64_in_both_layouts(N, C, M, H, W, tile):
     L = ConvLayer(C, H, W, M, 3, 1, 1)
     x, w, dy = arrays(N, L)
@@ -60,6 +65,19 @@ def test_backward_weight_and_bias_match_float64_in_both_layouts(N, C, M, H, W, t
     assert rel_error(got, to_ckkm(dw_ref)) < 1e-5 and rel_error(db, db_ref) < 1e-5
     got = SmallWeightGrad(L, layout="MCKK", tile=tile)(f32(x), f32(dy), poisoned(M, C, 3, 3))
     assert rel_error(got, dw_ref) < 1e-5
+
+
+@pytest.mark.parametrize("slices", [1, 3, 9])
+def test_backward_weight_with_any_number_of_slices(slices):
+    # slices of one unit, of several (both copy stages reused), and more slices than units (empty ones)
+    N, L = 2, ConvLayer(4, 8, 8, 4, 3, 1, 1)
+    x, w, dy = arrays(N, L)
+    _, dw_ref, db_ref = rb.conv2d_backward(x, w, dy, pad=1)
+    op = SmallWeightGrad(L, tile=WeightTile(4, 4, 2, 2, 2))
+    op.slices = lambda N, resident: slices
+    db = poisoned(4)
+    assert rel_error(op(f32(x), f32(dy), poisoned(36, 4), bias=db), to_ckkm(dw_ref)) < 1e-5
+    assert rel_error(db, db_ref) < 1e-5
 
 
 def test_the_weights_are_read_at_every_call():

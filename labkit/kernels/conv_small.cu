@@ -38,15 +38,18 @@
 // conv_small_wgrad(x, dy, ws, N, slices)                backward weight and bias, partial sums per slice
 //   The sum runs over every pixel of the batch.  A unit of work is SW_ROWS rows of one image; a
 //   block owns SW_CB input channels by SW_MB output channels of dw and a slice of consecutive units
-//   (the N * ceil(H / SW_ROWS) units split as evenly as whole units allow).  For each unit it stages x's rows (zero halo) and dy's in shared memory; a
+//   (the N * ceil(H / SW_ROWS) units split as evenly as whole units allow).  It stages a unit's rows
+//   of x (zero halo) and of dy in shared memory by asynchronous copies (cp.async: 8 and 16 bytes
+//   at a time where the rows allow), the next unit's while it works on this one: two stages.  A
 //   thread owns one input channel c and SW_TM output channels, all 9 taps: 9 * SW_TM sums in
 //   registers.  It walks along a row of dy keeping the 3x3 window of x in registers (3 new values
 //   a step) and loads SW_TM values of dy: 3 + SW_TM loads for 9 * SW_TM multiply-adds.  The lanes of
-//   a warp take different c (x loads in distinct banks: the plane pitch is odd) and share the dy
-//   loads (broadcasts).  SW_G groups of threads take the unit's rows in turn; at the end the groups'
-//   sums are added in shared memory and written to ws[slice].  The bias gradient db[m] = the sum of
-//   dy[n, m] rides along: each thread also adds up the dy values it loads (one add per 9
-//   multiply-adds), where a kernel of its own would read dy again.
+//   a warp take different c (x loads in distinct banks: the plane pitch is twice an odd number) and
+//   share the dy loads (broadcasts).  SW_G groups of threads take the unit's rows in turn; at the
+//   end the groups' sums are added in shared memory and written to ws[slice].  The bias gradient
+//   db[m] = the sum of dy[n, m] comes from the staged dy as well: the block's threads split each
+//   unit's dy values between them (a few adds a thread, in the blocks of the first input channels
+//   only), where a kernel of its own would read dy again.
 //   conv_small_wgrad_reduce(ws, dw, db, slices, wt) adds the slices in a fixed order (no atomics:
 //   the same bits every run), dw in the (C*9, M) layout (wt = 1) or (M, C, 3, 3).
 //   Grid (slices * C / SW_CB * M / SW_MB,), block (SW_THREADS,) = SW_CB * (SW_MB / SW_TM) * SW_G;
@@ -226,53 +229,122 @@ extern "C" __global__ void __launch_bounds__(SC_THREADS) conv_small(
   }
 }
 
-// Weight-gradient tile geometry.  Plane pitches are odd, so the SW_CB channels a warp's lanes read
-// at one pixel fall in distinct banks, and so do the few output channels whose dy they share.
-constexpr int SW_XP = SC_W + 2;
-constexpr int SW_XPL = ((SW_ROWS + 2) * SW_XP) | 1;
-constexpr int SW_DPL = (SW_ROWS * SC_W) | 1;
+// Weight-gradient tile geometry.  A staged row of x: SW_X0 zeros (column -1 is the last of them),
+// the W values from an 8-byte boundary, zeros to an even pitch (column W is the first).  A channel's
+// plane of rows, SW_XPL, is twice an odd number of floats: the SW_CB channels a warp's lanes read at
+// one pixel fall in distinct banks, and 8-byte copies stay aligned.  dy's planes are an odd multiple
+// of 4 floats (16-byte copies), so the few output channels whose dy a warp shares fall apart too.
+constexpr int SW_X0 = 2, SW_XP = (SC_W + 2 * SW_X0 + 1) / 2 * 2;
+constexpr int SW_XPL = (SW_ROWS + 2) * SW_XP % 4 ? (SW_ROWS + 2) * SW_XP : (SW_ROWS + 2) * SW_XP + 2;
+constexpr int SW_DPL = ((SW_ROWS * SC_W + 3) / 4 * 4) | 4;
 constexpr int SW_TASKS = SW_CB * (SW_MB / SW_TM);     // (c, output-channel group) pairs
 constexpr int SW_THREADS = SW_TASKS * SW_G;
 constexpr int SW_TILES = (SC_H + SW_ROWS - 1) / SW_ROWS;
-constexpr int SW_STAGE_FLOATS = SW_CB * SW_XPL + SW_MB * SW_DPL;
-constexpr int SW_SUM_FLOATS = (SW_G - 1) * SW_TASKS * 10 * SW_TM;  // the groups' sums, added at the end
-constexpr int SW_ROWS_OUT = SC_C * 9 + 1;                          // a slice's rows: dw's, then db's
-constexpr int SW_SHARED_FLOATS = SW_STAGE_FLOATS > SW_SUM_FLOATS ? SW_STAGE_FLOATS : SW_SUM_FLOATS;
+constexpr int SW_D_AT = (SW_CB * SW_XPL + 3) / 4 * 4;           // dy's planes, 16-byte aligned
+constexpr int SW_STAGE_FLOATS = SW_D_AT + SW_MB * SW_DPL;       // a multiple of 4: both stages aligned
+constexpr int SW_PER = 9 * SW_TM;                               // a thread's sums
+constexpr int SW_DB_AT = (SW_G - 1) * SW_TASKS * SW_PER;        // after the groups' sums: db's partial sums
+constexpr int SW_DB_THREADS = SW_THREADS / SW_MB * SW_MB;       // the threads that add up dy, SW_MB a round
+constexpr int SW_ROWS_OUT = SC_C * 9 + 1;                       // a slice's rows: dw's, then db's
+constexpr int SW_SHARED_FLOATS =
+    2 * SW_STAGE_FLOATS > SW_DB_AT + SW_THREADS ? 2 * SW_STAGE_FLOATS : SW_DB_AT + SW_THREADS;
+static_assert(SW_THREADS >= SW_MB, "conv_small_wgrad: at least SW_MB threads (one a column of db)");
+
+// Global-to-shared copies of 4, 8 or 16 bytes that complete in the background (cp.async, sm_80 and
+// later); a copy whose `read` is false writes zeros.  sc_copies_wait: every copy this thread issued
+// has landed.  On the CPU executor a copy is a plain load and store.
+template <int VEC>
+__device__ __forceinline__ void sc_copy(float* dst, const float* src, bool read) {
+#if defined(LABKIT_CUDA_ARCH)
+  for (int i = 0; i < VEC; ++i) dst[i] = read ? src[i] : 0.0f;
+#else
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  if constexpr (VEC == 4)
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(read ? 16 : 0));
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"(VEC * 4),
+                 "r"(read ? VEC * 4 : 0));
+#endif
+}
+__device__ __forceinline__ void sc_copies_wait() {
+#if !defined(LABKIT_CUDA_ARCH)
+  asm volatile("cp.async.wait_all;\n" ::: "memory");
+#endif
+}
+
+// Copy CH x ROWS rows of W floats into shared memory (row i of channel k at dst + k * PLANE + i *
+// PITCH), VEC floats a copy; src(k, i) is the global row, or null for a row of zeros.
+template <int VEC, int CH, int ROWS, int PLANE, int PITCH, class Src>
+__device__ __forceinline__ void sc_stage_rows(float* dst, const Src& src, const float* any, int t) {
+  constexpr int RV = SC_W / VEC, COUNT = CH * ROWS * RV;
+#pragma unroll 1
+  for (int e = t; e < COUNT; e += SW_THREADS) {
+    const int col = e % RV, i = (e / RV) % ROWS, k = e / (RV * ROWS);
+    const float* row = src(k, i);
+    sc_copy<VEC>(dst + k * PLANE + i * PITCH + col * VEC, row ? row + col * VEC : any, row != nullptr);
+  }
+}
+
+// Stage unit (n, rows from row0) of x (channels c0 ..) and dy (channels m0 ..) into `st`: 8-byte
+// copies of x's rows and 16-byte ones of dy's where W and the arrays' alignment allow.
+__device__ __forceinline__ void sw_stage(const float* __restrict__ x, const float* __restrict__ dy, float* st, int n,
+                                         int row0, int c0, int m0, int t) {
+  const float* xn = x + ((long long)n * SC_C + c0) * SC_H * SC_W;
+  const auto xrow = [&](int k, int i) -> const float* {      // staged row i: image row row0 - 1 + i
+    const int h = row0 - 1 + i;
+    return h >= 0 && h < SC_H ? xn + (k * SC_H + h) * SC_W : nullptr;
+  };
+  if (SC_W % 2 == 0 && (reinterpret_cast<unsigned long long>(x) & 7) == 0)
+    sc_stage_rows<2, SW_CB, SW_ROWS + 2, SW_XPL, SW_XP>(st + SW_X0, xrow, x, t);
+  else
+    sc_stage_rows<1, SW_CB, SW_ROWS + 2, SW_XPL, SW_XP>(st + SW_X0, xrow, x, t);
+  const float* dn = dy + ((long long)n * SC_M + m0) * SC_H * SC_W;
+  const auto drow = [&](int k, int i) -> const float* {
+    const int h = row0 + i;
+    return h < SC_H ? dn + (k * SC_H + h) * SC_W : nullptr;
+  };
+  if (SC_W % 4 == 0 && (reinterpret_cast<unsigned long long>(dy) & 15) == 0)
+    sc_stage_rows<4, SW_MB, SW_ROWS, SW_DPL, SC_W>(st + SW_D_AT, drow, dy, t);
+  else
+    sc_stage_rows<1, SW_MB, SW_ROWS, SW_DPL, SC_W>(st + SW_D_AT, drow, dy, t);
+}
 
 extern "C" __global__ void __launch_bounds__(SW_THREADS) conv_small_wgrad(
     const float* __restrict__ x, const float* __restrict__ dy, float* __restrict__ ws, int N, int slices) {
   extern __shared__ __align__(16) float smem[];
-  float* sx = smem;                      // [SW_CB][SW_ROWS + 2][SW_XP] (+1: odd pitch)
-  float* sd = smem + SW_CB * SW_XPL;     // [SW_MB][SW_ROWS][SC_W] (+1)
   constexpr int CCH = SC_C / SW_CB, MCH = SC_M / SW_MB;
   const int chunk = blockIdx.x % (CCH * MCH), slice = blockIdx.x / (CCH * MCH);
   const int c0 = (chunk % CCH) * SW_CB, m0 = (chunk / CCH) * SW_MB;
   const int t = threadIdx.x;
   const int cl = t % SW_CB, mg = (t / SW_CB) % (SW_MB / SW_TM), g = t / SW_TASKS;
-  float acc[SW_TM][10];              // 9 taps, then the sum of dy (the bias gradient)
+  float acc[SW_TM][9];
 #pragma unroll
   for (int j = 0; j < SW_TM; ++j)
 #pragma unroll
-    for (int k = 0; k < 10; ++k) acc[j][k] = 0.0f;
+    for (int k = 0; k < 9; ++k) acc[j][k] = 0.0f;
+  float db = 0.0f;                   // this thread's share of db[m0 + t % SW_MB]
   const long long units = (long long)N * SW_TILES;     // slice s takes units [s * units / slices, ...)
   const int u_begin = (int)(slice * units / slices), u_end = (int)((slice + 1) * units / slices);
+  // The rows' zero columns, in both stages, before any copy lands beside them.
+  for (int e = t; e < 2 * SW_CB * (SW_ROWS + 2); e += SW_THREADS) {
+    float* row = smem + (e / (SW_CB * (SW_ROWS + 2))) * SW_STAGE_FLOATS + (e % (SW_CB * (SW_ROWS + 2))) /
+                 (SW_ROWS + 2) * SW_XPL + (e % (SW_ROWS + 2)) * SW_XP;
+    for (int v = 0; v < SW_X0; ++v) row[v] = 0.0f;
+    for (int v = SW_X0 + SC_W; v < SW_XP; ++v) row[v] = 0.0f;
+  }
+  if (u_begin < u_end)
+    sw_stage(x, dy, smem, u_begin / SW_TILES, (u_begin % SW_TILES) * SW_ROWS, c0, m0, t);
+  sc_copies_wait();
+  __syncthreads();
   for (int u = u_begin; u < u_end; ++u) {
-    const int n = u / SW_TILES, row0 = (u % SW_TILES) * SW_ROWS;
-    if (u != u_begin) __syncthreads();   // every thread is done with the previous unit
-    const float* xn = x + ((long long)n * SC_C + c0) * SC_H * SC_W;
-    for (int e = t; e < SW_CB * (SW_ROWS + 2) * SW_XP; e += SW_THREADS) {
-      const int cc = e / ((SW_ROWS + 2) * SW_XP), r = (e / SW_XP) % (SW_ROWS + 2), v = e % SW_XP;
-      const int h = row0 - 1 + r, w = v - 1;
-      sx[cc * SW_XPL + r * SW_XP + v] =
-          (h >= 0 && h < SC_H && w >= 0 && w < SC_W) ? xn[(cc * SC_H + h) * SC_W + w] : 0.0f;
-    }
-    const float* dn = dy + ((long long)n * SC_M + m0) * SC_H * SC_W;
-    for (int e = t; e < SW_MB * SW_ROWS * SC_W; e += SW_THREADS) {
-      const int mm = e / (SW_ROWS * SC_W), r = (e / SC_W) % SW_ROWS, v = e % SC_W;
-      const int h = row0 + r;
-      sd[mm * SW_DPL + r * SC_W + v] = h < SC_H ? dn[(mm * SC_H + h) * SC_W + v] : 0.0f;
-    }
-    __syncthreads();
+    const float* st = smem + ((u - u_begin) & 1) * SW_STAGE_FLOATS;
+    if (u + 1 < u_end)                 // the other stage was last read before the previous barrier
+      sw_stage(x, dy, smem + ((u - u_begin + 1) & 1) * SW_STAGE_FLOATS, (u + 1) / SW_TILES,
+               ((u + 1) % SW_TILES) * SW_ROWS, c0, m0, t);
+    const float* sx = st + SW_X0 - 1;  // column -1 of the first staged row
+    const float* sd = st + SW_D_AT;
+    if (c0 == 0 && t < SW_DB_THREADS)  // rows past the plane are zeros
+      for (int p = t / SW_MB; p < SW_ROWS * SC_W; p += SW_DB_THREADS / SW_MB) db += sd[(t % SW_MB) * SW_DPL + p];
     for (int r = g; r < SW_ROWS; r += SW_G) {
       const float* xr = sx + cl * SW_XPL + r * SW_XP;       // halo rows r .. r + 2: image rows h - 1 .. h + 1
       const float* dr = sd + mg * SW_TM * SW_DPL + r * SC_W;
@@ -293,7 +365,6 @@ extern "C" __global__ void __launch_bounds__(SW_THREADS) conv_small_wgrad(
           for (int kh = 0; kh < 3; ++kh)
 #pragma unroll
             for (int kw = 0; kw < 3; ++kw) acc[j][kh * 3 + kw] += d * a[kh][kw];
-          acc[j][9] += d;
         }
 #pragma unroll
         for (int kh = 0; kh < 3; ++kh) {
@@ -302,34 +373,41 @@ extern "C" __global__ void __launch_bounds__(SW_THREADS) conv_small_wgrad(
         }
       }
     }
+    sc_copies_wait();
+    __syncthreads();
   }
-  // Add the groups' sums: groups 1.. park theirs in shared memory, group 0 adds them in order.
-  constexpr int PER = 10 * SW_TM;
-  __syncthreads();
+  // Add the groups' sums: groups 1.. park theirs in shared memory (free: the loop ended on a
+  // barrier), group 0 adds them in order; every thread parks its share of db.
   if (g > 0) {
-    float* mine = smem + ((g - 1) * SW_TASKS + t % SW_TASKS) * PER;
+    float* mine = smem + ((g - 1) * SW_TASKS + t % SW_TASKS) * SW_PER;
 #pragma unroll
     for (int j = 0; j < SW_TM; ++j)
 #pragma unroll
-      for (int k = 0; k < 10; ++k) mine[j * 10 + k] = acc[j][k];
+      for (int k = 0; k < 9; ++k) mine[j * 9 + k] = acc[j][k];
   }
+  smem[SW_DB_AT + t] = db;
   __syncthreads();
   if (g == 0) {
     for (int q = 1; q < SW_G; ++q) {
-      const float* theirs = smem + ((q - 1) * SW_TASKS + t) * PER;
+      const float* theirs = smem + ((q - 1) * SW_TASKS + t) * SW_PER;
 #pragma unroll
       for (int j = 0; j < SW_TM; ++j)
 #pragma unroll
-        for (int k = 0; k < 10; ++k) acc[j][k] += theirs[j * 10 + k];
+        for (int k = 0; k < 9; ++k) acc[j][k] += theirs[j * 9 + k];
     }
     float* out = ws + (long long)slice * SW_ROWS_OUT * SC_M;
 #pragma unroll
     for (int k = 0; k < 9; ++k)
 #pragma unroll
       for (int j = 0; j < SW_TM; ++j) out[((c0 + cl) * 9 + k) * SC_M + m0 + mg * SW_TM + j] = acc[j][k];
-    if (c0 + cl == 0)               // one channel's threads write the sums of dy
+    if (c0 + cl == 0)               // one channel's threads write the sums of dy, in a fixed order
 #pragma unroll
-      for (int j = 0; j < SW_TM; ++j) out[SC_C * 9 * SC_M + m0 + mg * SW_TM + j] = acc[j][9];
+      for (int j = 0; j < SW_TM; ++j) {
+        const int mm = mg * SW_TM + j;
+        float sum = 0.0f;
+        for (int q = 0; q < SW_DB_THREADS / SW_MB; ++q) sum += smem[SW_DB_AT + q * SW_MB + mm];
+        out[SC_C * 9 * SC_M + m0 + mm] = sum;
+      }
   }
 }
 

@@ -66,7 +66,7 @@ def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "dire
     elif algorithm == "winograd":
         # F(4x4, 3x3)'s U is 36 values a channel pair, 2.25x F(2x2, 3x3)'s: smaller chunks may pay there.
         chunks = {2: _divisors(C, (8, 16)) or [C], 4: _divisors(C, (4, 8, 16)) or [C]}
-        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (1, 2, 4, 7), (4, 7, 8, 14),
+        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8, 16), (1, 2, 4, 7), (4, 7, 8, 14),
                                   sorted(set(chunks[2] + chunks[4])), (2, 4))
         for mb, rm, tr, rt, ck, f in space:
             t = WinogradTile(mb, rm, tr, rt, ck, f)

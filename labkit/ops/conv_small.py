@@ -118,9 +118,13 @@ class WeightTile:
         return self.cb * (self.mb // self.tm) * self.groups
 
     def shared_bytes(self, W: int) -> int:
-        stage = self.cb * (((self.rows + 2) * (W + 2)) | 1) + self.mb * ((self.rows * W) | 1)
-        sums = (self.groups - 1) * self.cb * (self.mb // self.tm) * 10 * self.tm
-        return 4 * max(stage, sums)
+        """conv_small.cu's SW_SHARED_FLOATS * 4: two stages of a unit's rows of x (planes of twice an
+        odd number of floats) and dy (an odd multiple of 4), or the groups' sums and db's shares."""
+        xp = (W + 5) // 2 * 2
+        xpl = (self.rows + 2) * xp + (0 if (self.rows + 2) * xp % 4 else 2)
+        stage = cdiv(self.cb * xpl, 4) * 4 + self.mb * (cdiv(self.rows * W, 4) * 4 | 4)
+        sums = (self.groups - 1) * self.cb * (self.mb // self.tm) * 9 * self.tm + self.threads()
+        return 4 * max(2 * stage, sums)
 
     def check(self, C: int, M: int, H: int, W: int) -> None:
         if min(self.cb, self.mb, self.tm, self.rows, self.groups) < 1:
@@ -129,6 +133,8 @@ class WeightTile:
             raise ValueError(f"{self}: cb must divide C={C}, mb M={M} and tm mb")
         if self.rows > H or self.groups > self.rows:
             raise ValueError(f"{self}: rows must be at most H={H} and groups at most rows")
+        if self.threads() < self.mb:
+            raise ValueError(f"{self} makes {self.threads()} threads a block: at least mb={self.mb} (db's columns)")
         if not 1 <= self.threads() <= MAX_THREADS:
             raise ValueError(f"{self} makes {self.threads()} threads a block (at most {MAX_THREADS})")
         if self.shared_bytes(W) > shared_optin_limit():
