@@ -5,8 +5,9 @@
 For the stem (1 -> c) and a block convolution (c -> c) at each size (channels x batch, 28x28): every
 algorithm of cuDNN's forward, backward-data and backward-filter passes with its time and workspace,
 found by cudnnFind*AlgorithmEx (FP32 FMA math and TF32 tensor-op math; labkit.ladder.cudnn_algorithms,
-ctypes on libcudnn), and labkit's direct kernels on the same pass (conv_small, tuned tiles, GPU ms per
-launch); the cost of creating a cuDNN handle.  Writes cudnn_find.json (benchmarks/results/
+ctypes on libcudnn), and labkit's kernel for the same pass, the one the network runs (the direct
+kernel or Winograd's, as the tuned table decides; tuned tiles; GPU ms per launch); the cost of
+creating a cuDNN handle.  Writes cudnn_find.json (benchmarks/results/
 cudnn_find_h100.json is the H100's, which notebook 10 shows on a machine without cuDNN).  Needs a GPU
 with libcudnn.
 """
@@ -28,20 +29,22 @@ from labkit.shapes import ConvLayer  # noqa: E402
 PASSES = {"fwd": "forward", "bwd_data": "data", "bwd_filter": "weight"}   # cuDNN's names -> labkit's
 
 
-def labkit_ms(layer: ConvLayer, N: int, repeat: int) -> dict:
-    """GPU ms per launch of labkit's direct kernel on each pass (the stem, with C = 1, has no backward data)."""
+def labkit_ms(layer: ConvLayer, N: int, repeat: int) -> tuple[dict, dict]:
+    """GPU ms per launch of labkit's kernel on each pass, the one the network runs, and which that is
+    ("direct" or "winograd"); the stem, with C = 1, has no backward data."""
     import cupy as cp
-    out = {}
+    out, algorithms = {}, {}
     for name, kind in PASSES.items():
         if kind == "data" and layer.C == 1:
             continue
-        op, _ = rk.make_pass(kind, layer)
+        algorithms[name] = rk.network_algorithm(kind, layer)
+        op, _ = rk.make_pass(kind, layer, algorithm=algorithms[name])
         cin = layer.M if kind == "data" else layer.C
         a = cp.random.standard_normal((N, cin, layer.H, layer.W), dtype=cp.float32)
         dy = cp.random.standard_normal((N, layer.M, layer.H, layer.W), dtype=cp.float32)
         run = (lambda: op(a, dy)) if kind == "weight" else (lambda: op(a))
         out[name] = per_launch_ms(run, repeat=repeat)
-    return out
+    return out, algorithms
 
 
 def main() -> int:
@@ -60,8 +63,9 @@ def main() -> int:
         c, N = (int(v) for v in size.split("x"))
         for name, cin in (("stem", 1), ("block", c)):
             layer = ConvLayer(cin, 28, 28, c, 3, 1, 1)
+            mine, algorithms = labkit_ms(layer, N, args.repeat)
             row = {"layer": f"{name} {cin}->{c}", "channels": c, "batch": N, "key": layer.key,
-                   **ca.find_algorithms(layer, N, lib=lib), "labkit_ms": labkit_ms(layer, N, args.repeat),
+                   **ca.find_algorithms(layer, N, lib=lib), "labkit_ms": mine, "labkit_algorithm": algorithms,
                    "floor_ms": {p: rk.floor_ms(k, layer, N) for p, k in PASSES.items()}}
             rows.append(row)
             for p in ca.PASS_NAMES:
@@ -69,7 +73,8 @@ def main() -> int:
                 mine = row["labkit_ms"].get(p)
                 print(f"{row['layer']:>14s} b{N:<5d} {p:>10s}: cuDNN FP32 {best['fp32']['algo']} {best['fp32']['ms']:.4f} ms, "
                       f"TF32 {best['tf32']['algo']} {best['tf32']['ms']:.4f} ms; labkit "
-                      + (f"{mine:.4f} ms ({mine / best['fp32']['ms']:.2f}x cuDNN FP32)" if mine else "-"), flush=True)
+                      + (f"{mine:.4f} ms ({mine / best['fp32']['ms']:.2f}x cuDNN FP32, {algorithms[p]})" if mine else "-"),
+                      flush=True)
     version = int(lib.cudnnGetVersion())
     path = measure.save_rows(rows, Path(args.out) / "cudnn_find.json",
                              meta={"benchmark": "cudnn_find", "cudnn_version": version, **handle,

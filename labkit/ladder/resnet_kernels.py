@@ -22,13 +22,14 @@ from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..models.resnet_small import to_ckkm, to_mckk
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, tile_for, weight_tile_for
-from ..ops.conv_winograd import WinogradConv3x3, WinogradTile, winograd_tile_for
+from ..ops.conv_winograd import WinogradConv3x3, WinogradTile, winograd_pays, winograd_tile_for
 from ..ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, winograd_weight_tile_for
 from ..reference import backward as rb
 from ..shapes import ConvLayer
 from .mobilenet import per_launch_ms
 
-__all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "floor_ms", "kernel_shape", "make_pass"]
+__all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "floor_ms", "kernel_shape", "make_pass",
+           "network_algorithm"]
 
 PASSES = ("forward", "data", "weight")
 CHECK_BATCH = 3
@@ -37,6 +38,12 @@ CHECK_BATCH = 3
 def kernel_shape(kind: str, layer: ConvLayer) -> tuple[int, int, int, int]:
     """(input channels, output channels, H, W) as the pass's kernel sees them (data swaps C and M)."""
     return (layer.M, layer.C, layer.H, layer.W) if kind == "data" else (layer.C, layer.M, layer.H, layer.W)
+
+
+def network_algorithm(kind: str, layer: ConvLayer) -> str:
+    """The kernel the network (labkit.models.resnet_small) runs the pass on, on this GPU: "winograd"
+    where the tuned table times Winograd's best tile below the direct kernel's, else "direct"."""
+    return "winograd" if winograd_pays(kind, *kernel_shape(kind, layer)) else "direct"
 
 
 def _divisors(n: int, among) -> list[int]:
