@@ -25,7 +25,7 @@
 //   backward-data filters, the forward's turned 180 degrees with C and M swapped.  Grid
 //   (ceil(C * M / 256),), block (256,).  Weights change every training step, so this runs before
 //   each convolution (P * C * M values: a few microseconds).
-// winograd_conv(x, u, b, addend, gate, y, N, relu)    the convolution and conv_small's epilogue:
+// winograd_conv(x, u, b, addend, gate, y, N, relu, runs)    the convolution and conv_small's epilogue:
 //   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE).
 //   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / F)
 //   tiles) and walks the input channels WG_CK at a time.  Per chunk:
@@ -48,7 +48,14 @@
 //   The output transform needs a tile's P positions, which P groups hold: they meet in shared
 //   memory, and each thread then finishes whole tiles.  Grid (N * ceil(ceil(H / F) / WG_TR) * M / WG_MB,),
 //   block (WG_THREADS,), dynamic shared memory WG_SHARED_FLOATS * 4 bytes.
-// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u P * C * M; float32, C-contiguous.
+//   Where C is a single chunk (WG_CK = C) there is nothing to overlap, and the kernel works otherwise:
+//   u is the layer's weights wt, which each block transforms into its slice of U once; its unit of
+//   work is a run of TBP = WG_TG * WG_RT consecutive tiles of the batch (across rows and images, so no
+//   tile is padding), and it walks `runs` of them, the transform reading each patch straight from x.
+//   Grid (ceil(ceil(N * tiles / TBP) / runs) * M / WG_MB,): labkit.ops.conv_winograd picks runs to
+//   make one wave of blocks.
+// x (N, C, H, W), y (N, M, H, W), b (M,), addend and gate as y; u P * C * M (or wt, C * 9 * M);
+// float32, C-contiguous.
 // Compile-time parameters: WG_C, WG_M (the kernel's input and output channels: for backward data the
 // forward's M and C), WG_H, WG_W, WG_F (2 or 4), the tile (WG_MB, WG_RM, WG_TR, WG_RT, WG_CK) and the
 // epilogue (WG_BIAS, WG_ADD, WG_GATE); WG_FLIP for the weight transform.
@@ -425,11 +432,9 @@ __device__ __forceinline__ void wg_transform_patch(const Read& read, float* out)
 }
 
 // body(e) for this thread's items e = tid, tid + WG_THREADS, ... below COUNT.  Where a thread has few
-// (WG_UNROLL_ITEMS or fewer), the loop is unrolled, so that the global loads of all of them are in
-// flight at once instead of one item's after another's.
-#ifndef WG_UNROLL_ITEMS
-#define WG_UNROLL_ITEMS 4
-#endif
+// (WG_UNROLL_ITEMS or fewer), the loop is unrolled, so that the loads of all of them can be in
+// flight at once (on the H100 within a few percent either way of the rolled loop).
+constexpr int WG_UNROLL_ITEMS = 4;
 template <int COUNT, class Body>
 __device__ __forceinline__ void wg_items(int tid, const Body& body) {
   constexpr int PER = (COUNT + WG_THREADS - 1) / WG_THREADS;
@@ -580,7 +585,7 @@ __device__ __forceinline__ void wg_output(const float* ss, const float* __restri
 
 // The sums of this thread's WG_RM x WG_RT block of Mx[xi] into the sums' slices `ss`, for the output
 // transform, which needs a tile's P positions (P groups hold them); the registers are zeroed for the
-// next band.
+// next run of tiles.
 __device__ __forceinline__ void wg_park_sums(float* ss, int xi, int mg, int tg, float (&acc)[WG_RM][WG_RT]) {
 #pragma unroll
   for (int i = 0; i < WG_RM; ++i)

@@ -161,6 +161,9 @@ class WinogradConv3x3(Conv3x3Layer):
         shared = t.shared_bytes(self.c_in, L.W)
         allow_shared(fn, shared)
         mchunks = self.c_out // t.mb
+        if N * cdiv(L.H, t.f) * cdiv(L.W, t.f) >= 2 ** 31:
+            raise ValueError(f"batch {N} has more {t.f}x{t.f} tiles than the kernel's 32-bit tile index counts; "
+                             "split the batch")
         if t.fused_weights(self.c_in):
             units = cdiv(N * cdiv(L.H, t.f) * cdiv(L.W, t.f), t.run_tiles(L.W))
             resident = fn.occupancy(t.threads(L.W), shared)["blocks_per_sm"] if self.backend == "cuda" else 1
