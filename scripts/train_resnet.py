@@ -63,11 +63,16 @@ def train_peer(framework: str, state: dict, weight_decay: float, common: dict) -
     return training.fit_peer(peer, **common), device
 
 
+def fit_settings(args, seed: int) -> dict:
+    """The training settings every framework's run shares (labkit's fit and fit_peer)."""
+    return dict(epochs=args.epochs, batch=args.batch, lr=args.lr, seed=seed, schedule=args.schedule,
+                warmup_steps=args.warmup, mirror=args.mirror, progress=False)
+
+
 def compare_seeds(args) -> int:
     rows = []
     for seed in args.seeds:
-        common = dict(epochs=args.epochs, batch=args.batch, lr=args.lr, seed=seed, schedule=args.schedule,
-                      warmup_steps=args.warmup, mirror=args.mirror, progress=False)
+        common = fit_settings(args, seed)
         row = {"seed": seed}
         for name, winograd in (("labkit_direct", False), ("labkit_tuned", None)):
             net = ResNetSmall(args.channels, seed=seed, winograd=winograd)
@@ -105,8 +110,7 @@ def main() -> int:
     if args.seeds:
         return compare_seeds(args)
     net = ResNetSmall(args.channels, seed=args.seed)
-    common = dict(epochs=args.epochs, batch=args.batch, lr=args.lr, seed=args.seed, schedule=args.schedule,
-                  warmup_steps=args.warmup, mirror=args.mirror, progress=False)
+    common = fit_settings(args, args.seed)
     if args.framework == "labkit":
         hist = training.fit(net, weight_decay=args.weight_decay, graph=not args.eager, **common)
         device, name = labkit.device().label, f"train_resnet_c{args.channels}.json"

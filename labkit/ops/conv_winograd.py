@@ -160,21 +160,21 @@ class WinogradConv3x3(Conv3x3Layer):
         fn = mod.get_function("winograd_conv")
         shared = t.shared_bytes(self.c_in, L.W)
         allow_shared(fn, shared)
-        mchunks = self.c_out // t.mb
-        if N * cdiv(L.H, t.f) * cdiv(L.W, t.f) >= 2 ** 31:
+        mchunks, tiles, fused = self.c_out // t.mb, N * cdiv(L.H, t.f) * cdiv(L.W, t.f), t.fused_weights(self.c_in)
+        if tiles >= 2 ** 31:
             raise ValueError(f"batch {N} has more {t.f}x{t.f} tiles than the kernel's 32-bit tile index counts; "
                              "split the batch")
-        if t.fused_weights(self.c_in):
-            units = cdiv(N * cdiv(L.H, t.f) * cdiv(L.W, t.f), t.run_tiles(L.W))
+        if fused:
+            units = cdiv(tiles, t.run_tiles(L.W))
             resident = fn.occupancy(t.threads(L.W), shared)["blocks_per_sm"] if self.backend == "cuda" else 1
             runs = self.runs_per_block(units, max(1, resident))
             blocks = cdiv(units, runs)
         else:
             runs, blocks = 1, N * cdiv(cdiv(L.H, t.f), t.tr)
         conv = fn.launcher((blocks * mchunks,), (t.threads(L.W),),
-                           (None, self.wt if t.fused_weights(self.c_in) else self.u) + self.fixed_pointers() + (None,)
+                           (None, self.wt if fused else self.u) + self.fixed_pointers() + (None,)
                            + ints(N, self.relu, runs), shared)
-        if t.fused_weights(self.c_in):
+        if fused:
             return conv
         weights = mod.get_function("winograd_weights").launcher(
             (cdiv(self.c_in * self.c_out, THREADS_WEIGHTS),), (THREADS_WEIGHTS,), (self.wt, self.u))
