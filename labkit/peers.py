@@ -262,7 +262,9 @@ class TorchResNetSmall:
     """labkit.models.resnet_small's network in PyTorch on the GPU, from the same parameters (``state``:
     the float arrays ``ResNetSmall.state()`` gives, conv weights (M, C, 3, 3), dense (c, 10)), trained
     with torch.optim.SGD (momentum, weight decay, as labkit's step), cuDNN choosing its fastest
-    algorithms (``cudnn.benchmark``), TF32 only if asked.
+    algorithms (``cudnn.benchmark``), TF32 only if asked.  ``dtype`` "float64" keeps the parameters
+    and the arithmetic in float64: the reference run that float32 runs are compared with
+    (labkit.ladder.divergence).
 
     ``step(x, labels)``: one training step on torch tensors (x float32 (N, 1, H, W), labels int64),
     the loss tensor.  ``state()``: the parameters back as NumPy, in the state's layouts.
@@ -270,11 +272,13 @@ class TorchResNetSmall:
     ``replay()`` (each call one step on them)."""
 
     def __init__(self, state: dict, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0,
-                 tf32: bool = False):
+                 tf32: bool = False, dtype: str = "float32"):
         import torch
+        if dtype not in ("float32", "float64"):
+            raise ValueError(f"dtype must be 'float32' or 'float64', got {dtype!r}")
         _setup_torch(tf32)
-        self.names = list(state)
-        self.p = {k: torch.tensor(np.asarray(v, dtype=np.float32), device="cuda", requires_grad=True)
+        self.names, self.dtype = list(state), np.dtype(dtype)
+        self.p = {k: torch.tensor(np.asarray(v, dtype=self.dtype), device="cuda", requires_grad=True)
                   for k, v in state.items()}
         self.opt = torch.optim.SGD(list(self.p.values()), lr=lr, momentum=momentum, weight_decay=weight_decay)
 
@@ -309,14 +313,14 @@ class TorchResNetSmall:
         import torch
         for group in self.opt.param_groups:
             group["lr"] = rate
-        x = torch.as_tensor(np.asarray(images, np.float32)).to("cuda", non_blocking=True)
+        x = torch.as_tensor(np.asarray(images, self.dtype)).to("cuda", non_blocking=True)
         y = torch.as_tensor(np.asarray(labels, np.int64)).to("cuda", non_blocking=True)
         return self.step(x, y).detach()
 
     def logits(self, images: np.ndarray) -> np.ndarray:
         import torch
         with torch.no_grad():
-            return self.forward(torch.as_tensor(np.asarray(images, np.float32), device="cuda")).cpu().numpy()
+            return self.forward(torch.as_tensor(np.asarray(images, self.dtype), device="cuda")).cpu().numpy()
 
     def graph(self, x, labels) -> Callable[[], object]:
         return torch_graph(lambda h: self.step(h, labels), x)

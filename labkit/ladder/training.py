@@ -22,7 +22,7 @@ from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
 from ..models.resnet_small import ResNetSmall
 
-__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "epoch_batches", "fraction_right", "rate_at", "mirrored", "SCHEDULES",
+__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "LabkitTrainer", "epoch_batches", "fraction_right", "rate_at", "mirrored", "SCHEDULES",
            "accuracy", "MEAN", "STD"]
 
 # The training split's pixel mean and standard deviation, of values scaled to [0, 1] (computed over
@@ -96,6 +96,30 @@ def accuracy(net: ResNetSmall, images: np.ndarray, labels: np.ndarray, batch: in
     """The fraction of ``images`` whose largest logit is their label."""
     xp = backends.xp()
     return fraction_right(lambda x: to_numpy(net.logits(xp.asarray(x))), images, labels, batch)
+
+
+class LabkitTrainer:
+    """A labkit network behind ``fit_peer``'s trainer interface (``train_batch``, ``logits``,
+    ``state``), each step launched eagerly and its batch staged through pinned memory: for runs that
+    go step by step beside other frameworks' (labkit.ladder.divergence).  ``fit`` is the fast way to
+    train labkit alone."""
+
+    def __init__(self, net: ResNetSmall, *, momentum: float = 0.9, weight_decay: float = 0.0):
+        self.net, self.momentum, self.weight_decay = net, momentum, weight_decay
+        self.stage = None
+
+    def train_batch(self, images: np.ndarray, labels: np.ndarray, rate: float) -> float:
+        if self.stage is None or len(images) != len(self.stage.y):
+            self.stage = Stager(len(images), images.shape[1:])
+        x, y = self.stage.put(images, labels)
+        loss = self.net.train_step(x, y, lr=rate, momentum=self.momentum, weight_decay=self.weight_decay)
+        return float(to_numpy(loss)[0])         # read now: the next step writes the same buffer
+
+    def logits(self, images: np.ndarray) -> np.ndarray:
+        return to_numpy(self.net.logits(backends.xp().asarray(images)))
+
+    def state(self) -> dict:
+        return self.net.state()
 
 
 SCHEDULES = ("constant", "cosine")
