@@ -78,3 +78,28 @@ def test_lockstep_feeds_fits_batches_and_measures_the_drift():
 def test_lockstep_needs_two_trainers():
     with pytest.raises(ValueError, match="at least two"):
         divergence.lockstep({"a": None}, **KW)
+
+
+def test_the_float64_peer_steps_as_the_float64_reference():
+    # The reference run of --lockstep: PyTorch's copy kept in float64 takes the float64 NumPy step.
+    from labkit import peers
+    from labkit.models.resnet_small import reference_loss_and_grads
+    from labkit.reference import backward as rb
+    why = peers.cudnn_available()
+    if why:
+        pytest.skip(f"needs PyTorch on a GPU: {why}")
+    rng = np.random.default_rng()
+    state = {k: v.astype(np.float64) + 0.05 * rng.standard_normal(v.shape)
+             for k, v in ResNetSmall(5, seed=7, input_hw=(9, 11)).state().items()}
+    x, y = rng.standard_normal((3, 1, 9, 11)), rng.integers(0, 10, 3)
+    peer = peers.TorchResNetSmall(state, lr=0.05, weight_decay=5e-4, dtype="float64")
+    loss = float(peer.train_batch(x, y, 0.05))
+    ref_loss, grads = reference_loss_and_grads(state, x, y)
+    got = peer.state()
+    assert all(v.dtype == np.float64 for v in got.values())
+    assert abs(loss - ref_loss) <= 1e-12 * abs(ref_loss)
+    for k in state:
+        want = rb.sgd_momentum(state[k], grads[k], np.zeros_like(grads[k]), lr=0.05, momentum=0.9, weight_decay=5e-4)[0]
+        assert np.allclose(got[k], want, rtol=1e-11, atol=1e-13), k
+    with pytest.raises(ValueError, match="dtype"):
+        peers.TorchResNetSmall(state, lr=0.05, dtype="float16")
