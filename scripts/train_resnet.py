@@ -98,8 +98,8 @@ def peer_accuracies(args, framework: str, seed: int, out: Path) -> list:
 
 def compare_seeds(args) -> int:
     """Each kind of run of --runs, from each seed, --repeats times: labkit's in this process, one
-    after the other (deterministic: a repeat must give the same numbers), the other frameworks'
-    --jobs at a time in processes of their own."""
+    after the other (a repeat shows whether a kind gives the same numbers twice), the other
+    frameworks' --jobs at a time in processes of their own."""
     rows, out = [], Path(args.out)
     peers = [(run, seed, rep) for seed in args.seeds for run in args.runs if not run.startswith("labkit")
              for rep in range(args.repeats)]
@@ -176,7 +176,8 @@ def main() -> int:
     ap.add_argument("--test-limit", type=int, help="evaluate on the first N test images only")
     ap.add_argument("--framework", default="labkit", choices=FRAMEWORKS)
     ap.add_argument("--out", default="results/train")
-    ap.add_argument("--seeds", type=int, nargs="+", help="compare the --runs over these seeds (needs a GPU with PyTorch)")
+    ap.add_argument("--seeds", type=int, nargs="+", help="compare the --runs over these seeds (PyTorch's runs need a GPU "
+                    "with PyTorch)")
     ap.add_argument("--runs", nargs="+", default=["labkit_direct", "labkit_tuned", "torch"], choices=SEED_RUNS,
                     help="with --seeds: the kinds of run")
     ap.add_argument("--repeats", type=int, default=1, help="with --seeds: runs of each kind from each seed")

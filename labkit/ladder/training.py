@@ -22,8 +22,8 @@ from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
 from ..models.resnet_small import ResNetSmall
 
-__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "LabkitTrainer", "epoch_batches", "fraction_right", "rate_at", "mirrored", "SCHEDULES",
-           "accuracy", "MEAN", "STD"]
+__all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "LabkitTrainer", "epoch_batches", "fraction_right",
+           "rate_at", "mirrored", "SCHEDULES", "accuracy", "MEAN", "STD"]
 
 # The training split's pixel mean and standard deviation, of values scaled to [0, 1] (computed over
 # the 60,000 images; a test checks them).  Centred inputs let the first steps learn: raw [0, 1]
