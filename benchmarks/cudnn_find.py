@@ -63,14 +63,14 @@ def main() -> int:
         c, N = (int(v) for v in size.split("x"))
         for name, cin in (("stem", 1), ("block", c)):
             layer = ConvLayer(cin, 28, 28, c, 3, 1, 1)
-            mine, algorithms = labkit_ms(layer, N, args.repeat)
+            ours, algorithms = labkit_ms(layer, N, args.repeat)
             row = {"layer": f"{name} {cin}->{c}", "channels": c, "batch": N, "key": layer.key,
-                   **ca.find_algorithms(layer, N, lib=lib), "labkit_ms": mine, "labkit_algorithm": algorithms,
+                   **ca.find_algorithms(layer, N, lib=lib), "labkit_ms": ours, "labkit_algorithm": algorithms,
                    "floor_ms": {p: rk.floor_ms(k, layer, N) for p, k in PASSES.items()}}
             rows.append(row)
             for p in ca.PASS_NAMES:
                 best = {m: (row[m][p][0] if row[m][p] else None) for m in ("fp32", "tf32")}
-                mine = row["labkit_ms"].get(p)
+                mine = ours.get(p)
                 print(f"{row['layer']:>14s} b{N:<5d} {p:>10s}: cuDNN FP32 {best['fp32']['algo']} {best['fp32']['ms']:.4f} ms, "
                       f"TF32 {best['tf32']['algo']} {best['tf32']['ms']:.4f} ms; labkit "
                       + (f"{mine:.4f} ms ({mine / best['fp32']['ms']:.2f}x cuDNN FP32, {algorithms[p]})" if mine else "-"),

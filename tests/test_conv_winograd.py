@@ -109,7 +109,6 @@ def test_bad_tiles_and_input_are_refused():
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 3, 4, 8, 4))
     with pytest.raises(ValueError, match="at least 1"):
         WinogradConv3x3(wt, None, L, tile=WinogradTile(8, 4, 0, 4, 8))
-
     with pytest.raises(ValueError, match="shared memory"):
         WinogradConv3x3(f32(np.zeros((64 * 9, 64))), None, ConvLayer(64, 28, 28, 64, 3, 1, 1),
                         tile=WinogradTile(64, 64, 14, 196, 64))
