@@ -44,3 +44,24 @@ def error_vs_terms(y, ref, terms) -> float:
     from labkit.checks import to_numpy
     y = to_numpy(y).astype(np.float64)
     return float(np.linalg.norm(y - ref) / max(np.linalg.norm(terms), 1e-300))
+
+
+def kink_margin(pre_activations: dict) -> float:
+    """The smallest |z| among float64 sums before ReLUs, over the RMS of its own layer's sums."""
+    return min(float(np.abs(z).min() / max(np.sqrt(np.mean(np.square(z))), 1e-300))
+               for z in pre_activations.values())
+
+
+def away_from_kinks(draw, pre_activations, margin: float = 2e-5, tries: int = 100):
+    """``draw()``'s first result whose float64 sums before the ReLUs, ``pre_activations(*result)``,
+    all lie more than ``margin`` of their layer's RMS from 0.
+
+    float32 computes each sum within about 1e-6 of that RMS. A sum nearer 0 may change sides: the
+    ReLU then opens or shuts one pixel's path, and a gradient moves by ~1e-2 against float64, a
+    chance failure (about 1e-3 a run for the ResNet's checks) that says nothing of the kernels. A
+    central difference of step 1e-6 can cross the kink the same way. Kept 2e-5 away, neither can."""
+    for _ in range(tries):
+        drawn = draw()
+        if kink_margin(pre_activations(*drawn)) > margin:
+            return drawn
+    raise AssertionError(f"no draw in {tries} kept its sums {margin:g} of their RMS away from 0")

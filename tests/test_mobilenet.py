@@ -107,7 +107,9 @@ def test_depthwise_whole_plane_variants(make, shape):
     x, w, b, ref = dw_case(*shape)
     t = make(ref.shape[2])
     y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=S, activation="relu6", tiling=t, out=poisoned(ref.shape))
-    assert rel_error(y, np.clip(ref, 0, 6)) < 1e-5, t
+    # Against the terms' sizes: 2x3x2x3's twelve outputs of four products and a bias may nearly all be <= 0.
+    terms = reference.conv2d(np.abs(x), np.abs(w), np.abs(b), stride=S, pad=1, groups=C)
+    assert error_vs_terms(y, np.clip(ref, 0, 6), terms) < 1e-5, t
 
 
 def test_by_rows_takes_small_whole_planes():
@@ -247,8 +249,9 @@ def test_global_avg_pool(shape):
     x = rng.standard_normal(shape).astype(np.float32)
     out = poisoned(shape[:2])
     assert global_avg_pool(dev(x), out=out) is out
-    assert rel_error(out, reference.global_avg_pool(x)) < 1e-6
-    assert rel_error(GlobalAvgPool()(dev(x)), reference.global_avg_pool(x)) < 1e-6
+    ref, terms = reference.global_avg_pool(x), reference.global_avg_pool(np.abs(x))   # a few means may cancel
+    assert error_vs_terms(out, ref, terms) < 1e-6
+    assert error_vs_terms(GlobalAvgPool()(dev(x)), ref, terms) < 1e-6
 
 
 def test_floor_bytes():
@@ -372,7 +375,10 @@ def test_network_matches_float64_reference(weights, depthwise, fuse):
     assert len(net.fused) == (11 if fuse else 0)
     logits = to_numpy(net.logits(dev(x)))
     assert rel_error(logits, ref) < 1e-4
-    assert (np.argsort(-logits, axis=1)[:, :5] == np.argsort(-ref, axis=1)[:, :5]).all()
+    # The same five classes in the same order, but for logits nearer each other than float32's error
+    # (the reference's logits at our top five are its five largest, each within twice the largest error).
+    ours = np.take_along_axis(ref, np.argsort(-logits, axis=1)[:, :5], axis=1)
+    assert (np.abs(ours - -np.sort(-ref, axis=1)[:, :5]) <= 2 * np.abs(logits - ref).max()).all()
     plan = net.plan(2)
     plan.x[...] = dev(x)
     probs = to_numpy(plan.run())                # the whole pass as one CUDA graph on a GPU

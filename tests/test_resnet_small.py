@@ -14,6 +14,8 @@ from labkit.ops.conv_winograd import WinogradConv3x3
 from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad
 from labkit.reference import backward as rb
 
+from support import away_from_kinks
+
 rng = np.random.default_rng()
 xp = labkit.xp
 HW = (9, 7)          # odd, small planes: the network is the same at any size
@@ -25,10 +27,16 @@ def batch(N, hw=HW):
     return x, labels
 
 
+def pre_activations(state, x, _labels):
+    return rs.reference_pre_activations(state, x)
+
+
 def test_reference_gradients_pass_a_gradient_check():
-    state = rs.init_parameters(3, seed=int(rng.integers(1 << 30)))
-    state = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in state.items()}   # biases not all zero
-    x, labels = batch(2, (6, 5))
+    def draw():
+        state = rs.init_parameters(3, seed=int(rng.integers(1 << 30)))
+        state = {k: v + 0.1 * rng.standard_normal(v.shape) for k, v in state.items()}   # biases not all zero
+        return (state, *batch(2, (6, 5)))
+    state, x, labels = away_from_kinks(draw, pre_activations)     # no difference step crosses a ReLU's kink
     _, grads = rs.reference_loss_and_grads(state, x, labels)
     for name in state:
         def loss_of(v, name=name):
@@ -47,9 +55,11 @@ def test_every_gradient_of_a_step_matches_float64(channels, N, backward, winogra
         assert all(type(c) is want for c in [*net.convs.values(), *net.bwd_data.values()])
         want = WinogradWeightGrad if winograd else SmallWeightGrad
         assert all(type(c) is want for c in net.wgrad.values())
-    state = {k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in net.state().items()}
+    start = net.state()
+    state, x, labels = away_from_kinks(   # float32's sums on the same side of every ReLU as float64's
+        lambda: ({k: v + 0.05 * rng.standard_normal(v.shape).astype(np.float32) for k, v in start.items()},
+                 *batch(N)), pre_activations)
     net.load_state(state)
-    x, labels = batch(N)
     net.grads.flat[...] = xp.asarray(np.full(net.grads.size, np.nan, np.float32))    # poisoned
     loss = float(to_numpy(net.loss_and_gradients(xp.asarray(x), xp.asarray(labels)))[0])
     rloss, rgrads = rs.reference_loss_and_grads(net.state(), x, labels)

@@ -10,8 +10,10 @@ import pytest
 import labkit
 from labkit.checks import rel_error
 from labkit.ladder import training
-from labkit.models.resnet_small import ResNetSmall, reference_loss_and_grads
+from labkit.models.resnet_small import ResNetSmall, reference_loss_and_grads, reference_pre_activations
 from labkit.reference import backward as rb
+
+from support import away_from_kinks
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is the reference extra (tensorflow-cpu)")
 from labkit.models.resnet_small_tf import TFResNetSmall  # noqa: E402
@@ -28,8 +30,9 @@ def test_one_step_matches_the_float64_reference_and_labkit():
     N, H, W = 5, 9, 11
     net = ResNetSmall(4, seed=3, input_hw=(H, W))
     state = net.state()
-    x = rng.standard_normal((N, 1, H, W)).astype(np.float32)
-    y = rng.integers(0, 10, N).astype(np.int32)
+    x, y = away_from_kinks(     # float32's sums on the same side of every ReLU as float64's
+        lambda: (rng.standard_normal((N, 1, H, W)).astype(np.float32), rng.integers(0, 10, N).astype(np.int32)),
+        lambda x, _y: reference_pre_activations(state, x))
     peer = TFResNetSmall(state, momentum=MOMENTUM, weight_decay=WD)
     loss = peer.train_batch(x, y, LR)
     ref_loss, grads = reference_loss_and_grads(state, x.astype(np.float64), y)

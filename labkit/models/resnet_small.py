@@ -40,7 +40,7 @@ from ..reference import backward as rb
 from ..shapes import ConvLayer
 
 __all__ = ["ResNetSmall", "Parameters", "BACKWARDS", "parameter_shapes", "init_parameters", "reference_loss_and_grads",
-           "CONVS", "CLASSES"]
+           "reference_pre_activations", "CONVS", "CLASSES"]
 
 CLASSES = 10
 BACKWARDS = ("small", "gemm", "direct")
@@ -300,17 +300,28 @@ class ResNetSmall:
         return loss
 
 
+def reference_pre_activations(state: dict[str, np.ndarray], x) -> dict[str, np.ndarray]:
+    """The float64 network's five sums before their ReLUs, named by the convolution that ends each
+    (a block's conv2 with its skip added). A check that compares float32 gradients with float64 ones
+    keeps its random draws away from the ReLUs' kinks with them: a sum nearer 0 than float32's
+    rounding may fall on the other side and route its gradient elsewhere."""
+    s = {k: np.asarray(v, dtype=np.float64) for k, v in state.items()}
+    conv = lambda name, a: reference.conv2d(a, s[f"{name}.w"], s[f"{name}.b"], pad=1)  # noqa: E731
+    z = {"stem": conv("stem", np.asarray(x, dtype=np.float64))}
+    a = reference.relu(z["stem"])
+    for blk in ("block1", "block2"):
+        z[f"{blk}.conv1"] = conv(f"{blk}.conv1", a)
+        z[f"{blk}.conv2"] = conv(f"{blk}.conv2", reference.relu(z[f"{blk}.conv1"])) + a
+        a = reference.relu(z[f"{blk}.conv2"])
+    return z
+
+
 def reference_loss_and_grads(state: dict[str, np.ndarray], x, labels) -> tuple[float, dict[str, np.ndarray]]:
     """The same network in float64 NumPy: (mean loss, gradient of every parameter), in ``state``'s
     layouts (conv weights (M, C, 3, 3), dense (c, 10))."""
     s = {k: np.asarray(v, dtype=np.float64) for k, v in state.items()}
     x = np.asarray(x, dtype=np.float64)
-    conv = lambda name, a: reference.conv2d(a, s[f"{name}.w"], s[f"{name}.b"], pad=1)  # noqa: E731
-    a0 = reference.relu(conv("stem", x))
-    h1 = reference.relu(conv("block1.conv1", a0))
-    a1 = reference.relu(conv("block1.conv2", h1) + a0)
-    h2 = reference.relu(conv("block2.conv1", a1))
-    a2 = reference.relu(conv("block2.conv2", h2) + a1)
+    a0, h1, a1, h2, a2 = (reference.relu(z) for z in reference_pre_activations(s, x).values())
     g = reference.global_avg_pool(a2)
     z = g @ s["fc.w"] + s["fc.b"]
     loss, dz = rb.softmax_cross_entropy(z, labels)
