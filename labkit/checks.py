@@ -3,6 +3,7 @@
     check_array(x, "x", "NCHW", 4)            # place (GPU or host), dtype, rank, layout, or a clear error
     out = output(out, (N, M, Ho, Wo), "NCHW", inputs=(x, w))   # allocated, or the caller's, checked
     rel_error(y, ref)                         # ||y - ref|| / ||ref|| in float64
+    rel_error(y, ref, terms)                  # ... / ||terms||: sums that may cancel
 
 A prepared op checks a new input with ``fast_input`` (a type, a dtype and a flag: well under a
 microsecond) and falls back on ``check_array`` only to say what is wrong.
@@ -29,10 +30,17 @@ def to_numpy(a) -> np.ndarray:
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
-def rel_error(y, ref) -> float:
-    """||y - ref|| / ||ref||, in float64; NaN anywhere in y (an unwritten output) gives NaN."""
+def rel_error(y, ref, terms=None) -> float:
+    """||y - ref|| / ||ref||, in float64; NaN anywhere in y (an unwritten output) gives NaN.
+
+    With ``terms`` (the same sums over the terms' absolute values: |a| @ |b| + |bias| for a GEMM),
+    ||y - ref|| / ||terms||.  float32's rounding is bounded by the terms' size, not their sum's: a sum
+    that cancels (one product all but undone by its bias) is right to 1e-7 of its terms yet may be
+    1e-5 of itself from float64.  ReLU, ReLU6 and tanh move no two values further apart, so the bound
+    holds after them too; a missing term or an unwritten element still fails."""
     y = to_numpy(y).astype(np.float64)
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
+    scale = ref if terms is None else terms
+    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(scale), 1e-300))
 
 
 _MODULES: dict[str, object] = {}

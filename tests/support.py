@@ -32,20 +32,6 @@ def poisoned(*shape):
     return f32(np.full(shape, np.nan))
 
 
-def error_vs_terms(y, ref, terms) -> float:
-    """||y - ref|| / ||terms||, in float64, where ``terms`` is the same sum taken over the terms'
-    absolute values (|a| @ |b| + |bias| for a GEMM).
-
-    float32 rounding is bounded by the size of the terms, not of their sum: a sum that cancels
-    (a single product nearly undone by its bias) has a float32 result correct to 1e-7 of its terms
-    yet 1e-5 of itself apart from float64. Measured against the terms, such a result passes, and an
-    element missing a term, or never written (NaN), fails as before. ReLU, ReLU6 and tanh move no
-    two values further apart, so the bound holds after them too."""
-    from labkit.checks import to_numpy
-    y = to_numpy(y).astype(np.float64)
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(terms), 1e-300))
-
-
 def kink_margin(pre_activations: dict) -> float:
     """The smallest |z| among float64 sums before ReLUs, over the RMS of its own layer's sums."""
     return min(float(np.abs(z).min() / max(np.sqrt(np.mean(np.square(z))), 1e-300))

@@ -13,19 +13,12 @@ import pytest
 
 from labkit.backends.cpu import (BarrierError, ConstantMemoryError, CPUModule, KernelCompileError,
                                  KernelMemoryError, LaunchError, UnsupportedOnCPU)
-
-from support import error_vs_terms
+from labkit.checks import rel_error
 
 HERE = Path(__file__).resolve().parent / "cuda"
 FEATURES = HERE / "feature_kernels.cu"
 BROKEN = HERE / "broken_kernels.cu"
 rng = np.random.default_rng()
-
-
-def rel_err(y, ref) -> float:
-    y = np.asarray(y, dtype=np.float64)
-    ref = np.asarray(ref, dtype=np.float64)
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +46,7 @@ def test_map_grid_stride(feat, n, grid):
     ref = 2.5 * x.astype(np.float64) + y
     terms = 2.5 * np.abs(x.astype(np.float64)) + np.abs(y)
     feat.get_function("saxpy")((grid,), (128,), (x, y, np.float32(2.5), np.int32(n)))
-    assert error_vs_terms(y, ref, terms) < 1e-6      # n = 1: 2.5 x and y may all but cancel
+    assert rel_error(y, ref, terms=terms) < 1e-6      # n = 1: 2.5 x and y may all but cancel
 
 
 def test_shared_memory_reduction(feat):
@@ -63,7 +56,7 @@ def test_shared_memory_reduction(feat):
     partial = np.full(nb, np.nan, np.float32)
     feat.get_function("block_sum")((nb,), (256,), (x, partial, np.int32(n)))
     ref = np.array([x[i * 256:(i + 1) * 256].astype(np.float64).sum() for i in range(nb)])
-    assert rel_err(partial, ref) < 1e-5
+    assert rel_error(partial, ref) < 1e-5
 
 
 @pytest.mark.parametrize("n", [17, 33, 100])
@@ -73,7 +66,7 @@ def test_tiled_matmul(feat, n):
     C = np.full((n, n), np.nan, np.float32)
     g = (n + 15) // 16
     feat.get_function("matmul_tiled")((g, g), (16, 16), (A, B, C, np.int32(n)))
-    assert rel_err(C, A.astype(np.float64) @ B) < 1e-5
+    assert rel_error(C, A.astype(np.float64) @ B) < 1e-5
 
 
 def test_warp_shuffles(feat):
@@ -140,7 +133,7 @@ def test_constant_memory(feat):
     y = np.full(n, np.nan, np.float32)
     feat.get_function("poly")((4,), (256,), (x, y, np.int32(n), np.int32(7)))
     ref = np.polynomial.polynomial.polyval(x.astype(np.float64), c.astype(np.float64))
-    assert rel_err(y, ref) < 1e-5
+    assert rel_error(y, ref) < 1e-5
     back = np.empty(8, np.float32)
     feat.get_global("coeffs").copy_to_host(back)
     np.testing.assert_array_equal(back, c)
@@ -194,7 +187,7 @@ def test_math_functions(feat):
     ref = np.stack([np.exp(v), np.tanh(v), np.maximum(v, .25) + np.minimum(v, .75),
                     1 / np.sqrt(v + 1), (v + 1) ** .75, v / (v + 2),
                     np.maximum(np.minimum(i, 5), 2), np.exp(-v) + np.sqrt(v) + np.log(v + 1)], axis=1)
-    assert rel_err(y.reshape(n, 8), ref) < 1e-6
+    assert rel_error(y.reshape(n, 8), ref) < 1e-6
 
 
 def test_vector_types(feat):
@@ -425,7 +418,7 @@ def test_correct_kernels_pass_every_check(feat):
     feat.get_function("block_sum")((nb,), (256,), (x, partial, np.int32(n)), check="all")
     blocks = [x[i * 256:(i + 1) * 256].astype(np.float64) for i in range(nb)]
     ref, terms = [b.sum() for b in blocks], [np.abs(b).sum() for b in blocks]
-    assert error_vs_terms(partial, np.array(ref), np.array(terms)) < 1e-5   # two sums of 256 may cancel
+    assert rel_error(partial, np.array(ref), terms=np.array(terms)) < 1e-5   # two sums of 256 may cancel
 
 
 def test_results_do_not_depend_on_worker_count(feat, monkeypatch):

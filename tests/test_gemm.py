@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 
 import labkit
+from labkit.checks import rel_error
 from labkit.ops.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
 
-from support import FakeCupyArray, error_vs_terms, with_changes
+from support import FakeCupyArray, with_changes
 
 rng = np.random.default_rng()
 ACTIVATIONS = (None, "tanh", "relu")
@@ -23,11 +24,6 @@ def to_numpy(a) -> np.ndarray:
         import cupy
         return cupy.asnumpy(a)
     return np.asarray(a)
-
-
-def rel_err(c, ref) -> float:
-    c = to_numpy(c).astype(np.float64)
-    return float(np.linalg.norm(c - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 def make(M, N, K, *, bias=True):
@@ -74,7 +70,7 @@ def test_matches_reference(variant, activation, bias, shape):
     terms = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
     if bv is not None:
         terms = terms + np.abs(bv)
-    assert error_vs_terms(c, expected(a, b, bv, activation), terms) < 1e-5
+    assert rel_error(c, expected(a, b, bv, activation), terms=terms) < 1e-5
 
 
 @pytest.mark.parametrize("shape", [(19, 37, 13), (20, 36, 12)], ids=["odd", "float4"])
@@ -85,7 +81,7 @@ def test_checking_modes(variant, check, shape):
     # the order of the threads, and no access outside the arrays.  On a GPU `check` is ignored.
     a, b, bias = make(*shape)
     c = run(a, b, bias, variant=variant, activation="tanh", check=check)
-    assert rel_err(c, expected(a, b, bias, "tanh")) < 1e-5
+    assert rel_error(c, expected(a, b, bias, "tanh")) < 1e-5
 
 
 def _misaligned(x: np.ndarray):
@@ -108,7 +104,7 @@ def test_misaligned_rows_fall_back_to_scalar_loads(variant):
     xp = labkit.xp
     out = xp.full((21, 44), np.nan, dtype=xp.float32)
     c = gemm(_misaligned(a), _misaligned(b), xp.asarray(bias), variant=variant, out=out)
-    assert rel_err(c, expected(a, b, bias, None)) < 1e-5
+    assert rel_error(c, expected(a, b, bias, None)) < 1e-5
 
 
 PARAMS = [
@@ -124,7 +120,7 @@ PARAMS = [
 def test_other_tile_sizes(variant, params):
     a, b, bias = make(37, 75, 22)
     c = run(a, b, bias, variant=variant, activation="relu", params=params)
-    assert rel_err(c, expected(a, b, bias, "relu")) < 1e-5
+    assert rel_error(c, expected(a, b, bias, "relu")) < 1e-5
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -133,7 +129,7 @@ def test_without_bias_and_without_out(variant):
     xp = labkit.xp
     c = gemm(xp.asarray(a), xp.asarray(b), variant=variant)
     assert isinstance(c, xp.ndarray) and c.dtype == np.float32 and c.shape == (9, 13)
-    assert rel_err(c, expected(a, b, None, None)) < 1e-5
+    assert rel_error(c, expected(a, b, None, None)) < 1e-5
 
 
 # --- launch configuration ---------------------------------------------------------------------
@@ -302,7 +298,7 @@ def test_few_rows_matches_the_float64_product(M, N, K, slices):
     out = xp.full((M, N), np.nan, dtype=xp.float32)
     c = gemm_few_rows(xp.asarray(a), xp.asarray(b), xp.asarray(bias), activation="relu", out=out, slices=slices)
     want = np.maximum(a.astype(np.float64) @ b + bias, 0)
-    assert c is out and rel_err(c, want) < 1e-5
+    assert c is out and rel_error(c, want) < 1e-5
 
 
 def test_few_rows_refusals():

@@ -19,8 +19,6 @@ from labkit.ops.plans import ints
 from labkit.ops.pool_softmax import GlobalAvgPool, global_avg_pool
 from labkit.shapes import ConvLayer
 
-from support import error_vs_terms
-
 rng = np.random.default_rng()
 xp = labkit.xp
 ON_GPU = labkit.backend() == "cuda"
@@ -56,7 +54,7 @@ def test_depthwise_matches_reference(shape, variant):
     y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=S, activation="relu6", variant=variant, out=out)
     # Against the terms' sizes: at 1x1 each output is one product and a bias, which may all but cancel.
     terms = reference.conv2d(np.abs(x), np.abs(w), np.abs(b), stride=S, pad=1, groups=C)
-    assert y is out and error_vs_terms(y, np.clip(ref, 0, 6), terms) < 1e-5
+    assert y is out and rel_error(y, np.clip(ref, 0, 6), terms=terms) < 1e-5
 
 
 @pytest.mark.parametrize("activation", [None, "relu", "relu6"], ids=str)
@@ -109,7 +107,7 @@ def test_depthwise_whole_plane_variants(make, shape):
     y = depthwise_conv2d(dev(x), dev(w), dev(b), stride=S, activation="relu6", tiling=t, out=poisoned(ref.shape))
     # Against the terms' sizes: 2x3x2x3's twelve outputs of four products and a bias may nearly all be <= 0.
     terms = reference.conv2d(np.abs(x), np.abs(w), np.abs(b), stride=S, pad=1, groups=C)
-    assert error_vs_terms(y, np.clip(ref, 0, 6), terms) < 1e-5, t
+    assert rel_error(y, np.clip(ref, 0, 6), terms=terms) < 1e-5, t
 
 
 def test_by_rows_takes_small_whole_planes():
@@ -250,8 +248,8 @@ def test_global_avg_pool(shape):
     out = poisoned(shape[:2])
     assert global_avg_pool(dev(x), out=out) is out
     ref, terms = reference.global_avg_pool(x), reference.global_avg_pool(np.abs(x))   # a few means may cancel
-    assert error_vs_terms(out, ref, terms) < 1e-6
-    assert error_vs_terms(GlobalAvgPool()(dev(x)), ref, terms) < 1e-6
+    assert rel_error(out, ref, terms=terms) < 1e-6
+    assert rel_error(GlobalAvgPool()(dev(x)), ref, terms=terms) < 1e-6
 
 
 def test_floor_bytes():
