@@ -33,7 +33,7 @@ $(VENV)/.installed-$(GPU): pyproject.toml
 env: $(VENV)/.installed-$(GPU)
 
 series: env
-	$(PY) -m labkit.series --out results
+	$(PY) -m labkit.course.series --out results
 
 test: env
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --nbval --nbval-sanitize-with notebooks/nbval_sanitize.cfg
@@ -44,7 +44,7 @@ lab: env
 
 # The student version of the series (solutions removed) in student/.
 student: env
-	$(PY) -m labkit.exercises notebooks/ student/
+	$(PY) -m labkit.course.student_copy notebooks/ student/
 
 clean:
 	rm -rf $(VENV) results student

@@ -4,7 +4,7 @@
 
 For the stem (1 -> c) and a block convolution (c -> c) at each size (channels x batch, 28x28): every
 algorithm of cuDNN's forward, backward-data and backward-filter passes with its time and workspace,
-found by cudnnFind*AlgorithmEx (FP32 FMA math and TF32 tensor-op math; labkit.ladder.cudnn_algorithms,
+found by cudnnFind*AlgorithmEx (FP32 FMA math and TF32 tensor-op math; labkit.peers.cudnn,
 ctypes on libcudnn), and labkit's kernel for the same pass, the one the network runs (the direct
 kernel or Winograd's, as the tuned table decides; tuned tiles; GPU ms per launch); the cost of
 creating a cuDNN handle.  Writes cudnn_find.json (benchmarks/results/
@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
 from labkit import measure  # noqa: E402
-from labkit.ladder import cudnn_algorithms as ca  # noqa: E402
+from labkit.peers import cudnn as ca  # noqa: E402
 from labkit.ladder import resnet_kernels as rk  # noqa: E402
 from labkit.ladder.mobilenet import per_launch_ms  # noqa: E402
 from labkit.shapes import ConvLayer  # noqa: E402

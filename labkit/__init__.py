@@ -9,16 +9,19 @@
 
 What is where, lowest first (each imports only from those above it):
 
-    errors, backends      exceptions; the GPU (CuPy) and the CPU executor; limits, clock, CUDA graphs
+    errors, results, verdict   exceptions; where things are (the repository, data/, results/); a
+                          check's verdict in words
+    backends              the GPU (CuPy) and the CPU executor; limits, clock, CUDA graphs
     kernels               the CUDA C sources, one family per file
-    shapes, reference, data, results
+    shapes, reference, data
     loader, device_query, checks, tuned
     measure, plots        timers, sweeps, breakdowns, roofline floors, curves (generic)
     ops                   one module per kernel family: plans made once per shape, then launches
-    layers, models        layer objects; Fashion-MNIST and AlexNet, eager or as one CUDA graph
+    layers, models        every layer object; the networks, eager or as one CUDA graph; training
     pipeline              pinned host memory; sub-batches on streams and GPUs; timelines (any model)
-    peers                 cuDNN / cuBLAS / PyTorch, timed in the same run
-    ladder                the studies: check, time, compare, sweep, tune
+    peers                 PyTorch's twins (cuDNN / cuBLAS) and cuDNN's algorithm table, same run
+    ladder                the studies: check, then time, compare, sweep, tune
+    course                the kernel checks, student copies, the grader, the series runner
 
 The backend is the GPU when CuPy sees one, the CPU executor otherwise;
 LABKIT_BACKEND=cuda or LABKIT_BACKEND=cpu forces either.
@@ -36,10 +39,8 @@ __version__ = "0.1.0"
 
 # Submodules imported when first used (matplotlib, the studies and the models take a moment to
 # import), but listed by dir() and tab completion like the rest.
-SUBMODULES = ("backends", "errors", "kernels", "shapes", "reference", "data", "results", "checks", "tuned",
-              "measure", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder",
-              # old homes of moved names (labkit.moved)
-              "conv", "gemm", "implicit", "unroll", "tuning")
+SUBMODULES = ("backends", "errors", "verdict", "kernels", "shapes", "reference", "data", "results", "checks", "tuned",
+              "measure", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder", "course")
 
 
 def backend() -> str:
@@ -57,8 +58,7 @@ def __getattr__(name: str):
 
 
 __all__ = ["backend", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
-           "RUNGS", "RUNG_NAMES", "backends", "errors", "kernels", "shapes", "reference", "data", "results",
-           "checks", "tuned", "measure", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder"]
+           "RUNGS", "RUNG_NAMES", *SUBMODULES]
 
 
 def __dir__() -> list[str]:

@@ -1,6 +1,7 @@
-"""Where notebooks and benchmarks put their tables (JSON) and plots (PNG), and the shipped results.
+"""Where things are: the repository's root and its ``data/`` (the one place either is computed), where
+notebooks and benchmarks put their tables (JSON) and plots (PNG), and the shipped results.
 
-``$LABKIT_RESULTS_DIR`` when set (``python -m labkit.series`` sets it to its output
+``$LABKIT_RESULTS_DIR`` when set (``python -m labkit.course.series`` sets it to its output
 folder), else ``results/`` at the repository root; created on first use.
 
 ``benchmarks/results/`` holds what the benchmark scripts measured on an H100, shipped with the
@@ -14,6 +15,7 @@ from pathlib import Path
 
 ENV_VAR = "LABKIT_RESULTS_DIR"
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DATA_DIR = REPO_ROOT / "data"
 SHIPPED_DIR = REPO_ROOT / "benchmarks" / "results"
 
 

@@ -49,7 +49,7 @@ for s in $STEPS; do
                  case $b in benchmarks/tune_*.py) continue ;; esac   # sweeps: the tune step runs them
                  step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
     notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --nbval-sanitize-with notebooks/nbval_sanitize.cfg
-               step series python3 -m labkit.series --out "$OUT/series"
+               step series python3 -m labkit.course.series --out "$OUT/series"
                tar -C "$OUT/series" -czf "$OUT/series.tgz" . && rm -rf "$OUT/series" ;;
   esac
 done

@@ -35,7 +35,7 @@ import test_executor_parity as parity  # noqa: E402
 
 
 def launch_conv_ladder() -> int:
-    """Every variant of labkit.conv once per shape: odd sizes, so edge tiles hang over the plane."""
+    """Every variant of labkit.ops.conv once per shape: odd sizes, so edge tiles hang over the plane."""
     from labkit.ops.conv import VARIANTS, conv2d
 
     rng = np.random.default_rng()
@@ -348,12 +348,12 @@ def launch_find_the_bug() -> int:
 def launch_exercise_solutions() -> int:
     """The solutions of the kernel exercises (notebooks/exercises/*.cu), each through its own check: the
     check's odd shapes, NaN-poisoned outputs, constant-memory uploads; a failed check is an error."""
-    from labkit.grade import EXERCISES
-    from labkit.ladder import kernel_exercise
+    from labkit.course.grade import EXERCISES
+    from labkit.course import kernel_checks
 
     folder = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
     for ex in EXERCISES.values():
-        verdict = getattr(kernel_exercise, ex.check)(folder / ex.file, ex.kernel, **ex.check_options())
+        verdict = getattr(kernel_checks, ex.check)(folder / ex.file, ex.kernel, **ex.check_options())
         if not verdict.ok:
             raise SystemExit(f"{ex.file}: {verdict.message}")
     return len(EXERCISES)

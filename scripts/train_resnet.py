@@ -41,7 +41,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
 from labkit import measure  # noqa: E402
-from labkit.ladder import divergence, training  # noqa: E402
+from labkit.ladder import divergence  # noqa: E402
+from labkit.models import training  # noqa: E402
 from labkit.models.resnet_small import ResNetSmall  # noqa: E402
 
 

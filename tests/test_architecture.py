@@ -7,7 +7,7 @@ test reads the source (ast), so it needs neither a GPU nor an import of anything
 from __future__ import annotations
 
 import ast
-import importlib
+import importlib.util
 from collections import defaultdict
 from pathlib import Path
 
@@ -18,18 +18,18 @@ PACKAGE = Path(__file__).resolve().parent.parent / "labkit"
 # Each module's layer; a module may import only from layers at or below its own, and modules of one
 # layer must not form a cycle.  The most specific prefix decides.
 LAYERS = {
-    "labkit.errors": 0, "labkit.backends.limits": 0, "labkit.backends.clock": 0,
+    "labkit.errors": 0, "labkit.backends.limits": 0, "labkit.backends.clock": 0, "labkit.results": 0,
+    "labkit.verdict": 0,
     "labkit.backends": 1,
-    "labkit.shapes": 2, "labkit.reference": 2, "labkit.data": 2, "labkit.results": 2,
+    "labkit.shapes": 2, "labkit.reference": 2, "labkit.data": 2,
     "labkit.loader": 3, "labkit.device_query": 3, "labkit.checks": 3, "labkit.tuned": 3, "labkit.kernels": 3,
     "labkit.measure": 4, "labkit.plots": 4,
     "labkit.ops": 5,
     "labkit.layers": 6, "labkit.models": 6, "labkit.pipeline": 6,
     "labkit.peers": 7,
     "labkit.ladder": 8,
-    # the face, the command-line tools, and the old homes of moved names
-    "labkit": 9, "labkit.series": 9, "labkit.exercises": 9, "labkit.grading": 9, "labkit.moved": 9, "labkit.conv": 9,
-    "labkit.gemm": 9, "labkit.implicit": 9, "labkit.unroll": 9, "labkit.tuning": 9,
+    # the face; the course (kernel checks, student copies, the grader, the series) and its command
+    "labkit": 9, "labkit.course": 9, "labkit.grade": 9,
 }
 # measure and plots are generic: they may use nothing that knows about labkit's kernels.
 GENERIC = {"labkit.measure", "labkit.plots"}
@@ -141,6 +141,7 @@ def test_no_private_name_is_imported_across_modules():
 def test_the_finder_finds_cycles_and_upward_imports():
     assert cycles(["a", "b", "c"], [("a", "b", 1, []), ("b", "a", 2, []), ("b", "c", 3, [])]) == [["a", "b"]]
     assert layer("labkit.ops.gemm") == 5 and layer("labkit.backends.cpu.module") == 1 and layer("labkit") == 9
+    assert layer("labkit.course.grading.slurm") == 9 and layer("labkit.verdict") == 0
     with pytest.raises(AssertionError, match="has no layer"):
         layer("elsewhere.module")
 
@@ -167,22 +168,15 @@ def test_exceptions_and_limits_live_in_one_place():
     assert not literal, literal
 
 
-@pytest.mark.parametrize("old, names", [
-    ("labkit.conv", ["conv2d", "conv_launch_config", "kernel_resources", "VARIANTS", "ACTIVATIONS", "SHARED_MEM_LIMIT"]),
-    ("labkit.gemm", ["gemm", "gemm_few_rows", "VARIANTS", "sgemm_ladder", "ladder_table", "BIG_TILES"]),
-    ("labkit.implicit", ["ImplicitConv2d", "ConvLayer", "ALEXNET_CONVS", "compare", "table", "sweep_implicit",
-                         "record_tiles", "TABLE"]),
-    ("labkit.tuning", ["TunedConfig", "tuned_config", "sweep_tuned", "record_winner", "TABLE", "read_table"]),
-    ("labkit.unroll", ["im2col", "col2im", "conv2d_unrolled"]),
-])
-def test_old_homes_hand_out_each_name_from_its_new_one(old, names):
-    mod = importlib.import_module(old)
-    for n in names:
-        assert getattr(mod, n) is not None
-    assert set(names) <= set(dir(mod)) | {"SHARED_MEM_LIMIT", "ACTIVATIONS", "TABLE"}
-    assert "moved" in (mod.__doc__ or "").lower() or "Moved" in (mod.__doc__ or "")
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        getattr(mod, "no_such_name")
+def test_no_module_only_keeps_an_old_import_path():
+    # Every module holds code of its own: nothing forwards names to a new home (the project keeps no
+    # old import paths), and the package's face lists no module that is not there.
+    import labkit
+    for f in PACKAGE.rglob("*.py"):
+        src = f.read_text()
+        assert "forwarding(" not in src and "import_module(home" not in src, f"{f} forwards old names"
+    for name in labkit.SUBMODULES:
+        assert importlib.util.find_spec(f"labkit.{name}") is not None, name
 
 
 def test_the_face_shows_the_package():

@@ -1,9 +1,9 @@
-"""Which earlier cells an exercise needs (labkit.grading.cell_names): a name read is looked up back
+"""Which earlier cells an exercise needs (labkit.course.grading.cell_names): a name read is looked up back
 to the cell that binds it, through the cells that change it on the way; names local to a function,
 a lambda or a comprehension, and modules' methods, pull in nothing."""
 from __future__ import annotations
 
-from labkit.grading.cell_names import cell_names, needed_cells
+from labkit.course.grading.cell_names import cell_names, needed_cells
 
 
 def test_binds_changes_and_reads():

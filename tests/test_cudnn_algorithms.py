@@ -7,7 +7,7 @@ import json
 import pytest
 
 import labkit
-from labkit.ladder import cudnn_algorithms as ca
+from labkit.peers import cudnn as ca
 from labkit.shapes import ConvLayer
 
 

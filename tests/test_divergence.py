@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labkit.ladder import divergence, training
+from labkit.ladder import divergence
+from labkit.models import training
 from labkit.models.resnet_small import ResNetSmall
 
 KW = dict(epochs=2, batch=16, lr=0.05, seed=4, schedule="cosine", warmup_steps=2, mirror=True, train_limit=48,

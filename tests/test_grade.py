@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from labkit import grade
-from labkit.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
-from labkit.grading import submissions, synthetic
-from labkit.grading.limits import run_limited
-from labkit.grading.notebook_exercises import exercises_of, read_notebook, sanitizer
-from labkit.grading.python_exercises import grade_python_exercise
+from labkit.course.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
+from labkit.course.grading import submissions, synthetic
+from labkit.course.grading.limits import run_limited
+from labkit.course.grading.notebook_exercises import exercises_of, read_notebook, sanitizer
+from labkit.course.grading.python_exercises import grade_python_exercise
 
 # A subset that keeps CI short and still meets every synthetic mistake (python -m labkit.grade
 # --synthetic DIR grades all of them: see notebooks/INSTRUCTORS.md); 08_lrn and 02_naive_grid are
@@ -259,9 +259,9 @@ def test_every_leaderboard_shape_names_an_exercise_and_its_checks_options():
     """The leaderboard's shapes run only on a GPU: here, that each names a graded kernel exercise and
     options its check takes (a typo would fail the timing run of every student, not the grading)."""
     import inspect
-    from labkit.ladder import kernel_exercise
+    from labkit.course import kernel_checks
     for name, options in grade.LEADERBOARD.items():
         assert name in grade.EXERCISES, name
-        params = inspect.signature(getattr(kernel_exercise, grade.EXERCISES[name].check)).parameters
+        params = inspect.signature(getattr(kernel_checks, grade.EXERCISES[name].check)).parameters
         assert set(options) <= set(params), (name, options)
         assert all(len(shapes) == 1 for shapes in options.values()), name

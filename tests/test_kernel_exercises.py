@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 import labkit
-from labkit.exercises import main as make_student_version
-from labkit.exercises import strip_cu_solutions
-from labkit.ladder.kernel_exercise import (check_backward_data_kernel, check_constant_kernel, check_conv_kernel,
+from labkit.course.student_copy import main as make_student_version
+from labkit.course.student_copy import strip_cu_solutions
+from labkit.course.kernel_checks import (check_backward_data_kernel, check_constant_kernel, check_conv_kernel,
                                           check_conv_pool_kernel, check_depthwise_kernel, check_im2col_kernel,
                                           check_lrn_kernel, check_preprocess_kernel, check_rows_kernel)
 
@@ -79,7 +79,7 @@ TILED = EXERCISES / "03_conv_tiled.cu"
 
 
 def check_tiled(path):
-    from labkit.ladder.kernel_exercise import tile_bytes
+    from labkit.course.kernel_checks import tile_bytes
     return check_conv_kernel(path, "conv_tiled_exercise", shared_mem=tile_bytes, checks="memory,barrier,race")
 
 

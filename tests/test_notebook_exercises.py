@@ -13,8 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from labkit.exercises import student_notebook, strip_written_answers
-from labkit.grade import EXERCISES
+from labkit.course.student_copy import student_notebook, strip_written_answers
+from labkit.course.grade import EXERCISES
 
 ROOT = Path(__file__).resolve().parent.parent / "notebooks"
 NOTEBOOKS = sorted(ROOT.glob("[0-9][0-9]_*.ipynb"))

@@ -87,11 +87,11 @@ def _notebook_code(path: Path) -> list[str]:
 
 
 def test_the_finder_sees_what_notebooks_write():
-    src = ["import labkit\nfrom labkit import gemm as G, measure\nfrom labkit.models import fashion_mnist as fm\n",
+    src = ["import labkit\nfrom labkit.ops import gemm as G\nfrom labkit import measure\nfrom labkit.models import fashion_mnist as fm\n",
            "y = G.gemm(a, b)\nt = measure.time_fn(f)\nprint(labkit.kernels.excerpt('x'))\n%timeit fm.FashionNet\n"
            "z = labkit.device().label\n"]
     names = labkit_names(src)
-    assert {"labkit", "labkit.gemm", "labkit.gemm.gemm", "labkit.measure.time_fn", "labkit.kernels.excerpt",
+    assert {"labkit", "labkit.ops.gemm", "labkit.ops.gemm.gemm", "labkit.measure.time_fn", "labkit.kernels.excerpt",
             "labkit.models.fashion_mnist", "labkit.device"} <= names
     assert "labkit.models.fashion_mnist.FashionNet" not in names   # a magic line is not code
     with pytest.raises(AttributeError):

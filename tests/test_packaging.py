@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.exercises import strip_solutions, strip_written_answers
+from labkit.course.student_copy import strip_solutions, strip_written_answers
 
 tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11+ (tomllib)")
 

@@ -8,7 +8,7 @@ import pytest
 
 import labkit
 from labkit.checks import to_numpy
-from labkit.ladder import training
+from labkit.models import training
 from labkit.models.resnet_small import ResNetSmall
 
 xp = labkit.xp

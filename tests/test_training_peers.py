@@ -9,7 +9,7 @@ import pytest
 
 import labkit
 from labkit.checks import rel_error
-from labkit.ladder import training
+from labkit.models import training
 from labkit.models.resnet_small import ResNetSmall, reference_loss_and_grads, reference_pre_activations
 from labkit.reference import backward as rb
 

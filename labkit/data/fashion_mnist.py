@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .idx import read_idx
+from ..results import DATA_DIR
 
 __all__ = [
     "CLASS_NAMES",
@@ -37,9 +38,7 @@ CLASS_NAMES: tuple[str, ...] = (
 )
 
 ENV_VAR = "LABKIT_FASHION_MNIST_DIR"
-# <repo>/data/fashion-mnist: this file is <repo>/labkit/data/fashion_mnist.py,
-# i.e. Path(labkit.__file__).resolve().parent.parent / "data" / "fashion-mnist"
-REPO_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "fashion-mnist"
+REPO_DIR = DATA_DIR / "fashion-mnist"
 SYSTEM_DIR = Path("/usr/share/datasets/fashion-mnist")   # Debian: dataset-fashion-mnist
 
 _FILES = {

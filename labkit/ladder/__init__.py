@@ -21,7 +21,7 @@ from . import breakdown, harness, implicit, seed, sgemm, tuning
 from .breakdown import conv_breakdown
 from .harness import checked_time, random_case, random_layer, reference_activation
 from .seed import PEER, SEED_LAYERS, TILE_WIDTH, check, compare, table
-from .verdict import Verdict
+from ..verdict import Verdict
 
 __all__ = ["RUNGS", "RUNG_NAMES", "check", "Verdict", "compare", "table", "SEED_LAYERS", "TILE_WIDTH", "PEER",
            "random_layer", "random_case", "reference_activation", "checked_time", "rel_error", "conv_breakdown",

@@ -8,7 +8,7 @@ compared every so often; and, over many seeds, how far their final test accuraci
     seed_gaps(runs, "labkit_tuned", "torch")    # final accuracies of two kinds of run, seed by seed
 
 A trainer is anything with ``train_batch(images, labels, rate)``, ``logits(images)`` (NumPy) and
-``state()`` (NumPy parameters by name): labkit.ladder.training.LabkitTrainer, labkit.peers.TorchResNetSmall.
+``state()`` (NumPy parameters by name): labkit.models.training.LabkitTrainer, labkit.peers.TorchResNetSmall.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import itertools
 
 import numpy as np
 
-from .training import epoch_batches, fashion_arrays, fraction_right, rate_at
+from ..models.training import epoch_batches, fashion_arrays, fraction_right, rate_at
 
 __all__ = ["lockstep", "checkpoints", "relative_distance", "seed_gaps"]
 
@@ -42,7 +42,7 @@ def lockstep(trainers: dict, *, epochs: int, batch: int, lr: float, seed: int = 
              warmup_steps: int = 0, mirror: bool = False, at: list[int] | None = None,
              train_limit: int | None = None, test_limit: int | None = None) -> dict:
     """Train every trainer of ``trainers`` (name -> trainer, all from the same parameters) on
-    ``fit``'s batches and rates (labkit.ladder.training), one step each in turn.  At the step counts
+    ``fit``'s batches and rates (labkit.models.training), one step each in turn.  At the step counts
     ``at`` (default ``checkpoints`` of the run), the relative distance of every pair's parameters;
     after each epoch, each one's test accuracy.  Returns {"steps": [...], "distance": {"a|b": [...]},
     "test_accuracy": {name: [per epoch]}}."""

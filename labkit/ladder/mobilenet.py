@@ -28,7 +28,7 @@ from ..backends.parallel import run_parallel
 from ..ops.depthwise import DepthwiseConv2d, Tiling, default_tiling, floor_bytes, tiling_for
 from ..ops.dw_project import DepthwiseProject, ProjectTiles
 from ..ops.implicit import ImplicitConv2d
-from .cudnn_algorithms import handle_create_ms, load_cudnn
+from ..peers.cudnn import handle_create_ms, load_cudnn
 from ..ops.plans import cdiv
 from ..shapes import ConvLayer
 

@@ -23,7 +23,7 @@ from ..measure.sweep import progress_bar
 from ..ops.conv import conv2d
 from ..shapes import SEED_LAYERS
 from .harness import checked_time, random_layer, reference_activation
-from .verdict import Verdict, describe_mismatch
+from ..verdict import Verdict, describe_mismatch
 
 __all__ = ["SEED_LAYERS", "TILE_WIDTH", "PEER", "check", "compare", "table"]
 

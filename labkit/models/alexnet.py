@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import backends, layers, reference
 from ..checks import check_array, fast_input
+from ..results import DATA_DIR
 from ..shapes import ALEXNET_CONVS
 from .alexnet_weights import WEIGHTS_ENV, read_bvlc_npy, synthetic_weights, to_labkit
 from .plan import Plan, PlannedModel
@@ -38,7 +39,7 @@ __all__ = ["POOL_AFTER", "LRN", "MEAN_BGR", "INPUT_SHAPE", "IMAGES_DIR", "CLASSE
            "load_weights", "class_names", "load_photos", "preprocess", "reference_logits", "AlexNet",
            "weight_bytes", "Plan"]
 
-_DATA = Path(__file__).resolve().parent.parent.parent / "data"
+_DATA = DATA_DIR
 IMAGES_DIR = _DATA / "images"
 CLASSES_PATH = _DATA / "imagenet" / "imagenet_1k_wnid_lemma.tsv"
 INPUT_SHAPE = (3, 227, 227)

@@ -25,6 +25,7 @@ import numpy as np
 
 from .. import backends, layers
 from ..checks import check_array
+from ..results import DATA_DIR
 from ..data import ArrayFileError, read_npz, resize_images
 from ..reference import conv2d, dense, max_pool2d, tanh
 from .plan import Plan, PlannedModel
@@ -42,7 +43,7 @@ __all__ = [
     "reference_predict",
 ]
 
-_MODELS_DIR = Path(__file__).resolve().parent.parent.parent / "data" / "models"
+_MODELS_DIR = DATA_DIR / "models"
 WEIGHTS_PATH = _MODELS_DIR / "fashion_mnist_ece408.npz"
 METADATA_PATH = _MODELS_DIR / "fashion_mnist_ece408.json"
 KERAS_LOGITS_PATH = _MODELS_DIR / "fashion_mnist_keras_logits.npz"

@@ -85,7 +85,7 @@ def conv2d_unrolled(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int 
 
     x float32 NCHW (N, C, H, W); w float32 (M, C/groups, K, K); b float32 (M,) or None.  Returns
     y (N, M, Ho, Wo) (``out`` itself when given).  ``variant`` and ``params`` choose the GEMM
-    (labkit.gemm).
+    (labkit.ops.gemm).
     """
     backend, xp = backends.current(), backends.xp()
     check_array(x, "x", "NCHW", 4, backend, xp)

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import sys
-from pathlib import Path
 
 import numpy as np
 
 from ..data.npz import read_npz
+from ..results import DATA_DIR
 
-RECORD = Path(__file__).resolve().parent.parent.parent / "data" / "reference" / "tensorflow_conv_cases.npz"
+RECORD = DATA_DIR / "reference" / "tensorflow_conv_cases.npz"
 
 # (name, N, C, H, W, M, K, stride, pad, groups): the seed model's two layers and the
 # awkward cases (odd sizes, stride 4, padding, groups, K = 1..11).

@@ -1,4 +1,4 @@
-"""Execute the whole lab series headless: `python -m labkit.series --out results`.
+"""Execute the whole lab series headless: `python -m labkit.course.series --out results`.
 
 Every notebook in notebooks/ runs in order on the backend labkit picks (the GPU,
 or the CPU executor), with LABKIT_RESULTS_DIR pointing at the output folder, so
@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
+from ..results import REPO_ROOT as REPO
 
 
 def notebooks(folder: Path) -> list[Path]:

@@ -34,7 +34,7 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
         prog.write_text(json.dumps(program))
         env = {**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": str(Path(tmp, "results")),
                "MPLBACKEND": "Agg"}
-        done = run_limited([sys.executable, "-m", "labkit.grading.run_cells", str(prog), str(result)],
+        done = run_limited([sys.executable, "-m", "labkit.course.grading.run_cells", str(prog), str(result)],
                            timeout=timeout, memory_gib=memory_gib, env=env, cwd=tmp)
         if done.limit == "time":
             return _row(ex, False, f"{where}: did not finish within {timeout:.0f} s (a loop that never ends?)")

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import NotebookError
+from ...errors import NotebookError
 from .cell_names import cell_names, needed_cells
 
 __all__ = ["NotebookExercise", "WrittenQuestion", "exercises_of", "written_questions_of", "read_notebook",

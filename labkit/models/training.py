@@ -20,7 +20,7 @@ from ..backends.graph import Graph
 from ..checks import to_numpy
 from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
-from ..models.resnet_small import ResNetSmall
+from .resnet_small import ResNetSmall
 
 __all__ = ["fashion_arrays", "Stager", "fit", "fit_peer", "LabkitTrainer", "epoch_batches", "fraction_right",
            "rate_at", "mirrored", "SCHEDULES", "accuracy", "MEAN", "STD"]

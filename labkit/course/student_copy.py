@@ -1,4 +1,4 @@
-"""Student versions of the notebooks: `python -m labkit.exercises notebooks/ student/`.
+"""Student versions of the notebooks: `python -m labkit.course.student_copy notebooks/ student/`.
 
 Each region between `### BEGIN SOLUTION` and `### END SOLUTION` in a code cell is
 replaced by `# YOUR CODE HERE` and `raise NotImplementedError()`, keeping its

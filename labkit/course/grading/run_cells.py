@@ -1,4 +1,4 @@
-"""The grading process of one Python exercise: ``python -m labkit.grading.run_cells PROGRAM RESULT``.
+"""The grading process of one Python exercise: ``python -m labkit.course.grading.run_cells PROGRAM RESULT``.
 
 PROGRAM (JSON, written by the grader): the instructor's setup cells, the student's solution cell,
 the instructor's check cell, the names the solution may bind.  The cells run in one IPython shell,
@@ -88,7 +88,7 @@ def run(program: dict) -> dict:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labkit.grading.run_cells")
+    ap = argparse.ArgumentParser(prog="python -m labkit.course.grading.run_cells")
     ap.add_argument("program")
     ap.add_argument("result")
     args = ap.parse_args(argv)

@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 
 from .. import backends
+from ..results import SHIPPED_DIR
 from ..shapes import ConvLayer
 
 __all__ = ["find_algorithms", "handle_create_ms", "stored_table", "STORED", "PASS_NAMES", "ALGOS", "load_cudnn"]
 
-STORED = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "cudnn_find_h100.json"
+STORED = SHIPPED_DIR / "cudnn_find_h100.json"
 PASS_NAMES = ("fwd", "bwd_data", "bwd_filter")
 ALGOS = {
     "fwd": ("IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT", "FFT", "FFT_TILING", "WINOGRAD",

@@ -32,8 +32,8 @@ from ..measure.timer import time_fn
 from ..models.alexnet import MEAN_BGR
 from ..ops.plans import ints
 from ..reference import backward as rb
-from .harness import random_layer, reference_activation
-from .verdict import Verdict, describe_mismatch
+from ..ladder.harness import random_layer, reference_activation
+from ..verdict import Verdict, describe_mismatch
 
 __all__ = ["Verdict", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
            "check_im2col_kernel", "check_lrn_kernel", "check_constant_kernel", "check_rows_kernel",

@@ -3,7 +3,7 @@ points each must get: ``python -m labkit.grade --synthetic OUT`` writes OUT/subm
 OUT/expected.json; then ``python -m labkit.grade OUT/submissions`` must grade them to those points.
 
     correct          the instructor's solutions, everything
-    unattempted      the student version (labkit.exercises), untouched
+    unattempted      the student version (labkit.course.student_copy), untouched
     wrong_index      a wrong index in two kernels, wrong answers in two Python exercises
     missing_barrier  the tiled kernel without its first barrier
     out_of_bounds    two kernels without their bounds check
@@ -25,7 +25,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
-from ..exercises import strip_cu_solutions, strip_solutions
+from ..student_copy import strip_cu_solutions, strip_solutions
 from .notebook_exercises import KERNEL_CHECK
 
 __all__ = ["STUDENTS", "KERNEL_MISTAKES", "PYTHON_MISTAKES", "write_synthetic", "expected_points"]

@@ -1,4 +1,4 @@
-"""The peer library every GPU time is compared with: cuDNN, through PyTorch, in the same run.
+"""PyTorch's twins of labkit's layers and networks: cuDNN and cuBLAS, through PyTorch, in the same run.
 
     if peers.cudnn_available():
         run = peers.cudnn_conv2d(x, w, b, activation="tanh")   # x, w, b: CuPy arrays (shared, no copy)
@@ -15,11 +15,11 @@ from typing import Callable
 
 import numpy as np
 
-from . import backends
-from .measure import time_fn
-from .models.alexnet import LRN, LRN_AFTER, POOL_AFTER
-from .models.mobilenet_v2 import BN_EPS, blocks, tensor_names
-from .shapes import ALEXNET_CONVS
+from .. import backends
+from ..measure import time_fn
+from ..models.alexnet import LRN, LRN_AFTER, POOL_AFTER
+from ..models.mobilenet_v2 import BN_EPS, blocks, tensor_names
+from ..shapes import ALEXNET_CONVS
 
 
 def cudnn_available() -> str | None:
@@ -308,7 +308,7 @@ class TorchResNetSmall:
         return {k: v.detach().cpu().numpy() for k, v in self.p.items()}
 
     def train_batch(self, images: np.ndarray, labels: np.ndarray, rate: float):
-        """One step on a NumPy batch at learning rate ``rate`` (labkit.ladder.training.fit_peer's
+        """One step on a NumPy batch at learning rate ``rate`` (labkit.models.training.fit_peer's
         interface); the loss as a GPU tensor (reading it would wait for the GPU)."""
         import torch
         for group in self.opt.param_groups:

@@ -1,0 +1,11 @@
+"""Everything that runs the course, and nothing a kernel needs:
+
+    kernel_checks   the checks of the students' kernel exercises (odd shapes, a poisoned output, the
+                    float64 reference; words a student can act on)
+    student_copy    the student version of the series: solutions cut out (``make student``)
+    grade           the grader (``python -m labkit.grade``) and, in ``grading/``, its parts: the
+                    Python exercises, limits, submissions and archives, the gradebook, Slurm
+    series          the whole series run headless (``make series``)
+
+It sits above every other part of labkit and nothing of labkit imports it.
+"""

@@ -1,0 +1,339 @@
+"""Grade a folder of submissions: `python -m labkit.grade SUBMISSIONS_DIR [--out DIR]`.
+
+    SUBMISSIONS_DIR/
+        alice/...                 one sub-folder per student (or alice.zip, bob.tar.gz: archives are
+        bob.zip                   unpacked safely first), holding the student's notebooks and the .cu
+                                  files of the kernel exercises, anywhere below it, found by file name
+
+Two kinds of exercise, each graded by the instructor's check, never by anything of the submission's:
+
+* kernel exercises (notebooks/exercises/*.cu): the check of labkit.course.kernel_checks (odd shapes,
+  a poisoned output, the float64 reference; on the CPU executor the memory, barrier and race checks)
+  runs on the *student's* .cu file;
+* Python exercises (a solution cell followed by its locked check cell in notebooks 01-11): the
+  instructor's cells the exercise needs, then the student's solution cell, then the instructor's
+  check cell, in a fresh process (labkit.course.grading.notebook_exercises): deleted, skipped, edited or
+  re-ordered check cells and forged outputs change nothing.
+
+Written questions (markdown answer cells) are graded by hand: the feedback page carries the answer.
+
+Every exercise of every student runs in a process of its own with a time limit and a memory limit: a
+crash, a hang or an endless loop fails that exercise, with the reason, and the rest go on, one
+process per core.  The checks run on the CPU executor on every machine: its memory, barrier and
+race checks catch what a GPU can let pass (an out-of-bounds write that lands in another buffer, a
+missing barrier on a lucky run), so the points are the same anywhere; ``--backend cuda`` runs each
+passing kernel's check again on the GPU (a wrong answer there costs the points too) and adds a
+leaderboard of the passing kernels' op times.
+
+Writes into --out (default SUBMISSIONS_DIR/../grades): gradebook.csv (a row per student, points per
+exercise), gradebook.json (the same with every check's words), feedback/<student>.md, and with
+``--backend cuda`` leaderboard.md.  ``--slurm`` writes a Slurm array job instead (one task per
+student, then a merge: labkit.course.grading.slurm).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from .grading import gradebook, slurm, synthetic
+from .grading.limits import DEFAULT_MEMORY_GIB, run_limited
+from .grading.notebook_exercises import NotebookError, exercises_of, read_notebook, sanitizer, written_questions_of
+from .grading.python_exercises import grade_python_exercise, written_answer
+from .grading.submissions import Student, find_file, students_in
+from ..device_query import device
+from . import kernel_checks
+from ..results import REPO_ROOT
+
+__all__ = ["EXERCISES", "Exercise", "BACKENDS", "INSTRUCTOR_NOTEBOOKS", "grade_file", "grade_folder", "main"]
+
+INSTRUCTOR_NOTEBOOKS = REPO_ROOT / "notebooks"
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """A kernel exercise: its file name, the kernel, the check (a function of labkit.course.kernel_checks
+    and its keyword arguments, by name: they cross a process boundary), points."""
+    file: str
+    kernel: str
+    check: str
+    points: int
+    options: tuple = ()
+
+    def check_options(self) -> dict:
+        """The check's keyword arguments, names resolved (shared_mem names a function of kernel_checks)."""
+        return {k: getattr(kernel_checks, v) if k == "shared_mem" else v for k, v in self.options}
+
+
+EXERCISES: dict[str, Exercise] = {
+    "02_conv_naive": Exercise("02_conv_naive.cu", "conv_naive_exercise", "check_conv_kernel", 2),
+    "03_conv_tiled": Exercise("03_conv_tiled.cu", "conv_tiled_exercise", "check_conv_kernel", 3,
+                              (("shared_mem", "tile_bytes"), ("checks", "memory,barrier,race"))),
+    "04_conv_constant": Exercise("04_conv_constant.cu", "conv_constant_exercise", "check_constant_kernel", 2),
+    "05_conv_rows": Exercise("05_conv_rows.cu", "conv_rows_exercise", "check_rows_kernel", 3),
+    "06_im2col": Exercise("06_im2col.cu", "im2col_exercise", "check_im2col_kernel", 2),
+    "07_conv_pool": Exercise("07_conv_pool.cu", "conv_pool_exercise", "check_conv_pool_kernel", 2),
+    "08_lrn": Exercise("08_lrn.cu", "lrn_exercise", "check_lrn_kernel", 2),
+    "09_preprocess": Exercise("09_preprocess.cu", "preprocess_exercise", "check_preprocess_kernel", 2),
+    "10_conv_backward_data": Exercise("10_conv_backward_data.cu", "conv3x3_bwd_data_exercise",
+                                      "check_backward_data_kernel", 2),
+    "11_depthwise": Exercise("11_depthwise.cu", "depthwise_exercise", "check_depthwise_kernel", 2),
+}
+
+
+# The leaderboard's shape per exercise (the check's options for its timed run): a layer of the
+# series at a batch where the kernel, not the launch, takes the time.  An exercise not named here is
+# timed on its check's last case.
+LEADERBOARD = {
+    "02_conv_naive": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "03_conv_tiled": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "04_conv_constant": {"layers": [dict(N=256, C=6, H=22, W=22, M=16, K=5)]},
+    "05_conv_rows": {"cases": [(256, 6, 22, 22, 16, 5)]},
+    "06_im2col": {"cases": [(32, 64, 27, 27, 5, 1, 2)]},
+    "07_conv_pool": {"cases": [(1000, 1, 48, 48, 6, 5)]},
+    "08_lrn": {"cases": [(64, 96, 55, 55, 2)]},
+    "09_preprocess": {"cases": [(64, 227, 227, 1056)]},       # 8 blocks of 128 threads per SM of an H100
+    "10_conv_backward_data": {"cases": [(256, 16, 28, 28, 16)]},
+    "11_depthwise": {"cases": [(32, 144, 56, 56, 1)]},
+}
+
+
+def _check_in_this_process(name: str, path: str, time_it: bool = False) -> dict:
+    """Run exercise ``name``'s check on ``path`` (in the child process): {"ok", "message"}; with
+    ``time_it``, the check on the leaderboard's shape (on a GPU; the check's own last case on the CPU
+    executor), timed: also "ms", "timed_case", "device"."""
+    ex = EXERCISES[name]
+    options = ex.check_options()
+    check = getattr(kernel_checks, ex.check)
+    if not time_it:
+        verdict = check(path, ex.kernel, **options)
+        return {"ok": bool(verdict.ok), "message": verdict.message}
+    with kernel_checks.timed():
+        board = check(path, ex.kernel, **options, **(LEADERBOARD.get(name, {}) if device().is_gpu else {}))
+    return {"ok": bool(board.ok), "message": board.message, "ms": board.ms, "timed_case": board.timed_case,
+            "device": device().label}
+
+
+BACKENDS = ("cpu", "cuda")
+
+
+def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu",
+               memory_gib: float | None = DEFAULT_MEMORY_GIB, time_it: bool = False) -> dict:
+    """One kernel exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The
+    check runs in a child process (``timeout`` seconds, ``memory_gib`` GiB at most) on the CPU
+    executor, whose memory, barrier and race checks give the points on any machine; with ``backend``
+    "cuda" a passing kernel runs its check again on the GPU (timed with ``time_it``: "ms",
+    "timed_case", "device" in the row), where a wrong answer costs the points too and a run that
+    fails to finish costs only the leaderboard entry.  No file: 0 points, "not submitted"."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    ex = EXERCISES[name]
+    row = {"exercise": name, "kind": "kernel", "max_points": ex.points, "points": 0, "ok": False}
+    if path is None:
+        return {**row, "message": f"{ex.file}: not submitted"}
+    result, failed = _child(name, path, False, timeout, "cpu", memory_gib)
+    if failed:
+        return {**row, "message": f"{ex.file}: {failed}"}
+    row = {**row, **result, "points": ex.points if result["ok"] else 0}
+    if result["ok"] and (backend == "cuda" or time_it):
+        # A second process: a GPU run that hangs or crashes costs the leaderboard entry, never the points
+        # the executor's checks gave; a wrong answer on the GPU is wrong.
+        again, failed = _child(name, path, time_it, timeout, backend, memory_gib)
+        if failed:
+            row["message"] += f"\n(not run on the {backend} backend: {failed})"
+        elif not again["ok"]:
+            row.update(ok=False, points=0, message=row["message"] + f"\nbut on the {backend} backend: {again['message']}")
+        elif time_it:
+            row.update({k: again[k] for k in ("ms", "timed_case", "device")})
+    return row
+
+
+def _child(name: str, path, time_it: bool, timeout: float, backend: str, memory_gib) -> tuple[dict | None, str | None]:
+    """(the verdict of a check run in a child process, None) or (None, why there is none)."""
+    with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
+        verdict = Path(tmp, "verdict.json")
+        # The verdict comes back in a file: whatever the kernel prints (printf on the CPU executor) is ignored.
+        done = run_limited([sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path), str(verdict)]
+                           + (["--time"] if time_it else []),
+                           timeout=timeout, memory_gib=memory_gib, cwd=tmp,
+                           env={**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": tmp})
+        if done.limit == "time":
+            return None, (f"the check did not finish within {timeout:.0f} s "
+                          "(a kernel that never ends: a loop whose exit is never reached?)")
+        if done.limit == "memory":
+            return None, f"the check used more than {memory_gib:g} GiB of memory"
+        if done.returncode != 0 or not verdict.is_file():
+            tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
+            return None, f"the check's process ended with code {done.returncode} (a crash?):\n{tail}"
+        return json.loads(verdict.read_text()), None
+
+
+def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, opts: dict, cache: dict) -> list:
+    """The grading jobs of one student: (a function of no arguments that returns a result row)."""
+    jobs = []
+    for name, ex in EXERCISES.items():
+        if names is None or name in names:
+            path = find_file(student.folder, ex.file)
+            jobs.append(lambda n=name, p=path: grade_file(n, p, timeout=opts["timeout"], backend=backend,
+                                                          memory_gib=opts["memory_gib"], time_it=opts["leaderboard"]))
+    for nb_path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
+        exercises, questions = cache[nb_path]
+        wanted = [e for e in exercises if names is None or e.grade_id in names]
+        asked = [q for q in questions if names is None or q.grade_id in names]
+        if not wanted and not asked:
+            continue
+        found = find_file(student.folder, nb_path.name)
+        student_nb, problem = None, None
+        if found is not None:
+            try:
+                student_nb = read_notebook(found)
+            except NotebookError as exc:
+                problem = str(exc)
+        for e in wanted:
+            if problem:
+                jobs.append(lambda e=e, why=problem: {"exercise": e.grade_id, "kind": "python", "notebook": e.notebook,
+                                                      "max_points": e.points, "points": 0, "ok": False, "message": why})
+            else:
+                jobs.append(lambda e=e, nb=student_nb: grade_python_exercise(
+                    e, nb, clean=opts["clean"], timeout=opts["notebook_timeout"], memory_gib=opts["memory_gib"],
+                    backend=backend))
+        for q in asked:
+            jobs.append(lambda q=q, nb=student_nb: written_answer(q, nb))
+    return jobs
+
+
+def instructor_exercises(notebooks: Path) -> dict:
+    """{notebook path: (its Python exercises, its written questions)} of the instructor's notebooks."""
+    return {p: (exercises_of(p), written_questions_of(p)) for p in sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))}
+
+
+def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None, timeout: float = 120.0,
+                 notebook_timeout: float = 300.0, memory_gib: float | None = DEFAULT_MEMORY_GIB,
+                 workers: int | None = None, backend: str = "cpu", students=None,
+                 notebooks: str | os.PathLike = INSTRUCTOR_NOTEBOOKS, leaderboard: bool | None = None) -> list[dict]:
+    """Grade every student of ``submissions`` (or those named in ``students``) on ``exercises`` (kernel
+    exercise names and Python exercise or written question grade_ids; default: all); write the
+    gradebook and feedback into ``out``, and with ``leaderboard`` (default: on a GPU backend) the
+    passing kernels' op times.  Returns one row per student."""
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    submissions, out, notebooks = Path(submissions), Path(out), Path(notebooks)
+    if not notebooks.is_dir():
+        raise ValueError(f"{notebooks}: the instructor's notebooks are not there (name them with --notebooks)")
+    cache = instructor_exercises(notebooks)
+    opts = {"timeout": timeout, "notebook_timeout": notebook_timeout, "memory_gib": memory_gib,
+            "clean": sanitizer(notebooks / "nbval_sanitize.cfg"),
+            "leaderboard": backend == "cuda" if leaderboard is None else leaderboard}
+    names = set(exercises) if exercises else None
+    with tempfile.TemporaryDirectory(prefix="labkit-submissions-") as unpacked:
+        everyone = students_in(submissions, Path(unpacked))
+        if students is not None:
+            missing = set(students) - {s.name for s in everyone}
+            if missing:
+                raise ValueError(f"no submission for {sorted(missing)} in {submissions}")
+            everyone = [s for s in everyone if s.name in set(students)]
+        jobs = [(s, job) for s in everyone for job in _jobs(s, names, notebooks, backend, opts, cache)]
+        with ThreadPoolExecutor(workers or os.cpu_count() or 1) as pool:
+            results = list(pool.map(lambda j: j[1](), jobs))
+    rows = [gradebook.student_row(s.name, [r for (t, _), r in zip(jobs, results) if t is s], s.problem)
+            for s in everyone]
+    gradebook.write_gradebook(rows, out)
+    if opts["leaderboard"]:
+        gradebook.write_leaderboard([{"student": r["student"], "exercise": n, "ms": e["ms"], "what": e["timed_case"],
+                                      "device": e["device"]} for r in rows for n, e in r["exercises"].items()
+                                     if e.get("ms") is not None], out)
+    return rows
+
+
+def _all_names(notebooks: Path) -> list[str]:
+    cache = instructor_exercises(notebooks)
+    return sorted(list(EXERCISES) + [e.grade_id for ex, qs in cache.values() for e in ex + qs])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m labkit.grade", description=__doc__.splitlines()[0])
+    ap.add_argument("submissions", nargs="?", help="a folder with one sub-folder or archive per student")
+    ap.add_argument("--out", help="where the gradebook and feedback go (default: SUBMISSIONS/../grades)")
+    ap.add_argument("--exercises", nargs="+", metavar="NAME",
+                    help="grade only these (kernel exercise names, Python exercise or question grade_ids; --list)")
+    ap.add_argument("--list", action="store_true", help="list the exercises and questions, then stop")
+    ap.add_argument("--notebooks", default=str(INSTRUCTOR_NOTEBOOKS),
+                    help="the instructor's notebooks (default: the series' own)")
+    ap.add_argument("--timeout", type=float, default=120.0, help="seconds per kernel check (default 120)")
+    ap.add_argument("--notebook-timeout", type=float, default=300.0,
+                    help="seconds per Python exercise, its notebook's set-up included (default 300)")
+    ap.add_argument("--memory-gib", type=float, default=DEFAULT_MEMORY_GIB,
+                    help=f"resident memory per grading process (default {DEFAULT_MEMORY_GIB:g}; 0: no limit)")
+    ap.add_argument("--workers", type=int, help="grading processes side by side (default: one per core)")
+    ap.add_argument("--backend", default="cpu", choices=BACKENDS,
+                    help="where the checks run (default cpu: the CPU executor, with its memory, barrier and race "
+                         "checks)")
+    ap.add_argument("--leaderboard", action=argparse.BooleanOptionalAction, default=None,
+                    help="time every passing kernel on a larger shape and rank them (default: with --backend cuda)")
+    ap.add_argument("--student", action="append", help="grade only this student (repeatable; a Slurm task's)")
+    ap.add_argument("--slurm", action="store_true",
+                    help="write a Slurm array job (one task per student) and its merge step into OUT/slurm instead")
+    ap.add_argument("--merge", metavar="PARTS", help="join the gradebooks of PARTS/*/ into --out (the merge step)")
+    ap.add_argument("--synthetic", metavar="DIR",
+                    help="write the synthetic submissions (labkit.course.grading.synthetic) and their expected points "
+                         "into DIR, then stop")
+    ap.add_argument("--one", nargs=3, metavar=("EXERCISE", "FILE", "VERDICT"), help=argparse.SUPPRESS)
+    ap.add_argument("--time", action="store_true", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.one:   # the child process: one kernel check, its verdict into a file
+        Path(args.one[2]).write_text(json.dumps(_check_in_this_process(args.one[0], args.one[1], args.time)))
+        return 0
+    notebooks = Path(args.notebooks)
+    if args.list:
+        print("\n".join(_all_names(notebooks)))
+        return 0
+    if args.synthetic:
+        python_points = {e.grade_id: e.points for ex, _ in instructor_exercises(notebooks).values() for e in ex}
+        expected = synthetic.write_synthetic(Path(args.synthetic), notebooks, EXERCISES, python_points)
+        print(f"wrote {Path(args.synthetic) / 'submissions'}; the points each must get: {json.dumps(expected)}")
+        return 0
+    if args.merge:
+        if not args.out:
+            ap.error("--merge needs --out")
+        rows = gradebook.merge(sorted(p for p in Path(args.merge).iterdir() if (p / "gradebook.json").is_file()),
+                               Path(args.out))
+        print(f"merged {len(rows)} students into {Path(args.out) / 'gradebook.csv'}")
+        return 0
+    if not args.submissions:
+        ap.error("name the folder of submissions")
+    sub = Path(args.submissions)
+    if not sub.is_dir():
+        print(f"{sub}: not a folder of submissions")
+        return 2
+    if args.exercises:
+        unknown = set(args.exercises) - set(_all_names(notebooks))
+        if unknown:
+            ap.error(f"unknown exercises {sorted(unknown)} (see --list)")
+    out = Path(args.out) if args.out else sub.resolve().parent / "grades"
+    if args.slurm:
+        with tempfile.TemporaryDirectory() as tmp:
+            names = [s.name for s in students_in(sub, Path(tmp))]
+        passed = ["--timeout", str(args.timeout), "--notebook-timeout", str(args.notebook_timeout),
+                  "--memory-gib", str(args.memory_gib), "--backend", args.backend, "--notebooks", str(notebooks.resolve())]
+        passed += ["--exercises", *args.exercises] if args.exercises else []
+        passed += [] if args.leaderboard is None else ["--leaderboard" if args.leaderboard else "--no-leaderboard"]
+        folder = slurm.write_slurm(sub, out, names, passed, memory_gib=max(args.memory_gib, 4.0) + 2)
+        print(f"wrote {folder}: {len(names)} tasks; submit with: sh {folder / 'submit.sh'}")
+        return 0
+    rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout,
+                        notebook_timeout=args.notebook_timeout, memory_gib=args.memory_gib or None,
+                        workers=args.workers, backend=args.backend, students=args.student, notebooks=notebooks,
+                        leaderboard=args.leaderboard)
+    for r in rows:
+        print(f"{r['student']:20s} {r['points']:3d} / {r['max_points']}" + (f"  ({r['problem']})" if r["problem"] else ""))
+    print(f"wrote {out / 'gradebook.csv'}, {out / 'gradebook.json'} and {out / 'feedback'}/")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
