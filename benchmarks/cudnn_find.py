@@ -23,7 +23,7 @@ import labkit  # noqa: E402
 from labkit import measure  # noqa: E402
 from labkit.peers import cudnn as ca  # noqa: E402
 from labkit.ladder import resnet_kernels as rk  # noqa: E402
-from labkit.ladder.mobilenet import per_launch_ms  # noqa: E402
+from labkit.measure import per_launch_ms  # noqa: E402
 from labkit.shapes import ConvLayer  # noqa: E402
 
 PASSES = {"fwd": "forward", "bwd_data": "data", "bwd_filter": "weight"}   # cuDNN's names -> labkit's
@@ -66,7 +66,7 @@ def main() -> int:
             ours, algorithms = labkit_ms(layer, N, args.repeat)
             row = {"layer": f"{name} {cin}->{c}", "channels": c, "batch": N, "key": layer.key,
                    **ca.find_algorithms(layer, N, lib=lib), "labkit_ms": ours, "labkit_algorithm": algorithms,
-                   "floor_ms": {p: rk.floor_ms(k, layer, N) for p, k in PASSES.items()}}
+                   "floor_ms": {p: measure.floor_ms(rk.pass_cost(k, layer, N), labkit.device().ceilings()) for p, k in PASSES.items()}}
             rows.append(row)
             for p in ca.PASS_NAMES:
                 best = {m: (row[m][p][0] if row[m][p] else None) for m in ("fp32", "tf32")}

@@ -58,7 +58,7 @@ def scaling_rows(model, name: str, x: np.ndarray, counts, schedules, *, repeat: 
             pipe = SubBatchPipeline(model, devices=k, **sched)
             out = pinned_empty((N,) + pipe.output_shape)
             pipe.prepare(N)
-            ms = streams.time_ms(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup)
+            ms = labkit.measure.time_fn(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms
             pipe.synchronize()
             got = np.array(out)
             if reference_out is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backends
+from .errors import check_int  # noqa: F401  (labkit.checks.check_int: the argument checks in one place)
 
 ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2, "relu6": 3}   # the kernels' `int act`
 # What most kernels implement; a kernel that also has ReLU6 (min(max(v, 0), 6): MobileNetV2) says so.
@@ -61,15 +62,6 @@ def array_module(backend: str):
 def array_type(backend: str) -> type:
     """cupy.ndarray on the GPU backend, numpy.ndarray on the CPU executor."""
     return array_module(backend).ndarray
-
-
-def check_int(v, name: str, low: int = 1, high: int | None = None) -> int:
-    """``v`` as an int if it is an integer (not a bool) from ``low`` to ``high``; else ValueError."""
-    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low or \
-            (high is not None and v > high):
-        bounds = f">= {low}" if high is None else f"from {low} to {high}"
-        raise ValueError(f"{name} must be an int {bounds}, got {v!r}")
-    return int(v)
 
 
 def check_activation(activation, allowed: tuple = BASIC_ACTIVATIONS) -> int:

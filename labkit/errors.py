@@ -1,10 +1,24 @@
-"""Every exception labkit raises of its own, in one place.
+"""Every exception labkit raises of its own, in one place, and ``check_int``, the check of an integer
+argument that every floor shares.
 
 Each says what went wrong and how to fix it.  The classes derive from the built-in exception a
 caller would expect (a bad value is a ValueError, a refused launch a RuntimeError), so
 ``except ValueError`` still catches a ConstantMemoryError.
 """
 from __future__ import annotations
+
+import numpy as np
+
+
+def check_int(v, name: str, low: int = 1, high: int | None = None) -> int:
+    """``v`` as an int if it is an integer (not a bool) from ``low`` to ``high``; else ValueError that
+    names the argument: the one check of an integer argument, from the backends up."""
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low or \
+            (high is not None and v > high):
+        bounds = ("a positive int" if low == 1 else f"an int >= {low}") if high is None else \
+            f"an int from {low} to {high}"
+        raise ValueError(f"{name} must be {bounds}, got {v!r}")
+    return int(v)
 
 
 class BackendUnavailable(RuntimeError):

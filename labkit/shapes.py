@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
+from .errors import check_int
 
 __all__ = ["out_size", "ConvLayer", "ALEXNET_CONVS", "SEED_LAYERS"]
 
@@ -56,8 +56,7 @@ class ConvLayer(NamedTuple):
     def check(self) -> None:
         """ValueError, naming the fix, for a shape no kernel can run."""
         for name, v, low in zip(self._fields, self, (1, 1, 1, 1, 1, 1, 0, 1)):
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+            check_int(v, name, low)
         if self.C % self.groups or self.M % self.groups:
             raise ValueError(f"groups={self.groups} must divide C={self.C} and M={self.M}")
         if self.pad >= self.K:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Callable
 
+from ..errors import check_int
+
 
 def times_ms(fn: Callable[[], object], *, warmup: int, repeat: int, sync: bool, on_gpu: bool) -> list[float]:
     """``warmup`` untimed calls of ``fn``, then the time of each of ``repeat`` calls, in ms.
@@ -20,8 +22,7 @@ def times_ms(fn: Callable[[], object], *, warmup: int, repeat: int, sync: bool, 
     back and reads the events at the end, which hides the gaps a slow host leaves between launches.
     Without a GPU, time.perf_counter around each call (``sync`` changes nothing).
     """
-    if repeat < 1:
-        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    check_int(repeat, "repeat")
     return _events(fn, warmup, repeat, sync) if on_gpu else _perf_counter(fn, warmup, repeat)
 
 

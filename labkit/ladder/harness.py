@@ -3,6 +3,8 @@ and the activation the kernels fuse, applied to a float64 reference.
 
     x, w, b = random_layer(N, C, H, W, M, K)
     t, err = checked_time("tiled", run, out, ref, tol=1e-5)    # AssertionError if run is wrong
+    ms, err = checked_launch_ms("tiled", run, out, ref, tol=1e-5)   # GPU ms of one launch, same check
+    agrees("fused", rel_error(y1, y2), 1e-5)                     # a check computed another way
 
 A kernel is checked before it is timed: run once into an output poisoned with NaN, compared with
 the float64 reference, and only then timed; a wrong kernel never gets a time.
@@ -17,7 +19,8 @@ from .. import measure, reference
 from ..checks import rel_error
 from ..shapes import ConvLayer
 
-__all__ = ["random_layer", "random_case", "reference_activation", "checked_time", "rel_error"]
+__all__ = ["random_layer", "random_case", "reference_activation", "agrees", "check_output", "checked_time",
+           "checked_launch_ms", "rel_error"]
 
 
 def random_layer(N: int, C: int, H: int, W: int, M: int, K: int, rng=None):
@@ -46,6 +49,31 @@ def reference_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
     return {None: y, "tanh": np.tanh(y), "relu": np.maximum(y, 0.0), "relu6": np.clip(y, 0.0, 6.0)}[activation]
 
 
+def agrees(label: str, err: float, tol: float) -> float:
+    """``err`` if it is below ``tol``, else AssertionError naming ``label``: the one place a study
+    refuses a kernel that disagrees with its reference (NaN disagrees)."""
+    if not err < tol:
+        raise AssertionError(f"{label} disagrees with the float64 reference: relative error {err:.2e}")
+    return err
+
+
+def check_output(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float) -> float:
+    """Relative error of ``run``, which writes ``out``: run once into ``out`` poisoned with NaN, its
+    first ``len(ref)`` rows compared with the float64 ``ref`` (AssertionError naming ``label`` if off)."""
+    out.fill(float("nan"))
+    run()
+    return agrees(label, rel_error(out[:len(ref)], ref), tol)
+
+
+def checked_launch_ms(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float,
+                      timed: Callable[[], object] | None = None, repeat: int = 10, capture=None) -> tuple[float, float]:
+    """(GPU ms of one launch, relative error): ``run`` checked as ``check_output`` does, then ``timed``
+    (or ``run``) timed by ``measure.per_launch_ms``, a CUDA graph of launches (``capture``: how to
+    capture a peer's launches, e.g. peers.torch_capture)."""
+    err = check_output(label, run, out, ref, tol=tol)
+    return measure.per_launch_ms(timed or run, repeat=repeat, capture=capture), err
+
+
 def checked_time(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float,
                  warmup: int = 3, repeat: int = 20, sync: bool = False,
                  timed: Callable[[], object] | None = None) -> tuple[measure.Timing, float]:
@@ -54,9 +82,5 @@ def checked_time(label: str, run: Callable[[], object], out, ref: np.ndarray, *,
     ``label`` if off), then time it (``timed`` instead, when the timed call differs: a peer timed
     without the copy into ``out``).  Calls are queued back to back (``sync=False``), as a network's
     layers are: the host's launch overhead then overlaps the GPU's work."""
-    out.fill(float("nan"))
-    run()
-    err = rel_error(out[:len(ref)], ref)
-    if not err < tol:
-        raise AssertionError(f"{label} disagrees with the float64 reference: relative error {err:.2e}")
+    err = check_output(label, run, out, ref, tol=tol)
     return measure.time_fn(timed or run, warmup=warmup, repeat=repeat, sync=sync), err

@@ -19,8 +19,7 @@ import tempfile
 import numpy as np
 
 from .. import backends, measure, peers, reference
-from ..backends.graph import Graph
-from ..checks import rel_error, to_numpy
+from ..checks import to_numpy
 from ..device_query import device
 from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
 from ..backends.limits import SHARED_MEM_PER_BLOCK
@@ -31,14 +30,11 @@ from ..ops.implicit import ImplicitConv2d
 from ..peers.cudnn import handle_create_ms, load_cudnn
 from ..ops.plans import cdiv
 from ..shapes import ConvLayer
+from .harness import checked_launch_ms
 
 __all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
-           "kind_of", "cudnn_handle_ms", "floor_ms", "per_launch_ms", "LAUNCHES", "gemm_layers", "first_call_costs",
+           "kind_of", "cudnn_handle_ms", "depthwise_cost", "gemm_layers", "first_call_costs",
            "fused_rows", "copy_ms", "depthwise_candidates", "sweep_depthwise", "distinct_depthwise"]
-
-# A layer of a few µs is timed as LAUNCHES launches in one CUDA graph: launched one by one from
-# Python, the host's ~10-20 µs per call would be timed instead of the GPU's work.
-LAUNCHES = 20
 
 # The depthwise shapes cuDNN was timed on in ../shared/anchors (batch, layer).
 ANCHOR_DEPTHWISE = [(128, ConvLayer(512, 32, 32, 512, 3, 1, 1, 512)), (32, ConvLayer(144, 56, 56, 144, 3, 1, 1, 144)),
@@ -115,48 +111,22 @@ def sweep_depthwise(layer: ConvLayer, N: int, tilings, *, repeat: int = 10) -> l
     x = xp.asarray(rng.standard_normal((N, layer.C, layer.H, layer.W), dtype=np.float32))
     y = xp.empty((N, layer.C) + layer.out_hw, dtype=xp.float32)
     rows = []
+    xs, ys = xp.asarray(xs), xp.empty((2, layer.C) + layer.out_hw, dtype=xp.float32)
     for t, dw in zip(tilings, layers):
-        err = rel_error(dw(xp.asarray(xs)), ref)
-        if not err < 1e-5:
-            raise AssertionError(f"depthwise {layer} with {t} disagrees with the float64 reference: {err:.2e}")
+        ms, err = checked_launch_ms(f"depthwise {layer} with {t}", lambda dw=dw: dw(xs, ys), ys, ref, tol=1e-5,
+                                    timed=lambda dw=dw: dw(x, y), repeat=repeat)
         rows.append({"layer": layer.key, "batch": N, "rows": t.rows, "planes": t.planes, "rpt": t.rpt,
-                     "threads": t.threads, "stage": t.stage, "by_rows": t.by_rows, "median_ms": per_launch_ms(lambda dw=dw: dw(x, y), repeat=repeat),
-                     "floor_ms": floor_ms(layer, N), "rel_error": err, "device": device().label,
+                     "threads": t.threads, "stage": t.stage, "by_rows": t.by_rows, "median_ms": ms,
+                     "floor_ms": measure.floor_ms(depthwise_cost(layer, N), device().ceilings()), "rel_error": err, "device": device().label,
                      "default": t == tiling_for(layer, N * layer.C)})
     return rows
 
 
-def floor_ms(layer: ConvLayer, N: int) -> float:
-    """The depthwise layer's memory floor on this device: x read once, y written once, at the
-    measured device-to-device copy bandwidth."""
-    return floor_bytes(layer, N) / (device().ceilings().copy_GBps * 1e9) * 1e3
-
-
-def _check_layer(layer: ConvLayer, w, b, rng) -> float:
-    x = rng.standard_normal((2, layer.C, layer.H, layer.W)).astype(np.float32)
-    ref = reference.relu6(reference.conv2d(x, w, b, stride=layer.stride, pad=1, groups=layer.C))
-    worst = 0.0
-    xp = backends.xp()
-    for variant in ("naive", "tiled"):
-        y = DepthwiseConv2d(xp.asarray(w), xp.asarray(b), layer, activation="relu6", variant=variant)(xp.asarray(x))
-        worst = max(worst, rel_error(y, ref))
-    if not worst < 1e-5:
-        raise AssertionError(f"depthwise {layer} disagrees with the float64 reference: {worst:.2e}")
-    return worst
-
-
-def per_launch_ms(launch, *, repeat: int = 10, torch_graph: bool = False) -> float:
-    """GPU ms of one ``launch()``: LAUNCHES of them captured as one CUDA graph (labkit's Graph, or
-    torch.cuda.CUDAGraph for a PyTorch callable), the graph's median time divided by LAUNCHES.  The
-    input stays in L2 between launches where it fits (50 MB on an H100), as in a network where the
-    previous layer has just written it.  On the CPU executor: the launches one by one."""
-    if torch_graph:
-        replay = peers.torch_graph(lambda _x: [launch() for _ in range(LAUNCHES)][-1], None)
-        t = measure.time_fn(replay, repeat=repeat, sync=False)
-    else:
-        g = Graph([launch] * LAUNCHES)
-        t = measure.time_fn(g.launch, repeat=repeat, sync=False)
-    return t.median_ms / LAUNCHES
+def depthwise_cost(layer: ConvLayer, N: int) -> measure.Cost:
+    """The depthwise layer's work: 9 multiply-adds an output, and its bytes at the floor (x read once,
+    y written once: ``floor_bytes``)."""
+    Ho, Wo = layer.out_hw
+    return measure.Cost(2.0 * 9 * N * layer.C * Ho * Wo, float(floor_bytes(layer, N)), (N, layer.C, Ho, Wo))
 
 
 def copy_ms(nbytes: int, *, repeat: int = 10) -> float:
@@ -166,7 +136,7 @@ def copy_ms(nbytes: int, *, repeat: int = 10) -> float:
     xp = backends.xp()
     half = max(4, nbytes // 2 // 4 * 4)
     src, dst = xp.zeros(half // 4, dtype=xp.float32), xp.empty(half // 4, dtype=xp.float32)
-    return per_launch_ms(lambda: dst.data.copy_from_device_async(src.data, half), repeat=repeat)
+    return measure.per_launch_ms(lambda: dst.data.copy_from_device_async(src.data, half), repeat=repeat)
 
 
 def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
@@ -180,15 +150,19 @@ def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
     for name, N, L in cases:
         w = (rng.standard_normal((L.C, 1, 3, 3)) / 3).astype(np.float32)
         b = rng.standard_normal(L.C).astype(np.float32)
-        err = _check_layer(L, w, b, rng)
+        xs = rng.standard_normal((2, L.C, L.H, L.W)).astype(np.float32)       # the check's two images
+        ref = reference.relu6(reference.conv2d(xs, w, b, stride=L.stride, pad=1, groups=L.C))
         x = xp.asarray(rng.standard_normal((N, L.C, L.H, L.W), dtype=np.float32))
         wd, bd = xp.asarray(w), xp.asarray(b)
-        row = {"name": name, "batch": N, "C": L.C, "H": L.H, "W": L.W, "stride": L.stride, "rel_err": err,
-               "floor_ms": floor_ms(L, N), "device": device().label}
+        xs, ys = xp.asarray(xs), xp.empty((2, L.C) + L.out_hw, dtype=xp.float32)
+        row = {"name": name, "batch": N, "C": L.C, "H": L.H, "W": L.W, "stride": L.stride, "rel_err": 0.0,
+               "floor_ms": measure.floor_ms(depthwise_cost(L, N), device().ceilings()), "device": device().label}
         for variant in ("naive", "tiled"):
             layer = DepthwiseConv2d(wd, bd, L, activation="relu6", variant=variant)
             y = layer(x)
-            row[f"{variant}_ms"] = per_launch_ms(lambda: layer(x, y), repeat=repeat)
+            row[f"{variant}_ms"], err = checked_launch_ms(f"depthwise {L} ({variant})", lambda: layer(xs, ys), ys, ref,
+                                                          tol=1e-5, timed=lambda: layer(x, y), repeat=repeat)
+            row["rel_err"] = max(row["rel_err"], err)
             if variant == "tiled":
                 t = layer.plan(N).tiling
                 row["tiling"] = (f"rows {t.rows} planes {t.planes} rpt {t.rpt} threads {t.threads}"
@@ -198,7 +172,7 @@ def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
         if no_peer is None:
             y = xp.empty((N, L.C) + L.out_hw, dtype=xp.float32)
             run = peers.cudnn_conv2d(x, wd.reshape(L.C, 1, 3, 3), bd, stride=L.stride, pad=1, groups=L.C)
-            row["cudnn_ms"] = per_launch_ms(run, repeat=repeat, torch_graph=True)
+            row["cudnn_ms"] = measure.per_launch_ms(run, repeat=repeat, capture=peers.torch_capture)
         rows.append(row)
     return rows
 
@@ -352,13 +326,13 @@ def fused_rows(batch: int, input_hw=(224, 224), *, tiles=None, repeat: int = 10)
         y2 = proj(d, workspace=ws, **extra)
         row = {"name": b.name, "batch": batch, "C": L.C, "H": L.H, "stride": L.stride, "M": P.M,
                "residual": b.residual, "device": device().label,
-               "two_kernels_ms": per_launch_ms(lambda: proj(dw(x, d), y2, workspace=ws, **extra), repeat=repeat)}
+               "two_kernels_ms": measure.per_launch_ms(lambda: proj(dw(x, d), y2, workspace=ws, **extra),
+                                                       repeat=repeat)}
+        ref = to_numpy(y2)       # the two kernels, each checked against float64 by its own tests
         for t in tiles:
             f = DepthwiseProject(wdw, bdw, wp, bp, L, residual=b.residual, tiles=t)
             y1 = f(x, **extra)
-            err = rel_error(y1, to_numpy(y2))
-            if not err < 1e-5:
-                raise AssertionError(f"dw_project {t} on {b.name} disagrees with the two kernels: {err:.2e}")
-            row[f"fused {t.bm}x{t.bn}x{t.bk} ms"] = per_launch_ms(lambda: f(x, y1, **extra), repeat=repeat)
+            row[f"fused {t.bm}x{t.bn}x{t.bk} ms"], _ = checked_launch_ms(
+                f"dw_project {t} on {b.name}", lambda: f(x, y1, **extra), y1, ref, tol=1e-5, repeat=repeat)
         rows.append(row)
     return rows

@@ -16,7 +16,7 @@ import itertools
 
 import numpy as np
 
-from .. import backends, peers, reference
+from .. import backends, measure, peers, reference
 from ..backends.parallel import run_parallel
 from ..checks import rel_error, to_numpy
 from ..device_query import device
@@ -26,9 +26,9 @@ from ..ops.conv_winograd import WinogradConv3x3, WinogradTile, winograd_pays, wi
 from ..ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, winograd_weight_tile_for
 from ..reference import backward as rb
 from ..shapes import ConvLayer
-from .mobilenet import per_launch_ms
+from .harness import agrees
 
-__all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "floor_ms", "kernel_shape", "make_pass",
+__all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "pass_cost", "kernel_shape", "make_pass",
            "network_algorithm"]
 
 PASSES = ("forward", "data", "weight")
@@ -151,13 +151,11 @@ def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10, 
     a = xp.asarray(rng.standard_normal((N,) + ((layer.M,) if kind == "data" else (layer.C,)) + (layer.H, layer.W),
                                        dtype=np.float32))
     dy = xp.asarray(rng.standard_normal((N, layer.M, layer.H, layer.W), dtype=np.float32))
-    rows, floor = [], floor_ms(kind, layer, N)
+    rows, floor = [], measure.floor_ms(pass_cost(kind, layer, N), device().ceilings())
     for t, (op, wt) in zip(tiles, ops):
-        err = _check(kind, layer, op, wt, rng)
-        if not err < 1e-5:
-            raise AssertionError(f"{kind} pass of {layer} with {t} disagrees with the float64 reference: {err:.2e}")
+        err = agrees(f"{kind} pass of {layer} with {t}", _check(kind, layer, op, wt, rng), 1e-5)
         run = (lambda op=op: op(a, dy)) if kind == "weight" else (lambda op=op: op(a))
-        ms = per_launch_ms(run, repeat=repeat)
+        ms = measure.per_launch_ms(run, repeat=repeat)
         rows.append({"pass": kind, "algorithm": algorithm, "layer": layer.key, "batch": N, "tile": t.__dict__,
                      "median_ms": ms,
                      "floor_ms": floor, "rel_error": err, "default": t == default, "device": device().label})
@@ -169,13 +167,15 @@ def _compile(kind: str, op) -> None:
     op.plan(1)
 
 
-def floor_ms(kind: str, layer: ConvLayer, N: int) -> float:
-    """The pass's floor on this device: the larger of its FP32 multiply-adds and its bytes."""
-    ceil = device().ceilings()
+def pass_cost(kind: str, layer: ConvLayer, N: int) -> measure.Cost:
+    """The work of one pass (``kind``: forward, data or weight) of a 3x3 block convolution: its FP32
+    multiply-adds and its bytes; ``measure.floor_ms(pass_cost(...), ceilings)`` is its floor."""
     flops = 2.0 * N * layer.H * layer.W * layer.C * layer.M * 9
     # Every pass moves one activation of C channels and one of M (x and y, dy and dx, x and dy) and the weights.
     nbytes = 4 * (N * layer.H * layer.W * (layer.C + layer.M) + layer.C * layer.M * 9)
-    return max(flops / (ceil.fp32_TFLOPs * 1e12), nbytes / (ceil.copy_GBps * 1e9)) * 1e3
+    out = {"forward": (N, layer.M, layer.H, layer.W), "data": (N, layer.C, layer.H, layer.W),
+           "weight": (layer.C, 3, 3, layer.M)}[kind]
+    return measure.Cost(flops, float(nbytes), out)
 
 
 def cudnn_pass_ms(kind: str, layer: ConvLayer, N: int, *, repeat: int = 10) -> float | None:
@@ -199,4 +199,4 @@ def cudnn_pass_ms(kind: str, layer: ConvLayer, N: int, *, repeat: int = 10) -> f
     for _ in range(3):
         run()
     torch.cuda.synchronize()
-    return per_launch_ms(run, repeat=repeat, torch_graph=True)
+    return measure.per_launch_ms(run, repeat=repeat, capture=peers.torch_capture)

@@ -21,7 +21,7 @@ from .. import backends, measure
 from ..device_query import device
 from ..pipeline import SubBatchPipeline, Timeline, copy_bandwidth, pinned_empty
 
-__all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "timeline_rows", "sub_batch_rows", "time_ms",
+__all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "timeline_rows", "sub_batch_rows",
            "torch_serial", "schedule_label", "tuned_rows",
            "check_enqueue", "host_rows"]
 
@@ -47,11 +47,6 @@ def host_batch(model, N: int, *, seed: int = 0, source: np.ndarray | None = None
     return x
 
 
-def time_ms(fn: Callable[[], object], *, repeat: int, warmup: int) -> float:
-    """Median ms of ``fn`` (CUDA events on the current stream on a GPU, the clock on the CPU executor)."""
-    return measure.time_fn(fn, warmup=warmup, repeat=repeat, sync=True).median_ms
-
-
 def schedule_label(streams: int, sub_batch, graphs: bool = True) -> str:
     sub = "auto" if sub_batch is None else (str(sub_batch) if isinstance(sub_batch, int)
                                            else "ramp " + "-".join(map(str, sub_batch)))
@@ -70,11 +65,11 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
     if baselines:
         base = SubBatchPipeline(model, streams=1)
         plan = base.serial_plan(N)
-        rows.append({**common, "label": "compute only (graph)", "median_ms": time_ms(plan.run, repeat=repeat,
-                                                                                     warmup=warmup)})
+        rows.append({**common, "label": "compute only (graph)", "median_ms": measure.time_fn(plan.run, repeat=repeat,
+                                                                                     warmup=warmup, sync=True).median_ms})
         out = pinned_empty((N,) + base.output_shape)
         rows.append({**common, "label": "serial: copy in, graph, copy out",
-                     "median_ms": time_ms(lambda: base.serial(x, out, sync=False), repeat=repeat, warmup=warmup)})
+                     "median_ms": measure.time_fn(lambda: base.serial(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms})
         base.release()
         del plan, base
         measure.release_gpu_memory()
@@ -82,7 +77,7 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
         pipe = SubBatchPipeline(model, **cfg)
         out = pinned_empty((N,) + pipe.output_shape)
         pipe.prepare(N)
-        ms = time_ms(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup)
+        ms = measure.time_fn(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms
         sizes = [b - a for a, b in pipe.chunks(N)]
         label = schedule_label(pipe.streams, cfg.get("sub_batch"), pipe.graphs)
         if "devices" in cfg:
@@ -133,7 +128,7 @@ def tuned_rows(model, x: np.ndarray, *, streams: Sequence[int] = (4, 8), repeat:
                 continue
             pipe.tune(x, candidates=[sched], repeat=1, warmup=0)      # keep this one, drop the other plans
             pipe.prepare(N)
-            ms = time_ms(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup)
+            ms = measure.time_fn(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms
             rows.append({**common, "label": f"pipeline, {S} streams, {what}", "median_ms": ms, "streams": S,
                          "sub_batch": sched, "sub_batches": len(pipe.chunks(N)), "graphs": True,
                          "schedule": schedule_label(S, sched), "tried": tried if what == "tuned" else None})
@@ -172,10 +167,10 @@ def torch_serial(forward: Callable[[object], object], *, repeat: int = 10, warmu
         def serial():
             xd.copy_(xh, non_blocking=True)
             yh.copy_(forward(xd), non_blocking=True)
-        out = [{"label": "PyTorch compute only", "median_ms": time_ms(lambda: forward(xd), repeat=repeat,
-                                                                      warmup=warmup)},
+        out = [{"label": "PyTorch compute only", "median_ms": measure.time_fn(lambda: forward(xd), repeat=repeat,
+                                                                      warmup=warmup, sync=True).median_ms},
                {"label": "PyTorch serial: copy in, forward, copy out",
-                "median_ms": time_ms(serial, repeat=repeat, warmup=warmup)}]
+                "median_ms": measure.time_fn(serial, repeat=repeat, warmup=warmup, sync=True).median_ms}]
         del xh, xd, yh, y
         torch.cuda.empty_cache()
         return out

@@ -14,11 +14,11 @@ from .breakdown import Breakdown, Part, breakdown
 from .roofline import (Cost, achieved, bound, conv2d_cost, dense_cost, floor_ms, gemm_cost, out_size,
                        percent_of_floor)
 from .sweep import ROW_KEYS, load_results, load_rows, release_gpu_memory, save_rows, sweep
-from .timer import Timing, time_fn, time_region
+from .timer import LAUNCHES, Timing, per_launch_ms, time_fn, time_region
 
 __all__ = [
     "Breakdown", "Part", "breakdown",
-    "Timing", "time_fn", "time_region", "host_us",
+    "Timing", "time_fn", "time_region", "per_launch_ms", "LAUNCHES", "host_us",
     "sweep", "save_rows", "load_rows", "load_results", "ROW_KEYS", "release_gpu_memory",
     "Cost", "conv2d_cost", "dense_cost", "gemm_cost", "out_size",
     "floor_ms", "bound", "percent_of_floor", "achieved",

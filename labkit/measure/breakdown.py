@@ -17,6 +17,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from ..errors import check_int
 from .. import backends
 from ..device_query import device
 from .timer import time_region
@@ -87,8 +88,7 @@ def breakdown(steps: Sequence[tuple[str, str, Callable[[], object]]], *, warmup:
     for name, kind, _ in steps:
         if kind not in KINDS:
             raise ValueError(f"step {name!r}: kind must be one of {KINDS}, got {kind!r}")
-    if repeat < 1:
-        raise ValueError(f"repeat must be at least 1, got {repeat}")
+    check_int(repeat, "repeat")
     for _ in range(warmup):
         for _, _, fn in steps:
             fn()

@@ -24,7 +24,6 @@ LRN: TensorFlow's local_response_normalization, depth radius 2, alpha 2e-5, beta
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import numpy as np
 

@@ -32,8 +32,9 @@ import numpy as np
 from .. import backends, layers, reference
 from ..backends.parallel import run_parallel
 from ..checks import check_array, fast_input
-from ..ops.depthwise import DepthwiseConv2d, depthwise_layer
-from ..ops.dw_project import DepthwiseProject, ProjectTiles
+from ..layers import DepthwiseConv2d, DepthwiseProject
+from ..ops.depthwise import depthwise_layer
+from ..ops.dw_project import ProjectTiles
 from ..shapes import ConvLayer, out_size
 from .plan import Plan, PlannedModel
 

@@ -31,10 +31,8 @@ from ..checks import array_module, check_array, to_numpy
 from ..loader import load
 from ..ops import conv_backward as cb
 from ..ops import training as tr
-from ..ops.conv_small import SmallConv3x3, SmallWeightGrad
-from ..ops.conv_winograd import WinogradConv3x3, winograd_pays
-from ..ops.conv_winograd_wgrad import WinogradWeightGrad
-from ..ops.implicit import ImplicitConv2d
+from ..layers import ImplicitConv2d, SmallConv3x3, SmallWeightGrad, WinogradConv3x3, WinogradWeightGrad
+from ..ops.conv_winograd import winograd_pays
 from ..ops.pool_softmax import global_avg_pool
 from ..reference import backward as rb
 from ..shapes import ConvLayer

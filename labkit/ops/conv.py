@@ -33,7 +33,7 @@ from .. import backends
 from ..backends.cpu import parse_checks
 from ..backends.limits import CONSTANT_MEMORY, SHARED_MEM_PER_BLOCK
 from ..checks import array_type, check_activation, check_array, fast_input, output
-from ..errors import ConstantMemoryError
+from ..errors import ConstantMemoryError, check_int
 from ..loader import constant_uploader, load
 from .plans import PlanCache, cdiv, ints
 from .tuned_config import TunedConfig, check_config, tuned_config
@@ -112,8 +112,7 @@ def conv_launch_config(variant: str, N: int, C: int, H: int, W: int, M: int, K: 
     _check_variant(variant)
     _check_tile_width(tile_width)
     for name, v in zip("NCHWMK", (N, C, H, W, M, K)):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        check_int(v, name)
     if K > H or K > W:
         raise ValueError(f"kernel size K={K} is larger than the {H}x{W} input plane; a valid "
                          "convolution needs K <= H and K <= W")

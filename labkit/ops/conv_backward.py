@@ -52,10 +52,8 @@ def _dy_shape(dy, layer: ConvLayer, backend: str) -> int:
 
 
 def _launch(kernel: str, key: tuple, grid, block, tail: tuple, arrays: tuple, out):
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS[key] = load("conv_backward").get_function(kernel).launcher(
-            grid, block, (None,) * len(arrays) + (None,) + tail)
+    plan = _PLANS.get_or_make(key, lambda: load("conv_backward").get_function(kernel).launcher(
+        grid, block, (None,) * len(arrays) + (None,) + tail))
     plan(*arrays, out)
     return out
 
@@ -106,9 +104,8 @@ def conv2d_backward_weight(x, dy, layer, *, layout: str = "MCKK", variant: str =
     dw = output(out, _weight_shape(L, layout), layout, (x, dy), backend=backend)
     ho, wo = L.out_hw
     if variant == "tiled":
-        key = (backend, "weight_tiled", L, N, layout)
-        plan = _PLANS.get(key)
-        if plan is None:
+
+        def make():
             slices, per = _slices(L, N, backend)
             J = L.C * L.K * L.K
             mod = load("conv_backward")
@@ -118,9 +115,10 @@ def conv2d_backward_weight(x, dy, layer, *, layout: str = "MCKK", variant: str =
                 (None, None, ws) + ints(N, L.C, L.H, L.W, L.M, L.K, L.stride, L.pad, ho, wo, per))
             reduce = mod.get_function("conv_bwd_weight_reduce").launcher(
                 (cdiv(J * L.M, THREADS),), (THREADS,), (ws, None) + ints(slices, J * L.M, L.M, layout == "CKKM"))
-            plan = _PLANS[key] = (tiled, reduce)
-        plan[0](x, dy)
-        plan[1](dw)
+            return tiled, reduce
+        tiled, reduce = _PLANS.get_or_make((backend, "weight_tiled", L, N, layout), make)
+        tiled(x, dy)
+        reduce(dw)
         return dw
     return _launch("conv_bwd_weight_direct", (backend, "weight", L, N, layout), (L.M * L.C * L.K * L.K,),
                    (THREADS,), ints(N, L.C, L.H, L.W, L.M, L.K, L.stride, L.pad, ho, wo, layout == "CKKM"), (x, dy), dw)

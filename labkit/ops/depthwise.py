@@ -236,9 +236,7 @@ class DepthwiseConv2d:
         entry = self._plans.get(N)
         if entry is None:
             key = (self.backend, self.layer, self.variant, self.tiling, N)
-            plan = _PLANS.get(key)
-            if plan is None:
-                plan = _PLANS[key] = _Plan(self.layer, self.variant, self.tiling, N)
+            plan = _PLANS.get_or_make(key, lambda: _Plan(self.layer, self.variant, self.tiling, N))
             has_bias, bias_at = self._bias_in(plan.module)
             entry = self._plans[N] = (plan, plan.bind(self._w9, self._w9 if self.b is None else self.b,
                                                       has_bias, self._act, bias_at))

@@ -96,17 +96,15 @@ class DepthwiseProject:
         entry = self._plans.get(N)
         if entry is None:
             L, t = self.layer, self.tiles
-            key = (self.backend, L, self.M, t, N, self.residual)
-            plan = _PLANS.get(key)
-            if plan is None:
+
+            def make():
                 ho, wo = L.out_hw
                 if N * max(L.C * L.H * L.W, self.M * ho * wo) >= 2**31:
                     raise ValueError(f"batch {N} makes x or y over 2**31 elements: split the batch")
                 mod = load("dw_project", defines={"DP_C": L.C, "DP_H": L.H, "DP_W": L.W, "DP_S": L.stride,
                                                   "DP_M": self.M, "DP_BM": t.bm, "DP_BN": t.bn, "DP_BK": t.bk})
-                grid = (cdiv(N * ho * wo, t.bn), cdiv(self.M, t.bm))
-                plan = _PLANS[key] = (mod.get_function("dw_project"), grid, (t.threads,))
-            fn, grid, block = plan
+                return mod.get_function("dw_project"), (cdiv(N * ho * wo, t.bn), cdiv(self.M, t.bm)), (t.threads,)
+            fn, grid, block = _PLANS.get_or_make((self.backend, L, self.M, t, N, self.residual), make)
             res = None if self.residual else self._bp            # without a residual: never read
             launch = fn.launcher(grid, block, (None, self._wdw, self._bdw, self._wpt, self._bp, res, None)
                                  + ints(N, int(self.residual)))

@@ -29,6 +29,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from ..errors import check_int
 from .. import backends
 from ..backends.cpu import parse_checks
 from ..backends.limits import SHARED_MEM_PER_BLOCK
@@ -69,9 +70,7 @@ def _params(params: Mapping[str, int] | None) -> dict[str, int]:
     for k, v in (params or {}).items():
         if k not in DEFAULT_PARAMS:
             raise ValueError(f"unknown gemm parameter {k!r}: the parameters are {', '.join(DEFAULT_PARAMS)}")
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{k} must be a positive int, got {v!r}")
-        p[k] = int(v)
+        p[k] = check_int(v, k)
     bm, bn, bk, tm, tn = (p[k] for k in _BLOCK_KEYS)
     if p["GEMM_TILE"] > 32:
         raise ValueError(f"GEMM_TILE must be 1 to 32 (a block of GEMM_TILE^2 threads holds at most 1024), "
@@ -99,8 +98,7 @@ def _check_variant(variant, auto: bool = False) -> None:
 
 def _positive(**sizes) -> None:
     for name, v in sizes.items():
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise ValueError(f"{name} must be a positive int, got {v!r}")
+        check_int(v, name)
 
 
 def gemm_launch_config(variant: str, M: int, N: int, K: int,

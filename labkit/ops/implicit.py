@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, replace
 import numpy as np
 
+from ..errors import check_int
 from .. import backends
 from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
 from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_residual,
@@ -101,9 +102,7 @@ class Tiles:
             raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
         vals = asdict(self)
         for k in TILE_FIELDS:
-            v = vals[k]
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ValueError(f"{k} must be a positive int, got {v!r}")
+            check_int(vals[k], k)
         if self.precision == "fp32":
             if self.bm % self.tm or self.bn % self.tn or self.tm % 4 or self.tn % 4 or self.bk % 4:
                 raise ValueError(f"tm, tn, bk must be multiples of 4, tm dividing bm and tn dividing bn: {self}")
@@ -405,8 +404,8 @@ class ImplicitConv2d:
             sms, blocks = gpu_sm_count(), self.blocks(tiles, N)
             depth = 8 if self.precision == "fp32" else max(1, 64 // tiles.bk)
             splits = max(1, min(cdiv(4 * sms, blocks), k_tiles // depth)) if blocks < 2 * sms else 1
-        elif isinstance(splits, (bool, np.bool_)) or not isinstance(splits, (int, np.integer)) or splits < 1:
-            raise ValueError(f"splits must be a positive int, got {splits!r}")
+        else:
+            check_int(splits, "splits")
         per = cdiv(k_tiles, min(int(splits), k_tiles))
         return cdiv(k_tiles, per)
 
@@ -443,10 +442,8 @@ class ImplicitConv2d:
             tiles = self.tiles_at(N)
             n = self.splits_at(N, splits, tiles)
             pkey = (self.backend, L, tiles, n, N, int(self.b is not None), self._act, self._round, self.residual)
-            plan = _PLANS.get(pkey)
-            if plan is None:
-                plan = _PLANS[pkey] = _make_plan(L, tiles, n, N, int(self.b is not None), self._act, self._round,
-                                                 int(self.residual))
+            plan = _PLANS.get_or_make(pkey, lambda: _make_plan(L, tiles, n, N, int(self.b is not None), self._act,
+                                                               self._round, int(self.residual)))
             wt = self.weights(tiles)
             entry = self._plans[key] = [plan, wt, None, *plan.bind(wt, wt if self.b is None else self.b)]
         return entry

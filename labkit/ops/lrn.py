@@ -38,15 +38,15 @@ def _check_params(depth_radius, bias, alpha, beta) -> tuple:
 
 def _plan(backend: str, shape: tuple, params: tuple) -> _Plan:
     key = (backend, shape, params)
-    plan = _PLANS.get(key)
-    if plan is None:
+
+    def make():
         depth_radius, bias, alpha, beta = _check_params(*params)
         N, C, H, W = (int(v) for v in shape)
-        plan = _PLANS[key] = _Plan(load("lrn").get_function("lrn_across_channels").launcher(
+        return _Plan(load("lrn").get_function("lrn_across_channels").launcher(
             (cdiv(N * C * H * W, THREADS),), (THREADS,),
             (None, None) + ints(N, C, H * W, depth_radius) + (np.float32(bias), np.float32(alpha), np.float32(beta))),
             (N, C, H, W))
-    return plan
+    return _PLANS.get_or_make(key, make)
 
 
 def lrn(x, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5, beta: float = 0.75, *, out=None):

@@ -41,6 +41,16 @@ class PlanCache(dict):
     def __contains__(self, key) -> bool:
         return dict.__contains__(self, self._here(key))
 
+    def get_or_make(self, key, make):
+        """The plan for ``key`` on this GPU, made by ``make()`` the first time it is asked for: the one
+        way an op caches what it resolves once (a ``make`` that raises leaves nothing behind)."""
+        here = self._here(key)
+        plan = dict.get(self, here)
+        if plan is None:
+            plan = make()
+            dict.__setitem__(self, here, plan)
+        return plan
+
 
 class ShapeLayer:
     """A layer whose plan depends on its input's shape alone (pooling, LRN, softmax): the plans are

@@ -30,38 +30,38 @@ class _Plan(NamedTuple):
 
 def _pool_plan(backend: str, shape: tuple, k: int, stride: int) -> _Plan:
     key = (backend, "pool", shape, k, stride)
-    plan = _PLANS.get(key)
-    if plan is None:
+
+    def make():
         N, C, H, W = shape
         if k > H or k > W:
             raise ValueError(f"a {k}x{k} window does not fit the {H}x{W} plane")
         PH, PW = (H - k) // stride + 1, (W - k) // stride + 1
         total = N * C * PH * PW
-        plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("max_pool2d").launcher(
+        return _Plan(load("pool_softmax").get_function("max_pool2d").launcher(
             (cdiv(total, THREADS),), (THREADS,), (None, None) + ints(N * C, H, W, PH, PW, k, stride)), (N, C, PH, PW))
-    return plan
+    return _PLANS.get_or_make(key, make)
 
 
 def _softmax_plan(backend: str, shape: tuple) -> _Plan:
     key = (backend, "softmax", shape)
-    plan = _PLANS.get(key)
-    if plan is None:
+
+    def make():
         N, D = shape
         rows_per_block = THREADS // 32
-        plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
+        return _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
             (cdiv(N, rows_per_block),), (THREADS,), (None, None) + ints(N, D)), (N, D))
-    return plan
+    return _PLANS.get_or_make(key, make)
 
 
 def _avg_plan(backend: str, shape: tuple) -> _Plan:
     key = (backend, "avg", shape)
-    plan = _PLANS.get(key)
-    if plan is None:
+
+    def make():
         N, C, H, W = shape
         planes_per_block = THREADS // 32
-        plan = _PLANS[key] = _Plan(load("pool_softmax").get_function("global_avg_pool").launcher(
+        return _Plan(load("pool_softmax").get_function("global_avg_pool").launcher(
             (cdiv(N * C, planes_per_block),), (THREADS,), (None, None) + ints(N * C, H * W)), (N, C))
-    return plan
+    return _PLANS.get_or_make(key, make)
 
 
 def _shape_op(x, out, kind: str, make, ndim: int, layout: str, out_layout: str):

@@ -30,10 +30,7 @@ _PLANS = PlanCache()
 
 
 def _fn(name: str, key: tuple, grid, block, args: tuple):
-    plan = _PLANS.get(key)
-    if plan is None:
-        plan = _PLANS[key] = load("train").get_function(name).launcher(grid, block, args)
-    return plan
+    return _PLANS.get_or_make(key, lambda: load("train").get_function(name).launcher(grid, block, args))
 
 
 def _same_shape(a, b, names: str, backend: str) -> None:

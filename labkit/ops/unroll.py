@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Mapping
 
-import numpy as np
 
+from ..errors import check_int
 from .. import backends
 from ..checks import array_type, check_activation, check_array, fast_input, output
 from ..loader import load
@@ -29,8 +29,7 @@ _PLANS = PlanCache()
 
 def _check_geometry(H: int, W: int, K: int, stride: int, pad: int) -> tuple[int, int]:
     for name, v, low in (("K", K, 1), ("stride", stride, 1), ("pad", pad, 0)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ValueError(f"{name} must be an int >= {low}, got {v!r}")
+        check_int(v, name, low)
     if pad >= K:
         raise ValueError(f"pad={pad} must be smaller than K={K}: a window of padding alone has no input")
     Ho, Wo = out_size(H, K, stride, pad), out_size(W, K, stride, pad)
@@ -42,15 +41,15 @@ def _check_geometry(H: int, W: int, K: int, stride: int, pad: int) -> tuple[int,
 def _plan(kernel: str, x_shape, K, stride, pad):
     """(launch(src, dst), column-matrix shape) of im2col or col2im for an input of x_shape."""
     key = (backends.current(), kernel, tuple(x_shape), K, stride, pad)
-    plan = _PLANS.get(key)
-    if plan is None:
+
+    def make():
         N, C, H, W = (int(v) for v in x_shape)
         Ho, Wo = _check_geometry(H, W, K, stride, pad)
         total = N * C * K * K * Ho * Wo
-        plan = _PLANS[key] = (load("im2col").get_function(kernel).launcher(
+        return (load("im2col").get_function(kernel).launcher(
             (cdiv(total, THREADS),), (THREADS,), (None, None) + ints(N, C, H, W, K, stride, pad, Ho, Wo)),
             (N, C * K * K, Ho * Wo))
-    return plan
+    return _PLANS.get_or_make(key, make)
 
 
 def im2col(x, K: int, *, stride: int = 1, pad: int = 0, out=None):
@@ -93,8 +92,7 @@ def conv2d_unrolled(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int 
     check_activation(activation)
     N, C, H, W = (int(v) for v in x.shape)
     M, Cg, K, K2 = (int(v) for v in w.shape)
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1 \
-            or C % groups or M % groups:
+    if check_int(groups, "groups") and (C % groups or M % groups):
         raise ValueError(f"groups={groups!r} must be a positive int dividing C={C} and M={M}")
     if K != K2 or Cg != C // groups:
         raise ValueError(f"w must be (M, C/groups={C // groups}, K, K) for x of shape {tuple(x.shape)} "

@@ -192,6 +192,12 @@ def torch_graph(forward: Callable[[object], object], x) -> Callable[[], object]:
     return replay
 
 
+def torch_capture(many: Callable[[], object]) -> Callable[[], object]:
+    """``many()`` (PyTorch launches, no input) captured as one CUDA graph: the ``capture`` that
+    ``measure.per_launch_ms`` takes to time a PyTorch callable as it times labkit's launches."""
+    return torch_graph(lambda _x: many(), None)
+
+
 def torch_alexnet_graph(weights: dict, batch: int, *, tf32: bool = False) -> Callable[[], object]:
     """torch_alexnet captured as one CUDA graph on a fixed input of ``batch`` images (``torch_graph``)."""
     import torch

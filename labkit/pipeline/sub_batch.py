@@ -42,6 +42,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..errors import check_int
 from .. import backends
 from ..backends.clock import times_ms
 from .host_memory import copy_in, copy_out, pinned_empty
@@ -88,8 +89,7 @@ class SubBatchPipeline:
         if not hasattr(model, "new_plan"):
             raise TypeError(f"the pipeline takes a labkit model with plans (FashionNet, AlexNet, ...), "
                             f"got {type(model).__name__}")
-        if isinstance(streams, bool) or not isinstance(streams, (int, np.integer)) or streams < 1:
-            raise ValueError(f"streams must be a positive int, got {streams!r}")
+        check_int(streams, "streams")
         if sub_batch is not None:
             split_batch(1, sub_batch)                     # the same checks, now rather than at run
         self.model, self.streams, self.sub_batch, self.graphs = model, int(streams), sub_batch, bool(graphs)
