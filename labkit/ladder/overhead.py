@@ -26,7 +26,9 @@ from ..ops.rungs import conv2d
 from ..peers import cudnn_available, cudnn_fashion_net, cudnn_fashion_net_graph, torch_alexnet, torch_alexnet_graph
 from ..plots import batch_curves
 from ..results import results_path
+from ..checks import to_numpy
 from ..shapes import ConvLayer
+from .harness import check_output
 
 __all__ = ["host_costs", "forward_times", "plot_forward", "summary"]
 
@@ -139,7 +141,8 @@ def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, pre
     """Time per forward pass (ms, CUDA events, calls queued back to back) of ``model`` ("fashion" or
     "alexnet") at each batch: labkit eager (each kernel launched from Python), labkit as one CUDA
     graph, the host's own time for an eager forward (its floor: no eager pass runs faster), and on a
-    GPU with PyTorch the same network in PyTorch, eager and as a CUDA graph, in this same run.
+    GPU with PyTorch the same network in PyTorch, eager and as a CUDA graph, in this same run.  The
+    graph's output is checked against the eager pass's first (the same kernels: the same bits).
     ``weights``: the model's (default: the shipped Fashion-MNIST weights, AlexNet's load_weights)."""
     xp = backends.xp()
     settle = _settle()
@@ -170,6 +173,8 @@ def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, pre
         host = measure.host_us(lambda: net(x), warmup=warmup, repeat=repeat, settle=settle, every=1)
         rows.append({**common, "label": "host time of an eager forward", "median_ms": statistics.median(host) / 1e3,
                      "device": t.device})
+        eager = to_numpy(net(x)).astype(np.float64)
+        check_output(f"{model} at batch {N} as a graph", plan.run, plan.out, eager, tol=1e-6)
         t = measure.time_fn(plan.run, warmup=warmup, repeat=repeat, sync=False)
         rows.append({**common, "label": "labkit graph", "median_ms": t.median_ms, "device": t.device})
         if run_torch is not None:

@@ -20,6 +20,7 @@ import numpy as np
 from .. import backends, measure
 from ..device_query import device
 from ..pipeline import SubBatchPipeline, Timeline, copy_bandwidth, pinned_empty
+from .harness import check_output
 
 __all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "timeline_rows", "sub_batch_rows",
            "torch_serial", "schedule_label", "tuned_rows",
@@ -57,29 +58,37 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
                   baselines: bool = True, peer: Callable[[np.ndarray], dict] | None = None) -> list[dict]:
     """The forward of host batch ``x`` timed: with ``baselines``, the compute alone (one CUDA graph,
     input already on the device) and the serial pass (copy in, graph, copy out); then the pipeline
-    in each configuration (SubBatchPipeline's keyword arguments).  ``peer(x)``: more rows (PyTorch)."""
+    in each configuration (SubBatchPipeline's keyword arguments).  ``peer(x)``: more rows (PyTorch).
+    Each pipeline's output is checked against the serial pass's before it is timed: the same kernels
+    on the same images (a sub-batch's size may pick other tiles or splits of K: float32's rounding
+    apart, TF32's where the model runs it)."""
     N = int(x.shape[0])
     dev = device().label
     common = {"kind": "forward", "batch": N, "device": dev}
     rows = []
+    base = SubBatchPipeline(model, streams=1)
+    ref = np.array(base.serial(x), dtype=np.float64)       # what every schedule must give
+    tol = 1e-3 if getattr(model, "precision", "fp32") == "tf32" else 1e-5
     if baselines:
-        base = SubBatchPipeline(model, streams=1)
         plan = base.serial_plan(N)
         rows.append({**common, "label": "compute only (graph)", "median_ms": measure.time_fn(plan.run, repeat=repeat,
                                                                                      warmup=warmup, sync=True).median_ms})
         out = pinned_empty((N,) + base.output_shape)
         rows.append({**common, "label": "serial: copy in, graph, copy out",
-                     "median_ms": measure.time_fn(lambda: base.serial(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms})
-        base.release()
-        del plan, base
-        measure.release_gpu_memory()
+                     "median_ms": measure.time_fn(lambda: base.serial(x, out, sync=False), repeat=repeat,
+                                                  warmup=warmup, sync=True).median_ms})
+        del plan
+    base.release()
+    del base
+    measure.release_gpu_memory()
     for cfg in configs:
         pipe = SubBatchPipeline(model, **cfg)
         out = pinned_empty((N,) + pipe.output_shape)
         pipe.prepare(N)
+        label = schedule_label(pipe.streams, cfg.get("sub_batch"), pipe.graphs)
+        check_output(label, lambda: pipe.run(x, out), out, ref, tol=tol)
         ms = measure.time_fn(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms
         sizes = [b - a for a, b in pipe.chunks(N)]
-        label = schedule_label(pipe.streams, cfg.get("sub_batch"), pipe.graphs)
         if "devices" in cfg:
             label += f", devices={cfg['devices']!r} ({len(pipe.devices)} used)"
         rows.append({**common, "label": label,
