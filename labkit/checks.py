@@ -72,6 +72,15 @@ def check_int(v, name: str, low: int = 1, high: int | None = None) -> int:
     return int(v)
 
 
+def check_float(v, name: str, low: float = 0.0, *, above: bool = False) -> float:
+    """``v`` as a float if it is a finite real number (not a bool) >= ``low`` (> ``low`` with ``above``);
+    else ValueError.  NaN compares false with everything: a plain ``v < low`` would let it through."""
+    number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    if not number or not np.isfinite(v) or v < low or (above and v == low):
+        raise ValueError(f"{name} must be a finite number {'>' if above else '>='} {low}, got {v!r}")
+    return float(v)
+
+
 def check_activation(activation, allowed: tuple = BASIC_ACTIVATIONS) -> int:
     """The kernels' code of an activation among ``allowed`` (default None, "tanh", "relu"); ValueError
     for anything else (a kernel handed a code it does not implement would skip the activation)."""
