@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import student_notebook, strip_written_answers
 from labkit.course.grade import EXERCISES
 
@@ -120,3 +121,35 @@ def test_the_student_version_shows_no_solution_anywhere(tmp_path):
         student_notebook(path, tmp_path / path.name)
         text = (tmp_path / path.name).read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path.name
+
+
+def tree(root: Path) -> dict:
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["same", "same by another path", "a link to it", "inside", "around"])
+def test_the_student_copy_is_never_written_into_its_source(tmp_path, capsys, where):
+    # `student_copy notebooks notebooks` overwrote the instructor's solutions with their blanks and
+    # exited 0.  Refused now, with a message and exit status 2, before anything is written.
+    src = tmp_path / "course" / "notebooks"
+    (src / "exercises").mkdir(parents=True)
+    (src / NOTEBOOKS[1].name).write_bytes(NOTEBOOKS[1].read_bytes())
+    (src / "exercises" / "02_conv_naive.cu").write_bytes((ROOT / "exercises" / "02_conv_naive.cu").read_bytes())
+    (tmp_path / "link").symlink_to(src, target_is_directory=True)
+    dst = {"same": src, "same by another path": src / "exercises" / "..", "a link to it": tmp_path / "link",
+           "inside": src / "student", "around": tmp_path / "course"}[where]
+    before = tree(tmp_path / "course")
+    with pytest.raises(SystemExit) as stop:
+        make_student_version([str(src), str(dst)])
+    assert stop.value.code == 2
+    assert "source folder" in capsys.readouterr().err
+    assert tree(tmp_path / "course") == before and not (src / "student").exists()
+    assert make_student_version([str(src), str(tmp_path / "student")]) == 0      # a folder of its own
+    assert tree(tmp_path / "course") == before and (tmp_path / "student" / NOTEBOOKS[1].name).is_file()
+
+
+def test_a_source_that_is_not_a_folder_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        make_student_version([str(tmp_path / "no_such_folder"), str(tmp_path / "student")])
+    assert stop.value.code == 2 and "not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "student").exists()

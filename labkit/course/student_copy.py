@@ -17,6 +17,9 @@ Kernel exercises live beside the notebooks, in `exercises/*.cu`: each region bet
 `// BEGIN SOLUTION` and `// END SOLUTION` becomes `// YOUR CODE HERE` in the student's copy
 (written to `student/exercises/`), which still compiles: the check then says which outputs the
 missing code never wrote.
+
+The copy is never written into the instructor's folder, nor into a folder inside it or around it:
+`student_copy notebooks notebooks` would overwrite the solutions with their blanks.
 """
 from __future__ import annotations
 
@@ -121,11 +124,31 @@ def student_kernel(src: Path, dst: Path) -> int:
     return n
 
 
+def overlap(src: Path, dst: Path) -> str | None:
+    """Why the student copy of folder ``src`` must not be written to ``dst`` (the same folder, once
+    links and ``..`` are resolved, or one inside the other), or None where it may."""
+    s, d = src.resolve(), dst.resolve()
+    if s == d:
+        return f"{dst} is the source folder {src}: the copy would overwrite the instructor's solutions"
+    if s in d.parents:
+        return (f"{dst} lies inside the source folder {src}: the student copy would sit among (and be "
+                "handed out or committed with) the instructor's solutions")
+    if d in s.parents:
+        return (f"the source folder {src} lies inside {dst}: the student's folder would hold the "
+                "instructor's solutions")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", type=Path)
     ap.add_argument("dst", type=Path)
     a = ap.parse_args(argv)
+    if not a.src.is_dir():
+        ap.error(f"{a.src} is not a folder (the instructor's notebooks: notebooks/)")
+    problem = overlap(a.src, a.dst)
+    if problem:                         # argparse's error: the message, and exit status 2
+        ap.error(f"{problem}; write the copy to a folder of its own (make student writes student/)")
     a.dst.mkdir(parents=True, exist_ok=True)
     for nb in sorted(a.src.glob("*.ipynb")):
         code, written = _strip_notebook(nb, a.dst / nb.name)
