@@ -13,6 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit.course.grading.notebook_exercises import is_check_cell
 from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import student_notebook, strip_written_answers
 from labkit.course.grade import EXERCISES
@@ -121,6 +122,37 @@ def test_the_student_version_shows_no_solution_anywhere(tmp_path):
         student_notebook(path, tmp_path / path.name)
         text = (tmp_path / path.name).read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path.name
+
+
+def test_the_student_version_shows_no_verdict_but_keeps_the_lessons_outputs(tmp_path):
+    """A check cell's stored output is the instructor's solution passing ("...: True"): cleared, so a
+    student does not see an exercise pass before writing it.  Every other cell without a solution
+    keeps its stored outputs (the lesson's GPU runs, which a student without a GPU reads)."""
+    kept = 0
+    for path in NOTEBOOKS:
+        student_notebook(path, tmp_path / path.name)
+        theirs = nbformat.read(path, 4).cells
+        ours = nbformat.read(tmp_path / path.name, 4).cells
+        for before, after in zip(theirs, ours, strict=True):
+            if before.cell_type != "code":
+                continue
+            if is_check_cell(before):
+                assert after.outputs == [] and after.execution_count is None, (path.name, after.source[:80])
+            elif "### BEGIN SOLUTION" not in before.source and "BEGIN SOLUTION" not in str(before.outputs):
+                assert after.outputs == before.outputs, (path.name, after.source[:80])
+                kept += bool(after.outputs)
+    assert kept > 100, kept
+
+
+def test_check_cells_are_nbgraders_locked_tests():
+    cells = [nbformat.v4.new_code_cell("print(1)", metadata={"nbgrader": meta}) for meta in (
+        {"grade": True, "solution": False, "locked": True, "grade_id": "a_check", "points": 1},
+        {"grade": False, "solution": True, "locked": False, "grade_id": "a"},
+        {"grade": True, "solution": True, "locked": False, "grade_id": "q"})]
+    cells += [nbformat.v4.new_code_cell("print(1)"), nbformat.v4.new_markdown_cell("**Check**")]
+    assert [is_check_cell(c) for c in cells] == [True, False, False, False, False]
+    every = [c for p in NOTEBOOKS for c in nbformat.read(p, 4).cells if is_check_cell(c)]
+    assert len(every) >= 20 and all(nbgrader(c)["grade_id"].endswith("_check") for c in every)
 
 
 def tree(root: Path) -> dict:

@@ -2,9 +2,11 @@
 
 Each region between `### BEGIN SOLUTION` and `### END SOLUTION` in a code cell is
 replaced by `# YOUR CODE HERE` and `raise NotImplementedError()`, keeping its
-indentation; outputs of cells that held a solution are cleared.  Everything else
--- the explanation, the kernel shown from labkit/kernels/, the check cell --
-stays as it is, so a student's answer is graded by the same verdict.
+indentation; outputs of cells that held a solution are cleared, and so are those of
+the check cells (their stored verdict is the instructor's solution passing).  Everything
+else -- the explanation, the kernel shown from labkit/kernels/, the check cell's code,
+the stored outputs of the lesson's runs -- stays as it is, so a student's answer is
+graded by the same verdict.
 
 Written questions are graded by hand: a markdown question cell before a measurement the
 notebook makes, and after it a markdown answer cell (nbgrader metadata `"solution": true,
@@ -27,6 +29,8 @@ import argparse
 import re
 import sys
 from pathlib import Path
+
+from .grading.notebook_exercises import is_check_cell
 
 BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
@@ -97,6 +101,11 @@ def _strip_notebook(src: Path, dst: Path) -> tuple[int, int]:
             if n:
                 cell.source, cell.outputs, cell.execution_count = new, [], None
                 code += n
+            elif is_check_cell(cell):
+                # Its stored output is the verdict on the instructor's solution ("...: True"): the
+                # student would see the exercise pass before writing anything.  The grader compares
+                # with the instructor's stored run, never the student's, so nothing it reads is lost.
+                cell.outputs, cell.execution_count = [], None
             elif _shows_a_solution(cell.outputs):
                 # A cell that prints an exercise's .cu file: its stored output is the instructor's
                 # solution.  The student's run prints their own file.
