@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import backends
-from .errors import check_int  # noqa: F401  (labkit.checks.check_int: the argument checks in one place)
+from .errors import check_float, check_int  # noqa: F401  (the argument checks, here with the rest)
 
 ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2, "relu6": 3}   # the kernels' `int act`
 # What most kernels implement; a kernel that also has ReLU6 (min(max(v, 0), 6): MobileNetV2) says so.

@@ -1,5 +1,5 @@
-"""Every exception labkit raises of its own, in one place, and ``check_int``, the check of an integer
-argument that every floor shares.
+"""Every exception labkit raises of its own, in one place, and ``check_int`` and ``check_float``,
+the checks of a number argument that every floor shares.
 
 Each says what went wrong and how to fix it.  The classes derive from the built-in exception a
 caller would expect (a bad value is a ValueError, a refused launch a RuntimeError), so
@@ -19,6 +19,15 @@ def check_int(v, name: str, low: int = 1, high: int | None = None) -> int:
             f"an int from {low} to {high}"
         raise ValueError(f"{name} must be {bounds}, got {v!r}")
     return int(v)
+
+
+def check_float(v, name: str, low: float = 0.0, *, above: bool = False) -> float:
+    """``v`` as a float if it is a finite real number (not a bool) >= ``low`` (> ``low`` with ``above``);
+    else ValueError.  NaN compares false with everything: a plain ``v < low`` would let it through."""
+    number = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+    if not number or not np.isfinite(v) or v < low or (above and v == low):
+        raise ValueError(f"{name} must be a finite number {'>' if above else '>='} {low}, got {v!r}")
+    return float(v)
 
 
 class BackendUnavailable(RuntimeError):

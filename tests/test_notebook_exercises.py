@@ -13,6 +13,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit.course.grading.notebook_exercises import is_check_cell
+from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import student_notebook, strip_written_answers
 from labkit.course.grade import EXERCISES
 
@@ -120,3 +122,66 @@ def test_the_student_version_shows_no_solution_anywhere(tmp_path):
         student_notebook(path, tmp_path / path.name)
         text = (tmp_path / path.name).read_text()
         assert "BEGIN SOLUTION" not in text and "END SOLUTION" not in text, path.name
+
+
+def test_the_student_version_shows_no_verdict_but_keeps_the_lessons_outputs(tmp_path):
+    """A check cell's stored output is the instructor's solution passing ("...: True"): cleared, so a
+    student does not see an exercise pass before writing it.  Every other cell without a solution
+    keeps its stored outputs (the lesson's GPU runs, which a student without a GPU reads)."""
+    kept = 0
+    for path in NOTEBOOKS:
+        student_notebook(path, tmp_path / path.name)
+        theirs = nbformat.read(path, 4).cells
+        ours = nbformat.read(tmp_path / path.name, 4).cells
+        for before, after in zip(theirs, ours, strict=True):
+            if before.cell_type != "code":
+                continue
+            if is_check_cell(before):
+                assert after.outputs == [] and after.execution_count is None, (path.name, after.source[:80])
+            elif "### BEGIN SOLUTION" not in before.source and "BEGIN SOLUTION" not in str(before.outputs):
+                assert after.outputs == before.outputs, (path.name, after.source[:80])
+                kept += bool(after.outputs)
+    assert kept > 100, kept
+
+
+def test_check_cells_are_nbgraders_locked_tests():
+    cells = [nbformat.v4.new_code_cell("print(1)", metadata={"nbgrader": meta}) for meta in (
+        {"grade": True, "solution": False, "locked": True, "grade_id": "a_check", "points": 1},
+        {"grade": False, "solution": True, "locked": False, "grade_id": "a"},
+        {"grade": True, "solution": True, "locked": False, "grade_id": "q"})]
+    cells += [nbformat.v4.new_code_cell("print(1)"), nbformat.v4.new_markdown_cell("**Check**")]
+    assert [is_check_cell(c) for c in cells] == [True, False, False, False, False]
+    every = [c for p in NOTEBOOKS for c in nbformat.read(p, 4).cells if is_check_cell(c)]
+    assert len(every) >= 20 and all(nbgrader(c)["grade_id"].endswith("_check") for c in every)
+
+
+def tree(root: Path) -> dict:
+    return {p.relative_to(root): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("where", ["same", "same by another path", "a link to it", "inside", "around"])
+def test_the_student_copy_is_never_written_into_its_source(tmp_path, capsys, where):
+    # `student_copy notebooks notebooks` overwrote the instructor's solutions with their blanks and
+    # exited 0.  Refused now, with a message and exit status 2, before anything is written.
+    src = tmp_path / "course" / "notebooks"
+    (src / "exercises").mkdir(parents=True)
+    (src / NOTEBOOKS[1].name).write_bytes(NOTEBOOKS[1].read_bytes())
+    (src / "exercises" / "02_conv_naive.cu").write_bytes((ROOT / "exercises" / "02_conv_naive.cu").read_bytes())
+    (tmp_path / "link").symlink_to(src, target_is_directory=True)
+    dst = {"same": src, "same by another path": src / "exercises" / "..", "a link to it": tmp_path / "link",
+           "inside": src / "student", "around": tmp_path / "course"}[where]
+    before = tree(tmp_path / "course")
+    with pytest.raises(SystemExit) as stop:
+        make_student_version([str(src), str(dst)])
+    assert stop.value.code == 2
+    assert "source folder" in capsys.readouterr().err
+    assert tree(tmp_path / "course") == before and not (src / "student").exists()
+    assert make_student_version([str(src), str(tmp_path / "student")]) == 0      # a folder of its own
+    assert tree(tmp_path / "course") == before and (tmp_path / "student" / NOTEBOOKS[1].name).is_file()
+
+
+def test_a_source_that_is_not_a_folder_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        make_student_version([str(tmp_path / "no_such_folder"), str(tmp_path / "student")])
+    assert stop.value.code == 2 and "not a folder" in capsys.readouterr().err
+    assert not (tmp_path / "student").exists()

@@ -249,3 +249,55 @@ def test_check_enqueue_accepts_the_right_order_and_names_wrong_sub_batches(fashi
     assert not early["ok"] and "sub-batch 2 (rows 6-8" in early["message"] and "differ" in early["message"]
     never = check_enqueue(forgets_the_copy_out, fashion, 11)
     assert not never["ok"] and never["message"].count("never written") == 4
+
+
+def pipeline_state(pipe, sizes):
+    """What a tune may change, as a caller sees it: the schedule of each batch size, and each lane's
+    plans (the same objects)."""
+    return [pipe.chunks(n) for n in sizes], [dict(lane.plans) for lane in pipe.lanes]
+
+
+@pytest.mark.parametrize("candidates, repeat, message", [
+    ([], 1, "non-empty list"), ([0], 1, "candidate 0"), ([7, [3, -1]], 1, r"candidate \[3, -1\]"),
+    ([7, "9"], 1, "candidate '9'"), (7, 1, "list of schedules"), ([7], 0, "repeat")])
+def test_a_refused_tune_changes_nothing(fashion, candidates, repeat, message):
+    # tune(candidates=[]) was an IndexError; tune(candidates=[0]) left 0 as N's schedule, and every
+    # later run of N failed.
+    N = 21
+    x = pinned_empty((N, 1, 48, 48))
+    x[...] = np.random.default_rng().random(x.shape, dtype=np.float32)
+    pipe = SubBatchPipeline(fashion, streams=2)
+    pipe.tune(x, candidates=[7, [3, 9]], repeat=1, warmup=0)
+    pipe.run(x[:5].copy())
+    before = pipeline_state(pipe, (N, 5))
+    with pytest.raises(ValueError, match=message):
+        pipe.tune(x, candidates=candidates, repeat=repeat, warmup=0)
+    assert pipeline_state(pipe, (N, 5)) == before
+    out = pipe.run(x, poisoned_output((N, 10)))
+    assert np.array_equal(out, one_by_one(fashion, x, pipe.chunks(N)))
+
+
+def test_a_tune_that_fails_while_timing_puts_everything_back(fashion, monkeypatch):
+    from labkit.pipeline import sub_batch
+    N = 21
+    x = pinned_empty((N, 1, 48, 48))
+    x[...] = np.random.default_rng().random(x.shape, dtype=np.float32)
+    y = x[:5].copy()
+    pipe = SubBatchPipeline(fashion, streams=2)
+    expected = {n: pipe.run(a).copy() for n, a in ((N, x), (5, y))}
+    before = pipeline_state(pipe, (N, 5))
+    timed, real_times_ms = [], sub_batch.times_ms
+
+    def fails_on_the_second_candidate(fn, **kw):
+        if timed:
+            raise RuntimeError("the second candidate failed")
+        timed.append(real_times_ms(fn, **kw))      # the first one ran: its new plans exist
+        return timed[-1]
+
+    monkeypatch.setattr(sub_batch, "times_ms", fails_on_the_second_candidate)
+    with pytest.raises(RuntimeError, match="second candidate"):
+        pipe.tune(x, candidates=[4, 6], repeat=1, warmup=0)
+    assert timed and pipeline_state(pipe, (N, 5)) == before     # the plans of 4 and 1 are gone
+    for n, a in ((N, x), (5, y)):
+        out = pipe.run(a, poisoned_output((n, 10)))
+        assert np.array_equal(out, expected[n]) and np.array_equal(out, one_by_one(fashion, a, pipe.chunks(n)))

@@ -108,3 +108,49 @@ def test_bad_input_is_refused():
         net.loss_and_gradients(xp.asarray(np.zeros((2, 1) + HW, np.float32)), xp.asarray(np.zeros(2, np.int64)))
     with pytest.raises(ValueError, match="must be"):
         net.load_state({**net.state(), "fc.w": np.zeros((5, 10))})
+
+
+@pytest.mark.parametrize("args, kwargs, name", [
+    ((0,), {}, "channels"), ((-4,), {}, "channels"), ((2.5,), {}, "channels"), ((True,), {}, "channels"),
+    ((4,), dict(in_channels=0), "in_channels"), ((4,), dict(input_hw=(0, 7)), "input_hw"),
+    ((4,), dict(input_hw=(7,)), "input_hw"), ((4,), dict(input_hw=7), "input_hw"),
+    ((4,), dict(input_hw=(7, 1.5)), "input_hw"), ((4,), dict(seed=-1), "seed")])
+def test_bad_sizes_are_refused_by_name(args, kwargs, name):
+    # ResNetSmall(0) divided by zero in the initialization; a plane of 0 pixels failed at the first step.
+    with pytest.raises(ValueError, match=name):
+        rs.ResNetSmall(*args, **kwargs)
+
+
+def bad_states(good):
+    """(what is wrong, the state, the exception, what its message must say) of each kind of bad state:
+    every tensor before the bad one is changed, so a load that wrote as it went would show."""
+    moved = {k: v + 1 for k, v in good.items()}
+    return [
+        ("NaN", {**moved, "fc.b": np.full(10, np.nan, np.float32)}, ValueError, "fc.b holds 10 NaN"),
+        ("inf", {**moved, "block2.conv2.w": np.where(good["block2.conv2.w"] > 0, np.inf, 0)}, ValueError,
+         "block2.conv2.w holds"),
+        ("beyond float32", {**moved, "fc.w": np.full((6, 10), 1e39)}, ValueError, r"fc.w .*float32's range"),
+        ("missing", {k: v for k, v in moved.items() if k != "fc.b"}, ValueError, "missing 'fc.b'; unknown none"),
+        ("extra", {**moved, "fc2.w": good["fc.w"]}, ValueError, "missing none; unknown 'fc2.w'"),
+        ("shape", {**moved, "fc.w": np.zeros((5, 10), np.float32)}, ValueError, r"fc.w must be \(6, 10\)"),
+        ("conv layout", {**moved, "stem.w": good["stem.w"].reshape(6, 9)}, ValueError,
+         r"stem.w must be \(6, 1, 3, 3\) \(M, C, 3, 3\), got shape \(6, 9\)"),
+        ("dtype", {**moved, "fc.b": np.zeros(10, np.int64)}, TypeError, "fc.b must be a float array"),
+        ("object", {**moved, "fc.b": None}, TypeError, "fc.b must be a float array"),
+        ("not a dict", list(moved.items()), TypeError, "dict"),
+    ]
+
+
+def test_a_refused_state_leaves_the_network_as_it_was():
+    net = rs.ResNetSmall(6, input_hw=HW)
+    good = net.state()
+    velocity = rng.standard_normal(net.velocity.size).astype(np.float32)
+    net.velocity.flat[...] = xp.asarray(velocity)
+    for what, state, exc, message in bad_states(good):
+        with pytest.raises(exc, match=message):
+            net.load_state(state)
+        assert all(np.array_equal(v, good[k]) for k, v in net.state().items()), what
+        assert np.array_equal(to_numpy(net.velocity.flat), velocity), what
+    net.load_state({k: v.astype(np.float64) + 1 for k, v in good.items()})    # float64 is taken
+    assert all(np.array_equal(v, (good[k] + 1).astype(np.float32)) for k, v in net.state().items())
+    assert not to_numpy(net.velocity.flat).any()

@@ -68,3 +68,48 @@ def test_the_rate_schedule_and_mirroring():
     m = training.mirrored(x, np.random.default_rng(0))
     for a, b in zip(x, m):
         assert np.array_equal(b, a) or np.array_equal(b, a[..., ::-1])
+
+
+GOOD = dict(epochs=1, batch=16, lr=0.05, train_limit=32, test_limit=16, progress=False)
+BAD_SETTINGS = [
+    ("batch", 0), ("batch", -16), ("batch", 2.5), ("batch", True), ("batch", 64),     # 64 > the 32 images
+    ("test_limit", 0), ("train_limit", 0), ("train_limit", -1), ("epochs", 0), ("epochs", 1.0),
+    ("lr", 0.0), ("lr", -0.05), ("lr", float("nan")), ("lr", float("inf")), ("lr", "0.05"),
+    ("seed", -1), ("seed", 0.5), ("warmup_steps", -1), ("schedule", "step"),
+]
+
+
+@pytest.mark.parametrize("name, value", BAD_SETTINGS + [("momentum", -0.1), ("momentum", float("nan")),
+                                                         ("weight_decay", float("inf")), ("weight_decay", -1e-4)])
+def test_fit_refuses_a_bad_setting_before_any_step(name, value):
+    # Each was a ZeroDivisionError, a crash inside a kernel or (test_limit=0) an error after a whole
+    # epoch of training; now a ValueError that names the setting, and the network is untouched.
+    net = ResNetSmall(3, seed=1)
+    before = net.state()
+    with pytest.raises(ValueError, match=name if name != "batch" or value != 64 else "larger than"):
+        training.fit(net, **{**GOOD, name: value})
+    assert all(np.array_equal(v, before[k]) for k, v in net.state().items())
+
+
+class NoSteps:
+    """A trainer that fails the test if fit_peer asks it for anything."""
+
+    def train_batch(self, images, labels, rate):
+        raise AssertionError("a step was taken")
+
+    def logits(self, images):
+        raise AssertionError("the trainer was evaluated")
+
+
+@pytest.mark.parametrize("name, value", BAD_SETTINGS)
+def test_fit_peer_refuses_a_bad_setting_before_any_step(name, value):
+    with pytest.raises(ValueError, match=name if name != "batch" or value != 64 else "larger than"):
+        training.fit_peer(NoSteps(), **{**GOOD, name: value})
+
+
+def test_fit_takes_numpy_numbers():
+    # A rate read from a NumPy array reaches the SGD kernel's settings as a Python float.
+    net = ResNetSmall(3, seed=1)
+    hist = training.fit(net, epochs=1, batch=np.int64(16), lr=np.float32(0.05), momentum=np.float32(0.9),
+                        train_limit=16, test_limit=np.int32(8), progress=False)
+    assert len(hist["step_loss"]) == 1

@@ -2,9 +2,11 @@
 
 Each region between `### BEGIN SOLUTION` and `### END SOLUTION` in a code cell is
 replaced by `# YOUR CODE HERE` and `raise NotImplementedError()`, keeping its
-indentation; outputs of cells that held a solution are cleared.  Everything else
--- the explanation, the kernel shown from labkit/kernels/, the check cell --
-stays as it is, so a student's answer is graded by the same verdict.
+indentation; outputs of cells that held a solution are cleared, and so are those of
+the check cells (their stored verdict is the instructor's solution passing).  Everything
+else -- the explanation, the kernel shown from labkit/kernels/, the check cell's code,
+the stored outputs of the lesson's runs -- stays as it is, so a student's answer is
+graded by the same verdict.
 
 Written questions are graded by hand: a markdown question cell before a measurement the
 notebook makes, and after it a markdown answer cell (nbgrader metadata `"solution": true,
@@ -17,6 +19,9 @@ Kernel exercises live beside the notebooks, in `exercises/*.cu`: each region bet
 `// BEGIN SOLUTION` and `// END SOLUTION` becomes `// YOUR CODE HERE` in the student's copy
 (written to `student/exercises/`), which still compiles: the check then says which outputs the
 missing code never wrote.
+
+The copy is never written into the instructor's folder, nor into a folder inside it or around it:
+`student_copy notebooks notebooks` would overwrite the solutions with their blanks.
 """
 from __future__ import annotations
 
@@ -24,6 +29,8 @@ import argparse
 import re
 import sys
 from pathlib import Path
+
+from .grading.notebook_exercises import is_check_cell
 
 BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
@@ -94,6 +101,11 @@ def _strip_notebook(src: Path, dst: Path) -> tuple[int, int]:
             if n:
                 cell.source, cell.outputs, cell.execution_count = new, [], None
                 code += n
+            elif is_check_cell(cell):
+                # Its stored output is the verdict on the instructor's solution ("...: True"): the
+                # student would see the exercise pass before writing anything.  The grader compares
+                # with the instructor's stored run, never the student's, so nothing it reads is lost.
+                cell.outputs, cell.execution_count = [], None
             elif _shows_a_solution(cell.outputs):
                 # A cell that prints an exercise's .cu file: its stored output is the instructor's
                 # solution.  The student's run prints their own file.
@@ -121,11 +133,31 @@ def student_kernel(src: Path, dst: Path) -> int:
     return n
 
 
+def overlap(src: Path, dst: Path) -> str | None:
+    """Why the student copy of folder ``src`` must not be written to ``dst`` (the same folder, once
+    links and ``..`` are resolved, or one inside the other), or None where it may."""
+    s, d = src.resolve(), dst.resolve()
+    if s == d:
+        return f"{dst} is the source folder {src}: the copy would overwrite the instructor's solutions"
+    if s in d.parents:
+        return (f"{dst} lies inside the source folder {src}: the student copy would sit among (and be "
+                "handed out or committed with) the instructor's solutions")
+    if d in s.parents:
+        return (f"the source folder {src} lies inside {dst}: the student's folder would hold the "
+                "instructor's solutions")
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("src", type=Path)
     ap.add_argument("dst", type=Path)
     a = ap.parse_args(argv)
+    if not a.src.is_dir():
+        ap.error(f"{a.src} is not a folder (the instructor's notebooks: notebooks/)")
+    problem = overlap(a.src, a.dst)
+    if problem:                         # argparse's error: the message, and exit status 2
+        ap.error(f"{problem}; write the copy to a folder of its own (make student writes student/)")
     a.dst.mkdir(parents=True, exist_ok=True)
     for nb in sorted(a.src.glob("*.ipynb")):
         code, written = _strip_notebook(nb, a.dst / nb.name)

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import backends, reference
 from ..backends.parallel import run_parallel
-from ..checks import array_module, check_array, to_numpy
+from ..checks import array_module, check_array, check_int, is_cupy, to_numpy
 from ..loader import load
 from ..ops import conv_backward as cb
 from ..ops import training as tr
@@ -38,7 +38,7 @@ from ..reference import backward as rb
 from ..shapes import ConvLayer
 
 __all__ = ["ResNetSmall", "Parameters", "BACKWARDS", "parameter_shapes", "init_parameters", "reference_loss_and_grads",
-           "reference_pre_activations", "CONVS", "CLASSES"]
+           "reference_pre_activations", "CONVS", "CLASSES", "checked_state"]
 
 CLASSES = 10
 BACKWARDS = ("small", "gemm", "direct")
@@ -78,6 +78,50 @@ def to_ckkm(w: np.ndarray) -> np.ndarray:
 def to_mckk(wt: np.ndarray, k: int = 3) -> np.ndarray:
     """(C*K*K, M) -> (M, C, K, K)."""
     return np.ascontiguousarray(wt.T.reshape(wt.shape[1], -1, k, k))
+
+
+def _checked_plane(hw) -> tuple[int, int]:
+    """``hw`` as (H, W), two ints >= 1; else ValueError."""
+    if not isinstance(hw, (tuple, list)) or len(hw) != 2:
+        raise ValueError(f"input_hw must be (H, W), two ints >= 1, got {hw!r}")
+    return check_int(hw[0], "input_hw's H"), check_int(hw[1], "input_hw's W")
+
+
+def _usual_shape(name: str, shape: tuple) -> tuple:
+    """The shape of parameter ``name`` in the usual layouts (``state()``'s) from its shape in the
+    buffer: a convolution's (C*3*3, M) is (M, C, 3, 3)."""
+    return (shape[1], shape[0] // 9, 3, 3) if _is_conv_weight(name) else tuple(shape)
+
+
+def checked_state(state, shapes: dict[str, tuple]) -> dict[str, np.ndarray]:
+    """Every parameter of ``state`` (the usual layouts) as float32 in the buffer's layout, or an error
+    naming the first tensor that is missing, unknown, not a float array of its shape, or not finite
+    (in float32: a float64 beyond float32's range would load as infinity).  It writes nothing, so that
+    ``load_state`` refuses a bad state before changing a single weight."""
+    if not isinstance(state, dict):
+        raise TypeError(f"the state must be a dict of arrays (name -> array), got {type(state).__name__}")
+    missing = [repr(n) for n in shapes if n not in state]
+    extra = sorted(repr(n) for n in state if n not in shapes)
+    if missing or extra:
+        raise ValueError(f"the state must name exactly this network's {len(shapes)} parameters (those of "
+                         f"state()): missing {', '.join(missing) or 'none'}; unknown {', '.join(extra) or 'none'}")
+    out = {}
+    for name, shape in shapes.items():
+        v = state[name]
+        v = to_numpy(v) if is_cupy(v) else np.asarray(v)
+        if not np.issubdtype(v.dtype, np.floating):
+            raise TypeError(f"{name} must be a float array (float16, float32 or float64), got {v.dtype}")
+        want = _usual_shape(name, shape)
+        if v.shape != want:
+            axes = " (M, C, 3, 3)" if _is_conv_weight(name) else ""
+            raise ValueError(f"{name} must be {want}{axes}, got shape {v.shape}")
+        with np.errstate(over="ignore"):          # an overflow is refused just below, by name
+            v32 = v.astype(np.float32)
+        if not np.isfinite(v32).all():
+            beyond = " (beyond float32's range)" if np.isfinite(v).all() else ""
+            raise ValueError(f"{name} holds {int((~np.isfinite(v32)).sum())} NaN or infinite value(s){beyond}")
+        out[name] = to_ckkm(v32) if _is_conv_weight(name) else v32
+    return out
 
 
 def _is_conv_weight(name: str) -> bool:
@@ -140,9 +184,13 @@ class ResNetSmall:
                  backward: str = "small", winograd: bool | None = None):
         if backward not in BACKWARDS:
             raise ValueError(f"backward must be one of {BACKWARDS}, got {backward!r}")
+        # Sizes checked here, not where they are used: a width of 0 would divide by zero in the
+        # initialization, and a plane of 0 pixels would fail only at the first step, in a kernel.
+        channels, in_channels = check_int(channels, "channels"), check_int(in_channels, "in_channels")
+        check_int(seed, "seed", low=0)
         self.backend = backends.current()
         self.xp = xp = array_module(self.backend)
-        self.channels, self.input_hw, self.in_channels = int(channels), tuple(input_hw), int(in_channels)
+        self.channels, self.input_hw, self.in_channels = channels, _checked_plane(input_hw), in_channels
         shapes = parameter_shapes(self.channels, self.in_channels)
         self.params, self.grads, self.velocity = (Parameters(shapes, xp) for _ in range(3))
         self.load_state(init_parameters(self.channels, seed, self.in_channels))
@@ -175,13 +223,10 @@ class ResNetSmall:
     # --- parameters ------------------------------------------------------------------------------
     def load_state(self, state: dict[str, np.ndarray]) -> None:
         """Set every parameter from float arrays in the usual layouts (conv weights (M, C, 3, 3)); SGD's
-        velocity back to zero."""
-        for name, shape in self.params.shapes.items():
-            v = np.asarray(state[name], dtype=np.float64)
-            v = to_ckkm(v) if _is_conv_weight(name) else v
-            if v.shape != shape:
-                raise ValueError(f"{name} must be {shape} in this layout, got {v.shape}")
-            self.params[name][...] = self.xp.asarray(v.astype(np.float32))
+        velocity back to zero.  Every array is checked before the first is written
+        (``checked_state``): a refused state changes nothing."""
+        for name, v in checked_state(state, self.params.shapes).items():
+            self.params[name][...] = self.xp.asarray(v)
         self.velocity.flat[...] = 0
 
     def state(self) -> dict[str, np.ndarray]:

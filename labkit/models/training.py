@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import backends
 from ..backends.graph import Graph
-from ..checks import to_numpy
+from ..checks import check_float, check_int, to_numpy
 from ..data import load_fashion_mnist
 from ..measure.sweep import progress_bar
 from .resnet_small import ResNetSmall
@@ -159,6 +159,23 @@ def epoch_batches(x_train: np.ndarray, y_train: np.ndarray, batch: int, *, seed:
         yield images[idx], y_train[idx]
 
 
+def _checked_settings(epochs, batch, lr, seed, schedule, warmup_steps, train_limit, test_limit) -> float:
+    """Refuse a bad setting that ``fit`` and ``fit_peer`` share before any data is read or any step is
+    taken: found later, it would fail deep inside (a batch of 0 divides by zero) or after a whole epoch
+    of training (a test_limit of 0 divides by zero in the first evaluation).  Returns ``lr`` as a
+    float: a NumPy scalar rate would reach the SGD kernel's settings, which take Python numbers."""
+    check_int(epochs, "epochs")
+    check_int(batch, "batch")
+    lr = check_float(lr, "lr", above=True)
+    check_int(seed, "seed", low=0)             # numpy.random.default_rng(seed + epoch)
+    rate_at(0, 1, lr, schedule)                 # a schedule it does not know fails here
+    check_int(warmup_steps, "warmup_steps", low=0)
+    for name, limit in (("train_limit", train_limit), ("test_limit", test_limit)):
+        if limit is not None:
+            check_int(limit, f"{name} (None: the whole split)")
+    return lr
+
+
 def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float = 0.9,
         weight_decay: float = 5e-4, seed: int = 0, schedule: str = "constant", warmup_steps: int = 0,
         mirror: bool = False, graph: bool = False, train_limit: int | None = None,
@@ -172,13 +189,14 @@ def fit(net: ResNetSmall, *, epochs: int, batch: int, lr: float, momentum: float
     executor the steps run as they are).  Returns
     {"step_loss": [...], "epoch_loss": [...], "test_accuracy": [...], "train_accuracy": [...],
     "epoch_seconds": [...]} (the loss of each step is read back once per epoch, not per step: a read
-    would wait for the GPU every step)."""
+    would wait for the GPU every step).  A bad setting is refused before anything is read or trained."""
+    lr = _checked_settings(epochs, batch, lr, seed, schedule, warmup_steps, train_limit, test_limit)
+    momentum, weight_decay = check_float(momentum, "momentum"), check_float(weight_decay, "weight_decay")
     x_train, y_train = fashion_arrays("train", train_limit)
     x_test, y_test = fashion_arrays("test", test_limit)
     steps = len(x_train) // batch
     if steps < 1:
         raise ValueError(f"batch {batch} is larger than the {len(x_train)} training images")
-    rate_at(0, 1, lr, schedule)                     # a schedule it does not know fails here
     stage = Stager(batch)
     xp = backends.xp()
     losses = xp.empty(steps, dtype=xp.float32)
@@ -221,13 +239,13 @@ def fit_peer(trainer, *, epochs: int, batch: int, lr: float, seed: int = 0, sche
     (``epoch_batches``), the same rate at every step, the same evaluation.  ``trainer`` has
     ``train_batch(images, labels, rate)`` (one SGD step, momentum and weight decay its own, as
     labkit's; returns the loss, or something ``float()`` reads later) and ``logits(images)`` (NumPy).
-    Returns ``fit``'s history."""
+    Returns ``fit``'s history; a bad setting is refused, as by ``fit``, before the trainer takes a step."""
+    lr = _checked_settings(epochs, batch, lr, seed, schedule, warmup_steps, train_limit, test_limit)
     x_train, y_train = fashion_arrays("train", train_limit)
     x_test, y_test = fashion_arrays("test", test_limit)
     steps = len(x_train) // batch
     if steps < 1:
         raise ValueError(f"batch {batch} is larger than the {len(x_train)} training images")
-    rate_at(0, 1, lr, schedule)
     hist = {"step_loss": [], "epoch_loss": [], "test_accuracy": [], "train_accuracy": [], "epoch_seconds": []}
 
     for epoch in range(epochs):

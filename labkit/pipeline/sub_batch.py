@@ -194,16 +194,18 @@ class SubBatchPipeline:
     def tune(self, x: np.ndarray, candidates=None, *, repeat: int = 5, warmup: int = 1) -> list[dict]:
         """Time each candidate schedule (``candidates(N)`` by default) on host batch ``x`` and keep the
         fastest for its N: later runs of N use it.  Returns a row per candidate (ms, schedule),
-        fastest first.  The plans of the schedules not kept are dropped."""
-        N, out = self._check(x, None)
-        rows = []
-        self._tuned.pop(N, None)
-        for cand in (candidates if candidates is not None else self.candidates(N)):
-            self._tuned[N] = cand
-            self._prepared.discard(N)
-            ms = sorted(times_ms(lambda: self.run(x, out, sync=False), warmup=warmup, repeat=repeat, sync=True,
-                                 on_gpu=self.on_gpu))[repeat // 2]
-            rows.append({"schedule": cand, "sub_batches": len(split_batch(N, cand)), "median_ms": ms})
+        fastest first.  The plans of the schedules not kept are dropped.  Bad arguments are refused
+        before anything is timed, and a tune that fails midway (a plan that cannot be made, a
+        kernel's error, an interrupt) puts every schedule and plan back as they were."""
+        repeat, warmup = check_int(repeat, "repeat"), check_int(warmup, "warmup", low=0)
+        saved = self._saved()
+        try:
+            N, out = self._check(x, None)           # may make N's output buffer: put back too
+            candidates = self._checked_candidates(N, self.candidates(N) if candidates is None else candidates)
+            rows = self._time_candidates(x, out, N, candidates, repeat, warmup)
+        except BaseException:
+            self._restore(saved)
+            raise
         rows.sort(key=lambda r: r["median_ms"])
         self._tuned[N] = rows[0]["schedule"]
         self._prepared.discard(N)
@@ -213,6 +215,46 @@ class SubBatchPipeline:
                 del lane.plans[size]
         self._prepared.clear()          # other batch sizes make their plans again when next run
         return rows
+
+    @staticmethod
+    def _checked_candidates(N: int, candidates) -> list:
+        """``candidates`` as a list, each a schedule ``split_batch`` takes for N; else a clear error.
+        (A schedule is an int or a list of ints, so the candidates must come as a list of them.)"""
+        if not isinstance(candidates, (list, tuple)) or not candidates:
+            raise ValueError(f"candidates must be a non-empty list of schedules (each a sub-batch size, or a "
+                             f"list of sizes), got {candidates!r}")
+        for cand in candidates:
+            try:
+                split_batch(N, cand)
+            except ValueError as e:
+                raise ValueError(f"candidate {cand!r} is not a schedule: {e}") from None
+        return list(candidates)
+
+    def _time_candidates(self, x, out, N: int, candidates: list, repeat: int, warmup: int) -> list[dict]:
+        """A row per candidate: its median time over ``repeat`` runs of ``x`` after ``warmup``."""
+        rows = []
+        for cand in candidates:
+            self._tuned[N] = cand
+            self._prepared.discard(N)
+            ms = sorted(times_ms(lambda: self.run(x, out, sync=False), warmup=warmup, repeat=repeat, sync=True,
+                                 on_gpu=self.on_gpu))[repeat // 2]
+            rows.append({"schedule": cand, "sub_batches": len(split_batch(N, cand)), "median_ms": ms})
+        return rows
+
+    def _saved(self) -> tuple:
+        """What ``tune`` changes (the schedules, every lane's plans, which batch sizes are prepared,
+        the output buffers), copied so that ``_restore`` can put it back."""
+        return (dict(self._tuned), [dict(lane.plans) for lane in self.lanes], set(self._prepared),
+                dict(self._outputs))
+
+    def _restore(self, saved: tuple) -> None:
+        tuned, plans, prepared, outputs = saved
+        try:
+            self.synchronize()          # work a failed run queued must end before its buffers are freed
+        finally:
+            self._tuned, self._prepared, self._outputs = tuned, prepared, outputs
+            for lane, kept in zip(self.lanes, plans):
+                lane.plans = kept       # plans made by the failed tune are dropped with the dict
 
     def assignments(self, N: int) -> list[tuple[int, int, "_Lane"]]:
         """[(start, stop, lane)] of each sub-batch of N: the stream (and device) it runs on."""

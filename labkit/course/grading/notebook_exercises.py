@@ -30,7 +30,7 @@ from ...errors import NotebookError
 from .cell_names import cell_names, needed_cells
 
 __all__ = ["NotebookExercise", "WrittenQuestion", "exercises_of", "written_questions_of", "read_notebook",
-           "program_for", "student_cell", "sanitizer", "MAX_NOTEBOOK_BYTES", "NotebookError"]
+           "program_for", "student_cell", "sanitizer", "is_check_cell", "MAX_NOTEBOOK_BYTES", "NotebookError"]
 
 MAX_NOTEBOOK_BYTES = 64 << 20       # a notebook of text and a few plots is far below this
 KERNEL_CHECK = re.compile(r'check_\w+_kernel\("exercises/')     # graded from the .cu file instead
@@ -61,6 +61,13 @@ def _nbgrader(cell: dict) -> dict:
     meta = cell.get("metadata")
     g = meta.get("nbgrader") if isinstance(meta, dict) else None
     return g if isinstance(g, dict) else {}
+
+
+def is_check_cell(cell: dict) -> bool:
+    """Is ``cell`` a locked check cell (nbgrader's autograded tests: a code cell with ``"grade": true,
+    "solution": false``), the check of a Python or a kernel exercise?"""
+    g = _nbgrader(cell)
+    return cell.get("cell_type") == "code" and g.get("grade") is True and g.get("solution") is False
 
 
 def _stdout(cell: dict) -> str:
