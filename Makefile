@@ -5,6 +5,9 @@
 #   make test     create .venv on first use, then run the unit tests and strict nbval
 #                 over every notebook
 #
+# make clean removes .venv, results and student; make clean-cache removes the kernel cache
+# ($LABKIT_CACHE_DIR, else ~/.cache/labkit).
+#
 # GPU=cuda12|cuda13|none picks the CuPy build (default: from nvidia-smi's CUDA version).
 # LABKIT_BACKEND=cpu|cuda forces a backend.
 
@@ -21,7 +24,7 @@ GPU ?= $(if $(CUDA_MAJOR),$(if $(filter 12,$(CUDA_MAJOR)),cuda12,cuda13),none)
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 2) + 1 )))
 EXTRAS := lab,reference$(if $(filter cuda12 cuda13,$(GPU)),$(comma)$(GPU),)
 
-.PHONY: series test env lab student clean
+.PHONY: series test env lab student clean clean-cache
 
 $(VENV)/.installed-$(GPU): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,3 +51,15 @@ student: env
 
 clean:
 	rm -rf $(VENV) results student
+
+# The kernel cache, where labkit looks for it: $LABKIT_CACHE_DIR, else ~/.cache/labkit (an empty
+# LABKIT_CACHE_DIR counts as unset, as labkit reads it).  Only what labkit writes there is
+# removed (cpu-executor/: the CPU executor's compiled kernels; ceilings.json: the measured ceilings),
+# then the folder itself if nothing else is left in it: a LABKIT_CACHE_DIR that names a shared
+# folder loses nothing else.
+LABKIT_CACHE := $(strip $(or $(strip $(LABKIT_CACHE_DIR)),$(if $(strip $(HOME)),$(strip $(HOME))/.cache/labkit)))
+
+clean-cache:
+	$(if $(LABKIT_CACHE),,$(error clean-cache: neither LABKIT_CACHE_DIR nor HOME is set: nothing removed))
+	rm -rf '$(LABKIT_CACHE)/cpu-executor' '$(LABKIT_CACHE)/ceilings.json' '$(LABKIT_CACHE)'/.ceilings.json.*.tmp
+	@rmdir '$(LABKIT_CACHE)' 2>/dev/null || true

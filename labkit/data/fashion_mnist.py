@@ -1,9 +1,9 @@
 """Fashion-MNIST: find and load the IDX files, and resize the images for the course model.
 
-The repository ships the test split (``data/fashion-mnist/t10k-*``); the
-training split can be added beside it, or anywhere named by the environment
-variable ``LABKIT_FASHION_MNIST_DIR``.  See :func:`search_paths` for the order
-in which folders are tried.
+The repository ships both splits (``data/fashion-mnist/``: ``train-*`` and
+``t10k-*``); another copy may sit anywhere named by the environment variable
+``LABKIT_FASHION_MNIST_DIR``.  See :func:`search_paths` for the order in which
+folders are tried.
 """
 from __future__ import annotations
 

@@ -7,7 +7,8 @@ kernel of its own; every kernel is an op (labkit.ops).
     implicit   the implicit GEMMs' tile sweep, AlexNet's convolutions against cuDNN (notebook 06)
     breakdown  one layer's copies and kernel, nvprof-style (notebook 02)
     harness    random inputs, the check before every timing
-    verdict    a check's verdict in words (ladder.check and the kernel exercises return one)
+
+ladder.check returns a labkit.verdict.Verdict: the verdict, and what is wrong in words.
 
     from labkit import ladder
     ladder.check("tiled"); rows = ladder.compare(["naive", "tiled"], batches=[100]); print(ladder.table(rows))
