@@ -49,20 +49,23 @@ def reference_activation(y: np.ndarray, activation: str | None) -> np.ndarray:
     return {None: y, "tanh": np.tanh(y), "relu": np.maximum(y, 0.0), "relu6": np.clip(y, 0.0, 6.0)}[activation]
 
 
-def agrees(label: str, err: float, tol: float) -> float:
-    """``err`` if it is below ``tol``, else AssertionError naming ``label``: the one place a study
-    refuses a kernel that disagrees with its reference (NaN disagrees)."""
+def agrees(label: str, err: float, tol: float, against: str = "the float64 reference") -> float:
+    """``err`` if it is below ``tol``, else AssertionError naming ``label`` and what it was compared
+    ``against``: the one place a study refuses a kernel that disagrees with its reference (NaN
+    disagrees)."""
     if not err < tol:
-        raise AssertionError(f"{label} disagrees with the float64 reference: relative error {err:.2e}")
+        raise AssertionError(f"{label} disagrees with {against}: relative error {err:.2e} (bound {tol:.0e})")
     return err
 
 
-def check_output(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float) -> float:
+def check_output(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float,
+                 against: str = "the float64 reference") -> float:
     """Relative error of ``run``, which writes ``out``: run once into ``out`` poisoned with NaN, its
-    first ``len(ref)`` rows compared with the float64 ``ref`` (AssertionError naming ``label`` if off)."""
+    first ``len(ref)`` rows compared with ``ref`` (the float64 reference, or what ``against`` names;
+    AssertionError naming ``label`` if off)."""
     out.fill(float("nan"))
     run()
-    return agrees(label, rel_error(out[:len(ref)], ref), tol)
+    return agrees(label, rel_error(out[:len(ref)], ref), tol, against)
 
 
 def checked_launch_ms(label: str, run: Callable[[], object], out, ref: np.ndarray, *, tol: float,

@@ -174,7 +174,8 @@ def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, pre
         rows.append({**common, "label": "host time of an eager forward", "median_ms": statistics.median(host) / 1e3,
                      "device": t.device})
         eager = to_numpy(net(x)).astype(np.float64)
-        check_output(f"{model} at batch {N} as a graph", plan.run, plan.out, eager, tol=1e-6)
+        check_output(f"{model} at batch {N} as a graph", plan.run, plan.out, eager, tol=1e-6,
+                     against="the eager pass")
         t = measure.time_fn(plan.run, warmup=warmup, repeat=repeat, sync=False)
         rows.append({**common, "label": "labkit graph", "median_ms": t.median_ms, "device": t.device})
         if run_torch is not None:

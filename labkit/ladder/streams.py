@@ -60,15 +60,16 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
     input already on the device) and the serial pass (copy in, graph, copy out); then the pipeline
     in each configuration (SubBatchPipeline's keyword arguments).  ``peer(x)``: more rows (PyTorch).
     Each pipeline's output is checked against the serial pass's before it is timed: the same kernels
-    on the same images (a sub-batch's size may pick other tiles or splits of K: float32's rounding
-    apart, TF32's where the model runs it)."""
+    on the same images, but a sub-batch's size may pick other tiles or splits of K, so float32's
+    rounding apart (1e-4 of the largest output, as tests/test_pipeline.py holds AlexNet's), TF32's
+    where the model runs it)."""
     N = int(x.shape[0])
     dev = device().label
     common = {"kind": "forward", "batch": N, "device": dev}
     rows = []
     base = SubBatchPipeline(model, streams=1)
     ref = np.array(base.serial(x), dtype=np.float64)       # what every schedule must give
-    tol = 1e-3 if getattr(model, "precision", "fp32") == "tf32" else 1e-5
+    tol = 1e-3 if getattr(model, "precision", "fp32") == "tf32" else 1e-4
     if baselines:
         plan = base.serial_plan(N)
         rows.append({**common, "label": "compute only (graph)", "median_ms": measure.time_fn(plan.run, repeat=repeat,
@@ -86,7 +87,7 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
         out = pinned_empty((N,) + pipe.output_shape)
         pipe.prepare(N)
         label = schedule_label(pipe.streams, cfg.get("sub_batch"), pipe.graphs)
-        check_output(label, lambda: pipe.run(x, out), out, ref, tol=tol)
+        check_output(label, lambda: pipe.run(x, out), out, ref, tol=tol, against="the serial pass")
         ms = measure.time_fn(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms
         sizes = [b - a for a, b in pipe.chunks(N)]
         if "devices" in cfg:
