@@ -13,7 +13,7 @@ from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, default_tile, row_pitch
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
-from support import f32, poisoned
+from helpers import f32, poisoned
 
 rng = np.random.default_rng()
 

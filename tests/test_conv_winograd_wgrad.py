@@ -12,7 +12,7 @@ from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, default_winograd_weight_tile
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
-from support import f32, poisoned
+from helpers import f32, poisoned
 
 rng = np.random.default_rng()
 

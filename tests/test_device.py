@@ -18,7 +18,6 @@ import labkit.device_query as lkdevice
 from labkit.device_query import CPU_LABEL, Ceilings, Device, device, sizes
 
 REPO = Path(__file__).resolve().parent.parent
-needs_gpu = pytest.mark.skipif(labkit.backends.current() != "cuda", reason="needs a GPU (CuPy sees none)")
 
 
 @pytest.fixture
@@ -127,7 +126,7 @@ def test_package_level_device_and_sizes(tmp_path):
     assert out.stdout.splitlines() == ["cpu [2]", CPU_LABEL]
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_gpu_device_and_ceilings(monkeypatch, tmp_path):
     monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
     dev = device()

@@ -81,6 +81,7 @@ def test_lockstep_needs_two_trainers():
         divergence.lockstep({"a": None}, **KW)
 
 
+@pytest.mark.gpu
 def test_the_float64_peer_steps_as_the_float64_reference():
     # The reference run of --lockstep: PyTorch's copy kept in float64 takes the float64 NumPy step.
     from labkit import peers

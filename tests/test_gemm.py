@@ -13,7 +13,7 @@ import labkit
 from labkit.checks import rel_error
 from labkit.ops.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
 
-from support import FakeCupyArray, with_changes
+from helpers import FakeCupyArray, with_changes
 
 rng = np.random.default_rng()
 ACTIVATIONS = (None, "tanh", "relu")
@@ -245,9 +245,8 @@ def test_gpu_array_on_cpu_executor(monkeypatch):
         gemm(a, b, _FakeCupyArray())
 
 
+@pytest.mark.gpu
 def test_host_array_on_gpu():
-    if labkit.backend() != "cuda":
-        pytest.skip("the GPU backend is not active")
     a, b, bias = make(4, 5, 3)
     import cupy
     with pytest.raises(TypeError, match=r"b is a NumPy array.*cupy\.asarray\(b\)"):

@@ -6,8 +6,9 @@ import pytest
 
 import labkit
 from labkit import layers, reference
+from labkit.checks import rel_error, to_numpy
 
-from test_conv_ladder import make_layer, rel_err, to_numpy
+from helpers import make_layer
 
 rng = np.random.default_rng()
 
@@ -49,7 +50,7 @@ def test_softmax_matches_reference(shape):
     x[0, 0] = 80.0                                                    # exp(80) overflows float32
     ref = reference.softmax(x)
     y = to_numpy(layers.softmax(dev(x), out=poisoned(shape)))
-    assert rel_err(y, ref) < 1e-5
+    assert rel_error(y, ref) < 1e-5
     assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
 
 
@@ -60,7 +61,7 @@ def test_conv_pool_tanh_matches_reference(shape, threads, imgs):
     x, w, b = make_layer(*shape)
     ref = reference.max_pool2d(np.tanh(reference.conv2d(x, w, b)), 2, 2)
     y = layers.conv_pool_tanh(dev(x), dev(w), dev(b), out=poisoned(ref.shape), threads=threads, imgs=imgs)
-    assert rel_err(y, ref) < 1e-5
+    assert rel_error(y, ref) < 1e-5
 
 
 def test_conv_pool_tanh_keeps_a_nan_as_the_reference_does():
@@ -80,7 +81,7 @@ def test_fused_equals_unfused_pipeline():
     x, w, b = make_layer(3, 1, 48, 48, 6, 5)
     fused = to_numpy(layers.conv_pool_tanh(dev(x), dev(w), dev(b)))
     unfused = to_numpy(layers.max_pool2d(conv2d(dev(x), dev(w), dev(b), variant="tuned", activation="tanh")))
-    assert rel_err(fused, unfused.astype(np.float64)) < 1e-6
+    assert rel_error(fused, unfused.astype(np.float64)) < 1e-6
 
 
 @pytest.mark.parametrize("check", ["barrier", "shuffle", "memory", "race"])
@@ -95,7 +96,7 @@ def test_checking_modes(check):
     logits = rng.standard_normal((20, 10)).astype(np.float32)
     s = np.full((20, 10), np.nan, np.float32)
     mod.get_function("softmax_rows")((3,), (256,), (logits, s, np.int32(20), np.int32(10)))
-    assert rel_err(s, reference.softmax(logits)) < 1e-5
+    assert rel_error(s, reference.softmax(logits)) < 1e-5
 
 
 @pytest.mark.parametrize("call, match", [

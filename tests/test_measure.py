@@ -24,7 +24,6 @@ from labkit.measure import (ROW_KEYS, Cost, Timing, achieved, bound, conv2d_cost
                             time_fn, time_region)
 from labkit.results import REPO_ROOT, results_dir
 
-needs_gpu = pytest.mark.skipif(labkit.backends.current() != "cuda", reason="needs a GPU (CuPy sees none)")
 
 # The published anchor ceilings of the series' H100.
 H100 = Ceilings(copy_GBps=2956.0, fp32_TFLOPs=51.0, device="NVIDIA H100 80GB HBM3", backend="cuda")
@@ -235,7 +234,7 @@ def test_results_dir(monkeypatch, tmp_path):
 
 # --- on a GPU ------------------------------------------------------------------------------
 
-@needs_gpu
+@pytest.mark.gpu
 def test_gpu_time_fn_and_region():
     import cupy
     dev = device()

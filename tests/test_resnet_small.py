@@ -14,7 +14,7 @@ from labkit.ops.conv_winograd import WinogradConv3x3
 from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad
 from labkit.reference import backward as rb
 
-from support import away_from_kinks
+from helpers import away_from_kinks
 
 rng = np.random.default_rng()
 xp = labkit.xp

@@ -13,7 +13,7 @@ from labkit.models import training
 from labkit.models.resnet_small import ResNetSmall, reference_loss_and_grads, reference_pre_activations
 from labkit.reference import backward as rb
 
-from support import away_from_kinks
+from helpers import away_from_kinks
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is the reference extra (tensorflow-cpu)")
 from labkit.models.resnet_small_tf import TFResNetSmall  # noqa: E402
