@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit import grade
+from labkit.course import grade
 from labkit.course.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
 from labkit.course.grading import submissions, synthetic
 from labkit.course.grading.limits import run_limited
@@ -265,3 +265,9 @@ def test_every_leaderboard_shape_names_an_exercise_and_its_checks_options():
         params = inspect.signature(getattr(kernel_checks, grade.EXERCISES[name].check)).parameters
         assert set(options) <= set(params), (name, options)
         assert all(len(shapes) == 1 for shapes in options.values()), name
+
+
+def test_the_command_is_the_course_grader():
+    # `python -m labkit.grade`, the command the Slurm job and grade_file run, is labkit.course.grade's.
+    import labkit.grade
+    assert labkit.grade.main is grade.main
