@@ -1,8 +1,10 @@
-"""What every test module of tests/ shares: the gpu marker, and the folder's helpers on sys.path.
+"""What every test module of tests/ shares: the markers, and the folder's helpers on sys.path.
 
 Markers:
     gpu     the test needs the GPU backend (CuPy seeing a device, and LABKIT_BACKEND not forcing the CPU
             executor).  Elsewhere it is skipped, saying why: the CPU executor runs the rest.
+    check   the test is in ``make check``, the fast subset that still loads every module of labkit
+            (tests/test_check_selection.py keeps it so).
 
 The plain helper functions live in helpers.py (``from helpers import ...``); a test module never
 imports another test module, nor this file.
@@ -24,6 +26,7 @@ if HERE not in sys.path:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs the GPU backend; skipped, saying why, where CuPy sees no GPU")
+    config.addinivalue_line("markers", "check: part of `make check`, the fast subset that loads every labkit module")
 
 
 def gpu_missing() -> str | None:

@@ -30,6 +30,7 @@ def write_npy_pickle(path: Path, obj, protocol: int = 2) -> None:
         pickle.dump(arr, f, protocol=protocol)
 
 
+@pytest.mark.check
 def test_the_real_truncated_file_is_refused_as_truncated():
     with pytest.raises(aw.WeightFileError, match=r"incomplete or corrupt.*131,072 bytes.*243,861,814: it is truncated"):
         aw.read_bvlc_npy(REAL_FRAGMENT)
@@ -105,6 +106,7 @@ def test_a_well_formed_file_reads_back_exactly(tmp_path):
     assert str(path) in source and w["conv2_w"].shape == (256, 48, 5, 5)
 
 
+@pytest.mark.check
 def test_relayout():
     raw = aw.synthetic_weights()
     w = aw.to_labkit(raw)
@@ -116,6 +118,7 @@ def test_relayout():
     assert sum(v.size for v in w.values()) == 60_965_224       # the data README's parameter count
 
 
+@pytest.mark.check
 def test_input_pipeline_and_classes():
     rgb, names = alexnet.load_photos()
     assert rgb.shape == (5, 227, 227, 3) and rgb.dtype == np.uint8 and "chelsea.png" in names
@@ -130,6 +133,7 @@ def test_input_pipeline_and_classes():
     assert len(names) == 1000 and names[0] == "tench" and names[281] == "tabby"
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape, r", [((2, 7, 5, 3), 2), ((1, 96, 11, 13), 2), ((3, 4, 2, 2), 5), ((1, 3, 4, 4), 0)])
 def test_lrn_matches_reference(shape, r):
     x = (rng.standard_normal(shape) * 30).astype(np.float32)
@@ -156,6 +160,7 @@ def test_network_matches_reference_at_batch_1(synthetic):
         net(labkit.xp.zeros((1, 3, 224, 224), dtype=labkit.xp.float32))
 
 
+@pytest.mark.check
 def test_network_agrees_with_tensorflow_at_batch_2(synthetic):
     pytest.importorskip("tensorflow", reason="TensorFlow (the reference extra) is the oracle of this test")
     from labkit.models import alexnet_tf
@@ -165,6 +170,7 @@ def test_network_agrees_with_tensorflow_at_batch_2(synthetic):
     assert rel_error(net.logits(labkit.xp.asarray(x)), tf_logits.astype(np.float64)) < 1e-4
 
 
+@pytest.mark.check
 def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     from labkit.models import alexnet_bench as ab
     _raw, w, net = synthetic
@@ -188,6 +194,7 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
                        "second forward", "free activations"} and all(v >= 0 for v in fc.values())
 
 
+@pytest.mark.check
 def test_plan_run_and_workspace(synthetic):
     _raw, w, net = synthetic
     x = alexnet.preprocess(alexnet.load_photos(["coffee.png"])[0])

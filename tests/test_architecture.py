@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.check
+
 PACKAGE = Path(__file__).resolve().parent.parent / "labkit"
 
 # Each module's layer; a module may import only from layers at or below its own, and modules of one

@@ -46,6 +46,7 @@ def test_matches_reference(variant, activation, shape, tile_width):
 SEED_LAYERS = {"layer1": (2, 1, 48, 48, 6, 5), "layer2": (2, 6, 22, 22, 16, 5)}
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("activation", [None, "tanh"], ids=str)
 @pytest.mark.parametrize("layer", SEED_LAYERS)
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -55,6 +56,7 @@ def test_seed_layers(variant, layer, activation):
     assert rel_error(y, expected(x, w, b, activation)) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_without_bias_and_without_out(variant):
     x, w, _ = make_layer(2, 3, 17, 19, 4, 3)
@@ -96,6 +98,7 @@ def test_variants():
     assert VARIANTS == ("naive", "tiled", "constant", "tuned")
 
 
+@pytest.mark.check
 def test_launch_config():
     # Layer 2 in 16x16 tiles: an 18x18 output plane needs 2x2 tiles.
     assert conv_launch_config("naive", 2, 6, 22, 22, 16, 5, 16) == ((2, 16, 4), (16, 16, 1), 0)
@@ -167,6 +170,7 @@ BAD = [
 ]
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("name, make, kw, exc, match", BAD, ids=[c[0] for c in BAD])
 def test_bad_input(name, make, kw, exc, match):
     with pytest.raises(exc, match=match):
@@ -210,6 +214,7 @@ def test_host_array_on_gpu():
         conv2d(cupy.asarray(x), w, cupy.asarray(b))
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("M, C, K", [(16, 64, 5), (CONST_BIAS_FLOATS + 1, 1, 1)],
                          ids=["weights", "biases"])
 def test_constant_memory_overflow(M, C, K):
@@ -224,6 +229,7 @@ def test_constant_memory_overflow(M, C, K):
     assert rel_error(y, expected(x, w, b, None)) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kernel_resources(variant):
     from labkit.ops.conv import format_resources, kernel_resources

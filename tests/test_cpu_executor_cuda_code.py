@@ -129,6 +129,7 @@ def test_arrays_that_overlap_without_being_the_same_are_refused_by_the_memory_ch
         module("memory").get_function("add_one")((1,), (64,), [buf[:50], buf[5:55], np.int32(50)])
 
 
+@pytest.mark.check
 def test_a_shuffle_outside_its_mask_is_an_error():
     code = '''extern "C" __global__ void bad_shuffle(int* out) {
   int v = threadIdx.x;
@@ -139,6 +140,7 @@ def test_a_shuffle_outside_its_mask_is_an_error():
         mod.get_function("bad_shuffle")((1,), (32,), [np.zeros(32, np.int32)])
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("code, what", [
     ('#include <cuda_fp16.h>\nextern "C" __global__ void k(__half* x) { }', "half-precision types"),
     ('extern "C" __global__ void k(cudaTextureObject_t t, float* y) { y[0] = tex1Dfetch<float>(t, 0); }',

@@ -49,6 +49,7 @@ def test_fp32_matches_reference(shape, tiles):
     assert y is out and rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("activation", ["relu", "tanh", None], ids=str)
 def test_fused_bias_and_activation(activation):
     x, w, b, ref = case(2, 5, 12, 10, 7, 3, 1, 1, 1)
@@ -59,6 +60,7 @@ def test_fused_bias_and_activation(activation):
     assert rel_error(y0, ref - b[None, :, None, None]) < 1e-5
 
 
+@pytest.mark.check
 def test_layer_object_prepares_weights_once_and_reruns():
     layer = ConvLayer(6, 11, 9, 10, 3, stride=2, pad=1, groups=2)
     x, w, b, ref = case(3, *layer)
@@ -87,6 +89,7 @@ def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
     assert 1e-7 < rel_error(y_rn, ref) < 2e-3
 
 
+@pytest.mark.check
 def test_k_taps_table():
     layer = ConvLayer(4, 9, 7, 6, 3, pad=1, groups=2)          # KG = 2 * 3 * 3 = 18 rows
     taps = implicit.k_taps(layer, 16)
@@ -96,6 +99,7 @@ def test_k_taps_table():
     assert (taps[18:, 1] >> 16 == 0x4000).all()               # past KG: outside every image
 
 
+@pytest.mark.check
 def test_tf32_on_the_cpu_executor_says_it_needs_a_gpu():
     if ON_GPU:
         pytest.skip("on a GPU TF32 runs (the test above); this checks the CPU executor's refusal")
@@ -136,6 +140,7 @@ def test_bad_tiles_are_refused(tiles, match):
         tiles.check()
 
 
+@pytest.mark.check
 def test_tuned_table_lookup(tmp_path, monkeypatch):
     layer = implicit.ALEXNET_CONVS["conv3"]
     table = tmp_path / "t.json"
@@ -245,6 +250,7 @@ def test_tf32_split_k_matches_reference(shape, splits):
     assert y is out and rel_error(y, np.maximum(ref, 0)) < 3e-3
 
 
+@pytest.mark.check
 def test_split_k_is_chosen_where_blocks_are_few():
     layer = implicit.ALEXNET_CONVS["conv3"]
     _x, w, b, _ref = case(1, *layer)

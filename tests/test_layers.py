@@ -30,6 +30,7 @@ def test_max_pool_matches_reference(shape, k, s):
     assert np.array_equal(to_numpy(y), ref.astype(np.float32))      # a max is exact
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("k, s", [(2, 2), (3, 2), (3, 1)])
 def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
     """A NaN anywhere in a window (first, last or between) makes that output NaN, as in the reference
@@ -44,6 +45,7 @@ def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
     assert np.array_equal(y, ref, equal_nan=True)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape", [(1, 10), (37, 10), (5, 33), (9, 100), (3, 1)])
 def test_softmax_matches_reference(shape):
     x = (rng.standard_normal(shape) * 8).astype(np.float32)
@@ -54,6 +56,7 @@ def test_softmax_matches_reference(shape):
     assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape", [(3, 1, 48, 48, 6, 5), (2, 3, 13, 12, 4, 3), (2, 2, 10, 9, 5, 1)],
                          ids=lambda s: "N{}C{}H{}W{}M{}K{}".format(*s))
 @pytest.mark.parametrize("threads, imgs", [(128, 1), (64, 2)])
@@ -76,6 +79,7 @@ def test_conv_pool_tanh_keeps_a_nan_as_the_reference_does():
     assert np.allclose(y[~np.isnan(y)], ref[~np.isnan(ref)], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.check
 def test_fused_equals_unfused_pipeline():
     from labkit.ops.conv import conv2d
     x, w, b = make_layer(3, 1, 48, 48, 6, 5)
@@ -99,6 +103,7 @@ def test_checking_modes(check):
     assert rel_error(s, reference.softmax(logits)) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("call, match", [
     (lambda: layers.max_pool2d(dev(np.zeros((1, 1, 4, 4), np.float64))), "float32"),
     (lambda: layers.max_pool2d(dev(np.zeros((1, 4, 4), np.float32))), "4-D"),

@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.check
+
 TESTS = Path(__file__).resolve().parent
 FAKE_CUPY = "class cuda:\n    class runtime:\n        getDeviceCount = staticmethod(lambda: {n})\n"
 MARKED = ("import pytest\n\n\n@pytest.mark.gpu\ndef test_on_a_gpu():\n    pass\n\n\n"

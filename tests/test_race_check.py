@@ -114,6 +114,7 @@ def correct():
     return CPUModule(CORRECT, path="correct.cu")
 
 
+@pytest.mark.check
 def test_a_global_read_modify_write_is_a_race(racy):
     y = np.zeros(1, np.int32)
     racy.get_function("count")((2,), (64,), (y,))                     # no check: exactly 128, a GPU loses most
@@ -125,6 +126,7 @@ def test_a_global_read_modify_write_is_a_race(racy):
     assert msg.count("racy.cu:3") >= 2 and "thread (" in msg and "atomicAdd" in msg
 
 
+@pytest.mark.check
 def test_a_missing_shared_memory_barrier_is_a_race(racy):
     x = rng.standard_normal(128).astype(np.float32)
     y = np.full(128, np.nan, np.float32)

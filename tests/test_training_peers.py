@@ -25,6 +25,7 @@ def largest_rel(a: dict, b: dict) -> float:
     return max(rel_error(a[k], b[k]) for k in a)
 
 
+@pytest.mark.check
 def test_one_step_matches_the_float64_reference_and_labkit():
     rng = np.random.default_rng()
     N, H, W = 5, 9, 11

@@ -47,6 +47,7 @@ def test_channel_chunks_and_vector_stores(cfg, shape):
     assert rel_error(y, expected(x, w, b, "tanh")) < 1e-5
 
 
+@pytest.mark.check
 def test_two_layers_of_one_shape_get_their_own_weights():
     # The module (and its __constant__ weights) is cached per shape: weights are copied per call.
     for _ in range(2):
@@ -91,6 +92,7 @@ def test_refused_before_launch_through_conv2d():
         conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), variant="tuned", config={"threads": 64})
 
 
+@pytest.mark.check
 def test_table_lookup_and_record(tmp_path, monkeypatch):
     table = tmp_path / "conv_tuned.json"
     monkeypatch.setattr(tuning, "TABLE", table)
@@ -105,6 +107,7 @@ def test_table_lookup_and_record(tmp_path, monkeypatch):
     assert entry["median_ms"] == 0.42 and entry["batch"] == 10_000
 
 
+@pytest.mark.check
 def test_shipped_table_entries_are_valid():
     data = json.loads(tuning.TABLE.read_text())
     for gpu, layers in data["gpus"].items():
@@ -115,6 +118,7 @@ def test_shipped_table_entries_are_valid():
             tuning.check_config(cfg, C, H, W, M, K)
 
 
+@pytest.mark.check
 def test_sweep_checks_and_times_each_candidate():
     configs = [TunedConfig(32, 1, 2, "constant"), TunedConfig(64, 2, 1, "shared")]
     rows, best = study.sweep_tuned(1, 10, 9, 2, 3, batch=3, configs=configs, repeat=1, progress=False)

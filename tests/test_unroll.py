@@ -20,6 +20,7 @@ def dev(a):
     return labkit.xp.asarray(a)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape, K, stride, pad", GEOMETRY)
 def test_im2col_matches_reference(shape, K, stride, pad):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -60,6 +61,7 @@ def test_unrolled_convolution_matches_reference(N, C, H, W, M, K, stride, pad, g
     assert y is out and rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.check
 def test_gemm_bias_per_row():
     a = rng.standard_normal((37, 29)).astype(np.float32)
     bm = rng.standard_normal((29, 70)).astype(np.float32)
@@ -108,6 +110,7 @@ def test_checking_modes(check):
     assert rel_error(dx, col2im_reference(cols, x.shape, 3, 1, 1)) < 1e-6
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("call, match", [
     (lambda: unroll.im2col(dev(np.zeros((1, 1, 5, 5), np.float32)), 7), "does not fit"),
     (lambda: unroll.im2col(dev(np.zeros((1, 1, 5, 5), np.float32)), 3, pad=3), "smaller than K"),
