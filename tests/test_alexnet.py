@@ -12,10 +12,10 @@ import pytest
 
 import labkit
 from labkit import layers, reference
+from labkit.checks import rel_error, to_numpy
 from labkit.models import alexnet
 from labkit.models import alexnet_weights as aw
 
-from test_conv_ladder import rel_err, to_numpy
 
 rng = np.random.default_rng()
 REAL_FRAGMENT = Path(__file__).resolve().parent.parent / "data" / "alexnet" / "bvlc_alexnet_real_first128KiB.npy"
@@ -30,6 +30,7 @@ def write_npy_pickle(path: Path, obj, protocol: int = 2) -> None:
         pickle.dump(arr, f, protocol=protocol)
 
 
+@pytest.mark.check
 def test_the_real_truncated_file_is_refused_as_truncated():
     with pytest.raises(aw.WeightFileError, match=r"incomplete or corrupt.*131,072 bytes.*243,861,814: it is truncated"):
         aw.read_bvlc_npy(REAL_FRAGMENT)
@@ -105,6 +106,7 @@ def test_a_well_formed_file_reads_back_exactly(tmp_path):
     assert str(path) in source and w["conv2_w"].shape == (256, 48, 5, 5)
 
 
+@pytest.mark.check
 def test_relayout():
     raw = aw.synthetic_weights()
     w = aw.to_labkit(raw)
@@ -116,6 +118,7 @@ def test_relayout():
     assert sum(v.size for v in w.values()) == 60_965_224       # the data README's parameter count
 
 
+@pytest.mark.check
 def test_input_pipeline_and_classes():
     rgb, names = alexnet.load_photos()
     assert rgb.shape == (5, 227, 227, 3) and rgb.dtype == np.uint8 and "chelsea.png" in names
@@ -130,12 +133,13 @@ def test_input_pipeline_and_classes():
     assert len(names) == 1000 and names[0] == "tench" and names[281] == "tabby"
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape, r", [((2, 7, 5, 3), 2), ((1, 96, 11, 13), 2), ((3, 4, 2, 2), 5), ((1, 3, 4, 4), 0)])
 def test_lrn_matches_reference(shape, r):
     x = (rng.standard_normal(shape) * 30).astype(np.float32)
     out = labkit.xp.full(shape, np.nan, dtype=labkit.xp.float32)
     y = layers.lrn(labkit.xp.asarray(x), r, 1.0, 1e-3, 0.75, out=out)
-    assert y is out and rel_err(y, reference.lrn(x, r, 1.0, 1e-3, 0.75)) < 1e-5
+    assert y is out and rel_error(y, reference.lrn(x, r, 1.0, 1e-3, 0.75)) < 1e-5
     with pytest.raises(ValueError, match="bias must be > 0"):
         layers.lrn(labkit.xp.asarray(x), r, bias=0.0)
 
@@ -151,20 +155,22 @@ def test_network_matches_reference_at_batch_1(synthetic):
     x = alexnet.preprocess(alexnet.load_photos(["coffee.png"])[0])
     ref = reference.softmax(alexnet.reference_logits(w, x))
     p = net(labkit.xp.asarray(x))
-    assert rel_err(p, ref) < 1e-5 and abs(float(to_numpy(p).sum()) - 1.0) < 1e-5
+    assert rel_error(p, ref) < 1e-5 and abs(float(to_numpy(p).sum()) - 1.0) < 1e-5
     with pytest.raises(ValueError, match=r"x must be \(N, 3, 227, 227\)"):
         net(labkit.xp.zeros((1, 3, 224, 224), dtype=labkit.xp.float32))
 
 
+@pytest.mark.check
 def test_network_agrees_with_tensorflow_at_batch_2(synthetic):
     pytest.importorskip("tensorflow", reason="TensorFlow (the reference extra) is the oracle of this test")
     from labkit.models import alexnet_tf
     raw, _w, net = synthetic
     x = alexnet.preprocess(alexnet.load_photos(["astronaut.png", "rocket.jpg"])[0])
     tf_logits = alexnet_tf.tensorflow_logits(raw, x)       # the file's layouts, TensorFlow's code
-    assert rel_err(net.logits(labkit.xp.asarray(x)), tf_logits.astype(np.float64)) < 1e-4
+    assert rel_error(net.logits(labkit.xp.asarray(x)), tf_logits.astype(np.float64)) < 1e-4
 
 
+@pytest.mark.check
 def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     from labkit.models import alexnet_bench as ab
     _raw, w, net = synthetic
@@ -188,6 +194,7 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
                        "second forward", "free activations"} and all(v >= 0 for v in fc.values())
 
 
+@pytest.mark.check
 def test_plan_run_and_workspace(synthetic):
     _raw, w, net = synthetic
     x = alexnet.preprocess(alexnet.load_photos(["coffee.png"])[0])
@@ -196,11 +203,12 @@ def test_plan_run_and_workspace(synthetic):
     plan.buffers["softmax"][...] = float("nan")
     plan.run()                       # a CUDA graph on a GPU, the steps on the CPU executor
     plan.run()
-    assert rel_err(plan.buffers["softmax"], reference.softmax(alexnet.reference_logits(w, x))) < 1e-5
+    assert rel_error(plan.buffers["softmax"], reference.softmax(alexnet.reference_logits(w, x))) < 1e-5
     if labkit.backend() == "cuda":   # split-K's partial products live in the plan, not in the calls
         assert plan.workspace["fc6"] is not None and plan.workspace_bytes["fc6"] > 0
 
 
+@pytest.mark.gpu
 def test_pytorch_peer_eager_and_as_a_graph_is_the_same_network(synthetic):
     from labkit import peers
     why = peers.cudnn_available()
@@ -214,4 +222,4 @@ def test_pytorch_peer_eager_and_as_a_graph_is_the_same_network(synthetic):
     replay = peers.torch_alexnet_graph(w, 2)
     replay.x.copy_(torch.as_tensor(x, device="cuda"))
     graph = replay()
-    assert rel_err(labkit.xp.asarray(eager), ref) < 1e-4 and rel_err(labkit.xp.asarray(graph), ref) < 1e-4
+    assert rel_error(labkit.xp.asarray(eager), ref) < 1e-4 and rel_error(labkit.xp.asarray(graph), ref) < 1e-4

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.check
+
 PACKAGE = Path(__file__).resolve().parent.parent / "labkit"
 
 # Each module's layer; a module may import only from layers at or below its own, and modules of one
@@ -188,3 +190,46 @@ def test_the_face_shows_the_package():
     assert [r.name for r in labkit.RUNGS] == ["naive", "tiled", "constant", "tuned", "unrolled", "implicit",
                                              "implicit_tf32"]
     assert all(r.kernel and r.idea and r.notebook for r in labkit.RUNGS)
+
+
+# --- the tests -----------------------------------------------------------------------------------
+# A test module imports no other test module (nor conftest.py): shared helpers live in
+# tests/helpers.py, so each test file runs, moves or goes on its own, and importing one never runs
+# another's module-level code (its skips, its draws, its imports).
+TESTS = Path(__file__).resolve().parent
+SHARED = "helpers"
+
+
+def local_imports(source: str, local: set[str], where: str = "<source>") -> list[str]:
+    """Each import in ``source`` (inside functions too) of a module of the tests folder but helpers."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            names = ["." * node.level + (node.module or "")]
+        else:
+            continue
+        for name in names:
+            top = name.split(".")[0]
+            if top == "tests":                  # tests.test_x, as if the folder were a package
+                top = name.split(".")[1] if "." in name else top
+            if name.startswith(".") or top in local or top.startswith("test_"):
+                found.append(f"{where}:{node.lineno} imports {name}")
+    return found
+
+
+def test_no_test_module_imports_another():
+    files = sorted(TESTS.rglob("*.py"))
+    local = {f.stem for f in files} - {SHARED} | {"conftest", "support"}
+    found = [hit for f in files
+             for hit in local_imports(f.read_text(), local, str(f.relative_to(TESTS.parent)))]
+    assert not found, "move what they use into tests/helpers.py:\n" + "\n".join(found)
+
+
+def test_the_finder_finds_imports_of_test_modules():
+    local = {"conftest", "support", "test_a"}
+    src = ("import numpy\nfrom helpers import f32\nfrom test_a import run\n"
+           "def test_x():\n    import conftest\n    from tests.test_b import y\n    from . import support\n")
+    assert local_imports(src, local) == ["<source>:3 imports test_a", "<source>:5 imports conftest",
+                                         "<source>:6 imports tests.test_b", "<source>:7 imports ."]

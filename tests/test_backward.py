@@ -55,6 +55,7 @@ def test_conv_backward_reference_passes_a_gradient_check(case):
     assert ref.gradient_check(lambda v: loss(b=v), b, db) < 1e-6
 
 
+@pytest.mark.check
 def test_small_references_pass_gradient_checks():
     x = rng.standard_normal((3, 4, 5, 3))
     x[np.abs(x) < 1e-3] = 0.5                       # keep every input away from ReLU's kink
@@ -96,6 +97,7 @@ def test_sgd_reference_is_pytorchs_update():
 
 
 # --- the kernels, against the references ---------------------------------------------------------
+@pytest.mark.check
 @pytest.mark.parametrize("case", CONV_CASES, ids=str)
 def test_conv_backward_kernels_match_the_reference(case):
     N, C, H, W, M, K, S, P = case
@@ -142,6 +144,7 @@ def test_tiled_backward_weight_covers_many_tiles(M, C):
     assert rel_error(dw, rdw) < 1e-5
 
 
+@pytest.mark.check
 def test_training_kernels_match_the_reference():
     y = np.maximum(f32(3, 5, 7, 9), 0)
     dy = f32(*y.shape)
@@ -170,6 +173,7 @@ def test_softmax_cross_entropy_kernel(N, D):
     assert abs(float(to_numpy(loss)[0]) - rloss) <= 1e-5 * max(1.0, abs(rloss)) and rel_error(dz, rdz) < 1e-5
 
 
+@pytest.mark.check
 def test_softmax_cross_entropy_refuses_bad_labels_and_flags_out_of_range():
     z = dev(f32(4, 3))
     with pytest.raises(TypeError, match="int32"):
@@ -181,6 +185,7 @@ def test_softmax_cross_entropy_refuses_bad_labels_and_flags_out_of_range():
     assert np.isnan(to_numpy(loss)[0]) and np.isnan(d[2]).all() and np.isfinite(np.delete(d, 2, 0)).all()
 
 
+@pytest.mark.check
 def test_sgd_kernel_is_the_reference_step():
     p, g, v = f32(1001), f32(1001), f32(1001)
     pd, gd, vd = dev(p.copy()), dev(g.copy()), dev(v.copy())     # (on the CPU executor dev() is no copy)
@@ -207,6 +212,7 @@ def test_a_prepared_sgd_reads_its_hyperparameters_at_each_step():
         assert rel_error(pd, p) < 1e-6 and rel_error(vd, v) < 1e-6
 
 
+@pytest.mark.check
 def test_backward_ops_refuse_bad_input():
     L = ConvLayer(3, 7, 7, 4, 3, 1, 1)
     dy, w = dev(f32(2, 4, 7, 7)), dev(f32(4, 3, 3, 3))

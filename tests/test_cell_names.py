@@ -3,7 +3,11 @@ to the cell that binds it, through the cells that change it on the way; names lo
 a lambda or a comprehension, and modules' methods, pull in nothing."""
 from __future__ import annotations
 
+import pytest
+
 from labkit.course.grading.cell_names import cell_names, needed_cells
+
+pytestmark = pytest.mark.check
 
 
 def test_binds_changes_and_reads():

@@ -11,54 +11,14 @@ import pytest
 
 import labkit
 from labkit import reference
+from labkit.checks import rel_error, to_numpy
 from labkit.errors import ConstantMemoryError
 from labkit.ops.conv import (CONST_BIAS_FLOATS, CONST_WEIGHT_FLOATS, VARIANTS, conv2d,
                          conv_launch_config)
 
-from support import FakeCupyArray, with_changes
+from helpers import FakeCupyArray, expected, make_layer, run, with_changes
 
-rng = np.random.default_rng()
 ACTIVATIONS = (None, "tanh", "relu")
-
-
-def to_numpy(a) -> np.ndarray:
-    if type(a).__module__.startswith("cupy"):
-        import cupy
-        return cupy.asnumpy(a)
-    return np.asarray(a)
-
-
-def rel_err(y, ref) -> float:
-    y = to_numpy(y).astype(np.float64)
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
-
-
-def make_layer(N, C, H, W, M, K, *, bias=True):
-    """Random float32 x, w, b as NumPy arrays (b None without bias)."""
-    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
-    w = (rng.standard_normal((M, C, K, K)) / np.sqrt(C * K * K)).astype(np.float32)
-    b = rng.standard_normal(M).astype(np.float32) if bias else None
-    return x, w, b
-
-
-def expected(x, w, b, activation):
-    y = reference.conv2d(x, w, b)
-    if activation == "tanh":
-        return np.tanh(y)
-    if activation == "relu":
-        return np.maximum(0.0, y)
-    return y
-
-
-def run(x, w, b, **kw):
-    """conv2d on the backend's arrays, into a NaN-poisoned out; the result as NumPy."""
-    xp = labkit.xp
-    N, _, H, W = x.shape
-    M, _, K, _ = w.shape
-    out = xp.full((N, M, H - K + 1, W - K + 1), np.nan, dtype=xp.float32)
-    y = conv2d(xp.asarray(x), xp.asarray(w), None if b is None else xp.asarray(b), out=out, **kw)
-    assert y is out
-    return to_numpy(y)
 
 
 # N, C, H, W, M, K: odd sizes that 8 and 16 do not divide, non-square planes, K = 1, 3, 5, 7.
@@ -79,29 +39,31 @@ def test_matches_reference(variant, activation, shape, tile_width):
     x, w, b = make_layer(*shape)
     y = run(x, w, b, variant=variant, activation=activation, tile_width=tile_width)
     assert not np.isnan(y).any(), "some outputs were never written"
-    assert rel_err(y, expected(x, w, b, activation)) < 1e-5
+    assert rel_error(y, expected(x, w, b, activation)) < 1e-5
 
 
 # The two convolutions of the seed network, batch 2.
 SEED_LAYERS = {"layer1": (2, 1, 48, 48, 6, 5), "layer2": (2, 6, 22, 22, 16, 5)}
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("activation", [None, "tanh"], ids=str)
 @pytest.mark.parametrize("layer", SEED_LAYERS)
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_seed_layers(variant, layer, activation):
     x, w, b = make_layer(*SEED_LAYERS[layer])
     y = run(x, w, b, variant=variant, activation=activation)
-    assert rel_err(y, expected(x, w, b, activation)) < 1e-5
+    assert rel_error(y, expected(x, w, b, activation)) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_without_bias_and_without_out(variant):
     x, w, _ = make_layer(2, 3, 17, 19, 4, 3)
     xp = labkit.xp
     y = conv2d(xp.asarray(x), xp.asarray(w), variant=variant)
     assert isinstance(y, xp.ndarray) and y.dtype == np.float32 and y.shape == (2, 4, 15, 17)
-    assert rel_err(y, reference.conv2d(x, w)) < 1e-5
+    assert rel_error(y, reference.conv2d(x, w)) < 1e-5
 
 
 def test_constant_weights_are_copied_on_every_call():
@@ -109,7 +71,7 @@ def test_constant_weights_are_copied_on_every_call():
     for _ in range(2):
         x, w, b = make_layer(1, 2, 19, 19, 3, 5)
         y = run(x, w, b, variant="constant")
-        assert rel_err(y, expected(x, w, b, None)) < 1e-5
+        assert rel_error(y, expected(x, w, b, None)) < 1e-5
 
 
 def test_constant_layer_at_the_limit():
@@ -118,7 +80,7 @@ def test_constant_layer_at_the_limit():
     assert M * C == CONST_WEIGHT_FLOATS
     x, w, b = make_layer(1, C, 3, 5, M, 1)
     y = run(x, w, b, variant="constant", activation="relu")
-    assert rel_err(y, expected(x, w, b, "relu")) < 1e-5
+    assert rel_error(y, expected(x, w, b, "relu")) < 1e-5
 
 
 @pytest.mark.parametrize("check", ["barrier", "shuffle", "memory", "race"])
@@ -128,7 +90,7 @@ def test_checking_modes(variant, check):
     # the order of the threads, and no access outside the arrays.  On a GPU `check` is ignored.
     x, w, b = make_layer(2, 2, 13, 11, 3, 3)
     y = run(x, w, b, variant=variant, activation="tanh", tile_width=8, check=check)
-    assert rel_err(y, expected(x, w, b, "tanh")) < 1e-5
+    assert rel_error(y, expected(x, w, b, "tanh")) < 1e-5
 
 
 # --- launch configuration ---------------------------------------------------------------------
@@ -136,6 +98,7 @@ def test_variants():
     assert VARIANTS == ("naive", "tiled", "constant", "tuned")
 
 
+@pytest.mark.check
 def test_launch_config():
     # Layer 2 in 16x16 tiles: an 18x18 output plane needs 2x2 tiles.
     assert conv_launch_config("naive", 2, 6, 22, 22, 16, 5, 16) == ((2, 16, 4), (16, 16, 1), 0)
@@ -207,6 +170,7 @@ BAD = [
 ]
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("name, make, kw, exc, match", BAD, ids=[c[0] for c in BAD])
 def test_bad_input(name, make, kw, exc, match):
     with pytest.raises(exc, match=match):
@@ -242,15 +206,15 @@ def test_gpu_array_on_cpu_executor(monkeypatch):
         conv2d(x, w, _FakeCupyArray())
 
 
+@pytest.mark.gpu
 def test_host_array_on_gpu():
-    if labkit.backend() != "cuda":
-        pytest.skip("the GPU backend is not active")
     x, w, b = make_layer(1, 2, 9, 9, 3, 3)
     import cupy
     with pytest.raises(TypeError, match=r"w is a NumPy array.*cupy\.asarray\(w\)"):
         conv2d(cupy.asarray(x), w, cupy.asarray(b))
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("M, C, K", [(16, 64, 5), (CONST_BIAS_FLOATS + 1, 1, 1)],
                          ids=["weights", "biases"])
 def test_constant_memory_overflow(M, C, K):
@@ -262,9 +226,10 @@ def test_constant_memory_overflow(M, C, K):
     assert issubclass(ConstantMemoryError, ValueError)
     # The variant the message suggests takes the layer.
     y = run(x, w, b, variant="tiled")
-    assert rel_err(y, expected(x, w, b, None)) < 1e-5
+    assert rel_error(y, expected(x, w, b, None)) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_kernel_resources(variant):
     from labkit.ops.conv import format_resources, kernel_resources

@@ -13,7 +13,7 @@ from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, default_tile, row_pitch
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
-from support import f32, poisoned
+from helpers import f32, poisoned
 
 rng = np.random.default_rng()
 
@@ -80,6 +80,7 @@ def test_backward_weight_with_any_number_of_slices(slices):
     assert rel_error(db, db_ref) < 1e-5
 
 
+@pytest.mark.check
 def test_the_weights_are_read_at_every_call():
     L = ConvLayer(4, 6, 5, 4, 3, 1, 1)
     x, w, _ = arrays(2, L)
@@ -90,6 +91,7 @@ def test_the_weights_are_read_at_every_call():
     assert rel_error(conv(f32(x)), reference.conv2d(x, 2 * w, None, pad=1)) < 1e-5
 
 
+@pytest.mark.check
 def test_bad_input_and_tiles_are_refused():
     L = ConvLayer(4, 6, 5, 8, 3, 1, 1)
     wt, x = f32(np.zeros((36, 8))), f32(np.zeros((2, 4, 6, 5)))
@@ -128,6 +130,7 @@ def test_the_row_pitch_keeps_a_warp_off_shared_banks():
     assert default_tile(16, 16, 28, 28).threads(28) <= 1024
 
 
+@pytest.mark.check
 def test_every_candidate_tile_of_the_sweep_fits():
     for kind in resnet_kernels.PASSES:
         for shape in ((16, 16, 28, 28), (64, 64, 28, 28), (1, 16, 28, 28)):

@@ -15,7 +15,7 @@ from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_winograd import WinogradConv3x3, WinogradTile, default_winograd_tile
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
-from support import f32, poisoned
+from helpers import f32, poisoned
 
 rng = np.random.default_rng()
 
@@ -92,6 +92,7 @@ def test_blocks_walking_any_number_of_runs_of_tiles(f, runs):
     assert rel_error(conv(f32(x), poisoned(N, M, H, W)), np.maximum(reference.conv2d(x, w, b, pad=1), 0)) < 1e-5
 
 
+@pytest.mark.check
 def test_bad_tiles_and_input_are_refused():
     L = ConvLayer(8, 6, 5, 8, 3, 1, 1)
     wt = f32(np.zeros((72, 8)))
@@ -120,6 +121,7 @@ def test_bad_tiles_and_input_are_refused():
         conv(x, x)
 
 
+@pytest.mark.check
 def test_every_candidate_and_default_tile_fits():
     for kind in ("forward", "data"):
         for shape in ((16, 16, 28, 28), (64, 64, 28, 28), (1, 16, 28, 28)):
@@ -129,6 +131,7 @@ def test_every_candidate_and_default_tile_fits():
                 t.check(*shape)
 
 
+@pytest.mark.check
 def test_input_not_16_byte_aligned_is_read_right():
     # Rows of 8 floats go 16 bytes a copy, but a view one float into a larger buffer is not
     # 16-byte aligned: the kernel sees that and copies a value at a time.

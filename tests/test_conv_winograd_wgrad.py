@@ -12,7 +12,7 @@ from labkit.models.resnet_small import to_ckkm
 from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, default_winograd_weight_tile
 from labkit.reference import backward as rb
 from labkit.shapes import ConvLayer
-from support import f32, poisoned
+from helpers import f32, poisoned
 
 rng = np.random.default_rng()
 
@@ -46,11 +46,13 @@ def test_any_number_of_slices_sums_every_unit_once(slices, monkeypatch):
     assert rel_error(op(f32(x), f32(dy), bias=db), to_ckkm(dw_ref)) < 1e-5 and rel_error(db, db_ref) < 1e-5
 
 
+@pytest.mark.check
 def test_default_tiles_fit_odd_channel_counts():
     for C, M in [(1, 64), (3, 5), (64, 64), (7, 16)]:
         default_winograd_weight_tile(C, M, 28, 28).check(C, M, 28, 28)
 
 
+@pytest.mark.check
 def test_bad_tiles_and_input_are_refused():
     L = ConvLayer(8, 6, 5, 8, 3, 1, 1)
     with pytest.raises(ValueError, match="stride 1"):

@@ -32,6 +32,7 @@ def broken():
     return CPUModule(BROKEN.read_text(), path=str(BROKEN))
 
 
+@pytest.mark.check
 def test_kernels_are_found(feat):
     assert {"saxpy", "block_sum", "matmul_tiled", "warp_ops", "histogram", "poly",
             "reverse_blocks", "coords3d", "math_fns"} <= set(feat.kernel_names)
@@ -49,6 +50,7 @@ def test_map_grid_stride(feat, n, grid):
     assert rel_error(y, ref, terms=terms) < 1e-6      # n = 1: 2.5 x and y may all but cancel
 
 
+@pytest.mark.check
 def test_shared_memory_reduction(feat):
     n = 5003
     x = rng.standard_normal(n).astype(np.float32)
@@ -69,6 +71,7 @@ def test_tiled_matmul(feat, n):
     assert rel_error(C, A.astype(np.float64) @ B) < 1e-5
 
 
+@pytest.mark.check
 def test_warp_shuffles(feat):
     n = 200  # 7 warps, the last one partly outside the data
     x = rng.integers(-50, 50, n).astype(np.int32)
@@ -125,6 +128,7 @@ def test_atomic_max_min_cas_exch(feat):
     assert fout[1] == f.max() and fout[2] == 0.5
 
 
+@pytest.mark.check
 def test_constant_memory(feat):
     c = rng.standard_normal(8).astype(np.float32)
     feat.get_global("coeffs").copy_from_host(c)
@@ -251,6 +255,7 @@ def test_compile_error_names_the_kernel_file_and_line(tmp_path):
         CPUModule(p.read_text(), path=str(p))
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("body, what", [
     ('asm volatile("mov.u32 %0, 0;" : "=r"(x));', "inline PTX"),
     ("long long t = clock64();", "clock64"),
@@ -294,6 +299,7 @@ def test_constant_memory_over_64_kib_is_refused():
 
 # --- checking modes, each catching a deliberately broken kernel -----------------------------
 
+@pytest.mark.check
 def test_memory_check_catches_out_of_bounds_write(broken):
     n = 100
     x = rng.standard_normal(n).astype(np.float32)
@@ -366,6 +372,7 @@ def test_memory_check_passes_a_correct_kernel_and_returns_results(feat):
     np.testing.assert_allclose(y, ref, rtol=1e-6)
 
 
+@pytest.mark.check
 def test_barrier_check_catches_early_return(broken):
     n = 100
     x = rng.standard_normal(n).astype(np.float32)
@@ -388,6 +395,7 @@ def test_deadlock_is_reported_not_hung(broken):
         broken.get_function("deadlock")((1,), (64,), (y,))
 
 
+@pytest.mark.check
 def test_shuffled_schedule_exposes_missing_barrier(broken):
     n = 256
     x = rng.standard_normal(n).astype(np.float32)
@@ -421,6 +429,7 @@ def test_correct_kernels_pass_every_check(feat):
     assert rel_error(partial, np.array(ref), terms=np.array(terms)) < 1e-5   # two sums of 256 may cancel
 
 
+@pytest.mark.check
 def test_results_do_not_depend_on_worker_count(feat, monkeypatch):
     n = 64
     A = rng.standard_normal((n, n)).astype(np.float32)

@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labkit import backends
 from labkit.backends.cpu import CPUModule
 from labkit.errors import LaunchError, UnsupportedOnCPU
 
@@ -39,11 +38,11 @@ def run(name, grid, block, args, check=None, on_gpu=False):
     return args
 
 
-WHERE = [("cpu", m) for m in MODES] + ([("gpu", None)] if backends.cuda_unavailable() is None else [])
-IDS = [f"{w}-{m or 'default'}" for w, m in WHERE]
+WHERE = [pytest.param("cpu", m, id=f"cpu-{m or 'default'}") for m in MODES] + \
+    [pytest.param("gpu", None, id="gpu-default", marks=pytest.mark.gpu)]
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_cooperative_groups_block_reduction(where, check):
     x = rng.standard_normal(1000).astype(np.float32)
     out = np.full(3, np.nan, np.float32)
@@ -54,7 +53,7 @@ def test_cooperative_groups_block_reduction(where, check):
     assert (np.abs(out - x.astype(np.float64).sum()) <= bound).all()
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_tiles_of_eight(where, check):
     x = rng.integers(-50, 50, 96).astype(np.int32)
     tmax, rank = np.zeros(96, np.int32), np.zeros(96, np.int32)
@@ -64,7 +63,7 @@ def test_tiles_of_eight(where, check):
     assert np.array_equal(rank, np.tile(local % 8 + 100 * (local // 8), 2))
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_warp_reductions_matches_and_counting_barriers(where, check):
     x = rng.integers(0, 20, 64).astype(np.uint32)
     x[40] = 7
@@ -82,7 +81,7 @@ def test_warp_reductions_matches_and_counting_barriers(where, check):
     assert (out[:, 5] == 2 * int((x == 7).any()) + 1).all()
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_atomic_inc_dec_and_cache_hints(where, check):
     n = 37
     x = rng.standard_normal(n).astype(np.float32)
@@ -93,7 +92,7 @@ def test_atomic_inc_dec_and_cache_hints(where, check):
     assert counters.tolist() == [n % 10, [4, 3, 2, 1, 0][(n - 1) % 5]]
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_a_null_pointer_argument_and_cuda_arch(where, check):
     n = 20
     x, b = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
@@ -104,7 +103,7 @@ def test_a_null_pointer_argument_and_cuda_arch(where, check):
     assert np.allclose(got[2], x + b)
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_a_volatile_shared_array(where, check):
     x = rng.standard_normal(3 * 64).astype(np.float32)
     out = np.full(3, np.nan, np.float32)
@@ -115,7 +114,7 @@ def test_a_volatile_shared_array(where, check):
     assert np.all(np.abs(out - rows.sum(1)) <= 1e-6 * np.abs(rows).sum(1))
 
 
-@pytest.mark.parametrize("where, check", WHERE, ids=IDS)
+@pytest.mark.parametrize("where, check", WHERE)
 def test_one_array_passed_twice_in_every_mode(where, check):
     x = rng.standard_normal(50).astype(np.float32)
     want = x + 1
@@ -130,6 +129,7 @@ def test_arrays_that_overlap_without_being_the_same_are_refused_by_the_memory_ch
         module("memory").get_function("add_one")((1,), (64,), [buf[:50], buf[5:55], np.int32(50)])
 
 
+@pytest.mark.check
 def test_a_shuffle_outside_its_mask_is_an_error():
     code = '''extern "C" __global__ void bad_shuffle(int* out) {
   int v = threadIdx.x;
@@ -140,6 +140,7 @@ def test_a_shuffle_outside_its_mask_is_an_error():
         mod.get_function("bad_shuffle")((1,), (32,), [np.zeros(32, np.int32)])
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("code, what", [
     ('#include <cuda_fp16.h>\nextern "C" __global__ void k(__half* x) { }', "half-precision types"),
     ('extern "C" __global__ void k(cudaTextureObject_t t, float* y) { y[0] = tex1Dfetch<float>(t, 0); }',

@@ -10,6 +10,8 @@ import labkit
 from labkit.peers import cudnn as ca
 from labkit.shapes import ConvLayer
 
+pytestmark = pytest.mark.check
+
 
 def test_the_stored_table_has_every_pass_of_every_layer():
     table = ca.stored_table()

@@ -105,6 +105,7 @@ def test_shipped_training_set_loads(monkeypatch):
 # --------------------------------------------------------------------------
 # read_idx
 # --------------------------------------------------------------------------
+@pytest.mark.check
 @pytest.mark.parametrize("gz", [True, False])
 @pytest.mark.parametrize("shape", [(7,), (3, 4), (2, 28, 28), (2, 3, 4, 5)])
 def test_read_idx_roundtrip(tmp_path, gz, shape):
@@ -130,6 +131,7 @@ def test_idx_error_is_a_value_error():
     assert issubclass(IDXFormatError, ValueError)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("gz", [True, False])
 def test_truncated_payload(tmp_path, gz):
     payload = idx_bytes(np.zeros((10, 28, 28), np.uint8))[:-100]
@@ -167,6 +169,7 @@ def test_corrupt_gzip(tmp_path):
         read_idx(p)
 
 
+@pytest.mark.check
 def test_wrong_magic(tmp_path):
     p = write(tmp_path / "magic", idx_bytes(np.zeros(4, np.uint8), magic=b"\x01\x00"))
     with pytest.raises(IDXFormatError, match=r"magic bytes 00 00.*found 01 00"):
@@ -250,6 +253,7 @@ def test_loader_bad_split():
         load_fashion_mnist("validation")
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("gz", [True, False])
 def test_loader_raw_and_gzip_files(tmp_path, gz):
     images, labels = make_split(tmp_path, split="train", gz=gz)
@@ -291,6 +295,7 @@ def test_env_var_falls_back_to_repo(tmp_path, monkeypatch):
     assert len(load_fashion_mnist("test")[0]) == 10_000
 
 
+@pytest.mark.check
 def test_not_found_lists_every_place(tmp_path, monkeypatch):
     (tmp_path / "env").mkdir()
     (tmp_path / "half").mkdir()
@@ -308,6 +313,7 @@ def test_not_found_lists_every_place(tmp_path, monkeypatch):
     assert "dataset-fashion-mnist" in msg and fm.ENV_VAR in msg and "folder=" in msg
 
 
+@pytest.mark.check
 def test_public_api_is_reexported():
     for name in lkdata.__all__:
         assert hasattr(lkdata, name)
@@ -338,6 +344,7 @@ def test_resize_images_matches_tf():
             assert got.min() >= 0.0 and got.max() <= 1.0
 
 
+@pytest.mark.check
 def test_resize_images_default_and_constant():
     x = np.full((2, 28, 28), 255, np.uint8)
     y = resize_images(x)

@@ -18,7 +18,6 @@ import labkit.device_query as lkdevice
 from labkit.device_query import CPU_LABEL, Ceilings, Device, device, sizes
 
 REPO = Path(__file__).resolve().parent.parent
-needs_gpu = pytest.mark.skipif(labkit.backends.current() != "cuda", reason="needs a GPU (CuPy sees none)")
 
 
 @pytest.fixture
@@ -29,6 +28,7 @@ def cpu(monkeypatch, tmp_path):
     return device()
 
 
+@pytest.mark.check
 def test_cpu_device_fields(cpu):
     assert isinstance(cpu, Device)
     assert cpu.backend == "cpu" and not cpu.is_gpu
@@ -51,6 +51,7 @@ def test_cpu_label_says_not_gpu_timings(cpu):
     assert "not GPU timings" in cpu.label
 
 
+@pytest.mark.check
 def test_summary_is_a_table(cpu):
     text = cpu.summary()
     lines = text.splitlines()
@@ -107,6 +108,7 @@ def test_unreadable_cache_is_remeasured(cpu, monkeypatch, tmp_path):
     assert cpu.ceilings() == fresh
 
 
+@pytest.mark.check
 def test_sizes_follow_the_backend(monkeypatch):
     monkeypatch.setenv("LABKIT_BACKEND", "cpu")
     assert sizes(gpu=[100, 1000, 10000], cpu=[10, 100]) == [10, 100]
@@ -127,7 +129,7 @@ def test_package_level_device_and_sizes(tmp_path):
     assert out.stdout.splitlines() == ["cpu [2]", CPU_LABEL]
 
 
-@needs_gpu
+@pytest.mark.gpu
 def test_gpu_device_and_ceilings(monkeypatch, tmp_path):
     monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
     dev = device()
@@ -147,6 +149,7 @@ def test_gpu_device_and_ceilings(monkeypatch, tmp_path):
     print(c.summary())
 
 
+@pytest.mark.check
 def test_use_backend_restores_the_previous_choice(monkeypatch):
     from labkit import backends
     monkeypatch.setenv("LABKIT_BACKEND", "auto")

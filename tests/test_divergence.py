@@ -13,6 +13,7 @@ KW = dict(epochs=2, batch=16, lr=0.05, seed=4, schedule="cosine", warmup_steps=2
           test_limit=32)
 
 
+@pytest.mark.check
 def test_checkpoints_are_log_spaced_from_0_to_the_end():
     marks = divergence.checkpoints(18_750)
     assert marks[0] == 0 and marks[1] == 1 and marks[-1] == 18_750
@@ -23,6 +24,7 @@ def test_checkpoints_are_log_spaced_from_0_to_the_end():
     assert divergence.checkpoints(1) == [0, 1]
 
 
+@pytest.mark.check
 def test_relative_distance():
     a = {"w": np.array([3.0, 4.0]), "b": np.array([0.0])}
     b = {"w": np.array([3.0, 4.0]), "b": np.array([5.0])}
@@ -32,6 +34,7 @@ def test_relative_distance():
         divergence.relative_distance({"w": a["w"]}, b)
 
 
+@pytest.mark.check
 def test_seed_gaps_pairs_runs_by_seed_and_repeat():
     runs = [{"seed": s, "run": run, "repeat": rep, "test_accuracy": [0.5, acc]}
             for s, run, rep, acc in [(0, "a", 0, 0.870), (0, "b", 0, 0.885), (0, "b", 1, 0.880),
@@ -76,11 +79,13 @@ def test_lockstep_feeds_fits_batches_and_measures_the_drift():
     assert hist["test_accuracy"] == out["test_accuracy"]["a"]
 
 
+@pytest.mark.check
 def test_lockstep_needs_two_trainers():
     with pytest.raises(ValueError, match="at least two"):
         divergence.lockstep({"a": None}, **KW)
 
 
+@pytest.mark.gpu
 def test_the_float64_peer_steps_as_the_float64_reference():
     # The reference run of --lockstep: PyTorch's copy kept in float64 takes the float64 NumPy step.
     from labkit import peers

@@ -11,10 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from labkit import backends
-
-pytestmark = pytest.mark.skipif(backends.cuda_unavailable() is not None,
-                                reason="needs a GPU: CuPy sees none on this machine")
+pytestmark = pytest.mark.gpu
 
 FEATURES = Path(__file__).resolve().parent / "cuda" / "feature_kernels.cu"
 EXPR = ("scale_by<3, float>", "scale_by<2, int>")

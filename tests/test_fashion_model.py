@@ -37,6 +37,7 @@ def rel_error(a: np.ndarray, ref: np.ndarray) -> float:
 # --------------------------------------------------------------------------
 # shipped files
 # --------------------------------------------------------------------------
+@pytest.mark.check
 def test_shipped_weights_load_with_shapes_and_dtypes(weights):
     assert list(weights) == list(fm.SHAPES)
     for key, shape in fm.SHAPES.items():
@@ -46,6 +47,7 @@ def test_shipped_weights_load_with_shapes_and_dtypes(weights):
     assert fm.SHAPES["fc1_w"] == (16 * 18 * 18, 140)
 
 
+@pytest.mark.check
 def test_metadata_records_accuracy_and_layouts():
     meta = json.loads(fm.METADATA_PATH.read_text())
     assert meta["test_accuracy"] >= 0.88
@@ -58,6 +60,7 @@ def test_metadata_records_accuracy_and_layouts():
         assert meta[key], key
 
 
+@pytest.mark.check
 def test_preprocess_shape_and_range(test_split):
     x = fm.preprocess(test_split[0][:3])
     assert x.shape == (3, 1, 48, 48) and x.dtype == np.float32
@@ -204,6 +207,7 @@ def test_loader_accepts_a_faithful_copy(weights, tmp_path):
         np.testing.assert_array_equal(again[k], weights[k])
 
 
+@pytest.mark.check
 def test_loader_refuses_truncated_file(tmp_path):
     data = fm.WEIGHTS_PATH.read_bytes()
     path = tmp_path / "truncated.npz"

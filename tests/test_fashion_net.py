@@ -23,6 +23,7 @@ def host(a):
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", fm.CONV_VARIANTS)
 def test_logits_match_reference_on_random_test_images(variant, weights, test_set):
     images, _ = test_set
@@ -50,6 +51,7 @@ def test_agrees_with_recorded_keras_outputs(weights, test_set):
     assert (keras["predictions"] == labels).mean() > 0.88      # the shipped model's test accuracy
 
 
+@pytest.mark.check
 def test_layers_are_named_steps(weights):
     x = labkit.xp.zeros((2, 1, 48, 48), dtype=labkit.xp.float32)
     names = [n for n, _ in fm.FashionNet(weights, variant="tiled").layers(x)]
@@ -58,6 +60,7 @@ def test_layers_are_named_steps(weights):
     assert [n for n, _ in fm.FashionNet(weights).layers(x)][0] == "conv1 + tanh + pool (fused)"
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("make, exc, match", [
     (lambda xp: xp.zeros((2, 1, 28, 28), dtype=xp.float32), ValueError, r"\(N, 1, 48, 48\).*preprocess"),
     (lambda xp: xp.zeros((2, 48, 48), dtype=xp.float32), ValueError, r"\(N, 1, 48, 48\)"),
@@ -68,6 +71,7 @@ def test_bad_input_is_refused(weights, make, exc, match):
         fm.FashionNet(weights)(make(labkit.xp))
 
 
+@pytest.mark.check
 def test_unknown_variant_and_bad_weights_are_refused(weights):
     with pytest.raises(ValueError, match="variant must be one of"):
         fm.FashionNet(weights, variant="fast")

@@ -13,7 +13,7 @@ import labkit
 from labkit.checks import rel_error
 from labkit.ops.gemm import DEFAULT_PARAMS, VARIANTS, gemm, gemm_launch_config
 
-from support import FakeCupyArray, with_changes
+from helpers import FakeCupyArray, with_changes
 
 rng = np.random.default_rng()
 ACTIVATIONS = (None, "tanh", "relu")
@@ -58,6 +58,7 @@ def run(a, b, bias, **kw):
 SHAPES = [(1, 1, 1), (17, 33, 9), (65, 70, 129), (128, 64, 100), (3, 200, 31)]
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "M{}N{}K{}".format(*s))
 @pytest.mark.parametrize("bias", [True, False], ids=["bias", "nobias"])
 @pytest.mark.parametrize("activation", ACTIVATIONS, ids=str)
@@ -123,6 +124,7 @@ def test_other_tile_sizes(variant, params):
     assert rel_error(c, expected(a, b, bias, "relu")) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", VARIANTS)
 def test_without_bias_and_without_out(variant):
     a, b, _ = make(9, 13, 7, bias=False)
@@ -139,6 +141,7 @@ def test_variants_and_defaults():
                               "GEMM_TM": 4, "GEMM_TN": 4}
 
 
+@pytest.mark.check
 def test_launch_config():
     for v in ("naive", "tiled"):
         assert gemm_launch_config(v, 65, 70, 129) == ((5, 5, 1), (16, 16, 1), 0)
@@ -245,9 +248,8 @@ def test_gpu_array_on_cpu_executor(monkeypatch):
         gemm(a, b, _FakeCupyArray())
 
 
+@pytest.mark.gpu
 def test_host_array_on_gpu():
-    if labkit.backend() != "cuda":
-        pytest.skip("the GPU backend is not active")
     a, b, bias = make(4, 5, 3)
     import cupy
     with pytest.raises(TypeError, match=r"b is a NumPy array.*cupy\.asarray\(b\)"):
@@ -272,6 +274,7 @@ def test_split_k_matches_the_float64_product(M, N, K, splits, bias_per, params):
     assert c is out and np.abs(got - np.maximum(want, 0)).max() / np.abs(want).max() < 1e-5
 
 
+@pytest.mark.check
 def test_split_k_choice_and_refusals():
     from labkit.ops.gemm import splits_for
     big = {"GEMM_BM": 64, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8}
@@ -301,6 +304,7 @@ def test_few_rows_matches_the_float64_product(M, N, K, slices):
     assert c is out and rel_error(c, want) < 1e-5
 
 
+@pytest.mark.check
 def test_few_rows_refusals():
     from labkit.ops.gemm import gemm_few_rows
     xp = labkit.xp

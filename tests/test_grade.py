@@ -10,18 +10,21 @@ import io
 import json
 import os
 import subprocess
+import sys
 import tarfile
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from labkit import grade
+from labkit.course import grade
 from labkit.course.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
 from labkit.course.grading import submissions, synthetic
 from labkit.course.grading.limits import run_limited
 from labkit.course.grading.notebook_exercises import exercises_of, read_notebook, sanitizer
 from labkit.course.grading.python_exercises import grade_python_exercise
+
+REPO = Path(__file__).resolve().parent.parent
 
 # A subset that keeps CI short and still meets every synthetic mistake (python -m labkit.grade
 # --synthetic DIR grades all of them: see notebooks/INSTRUCTORS.md); 08_lrn and 02_naive_grid are
@@ -100,6 +103,24 @@ def _with_solution(ex, text: str) -> dict:
     return nb
 
 
+@pytest.mark.check
+def test_the_grading_process_puts_back_what_a_solution_changed(tmp_path):
+    """The process that runs one Python exercise (run_cells): the setup, solution and check cells in one
+    shell; what the solution rebinds beyond its own names, a NumPy function or a notebook name, is put
+    back before the check runs."""
+    program = {"setup": ["import numpy as np", "scale = 2"],
+               "solution": "np.allclose = lambda *a, **k: True\nscale = 3\nanswer = scale * 21",
+               "check": "print(answer, scale, np.allclose(1, 2))", "allowed": ["answer"]}
+    (tmp_path / "program.json").write_text(json.dumps(program))
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "labkit.course.grading.run_cells", "program.json", "result.json"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    r = json.loads((tmp_path / "result.json").read_text())
+    assert r["stage"] == "check" and r["error"] is None and r["stdout"] == "63 2 False\n", r
+    assert {"numpy.allclose", "scale"} <= set(r["put_back"]), r["put_back"]
+
+
 def test_a_solution_cannot_change_the_checks_helpers():
     """A wrong answer that also rebinds the check's helpers (a notebook name, a NumPy function) still
     fails: they are put back before the check runs, and the feedback says so."""
@@ -139,6 +160,7 @@ def _zip(path: Path, members: dict, links=()) -> None:
             z.writestr(info, "/etc/passwd")
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("kind", ["traversal", "absolute", "link", "garbage", "too_big", "tar_link"])
 def test_hostile_archives_are_refused_before_anything_runs(tmp_path, monkeypatch, kind):
     archive = tmp_path / ("bad.tar" if kind == "tar_link" else "bad.zip")
@@ -165,6 +187,7 @@ def test_hostile_archives_are_refused_before_anything_runs(tmp_path, monkeypatch
     assert not any(dest.rglob("*.cu")) and not (tmp_path / "escaped.cu").exists()
 
 
+@pytest.mark.check
 def test_an_archive_takes_only_notebooks_and_kernels(tmp_path):
     _zip(tmp_path / "ann.zip", {"ann/exercises/02_conv_naive.cu": "k", "ann/run_me.py": "import os",
                                 "ann/01_cpu_reference_convolution.ipynb": "{}"})
@@ -175,6 +198,7 @@ def test_an_archive_takes_only_notebooks_and_kernels(tmp_path):
     assert submissions.find_file(found.folder, "02_conv_naive.cu").read_text() == "k"
 
 
+@pytest.mark.check
 def test_a_link_in_a_student_folder_is_not_followed(tmp_path):
     (tmp_path / "eve" / "exercises").mkdir(parents=True)
     os.symlink(INSTRUCTOR_NOTEBOOKS / "exercises" / "02_conv_naive.cu", tmp_path / "eve" / "exercises" / "02_conv_naive.cu")
@@ -205,6 +229,7 @@ def test_the_slurm_array_job_grades_as_the_local_run(tmp_path):
     assert merged == {r["student"]: r["points"] for r in local} == {"checks_deleted": 1, "correct": 2, "wrong_index": 1}
 
 
+@pytest.mark.check
 def test_the_points_come_from_the_cpu_executor_and_a_gpu_run_can_only_take_them(monkeypatch):
     """The points' check runs on the CPU executor (LABKIT_BACKEND=cpu: its memory, barrier and race
     checks), also with --backend cuda, which then runs a passing kernel again on the GPU: a wrong
@@ -232,6 +257,7 @@ def test_the_points_come_from_the_cpu_executor_and_a_gpu_run_can_only_take_them(
         grade.grade_file("02_conv_naive", "x.cu", backend="gpu")
 
 
+@pytest.mark.check
 def test_every_python_exercise_of_the_series_is_gradable():
     """Each exercise's check printed only text in the stored run (what the grader compares with)."""
     found = {e.grade_id for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values() for e in ex}
@@ -255,6 +281,7 @@ def test_the_leaderboard_ranks_the_passing_kernels(tmp_path):
     assert "| 1 |" in (tmp_path / "out" / "leaderboard.md").read_text()
 
 
+@pytest.mark.check
 def test_every_leaderboard_shape_names_an_exercise_and_its_checks_options():
     """The leaderboard's shapes run only on a GPU: here, that each names a graded kernel exercise and
     options its check takes (a typo would fail the timing run of every student, not the grading)."""
@@ -265,3 +292,10 @@ def test_every_leaderboard_shape_names_an_exercise_and_its_checks_options():
         params = inspect.signature(getattr(kernel_checks, grade.EXERCISES[name].check)).parameters
         assert set(options) <= set(params), (name, options)
         assert all(len(shapes) == 1 for shapes in options.values()), name
+
+
+@pytest.mark.check
+def test_the_command_is_the_course_grader():
+    # `python -m labkit.grade`, the command the Slurm job and grade_file run, is labkit.course.grade's.
+    import labkit.grade
+    assert labkit.grade.main is grade.main

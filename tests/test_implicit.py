@@ -9,16 +9,14 @@ import pytest
 
 import labkit
 from labkit import reference
+from labkit.checks import rel_error, to_numpy
 from labkit.ladder import implicit as study
 from labkit.ops import implicit
 from labkit.ops.implicit import ConvLayer, ImplicitConv2d, Tiles, conv2d_implicit
 
-from test_conv_ladder import rel_err, to_numpy
 
 rng = np.random.default_rng()
 ON_GPU = labkit.backend() == "cuda"
-needs_gpu = pytest.mark.skipif(not ON_GPU, reason="TF32 runs on the tensor cores: needs a GPU "
-                               "(conv_implicit_tf32.cu declares requires-gpu)")
 
 CONVS = [  # N, C, H, W, M, K, stride, pad, groups
     (2, 3, 21, 19, 5, 3, 1, 1, 1), (1, 3, 35, 35, 8, 11, 4, 0, 1), (2, 8, 13, 13, 6, 5, 1, 2, 2),
@@ -48,31 +46,33 @@ def test_fp32_matches_reference(shape, tiles):
     x, w, b, ref = case(*shape)
     out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)   # poisoned: every element must be written
     y = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, tiles=tiles, out=out)
-    assert y is out and rel_err(y, ref) < 1e-5
+    assert y is out and rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("activation", ["relu", "tanh", None], ids=str)
 def test_fused_bias_and_activation(activation):
     x, w, b, ref = case(2, 5, 12, 10, 7, 3, 1, 1, 1)
     act = {"relu": lambda v: np.maximum(v, 0), "tanh": np.tanh, None: lambda v: v}[activation]
     y = conv2d_implicit(dev(x), dev(w), dev(b), pad=1, activation=activation)
-    assert rel_err(y, act(ref)) < 1e-5
+    assert rel_error(y, act(ref)) < 1e-5
     y0 = conv2d_implicit(dev(x), dev(w), None, pad=1)   # no bias: the kernel must not add one
-    assert rel_err(y0, ref - b[None, :, None, None]) < 1e-5
+    assert rel_error(y0, ref - b[None, :, None, None]) < 1e-5
 
 
+@pytest.mark.check
 def test_layer_object_prepares_weights_once_and_reruns():
     layer = ConvLayer(6, 11, 9, 10, 3, stride=2, pad=1, groups=2)
     x, w, b, ref = case(3, *layer)
     conv = ImplicitConv2d(dev(w), dev(b), layer)
     assert tuple(conv.wt.shape) == (2, 3 * 9, 5)       # (G, C/G*K*K, M/G): each group's W transposed
     for _ in range(2):
-        assert rel_err(conv(dev(x)), ref) < 1e-5
+        assert rel_error(conv(dev(x)), ref) < 1e-5
     x2 = rng.standard_normal((1, 6, 11, 9)).astype(np.float32)   # another batch size, same module
-    assert rel_err(conv(dev(x2)), reference.conv2d(x2, w, b, stride=2, pad=1, groups=2)) < 1e-5
+    assert rel_error(conv(dev(x2)), reference.conv2d(x2, w, b, stride=2, pad=1, groups=2)) < 1e-5
 
 
-@needs_gpu
+@pytest.mark.gpu     # TF32 runs on the tensor cores (conv_implicit_tf32.cu declares requires-gpu)
 @pytest.mark.parametrize("shape", CONVS, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("tiles", TF32_TILES, ids=Tiles.short)
 def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
@@ -81,14 +81,15 @@ def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
     out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
     y = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
                         tiles=tiles, out=out)
-    err = rel_err(y, ref)
+    err = rel_error(y, ref)
     assert err < 3e-3          # TF32 keeps 10 mantissa bits: about 1e-3 per truncated operand
     assert err > 1e-7          # ... and it is really TF32, not FP32
     y_rn = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
                            tiles=tiles, round_tf32=True)
-    assert 1e-7 < rel_err(y_rn, ref) < 2e-3
+    assert 1e-7 < rel_error(y_rn, ref) < 2e-3
 
 
+@pytest.mark.check
 def test_k_taps_table():
     layer = ConvLayer(4, 9, 7, 6, 3, pad=1, groups=2)          # KG = 2 * 3 * 3 = 18 rows
     taps = implicit.k_taps(layer, 16)
@@ -98,6 +99,7 @@ def test_k_taps_table():
     assert (taps[18:, 1] >> 16 == 0x4000).all()               # past KG: outside every image
 
 
+@pytest.mark.check
 def test_tf32_on_the_cpu_executor_says_it_needs_a_gpu():
     if ON_GPU:
         pytest.skip("on a GPU TF32 runs (the test above); this checks the CPU executor's refusal")
@@ -138,6 +140,7 @@ def test_bad_tiles_are_refused(tiles, match):
         tiles.check()
 
 
+@pytest.mark.check
 def test_tuned_table_lookup(tmp_path, monkeypatch):
     layer = implicit.ALEXNET_CONVS["conv3"]
     table = tmp_path / "t.json"
@@ -169,7 +172,7 @@ def test_alexnet_layer_on_the_cpu_executor_at_batch_1():
     layer = implicit.ALEXNET_CONVS["conv2"]
     x, w, b, ref = case(1, *layer)
     y = ImplicitConv2d(dev(w), dev(b), layer)(dev(x))
-    assert rel_err(to_numpy(y), ref) < 1e-5
+    assert rel_error(to_numpy(y), ref) < 1e-5
 
 
 def test_tf32_weights_are_packed_in_fragment_order():
@@ -205,7 +208,7 @@ def test_small_batches_take_small_tiles_on_a_gpu():
     for prec in implicit.PRECISIONS:
         conv = ImplicitConv2d(dev(w), dev(b), layer, precision=prec)
         assert conv.tiles_at(1) == implicit.SMALL_TILES[prec] and conv.tiles_at(128) == conv.tiles
-        assert rel_err(conv(dev(x)), ref) < (1e-5 if prec == "fp32" else 3e-3)
+        assert rel_error(conv(dev(x)), ref) < (1e-5 if prec == "fp32" else 3e-3)
 
 
 @pytest.mark.parametrize("shape, splits", [((2, 8, 13, 13, 6, 5, 1, 2, 2), 3), ((1, 6, 7, 9, 66, 3, 1, 1, 3), 2),
@@ -224,14 +227,14 @@ def test_split_k_matches_reference(shape, splits, activation):
     out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
     y = conv(dev(x), out=out, workspace=ws, splits=splits)
     want = np.maximum(ref, 0) if activation == "relu" else ref
-    assert y is out and rel_err(y, want) < 1e-5
+    assert y is out and rel_error(y, want) < 1e-5
     with pytest.raises(ValueError, match=r"workspace must be float32"):
         conv(dev(x), workspace=labkit.xp.zeros((1, 1), dtype=labkit.xp.float32), splits=splits)
     with pytest.raises(ValueError, match="splits must be a positive int"):
         conv(dev(x), splits=0)
 
 
-@needs_gpu
+@pytest.mark.gpu     # TF32 runs on the tensor cores (conv_implicit_tf32.cu declares requires-gpu)
 @pytest.mark.parametrize("shape, splits", [((2, 8, 13, 13, 6, 5, 1, 2, 2), 3), ((1, 6, 7, 9, 66, 3, 1, 1, 3), 2),
                                            ((1, 64, 13, 13, 96, 3, 1, 1, 1), 100)], ids=str)
 def test_tf32_split_k_matches_reference(shape, splits):
@@ -244,9 +247,10 @@ def test_tf32_split_k_matches_reference(shape, splits):
     ws = labkit.xp.full(conv.workspace_shape(N, splits), np.nan, dtype=labkit.xp.float32)
     out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
     y = conv(dev(x), out=out, workspace=ws, splits=splits)
-    assert y is out and rel_err(y, np.maximum(ref, 0)) < 3e-3
+    assert y is out and rel_error(y, np.maximum(ref, 0)) < 3e-3
 
 
+@pytest.mark.check
 def test_split_k_is_chosen_where_blocks_are_few():
     layer = implicit.ALEXNET_CONVS["conv3"]
     _x, w, b, _ref = case(1, *layer)

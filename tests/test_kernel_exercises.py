@@ -26,6 +26,7 @@ def variant(tmp_path, name, old, new, original=NAIVE):
     return p
 
 
+@pytest.mark.check
 def test_strip_cu_solutions():
     src = "int a;\n  // BEGIN SOLUTION\n  a = secret();\n  // END SOLUTION\nint b;\n"
     out, n = strip_cu_solutions(src)
@@ -35,6 +36,7 @@ def test_strip_cu_solutions():
             strip_cu_solutions(bad)
 
 
+@pytest.mark.check
 def test_the_instructors_solution_passes():
     v = check_conv_kernel(NAIVE, "conv_naive_exercise")
     assert v.ok and v.message.endswith(": True"), v.message
@@ -49,6 +51,7 @@ def test_the_students_copy_compiles_and_is_told_what_is_missing(tmp_path):
     assert not v.ok and "NaN (never written" in v.message
 
 
+@pytest.mark.check
 def test_a_missing_row_is_named(tmp_path):
     v = check_conv_kernel(variant(tmp_path, "off_by_one", "h >= Ho", "h >= Ho - 1"), "conv_naive_exercise")
     assert not v.ok

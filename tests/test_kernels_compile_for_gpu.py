@@ -32,6 +32,7 @@ def test_kernel_source_compiles_with_nvrtc(path):
     assert ok, f"NVRTC (CuPy's compiler) refused {path.name}:\n{log}"
 
 
+@pytest.mark.check
 def test_nvrtc_check_can_fail():
     if nvrtc_check.library() is None:
         pytest.skip("NVRTC is not installed (pip install nvidia-cuda-nvrtc)")

@@ -1,4 +1,5 @@
-"""labkit.ladder: the checks and comparisons notebooks 02-05 and the ladder benchmark share."""
+"""labkit.ladder: the checks and comparisons notebooks 02-05 and the ladder benchmark share, and the
+host cost of a launch (notebook 07)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,14 +7,17 @@ import pytest
 
 import labkit
 from labkit import ladder
+from labkit.ladder import overhead
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", ["naive", "tiled", "constant", "tuned"])
 def test_check_passes_every_rung(variant):
     v = ladder.check(variant, batch=2)
     assert v.ok is True and str(v) == "True" and "matches the float64 reference" in v.message
 
 
+@pytest.mark.check
 def test_check_fails_a_kernel_that_skips_outputs(monkeypatch):
     real = ladder.seed.conv2d
 
@@ -39,6 +43,7 @@ def test_check_fails_a_kernel_that_is_slightly_wrong(monkeypatch):
     assert v.ok is False and "0 NaN" in v.message and "largest error" in v.message, v.message
 
 
+@pytest.mark.check
 def test_compare_rows():
     layers = {"small": dict(C=2, H=11, W=9, M=3, K=3)}
     rows = ladder.compare({"naive": {"variant": "naive"}, "tiled 8": {"variant": "tiled", "tile_width": 8}},
@@ -52,6 +57,7 @@ def test_compare_rows():
     assert text.count("\n") == len(rows) and "tiled 8" in text
 
 
+@pytest.mark.check
 def test_compare_adds_the_peer_where_there_is_one():
     layers = {"small": dict(C=2, H=11, W=9, M=3, K=3)}
     rows = ladder.compare(["naive"], batches=[2], layers=layers, repeat=1, warmup=0, progress=False)
@@ -73,3 +79,15 @@ def test_compare_refuses_a_wrong_kernel(monkeypatch):
     with pytest.raises(AssertionError, match="disagrees with the float64 reference"):
         ladder.compare(["naive"], batches=[1], layers={"s": dict(C=1, H=7, W=7, M=2, K=3)},
                        repeat=1, warmup=0, progress=False, peer=False)
+
+
+@pytest.mark.check
+def test_host_costs_time_every_op_and_layer(monkeypatch, tmp_path):
+    # Notebook 07's table of what a call costs the host, at two timed calls each.
+    monkeypatch.setenv("LABKIT_RESULTS_DIR", str(tmp_path))     # the trivial kernel's .cu goes there
+    rows = overhead.host_costs(repeat=2, warmup=1)
+    labels = [r["label"] for r in rows]
+    assert "labkit.load + launch (checked)" in labels and "Conv2d(tuned) layer" in labels
+    assert "ImplicitConv2d layer" in labels and "ConvPoolTanh layer" in labels and len(set(labels)) == len(labels)
+    assert all(r["kind"] == "host_us" and r["calls"] == 2 and 0 < r["p10_us"] <= r["p90_us"] for r in rows)
+    assert overhead.summary(rows).count("\n") == len(rows)

@@ -6,8 +6,9 @@ import pytest
 
 import labkit
 from labkit import layers, reference
+from labkit.checks import rel_error, to_numpy
 
-from test_conv_ladder import make_layer, rel_err, to_numpy
+from helpers import make_layer
 
 rng = np.random.default_rng()
 
@@ -29,6 +30,7 @@ def test_max_pool_matches_reference(shape, k, s):
     assert np.array_equal(to_numpy(y), ref.astype(np.float32))      # a max is exact
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("k, s", [(2, 2), (3, 2), (3, 1)])
 def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
     """A NaN anywhere in a window (first, last or between) makes that output NaN, as in the reference
@@ -43,16 +45,18 @@ def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
     assert np.array_equal(y, ref, equal_nan=True)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape", [(1, 10), (37, 10), (5, 33), (9, 100), (3, 1)])
 def test_softmax_matches_reference(shape):
     x = (rng.standard_normal(shape) * 8).astype(np.float32)
     x[0, 0] = 80.0                                                    # exp(80) overflows float32
     ref = reference.softmax(x)
     y = to_numpy(layers.softmax(dev(x), out=poisoned(shape)))
-    assert rel_err(y, ref) < 1e-5
+    assert rel_error(y, ref) < 1e-5
     assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape", [(3, 1, 48, 48, 6, 5), (2, 3, 13, 12, 4, 3), (2, 2, 10, 9, 5, 1)],
                          ids=lambda s: "N{}C{}H{}W{}M{}K{}".format(*s))
 @pytest.mark.parametrize("threads, imgs", [(128, 1), (64, 2)])
@@ -60,7 +64,7 @@ def test_conv_pool_tanh_matches_reference(shape, threads, imgs):
     x, w, b = make_layer(*shape)
     ref = reference.max_pool2d(np.tanh(reference.conv2d(x, w, b)), 2, 2)
     y = layers.conv_pool_tanh(dev(x), dev(w), dev(b), out=poisoned(ref.shape), threads=threads, imgs=imgs)
-    assert rel_err(y, ref) < 1e-5
+    assert rel_error(y, ref) < 1e-5
 
 
 def test_conv_pool_tanh_keeps_a_nan_as_the_reference_does():
@@ -75,12 +79,13 @@ def test_conv_pool_tanh_keeps_a_nan_as_the_reference_does():
     assert np.allclose(y[~np.isnan(y)], ref[~np.isnan(ref)], rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.check
 def test_fused_equals_unfused_pipeline():
     from labkit.ops.conv import conv2d
     x, w, b = make_layer(3, 1, 48, 48, 6, 5)
     fused = to_numpy(layers.conv_pool_tanh(dev(x), dev(w), dev(b)))
     unfused = to_numpy(layers.max_pool2d(conv2d(dev(x), dev(w), dev(b), variant="tuned", activation="tanh")))
-    assert rel_err(fused, unfused.astype(np.float64)) < 1e-6
+    assert rel_error(fused, unfused.astype(np.float64)) < 1e-6
 
 
 @pytest.mark.parametrize("check", ["barrier", "shuffle", "memory", "race"])
@@ -95,9 +100,10 @@ def test_checking_modes(check):
     logits = rng.standard_normal((20, 10)).astype(np.float32)
     s = np.full((20, 10), np.nan, np.float32)
     mod.get_function("softmax_rows")((3,), (256,), (logits, s, np.int32(20), np.int32(10)))
-    assert rel_err(s, reference.softmax(logits)) < 1e-5
+    assert rel_error(s, reference.softmax(logits)) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("call, match", [
     (lambda: layers.max_pool2d(dev(np.zeros((1, 1, 4, 4), np.float64))), "float32"),
     (lambda: layers.max_pool2d(dev(np.zeros((1, 4, 4), np.float32))), "4-D"),

@@ -24,7 +24,6 @@ from labkit.measure import (ROW_KEYS, Cost, Timing, achieved, bound, conv2d_cost
                             time_fn, time_region)
 from labkit.results import REPO_ROOT, results_dir
 
-needs_gpu = pytest.mark.skipif(labkit.backends.current() != "cuda", reason="needs a GPU (CuPy sees none)")
 
 # The published anchor ceilings of the series' H100.
 H100 = Ceilings(copy_GBps=2956.0, fp32_TFLOPs=51.0, device="NVIDIA H100 80GB HBM3", backend="cuda")
@@ -40,6 +39,7 @@ def cpu(monkeypatch, tmp_path):
 
 # --- timer ---------------------------------------------------------------------------------
 
+@pytest.mark.check
 def test_time_fn_on_sleep(cpu):
     calls = []
 
@@ -82,6 +82,7 @@ def nap_for(batch):
     return lambda: time.sleep(batch * 1e-4)
 
 
+@pytest.mark.check
 def test_sweep_rows(cpu, capsys):
     rows = sweep(nap_for, [1, 10, 30], warmup=1, repeat=3, progress=False)
     assert [r["batch"] for r in rows] == [1, 10, 30]
@@ -103,6 +104,7 @@ def test_sweep_needs_a_callable(cpu):
         sweep(lambda b: 42, [1], progress=False)
 
 
+@pytest.mark.check
 def test_save_load_round_trip(cpu, tmp_path):
     rows = sweep(nap_for, [np.int64(1), np.int64(4)], label="naps", warmup=0, repeat=2, progress=False)
     path = save_rows(rows, tmp_path / "out" / "naps.json", meta={"layer": (1, 48, 48), "note": "test"})
@@ -119,6 +121,7 @@ def test_save_load_round_trip(cpu, tmp_path):
 
 # --- roofline ------------------------------------------------------------------------------
 
+@pytest.mark.check
 def test_anchor_conv_layer_floors():
     """The published floors of the ECE408 conv layers at batch 10,000 on the anchor H100."""
     c1 = conv2d_cost(10000, 1, 48, 48, 6, 5)
@@ -186,6 +189,7 @@ def fake_rows():
     return rows
 
 
+@pytest.mark.check
 def test_batch_curves(cpu, tmp_path):
     fig = plots.batch_curves(fake_rows(), title="conv layer 1")
     assert isinstance(fig, Figure)
@@ -235,7 +239,7 @@ def test_results_dir(monkeypatch, tmp_path):
 
 # --- on a GPU ------------------------------------------------------------------------------
 
-@needs_gpu
+@pytest.mark.gpu
 def test_gpu_time_fn_and_region():
     import cupy
     dev = device()
@@ -254,6 +258,7 @@ def test_gpu_time_fn_and_region():
 
 
 # --- breakdowns of kernels and copies ---------------------------------------------------------
+@pytest.mark.check
 def test_conv_breakdown_parts_and_totals():
     from labkit.ladder import conv_breakdown
     rng = np.random.default_rng()
@@ -314,6 +319,7 @@ def test_shipped_rows_beside_a_local_run_on_another_device(cpu):
     assert len(ax.get_lines()) == 2 and "shipped" not in ax.get_title()
 
 
+@pytest.mark.check
 def test_shipped_reads_only_json_in_benchmarks_results():
     from labkit.results import shipped
     with pytest.raises(ValueError, match="name a .json file"):

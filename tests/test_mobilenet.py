@@ -57,6 +57,7 @@ def test_depthwise_matches_reference(shape, variant):
     assert y is out and rel_error(y, np.clip(ref, 0, 6), terms=terms) < 1e-5
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("activation", [None, "relu", "relu6"], ids=str)
 def test_depthwise_activations_and_no_bias(activation):
     x, w, b, ref = dw_case(2, 6, 11, 9, 1)
@@ -110,6 +111,7 @@ def test_depthwise_whole_plane_variants(make, shape):
     assert rel_error(y, np.clip(ref, 0, 6), terms=terms) < 1e-5, t
 
 
+@pytest.mark.check
 def test_by_rows_takes_small_whole_planes():
     with pytest.raises(ValueError, match="by_rows takes whole planes"):
         Tiling(4, 2, 1, 8, by_rows=True).check(depthwise_layer(3, 7, 7, 1))
@@ -173,6 +175,7 @@ def test_depthwise_bias_from_constant_memory_a_run_per_layer():
     assert rel_error(layers[0](dev(x)), refs[1]) < 1e-5     # the second layer's run was left alone
 
 
+@pytest.mark.check
 def test_depthwise_refuses_bad_input():
     L = depthwise_layer(4, 8, 8, 1)
     w, b = dev(np.ones((4, 1, 3, 3), np.float32)), dev(np.zeros(4, np.float32))
@@ -242,6 +245,7 @@ def test_implicit_residual_is_checked():
         ImplicitConv2d(w, b, L, activation="relu7")
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 1, 1), (3, 2, 13, 11), (1, 40, 2, 33)])
 def test_global_avg_pool(shape):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -252,6 +256,7 @@ def test_global_avg_pool(shape):
     assert rel_error(GlobalAvgPool()(dev(x)), ref, terms=terms) < 1e-6
 
 
+@pytest.mark.check
 def test_floor_bytes():
     assert floor_bytes(depthwise_layer(512, 32, 32, 1), 128) == 4 * 128 * 512 * 2 * 32 * 32
 
@@ -297,6 +302,7 @@ def test_depthwise_project_under_the_executor_checks():
     assert rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.check
 def test_depthwise_project_refuses_bad_input():
     (x, wdw, bdw, wp, bp), ref = dwp_case(1, 4, 6, 6, 1, 3)
     args = [dev(a) for a in (wdw, bdw, wp, bp)]
@@ -337,6 +343,7 @@ def test_parameters_are_torchvisions(weights):
     assert bs[-1].out_hw == (7, 7)
 
 
+@pytest.mark.check
 def test_folding_equals_conv_then_batch_norm(weights):
     folded = mb.fold_batch_norm(weights)
     x = rng.standard_normal((1, 96, 9, 9))
@@ -348,6 +355,7 @@ def test_folding_equals_conv_then_batch_norm(weights):
     assert rel_error(reference.conv2d(x, w, b, pad=1, groups=96), want) < 1e-6
 
 
+@pytest.mark.check
 def test_weights_are_checked(weights):
     bad = dict(weights)
     del bad["features.5.conv.1.1.running_var"]

@@ -35,6 +35,7 @@ def onnx_file(tmp_path_factory, weights):
     return p
 
 
+@pytest.mark.check
 def test_reads_every_parameter(onnx_file, weights):
     got = read_onnx_weights(onnx_file)
     assert set(got) == set(weights)
@@ -117,6 +118,7 @@ def test_names_shapes_dtypes_and_values_are_checked(tmp_path, weights):
     fails({**weights, "features.18.1.weight": bad}, "NaN or infinity")
 
 
+@pytest.mark.check
 def test_load_weights_says_where_they_came_from(monkeypatch, onnx_file, weights):
     monkeypatch.delenv(ONNX_ENV, raising=False)
     w, source = load_weights()

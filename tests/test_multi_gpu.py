@@ -17,7 +17,7 @@ def _gpu_count() -> int:
     return cupy.cuda.runtime.getDeviceCount()
 
 
-pytestmark = pytest.mark.skipif(_gpu_count() < 2, reason="needs a host with two or more GPUs")
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_gpu_count() < 2, reason="needs a host with two or more GPUs")]
 
 
 def test_each_device_loads_its_own_module_and_plans():

@@ -52,6 +52,7 @@ def test_solution_cells_are_followed_by_locked_graded_checks(path):
             assert meta["points"] == EXERCISES[m.group(1)[:-3]].points
 
 
+@pytest.mark.check
 def test_every_kernel_exercise_is_checked_in_its_notebook():
     checked = {m.group(1) for p in NOTEBOOKS for c in nbformat.read(p, 4).cells
                for m in KERNEL_CHECK.finditer(c.source)}

@@ -86,6 +86,7 @@ def _notebook_code(path: Path) -> list[str]:
     return ["".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code"]
 
 
+@pytest.mark.check
 def test_the_finder_sees_what_notebooks_write():
     src = ["import labkit\nfrom labkit.ops import gemm as G\nfrom labkit import measure\nfrom labkit.models import fashion_mnist as fm\n",
            "y = G.gemm(a, b)\nt = measure.time_fn(f)\nprint(labkit.kernels.excerpt('x'))\n%timeit fm.FashionNet\n"

@@ -21,6 +21,7 @@ def code_cells(path: Path) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).strip()]
 
 
+@pytest.mark.check
 def test_there_are_notebooks():
     assert len(NOTEBOOKS) >= 2
 

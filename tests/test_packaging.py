@@ -1,13 +1,18 @@
-"""pyproject.toml and environment.yml name the same packages; the student-version tool works."""
+"""pyproject.toml and environment.yml name the same packages; the student-version tool and the series
+runner (make student, make series) work."""
 from __future__ import annotations
 
+import os
 import re
-
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from labkit.course.student_copy import strip_solutions, strip_written_answers
+
+pytestmark = pytest.mark.check
 
 tomllib = pytest.importorskip("tomllib", reason="reading pyproject.toml needs Python 3.11+ (tomllib)")
 
@@ -71,3 +76,17 @@ def test_student_version_replaces_written_answers():
         ("no region, `### BEGIN SOLUTION` only mentioned", 0)
     with pytest.raises(ValueError, match="no ### END SOLUTION"):
         strip_written_answers("### BEGIN SOLUTION\nsecret\n")
+
+
+def test_the_series_runner_runs_the_notebooks_asked_for(tmp_path):
+    """`make series` without the hour it takes: the numbered notebooks in order, and a run of --only
+    a number no notebook has, which executes none and still makes its output folder."""
+    from labkit.course import series
+    found = [p.name for p in series.notebooks(ROOT / "notebooks")]
+    assert found == sorted(found) and found[0].startswith("00_") and "README.md" not in found
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    out = subprocess.run([sys.executable, "-m", "labkit.course.series", "--out", str(tmp_path), "--only", "99"],
+                         env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "backend" in out.stdout and ".ipynb" not in out.stdout
+    assert (tmp_path / "notebooks").is_dir() and not any((tmp_path / "notebooks").iterdir())

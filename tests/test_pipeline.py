@@ -51,6 +51,7 @@ def poisoned_output(shape):
     return out
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("N, sub, expected", [
     (8, 4, [(0, 4), (4, 8)]),
     (10, 4, [(0, 4), (4, 8), (8, 10)]),                 # a remainder
@@ -61,12 +62,14 @@ def test_split_batch(N, sub, expected):
     assert split_batch(N, sub) == expected
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("N, sub", [(0, 4), (5, 0), (5, []), (5, [4, -1]), (5, 2.5), (5, True)])
 def test_split_batch_refuses(N, sub):
     with pytest.raises(ValueError):
         split_batch(N, sub)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("streams, sub_batch, devices", [(3, 8, None), (2, [3, 5, 11], None), (2, 7, 2),
                                                          (1, 37, None)])
 def test_fashion_pipeline_matches_one_by_one_and_reference(fashion, streams, sub_batch, devices):
@@ -110,6 +113,7 @@ def test_alexnet_pipeline_with_remainder_matches_serial(alex, graphs):
     assert rel_error(out[idx], ref) < 1e-4 and rel_error(serial[idx], ref) < 1e-4
 
 
+@pytest.mark.check
 def test_timeline_has_every_stage_of_every_sub_batch(fashion):
     N = 23
     x = pinned_empty((N, 1, 48, 48))
@@ -134,6 +138,7 @@ def test_timeline_has_every_stage_of_every_sub_batch(fashion):
         assert overlap_ms(rows, "H2D", "forward") == 0.0
 
 
+@pytest.mark.check
 def test_overlap_ms_counts_only_common_time():
     rows = [{"device": 0, "stage": "H2D", "start_ms": 0.0, "end_ms": 2.0},
             {"device": 0, "stage": "H2D", "start_ms": 1.0, "end_ms": 3.0},     # overlaps the first: union 0-3
@@ -176,6 +181,7 @@ def test_bad_settings_refused(fashion, kwargs):
         SubBatchPipeline(fashion, **kwargs)
 
 
+@pytest.mark.check
 def test_not_a_model_refused():
     with pytest.raises(TypeError, match="labkit model"):
         SubBatchPipeline(object())
@@ -194,6 +200,7 @@ def test_every_device_of_the_host_says_what_it_used(fashion):
         assert "CPU executor" in text
 
 
+@pytest.mark.check
 def test_pinned_buffers_and_bandwidth_rows():
     a = pinned_empty((3, 5), np.float32)
     assert a.shape == (3, 5) and a.dtype == np.float32
@@ -226,6 +233,7 @@ def test_tune_keeps_the_fastest_schedule_and_stays_correct(fashion):
     assert np.array_equal(pipe.run(y), one_by_one(fashion, y, pipe.chunks(5)))
 
 
+@pytest.mark.check
 def test_check_enqueue_accepts_the_right_order_and_names_wrong_sub_batches(fashion):
     from labkit.ladder.streams import check_enqueue
     from labkit.pipeline import copy_in, copy_out

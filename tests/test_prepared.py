@@ -33,6 +33,7 @@ def conv_case(N, C, H, W, M, K, groups=1):
 
 
 # --- the face: every rung through labkit.conv2d ------------------------------------------------------
+@pytest.mark.check
 @pytest.mark.parametrize("variant", [r.name for r in labkit.RUNGS])
 def test_the_face_reaches_every_rung(variant):
     x, w, b = conv_case(2, 3, 13, 11, 5, 3)
@@ -46,6 +47,7 @@ def test_the_face_reaches_every_rung(variant):
     assert y is out and rel_error(y, ref) < (3e-3 if variant == "implicit_tf32" else 1e-5)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("variant", ["unrolled", "implicit"])
 def test_the_face_takes_stride_padding_and_groups(variant):
     x, w, b = conv_case(2, 6, 15, 12, 4, 3, groups=2)
@@ -54,6 +56,7 @@ def test_the_face_takes_stride_padding_and_groups(variant):
     assert rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.check
 def test_the_face_says_what_a_rung_cannot_do():
     x, w, b = (dev(a) for a in conv_case(1, 2, 9, 9, 3, 3))
     with pytest.raises(ValueError, match=r"variant 'tiled' computes the seed's valid convolutions.*"
@@ -121,6 +124,7 @@ def test_dense_layer_at_every_kernel_it_picks(rows, bias, activation):
     assert kernel == ("few_rows" if rows <= G.FEW_ROWS else "dbuf")
 
 
+@pytest.mark.check
 def test_small_layers_as_objects():
     x = (rng.standard_normal((2, 7, 9, 11)) * 10).astype(np.float32)
     assert rel_error(layers.MaxPool2d(3, 2)(dev(x), poisoned((2, 7, 4, 5))), reference.max_pool2d(x, 3, 2)) == 0
@@ -167,6 +171,7 @@ def test_a_prepared_call_still_refuses_a_bad_input():
         fc(dev(np.zeros((2, 26), np.float32)))
 
 
+@pytest.mark.check
 def test_reload_forgets_modules_and_plans():
     seen = {}
     loader.register_cache(seen)
@@ -179,6 +184,7 @@ def test_reload_forgets_modules_and_plans():
     assert rel_error(before, reference.conv2d(x, w, b)) < 1e-5
 
 
+@pytest.mark.check
 def test_constant_uploads_refuse_what_the_symbol_would_misread():
     mod = labkit.load("conv_constant", defines={"TILE_WIDTH": 8, "CONST_WEIGHT_FLOATS": 64, "CONST_BIAS_FLOATS": 4})
     with pytest.raises(TypeError, match="float32, int32 or uint32 array, got ndarray of float64"):
@@ -212,6 +218,7 @@ def test_gemm_with_its_defaults_matches_the_float64_product(M, N, K, bias_per):
 
 
 # --- models: eager and as one CUDA graph ---------------------------------------------------------------------
+@pytest.mark.check
 def test_fashion_net_eager_and_graph_agree_with_the_reference():
     from labkit.data import load_fashion_mnist
     from labkit.models import fashion_mnist as fm
@@ -234,6 +241,7 @@ def test_fashion_net_eager_and_graph_agree_with_the_reference():
     assert rel_error(plan.run(), reference.softmax(fm.reference_logits(weights, x2))) < 1e-5
 
 
+@pytest.mark.check
 def test_a_graph_refuses_nothing_and_replays_on_the_cpu_executor_step_by_step():
     from labkit.backends.graph import Graph
     calls = []
@@ -245,6 +253,7 @@ def test_a_graph_refuses_nothing_and_replays_on_the_cpu_executor_step_by_step():
     assert calls == [1, 2, 1, 2]
 
 
+@pytest.mark.check
 def test_host_time_per_call_is_measured_by_the_clock():
     from labkit.measure import host_us
     times = host_us(lambda: sum(range(100)), warmup=2, repeat=50)

@@ -14,10 +14,10 @@ import pytest
 import labkit
 from labkit import reference
 from labkit.backends.cpu import CPUModule, compiler
+from labkit.checks import rel_error
 from labkit.errors import KernelCompileError, KernelRaceError
 from labkit.ops.conv import conv_launch_config
 
-from test_conv_ladder import rel_err
 
 rng = np.random.default_rng()
 pytestmark = pytest.mark.skipif(labkit.backend() != "cpu", reason="the race check belongs to the CPU executor "
@@ -114,6 +114,7 @@ def correct():
     return CPUModule(CORRECT, path="correct.cu")
 
 
+@pytest.mark.check
 def test_a_global_read_modify_write_is_a_race(racy):
     y = np.zeros(1, np.int32)
     racy.get_function("count")((2,), (64,), (y,))                     # no check: exactly 128, a GPU loses most
@@ -125,6 +126,7 @@ def test_a_global_read_modify_write_is_a_race(racy):
     assert msg.count("racy.cu:3") >= 2 and "thread (" in msg and "atomicAdd" in msg
 
 
+@pytest.mark.check
 def test_a_missing_shared_memory_barrier_is_a_race(racy):
     x = rng.standard_normal(128).astype(np.float32)
     y = np.full(128, np.nan, np.float32)
@@ -197,7 +199,7 @@ def test_each_barrier_of_the_tiled_convolution_is_needed(drop):
         mod.get_function("conv_tiled")(grid, block, args, shared_mem=shm, check="race")
     mod.get_function("conv_tiled")(grid, block, args, shared_mem=shm)
     if drop == 1:
-        assert rel_err(args[3], reference.conv2d(x, w, b)) < 1e-5
+        assert rel_error(args[3], reference.conv2d(x, w, b)) < 1e-5
 
 
 @pytest.fixture
@@ -221,19 +223,19 @@ def test_the_series_other_kernel_families_are_race_free(race_everywhere):
     w = (rng.standard_normal((6, 4, 3, 3)) / 6).astype(np.float32)
     conv = ImplicitConv2d(w, np.zeros(6, np.float32), ConvLayer(4, 9, 7, 6, 3, 1, 1, 1),
                           tiles=Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4))
-    assert rel_err(conv(x, splits=3), reference.conv2d(x, w, None, pad=1)) < 1e-5
+    assert rel_error(conv(x, splits=3), reference.conv2d(x, w, None, pad=1)) < 1e-5
     a = rng.standard_normal((5, 77)).astype(np.float32)
     bm = rng.standard_normal((77, 40)).astype(np.float32)
     want = a.astype(np.float64) @ bm
-    assert rel_err(gemm(a, bm, variant="dbuf", splits=3), want) < 1e-5
-    assert rel_err(gemm_few_rows(a[:3], bm, slices=4), want[:3]) < 1e-5
+    assert rel_error(gemm(a, bm, variant="dbuf", splits=3), want) < 1e-5
+    assert rel_error(gemm_few_rows(a[:3], bm, slices=4), want[:3]) < 1e-5
     v = rng.standard_normal((2, 7, 5, 3)).astype(np.float32)
-    assert rel_err(layers.lrn(v, 2), reference.lrn(v, 2)) < 1e-5
+    assert rel_error(layers.lrn(v, 2), reference.lrn(v, 2)) < 1e-5
     img = rng.standard_normal((2, 1, 12, 12)).astype(np.float32)
     k = rng.standard_normal((3, 1, 5, 5)).astype(np.float32)
     bias = rng.standard_normal(3).astype(np.float32)
     fused = layers.conv_pool_tanh(img, k, bias)
-    assert rel_err(fused, reference.max_pool2d(np.tanh(reference.conv2d(img, k, bias)), 2, 2)) < 1e-5
+    assert rel_error(fused, reference.max_pool2d(np.tanh(reference.conv2d(img, k, bias)), 2, 2)) < 1e-5
 
 
 def test_the_shuffled_schedule_switches_threads_at_memory_accesses(racy, correct):

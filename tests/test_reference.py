@@ -286,6 +286,7 @@ def test_softmax_matches_tf(rng, axis):
     assert np.allclose(y.sum(axis=axis), 1.0)
 
 
+@pytest.mark.check
 def test_softmax_is_numerically_stable():
     x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1001.0, -1002.0]])
     y = ref.softmax(x)
@@ -297,6 +298,7 @@ def test_softmax_is_numerically_stable():
 # --------------------------------------------------------------------------
 # the three CPU convolutions of notebook 01
 # --------------------------------------------------------------------------
+@pytest.mark.check
 @pytest.mark.parametrize("stride,pad", [(1, 0), (2, 1), ((1, 2), (2, 0))])
 def test_conv2d_loops_tiny(rng, stride, pad):
     x = rng.standard_normal((2, 2, 6, 7)).astype(np.float32)
@@ -329,6 +331,7 @@ def test_fast_cpu_convs_match_reference(rng, shape_x, shape_w, fn):
     assert rel_err(y64, ref.conv2d(x, w, b)) < 1e-12
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("fn", ["conv2d_vectorized", "conv2d_im2col"])
 def test_fast_cpu_convs_stride_pad(rng, fn):
     x = rng.standard_normal((2, 3, 13, 17))
@@ -372,6 +375,7 @@ def _raises(exc, match, fn, *args, **kwargs):
         fn(*args, **kwargs)
 
 
+@pytest.mark.check
 def test_conv2d_rejects_bad_input():
     x = np.zeros((1, 6, 8, 8))
     w = np.zeros((4, 3, 3, 3))
@@ -398,6 +402,7 @@ def test_conv2d_rejects_bad_input():
     _raises(ValueError, r"x must not be empty", ref.conv2d, np.zeros((0, 6, 8, 8)), w, groups=2)
 
 
+@pytest.mark.check
 def test_other_layers_reject_bad_input():
     x = np.zeros((1, 3, 8, 8))
     _raises(ValueError, r"x must be 4-D NCHW", ref.max_pool2d, np.zeros((8, 8)), 2)
@@ -419,6 +424,7 @@ def test_other_layers_reject_bad_input():
     _raises(TypeError, r"dtype must be np.float32 or np.float64", ref.tanh, x, dtype="float16")
 
 
+@pytest.mark.check
 def test_cpu_convs_reject_bad_input():
     x = np.zeros((1, 2, 8, 8), np.float32)
     for f in (ref.conv2d_loops, ref.conv2d_vectorized, ref.conv2d_im2col):
@@ -434,6 +440,7 @@ def test_cpu_convs_reject_bad_input():
     _raises(ValueError, r"kernel width \(9\) is larger", ref.im2col, x, (3, 9))
 
 
+@pytest.mark.check
 def test_public_api_is_reexported():
     for name in layers.__all__ + cpu_conv.__all__:
         assert getattr(ref, name) is getattr(layers if name in layers.__all__ else cpu_conv, name)

@@ -14,7 +14,7 @@ from labkit.ops.conv_winograd import WinogradConv3x3
 from labkit.ops.conv_winograd_wgrad import WinogradWeightGrad
 from labkit.reference import backward as rb
 
-from support import away_from_kinks
+from helpers import away_from_kinks
 
 rng = np.random.default_rng()
 xp = labkit.xp
@@ -69,6 +69,7 @@ def test_every_gradient_of_a_step_matches_float64(channels, N, backward, winogra
         assert rel_error(got[name], r) < 1e-4, name
 
 
+@pytest.mark.check
 def test_sgd_step_updates_every_parameter_as_the_reference():
     net = rs.ResNetSmall(6, seed=3, input_hw=HW)
     x, labels = batch(3)
@@ -83,6 +84,7 @@ def test_sgd_step_updates_every_parameter_as_the_reference():
     assert rel_error(net.params.flat, rp) < 1e-6 and rel_error(net.velocity.flat, rv) < 1e-6
 
 
+@pytest.mark.check
 def test_a_few_steps_lower_the_loss_on_one_batch():
     # Small plain steps along the gradient: each must lower the loss (a wrong gradient would not,
     # on the whole); larger steps with momentum on 8 noise images are not monotone.
@@ -92,6 +94,7 @@ def test_a_few_steps_lower_the_loss_on_one_batch():
     assert all(b < a for a, b in zip(losses, losses[1:])), losses
 
 
+@pytest.mark.check
 def test_init_is_kaiming_and_the_layouts_round_trip():
     s = rs.init_parameters(64, seed=1)
     assert abs(s["block1.conv1.w"].std() - np.sqrt(2 / (64 * 9))) < 0.01 * np.sqrt(2 / (64 * 9)) * 10
@@ -100,6 +103,7 @@ def test_init_is_kaiming_and_the_layouts_round_trip():
     assert np.array_equal(rs.to_mckk(rs.to_ckkm(w)), w)
 
 
+@pytest.mark.check
 def test_bad_input_is_refused():
     net = rs.ResNetSmall(6, input_hw=HW)
     with pytest.raises(ValueError, match="x must be"):

@@ -15,12 +15,14 @@ def _recorded():
         return [f[f"y{i}"] for i in range(len(tc.CASES))], json.loads(str(f["meta"]))
 
 
+@pytest.mark.check
 def test_record_covers_every_case():
     outs, meta = _recorded()
     assert meta["cases"] == [c[0] for c in tc.CASES]
     assert all(np.isfinite(y).all() for y in outs)
 
 
+@pytest.mark.check
 def test_numpy_reference_matches_the_record():
     outs, _ = _recorded()
     for (name, x, w, b, kw), y_tf in zip(tc.make_inputs(), outs):

@@ -14,6 +14,7 @@ from labkit.models.resnet_small import ResNetSmall
 xp = labkit.xp
 
 
+@pytest.mark.check
 def test_fashion_arrays_are_standardized_images_and_int32_labels():
     x, y = training.fashion_arrays("train")
     assert x.shape == (60_000, 1, 28, 28) and x.dtype == np.float32
@@ -21,6 +22,7 @@ def test_fashion_arrays_are_standardized_images_and_int32_labels():
     assert y.dtype == np.int32 and set(np.unique(y)) == set(range(10))
 
 
+@pytest.mark.check
 def test_the_stager_copies_each_batch_unchanged():
     rng = np.random.default_rng()
     stage = training.Stager(7)
@@ -30,6 +32,7 @@ def test_the_stager_copies_each_batch_unchanged():
         assert np.array_equal(to_numpy(x), images) and np.array_equal(to_numpy(y), labels)
 
 
+@pytest.mark.check
 def test_accuracy_counts_the_argmax():
     net = ResNetSmall(3, seed=1)
     x, y = training.fashion_arrays("test", limit=30)
@@ -46,6 +49,7 @@ def test_epochs_on_a_small_slice_lower_the_loss():
     assert hist["epoch_loss"][-1] < 0.8 * hist["epoch_loss"][0], hist["epoch_loss"]
 
 
+@pytest.mark.check
 def test_a_replayed_step_graph_trains_as_the_eager_steps():
     # The whole step captured once and replayed (a CUDA graph on a GPU) with the rate changing
     # between replays: the same losses as launching every kernel each step.
@@ -57,6 +61,7 @@ def test_a_replayed_step_graph_trains_as_the_eager_steps():
     assert np.allclose(runs[0]["step_loss"], runs[1]["step_loss"], rtol=1e-5, atol=0)
 
 
+@pytest.mark.check
 def test_the_rate_schedule_and_mirroring():
     rates = [training.rate_at(s, 100, 0.1, "cosine", warmup_steps=10) for s in range(100)]
     assert rates[0] == pytest.approx(0.01) and max(rates) <= 0.1 and rates[-1] < 1e-3

@@ -13,7 +13,7 @@ from labkit.models import training
 from labkit.models.resnet_small import ResNetSmall, reference_loss_and_grads, reference_pre_activations
 from labkit.reference import backward as rb
 
-from support import away_from_kinks
+from helpers import away_from_kinks
 
 tf = pytest.importorskip("tensorflow", reason="TensorFlow is the reference extra (tensorflow-cpu)")
 from labkit.models.resnet_small_tf import TFResNetSmall  # noqa: E402
@@ -25,6 +25,7 @@ def largest_rel(a: dict, b: dict) -> float:
     return max(rel_error(a[k], b[k]) for k in a)
 
 
+@pytest.mark.check
 def test_one_step_matches_the_float64_reference_and_labkit():
     rng = np.random.default_rng()
     N, H, W = 5, 9, 11

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 import labkit
+from labkit.checks import rel_error
 from labkit.ladder import tuning as study
 from labkit.ops import tuned_config as tuning
 from labkit.ops.conv import conv2d, conv_launch_config
 from labkit.ops.tuned_config import TunedConfig
 
-from test_conv_ladder import expected, make_layer, rel_err, run
+from helpers import expected, make_layer, run
 
 CONFIGS = [TunedConfig(32, 1, 1, "constant"), TunedConfig(64, 2, 3, "constant"),
            TunedConfig(128, 3, 4, "shared"), TunedConfig(96, 1, 2, "shared")]
@@ -31,7 +32,7 @@ def test_every_configuration_matches_reference(cfg, shape):
     x, w, b = make_layer(*shape)
     y = run(x, w, b, variant="tuned", activation="tanh", config=cfg)
     assert not np.isnan(y).any(), "some outputs were never written"
-    assert rel_err(y, expected(x, w, b, "tanh")) < 1e-5
+    assert rel_error(y, expected(x, w, b, "tanh")) < 1e-5
 
 
 @pytest.mark.parametrize("cfg, shape", [
@@ -43,14 +44,15 @@ def test_every_configuration_matches_reference(cfg, shape):
 def test_channel_chunks_and_vector_stores(cfg, shape):
     x, w, b = make_layer(*shape)
     y = run(x, w, b, variant="tuned", activation="tanh", config=cfg)
-    assert rel_err(y, expected(x, w, b, "tanh")) < 1e-5
+    assert rel_error(y, expected(x, w, b, "tanh")) < 1e-5
 
 
+@pytest.mark.check
 def test_two_layers_of_one_shape_get_their_own_weights():
     # The module (and its __constant__ weights) is cached per shape: weights are copied per call.
     for _ in range(2):
         x, w, b = make_layer(2, 2, 11, 12, 3, 3)
-        assert rel_err(run(x, w, b, variant="tuned"), expected(x, w, b, None)) < 1e-5
+        assert rel_error(run(x, w, b, variant="tuned"), expected(x, w, b, None)) < 1e-5
 
 
 def test_launch_config_of_tuned():
@@ -90,6 +92,7 @@ def test_refused_before_launch_through_conv2d():
         conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), variant="tuned", config={"threads": 64})
 
 
+@pytest.mark.check
 def test_table_lookup_and_record(tmp_path, monkeypatch):
     table = tmp_path / "conv_tuned.json"
     monkeypatch.setattr(tuning, "TABLE", table)
@@ -104,6 +107,7 @@ def test_table_lookup_and_record(tmp_path, monkeypatch):
     assert entry["median_ms"] == 0.42 and entry["batch"] == 10_000
 
 
+@pytest.mark.check
 def test_shipped_table_entries_are_valid():
     data = json.loads(tuning.TABLE.read_text())
     for gpu, layers in data["gpus"].items():
@@ -114,6 +118,7 @@ def test_shipped_table_entries_are_valid():
             tuning.check_config(cfg, C, H, W, M, K)
 
 
+@pytest.mark.check
 def test_sweep_checks_and_times_each_candidate():
     configs = [TunedConfig(32, 1, 2, "constant"), TunedConfig(64, 2, 1, "shared")]
     rows, best = study.sweep_tuned(1, 10, 9, 2, 3, batch=3, configs=configs, repeat=1, progress=False)

@@ -6,10 +6,10 @@ import pytest
 
 import labkit
 from labkit import reference
+from labkit.checks import rel_error, to_numpy
 from labkit.ops import unroll
 from labkit.ops.gemm import gemm
 
-from test_conv_ladder import rel_err, to_numpy
 
 rng = np.random.default_rng()
 GEOMETRY = [((2, 3, 11, 13), 3, 1, 1), ((1, 2, 23, 23), 11, 4, 0), ((2, 4, 9, 8), 5, 2, 2),
@@ -20,6 +20,7 @@ def dev(a):
     return labkit.xp.asarray(a)
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("shape, K, stride, pad", GEOMETRY)
 def test_im2col_matches_reference(shape, K, stride, pad):
     x = rng.standard_normal(shape).astype(np.float32)
@@ -57,16 +58,17 @@ def test_unrolled_convolution_matches_reference(N, C, H, W, M, K, stride, pad, g
     out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
     y = unroll.conv2d_unrolled(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups,
                                activation=activation, out=out)
-    assert y is out and rel_err(y, ref) < 1e-5
+    assert y is out and rel_error(y, ref) < 1e-5
 
 
+@pytest.mark.check
 def test_gemm_bias_per_row():
     a = rng.standard_normal((37, 29)).astype(np.float32)
     bm = rng.standard_normal((29, 70)).astype(np.float32)
     bias = rng.standard_normal(37).astype(np.float32)
     for variant in ("naive", "tiled", "regtile", "vec", "dbuf"):
         y = gemm(dev(a), dev(bm), dev(bias), variant=variant, bias_per="row", activation="tanh")
-        assert rel_err(y, np.tanh(a.astype(np.float64) @ bm + bias[:, None])) < 1e-5
+        assert rel_error(y, np.tanh(a.astype(np.float64) @ bm + bias[:, None])) < 1e-5
     with pytest.raises(ValueError, match=r"bias must have shape \(37,\), one value per row of a"):
         gemm(dev(a), dev(bm), dev(rng.standard_normal(70).astype(np.float32)), bias_per="row")
     with pytest.raises(ValueError, match="bias_per must be"):
@@ -90,7 +92,7 @@ def test_col2im_matches_scatter_add(shape, K, stride, pad):
     x = np.zeros(shape, np.float32)
     c = rng.standard_normal(reference.im2col(x, K, stride=stride, pad=pad).shape).astype(np.float32)
     dx = unroll.col2im(dev(c), shape, K, stride=stride, pad=pad)
-    assert rel_err(dx, col2im_reference(c, shape, K, stride, pad)) < 1e-6
+    assert rel_error(dx, col2im_reference(c, shape, K, stride, pad)) < 1e-6
 
 
 @pytest.mark.parametrize("check", ["memory", "shuffle", "race"])
@@ -105,9 +107,10 @@ def test_checking_modes(check):
     assert np.array_equal(cols, reference.im2col(x, 3, stride=1, pad=1))
     dx = np.zeros_like(x)
     mod.get_function("col2im")((-(-cols.size // 256),), (256,), (cols, dx) + args)
-    assert rel_err(dx, col2im_reference(cols, x.shape, 3, 1, 1)) < 1e-6
+    assert rel_error(dx, col2im_reference(cols, x.shape, 3, 1, 1)) < 1e-6
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("call, match", [
     (lambda: unroll.im2col(dev(np.zeros((1, 1, 5, 5), np.float32)), 7), "does not fit"),
     (lambda: unroll.im2col(dev(np.zeros((1, 1, 5, 5), np.float32)), 3, pad=3), "smaller than K"),

@@ -118,12 +118,14 @@ def test_an_npz_deflate_bomb_is_refused_by_the_cap(tmp_path):
     refused(lambda: fm.load_weights(p), p, ValueError, r"over the 8,388,608 this file's contents can need")
 
 
+@pytest.mark.check
 def test_an_npz_object_member_is_refused_unread(tmp_path):
     body = magic_and_header((1,), descr="|O") + pickle.dumps(np.array([1], dtype=object), protocol=2)
     p = npz(tmp_path / "obj.npz", {"conv1_w": body})
     refused(lambda: read_npz(p, max_bytes=1 << 20), p, ArrayFileError, r"object \(pickled\) array")
 
 
+@pytest.mark.check
 def test_an_npz_read_back_is_exact(tmp_path):
     a = np.random.default_rng().standard_normal((3, 4)).astype(np.float32)
     b = np.asfortranarray(np.arange(6, dtype=np.int64).reshape(2, 3))
@@ -152,6 +154,7 @@ def bvlc_file(path: Path, obj) -> Path:
     return path
 
 
+@pytest.mark.check
 def test_a_bvlc_file_declaring_5e8_objects_is_refused_before_allocating(tmp_path):
     p = bvlc_file(tmp_path / "objects.npy", _Declares((1, (500_000_000,), np.dtype(object), False, [])))
     assert p.stat().st_size < 400
@@ -183,6 +186,7 @@ def test_an_array_for_a_scalar_argument_is_described_not_printed(monkeypatch):
     assert len(str(info.value)) < 400
 
 
+@pytest.mark.check
 @pytest.mark.parametrize("name, value", [("LABKIT_CPU_STACK_KIB", "0"), ("LABKIT_CPU_STACK_KIB", "lots"),
                                          ("LABKIT_CPU_WORKERS", "-2")])
 def test_bad_executor_settings_name_the_variable(monkeypatch, name, value):
@@ -195,6 +199,7 @@ def test_bad_executor_settings_name_the_variable(monkeypatch, name, value):
         labkit.load("vector_add").get_function("vector_add")((1,), (8,), (x, y, np.float32(2), np.int32(8)))
 
 
+@pytest.mark.check
 def test_a_damaged_cached_module_is_built_again(monkeypatch, tmp_path):
     monkeypatch.setenv("LABKIT_BACKEND", "cpu")
     monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))

@@ -83,6 +83,7 @@ def test_ctrl_c_interrupts_a_launch(mod, monkeypatch):
     still_runs(mod)
 
 
+@pytest.mark.check
 def test_a_stack_overflow_is_an_error_not_a_crash(mod):
     with pytest.raises(LaunchError, match=r"stack overflow in kernel 'recurse', block \(0,0,0\), thread.*"
                                           r"LABKIT_CPU_STACK_KIB"):
@@ -98,6 +99,7 @@ def test_large_locals_get_the_stack_the_compiler_says_they_need(mod):
     assert np.allclose(out, want)
 
 
+@pytest.mark.check
 def test_a_bad_timeout_setting_names_the_variable(mod, monkeypatch):
     monkeypatch.setenv("LABKIT_CPU_TIMEOUT_S", "soon")
     with pytest.raises(LaunchError, match=r"LABKIT_CPU_TIMEOUT_S='soon': must be a number of seconds"):

@@ -1,7 +1,19 @@
-"""Helpers shared by the test modules."""
+"""Helpers shared by the test modules: plain functions, imported as ``from helpers import ...``.
+
+A test module imports from here, never from another test module (tests/test_architecture.py checks
+it): a test file then runs, moves or is deleted on its own.  conftest.py puts this folder on
+sys.path, so the import works under any of pytest's import modes.
+"""
 from __future__ import annotations
 
 import numpy as np
+
+import labkit
+from labkit import reference
+from labkit.checks import to_numpy
+from labkit.ops.conv import conv2d
+
+rng = np.random.default_rng()
 
 
 class FakeCupyArray:
@@ -23,7 +35,6 @@ def with_changes(good, **changes):
 
 def f32(a):
     """``a`` as a C-contiguous float32 array on the backend in use."""
-    import labkit
     return labkit.xp.asarray(np.ascontiguousarray(a, dtype=np.float32))
 
 
@@ -51,3 +62,33 @@ def away_from_kinks(draw, pre_activations, margin: float = 2e-5, tries: int = 10
         if kink_margin(pre_activations(*drawn)) > margin:
             return drawn
     raise AssertionError(f"no draw in {tries} kept its sums {margin:g} of their RMS away from 0")
+
+
+# --- a convolution layer of the ladder (labkit.ops.conv.conv2d) --------------------------------------
+def make_layer(N, C, H, W, M, K, *, bias=True):
+    """Random float32 x, w, b as NumPy arrays (b None without bias)."""
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((M, C, K, K)) / np.sqrt(C * K * K)).astype(np.float32)
+    b = rng.standard_normal(M).astype(np.float32) if bias else None
+    return x, w, b
+
+
+def expected(x, w, b, activation):
+    """The float64 reference of ``conv2d(x, w, b, activation=activation)`` (no stride, no padding)."""
+    y = reference.conv2d(x, w, b)
+    if activation == "tanh":
+        return np.tanh(y)
+    if activation == "relu":
+        return np.maximum(0.0, y)
+    return y
+
+
+def run(x, w, b, **kw):
+    """conv2d on the backend's arrays, into a NaN-poisoned out; the result as NumPy."""
+    xp = labkit.xp
+    N, _, H, W = x.shape
+    M, _, K, _ = w.shape
+    out = xp.full((N, M, H - K + 1, W - K + 1), np.nan, dtype=xp.float32)
+    y = conv2d(xp.asarray(x), xp.asarray(w), None if b is None else xp.asarray(b), out=out, **kw)
+    assert y is out
+    return to_numpy(y)
