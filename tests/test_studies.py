@@ -13,6 +13,8 @@ from labkit.ladder import harness, mobilenet, overhead, resnet_kernels, streams
 from labkit.models import fashion_mnist as fm
 from labkit.shapes import ConvLayer
 
+pytestmark = pytest.mark.check      # a few seconds with a warm kernel cache: part of make check
+
 
 def test_the_harness_refuses_an_output_never_written():
     xp = labkit.xp
