@@ -276,6 +276,16 @@ def test_conv_breakdown_parts_and_totals():
     assert "op time (kernels)" in text and "whole time" in text and "conv_tiled" in text
 
 
+def test_conv_breakdown_checks_the_result_before_it_times(monkeypatch):
+    from labkit.ladder import breakdown as study
+    rng = np.random.default_rng()
+    x = rng.standard_normal((2, 1, 7, 9)).astype(np.float32)
+    w = rng.standard_normal((2, 1, 3, 3)).astype(np.float32)
+    monkeypatch.setattr(study, "conv2d", lambda *args, out=None, **kwargs: out)     # a kernel that writes nothing
+    with pytest.raises(AssertionError, match="conv_naive from host to host disagrees with the float64 reference"):
+        study.conv_breakdown(x, w, warmup=0, repeat=1)
+
+
 def test_breakdown_refuses_unknown_kinds_and_host_arrays_only():
     from labkit.ladder import conv_breakdown
     from labkit.measure import breakdown

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import backends
+from .. import backends, reference
 from ..measure import Breakdown, breakdown
 from ..ops.conv import conv2d
+from .harness import check_output, reference_activation
 
 __all__ = ["conv_breakdown"]
 
@@ -20,7 +21,8 @@ def conv_breakdown(x_host, w_host, b_host=None, *, variant: str = "naive", activ
     """One convolution layer from host arrays to a host result: copies in, the kernel, the copy out.
 
     ``x_host``, ``w_host``, ``b_host`` are NumPy float32 arrays (NCHW, MCKK, (M,)); the device
-    buffers are allocated once, beforehand, so the parts are the copies and the kernel alone.
+    buffers are allocated once, beforehand, so the parts are the copies and the kernel alone.  The
+    whole pass runs once first and its first two images are checked against the float64 reference.
     """
     xp = backends.xp()
     on_gpu = backends.current() == "cuda"
@@ -52,5 +54,7 @@ def conv_breakdown(x_host, w_host, b_host=None, *, variant: str = "naive", activ
                   lambda: conv2d(dev["x"], dev["w"], dev.get("b"), variant=variant,
                                  activation=activation, tile_width=tile_width, out=y_dev)))
     steps.append((f"{to_host} y {y_host.nbytes / 1e6:.1f} MB", "D2H", d2h))
+    ref = reference_activation(reference.conv2d(x_host[:2], w_host, b_host), activation)
+    check_output(f"conv_{variant} from host to host", lambda: [fn() for _, _, fn in steps], y_host, ref, tol=1e-5)
     return breakdown(steps, warmup=warmup, repeat=repeat,
                      meta={"variant": variant, "batch": int(N)})
