@@ -77,3 +77,8 @@ class ArrayFileError(ValueError):
 
 class NotebookError(ValueError):
     """A file that cannot be read as a notebook (too big, not JSON, no list of cells)."""
+
+
+class RegionError(ValueError):
+    """A student's kernel file that cannot be graded: its regions (between the BEGIN and END lines)
+    are missing, or hold what could reach outside the kernel's body."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import labkit
 from labkit.course import grade
 from labkit.course.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
 from labkit.course.grading import submissions, synthetic
@@ -60,7 +61,9 @@ def test_the_reasons_are_given(graded):
     assert msg("correct", "01_conv2d_einsum").endswith("conv2d_einsum matches reference: True")
     assert "wrong on the layer" in msg("wrong_index", "02_conv_naive")
     assert "the check printed\nconv2d_einsum matches reference: False" in msg("wrong_index", "01_conv2d_einsum")
-    assert "did not finish within 60 s" in msg("endless_loop", "02_conv_naive")
+    # The executor's watchdog stops the kernel inside the sandbox before the sandbox's own time is up.
+    assert "did not finish within 60 s" in msg("endless_loop", "02_conv_naive") or \
+        "a spin-wait never lets the others run" in msg("endless_loop", "02_conv_naive")
     assert "did not finish within 30 s" in msg("endless_loop", "05_count_loads_and_fmas")
     assert "KernelMemoryError" in msg("out_of_bounds", "02_conv_naive")
     assert "KernelRaceError" in msg("missing_barrier", "03_conv_tiled")
@@ -230,23 +233,28 @@ def test_the_slurm_array_job_grades_as_the_local_run(tmp_path):
 
 
 @pytest.mark.check
-def test_the_points_come_from_the_cpu_executor_and_a_gpu_run_can_only_take_them(monkeypatch):
-    """The points' check runs on the CPU executor (LABKIT_BACKEND=cpu: its memory, barrier and race
-    checks), also with --backend cuda, which then runs a passing kernel again on the GPU: a wrong
-    answer there costs the points, a crash there only the leaderboard entry; an unknown backend is
-    refused.  A verdict comes back in a file, so what a kernel prints cannot pose as one."""
+def test_the_points_come_from_the_sandbox_and_a_gpu_run_can_only_take_them(monkeypatch, tmp_path):
+    """The points' check runs in the sandbox on the CPU executor (its memory, barrier and race checks),
+    also with --backend cuda, which then runs a passing kernel again on the GPU, in a child process of
+    the grader's on the spliced file (device code only): a wrong answer there costs the points, a
+    crash there only the leaderboard entry; an unknown backend is refused."""
+    from labkit.verdict import Verdict
     backends, gpu = [], {"verdict": '{"ok": true, "message": "fine"}', "code": 0}
+    monkeypatch.setattr(grade, "sandboxed_runner", lambda instructor, limits: (
+        lambda path, kernel, cases, **kw: backends.append("sandbox") or Verdict(True, "fine")))
+    spliced = []
+    monkeypatch.setattr(grade, "spliced_source", lambda instructor, path: spliced.append(path) or "// spliced\n")
 
     def fake_run(cmd, **kw):
         backends.append(kw["env"]["LABKIT_BACKEND"])
-        on_gpu = kw["env"]["LABKIT_BACKEND"] == "cuda"
-        Path(cmd[-1]).write_text(gpu["verdict"] if on_gpu else '{"ok": true, "message": "fine"}')
-        return run_limited(["python3", "-c", f'print(\'{{"ok": false}}\'); raise SystemExit({gpu["code"] if on_gpu else 0})'],
+        assert Path(cmd[5]).read_text() == "// spliced\n"          # the GPU child gets the spliced file
+        Path(cmd[6]).write_text(gpu["verdict"])
+        return run_limited(["python3", "-c", f'print(\'{{"ok": false}}\'); raise SystemExit({gpu["code"]})'],
                            timeout=10)
     monkeypatch.setattr(grade, "run_limited", fake_run)
-    assert grade.grade_file("02_conv_naive", "x.cu")["points"] == 2 and backends == ["cpu"]
+    assert grade.grade_file("02_conv_naive", "x.cu")["points"] == 2 and backends == ["sandbox"]
     backends.clear()
-    assert grade.grade_file("02_conv_naive", "x.cu", backend="cuda")["points"] == 2 and backends == ["cpu", "cuda"]
+    assert grade.grade_file("02_conv_naive", "x.cu", backend="cuda")["points"] == 2 and backends == ["sandbox", "cuda"]
     gpu["verdict"] = '{"ok": false, "message": "12 outputs wrong"}'
     row = grade.grade_file("02_conv_naive", "x.cu", backend="cuda")
     assert row["points"] == 0 and "but on the cuda backend: 12 outputs wrong" in row["message"], row
@@ -255,6 +263,8 @@ def test_the_points_come_from_the_cpu_executor_and_a_gpu_run_can_only_take_them(
     assert row["points"] == 2 and "not run on the cuda backend" in row["message"], row
     with pytest.raises(ValueError, match="backend must be one of"):
         grade.grade_file("02_conv_naive", "x.cu", backend="gpu")
+    with pytest.raises(ValueError, match="the leaderboard times kernels on a GPU"):
+        grade.grade_file("02_conv_naive", "x.cu", time_it=True)
 
 
 @pytest.mark.check
@@ -267,17 +277,32 @@ def test_every_python_exercise_of_the_series_is_gradable():
             assert e.expected.strip() and "False" not in e.expected, (e.grade_id, e.expected)
 
 
-def test_the_leaderboard_ranks_the_passing_kernels(tmp_path):
-    """Each passing kernel is timed (here on the CPU executor: the check's last case) in a process of
-    its own after its check; a failing one has no place.  On a GPU: the leaderboard's larger shapes."""
+def _leaderboard_class(tmp_path) -> Path:
     src = (INSTRUCTOR_NOTEBOOKS / "exercises" / "08_lrn.cu").read_text()
     for student, text in [("ann", src), ("bob", src), ("cy", src.replace("sum += v * v;", "sum += v;"))]:
         (tmp_path / "in" / student).mkdir(parents=True)
         (tmp_path / "in" / student / "08_lrn.cu").write_text(text)
-    rows = grade_folder(tmp_path / "in", tmp_path / "out", exercises=["08_lrn"], leaderboard=True, timeout=60)
+    return tmp_path / "in"
+
+
+@pytest.mark.check
+def test_the_leaderboard_is_refused_on_the_cpu_executor(tmp_path):
+    """The executor's times are not a GPU's, and a time taken where the student's code runs could be
+    forged: a leaderboard is timed by the grader's own process on a GPU, or not at all."""
+    with pytest.raises(ValueError, match="the leaderboard times kernels on a GPU"):
+        grade_folder(_leaderboard_class(tmp_path), tmp_path / "out", exercises=["08_lrn"], leaderboard=True)
+
+
+@pytest.mark.gpu
+def test_the_leaderboard_ranks_the_passing_kernels(tmp_path):
+    """Each passing kernel is timed on the leaderboard's shape by the grader's child on the GPU (the
+    spliced file, compiled by NVRTC); a failing one has no place; the device is the grader's."""
+    rows = grade_folder(_leaderboard_class(tmp_path), tmp_path / "out", exercises=["08_lrn"], backend="cuda",
+                        timeout=120)
     assert [r["points"] for r in rows] == [2, 2, 0]
     board = json.loads((tmp_path / "out" / "leaderboard.json").read_text())["08_lrn"]
     assert sorted(t["student"] for t in board) == ["ann", "bob"] and board[0]["ms"] <= board[1]["ms"]
+    assert all(t["device"] == labkit.device().label for t in board)
     assert "| 1 |" in (tmp_path / "out" / "leaderboard.md").read_text()
 
 

@@ -33,13 +33,17 @@ student, then a merge: labkit.course.grading.slurm).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import secrets
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from .grading import gradebook, slurm, synthetic
 from .grading.limits import DEFAULT_MEMORY_GIB, run_limited
@@ -47,8 +51,10 @@ from .grading.notebook_exercises import NotebookError, exercises_of, read_notebo
 from .grading.python_exercises import grade_python_exercise, written_answer
 from .grading.submissions import Student, find_file, students_in
 from ..device_query import device
-from . import kernel_checks
+from . import kernel_checks, sandbox
 from ..results import REPO_ROOT
+from .regions import RegionError
+from .sandboxed import sandboxed_runner, spliced_source
 
 __all__ = ["EXERCISES", "Exercise", "BACKENDS", "INSTRUCTOR_NOTEBOOKS", "grade_file", "grade_folder", "main"]
 
@@ -103,47 +109,75 @@ LEADERBOARD = {
 }
 
 
-def _check_in_this_process(name: str, path: str, time_it: bool = False) -> dict:
-    """Run exercise ``name``'s check on ``path`` (in the child process): {"ok", "message"}; with
-    ``time_it``, the check on the leaderboard's shape (on a GPU; the check's own last case on the CPU
-    executor), timed: also "ms", "timed_case", "device"."""
+def _check_in_this_process(name: str, path: str, time_it: bool = False, seed: int | None = None) -> dict:
+    """Run exercise ``name``'s check on ``path`` (in the child process), on the shapes drawn from
+    ``seed``: {"ok", "message"}; with ``time_it`` (a GPU), then timed on the leaderboard's shape: also
+    "ms", "timed_case", "device"."""
     ex = EXERCISES[name]
-    options = ex.check_options()
+    rng = np.random.default_rng(seed)
+    options = {**ex.check_options(), **kernel_checks.fresh_options(ex.check, rng), "rng": rng}
     check = getattr(kernel_checks, ex.check)
-    if not time_it:
-        verdict = check(path, ex.kernel, **options)
+    verdict = check(path, ex.kernel, **options)
+    if not time_it or not verdict.ok:
         return {"ok": bool(verdict.ok), "message": verdict.message}
     with kernel_checks.timed():
-        board = check(path, ex.kernel, **options, **(LEADERBOARD.get(name, {}) if device().is_gpu else {}))
+        board = check(path, ex.kernel, **{**ex.check_options(), **LEADERBOARD.get(name, {})})
     return {"ok": bool(board.ok), "message": board.message, "ms": board.ms, "timed_case": board.timed_case,
             "device": device().label}
 
 
 BACKENDS = ("cpu", "cuda")
+UNSAFE_NOTE = ("graded WITHOUT a sandbox (--unsafe-no-sandbox): the students' code ran with the grader's "
+               "rights, and a verdict may have been forged")
 
 
 def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 120.0, backend: str = "cpu",
-               memory_gib: float | None = DEFAULT_MEMORY_GIB, time_it: bool = False) -> dict:
-    """One kernel exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.  The
-    check runs in a child process (``timeout`` seconds, ``memory_gib`` GiB at most) on the CPU
-    executor, whose memory, barrier and race checks give the points on any machine; with ``backend``
-    "cuda" a passing kernel runs its check again on the GPU (timed with ``time_it``: "ms",
-    "timed_case", "device" in the row), where a wrong answer costs the points too and a run that
-    fails to finish costs only the leaderboard entry.  No file: 0 points, "not submitted"."""
+               memory_gib: float | None = DEFAULT_MEMORY_GIB, time_it: bool = False, seed: int | None = None,
+               sandboxed: bool = True, exercises_dir: str | os.PathLike = INSTRUCTOR_NOTEBOOKS / "exercises") -> dict:
+    """One kernel exercise of one student: {"exercise", "points", "max_points", "ok", "message"}.
+
+    The student's regions are spliced into the instructor's file (``exercises_dir``) and checked on
+    shapes drawn from ``seed`` (the student's own), never the notebook's: with ``sandboxed`` the kernel
+    runs in the sandbox (labkit.course.sandboxed: ``timeout`` seconds, ``memory_gib`` GiB) on the CPU
+    executor, whose memory, barrier and race checks give the points on any machine, and this process
+    judges its outputs; without, an old-style child process checks it (--unsafe-no-sandbox).  With
+    ``backend`` "cuda" a passing kernel runs its check again on the GPU, compiled by NVRTC (device
+    code only: the spliced file), and with ``time_it`` is timed there by the grader's own child
+    ("ms", "timed_case", "device"); a wrong answer there costs the points too, a run that fails to
+    finish only the leaderboard entry.  No file: 0 points, "not submitted"."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    if time_it and backend != "cuda":
+        raise ValueError("the leaderboard times kernels on a GPU (backend 'cuda'): the CPU executor's times are "
+                         "not a GPU's, and a time measured where the student's code runs could be forged")
     ex = EXERCISES[name]
     row = {"exercise": name, "kind": "kernel", "max_points": ex.points, "points": 0, "ok": False}
     if path is None:
         return {**row, "message": f"{ex.file}: not submitted"}
-    result, failed = _child(name, path, False, timeout, "cpu", memory_gib)
-    if failed:
-        return {**row, "message": f"{ex.file}: {failed}"}
+    instructor = Path(exercises_dir) / ex.file
+    if sandboxed:
+        rng = np.random.default_rng(seed)              # the shapes, then the inputs: the same again for the seed
+        options = {**ex.check_options(), **kernel_checks.fresh_options(ex.check, rng), "rng": rng}
+        runner = sandboxed_runner(instructor, limits=sandbox.Limits(seconds=timeout,
+                                                                    memory_gib=memory_gib or DEFAULT_MEMORY_GIB))
+        verdict = getattr(kernel_checks, ex.check)(path, ex.kernel, **options, runner=runner)
+        result = {"ok": bool(verdict.ok), "message": verdict.message}
+    else:
+        result, failed = _child(name, path, False, timeout, "cpu", memory_gib, seed)
+        if failed:
+            return {**row, "message": f"{ex.file}: {failed}"}
     row = {**row, **result, "points": ex.points if result["ok"] else 0}
-    if result["ok"] and (backend == "cuda" or time_it):
-        # A second process: a GPU run that hangs or crashes costs the leaderboard entry, never the points
-        # the executor's checks gave; a wrong answer on the GPU is wrong.
-        again, failed = _child(name, path, time_it, timeout, backend, memory_gib)
+    if result["ok"] and backend == "cuda":
+        # A second process, on the spliced file (the student's regions in the instructor's file), which
+        # CuPy compiles with NVRTC: device code only.  A GPU run that hangs or crashes costs the
+        # leaderboard entry, never the points the executor's checks gave; a wrong answer there is wrong.
+        with tempfile.TemporaryDirectory(prefix="labkit-gpu-") as tmp:
+            spliced = Path(tmp) / ex.file
+            try:
+                spliced.write_text(spliced_source(instructor, path))
+                again, failed = _child(name, spliced, time_it, timeout, backend, memory_gib, seed)
+            except RegionError as exc:
+                again, failed = None, str(exc)
         if failed:
             row["message"] += f"\n(not run on the {backend} backend: {failed})"
         elif not again["ok"]:
@@ -153,13 +187,14 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
     return row
 
 
-def _child(name: str, path, time_it: bool, timeout: float, backend: str, memory_gib) -> tuple[dict | None, str | None]:
+def _child(name: str, path, time_it: bool, timeout: float, backend: str, memory_gib,
+           seed: int | None) -> tuple[dict | None, str | None]:
     """(the verdict of a check run in a child process, None) or (None, why there is none)."""
     with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
         verdict = Path(tmp, "verdict.json")
         # The verdict comes back in a file: whatever the kernel prints (printf on the CPU executor) is ignored.
         done = run_limited([sys.executable, "-m", "labkit.grade", "--one", name, os.fspath(path), str(verdict)]
-                           + (["--time"] if time_it else []),
+                           + (["--time"] if time_it else []) + ([] if seed is None else ["--seed", str(seed)]),
                            timeout=timeout, memory_gib=memory_gib, cwd=tmp,
                            env={**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": tmp})
         if done.limit == "time":
@@ -173,14 +208,23 @@ def _child(name: str, path, time_it: bool, timeout: float, backend: str, memory_
         return json.loads(verdict.read_text()), None
 
 
+def student_seed(run_seed: int, name: str) -> int:
+    """A student's own seed, from the run's and the student's name: the same shapes on a re-run (or
+    a Slurm task) with the same run seed, other shapes for every student."""
+    digest = hashlib.sha256(f"{run_seed}:{name}".encode()).digest()
+    return int.from_bytes(digest[:8], "little")
+
+
 def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, opts: dict, cache: dict) -> list:
     """The grading jobs of one student: (a function of no arguments that returns a result row)."""
     jobs = []
     for name, ex in EXERCISES.items():
         if names is None or name in names:
             path = find_file(student.folder, ex.file)
-            jobs.append(lambda n=name, p=path: grade_file(n, p, timeout=opts["timeout"], backend=backend,
-                                                          memory_gib=opts["memory_gib"], time_it=opts["leaderboard"]))
+            jobs.append(lambda n=name, p=path: grade_file(
+                n, p, timeout=opts["timeout"], backend=backend, memory_gib=opts["memory_gib"],
+                time_it=opts["leaderboard"], seed=student_seed(opts["seed"], student.name),
+                sandboxed=opts["sandboxed"], exercises_dir=notebooks / "exercises"))
     for nb_path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
         exercises, questions = cache[nb_path]
         wanted = [e for e in exercises if names is None or e.grade_id in names]
@@ -215,21 +259,33 @@ def instructor_exercises(notebooks: Path) -> dict:
 def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None, timeout: float = 120.0,
                  notebook_timeout: float = 300.0, memory_gib: float | None = DEFAULT_MEMORY_GIB,
                  workers: int | None = None, backend: str = "cpu", students=None,
-                 notebooks: str | os.PathLike = INSTRUCTOR_NOTEBOOKS, leaderboard: bool | None = None) -> list[dict]:
+                 notebooks: str | os.PathLike = INSTRUCTOR_NOTEBOOKS, leaderboard: bool | None = None,
+                 seed: int | None = None, unsafe_no_sandbox: bool = False) -> list[dict]:
     """Grade every student of ``submissions`` (or those named in ``students``) on ``exercises`` (kernel
     exercise names and Python exercise or written question grade_ids; default: all); write the
     gradebook and feedback into ``out``, and with ``leaderboard`` (default: on a GPU backend) the
-    passing kernels' op times.  Returns one row per student."""
+    passing kernels' op times.  ``seed`` (default: drawn now) decides every student's shapes and is
+    written into the gradebook, so that a re-run draws the same.  Kernel exercises run in the sandbox
+    (labkit.course.sandbox); where none can be made the run is refused, unless ``unsafe_no_sandbox``,
+    which the gradebook then says of every student.  Returns one row per student."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+    names = set(exercises) if exercises else None
+    if not unsafe_no_sandbox and (names is None or names & set(EXERCISES)) and sandbox.unavailable():
+        raise RuntimeError(f"kernel exercises are graded in a sandbox, and none can be made here: "
+                           f"{sandbox.unavailable()}.  Grade where bubblewrap runs, or pass --unsafe-no-sandbox "
+                           "(the students' code then runs with your rights; the gradebook says so)")
+    seed = secrets.randbits(63) if seed is None else int(seed)
     submissions, out, notebooks = Path(submissions), Path(out), Path(notebooks)
     if not notebooks.is_dir():
         raise ValueError(f"{notebooks}: the instructor's notebooks are not there (name them with --notebooks)")
     cache = instructor_exercises(notebooks)
     opts = {"timeout": timeout, "notebook_timeout": notebook_timeout, "memory_gib": memory_gib,
             "clean": sanitizer(notebooks / "nbval_sanitize.cfg"),
-            "leaderboard": backend == "cuda" if leaderboard is None else leaderboard}
-    names = set(exercises) if exercises else None
+            "leaderboard": backend == "cuda" if leaderboard is None else leaderboard,
+            "seed": seed, "sandboxed": not unsafe_no_sandbox}
+    if opts["leaderboard"] and backend != "cuda":
+        raise ValueError("the leaderboard times kernels on a GPU: pass backend='cuda' (--backend cuda)")
     with tempfile.TemporaryDirectory(prefix="labkit-submissions-") as unpacked:
         everyone = students_in(submissions, Path(unpacked))
         if students is not None:
@@ -242,6 +298,10 @@ def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exer
             results = list(pool.map(lambda j: j[1](), jobs))
     rows = [gradebook.student_row(s.name, [r for (t, _), r in zip(jobs, results) if t is s], s.problem)
             for s in everyone]
+    for r in rows:
+        r["seed"] = student_seed(seed, r["student"])
+        r["run_seed"] = seed
+        r["sandbox"] = "bubblewrap" if not unsafe_no_sandbox else UNSAFE_NOTE
     gradebook.write_gradebook(rows, out)
     if opts["leaderboard"]:
         gradebook.write_leaderboard([{"student": r["student"], "exercise": n, "ms": e["ms"], "what": e["timed_case"],
@@ -282,11 +342,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--synthetic", metavar="DIR",
                     help="write the synthetic submissions (labkit.course.grading.synthetic) and their expected points "
                          "into DIR, then stop")
+    ap.add_argument("--seed", type=int, help="the run's seed: every student's shapes are drawn from it and their "
+                                             "name (default: a new one, written into the gradebook)")
+    ap.add_argument("--unsafe-no-sandbox", action="store_true",
+                    help="grade kernel exercises without the sandbox, where bubblewrap cannot run: the students' code "
+                         "then runs with your rights (the gradebook says so)")
     ap.add_argument("--one", nargs=3, metavar=("EXERCISE", "FILE", "VERDICT"), help=argparse.SUPPRESS)
     ap.add_argument("--time", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.one:   # the child process: one kernel check, its verdict into a file
-        Path(args.one[2]).write_text(json.dumps(_check_in_this_process(args.one[0], args.one[1], args.time)))
+        Path(args.one[2]).write_text(json.dumps(_check_in_this_process(args.one[0], args.one[1], args.time,
+                                                                       args.seed)))
         return 0
     notebooks = Path(args.notebooks)
     if args.list:
@@ -322,13 +388,17 @@ def main(argv: list[str] | None = None) -> int:
                   "--memory-gib", str(args.memory_gib), "--backend", args.backend, "--notebooks", str(notebooks.resolve())]
         passed += ["--exercises", *args.exercises] if args.exercises else []
         passed += [] if args.leaderboard is None else ["--leaderboard" if args.leaderboard else "--no-leaderboard"]
+        passed += ["--seed", str(secrets.randbits(63) if args.seed is None else args.seed)]   # one seed for every task
+        passed += ["--unsafe-no-sandbox"] if args.unsafe_no_sandbox else []
         folder = slurm.write_slurm(sub, out, names, passed, memory_gib=max(args.memory_gib, 4.0) + 2)
         print(f"wrote {folder}: {len(names)} tasks; submit with: sh {folder / 'submit.sh'}")
         return 0
+    if args.unsafe_no_sandbox:
+        print(f"WARNING: {UNSAFE_NOTE}", file=sys.stderr)
     rows = grade_folder(sub, out, exercises=args.exercises, timeout=args.timeout,
                         notebook_timeout=args.notebook_timeout, memory_gib=args.memory_gib or None,
                         workers=args.workers, backend=args.backend, students=args.student, notebooks=notebooks,
-                        leaderboard=args.leaderboard)
+                        leaderboard=args.leaderboard, seed=args.seed, unsafe_no_sandbox=args.unsafe_no_sandbox)
     for r in rows:
         print(f"{r['student']:20s} {r['points']:3d} / {r['max_points']}" + (f"  ({r['problem']})" if r["problem"] else ""))
     print(f"wrote {out / 'gradebook.csv'}, {out / 'gradebook.json'} and {out / 'feedback'}/")

@@ -12,6 +12,10 @@ values, whether they sit on the plane's edge (first or last row or column) or in
 ones are, and the largest error.  On the CPU executor the kernel also runs under the memory and
 barrier checks, so an out-of-bounds access is named with its source line instead of corrupting
 memory; a kernel that runs too long is stopped by the executor's watchdog.
+
+Every check builds its cases as plain host data (``Case``) and hands them to a runner: ``run_here``
+(this process: a notebook's check) unless ``runner=`` names another.  A grader passes one that runs
+the student's kernel in a sandbox and judges its outputs itself (labkit.course.sandboxed).
 """
 from __future__ import annotations
 
@@ -19,7 +23,6 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -35,11 +38,11 @@ from ..reference import backward as rb
 from ..ladder.harness import random_layer, reference_activation
 from ..verdict import Verdict, describe_mismatch
 
-__all__ = ["Verdict", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
+__all__ = ["Verdict", "Case", "run_here", "launch_case", "judge", "executor_error", "LAUNCH_ERRORS", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
            "check_im2col_kernel", "check_lrn_kernel", "check_constant_kernel", "check_rows_kernel",
            "check_conv_pool_kernel", "check_preprocess_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
            "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES", "CONSTANT_LAYERS", "ROWS_CASES", "CONV_POOL_CASES",
-           "PREPROCESS_CASES"]
+           "PREPROCESS_CASES", "fresh_options", "FRESH"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -73,20 +76,55 @@ PREPROCESS_CASES = [(5, 13, 11, 3), (1, 3, 5, 4), (3, 9, 7, 1), (7, 6, 17, 20)]
 
 @dataclass
 class Case:
-    """One launch of an exercise's check: ``what`` (the shape, in words), the launch (``grid``,
-    ``block``, ``args`` with the poisoned output ``out`` among them, dynamic ``shared_mem``) and
-    ``ref``, the float64 answer of ``out``'s shape (4-D: its last two axes are a plane) whose axes
-    ``index`` names; ``before(module)``, if given, runs before the launch on the compiled module
-    (the constant-memory uploads)."""
+    """One launch of an exercise's check, as plain host data: ``what`` (the shape, in words), the
+    launch (``grid``, ``block``, ``args``: NumPy arrays, copied to the device at the launch, and NumPy
+    scalars; ``args[out]`` is the output, all NaN), dynamic ``shared_mem``, ``constants`` ((name,
+    values) uploaded into the module's ``__constant__`` arrays first, the rest of each array NaN), and
+    ``ref``, the float64 answer of the output's shape (4-D: its last two axes are a plane) whose axes
+    ``index`` names.  Plain data, so that the launch can run in another process (a grader's sandbox)
+    while the answer stays with the process that judges it."""
     what: str
     grid: tuple
     block: tuple
     args: tuple
-    out: object
+    out: int
     ref: np.ndarray
     index: str = "n, m, h, w"
     shared_mem: int = 0
-    before: Callable | None = None
+    constants: tuple = ()
+
+
+def launch_case(fn, case: Case) -> np.ndarray:
+    """Run one case with the compiled ``fn``: the constants uploaded, the arrays copied to the
+    backend, the launch; the output, back on the host."""
+    for name, values in case.constants:
+        _upload_poisoned(fn.module, name, values)
+    args = device_args(case)
+    fn(case.grid, case.block, args, shared_mem=case.shared_mem)
+    return to_numpy(args[case.out])
+
+
+def device_args(case: Case) -> tuple:
+    """``case.args`` on the backend: each NumPy array copied there, the scalars as they are."""
+    xp = backends.xp()
+    return tuple(xp.asarray(a) if isinstance(a, np.ndarray) else a for a in case.args)
+
+
+def judge(name: str, case: Case, out: np.ndarray) -> Verdict | None:
+    """None if ``out`` is ``case``'s answer, else the Verdict that says what is wrong with it."""
+    what = describe_mismatch(out, case.ref, index=case.index)
+    return None if what is None else Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
+
+
+def executor_error(name: str, case: Case, exc: Exception) -> Verdict:
+    """The Verdict of a launch the executor stopped: its first lines say what and where (source
+    line); the sanitizer's own report after them is for the curious, and left out."""
+    text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
+    return Verdict(False, f"{name}: on the {case.what}:\n{type(exc).__name__}: {text}")
+
+
+# What a launch may raise that is the kernel's fault (the rest is a bug of the check's).
+LAUNCH_ERRORS = (KernelMemoryError, BarrierError, KernelRaceError, LaunchError, ConstantMemoryError)
 
 
 def tile_bytes(K: int, tile_width: int) -> int:
@@ -120,10 +158,11 @@ def timed(repeat: int = 20):
         _TIMING["repeat"] = before
 
 
-def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
+def run_here(path: str | Path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
     """Compile ``path`` and run ``kernel`` on each ``Case`` of ``cases`` (built lazily: one case's
-    arrays at a time); the first case that fails, or goes wrong, gives the verdict; else
-    "{file}: {kernel}: {right}" (timed on the last case inside ``timed()``)."""
+    arrays at a time) in this process; the first case that fails, or goes wrong, gives the verdict;
+    else "{file}: {kernel}: {right}" (timed on the last case inside ``timed()``).  A check's default
+    runner: a grader hands the checks one that runs the kernel in a sandbox instead."""
     name = f"{Path(path).name}: {kernel}"
     fn, failed = _compile(path, kernel, checks, defines)
     if failed is not None:
@@ -131,38 +170,33 @@ def _run_cases(path: str | Path, kernel: str, cases, *, checks: str, right: str,
     case = None
     for case in cases:
         try:
-            if case.before is not None:
-                case.before(fn.module)
-            fn(case.grid, case.block, case.args, shared_mem=case.shared_mem)
-            out = to_numpy(case.out)
-        except (KernelMemoryError, BarrierError, KernelRaceError, LaunchError, ConstantMemoryError) as exc:
-            # The executor's first lines say what and where (source line); the sanitizer's own
-            # report after them is for the curious.
-            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
-            return Verdict(False, f"{name}: on the {case.what}:\n{type(exc).__name__}: {text}")
-        what = describe_mismatch(out, case.ref, index=case.index)
-        if what is not None:
-            return Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
+            out = launch_case(fn, case)
+        except LAUNCH_ERRORS as exc:
+            return executor_error(name, case, exc)
+        wrong = judge(name, case, out)
+        if wrong is not None:
+            return wrong
     if _TIMING["repeat"] and case is not None:
-        t = time_fn(lambda: fn(case.grid, case.block, case.args, shared_mem=case.shared_mem), repeat=_TIMING["repeat"])
+        args = device_args(case)
+        t = time_fn(lambda: fn(case.grid, case.block, args, shared_mem=case.shared_mem), repeat=_TIMING["repeat"])
         return Verdict(True, f"{name}: {right}", t.median_ms, case.what)
     return Verdict(True, f"{name}: {right}")
 
 
-def _poisoned(shape: tuple):
-    return backends.xp().full(shape, np.nan, dtype=np.float32)
+def _poisoned(shape: tuple) -> np.ndarray:
+    return np.full(shape, np.nan, dtype=np.float32)
 
 
 def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, layers=None,
                       activation: str | None = None, shared_mem=None, checks: str = "memory,barrier",
-                      rng=None) -> Verdict:
+                      rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a .cu file with a kernel of conv_naive's signature and grid), run ``kernel`` on
     each of ``layers`` (default EXERCISE_LAYERS) with a NaN-poisoned output, compare with the
     float64 reference; on the CPU executor under ``checks`` (add "race" for a kernel with shared
     memory and barriers: a missing barrier is then named).  ``shared_mem(K, tile_width)``: the
     dynamic shared memory of a launch, in bytes (None: none)."""
     layers = EXERCISE_LAYERS if layers is None else layers
-    return _run_cases(path, kernel, _tiled_layer_cases(layers, tile_width, activation, shared_mem, rng=rng),
+    return (runner or run_here)(path, kernel, _tiled_layer_cases(layers, tile_width, activation, shared_mem, rng=rng),
                       checks=checks, defines={"TILE_WIDTH": tile_width},
                       right=f"right on {len(layers)} odd layers, every output written: True")
 
@@ -172,28 +206,23 @@ def _tiled_layer_cases(layers, tile_width: int, activation, shared_mem, *, rng, 
     ``constant`` uploaded (NaN after them) into c_weights and c_bias before each launch."""
     rng = rng or np.random.default_rng()
     act = check_activation(activation)
-    xp = backends.xp()
     for L in layers:
         N, C, H, W, M, K = (L[k] for k in ("N", "C", "H", "W", "M", "K"))
         Ho, Wo = H - K + 1, W - K + 1
         x, w, b = random_layer(N, C, H, W, M, K, rng=rng)
         y = _poisoned((N, M, Ho, Wo))
         tiles = -(-Ho // tile_width) * -(-Wo // tile_width)
-        weights = () if constant else (xp.asarray(w), xp.asarray(b))
-
-        def upload(module, w=w, b=b):
-            _upload_poisoned(module, "c_weights", w)
-            _upload_poisoned(module, "c_bias", b)
+        weights = () if constant else (w, b)
         yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}, tile {tile_width}"
                    + (f"; {w.size} weights in c_weights)" if constant else ")"),
-                   (N, M, tiles), (tile_width, tile_width, 1), (xp.asarray(x), *weights, y, *ints(N, C, H, W, M, K, act)),
-                   y, reference_activation(reference.conv2d(x, w, b), activation),
+                   (N, M, tiles), (tile_width, tile_width, 1), (x, *weights, y, *ints(N, C, H, W, M, K, act)),
+                   1 + len(weights), reference_activation(reference.conv2d(x, w, b), activation),
                    shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)),
-                   before=upload if constant else None)
+                   constants=(("c_weights", w), ("c_bias", b)) if constant else ())
 
 
 def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activation: str | None = "relu6",
-                           checks: str = "memory", threads: int = 128, rng=None) -> Verdict:
+                           checks: str = "memory", threads: int = 128, rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/11_depthwise.cu's signature: x, w (C, 9), b, y,
     NC, C, H, W, S, act; one thread per output in y's memory order), run ``kernel`` on each of
     ``cases`` (N, C, H, W, stride; default DEPTHWISE_CASES) with a NaN-poisoned output and compare
@@ -201,7 +230,6 @@ def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activat
     rng = rng or np.random.default_rng()
     shapes = DEPTHWISE_CASES if cases is None else cases
     act = check_activation(activation, (None, "relu", "relu6"))
-    xp = backends.xp()
 
     def launches():
         for N, C, H, W, S in shapes:
@@ -212,14 +240,14 @@ def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activat
             y = _poisoned((N, C, HO, WO))
             yield Case(f"layer N={N} C={C} {H}x{W}, stride {S} (output {HO}x{WO})",
                        (-(-N * C * HO * WO // threads),), (threads,),
-                       (xp.asarray(x), xp.asarray(w.reshape(C, 9)), xp.asarray(b), y, *ints(N * C, C, H, W, S, act)),
-                       y, reference_activation(reference.conv2d(x, w, b, stride=S, pad=1, groups=C), activation))
-    return _run_cases(path, kernel, launches(), checks=checks,
+                       (x, w.reshape(C, 9), b, y, *ints(N * C, C, H, W, S, act)),
+                       3, reference_activation(reference.conv2d(x, w, b, stride=S, pad=1, groups=C), activation))
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd layers (strides 1 and 2), every output written: True")
 
 
 def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory",
-                               threads: int = 128, rng=None) -> Verdict:
+                               threads: int = 128, rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/10_conv_backward_data.cu's signature: dy, wt
     (C*9, M), gate, dx, N, C, H, W, M; one thread per dx element in memory order), run ``kernel`` on
     each of ``cases`` (N, C, H, W, M; default BACKWARD_DATA_CASES) with a NaN-poisoned dx and compare
@@ -227,7 +255,6 @@ def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, che
     gate <= 0; on the CPU executor under ``checks``."""
     rng = rng or np.random.default_rng()
     shapes = BACKWARD_DATA_CASES if cases is None else cases
-    xp = backends.xp()
 
     def launches():
         for N, C, H, W, M in shapes:
@@ -239,14 +266,14 @@ def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, che
             ref, _, _ = rb.conv2d_backward(np.zeros((N, C, H, W)), w, dy, pad=1)     # float64
             yield Case(f"layer N={N} C={C} {H}x{W} -> M={M} (dy {N}x{M}x{H}x{W}, dx {N}x{C}x{H}x{W})",
                        (-(-N * C * H * W // threads),), (threads,),
-                       (xp.asarray(dy), xp.asarray(wt), xp.asarray(gate), dx, *ints(N, C, H, W, M)), dx,
+                       (dy, wt, gate, dx, *ints(N, C, H, W, M)), 3,
                        np.where(gate > 0, ref, 0.0), index="n, c, h, w")
-    return _run_cases(path, kernel, launches(), checks=checks,
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd layers (the ReLU's gate applied), every dx element written: True")
 
 
 def check_im2col_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 256,
-                        rng=None) -> Verdict:
+                        rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/06_im2col.cu's signature: x, cols, N, C, H, W,
     K, stride, pad, Ho, Wo; one thread per element of cols (N, C*K*K, Ho*Wo) in memory order), run
     ``kernel`` on each of ``cases`` (N, C, H, W, K, stride, pad; default IM2COL_CASES) with NaN-poisoned
@@ -254,7 +281,6 @@ def check_im2col_kernel(path: str | Path, kernel: str, *, cases=None, checks: st
     over the padding); on the CPU executor under ``checks``."""
     rng = rng or np.random.default_rng()
     shapes = IM2COL_CASES if cases is None else cases
-    xp = backends.xp()
 
     def launches():
         for N, C, H, W, K, S, P in shapes:
@@ -264,15 +290,15 @@ def check_im2col_kernel(path: str | Path, kernel: str, *, cases=None, checks: st
             ref = reference.im2col(x.astype(np.float64), K, stride=S, pad=P).reshape(N, C * K * K, Ho, Wo)
             yield Case(f"input N={N} C={C} {H}x{W}, K={K}, stride {S}, padding {P} (cols {N}x{C * K * K}x{Ho * Wo})",
                        (-(-N * C * K * K * Ho * Wo // threads),), (threads,),
-                       (xp.asarray(x), cols, *ints(N, C, H, W, K, S, P, Ho, Wo)), cols, ref,
+                       (x, cols, *ints(N, C, H, W, K, S, P, Ho, Wo)), 1, ref,
                        index="n, row (c*K+p)*K+q, oh, ow")
-    return _run_cases(path, kernel, launches(), checks=checks,
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd inputs (strides 1, 2 and 4, with and without padding), "
                             "every column element written: True")
 
 
 def check_lrn_kernel(path: str | Path, kernel: str, *, cases=None, bias: float = 2.0, alpha: float = 1e-2,
-                     beta: float = 0.75, checks: str = "memory", threads: int = 256, rng=None) -> Verdict:
+                     beta: float = 0.75, checks: str = "memory", threads: int = 256, rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/08_lrn.cu's signature, labkit/kernels/lrn.cu's:
     x, y, N, C, HW, r, bias, alpha, beta; one thread per output in memory order), run ``kernel`` on
     each of ``cases`` (N, C, H, W, r; default LRN_CASES) with a NaN-poisoned output and compare with
@@ -280,7 +306,6 @@ def check_lrn_kernel(path: str | Path, kernel: str, *, cases=None, bias: float =
     ``checks``.  alpha is larger than AlexNet's 1e-4 so that a wrong window shows."""
     rng = rng or np.random.default_rng()
     shapes = LRN_CASES if cases is None else cases
-    xp = backends.xp()
 
     def launches():
         for N, C, H, W, r in shapes:
@@ -288,9 +313,9 @@ def check_lrn_kernel(path: str | Path, kernel: str, *, cases=None, bias: float =
             y = _poisoned((N, C, H, W))
             ref = reference.lrn(x.astype(np.float64), r, bias, alpha, beta)
             yield Case(f"input N={N} C={C} {H}x{W}, radius {r}", (-(-N * C * H * W // threads),), (threads,),
-                       (xp.asarray(x), y, *ints(N, C, H * W, r), np.float32(bias), np.float32(alpha),
-                        np.float32(beta)), y, ref, index="n, c, h, w")
-    return _run_cases(path, kernel, launches(), checks=checks,
+                       (x, y, *ints(N, C, H * W, r), np.float32(bias), np.float32(alpha),
+                        np.float32(beta)), 1, ref, index="n, c, h, w")
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd inputs (windows cut at the first and last channels), "
                             "every output written: True")
 
@@ -305,7 +330,7 @@ def _upload_poisoned(module, name: str, values: np.ndarray) -> None:
 
 
 def check_constant_kernel(path: str | Path, kernel: str, *, layers=None, tile_width: int = 16,
-                          activation: str | None = None, checks: str = "memory,barrier,race", rng=None) -> Verdict:
+                          activation: str | None = None, checks: str = "memory,barrier,race", rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/04_conv_constant.cu's signature, conv_constant's:
     x, y, N, C, H, W, M, K, act, with the weights in ``__constant__ float c_weights[]`` and the bias in
     ``c_bias[]``; conv_tiled's grid, block and dynamic shared memory), upload each layer's weights and
@@ -313,14 +338,14 @@ def check_constant_kernel(path: str | Path, kernel: str, *, layers=None, tile_wi
     ``layers`` (default CONSTANT_LAYERS) with a NaN-poisoned output and compare with the float64
     reference; on the CPU executor under ``checks``."""
     layers = CONSTANT_LAYERS if layers is None else layers
-    return _run_cases(path, kernel, _tiled_layer_cases(layers, tile_width, activation, tile_bytes, rng=rng, constant=True),
+    return (runner or run_here)(path, kernel, _tiled_layer_cases(layers, tile_width, activation, tile_bytes, rng=rng, constant=True),
                       checks=checks, defines={"TILE_WIDTH": tile_width},
                       right=f"right on {len(layers)} odd layers, weights and bias from constant memory, "
                             "every output written: True")
 
 
 def check_rows_kernel(path: str | Path, kernel: str, *, cases=None, out_w: int = 4, activation: str | None = "tanh",
-                      checks: str = "memory", threads: int = 128, rng=None) -> Verdict:
+                      checks: str = "memory", threads: int = 128, rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/05_conv_rows.cu's signature, conv_naive's: x,
     k, b, y, N, C, H, W, M, K, act) with OUT_W = ``out_w``, run ``kernel`` with one thread per unit of
     ``out_w`` neighbouring outputs of a row (units in memory order, ceil(Wo / out_w) per row) on each
@@ -329,7 +354,6 @@ def check_rows_kernel(path: str | Path, kernel: str, *, cases=None, out_w: int =
     rng = rng or np.random.default_rng()
     shapes = ROWS_CASES if cases is None else cases
     act = check_activation(activation)
-    xp = backends.xp()
 
     def launches():
         for N, C, H, W, M, K in shapes:
@@ -341,14 +365,14 @@ def check_rows_kernel(path: str | Path, kernel: str, *, cases=None, out_w: int =
             yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (output {Ho}x{Wo}: {units} units of "
                        f"{out_w} per row, the last of {last})",
                        (-(-N * M * Ho * units // threads),), (threads,),
-                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *ints(N, C, H, W, M, K, act)), y,
+                       (x, w, b, y, *ints(N, C, H, W, M, K, act)), 3,
                        reference_activation(reference.conv2d(x, w, b), activation))
-    return _run_cases(path, kernel, launches(), checks=checks, defines={"OUT_W": out_w},
+    return (runner or run_here)(path, kernel, launches(), checks=checks, defines={"OUT_W": out_w},
                       right=f"right on {len(shapes)} odd layers, {out_w} outputs per thread, every output written: True")
 
 
 def check_conv_pool_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 128,
-                           rng=None) -> Verdict:
+                           rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/07_conv_pool.cu's signature: x, k, b, y, N, C,
     H, W, M, K; one thread per pooled output in memory order), run ``kernel`` on each of ``cases``
     (N, C, H, W, M, K; default CONV_POOL_CASES) with a NaN-poisoned output and compare with the
@@ -356,7 +380,6 @@ def check_conv_pool_kernel(path: str | Path, kernel: str, *, cases=None, checks:
     the convolution's output is dropped); on the CPU executor under ``checks``."""
     rng = rng or np.random.default_rng()
     shapes = CONV_POOL_CASES if cases is None else cases
-    xp = backends.xp()
 
     def launches():
         for N, C, H, W, M, K in shapes:
@@ -367,15 +390,15 @@ def check_conv_pool_kernel(path: str | Path, kernel: str, *, cases=None, checks:
             ref = reference.max_pool2d(reference.tanh(reference.conv2d(x, w, b)), 2)
             yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, K={K} (convolution {Ho}x{Wo}, pooled {PH}x{PW})",
                        (-(-N * M * PH * PW // threads),), (threads,),
-                       (xp.asarray(x), xp.asarray(w), xp.asarray(b), y, *ints(N, C, H, W, M, K)), y, ref,
+                       (x, w, b, y, *ints(N, C, H, W, M, K)), 3, ref,
                        index="n, m, i, j")
-    return _run_cases(path, kernel, launches(), checks=checks,
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd layers (odd convolution outputs cut by the pooling), "
                             "every pooled output written: True")
 
 
 def check_preprocess_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 128,
-                            rng=None) -> Verdict:
+                            rng=None, runner=None) -> Verdict:
     """Compile ``path`` (a kernel of notebooks/exercises/09_preprocess.cu's signature: x uint8 (N, H, W, 3)
     RGB, mean float32 (3,) BGR, y float32 (N, 3, H, W), N, H, W), run ``kernel`` with ``threads`` per
     block on each of ``cases`` (N, H, W, blocks; default PREPROCESS_CASES: grids smaller and larger
@@ -384,7 +407,6 @@ def check_preprocess_kernel(path: str | Path, kernel: str, *, cases=None, checks
     under ``checks``."""
     rng = rng or np.random.default_rng()
     shapes = PREPROCESS_CASES if cases is None else cases
-    xp = backends.xp()
     mean = np.asarray(MEAN_BGR, np.float32)
 
     def launches():
@@ -395,8 +417,66 @@ def check_preprocess_kernel(path: str | Path, kernel: str, *, cases=None, checks
             total, launched = N * 3 * H * W, blocks * threads
             yield Case(f"images N={N} {H}x{W} ({total} values) on a grid of {blocks} block{'s' * (blocks > 1)} of "
                        f"{threads} threads ({launched} threads: {'fewer' if launched < total else 'more'} than the values)",
-                       (blocks,), (threads,), (xp.asarray(x), xp.asarray(mean), y, *ints(N, H, W)), y, ref,
+                       (blocks,), (threads,), (x, mean, y, *ints(N, H, W)), 2, ref,
                        index="n, c, h, w")
-    return _run_cases(path, kernel, launches(), checks=checks,
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd batches, on grids smaller and larger than the work, "
                             "every output written: True")
+
+
+# --- fresh shapes: a grader's cases, drawn per student ------------------------------------------------
+# Each draws from the space an exercise's kernel must handle (odd sizes, one channel and several,
+# every stride and padding the exercise names), never one of the notebook's own cases: a kernel right
+# only on the shapes its author could try gets no points.
+
+def _draw(rng, make, defaults, n: int) -> list:
+    seen, out = {repr(d) for d in defaults}, []
+    while len(out) < n:
+        case = make(rng)
+        if repr(case) not in seen:
+            seen.add(repr(case))
+            out.append(case)
+    return out
+
+
+def _r(rng, lo: int, hi: int) -> int:
+    return int(rng.integers(lo, hi + 1))
+
+
+def _conv_layer(rng, tile: int = 16, K_choices=(1, 3, 5), max_weights: int | None = None) -> dict:
+    while True:
+        K = int(rng.choice(K_choices))
+        L = dict(N=_r(rng, 1, 3), C=_r(rng, 1, 6), H=_r(rng, K, tile + K + 9), W=_r(rng, K, tile + K + 9),
+                 M=_r(rng, 1, 8), K=K)
+        if max_weights is None or L["M"] * L["C"] * K * K <= max_weights:
+            return L
+
+
+FRESH = {
+    "check_conv_kernel": lambda rng: {"layers": _draw(rng, _conv_layer, EXERCISE_LAYERS, 3)},
+    "check_constant_kernel": lambda rng: {"layers": _draw(rng, lambda g: _conv_layer(g, max_weights=15_000),
+                                                          CONSTANT_LAYERS, 3)},
+    "check_rows_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (lambda K: (_r(g, 1, 3), _r(g, 1, 5), _r(g, K, K + 14), _r(g, K, K + 21), _r(g, 1, 6), K))(
+            int(g.choice((1, 3, 5)))), ROWS_CASES, 4)},
+    "check_im2col_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (lambda K, S: (_r(g, 1, 3), _r(g, 1, 4), _r(g, K, K + 16), _r(g, K, K + 16), K, S,
+                                      _r(g, 0, K - 1)))(int(g.choice((1, 3, 5, 7))), _r(g, 1, 4)), IM2COL_CASES, 4)},
+    "check_conv_pool_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (lambda K: (_r(g, 1, 3), _r(g, 1, 4), _r(g, K + 1, K + 20), _r(g, K + 1, K + 20),
+                                   _r(g, 1, 6), K))(int(g.choice((1, 3, 5)))), CONV_POOL_CASES, 4)},
+    "check_lrn_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (_r(g, 1, 3), _r(g, 1, 20), _r(g, 1, 9), _r(g, 1, 9), _r(g, 0, 5)), LRN_CASES, 4)},
+    "check_preprocess_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (_r(g, 1, 7), _r(g, 1, 17), _r(g, 1, 17), _r(g, 1, 24)), PREPROCESS_CASES, 4)},
+    "check_backward_data_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (_r(g, 1, 3), _r(g, 1, 5), _r(g, 1, 12), _r(g, 1, 12), _r(g, 1, 6)), BACKWARD_DATA_CASES, 4)},
+    "check_depthwise_kernel": lambda rng: {"cases": _draw(
+        rng, lambda g: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), _r(g, 1, 2)), DEPTHWISE_CASES, 4)},
+}
+
+
+def fresh_options(check: str, rng) -> dict:
+    """The shapes a grader checks ``check`` (a check function's name) on: drawn with ``rng`` (a
+    student's own, from the run's seed), none of them the notebook's."""
+    return FRESH[check](rng)

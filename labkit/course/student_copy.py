@@ -16,9 +16,10 @@ holds the model answer and its rubric.  In a markdown cell the region is replace
 nor the rubric reaches the student.
 
 Kernel exercises live beside the notebooks, in `exercises/*.cu`: each region between
-`// BEGIN SOLUTION` and `// END SOLUTION` becomes `// YOUR CODE HERE` in the student's copy
-(written to `student/exercises/`), which still compiles: the check then says which outputs the
-missing code never wrote.
+`// BEGIN SOLUTION` and `// END SOLUTION` becomes `// YOUR CODE HERE` between the lines
+`// BEGIN YOUR CODE` and `// END YOUR CODE` in the student's copy (written to `student/exercises/`),
+which still compiles: the check then says which outputs the missing code never wrote.  The grader
+takes only what lies between those lines.
 
 The copy is never written into the instructor's folder, nor into a folder inside it or around it:
 `student_copy notebooks notebooks` would overwrite the solutions with their blanks.
@@ -74,8 +75,10 @@ def strip_written_answers(source: str) -> tuple[str, int]:
 
 def strip_cu_solutions(source: str) -> tuple[str, int]:
     """A kernel source with each `// BEGIN SOLUTION` .. `// END SOLUTION` region replaced by
-    `// YOUR CODE HERE` (same indentation), and how many regions there were."""
-    text, n = _strip(source, CU_BEGIN, CU_END, ["// YOUR CODE HERE"], "//")
+    `// YOUR CODE HERE` between `// BEGIN YOUR CODE` and `// END YOUR CODE` (same indentation): the
+    grader takes what the student writes between those two lines, and only that (labkit.course.regions);
+    and how many regions there were."""
+    text, n = _strip(source, CU_BEGIN, CU_END, ["// BEGIN YOUR CODE", "// YOUR CODE HERE", "// END YOUR CODE"], "//")
     return text + ("\n" if source.endswith("\n") else ""), n
 
 

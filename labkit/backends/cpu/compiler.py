@@ -70,6 +70,20 @@ def cache_dir() -> Path:
     return d
 
 
+SEED_ENV = "LABKIT_CACHE_SEED"
+
+
+def seeded(name: str) -> Path:
+    """``cache_dir() / name``, or the same name in ``$LABKIT_CACHE_SEED`` where that read-only folder
+    holds it: the executor's own parts (its runtime, its precompiled header, its check runners), built
+    by a trusted process and handed read-only to a sandbox whose cache starts empty.  Kernels are never
+    taken from it."""
+    seed = os.environ.get(SEED_ENV)
+    if seed and (Path(seed) / name).exists():
+        return Path(seed) / name
+    return cache_dir() / name
+
+
 @functools.lru_cache(maxsize=None)
 def compiler() -> tuple[str, str]:
     """(path, version line) of the host C++ compiler: $CXX, else g++, c++ or clang++."""
@@ -153,9 +167,10 @@ def header_dir(cxx: str, version: str, flags: list[str]) -> Path:
     if not _is_gcc(version):
         return HEADER.parent
     pch_flags = [f for f in flags if f not in ("-shared", "-c")]
-    d = cache_dir() / f"headers-{_key(EXECUTOR_VERSION, headers_text(), ' '.join(pch_flags), version)}"
+    d = seeded(f"headers-{_key(EXECUTOR_VERSION, headers_text(), ' '.join(pch_flags), version)}")
     if (d / f"{HEADER.name}.gch").exists():
         return d
+    d = cache_dir() / d.name
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         copy = Path(tmp) / "include"
         shutil.copytree(HEADER.parent, copy)
@@ -189,9 +204,10 @@ def build_runtime(cxx: str, version: str, flags: list[str], sanitizer: str | Non
     largest frame, which a fiber's stack must hold as well as the kernel's."""
     obj_flags = [f for f in flags if f != "-shared"]
     key = _key(EXECUTOR_VERSION, RUNTIME.read_text(), headers_text(), " ".join(obj_flags), version)
-    out = cache_dir() / f"runtime-{sanitizer or 'fast'}-{key}.o"
+    out = seeded(f"runtime-{sanitizer or 'fast'}-{key}.o")
     if out.exists() and not fresh:
         return out
+    out = cache_dir() / out.name
     if out in _runtime_failed:
         return None
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
@@ -260,9 +276,10 @@ def build_runner(sanitizer: str) -> Path:
     cxx, version = compiler()
     flags = list(BASE_FLAGS) + (["-O1", "-g"] if sanitizer in RUNTIME_FREE else list(SANITIZER_FLAGS[sanitizer]))
     key = _key(EXECUTOR_VERSION, RUNNER.read_text(), headers_text(), " ".join(flags), version)
-    out = cache_dir() / f"runner-{sanitizer}-{key}"
+    out = seeded(f"runner-{sanitizer}-{key}")
     if out.exists():
         return out
+    out = cache_dir() / out.name
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         exe = Path(tmp) / "runner"
         _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(exe), str(RUNNER), "-ldl"],

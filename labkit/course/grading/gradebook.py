@@ -29,12 +29,13 @@ def write_gradebook(rows: list[dict], out: Path) -> None:
     names = _columns(rows)
     with open(out / "gradebook.csv", "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["student"] + names + ["points", "max_points", "written_max"])
+        w.writerow(["student"] + names + ["points", "max_points", "written_max", "seed", "sandbox"])
         for r in rows:
-            # A written question's cell is left empty: the instructor fills it in.
+            # A written question's cell is left empty: the instructor fills it in.  ``seed``: the student's
+            # shapes can be drawn again from it; ``sandbox``: where the student's code ran.
             w.writerow([r["student"]] + ["" if r["exercises"].get(n, {}).get("points") is None
                                          else r["exercises"][n]["points"] for n in names]
-                       + [r["points"], r["max_points"], r["written_max"]])
+                       + [r["points"], r["max_points"], r["written_max"], r.get("seed", ""), r.get("sandbox", "")])
     (out / "gradebook.json").write_text(json.dumps(rows, indent=1))
     for r in rows:
         lines = [f"# {r['student']}", "", f"**{r['points']} of {r['max_points']} points** graded automatically"

@@ -6,14 +6,16 @@ OUT/expected.json; then ``python -m labkit.grade OUT/submissions`` must grade th
     unattempted      the student version (labkit.course.student_copy), untouched
     wrong_index      a wrong index in two kernels, wrong answers in two Python exercises
     missing_barrier  the tiled kernel without its first barrier
-    out_of_bounds    two kernels without their bounds check
+    out_of_bounds    two kernels without their bounds check, and LRN's window not clipped at the last
+                     channel
     endless_loop     a kernel and a Python solution that never end
     checks_deleted   wrong_index's wrong Python answers, their check cells deleted, the rest skipped
                      (NBVAL_SKIP) and re-ordered: still wrong  (an archive: checks_deleted.zip)
     outputs_forged   the same wrong answers, each check cell rewritten to print what a right
                      answer prints, its stored output copied from the instructor's  (a .tar.gz)
 
-Every mistake is a text change of the instructor's source; a change that no longer applies (the
+Every mistake is a text change of the instructor's source, inside a solution region (the grader takes
+nothing else of a student's kernel file); a change that no longer applies (the
 source moved on) stops with an error instead of building a submission that is right by accident.
 """
 from __future__ import annotations
@@ -37,7 +39,7 @@ KERNEL_MISTAKES = {
                     ("11_depthwise", "const int c = (int)(plane % C);", "const int c = 0;")],
     "missing_barrier": [("03_conv_tiled", "    }\n    __syncthreads();\n    // END SOLUTION", "    }\n    // END SOLUTION")],
     "out_of_bounds": [("02_conv_naive", "  if (n >= N || h >= Ho || w >= Wo) return;", ""),
-                      ("08_lrn", "  if (i >= (long long)N * C * HW) return;", ""),
+                      ("08_lrn", "d <= min(c + r, C - 1)", "d <= c + r"),
                       ("09_preprocess", "i < total; i += stride", "i <= total; i += stride")],
     "endless_loop": [("02_conv_naive", "  n = blockIdx.x;", "  for (volatile int spin = 0; spin >= 0;) {}\n  n = blockIdx.x;")],
 }

@@ -1,0 +1,198 @@
+"""Kernel checks for a grader: the student's kernel runs in the sandbox, the verdict is made here.
+
+    runner = sandboxed_runner(Path("notebooks/exercises/02_conv_naive.cu"))
+    verdict = kernel_checks.check_conv_kernel(student_file, "conv_naive_exercise", layers=fresh, runner=runner)
+
+For each check the grader (this process):
+
+1. splices the student's regions into the instructor's file (labkit.course.regions: nothing else of
+   the student's file is taken, and a region that could reach outside the kernel's body is refused);
+2. compiles that file with NVRTC, CUDA's device compiler, where it is installed: code that is not
+   device code (a call of a host function) is refused before anything runs;
+3. builds the check's cases itself (fresh inputs, NaN-poisoned outputs, float64 answers), writes the
+   inputs into a job folder, and runs ``labkit.course.kernel_runner`` in the sandbox
+   (labkit.course.sandbox) on them: the CPU executor, with the check's memory, barrier and race
+   checks, and a compile cache of its own that starts empty;
+4. reads back the outputs (at most what the cases' outputs take, every array's header checked before
+   it is read) and compares each with its answer, here.
+
+The sandbox never sees an answer and nothing it writes is taken as a verdict; what it prints only
+reaches the student's feedback after every path outside the submission is cut from it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from ..backends import nvrtc_check
+from ..backends.cpu.compiler import SEED_ENV, cache_dir
+from ..data.npz import read_npz
+from ..errors import ArrayFileError
+from ..loader import load
+from ..verdict import Verdict
+from . import sandbox
+from .kernel_checks import Case, judge
+from .kernel_runner import INPUTS, JOB_JSON, SCALARS
+from .regions import RegionError, splice
+
+__all__ = ["sandboxed_runner", "read_submission", "warm_seed", "spliced_source", "MAX_SOURCE_BYTES"]
+
+MAX_SOURCE_BYTES = 256 << 10       # a kernel exercise is a page or two; a larger file is not one
+_STATUS_BYTES = 1 << 20
+
+
+def read_submission(path: str | os.PathLike) -> str:
+    """The student's file as text: a plain file of at most MAX_SOURCE_BYTES, UTF-8; RegionError if not."""
+    p = Path(path)
+    if p.is_symlink() or not p.is_file():
+        raise RegionError(f"{p.name} is not a plain file")
+    with open(p, "rb") as f:
+        data = f.read(MAX_SOURCE_BYTES + 1)
+    if len(data) > MAX_SOURCE_BYTES:
+        raise RegionError(f"{p.name} is larger than {MAX_SOURCE_BYTES >> 10} KiB: not a kernel exercise")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RegionError(f"{p.name} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def spliced_source(instructor: Path, student: str | os.PathLike) -> str:
+    """The instructor's file with the student's regions in it (RegionError says why it cannot be)."""
+    return splice(Path(instructor).read_text(), read_submission(student), name=Path(instructor).name)
+
+
+_warmed: set = set()
+
+
+def warm_seed(checks) -> None:
+    """Build, in this (trusted) process's cache, the CPU executor's runtime, precompiled header and
+    check runners for each of ``checks`` (checking modes, as labkit.load takes them), by running a
+    tiny kernel of labkit's own under each: a sandbox then starts from them, read-only, and compiles
+    only the student's kernel."""
+    for mode in checks:
+        if mode in _warmed:
+            continue
+        fn = load("vector_add", check=mode).get_function("vector_add")
+        x = np.ones(33, np.float32)
+        y = np.zeros(33, np.float32)
+        fn((2,), (32,), (x, y, np.float32(2.0), np.int32(33)))
+        _warmed.add(mode)
+
+
+def _plain(text: str, file_name: str) -> str:
+    """What the sandbox printed, fit for a student's feedback: the sandbox's own paths cut to the
+    kernel file's name, any line that names another file dropped, at most 8,000 characters."""
+    text = text.replace(f"/job/{file_name}", file_name)
+    lines = [ln for ln in text.splitlines()
+             if not re.search(r"(?<![\w.])/(?:[\w.+-]+/)+[\w.+-]+", ln) or file_name in ln]
+    text = "\n".join(lines)
+    return text if len(text) <= 8000 else text[:8000] + "\n[... cut]"
+
+
+def _job(cases: list[Case], file_name: str, kernel: str, checks: str, defines: dict) -> tuple[dict, dict]:
+    arrays, specs = {}, []
+    for i, c in enumerate(cases):
+        args = []
+        for j, a in enumerate(c.args):
+            if isinstance(a, np.ndarray):
+                key = f"c{i}a{j}"
+                arrays[key] = np.ascontiguousarray(a)
+                args.append({"array": key})
+            else:
+                dtype = np.asarray(a).dtype.name
+                if dtype not in SCALARS:
+                    raise TypeError(f"a case's scalar argument of dtype {dtype} cannot cross to the sandbox")
+                args.append({"scalar": dtype, "value": a.item() if hasattr(a, "item") else a})
+        consts = []
+        for k, (name, values) in enumerate(c.constants):
+            arrays[f"c{i}k{k}"] = np.ascontiguousarray(values)
+            consts.append([name, f"c{i}k{k}"])
+        specs.append({"what": c.what, "grid": list(c.grid), "block": list(c.block), "shared_mem": int(c.shared_mem),
+                      "out": int(c.out), "args": args, "constants": consts})
+    job = {"file": file_name, "kernel": kernel, "checks": checks, "defines": dict(defines or {}), "cases": specs}
+    return job, arrays
+
+
+def sandboxed_runner(instructor: Path, *, limits: sandbox.Limits = sandbox.Limits(), nvrtc: bool = True):
+    """A runner for labkit.course.kernel_checks' checks (``runner=``): splice, NVRTC, sandbox, judge."""
+    instructor = Path(instructor)
+
+    def run(path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
+        name = f"{instructor.name}: {kernel}"
+        try:
+            text = spliced_source(instructor, path)
+        except RegionError as exc:
+            return Verdict(False, f"{name}: {exc}")
+        if nvrtc and nvrtc_check.library() is not None:
+            ok, log = nvrtc_check.compile_source(
+                text, instructor.name, ("-std=c++17", "--gpu-architecture=compute_90")
+                + tuple(f"-D{k}={v}" for k, v in (defines or {}).items()))
+            if not ok:
+                return Verdict(False, f"{name}: does not compile as CUDA device code (NVRTC, the compiler "
+                                      f"a GPU uses):\n{_plain(log, instructor.name)}")
+        cases = list(cases)
+        warm_seed([checks])
+        job, arrays = _job(cases, instructor.name, kernel, checks, defines or {})
+        expected = sum(int(np.prod(c.ref.shape)) * 4 for c in cases)
+        with tempfile.TemporaryDirectory(prefix="labkit-job-") as tmp:
+            job_dir = Path(tmp, "job")
+            job_dir.mkdir()
+            (job_dir / instructor.name).write_text(text)
+            (job_dir / JOB_JSON).write_text(json.dumps(job))
+            np.savez(job_dir / INPUTS, **arrays)
+            for p in [Path(tmp), job_dir, *job_dir.iterdir()]:
+                p.chmod(0o755 if p.is_dir() else 0o644)      # readable by the sandbox's own user
+            done = sandbox.run([sys.executable, "-m", "labkit.course.kernel_runner", "/job"],
+                               jobs={"/job": job_dir, "/seed": cache_dir()},
+                               env={"LABKIT_BACKEND": "cpu", "LABKIT_CACHE_DIR": "/tmp/labkit-cache",
+                                    SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+                                    "LABKIT_CPU_TIMEOUT_S": str(max(5, int(limits.seconds * 0.8)))},
+                               limits=sandbox.Limits(**{**limits.__dict__,
+                                                        "result_bytes": expected + _STATUS_BYTES + (1 << 20)}))
+            return _verdict(done, cases, name, instructor.name, right, limits, tmp)
+    return run
+
+
+def _verdict(done: sandbox.Finished, cases: list[Case], name: str, file_name: str, right: str,
+             limits: sandbox.Limits, tmp: str) -> Verdict:
+    if done.limit == "time":
+        return Verdict(False, f"{name}: the check did not finish within {limits.seconds:.0f} s (a kernel that never "
+                              "ends: a loop whose exit is never reached?)")
+    if done.limit == "memory":
+        return Verdict(False, f"{name}: the check used more than {limits.memory_gib:g} GiB of memory")
+    if done.limit == "result" or not done.result:
+        tail = _plain("\n".join((done.stderr or done.stdout).strip().splitlines()[-8:]), file_name)
+        return Verdict(False, f"{name}: the check's process ended with code {done.returncode} and no result "
+                              f"(a crash?):\n{tail}")
+    back = Path(tmp, "result.npz")
+    back.write_bytes(done.result)
+    try:
+        arrays = read_npz(back, max_bytes=len(done.result))
+        status = json.loads(arrays.pop("status").tobytes().decode())
+    except (ArrayFileError, KeyError, ValueError, UnicodeDecodeError) as exc:
+        return Verdict(False, f"{name}: the check's result could not be read ({type(exc).__name__})")
+    if not isinstance(status, dict) or not isinstance(status.get("cases"), list):
+        return Verdict(False, f"{name}: the check's result could not be read")
+    if status.get("compile_error"):
+        return Verdict(False, f"{name}: does not compile:\n{_plain(str(status['compile_error']), file_name)}")
+    for i, case in enumerate(cases):
+        if i >= len(status["cases"]) or not isinstance(status["cases"][i], dict):
+            return Verdict(False, f"{name}: on the {case.what}: the check's process stopped before this case ran")
+        err = status["cases"][i].get("error")
+        if err is not None:
+            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(err))[0].rstrip()
+            kind = re.sub(r"\W", "", str(status["cases"][i].get("kind", "Error")))[:40]
+            return Verdict(False, f"{name}: on the {case.what}:\n{kind}: {_plain(text, file_name)}")
+        out = arrays.get(f"out{i}")
+        if out is None or out.dtype != np.float32 or out.shape != case.ref.shape:
+            return Verdict(False, f"{name}: on the {case.what}: the output did not come back whole")
+        wrong = judge(name, case, out)
+        if wrong is not None:
+            return wrong
+    return Verdict(True, f"{name}: {right}")
