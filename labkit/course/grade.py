@@ -245,7 +245,7 @@ def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, op
             else:
                 jobs.append(lambda e=e, nb=student_nb: grade_python_exercise(
                     e, nb, clean=opts["clean"], timeout=opts["notebook_timeout"], memory_gib=opts["memory_gib"],
-                    backend=backend))
+                    backend=backend, sandboxed=opts["sandboxed"]))
         for q in asked:
             jobs.append(lambda q=q, nb=student_nb: written_answer(q, nb))
     return jobs
@@ -271,8 +271,8 @@ def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exer
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     names = set(exercises) if exercises else None
-    if not unsafe_no_sandbox and (names is None or names & set(EXERCISES)) and sandbox.unavailable():
-        raise RuntimeError(f"kernel exercises are graded in a sandbox, and none can be made here: "
+    if not unsafe_no_sandbox and sandbox.unavailable():
+        raise RuntimeError(f"students' code is graded in a sandbox, and none can be made here: "
                            f"{sandbox.unavailable()}.  Grade where bubblewrap runs, or pass --unsafe-no-sandbox "
                            "(the students' code then runs with your rights; the gradebook says so)")
     seed = secrets.randbits(63) if seed is None else int(seed)

@@ -1,5 +1,7 @@
 """Grade one Python exercise of one student: the program of ``notebook_exercises.program_for`` run in
-a process of its own, with a time and a memory limit, and its verdict in words."""
+the grader's sandbox (labkit.course.sandbox: the student's cell is hostile until proven otherwise),
+with a time and a memory limit, and its verdict in words.  Where no sandbox can be made, only with
+``sandboxed=False`` (--unsafe-no-sandbox): a plain child process."""
 from __future__ import annotations
 
 import json
@@ -8,6 +10,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ...backends.cpu.compiler import SEED_ENV, cache_dir
+from ...results import DATA_DIR
+from .. import sandbox
 from .limits import run_limited
 from .notebook_exercises import NotebookExercise, WrittenQuestion, program_for, student_cell
 
@@ -20,7 +25,7 @@ def _row(ex: NotebookExercise, ok: bool, message: str) -> dict:
 
 
 def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clean, timeout: float = 300.0,
-                          memory_gib: float | None = None, backend: str = "cpu") -> dict:
+                          memory_gib: float | None = None, backend: str = "cpu", sandboxed: bool = True) -> dict:
     """{"exercise", "points", "max_points", "ok", "message"} for exercise ``ex`` of ``student_nb``
     (None: the notebook was not submitted)."""
     where = f"{ex.notebook}, {ex.grade_id}"
@@ -32,10 +37,22 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
     with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
         prog, result = Path(tmp, "program.json"), Path(tmp, "result.json")
         prog.write_text(json.dumps(program))
-        env = {**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": str(Path(tmp, "results")),
-               "MPLBACKEND": "Agg"}
-        done = run_limited([sys.executable, "-m", "labkit.course.grading.run_cells", str(prog), str(result)],
-                           timeout=timeout, memory_gib=memory_gib, env=env, cwd=tmp)
+        if sandboxed:
+            Path(tmp).chmod(0o755)
+            prog.chmod(0o644)
+            done = sandbox.run(
+                [sys.executable, "-m", "labkit.course.grading.run_cells", "/job/program.json", "-"],
+                jobs={"/job": Path(tmp), str(DATA_DIR): DATA_DIR, "/seed": cache_dir()},
+                env={"LABKIT_BACKEND": "cpu", "LABKIT_RESULTS_DIR": "/tmp/results", "MPLBACKEND": "Agg",
+                     "LABKIT_CACHE_DIR": "/tmp/labkit-cache", SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1"},
+                limits=sandbox.Limits(seconds=timeout, memory_gib=memory_gib or 6.0, result_bytes=4 << 20))
+            if done.result:
+                result.write_bytes(done.result)
+        else:
+            env = {**os.environ, "LABKIT_BACKEND": backend, "LABKIT_RESULTS_DIR": str(Path(tmp, "results")),
+                   "MPLBACKEND": "Agg"}
+            done = run_limited([sys.executable, "-m", "labkit.course.grading.run_cells", str(prog), str(result)],
+                               timeout=timeout, memory_gib=memory_gib, env=env, cwd=tmp)
         if done.limit == "time":
             return _row(ex, False, f"{where}: did not finish within {timeout:.0f} s (a loop that never ends?)")
         if done.limit == "memory":
@@ -44,7 +61,12 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
         if not result.is_file():
             tail = "\n".join((done.stderr or done.stdout).strip().splitlines()[-6:])
             return _row(ex, False, f"{where}: the grading process ended with code {done.returncode} (a crash?):\n{tail}")
-        r = json.loads(result.read_text())
+        try:
+            r = json.loads(result.read_text())
+            if not isinstance(r, dict) or r.get("stage") not in ("setup", "solution", "check"):
+                raise ValueError("not a grading result")
+        except (ValueError, UnicodeDecodeError):
+            return _row(ex, False, f"{where}: the grading process's result could not be read")
     return _verdict(ex, r, clean, program["solution"])
 
 

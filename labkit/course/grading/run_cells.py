@@ -1,4 +1,5 @@
-"""The grading process of one Python exercise: ``python -m labkit.course.grading.run_cells PROGRAM RESULT``.
+"""The grading process of one Python exercise: ``python -m labkit.course.grading.run_cells PROGRAM RESULT``
+(RESULT ``-``: the sandbox's result pipe, labkit.course.sandbox.result_fd()).
 
 PROGRAM (JSON, written by the grader): the instructor's setup cells, the student's solution cell,
 the instructor's check cell, the names the solution may bind.  The cells run in one IPython shell,
@@ -90,12 +91,20 @@ def run(program: dict) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m labkit.course.grading.run_cells")
     ap.add_argument("program")
-    ap.add_argument("result")
+    ap.add_argument("result", help="a file, or - for the sandbox's result pipe")
     args = ap.parse_args(argv)
     program = json.loads(open(args.program).read())
-    result = run(program)
-    with open(args.result, "w") as f:
-        json.dump(result, f)
+    result = json.dumps(run(program)).encode()
+    if args.result == "-":
+        from ..sandbox import result_fd
+        fd = result_fd()
+        view = memoryview(result)
+        while view:
+            view = view[os.write(fd, view):]
+        os.close(fd)
+    else:
+        with open(args.result, "wb") as f:
+            f.write(result)
     return 0
 
 
