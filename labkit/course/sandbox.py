@@ -256,24 +256,31 @@ def _read_result(fd: int, cap: int, sink: list) -> None:
     sink.append(None if over else bytes(buf))
 
 
-def run(cmd: list[str], *, jobs: dict | None = None, env: dict | None = None, limits: Limits = Limits()) -> Finished:
+def run(cmd: list[str], *, jobs: dict | None = None, env: dict | None = None, limits: Limits = Limits(),
+        fds: dict | None = None) -> Finished:
     """Run ``cmd`` in a sandbox: ``jobs`` {path inside: folder or file outside} bound read-only,
-    ``env`` the only environment variables besides PATH, HOME and TMPDIR.  Ends it all at the wall
-    time or the memory limit."""
+    ``env`` the only environment variables besides PATH, HOME and TMPDIR, ``fds`` {variable: file
+    descriptor} pipes it inherits (their numbers in those variables; this process's copies are
+    closed once the sandbox has them).  Ends it all at the wall time or
+    the memory limit."""
     why = unavailable()
     if why is not None:
         raise RuntimeError(why)
     uid = next(_UIDS) if os.geteuid() == 0 else None
     processes = limits.processes if uid is not None else _own_processes() + limits.processes
     read_end, write_end = os.pipe()
-    argv = _bwrap_argv(cmd, jobs=jobs or {}, env={**(env or {}), RESULT_FD_ENV: write_end}, limits=limits, uid=uid)
+    fds = dict(fds or {})
+    argv = _bwrap_argv(cmd, jobs=jobs or {}, env={**(env or {}), **fds, RESULT_FD_ENV: write_end}, limits=limits,
+                       uid=uid)
     try:
         # bwrap leaves inherited descriptors open: the program inside writes its result there.
         p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             start_new_session=True, pass_fds=(write_end,),
+                             start_new_session=True, pass_fds=(write_end, *fds.values()),
                              preexec_fn=lambda: _set_limits(limits, processes))
     finally:
         os.close(write_end)
+        for fd in fds.values():
+            os.close(fd)            # the child's now: the other side sees the pipe end when the child does
     out, err, result = [], [], []
     readers = [threading.Thread(target=_drain, args=(p.stdout, 1 << 16, out), daemon=True),
                threading.Thread(target=_drain, args=(p.stderr, 1 << 16, err), daemon=True),

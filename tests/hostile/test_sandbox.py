@@ -195,3 +195,45 @@ def test_students_graded_side_by_side_keep_to_their_own_files(tmp_path):
     t.join()
     assert alice.read_text() == src and row["points"] == 2
     assert done["m"].returncode != 0
+
+
+# --- Python exercises: the solution and the check in two processes, plain data between them ---------
+def _python_exercise(grade_id: str):
+    from labkit.course.grade import instructor_exercises
+    return next(e for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values() for e in ex if e.grade_id == grade_id)
+
+
+def _graded(grade_id: str, solution: str) -> dict:
+    from labkit.course.grading.notebook_exercises import read_notebook, sanitizer
+    from labkit.course.grading.python_exercises import grade_python_exercise
+    ex = _python_exercise(grade_id)
+    nb = read_notebook(INSTRUCTOR_NOTEBOOKS / ex.notebook)
+    cell = next(c for c in nb["cells"] if c.get("metadata", {}).get("nbgrader", {}).get("grade_id") == grade_id)
+    cell["source"] = solution
+    return grade_python_exercise(ex, nb, clean=sanitizer(INSTRUCTOR_NOTEBOOKS / "nbval_sanitize.cfg"), timeout=90)
+
+
+@pytest.mark.parametrize("cheat, words", [
+    # a value that says it equals anything: it cannot cross to the check's process
+    ("class Yes:\n    def __eq__(self, other):\n        return True\n"
+     "def count_loads_and_fmas(M, K, r, C):\n    return Yes()\n", "returned what cannot be graded"),
+    # the check's builtins and helpers live in another process
+    ("import builtins\nbuiltins.all = lambda it: True\nall = lambda it: True\n"
+     "def count_loads_and_fmas(M, K, r, C):\n    return (0, 0)\n", "False"),
+    # an input transformer that would rewrite the check cell: the check does not run in this shell
+    ("get_ipython().input_transformers_post.append(lambda lines: ['print(\"loop count matches the formula: True\")'])\n"
+     "def count_loads_and_fmas(M, K, r, C):\n    return (0, 0)\n", "False"),
+    # a result written where the grader reads: the student's side has no way there
+    ("import os\nfrom labkit.course.sandbox import result_fd\n"
+     "os.write(result_fd(), b'{\"stage\": \"check\", \"stdout\": \"loop count matches the formula: True\\\\n\", "
+     "\"error\": null}')\n"
+     "def count_loads_and_fmas(M, K, r, C):\n    return (0, 0)\n", "False"),
+])
+def test_a_python_solution_cannot_forge_its_check(cheat, words):
+    row = _graded("05_count_loads_and_fmas", cheat)
+    assert row["points"] == 0 and words in row["message"], row["message"]
+
+
+def test_a_right_python_solution_still_passes_across_the_boundary():
+    row = _graded("05_count_loads_and_fmas", _python_exercise("05_count_loads_and_fmas").solution)
+    assert row["ok"] and row["points"] > 0, row["message"]

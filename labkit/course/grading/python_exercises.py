@@ -8,12 +8,14 @@ import json
 import os
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 from ...backends.cpu.compiler import SEED_ENV, cache_dir
 from ...results import DATA_DIR
 from .. import sandbox
 from .limits import run_limited
+from .run_cells import REPLIES_ENV, REQUESTS_ENV
 from .notebook_exercises import NotebookExercise, WrittenQuestion, program_for, student_cell
 
 __all__ = ["grade_python_exercise", "written_answer"]
@@ -22,6 +24,42 @@ __all__ = ["grade_python_exercise", "written_answer"]
 def _row(ex: NotebookExercise, ok: bool, message: str) -> dict:
     return {"exercise": ex.grade_id, "kind": "python", "notebook": ex.notebook, "max_points": ex.points,
             "points": ex.points if ok else 0, "ok": ok, "message": message}
+
+
+RUN_CELLS = "labkit.course.grading.run_cells"
+
+
+def _sandbox_args(job: Path, timeout: float, memory_gib) -> dict:
+    return dict(jobs={"/job": job, str(DATA_DIR): DATA_DIR, "/seed": cache_dir()},
+                env={"LABKIT_BACKEND": "cpu", "LABKIT_RESULTS_DIR": "/tmp/results", "MPLBACKEND": "Agg",
+                     "LABKIT_CACHE_DIR": "/tmp/labkit-cache", SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1"},
+                limits=sandbox.Limits(seconds=timeout, memory_gib=memory_gib or 6.0, result_bytes=4 << 20))
+
+
+def _two_sandboxes(job: Path, timeout: float, memory_gib) -> tuple[sandbox.Finished, str | None]:
+    """The student's side and the check's side (run_cells --serve and --check), each in a sandbox of
+    its own, talking on two pipes; the check's result, and what could not cross, if anything did not."""
+    to_student, from_check = os.pipe()
+    to_check, from_student = os.pipe()
+    args = _sandbox_args(job, timeout, memory_gib)
+    student: dict = {}
+    serving = threading.Thread(target=lambda: student.update(done=sandbox.run(
+        [sys.executable, "-m", RUN_CELLS, "/job/program.json", "--serve"],
+        fds={REQUESTS_ENV: to_student, REPLIES_ENV: from_student}, **args)), daemon=True)
+    serving.start()
+    done = sandbox.run([sys.executable, "-m", RUN_CELLS, "/job/program.json", "-", "--check"],
+                       fds={REQUESTS_ENV: from_check, REPLIES_ENV: to_check}, **args)
+    serving.join(timeout + 30)
+    if student.get("done") is not None and student["done"].limit in ("time", "memory"):
+        return student["done"], None          # the student's side ran out: that is the verdict's reason
+    crossing = None
+    if done.result:
+        try:
+            r = json.loads(done.result.decode())
+            crossing = r.get("crossing") if isinstance(r, dict) else None
+        except (ValueError, UnicodeDecodeError):
+            pass
+    return done, crossing
 
 
 def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clean, timeout: float = 300.0,
@@ -34,18 +72,20 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
     program = program_for(ex, student_nb)
     if program is None:
         return _row(ex, False, f"{where}: the solution cell is missing (no cell with grade_id {ex.grade_id!r})")
+    note_crossing = None
     with tempfile.TemporaryDirectory(prefix="labkit-grade-") as tmp:
         prog, result = Path(tmp, "program.json"), Path(tmp, "result.json")
         prog.write_text(json.dumps(program))
         if sandboxed:
             Path(tmp).chmod(0o755)
             prog.chmod(0o644)
-            done = sandbox.run(
-                [sys.executable, "-m", "labkit.course.grading.run_cells", "/job/program.json", "-"],
-                jobs={"/job": Path(tmp), str(DATA_DIR): DATA_DIR, "/seed": cache_dir()},
-                env={"LABKIT_BACKEND": "cpu", "LABKIT_RESULTS_DIR": "/tmp/results", "MPLBACKEND": "Agg",
-                     "LABKIT_CACHE_DIR": "/tmp/labkit-cache", SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1"},
-                limits=sandbox.Limits(seconds=timeout, memory_gib=memory_gib or 6.0, result_bytes=4 << 20))
+            done, crossing = _two_sandboxes(Path(tmp), timeout, memory_gib)
+            if crossing:
+                # The check hands the solution's functions what cannot cross (a model, a stream): it
+                # runs beside the solution, in one sandbox, as before; the feedback says so.
+                note_crossing = crossing
+                done = sandbox.run([sys.executable, "-m", RUN_CELLS, "/job/program.json", "-"], **_sandbox_args(
+                    Path(tmp), timeout, memory_gib))
             if done.result:
                 result.write_bytes(done.result)
         else:
@@ -67,7 +107,11 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
                 raise ValueError("not a grading result")
         except (ValueError, UnicodeDecodeError):
             return _row(ex, False, f"{where}: the grading process's result could not be read")
-    return _verdict(ex, r, clean, program["solution"])
+    row = _verdict(ex, r, clean, program["solution"])
+    if note_crossing:
+        row["message"] += (f"\n(checked beside the solution in one sandbox: {note_crossing}, which cannot cross "
+                           "to another process)")
+    return row
 
 
 def _verdict(ex: NotebookExercise, r: dict, clean, solution: str) -> dict:

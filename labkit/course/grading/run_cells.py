@@ -6,6 +6,15 @@ the instructor's check cell, the names the solution may bind.  The cells run in 
 as in a notebook (magics work; plots go to a non-interactive backend).  RESULT (JSON): what the check
 printed, or where and how the run failed.
 
+Two processes, each in its own sandbox, when the grader has one (``serve`` and ``check``): the
+student's side runs the set-up cells and the solution, then answers requests on a pipe: a name's
+value, or a call of a function the solution defined, each as plain data (labkit.course.grading.plain);
+the check's side runs the set-up cells and the instructor's check cell, with the solution's names
+bound to those values and to stand-ins that call across.  A value that lies in ``__eq__``, a patched
+helper or builtin, an input transformer, a forged result file: none of them reaches the process that
+runs the check and writes its result.  ``run`` is both in one process (--unsafe-no-sandbox, and a
+check that hands the solution's functions what cannot cross, such as a model object).
+
 Between the solution and the check, whatever the solution changed that it had no business changing
 is put back: a name of the notebook other than the ones the instructor's solution defines, and any
 attribute of numpy, labkit, CuPy, math, sys or builtins (``np.allclose = lambda *a: True``).  So the
@@ -21,6 +30,7 @@ import traceback
 
 
 PROTECTED = ("numpy", "labkit", "cupy", "math", "sys", "builtins")
+REQUESTS_ENV, REPLIES_ENV = "LABKIT_REQUESTS_FD", "LABKIT_REPLIES_FD"
 
 
 def _modules_now() -> dict:
@@ -88,24 +98,201 @@ def run(program: dict) -> dict:
     return {"stage": "check", "stdout": out, "error": None if exc is None else _error_text(exc), "put_back": put_back}
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m labkit.course.grading.run_cells")
-    ap.add_argument("program")
-    ap.add_argument("result", help="a file, or - for the sandbox's result pipe")
-    args = ap.parse_args(argv)
-    program = json.loads(open(args.program).read())
-    result = json.dumps(run(program)).encode()
-    if args.result == "-":
+def _setup(program: dict):
+    """An IPython shell with the set-up cells run; (shell, cell runner, None) or (.., .., result)."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.utils.capture import capture_output
+
+    shell = InteractiveShell.instance()
+    shell.showtraceback = lambda *a, **k: None
+
+    def cell(source: str):
+        with capture_output() as cap:
+            r = shell.run_cell(source, store_history=False)
+        return cap.stdout, cap.stderr, r.error_before_exec or r.error_in_exec
+
+    for n, source in enumerate(program["setup"]):
+        _, _, exc = cell(source)
+        if exc is not None:
+            return shell, cell, {"stage": "setup", "cell": n, "error": _error_text(exc)}
+    return shell, cell, None
+
+
+MAX_MESSAGE = 256 << 20
+
+
+def serve(program: dict, requests: int, replies: int) -> None:
+    """The student's side: set-up and solution, then answers until told to end (or the pipe ends)."""
+    from .plain import PlainDataError, receive, send
+    shell, cell, failed = _setup(program)
+    if failed is not None:
+        send(replies, failed)
+        return
+    ns = shell.user_ns
+    names_before, modules_before = dict(ns), _modules_now()
+    _, _, exc = cell(program["solution"])
+    put_back = _put_back(modules_before)
+    for key, value in names_before.items():
+        if key not in set(program["allowed"]) and not key.startswith("_") and ns.get(key, _MISSING) is not value:
+            ns[key] = value
+            put_back.append(key)
+    if exc is not None:
+        send(replies, {"stage": "solution", "error": _error_text(exc),
+                       "not_attempted": isinstance(exc, NotImplementedError), "put_back": put_back})
+        return
+    send(replies, {"stage": "ready", "put_back": put_back})
+    while True:
+        try:
+            req = receive(requests, max_bytes=MAX_MESSAGE)
+        except EOFError:
+            return
+        if not isinstance(req, dict) or req.get("op") == "end":
+            return
+        name = str(req.get("name"))
+        if name not in program["allowed"] or name not in ns:
+            send(replies, {"missing": True})
+        elif req["op"] == "get":
+            value = ns[name]
+            if callable(value):
+                send(replies, {"callable": True})
+            else:
+                try:
+                    send(replies, {"value": value}, f"{name}")
+                except PlainDataError as exc:
+                    send(replies, {"not_plain": str(exc)})
+        elif req["op"] == "call":
+            try:
+                with _quiet():
+                    result = ns[name](*req.get("args", []), **req.get("kwargs", {}))
+            except Exception as exc:   # the student's function failed: its words go to the check
+                send(replies, {"raised": _error_text(exc)})
+                continue
+            try:
+                send(replies, {"value": result}, f"what {name}() returned")
+            except PlainDataError as exc:
+                send(replies, {"not_plain": str(exc)})
+
+
+class _quiet:
+    """What a student's function prints while the check calls it goes nowhere (not into the check's
+    output, which is what is compared)."""
+    def __enter__(self):
+        import contextlib
+        import io
+        self._cm = contextlib.redirect_stdout(io.StringIO())
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+
+class CannotCross(TypeError):
+    """The check handed the solution's function a value that cannot cross to the student's process."""
+
+
+def check(program: dict, requests: int, replies: int) -> dict:
+    """The check's side: the student's answers bound (values, or stand-ins that call across), then
+    the instructor's check cell, in this process alone."""
+    from .plain import PlainDataError, receive, send
+    try:
+        first = receive(replies, max_bytes=MAX_MESSAGE)
+    except (EOFError, PlainDataError) as exc:
+        return {"stage": "solution", "error": f"the solution's process ended without an answer ({exc})"}
+    if not isinstance(first, dict) or first.get("stage") != "ready":
+        return first if isinstance(first, dict) and first.get("stage") in ("setup", "solution") else \
+            {"stage": "solution", "error": "the solution's process answered something else"}
+    shell, cell, failed = _setup(program)
+    if failed is not None:
+        send(requests, {"op": "end"})
+        return failed
+
+    def ask(req: dict):
+        send(requests, req)
+        return receive(replies, max_bytes=MAX_MESSAGE)
+
+    def stand_in(name: str):
+        def call(*args, **kwargs):
+            try:
+                encoded = {"op": "call", "name": name, "args": list(args), "kwargs": kwargs}
+                from .plain import encode
+                encode(encoded)
+            except PlainDataError as exc:
+                raise CannotCross(f"the check calls {name}() with {exc}") from None
+            r = ask(encoded)
+            if "raised" in r:
+                raise RuntimeError(f"{name}() raised:\n{r['raised']}")
+            if "not_plain" in r:
+                raise TypeError(f"{name}() returned what cannot be graded: {r['not_plain']}")
+            return r["value"]
+        call.__name__ = name
+        return call
+
+    ns = shell.user_ns
+    for name in program["allowed"]:
+        r = ask({"op": "get", "name": name})
+        if "callable" in r:
+            ns[name] = stand_in(name)
+        elif "value" in r:
+            ns[name] = r["value"]
+        elif "not_plain" in r:
+            ns[name] = _NotPlain(name, r["not_plain"])
+    out, err, exc = cell(program["check"])
+    try:
+        send(requests, {"op": "end"})
+    except OSError:
+        pass
+    if isinstance(exc, CannotCross):
+        return {"stage": "check", "crossing": str(exc)}
+    return {"stage": "check", "stdout": out, "error": None if exc is None else _error_text(exc),
+            "put_back": first.get("put_back", [])}
+
+
+class _NotPlain:
+    """A solution's value that could not cross: any use of it in the check says why."""
+    def __init__(self, name: str, why: str):
+        self._why = f"{name} cannot be graded: {why}"
+
+    def __getattr__(self, attr):
+        raise TypeError(self._why)
+
+    def __repr__(self):
+        return f"<{self._why}>"
+
+
+def _write_result(result: dict, where: str) -> None:
+    data = json.dumps(result).encode()
+    if where == "-":
         from ..sandbox import result_fd
         fd = result_fd()
-        view = memoryview(result)
+        view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
         os.close(fd)
     else:
-        with open(args.result, "wb") as f:
-            f.write(result)
+        with open(where, "wb") as f:
+            f.write(data)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m labkit.course.grading.run_cells")
+    ap.add_argument("program")
+    ap.add_argument("result", nargs="?", default="-", help="a file, or - for the sandbox's result pipe")
+    ap.add_argument("--serve", action="store_true", help="the student's side: answer on $LABKIT_REQUESTS_FD / "
+                                                         "$LABKIT_REPLIES_FD")
+    ap.add_argument("--check", action="store_true", help="the check's side, asking on the same pipes")
+    args = ap.parse_args(argv)
+    program = json.loads(open(args.program).read())
+    if args.serve or args.check:
+        requests, replies = int(os.environ[REQUESTS_ENV]), int(os.environ[REPLIES_ENV])
+        if args.serve:
+            serve(program, requests, replies)
+            return 0
+        _write_result(check(program, requests, replies), args.result)
+        return 0
+    _write_result(run(program), args.result)
     return 0
+
 
 
 if __name__ == "__main__":
