@@ -77,3 +77,8 @@ class ArrayFileError(ValueError):
 
 class NotebookError(ValueError):
     """A file that cannot be read as a notebook (too big, not JSON, no list of cells)."""
+
+
+class ArchiveError(ValueError):
+    """A student's archive refused (broken, truncated, forged, a bomb, a path leaving its folder), with
+    the reason, naming the archive, for the gradebook."""

@@ -1,11 +1,15 @@
 """The gradebook of a grading run: gradebook.csv (a row per student, points per exercise), gradebook.json
 (the same with every check's words), feedback/<student>.md, and on request a leaderboard of kernel
-times; ``merge`` joins the partial gradebooks of a Slurm array job into one."""
+times; ``merge`` joins the partial gradebooks of a Slurm array job into one.  A student whose name
+was refused gets a gradebook row with the reason, but no feedback page: the name cannot be a file's.
+"""
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
+
+from .submissions import name_problem
 
 __all__ = ["student_row", "write_gradebook", "read_rows", "merge", "write_leaderboard"]
 
@@ -27,16 +31,18 @@ def write_gradebook(rows: list[dict], out: Path) -> None:
     out = Path(out)
     (out / "feedback").mkdir(parents=True, exist_ok=True)
     names = _columns(rows)
-    with open(out / "gradebook.csv", "w", newline="") as f:
+    with open(out / "gradebook.csv", "w", newline="", encoding="utf-8", errors="backslashreplace") as f:
         w = csv.writer(f)
-        w.writerow(["student"] + names + ["points", "max_points", "written_max"])
+        w.writerow(["student"] + names + ["points", "max_points", "written_max", "problem"])
         for r in rows:
             # A written question's cell is left empty: the instructor fills it in.
             w.writerow([r["student"]] + ["" if r["exercises"].get(n, {}).get("points") is None
                                          else r["exercises"][n]["points"] for n in names]
-                       + [r["points"], r["max_points"], r["written_max"]])
+                       + [r["points"], r["max_points"], r["written_max"], r.get("problem") or ""])
     (out / "gradebook.json").write_text(json.dumps(rows, indent=1))
     for r in rows:
+        if name_problem(r["student"]) is not None:
+            continue
         lines = [f"# {r['student']}", "", f"**{r['points']} of {r['max_points']} points** graded automatically"
                  + (f"; written questions ({r['written_max']} points) are graded by hand" if r["written_max"] else ""),
                  ""]
@@ -49,7 +55,8 @@ def write_gradebook(rows: list[dict], out: Path) -> None:
             state = "graded by hand" if e["points"] is None else \
                 f"{e['points']} / {e['max_points']} ({'passed' if e['ok'] else 'not passed'})"
             lines += [f"## {n}: {state}", "", "```", e["message"], "```", ""]
-        (out / "feedback" / f"{r['student']}.md").write_text("\n".join(lines))
+        (out / "feedback" / f"{r['student']}.md").write_text("\n".join(lines), encoding="utf-8",
+                                                             errors="backslashreplace")
 
 
 def read_rows(path: Path) -> list[dict]:
