@@ -1,6 +1,7 @@
 """The grader (python -m labkit.grade) against submissions made to break it: broken, forged and
-bomb archives (zip, .tar, .tar.gz), and names that are options, line breaks or nothing.  Each
-fails that student only, with the reason in the gradebook; the others are graded.  Every hostile file is made here, from bytes: a patched CRC,
+bomb archives (zip, .tar, .tar.gz), names that are options, line breaks, formulas or nothing, and
+text that tries to rewrite the feedback pages.  Each fails that student only, with the reason in
+the gradebook; the others are graded.  Every hostile file is made here, from bytes: a patched CRC,
 a set encryption bit, a member of method 99, sizes that lie in one header or both, a deflate stream
 of 512 MiB of zeros in 530 KB.  The grading runs a written question only (no process is started),
 so each test takes a second or two."""
@@ -24,7 +25,7 @@ import pytest
 
 from labkit.course import grade
 from labkit.course.grade import INSTRUCTOR_NOTEBOOKS, grade_folder
-from labkit.course.grading import slurm, submissions
+from labkit.course.grading import gradebook, slurm, submissions
 from labkit.course.grading.submissions import ArchiveError, name_problem, shown
 
 NOTEBOOK = "01_cpu_reference_convolution.ipynb"
@@ -398,6 +399,93 @@ def test_the_slurm_job_carries_only_names_it_can_and_the_merge_has_every_student
     assert rows["ann"]["exercises"][QUESTION]["message"].endswith("ann's answer")
     assert rows["=2+5"]["exercises"][QUESTION]["message"].endswith("=2+5's answer")
     assert "starts with '-'" in rows["-bob"]["problem"] and "line break" in rows["a\\nb"]["problem"]
+
+
+# --- what is written ---------------------------------------------------------------------------------------
+@pytest.mark.check
+def test_csv_cells_that_would_be_formulas_are_text_and_points_stay_numbers():
+    assert [gradebook.csv_cell(v) for v in ["=2+5", "+1", "-bob", "@SUM(A1)", "\tx", "\rx", "ann", "", 3, 0, -1]] == \
+        ["'=2+5", "'+1", "'-bob", "'@SUM(A1)", "'\tx", "'\rx", "ann", "", 3, 0, -1]
+
+
+def test_the_gradebook_csv_escapes_formulas(tmp_path):
+    subs = tmp_path / "in"
+    for name in ("=2+5", "@SUM(A1)", "+1", "-bob", "ann"):
+        student_folder(subs, name)
+    grade_folder(subs, tmp_path / "out", exercises=[QUESTION])
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[0] == ["student", QUESTION, "points", "max_points", "written_max", "problem"]
+    by_name = {r[0]: r for r in table[1:]}
+    assert set(by_name) == {"'=2+5", "'@SUM(A1)", "'+1", "'-bob", "ann"}
+    assert by_name["'=2+5"][2:5] == ["0", "0", "2"]                  # numbers, unescaped
+    assert by_name["'-bob"][5].startswith("'-bob: refused")           # the reason starts with the name: escaped too
+
+
+def _render(page: str):
+    markdown_it = pytest.importorskip("markdown_it")
+    return markdown_it.MarkdownIt("commonmark").enable("table").parse(page)
+
+
+def _text(inline) -> str:
+    """What an inline token shows: its text, code spans' included, escapes undone."""
+    return "".join(c.content for c in inline.children)
+
+
+def _headings(tokens) -> list[str]:
+    return [_text(tokens[i + 1]) for i, t in enumerate(tokens) if t.type == "heading_open"]
+
+
+@pytest.mark.check
+def test_a_written_answer_cannot_close_its_fence_and_forge_points(tmp_path):
+    forged = ("done.\n```\n\n## 01_q1: 3 / 3 (passed)\n\n**3 of 3 points** graded automatically\n\n"
+              "`````\n# ann\n~~~\n\x1b[2J<script>alert(1)</script>")
+    subs = tmp_path / "in"
+    student_folder(subs, "ann", forged)
+    student_folder(subs, "*x*_[y]", "fine")
+    grade_folder(subs, tmp_path / "out", exercises=[QUESTION])
+    page = (tmp_path / "out" / "feedback" / "ann.md").read_text()
+    assert "\x1b" not in page and "\\x1b[2J" in page
+    tokens = _render(page)
+    assert _headings(tokens) == ["ann", "01_q1: graded by hand"], _headings(tokens)
+    strong = [_text(t) for t in tokens if t.type == "inline" and any(c.type == "strong_open" for c in t.children)]
+    assert strong == ["0 of 0 points graded automatically; written questions (2 points) are graded by hand"], strong
+    (block,) = [t for t in tokens if t.type == "fence"]
+    assert "3 of 3 points" in block.content and "<script>" in block.content and block.content.rstrip().endswith("</script>")
+    odd = _render((tmp_path / "out" / "feedback" / "*x*_[y].md").read_text())
+    assert _headings(odd)[0] == "*x*_[y]" and {c.type for c in odd[1].children} == {"text"}, odd[1].children
+
+
+@pytest.mark.check
+def test_a_reason_with_backticks_and_line_breaks_stays_in_its_block(tmp_path):
+    """A member named to forge the page (backticks, a line break, a heading) is named in the reason,
+    which stays one line, fenced."""
+    subs = tmp_path / "in"
+    subs.mkdir()
+    (subs / "eve.zip").write_bytes(raw_zip([deflated("````\n# 3 of 3 points\n````.ipynb", NB, flags=1)]))
+    grade_folder(subs, tmp_path / "out", exercises=[QUESTION])
+    tokens = _render((tmp_path / "out" / "feedback" / "eve.md").read_text())
+    assert _headings(tokens) == ["eve", "01_q1: graded by hand"], _headings(tokens)
+    assert "# 3 of 3 points" in [t for t in tokens if t.type == "fence"][0].content
+
+
+@pytest.mark.check
+def test_leaderboard_cells_hold_their_names(tmp_path):
+    names = ["a|b", "*x*", "`c`", "<b>d</b>", "e\nf"]
+    gradebook.write_leaderboard([{"student": n, "exercise": "08_lrn", "ms": 1.0 + i, "what": "N=1, C=2",
+                                  "device": "cpu"} for i, n in enumerate(names)], tmp_path)
+    tokens = _render((tmp_path / "leaderboard.md").read_text())
+    rows, row = [], None
+    for t in tokens:
+        if t.type == "tr_open":
+            row = []
+        elif t.type == "inline" and row is not None:
+            row.append(_text(t))
+        elif t.type == "tr_close":
+            rows.append(row)
+            row = None
+    assert rows[0] == ["rank", "student", "op time (ms)"]
+    assert [r[1] for r in rows[1:]] == ["a|b", "*x*", "`c`", "<b>d</b>", "e\\nf"] and all(len(r) == 3 for r in rows)
 
 
 @pytest.mark.check
