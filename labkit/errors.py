@@ -82,3 +82,8 @@ class NotebookError(ValueError):
 class RegionError(ValueError):
     """A student's kernel file that cannot be graded: its regions (between the BEGIN and END lines)
     are missing, or hold what could reach outside the kernel's body."""
+
+
+class ArchiveError(ValueError):
+    """A student's archive refused (broken, truncated, forged, a bomb, a path leaving its folder), with
+    the reason, naming the archive, for the gradebook."""

@@ -49,7 +49,7 @@ from .grading import gradebook, slurm, synthetic
 from .grading.limits import DEFAULT_MEMORY_GIB, run_limited
 from .grading.notebook_exercises import NotebookError, exercises_of, read_notebook, sanitizer, written_questions_of
 from .grading.python_exercises import grade_python_exercise, written_answer
-from .grading.submissions import Student, find_file, students_in
+from .grading.submissions import Student, find_file, name_problem, students_in
 from ..device_query import device
 from . import kernel_checks, sandbox
 from ..results import REPO_ROOT
@@ -383,7 +383,16 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out) if args.out else sub.resolve().parent / "grades"
     if args.slurm:
         with tempfile.TemporaryDirectory() as tmp:
-            names = [s.name for s in students_in(sub, Path(tmp))]
+            everyone = [s.name for s in students_in(sub, Path(tmp))]
+        names = [s for s in everyone if name_problem(s) is None]
+        if not names:
+            print(f"{sub}: no student whose name can go into a Slurm job")
+            return 2
+        refused = [s for s in everyone if name_problem(s) is not None]
+        if refused:
+            # Their rows (no points, the reason) now, as a part the merge step joins in: a name the job
+            # cannot carry never reaches it.  ".refused" is no student's: a name cannot start with ".".
+            grade_folder(sub, out / "parts" / ".refused", exercises=args.exercises, students=refused, notebooks=notebooks)
         passed = ["--timeout", str(args.timeout), "--notebook-timeout", str(args.notebook_timeout),
                   "--memory-gib", str(args.memory_gib), "--backend", args.backend, "--notebooks", str(notebooks.resolve())]
         passed += ["--exercises", *args.exercises] if args.exercises else []
