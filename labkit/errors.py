@@ -87,3 +87,12 @@ class RegionError(ValueError):
 class ArchiveError(ValueError):
     """A student's archive refused (broken, truncated, forged, a bomb, a path leaving its folder), with
     the reason, naming the archive, for the gradebook."""
+
+
+class PlainDataError(ValueError):
+    """A value, or a message between a sandboxed solution and its check, that is not plain data (or is
+    too big): the message says which part."""
+
+
+class CannotCross(TypeError):
+    """A check handed a student's function a value that cannot cross to the student's process."""

@@ -324,3 +324,26 @@ def test_the_command_is_the_course_grader():
     # `python -m labkit.grade`, the command the Slurm job and grade_file run, is labkit.course.grade's.
     import labkit.grade
     assert labkit.grade.main is grade.main
+
+
+@pytest.mark.check
+def test_plain_data_round_trips_and_refuses_what_cannot_cross():
+    """What a solution hands its check: numbers, strings, arrays and containers of them come back
+    equal; a value that lies in __eq__, a callable, an object array, a lying length do not cross."""
+    import numpy as np
+    from labkit.course.grading.plain import PlainDataError, decode, encode
+    value = {"n": 3, "x": 2.5, "nan": float("nan"), "s": "é", "none": None, "t": (1, [True, np.int32(4)]),
+             "a": np.arange(6, dtype=np.float32).reshape(2, 3), "c": 1 - 2j}
+    back = decode(encode(value))
+    assert back["n"] == 3 and back["s"] == "é" and back["t"] == (1, [True, 4]) and np.isnan(back["nan"])
+    assert back["a"].dtype == np.float32 and np.array_equal(back["a"], value["a"]) and back["c"] == 1 - 2j
+
+    class Yes:
+        def __eq__(self, other):
+            return True
+    for bad in (Yes(), print, np.array([object()]), {1: 2}):
+        with pytest.raises(PlainDataError):
+            encode(bad)
+    data = bytearray(encode(np.zeros(4, np.float32)))
+    with pytest.raises(PlainDataError, match="declares|after its arrays"):
+        decode(bytes(data[:-4]))                     # an array cut short: refused before it is read

@@ -415,7 +415,7 @@ def test_the_gradebook_csv_escapes_formulas(tmp_path):
     grade_folder(subs, tmp_path / "out", exercises=[QUESTION])
     with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
         table = list(csv.reader(f))
-    assert table[0] == ["student", QUESTION, "points", "max_points", "written_max", "problem"]
+    assert table[0] == ["student", QUESTION, "points", "max_points", "written_max", "problem", "seed", "sandbox"]
     by_name = {r[0]: r for r in table[1:]}
     assert set(by_name) == {"'=2+5", "'@SUM(A1)", "'+1", "'-bob", "ann"}
     assert by_name["'=2+5"][2:5] == ["0", "0", "2"]                  # numbers, unescaped

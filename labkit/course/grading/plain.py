@@ -17,15 +17,13 @@ import struct
 
 import numpy as np
 
+from ...errors import PlainDataError
+
 __all__ = ["PlainDataError", "encode", "decode", "send", "receive", "MAX_DEPTH"]
 
 MAX_DEPTH = 32
 _PLAIN_KINDS = "biufc"           # bool, signed and unsigned integers, floats, complex
 _LENGTH = struct.Struct("<Q")
-
-
-class PlainDataError(ValueError):
-    """A value, or a message, that is not plain data (or too big): the message says which part."""
 
 
 def _tree(v, arrays: list, depth: int, where: str):

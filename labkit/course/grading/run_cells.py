@@ -28,6 +28,8 @@ import os
 import sys
 import traceback
 
+from ...errors import CannotCross
+
 
 PROTECTED = ("numpy", "labkit", "cupy", "math", "sys", "builtins")
 REQUESTS_ENV, REPLIES_ENV = "LABKIT_REQUESTS_FD", "LABKIT_REPLIES_FD"
@@ -185,10 +187,6 @@ class _quiet:
 
     def __exit__(self, *exc):
         return self._cm.__exit__(*exc)
-
-
-class CannotCross(TypeError):
-    """The check handed the solution's function a value that cannot cross to the student's process."""
 
 
 def check(program: dict, requests: int, replies: int) -> dict:
