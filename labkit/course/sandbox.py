@@ -11,7 +11,8 @@ What the program inside sees and may do:
   every process it starts end with the run: a double fork or a ``setsid`` daemon does not outlive
   it), its own IPC and UTS namespaces;
 * a clean environment: only the variables the grader names;
-* the system (``/usr``, ``/etc``), Python and labkit, read-only; the folders the grader names
+* the system (``/usr``, ``/etc``), Python, the grader's import path and labkit (the package alone,
+  at ``LABKIT_MOUNT``), read-only; the folders the grader names
   (``jobs``: the student's files, the check's inputs), read-only; nothing else of the host (not the
   instructor's notebooks or solutions, not other students' files, not the grader's results);
 * a private ``/tmp`` and ``/dev/shm`` (tmpfs, ``Limits.scratch_mib``), gone with the run: the compile
@@ -98,14 +99,32 @@ def unavailable() -> str | None:
     return None
 
 
+LABKIT_MOUNT = "/opt/labkit-sandbox"        # where the labkit package is seen inside (it alone, not its repository)
+
+
+def _python_paths() -> list[Path]:
+    """The grader's own import path (its venv, packages installed elsewhere), less anything of the
+    repository labkit lives in: the instructor's notebooks hold the solutions."""
+    import labkit
+    package = Path(labkit.__file__).resolve().parent
+    repo = package.parent
+    out = []
+    for entry in sys.path:
+        if not entry:
+            continue                     # the working folder: wherever the grader was started
+        p = Path(entry).resolve()
+        if not p.is_dir() or p == repo or p in repo.parents or repo in p.parents:
+            continue
+        out.append(p)
+    return list(dict.fromkeys(out))
+
+
 def readable_roots() -> list[Path]:
     """What a sandboxed Python needs to read besides the system: the interpreter's installation, the
-    environment it runs in (a venv), and the labkit package itself (not the repository around it:
-    the instructor's notebooks hold the solutions)."""
-    import labkit
-    roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(labkit.__file__).resolve().parent}
-    exe = Path(sys.executable).resolve()
-    roots.add(exe.parent)
+    environment it runs in (a venv) and the grader's import path, all read-only (labkit itself is
+    bound apart, at LABKIT_MOUNT)."""
+    roots = {Path(sys.base_prefix).resolve(), Path(sys.prefix).resolve(), Path(sys.executable).resolve().parent,
+             *_python_paths()}
     return sorted(r for r in roots if not any(r != o and o in r.parents for o in roots))
 
 
@@ -124,7 +143,7 @@ def _mount_points(paths) -> list[str]:
     """Folders a bind needs above it, made traversable (0755): bwrap makes them as the host has them,
     and a host's 0700 home would hide a Python installed there from the sandbox's user."""
     argv, made = [], set()
-    covered = {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/tmp", "/dev", "/proc"}
+    covered = {"/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/dev", "/proc"}
     for p in paths:
         for parent in reversed(Path(p).parents):
             s = str(parent)
@@ -146,15 +165,22 @@ def _bwrap_argv(cmd: list[str], *, jobs: dict, env: dict, limits: Limits, uid: i
     else:
         argv += ["--unshare-all", "--cap-drop", "ALL"]
     argv += _system_binds()
-    argv += _mount_points(roots + list(jobs))
-    for r in roots:
-        argv += ["--ro-bind", r, r]
-    for inside, outside in jobs.items():
-        argv += ["--ro-bind", str(outside), inside]
+    # The private /tmp first: a folder of the import path that lies under the host's /tmp is then bound
+    # into it, instead of being hidden by it.
     size = str(limits.scratch_mib << 20)
     argv += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
-             "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm", "--chdir", "/tmp", "--clearenv"]
-    for k, v in {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", **env}.items():
+             "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm"]
+    argv += _mount_points(roots + list(jobs) + [LABKIT_MOUNT + "/labkit"])
+    for r in roots:
+        argv += ["--ro-bind", r, r]
+    import labkit
+    argv += ["--ro-bind", str(Path(labkit.__file__).resolve().parent), f"{LABKIT_MOUNT}/labkit"]
+    for inside, outside in jobs.items():
+        argv += ["--ro-bind", str(outside), inside]
+    argv += ["--chdir", "/tmp", "--clearenv"]
+    path = os.pathsep.join([LABKIT_MOUNT] + [str(p) for p in _python_paths()])
+    for k, v in {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONPATH": path,
+                 **env}.items():
         argv += ["--setenv", k, str(v)]
     argv.append("--")
     if os.geteuid() == 0:

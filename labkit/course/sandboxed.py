@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import backends
 from ..backends import nvrtc_check
 from ..backends.cpu.compiler import SEED_ENV, cache_dir
 from ..data.npz import read_npz
@@ -78,10 +79,11 @@ def warm_seed(checks) -> None:
     for mode in checks:
         if mode in _warmed:
             continue
-        fn = load("vector_add", check=mode).get_function("vector_add")
-        x = np.ones(33, np.float32)
-        y = np.zeros(33, np.float32)
-        fn((2,), (32,), (x, y, np.float32(2.0), np.int32(33)))
+        with backends.use("cpu"):          # the executor's parts, also where this process has a GPU
+            fn = load("vector_add", check=mode).get_function("vector_add")
+            x = np.ones(33, np.float32)
+            y = np.zeros(33, np.float32)
+            fn((2,), (32,), (x, y, np.float32(2.0), np.int32(33)))
         _warmed.add(mode)
 
 
