@@ -348,3 +348,21 @@ def test_plain_data_round_trips_and_refuses_what_cannot_cross():
     data = bytearray(encode(np.zeros(4, np.float32)))
     with pytest.raises(PlainDataError, match="declares|after its arrays"):
         decode(bytes(data[:-4]))                     # an array cut short: refused before it is read
+
+
+def test_without_a_sandbox_the_grader_refuses_unless_told_and_then_says_so(tmp_path, monkeypatch):
+    """Where bubblewrap cannot run, grading students' code is refused, naming the way out; with
+    --unsafe-no-sandbox it goes on, and every row of the gradebook says the code ran unsandboxed."""
+    (tmp_path / "in" / "ann").mkdir(parents=True)
+    (tmp_path / "in" / "ann" / "02_conv_naive.cu").write_text((INSTRUCTOR_NOTEBOOKS / "exercises" / "02_conv_naive.cu")
+                                                              .read_text())
+    monkeypatch.setattr(grade.sandbox, "unavailable", lambda: "bubblewrap (bwrap) is not installed")
+    with pytest.raises(RuntimeError, match="--unsafe-no-sandbox"):
+        grade_folder(tmp_path / "in", tmp_path / "out", exercises=["02_conv_naive"])
+    rows = grade_folder(tmp_path / "in", tmp_path / "out", exercises=["02_conv_naive"], unsafe_no_sandbox=True,
+                        timeout=60, seed=3)
+    assert rows[0]["points"] == 2 and rows[0]["sandbox"] == grade.UNSAFE_NOTE
+    with open(tmp_path / "out" / "gradebook.csv", newline="") as f:
+        table = list(csv.reader(f))
+    assert table[1][table[0].index("sandbox")].startswith("graded WITHOUT a sandbox")
+    assert table[1][table[0].index("seed")] == str(grade.student_seed(3, "ann"))
