@@ -109,9 +109,14 @@ _CONSTANT = re.compile(r"\b__constant__\b[^;(){}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(
 _DEVICE_VAR = re.compile(r"\b__device__\b(?![^;{}]*\()[^;{}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
 STORAGE_SUFFIX = "_labkit_storage"   # a __shared__ variable's storage, renamed (see rewrite)
 _STATIC_SHARED = re.compile(r"(?<!extern)(?<!extern )\b__shared__\b([^;{}()]*);")
+# `extern __shared__ T name[];` with its specifiers in any order (`extern T __shared__ name[]`,
+# `extern __shared__ __align__(16) T name[]`): the type is the words around __shared__.
+_SPECIFIER = r"(?:__align__\s*\(\s*\d+\s*\)|[\w:]+)"
 _EXTERN_SHARED = re.compile(
-    r"extern\s+__shared__\s+(?:__align__\s*\(\s*\d+\s*\)\s*)?([\w:]+(?:\s+[\w:]+)*?)\s*"
-    r"(?:__align__\s*\(\s*\d+\s*\)\s*)?(\w+)\s*\[\s*\]\s*;")
+    rf"extern\s+((?:{_SPECIFIER}\s+)*?)__shared__\s+((?:{_SPECIFIER}\s+)*?)(\w+)\s*\[\s*\]\s*;")
+_ALIGN = re.compile(r"__align__\s*\(\s*\d+\s*\)")
+# `static` beside `__shared__` (either side): CUDA allows it; the executor's __shared__ is already static.
+_STATIC_BY_SHARED = re.compile(r"\bstatic(\s+)(?=(?:[\w:]+\s+)*?__shared__\b)|(?<=__shared__)(\s+)static\b")
 
 
 # A kernel file may keep a GPU-only path (cp.async, inline PTX) beside a plain one for the executor,
@@ -276,11 +281,14 @@ def rewrite(src: str) -> str:
       barrier), or under the memory check a heap block of exactly its size, whose edges
       AddressSanitizer guards.
     """
+    # Blank a `static` beside `__shared__` (same length: every line and column stays in place).
+    src = _STATIC_BY_SHARED.sub(lambda m: " " * len(m.group(0)), src)
     text = strip_comments(src)
     depth = _depths(text)
     edits: list[tuple[int, int, str]] = []
     for m in _EXTERN_SHARED.finditer(text):
-        ty, name = m.group(1), m.group(2)
+        ty = " ".join(_ALIGN.sub(" ", m.group(1) + " " + m.group(2)).split())
+        name = m.group(3)
         if depth[m.start()] > 0:
             repl = f"{ty}* const {name} = reinterpret_cast<{ty}*>(::labkit::dyn_shared());"
         else:

@@ -1378,6 +1378,47 @@ inline unsigned __brev(unsigned x) {
 inline int __mul24(int a, int b) { return a * b; }
 inline unsigned __umul24(unsigned a, unsigned b) { return a * b; }
 inline int __mulhi(int a, int b) { return int((long long)a * b >> 32); }
+// The rest of CUDA's integer intrinsics, bit for bit as the CUDA Math API defines them.
+inline unsigned __umulhi(unsigned a, unsigned b) { return unsigned((unsigned long long)a * b >> 32); }
+inline long long __mul64hi(long long a, long long b) { return (long long)((__int128)a * b >> 64); }
+inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)((unsigned __int128)a * b >> 64);
+}
+inline int __clzll(long long x) { return x == 0 ? 64 : __builtin_clzll((unsigned long long)x); }
+inline int __ffsll(long long x) { return __builtin_ffsll(x); }
+inline unsigned long long __brevll(unsigned long long x) {
+  return ((unsigned long long)__brev(unsigned(x)) << 32) | __brev(unsigned(x >> 32));
+}
+inline unsigned __sad(int x, int y, unsigned z) { return (x > y ? unsigned(x) - unsigned(y) : unsigned(y) - unsigned(x)) + z; }
+inline unsigned __usad(unsigned x, unsigned y, unsigned z) { return (x > y ? x - y : y - x) + z; }
+inline int __hadd(int x, int y) { return int(((long long)x + y) >> 1); }
+inline int __rhadd(int x, int y) { return int(((long long)x + y + 1) >> 1); }
+inline unsigned __uhadd(unsigned x, unsigned y) { return unsigned(((unsigned long long)x + y) >> 1); }
+inline unsigned __urhadd(unsigned x, unsigned y) { return unsigned(((unsigned long long)x + y + 1) >> 1); }
+inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  const unsigned long long both = ((unsigned long long)y << 32) | x;   // bytes 0-3 of x, 4-7 of y
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) r |= unsigned((both >> (8 * ((s >> (4 * i)) & 7))) & 0xff) << (8 * i);
+  return r;
+}
+inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
+  return unsigned(((((unsigned long long)hi << 32) | lo) << (shift & 31)) >> 32);
+}
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned shift) {
+  return unsigned(((((unsigned long long)hi << 32) | lo) << (shift < 32 ? shift : 32)) >> 32);
+}
+inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
+  return unsigned((((unsigned long long)hi << 32) | lo) >> (shift & 31));
+}
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {
+  return unsigned((((unsigned long long)hi << 32) | lo) >> (shift < 32 ? shift : 32));
+}
+inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
+inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
+inline long long llmin(long long a, long long b) { return a < b ? a : b; }
+inline long long llmax(long long a, long long b) { return a > b ? a : b; }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 template <class T> inline T __ldg(const T* p) { return *p; }
 // Loads and stores with cache hints: the executor has no caches to hint; the values are the same.
 template <class T> inline T __ldcg(const T* p) { return *p; }
