@@ -115,3 +115,24 @@ def test_these_kernels_are_valid_cuda():
     for source in (SHARED_FORMS, INTRINSICS):
         ok, log = nvrtc_check.compile_source(source)
         assert ok, log
+
+
+@pytest.mark.gpu
+def test_the_gpu_gives_the_same():
+    """The same kernels through CuPy on a GPU: the same answers as their definitions (so as the
+    executor's)."""
+    import cupy as cp
+    rng = np.random.default_rng(1)
+    n = 257
+    a, b, s = (rng.integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32) for _ in range(3))
+    o32, o64 = cp.full(18 * n, 0xDEADBEEF, cp.uint32), cp.full(6 * n, 0xDEADBEEF, cp.uint64)
+    cp.RawModule(code=INTRINSICS).get_function("ints")(
+        (3,), (128,), (cp.asarray(a), cp.asarray(b), cp.asarray(s), o32, o64, np.int32(n)))
+    o32, o64 = o32.get(), o64.get()
+    for i in range(n):
+        r32, r64 = _expected(int(a[i]), int(b[i]), int(s[i]))
+        assert list(o32[18 * i:18 * i + 18]) == r32 and list(o64[6 * i:6 * i + 6]) == r64, i
+    y = cp.full(64, cp.nan, cp.float32)
+    cp.RawModule(code=SHARED_FORMS).get_function("forms")((1,), (64,), (y,), shared_mem=256)
+    i = np.arange(64)
+    assert np.array_equal(y.get(), (63 - i) + 2 * i + 3 + 4 + 5)
