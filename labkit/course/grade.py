@@ -140,7 +140,7 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
     shapes drawn from ``seed`` (the student's own), never the notebook's: with ``sandboxed`` the kernel
     runs in the sandbox (labkit.course.sandboxed: ``timeout`` seconds, ``memory_gib`` GiB) on the CPU
     executor, whose memory, barrier and race checks give the points on any machine, and this process
-    judges its outputs; without, an old-style child process checks it (--unsafe-no-sandbox).  With
+    judges its outputs; without (--unsafe-no-sandbox), a child process checks the spliced file.  With
     ``backend`` "cuda" a passing kernel runs its check again on the GPU, compiled by NVRTC (device
     code only: the spliced file), and with ``time_it`` is timed there by the grader's own child
     ("ms", "timed_case", "device"); a wrong answer there costs the points too, a run that fails to
@@ -163,7 +163,7 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
         verdict = getattr(kernel_checks, ex.check)(path, ex.kernel, **options, runner=runner)
         result = {"ok": bool(verdict.ok), "message": verdict.message}
     else:
-        result, failed = _child(name, path, False, timeout, "cpu", memory_gib, seed)
+        result, failed = _spliced_child(name, instructor, path, False, timeout, "cpu", memory_gib, seed)
         if failed:
             return {**row, "message": f"{ex.file}: {failed}"}
     row = {**row, **result, "points": ex.points if result["ok"] else 0}
@@ -171,13 +171,7 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
         # A second process, on the spliced file (the student's regions in the instructor's file), which
         # CuPy compiles with NVRTC: device code only.  A GPU run that hangs or crashes costs the
         # leaderboard entry, never the points the executor's checks gave; a wrong answer there is wrong.
-        with tempfile.TemporaryDirectory(prefix="labkit-gpu-") as tmp:
-            spliced = Path(tmp) / ex.file
-            try:
-                spliced.write_text(spliced_source(instructor, path))
-                again, failed = _child(name, spliced, time_it, timeout, backend, memory_gib, seed)
-            except RegionError as exc:
-                again, failed = None, str(exc)
+        again, failed = _spliced_child(name, instructor, path, time_it, timeout, backend, memory_gib, seed)
         if failed:
             row["message"] += f"\n(not run on the {backend} backend: {failed})"
         elif not again["ok"]:
@@ -185,6 +179,18 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
         elif time_it:
             row.update({k: again[k] for k in ("ms", "timed_case", "device")})
     return row
+
+
+def _spliced_child(name: str, instructor: Path, path, time_it: bool, timeout: float, backend: str, memory_gib,
+                   seed: int | None) -> tuple[dict | None, str | None]:
+    """``_child`` on the student's regions spliced into the instructor's file (RegionError: the reason)."""
+    with tempfile.TemporaryDirectory(prefix="labkit-spliced-") as tmp:
+        spliced = Path(tmp) / instructor.name
+        try:
+            spliced.write_text(spliced_source(instructor, path))
+        except RegionError as exc:
+            return None, str(exc)
+        return _child(name, spliced, time_it, timeout, backend, memory_gib, seed)
 
 
 def _child(name: str, path, time_it: bool, timeout: float, backend: str, memory_gib,
@@ -271,17 +277,16 @@ def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exer
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     names = set(exercises) if exercises else None
-    questions_only = names is not None and not names & set(EXERCISES) and all(
-        n not in {e.grade_id for ex, _ in instructor_exercises(Path(notebooks)).values() for e in ex} for n in names)
-    if not unsafe_no_sandbox and not questions_only and sandbox.unavailable():
-        raise RuntimeError(f"students' code is graded in a sandbox, and none can be made here: "
-                           f"{sandbox.unavailable()}.  Grade where bubblewrap runs, or pass --unsafe-no-sandbox "
-                           "(the students' code then runs with your rights; the gradebook says so)")
-    seed = secrets.randbits(63) if seed is None else int(seed)
     submissions, out, notebooks = Path(submissions), Path(out), Path(notebooks)
     if not notebooks.is_dir():
         raise ValueError(f"{notebooks}: the instructor's notebooks are not there (name them with --notebooks)")
     cache = instructor_exercises(notebooks)
+    runs_code = names is None or bool(names & (set(EXERCISES) | {e.grade_id for ex, _ in cache.values() for e in ex}))
+    if not unsafe_no_sandbox and runs_code and sandbox.unavailable():
+        raise RuntimeError(f"students' code is graded in a sandbox, and none can be made here: "
+                           f"{sandbox.unavailable()}.  Grade where bubblewrap runs, or pass --unsafe-no-sandbox "
+                           "(the students' code then runs with your rights; the gradebook says so)")
+    seed = secrets.randbits(63) if seed is None else int(seed)
     opts = {"timeout": timeout, "notebook_timeout": notebook_timeout, "memory_gib": memory_gib,
             "clean": sanitizer(notebooks / "nbval_sanitize.cfg"),
             "leaderboard": backend == "cuda" if leaderboard is None else leaderboard,

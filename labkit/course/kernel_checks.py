@@ -116,11 +116,12 @@ def judge(name: str, case: Case, out: np.ndarray) -> Verdict | None:
     return None if what is None else Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
 
 
-def executor_error(name: str, case: Case, exc: Exception) -> Verdict:
-    """The Verdict of a launch the executor stopped: its first lines say what and where (source
-    line); the sanitizer's own report after them is for the curious, and left out."""
-    text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(exc))[0].rstrip()
-    return Verdict(False, f"{name}: on the {case.what}:\n{type(exc).__name__}: {text}")
+def executor_error(name: str, case: Case, kind: str, text: str) -> Verdict:
+    """The Verdict of a launch the executor stopped (``kind``: the error's class name): its first
+    lines say what and where (source line); the sanitizer's own report after them is for the
+    curious, and left out."""
+    text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", text)[0].rstrip()
+    return Verdict(False, f"{name}: on the {case.what}:\n{kind}: {text}")
 
 
 # What a launch may raise that is the kernel's fault (the rest is a bug of the check's).
@@ -172,7 +173,7 @@ def run_here(path: str | Path, kernel: str, cases, *, checks: str, right: str, d
         try:
             out = launch_case(fn, case)
         except LAUNCH_ERRORS as exc:
-            return executor_error(name, case, exc)
+            return executor_error(name, case, type(exc).__name__, str(exc))
         wrong = judge(name, case, out)
         if wrong is not None:
             return wrong

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -72,12 +71,7 @@ def run_job(job_dir: Path) -> bytes:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    data = run_job(Path(argv[0]))
-    fd = sandbox.result_fd()
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-    os.close(fd)
+    sandbox.write_result(run_job(Path(argv[0])))
     return 0
 
 

@@ -30,6 +30,7 @@ END = re.compile(r"^\s*// END (?:SOLUTION|YOUR CODE)\b.*$")
 _REFUSED_WORDS = ("asm", "__asm", "__asm__", "_Pragma", "extern", "static", "template", "namespace", "__host__",
                   "__global__", "__attribute__", "__declspec")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_RAW_PREFIX = re.compile(r"(?:^|[^A-Za-z_0-9])(?:u8|[uUL])?R$")     # R"( ... )", u8R"( ... )"
 _UNROLL = re.compile(r"^#\s*pragma\s+unroll(?:\s+\d+)?$")
 
 
@@ -73,7 +74,7 @@ def _strip_literals(line: str, state: dict) -> str:
             continue
         c = line[i]
         if c in "\"'":
-            if i > 0 and line[i - 1] in "RuUL8" and c == '"' and re.search(r'(?:^|[^A-Za-z_0-9])(?:u8|[uUL])?R$', line[:i]):
+            if c == '"' and _RAW_PREFIX.search(line[:i]):
                 raise RegionError("a raw string literal (R\"...\")")
             j = i + 1
             while j < n and line[j] != c:

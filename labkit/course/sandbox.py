@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "Finished", "unavailable", "run", "readable_roots", "result_fd", "RESULT_FD_ENV"]
+__all__ = ["Limits", "Finished", "unavailable", "run", "readable_roots", "result_fd", "write_result", "write_all", "RESULT_FD_ENV"]
 
 RESULT_FD_ENV = "LABKIT_RESULT_FD"
 
@@ -192,6 +192,20 @@ def _bwrap_argv(cmd: list[str], *, jobs: dict, env: dict, limits: Limits, uid: i
 def result_fd() -> int:
     """Inside a sandboxed run: the file descriptor of the result pipe."""
     return int(os.environ[RESULT_FD_ENV])
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd`` (a pipe takes it in pieces)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def write_result(data: bytes) -> None:
+    """Inside a sandboxed run: hand ``data`` back on the result pipe, and close it."""
+    fd = result_fd()
+    write_all(fd, data)
+    os.close(fd)
 
 
 def _own_processes() -> int:

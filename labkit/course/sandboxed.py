@@ -38,7 +38,7 @@ from ..errors import ArrayFileError
 from ..loader import load
 from ..verdict import Verdict
 from . import sandbox
-from .kernel_checks import Case, judge
+from .kernel_checks import Case, executor_error, judge
 from .kernel_runner import INPUTS, JOB_JSON, SCALARS
 from .regions import RegionError, splice
 
@@ -188,9 +188,8 @@ def _verdict(done: sandbox.Finished, cases: list[Case], name: str, file_name: st
             return Verdict(False, f"{name}: on the {case.what}: the check's process stopped before this case ran")
         err = status["cases"][i].get("error")
         if err is not None:
-            text = re.split(r"--- (?:AddressSanitizer|ThreadSanitizer) report", str(err))[0].rstrip()
             kind = re.sub(r"\W", "", str(status["cases"][i].get("kind", "Error")))[:40]
-            return Verdict(False, f"{name}: on the {case.what}:\n{kind}: {_plain(text, file_name)}")
+            return executor_error(name, case, kind, _plain(str(err), file_name))
         out = arrays.get(f"out{i}")
         if out is None or out.dtype != np.float32 or out.shape != case.ref.shape:
             return Verdict(False, f"{name}: on the {case.what}: the output did not come back whole")

@@ -132,8 +132,9 @@ def test_a_killed_memory_check_leaves_no_files_and_no_runner(tmp_path):
     and the runner process ends with it instead of spinning on alone."""
     import subprocess
     import sys
-    import tempfile
-    before = set(os.listdir(tempfile.gettempdir()))
+    # A /tmp of its own: the folders other tests make in the shared one while this runs are not its own.
+    private_tmp = tmp_path / "tmp"
+    private_tmp.mkdir()
     script = tmp_path / "launch.py"
     script.write_text(
         "import numpy as np\n"
@@ -142,7 +143,7 @@ def test_a_killed_memory_check_leaves_no_files_and_no_runner(tmp_path):
         "print('launching', flush=True)\n"
         "mod.get_function('endless')((1,), (32,), (np.zeros(1, np.int32),), check='memory')\n")
     proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                            env={**os.environ, "LABKIT_CPU_TIMEOUT_S": "600"})
+                            env={**os.environ, "LABKIT_CPU_TIMEOUT_S": "600", "TMPDIR": str(private_tmp)})
     assert proc.stdout.readline().strip() == "launching"
     deadline = time.time() + 300                     # the first checked launch compiles the runner
     runners = []
@@ -157,7 +158,7 @@ def test_a_killed_memory_check_leaves_no_files_and_no_runner(tmp_path):
     while time.time() < deadline and any(_alive(p) for p in runners):
         time.sleep(0.1)
     assert not any(_alive(p) for p in runners)
-    left = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("labkit")}
+    left = {n for n in os.listdir(private_tmp) if n.startswith("labkit")}
     assert not left
 
 

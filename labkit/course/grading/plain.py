@@ -18,6 +18,7 @@ import struct
 import numpy as np
 
 from ...errors import PlainDataError
+from ..sandbox import write_all
 
 __all__ = ["PlainDataError", "encode", "decode", "send", "receive", "MAX_DEPTH"]
 
@@ -120,9 +121,7 @@ def decode(data: bytes):
 def send(fd: int, value, where: str = "the value") -> None:
     """Write one message: its total length, then its bytes."""
     data = encode(value, where)
-    view = memoryview(_LENGTH.pack(len(data)) + data)
-    while view:
-        view = view[os.write(fd, view):]
+    write_all(fd, _LENGTH.pack(len(data)) + data)
 
 
 def _read_exactly(fd: int, n: int) -> bytes:

@@ -67,35 +67,14 @@ def _error_text(exc: BaseException) -> str:
 
 
 def run(program: dict) -> dict:
-    os.environ.setdefault("MPLBACKEND", "Agg")
-    from IPython.core.interactiveshell import InteractiveShell
-    from IPython.utils.capture import capture_output
-
-    shell = InteractiveShell.instance()
-    shell.showtraceback = lambda *a, **k: None        # the result says what failed, once, in plain text
-
-    def cell(source: str):
-        with capture_output() as cap:
-            r = shell.run_cell(source, store_history=False)
-        exc = r.error_before_exec or r.error_in_exec
-        return cap.stdout, cap.stderr, exc
-
-    for n, source in enumerate(program["setup"]):
-        _, _, exc = cell(source)
-        if exc is not None:
-            return {"stage": "setup", "cell": n, "error": _error_text(exc)}
-    ns = shell.user_ns
-    names_before, modules_before = dict(ns), _modules_now()
-    out, err, exc = cell(program["solution"])
-    allowed = set(program["allowed"])
-    put_back = _put_back(modules_before)
-    for key, value in names_before.items():
-        if key not in allowed and not key.startswith("_") and ns.get(key, _MISSING) is not value:
-            ns[key] = value
-            put_back.append(key)
-    if exc is not None:
-        return {"stage": "solution", "error": _error_text(exc), "not_attempted": isinstance(exc, NotImplementedError),
-                "put_back": put_back}
+    """Set-up, solution and check in one shell (--unsafe-no-sandbox, and a check that hands the
+    solution what cannot cross)."""
+    shell, cell, failed = _setup(program)
+    if failed is not None:
+        return failed
+    failed, put_back = _solution(shell, cell, program)
+    if failed is not None:
+        return failed
     out, err, exc = cell(program["check"])
     return {"stage": "check", "stdout": out, "error": None if exc is None else _error_text(exc), "put_back": put_back}
 
@@ -107,7 +86,7 @@ def _setup(program: dict):
     from IPython.utils.capture import capture_output
 
     shell = InteractiveShell.instance()
-    shell.showtraceback = lambda *a, **k: None
+    shell.showtraceback = lambda *a, **k: None        # the result says what failed, once, in plain text
 
     def cell(source: str):
         with capture_output() as cap:
@@ -121,6 +100,24 @@ def _setup(program: dict):
     return shell, cell, None
 
 
+def _solution(shell, cell, program: dict) -> tuple[dict | None, list[str]]:
+    """Run the solution cell, then put back whatever it changed that is not its own (see the module's
+    docstring): (None, what was put back), or (the failed stage's result, ...)."""
+    ns = shell.user_ns
+    names_before, modules_before = dict(ns), _modules_now()
+    _, _, exc = cell(program["solution"])
+    allowed = set(program["allowed"])
+    put_back = _put_back(modules_before)
+    for key, value in names_before.items():
+        if key not in allowed and not key.startswith("_") and ns.get(key, _MISSING) is not value:
+            ns[key] = value
+            put_back.append(key)
+    if exc is not None:
+        return {"stage": "solution", "error": _error_text(exc), "not_attempted": isinstance(exc, NotImplementedError),
+                "put_back": put_back}, put_back
+    return None, put_back
+
+
 MAX_MESSAGE = 256 << 20
 
 
@@ -131,18 +128,11 @@ def serve(program: dict, requests: int, replies: int) -> None:
     if failed is not None:
         send(replies, failed)
         return
-    ns = shell.user_ns
-    names_before, modules_before = dict(ns), _modules_now()
-    _, _, exc = cell(program["solution"])
-    put_back = _put_back(modules_before)
-    for key, value in names_before.items():
-        if key not in set(program["allowed"]) and not key.startswith("_") and ns.get(key, _MISSING) is not value:
-            ns[key] = value
-            put_back.append(key)
-    if exc is not None:
-        send(replies, {"stage": "solution", "error": _error_text(exc),
-                       "not_attempted": isinstance(exc, NotImplementedError), "put_back": put_back})
+    failed, put_back = _solution(shell, cell, program)
+    if failed is not None:
+        send(replies, failed)
         return
+    ns = shell.user_ns
     send(replies, {"stage": "ready", "put_back": put_back})
     while True:
         try:
@@ -211,13 +201,11 @@ def check(program: dict, requests: int, replies: int) -> dict:
 
     def stand_in(name: str):
         def call(*args, **kwargs):
-            try:
-                encoded = {"op": "call", "name": name, "args": list(args), "kwargs": kwargs}
-                from .plain import encode
-                encode(encoded)
+            try:      # send() encodes before it writes: a value that cannot cross sends nothing
+                send(requests, {"op": "call", "name": name, "args": list(args), "kwargs": kwargs})
             except PlainDataError as exc:
                 raise CannotCross(f"the check calls {name}() with {exc}") from None
-            r = ask(encoded)
+            r = receive(replies, max_bytes=MAX_MESSAGE)
             if "raised" in r:
                 raise RuntimeError(f"{name}() raised:\n{r['raised']}")
             if "not_plain" in r:
@@ -261,12 +249,8 @@ class _NotPlain:
 def _write_result(result: dict, where: str) -> None:
     data = json.dumps(result).encode()
     if where == "-":
-        from ..sandbox import result_fd
-        fd = result_fd()
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.close(fd)
+        from ..sandbox import write_result
+        write_result(data)
     else:
         with open(where, "wb") as f:
             f.write(data)

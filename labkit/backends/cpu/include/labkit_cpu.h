@@ -1404,14 +1404,14 @@ inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
 inline unsigned __funnelshift_l(unsigned lo, unsigned hi, unsigned shift) {
   return unsigned(((((unsigned long long)hi << 32) | lo) << (shift & 31)) >> 32);
 }
-inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned shift) {
-  return unsigned(((((unsigned long long)hi << 32) | lo) << (shift < 32 ? shift : 32)) >> 32);
+inline unsigned __funnelshift_lc(unsigned lo, unsigned hi, unsigned shift) {   // shift clamped to 32
+  return shift >= 32 ? lo : __funnelshift_l(lo, hi, shift);
 }
 inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
   return unsigned((((unsigned long long)hi << 32) | lo) >> (shift & 31));
 }
-inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {
-  return unsigned((((unsigned long long)hi << 32) | lo) >> (shift < 32 ? shift : 32));
+inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {   // shift clamped to 32
+  return shift >= 32 ? hi : __funnelshift_r(lo, hi, shift);
 }
 inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
 inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
