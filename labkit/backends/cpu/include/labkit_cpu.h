@@ -1413,12 +1413,6 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
 inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {   // shift clamped to 32
   return shift >= 32 ? hi : __funnelshift_r(lo, hi, shift);
 }
-inline unsigned umin(unsigned a, unsigned b) { return a < b ? a : b; }
-inline unsigned umax(unsigned a, unsigned b) { return a > b ? a : b; }
-inline long long llmin(long long a, long long b) { return a < b ? a : b; }
-inline long long llmax(long long a, long long b) { return a > b ? a : b; }
-inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return a < b ? a : b; }
-inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return a > b ? a : b; }
 template <class T> inline T __ldg(const T* p) { return *p; }
 // Loads and stores with cache hints: the executor has no caches to hint; the values are the same.
 template <class T> inline T __ldcg(const T* p) { return *p; }
@@ -1456,6 +1450,13 @@ inline double min(double a, float b) { return fmin(a, double(b)); }
 inline double min(float a, double b) { return fmin(double(a), b); }
 inline double max(double a, float b) { return fmax(a, double(b)); }
 inline double max(float a, double b) { return fmax(double(a), b); }
+// The named forms, for one type each.
+inline unsigned umin(unsigned a, unsigned b) { return min(a, b); }
+inline unsigned umax(unsigned a, unsigned b) { return max(a, b); }
+inline long long llmin(long long a, long long b) { return min(a, b); }
+inline long long llmax(long long a, long long b) { return max(a, b); }
+inline unsigned long long ullmin(unsigned long long a, unsigned long long b) { return min(a, b); }
+inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { return max(a, b); }
 
 #if LABKIT_PREEMPT && !defined(LABKIT_RUNTIME_LINKED)   // the hooks are the runtime's
 #include "labkit_interleave.h"
