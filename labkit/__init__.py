@@ -16,6 +16,7 @@ What is where, lowest first (each imports only from those above it):
     shapes, reference, data
     loader, device_query, checks, tuned
     measure, plots        timers, sweeps, breakdowns, roofline floors, curves (generic)
+    autotune              autotuning on first use: search, check, time, a disk cache per GPU
     ops                   one module per kernel family: plans made once per shape, then launches
     layers, models        every layer object; the networks, eager or as one CUDA graph; training
     pipeline              pinned host memory; sub-batches on streams and GPUs; timelines (any model)
@@ -40,7 +41,14 @@ __version__ = "0.1.0"
 # Submodules imported when first used (matplotlib, the studies and the models take a moment to
 # import), but listed by dir() and tab completion like the rest.
 SUBMODULES = ("backends", "errors", "verdict", "kernels", "shapes", "reference", "data", "results", "checks", "tuned",
-              "measure", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder", "course")
+              "measure", "autotune", "plots", "ops", "layers", "models", "pipeline", "peers", "ladder", "course")
+
+
+def tune(model, batch_sizes, *, progress: bool = True):
+    """Autotune ``model`` (FashionNet, AlexNet, MobileNetV2: a network with plan(N)) for these batch
+    sizes on this GPU, ahead of time: labkit.models.autotuning.tune."""
+    from .models.autotuning import tune as tune_model
+    return tune_model(model, batch_sizes, progress=progress)
 
 
 def backend() -> str:
@@ -57,7 +65,7 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
-__all__ = ["backend", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
+__all__ = ["backend", "tune", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
            "RUNGS", "RUNG_NAMES", *SUBMODULES]
 
 

@@ -1,5 +1,5 @@
 """The package's dependencies point one way: kernels -> backends -> shapes/reference/data -> loader,
-device_query, checks, tuned -> ops -> layers, models, pipeline -> peers -> studies (labkit.ladder) -> CLIs.
+device_query, checks, tuned -> autotune -> ops -> layers, models, pipeline -> peers -> studies (labkit.ladder) -> CLIs.
 
 Every import counts, those inside functions too (a cycle hidden behind one is still a cycle).  The
 test reads the source (ast), so it needs neither a GPU nor an import of anything.
@@ -25,7 +25,7 @@ LAYERS = {
     "labkit.backends": 1,
     "labkit.shapes": 2, "labkit.reference": 2, "labkit.data": 2,
     "labkit.loader": 3, "labkit.device_query": 3, "labkit.checks": 3, "labkit.tuned": 3, "labkit.kernels": 3,
-    "labkit.measure": 4, "labkit.plots": 4,
+    "labkit.measure": 4, "labkit.plots": 4, "labkit.autotune": 4,
     "labkit.ops": 5,
     "labkit.layers": 6, "labkit.models": 6, "labkit.pipeline": 6,
     "labkit.peers": 7,

@@ -22,13 +22,13 @@ from .. import backends, measure, peers, reference
 from ..checks import to_numpy
 from ..device_query import device
 from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
-from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..backends.parallel import run_parallel
-from ..ops.depthwise import DepthwiseConv2d, Tiling, default_tiling, floor_bytes, tiling_for
+from ..ops.depthwise import DepthwiseConv2d, floor_bytes, tiling_candidates, tiling_for
+
+depthwise_candidates = tiling_candidates   # the sweep's name for them
 from ..ops.dw_project import DepthwiseProject, ProjectTiles
 from ..ops.implicit import ImplicitConv2d
 from ..peers.cudnn import handle_create_ms, load_cudnn
-from ..ops.plans import cdiv
 from ..shapes import ConvLayer
 from .harness import checked_launch_ms
 
@@ -67,31 +67,6 @@ def distinct_depthwise(input_hw=(224, 224)) -> dict[str, ConvLayer]:
     for name, _N, L in network_depthwise(1, input_hw):
         if L not in out.values():
             out[name] = L
-    return out
-
-
-def depthwise_candidates(layer: ConvLayer, N: int) -> list[Tiling]:
-    """The tilings a sweep tries on a layer at batch N: whole planes (up to 32 rows) or strips of 16, 8
-    or 4 rows; 1, 2, 4 or 8 rows a thread (or the whole strip); 1-64 planes a block; 64-1024 threads;
-    whole-plane tiles also with their outputs staged in shared memory; planes up to 32x32 also by
-    rows (depthwise_planes); every one within shared memory and the layer's planes; and
-    default_tiling's."""
-    ho, wo = layer.out_hw
-    out = [default_tiling(layer, N * layer.C)]
-    for rows in sorted({r for r in (ho if ho <= 32 else 0, 16, 8, 4) if 1 <= r <= ho}):
-        for rpt in sorted({r for r in (1, 2, 4, 8, rows) if r <= rows}):
-            per_plane = wo * cdiv(rows, rpt)
-            for planes in (1, 2, 4, 8, 16, 32, 64):
-                for stage in (False, True) if rows == ho else (False,):
-                    t = Tiling(rows, planes, rpt, planes * per_plane, stage)
-                    if t not in out and 64 <= t.threads <= 1024 and planes <= N * layer.C and \
-                            t.shared_bytes(layer) <= SHARED_MEM_PER_BLOCK:
-                        out.append(t)
-    if ho <= 32 and layer.W <= 32:       # small planes: the row-per-thread kernel too
-        for planes in (2, 4, 8, 16, 32, 64):
-            t = Tiling(ho, planes, 1, planes * ho, by_rows=True)
-            if 64 <= t.threads <= 1024 and planes <= N * layer.C and t.shared_bytes(layer) <= SHARED_MEM_PER_BLOCK:
-                out.append(t)
     return out
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .. import backends, measure
 from ..device_query import device
 from ..measure.sweep import progress_bar
-from ..ops.gemm import BIG_TILES, MEDIUM_TILES, ROWS_16_TILES, gemm, gemm_config, splits_for
+from ..ops.gemm import BIG_TILES, gemm, gemm_candidates, gemm_config, splits_for
 from ..tuned import GEMM, write_entry
 from .harness import checked_time
 
@@ -72,16 +72,6 @@ def ladder_table(rows: list[dict]) -> str:
         pc = "n/a" if r["pct_of_cublas"] is None else f"{r['pct_of_cublas']:.1f}%"
         out.append(f"{r['label']:18s} {r['median_ms']:9.3f} {r['TFLOPs']:8.2f} {pc:>9s} {r['pct_of_floor']:7.1f}%")
     return "\n".join(out)
-
-
-def gemm_candidates(M: int, N: int) -> list[dict]:
-    """The gemm_dbuf tiles a sweep tries: the defaults' three sizes and their neighbours."""
-    out = [dict(BIG_TILES), dict(MEDIUM_TILES), dict(ROWS_16_TILES),
-           {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8},
-           {"GEMM_BM": 64, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8},
-           {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 16, "GEMM_TM": 8, "GEMM_TN": 8},
-           {"GEMM_BM": 32, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 8}]
-    return [p for p in out if p["GEMM_BM"] <= max(16, 2 * M) and p["GEMM_BN"] <= max(16, 2 * N)]
 
 
 def sweep_gemm(M: int, N: int, K: int, *, candidates: Iterable[Mapping] | None = None, repeat: int = 20,

@@ -29,14 +29,20 @@ from typing import Callable, Iterable, NamedTuple
 
 import numpy as np
 
-from .. import backends
+from dataclasses import asdict
+from itertools import zip_longest
+
+from .. import autotune, backends
 from ..backends.cpu import parse_checks
 from ..backends.limits import CONSTANT_MEMORY, SHARED_MEM_PER_BLOCK
 from ..checks import array_type, check_activation, check_array, fast_input, output
 from ..errors import ConstantMemoryError, check_int
 from ..loader import constant_uploader, load
-from .plans import PlanCache, cdiv, ints
-from .tuned_config import TunedConfig, check_config, tuned_config
+from ..reference.samples import conv_samples, sample_positions
+from ..shapes import ConvLayer
+from ..tuned import CONV_TUNED, lookup
+from .plans import PlanCache, cdiv, ints, sampled_mismatch
+from .tuned_config import TunedConfig, candidates, check_config, layer_key, tuned_config
 
 __all__ = ["conv2d", "Conv2d", "conv_launch_config", "kernel_resources", "format_resources", "VARIANTS",
            "CONST_WEIGHT_FLOATS", "CONST_BIAS_FLOATS"]
@@ -215,10 +221,10 @@ def _check_layer(x, w, b, variant, activation, tile_width, config, backend, xp) 
     return N, C, H, W, M, K
 
 
-def _make_plan(sizes, variant, activation, tile_width, config, check, xp, own) -> _Plan:
+def _make_plan(sizes, variant, activation, tile_width, config, check, xp, own, w=None, b=None) -> _Plan:
     N, C, H, W, M, K = sizes
     if variant == "tuned" and config is None:
-        config = tuned_config(C, H, W, M, K)      # looked up once per plan
+        config = tuned_conv_config(sizes, activation, w, b)      # chosen once per plan
     grid, block, shared = _VARIANTS[variant].config(*sizes, tile_width, config)  # limits, before compiling
     mod, name = _kernel(variant, sizes, tile_width, config, check, own=own)
     act = check_activation(activation)
@@ -228,6 +234,59 @@ def _make_plan(sizes, variant, activation, tile_width, config, check, xp, own) -
         tail, constants = ints(*sizes, act), _VARIANTS[variant].constants
     return _Plan(mod, name, mod.get_function(name), (grid, block, shared), tail,
                  (N, M, H - K + 1, W - K + 1), constants, xp.zeros(M, dtype=xp.float32))
+
+
+# --- conv_tuned.cu's configuration, autotuned ------------------------------------------------------
+def tuned_conv_config(sizes, activation=None, w=None, b=None) -> TunedConfig:
+    """conv_tuned.cu's configuration for a batch of N on this GPU: the autotuner's (labkit.autotune)
+    among ``tuned_config.candidates``, the table's (or the default) first; ``w``, ``b``: a layer's own
+    weights for the search (random ones where None).  On the CPU executor, the table's or the default."""
+    N, C, H, W, M, K = sizes
+    first = tuned_config(C, H, W, M, K)
+    if backends.current() != "cuda":
+        return first
+    # The grid interleaved across where the weights live (and their chunks): a search cut short by
+    # its budget still tries both places.
+    groups: dict = {}
+    for c in candidates(C, H, W, M, K):
+        if c != first:
+            groups.setdefault((c.weights, c.m_chunk), []).append(c)
+    cands = [first] + [c for rank in zip_longest(*groups.values()) for c in rank if c is not None]
+    configs = [asdict(c) for c in cands]
+    problem = autotune.Problem("conv_tuned", ("conv_tuned",), f"{layer_key(C, H, W, M, K)}_N{N}_{activation}",
+                               configs, lambda: _TunedBench(sizes, activation, w, b),
+                               lookup(CONV_TUNED, layer_key(C, H, W, M, K)) is not None)
+    return cands[configs.index(autotune.choose(problem))]
+
+
+class _TunedBench:
+    """The autotuner's data for conv_tuned.cu on one shape (labkit.autotune.search.Bench)."""
+
+    def __init__(self, sizes, activation, w, b):
+        xp = backends.xp()
+        rng = xp.random.default_rng()
+        N, C, H, W, M, K = self.sizes = sizes
+        self.activation = activation
+        self.x = rng.standard_normal((N, C, H, W), dtype=xp.float32)
+        self.w = w if w is not None else rng.standard_normal((M, C, K, K), dtype=xp.float32)
+        self.b = b if b is not None else rng.standard_normal(M, dtype=xp.float32)
+        self.y = xp.empty((N, M, H - K + 1, W - K + 1), dtype=xp.float32)
+        self.idx = sample_positions(xp, self.y.size)
+        self.ref, self.terms = conv_samples(xp, self.x, self.w, self.b, ConvLayer(C, H, W, M, K), self.idx,
+                                            activation)
+
+    def build(self, config: dict):
+        cfg = TunedConfig(**config)
+        # The cached module of the configuration, not one of its own (that would compile anew each
+        # time): its constants are the bench's until a caller uploads its own, as conv2d() does per call.
+        p = _make_plan(self.sizes, "tuned", self.activation, 16, cfg, None, backends.xp(), own=False)
+        if p.constants:
+            p.upload(self.w, self.b)
+        launch, x, y = p.bind(self.w, self.b), self.x, self.y
+        return lambda: launch(x, y)
+
+    def check(self, launch) -> str | None:
+        return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, 1e-4)
 
 
 # --- the two ways to call it ---------------------------------------------------------------------
@@ -327,7 +386,7 @@ class Conv2d:
             sizes = _check_layer(x, self.w, self.b, self.variant, self.activation, self.tile_width,
                                  self.config, self.backend, xp)
             p = _make_plan(sizes, self.variant, self.activation, self.tile_width, self.config, self.check, xp,
-                           own=True)
+                           own=True, w=self.w, b=self.b)
             if p.constants:
                 p.upload(self.w, self.b)
             entry = self._plans[x.shape] = (p, p.bind(self.w, self.b))

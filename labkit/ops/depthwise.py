@@ -20,9 +20,9 @@ layer per call, reads the bias from global memory.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from .. import backends
+from .. import autotune, backends
 from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_int,
                       fast_input, output, to_numpy)
@@ -30,9 +30,10 @@ from ..loader import load
 from ..shapes import ConvLayer
 from ..tuned import DEPTHWISE, lookup
 from .constant_slots import slots_of
-from .plans import PlanCache, cdiv, ints
+from ..reference.samples import conv_samples, sample_positions
+from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
-__all__ = ["DepthwiseConv2d", "depthwise_conv2d", "Tiling", "default_tiling", "tiling_for", "depthwise_layer",
+__all__ = ["DepthwiseConv2d", "depthwise_conv2d", "Tiling", "default_tiling", "tiling_for", "tiling_candidates", "depthwise_layer",
            "VARIANTS", "ACTIVATIONS", "BIAS_MEMORIES", "NAIVE_THREADS", "floor_bytes"]
 
 VARIANTS = ("naive", "tiled")
@@ -127,6 +128,31 @@ def tiling_for(layer: ConvLayer, planes_available: int | None = None, device_nam
                    bool(entry.get("by_rows", False)))
         return t.capped(planes_available) if planes_available is not None else t
     return default_tiling(layer, planes_available)
+
+
+def tiling_candidates(layer: ConvLayer, N: int) -> list[Tiling]:
+    """The tilings a sweep tries on a layer at batch N: whole planes (up to 32 rows) or strips of 16, 8
+    or 4 rows; 1, 2, 4 or 8 rows a thread (or the whole strip); 1-64 planes a block; 64-1024 threads;
+    whole-plane tiles also with their outputs staged in shared memory; planes up to 32x32 also by
+    rows (depthwise_planes); every one within shared memory and the layer's planes; and
+    default_tiling's."""
+    ho, wo = layer.out_hw
+    out = [default_tiling(layer, N * layer.C)]
+    for rows in sorted({r for r in (ho if ho <= 32 else 0, 16, 8, 4) if 1 <= r <= ho}):
+        for rpt in sorted({r for r in (1, 2, 4, 8, rows) if r <= rows}):
+            per_plane = wo * cdiv(rows, rpt)
+            for planes in (1, 2, 4, 8, 16, 32, 64):
+                for stage in (False, True) if rows == ho else (False,):
+                    t = Tiling(rows, planes, rpt, planes * per_plane, stage)
+                    if t not in out and 64 <= t.threads <= 1024 and planes <= N * layer.C and \
+                            t.shared_bytes(layer) <= SHARED_MEM_PER_BLOCK:
+                        out.append(t)
+    if ho <= 32 and layer.W <= 32:       # small planes: the row-per-thread kernel too
+        for planes in (2, 4, 8, 16, 32, 64):
+            t = Tiling(ho, planes, 1, planes * ho, by_rows=True)
+            if 64 <= t.threads <= 1024 and planes <= N * layer.C and t.shared_bytes(layer) <= SHARED_MEM_PER_BLOCK:
+                out.append(t)
+    return out
 
 
 def depthwise_layer(C: int, H: int, W: int, stride: int = 1) -> ConvLayer:
@@ -235,12 +261,26 @@ class DepthwiseConv2d:
     def _entry(self, N: int) -> tuple:
         entry = self._plans.get(N)
         if entry is None:
-            key = (self.backend, self.layer, self.variant, self.tiling, N)
-            plan = _PLANS.get_or_make(key, lambda: _Plan(self.layer, self.variant, self.tiling, N))
+            tiling = self.tiling
+            if tiling is None and self.variant == "tiled" and self.backend == "cuda":
+                tiling = self._tuned(N)
+            key = (self.backend, self.layer, self.variant, tiling, N)
+            plan = _PLANS.get_or_make(key, lambda: _Plan(self.layer, self.variant, tiling, N))
             has_bias, bias_at = self._bias_in(plan.module)
             entry = self._plans[N] = (plan, plan.bind(self._w9, self._w9 if self.b is None else self.b,
                                                       has_bias, self._act, bias_at))
         return entry
+
+    def _tuned(self, N: int) -> Tiling:
+        """The autotuner's tiling for a batch of N on this GPU (labkit.autotune), among
+        ``tiling_candidates`` (the table's, or the default, first)."""
+        L = self.layer
+        first = tiling_for(L, N * L.C)
+        cands = [first] + [t for t in tiling_candidates(L, N) if t != first]
+        configs = [asdict(t) for t in cands]
+        problem = autotune.Problem("depthwise", ("depthwise",), f"{L.key}_N{N}_{self.activation}", configs,
+                                   lambda: _DepthwiseBench(self, N), lookup(DEPTHWISE, L.key) is not None)
+        return cands[configs.index(autotune.choose(problem))]
 
     def _bias_in(self, module) -> tuple[int, int]:
         """(has_bias, bias_at) for a plan of ``module``: the bias uploaded to the module's constant
@@ -269,6 +309,31 @@ class DepthwiseConv2d:
         y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b), backend=self.backend)
         launch(x, y)
         return y
+
+
+class _DepthwiseBench:
+    """The autotuner's data for one depthwise layer at a batch of N (labkit.autotune.search.Bench);
+    the bias read from global memory (a candidate takes no constant-memory run)."""
+
+    def __init__(self, conv: DepthwiseConv2d, N: int):
+        xp = backends.xp()
+        L, self.conv, self.N = conv.layer, conv, N
+        self.x = xp.random.default_rng().standard_normal((N, L.C, L.H, L.W), dtype=xp.float32)
+        self.y = xp.empty((N, L.C) + L.out_hw, dtype=xp.float32)
+        self.idx = sample_positions(xp, self.y.size)
+        self.ref, self.terms = conv_samples(xp, self.x, conv._w, conv.b, L, self.idx, conv.activation)
+
+    def build(self, config: dict):
+        t = Tiling(**config)
+        t.check(self.conv.layer)
+        c = self.conv
+        plan = _PLANS.get_or_make((c.backend, c.layer, "tiled", t, self.N), lambda: _Plan(c.layer, "tiled", t, self.N))
+        launch = plan.bind(c._w9, c._w9 if c.b is None else c.b, int(c.b is not None), c._act, 0)
+        x, y = self.x, self.y
+        return lambda: launch(x, y)
+
+    def check(self, launch) -> str | None:
+        return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, 1e-4)
 
 
 def depthwise_conv2d(x, w, b=None, *, stride: int = 1, activation: str | None = None, variant: str = "tiled",

@@ -30,7 +30,7 @@ from typing import Iterable, Mapping
 import numpy as np
 
 from ..errors import check_int
-from .. import backends
+from .. import autotune, backends
 from ..backends.cpu import parse_checks
 from ..backends.limits import SHARED_MEM_PER_BLOCK
 from ..checks import (array_module, array_type, check_activation, check_array, check_no_alias, fast_input,
@@ -38,11 +38,12 @@ from ..checks import (array_module, array_type, check_activation, check_array, c
 from ..device_query import gpu_sm_count
 from ..loader import load
 from ..tuned import GEMM, lookup
-from .plans import PlanCache, cdiv, ints
+from ..reference.samples import gemm_samples, sample_positions
+from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
 __all__ = ["gemm", "gemm_few_rows", "Dense", "gemm_config", "default_config", "few_rows_slices", "ROWS_MAX",
            "FEW_ROWS", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS",
-           "BIG_TILES"]
+           "BIG_TILES", "gemm_candidates", "tuning_candidates", "tuned_gemm"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
 
@@ -147,6 +148,88 @@ def gemm_config(M: int, N: int, K: int, device_name: str | None = None) -> tuple
     if entry:
         return entry["variant"], {k: entry[k] for k in _BLOCK_KEYS if k in entry} or None
     return default_config(M, N, K)
+
+
+def gemm_candidates(M: int, N: int) -> list[dict]:
+    """The gemm_dbuf tiles a sweep tries: the defaults' three sizes and their neighbours."""
+    out = [dict(BIG_TILES), dict(MEDIUM_TILES), dict(ROWS_16_TILES),
+           {"GEMM_BM": 128, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8},
+           {"GEMM_BM": 64, "GEMM_BN": 64, "GEMM_BK": 8, "GEMM_TM": 8, "GEMM_TN": 8},
+           {"GEMM_BM": 128, "GEMM_BN": 128, "GEMM_BK": 16, "GEMM_TM": 8, "GEMM_TN": 8},
+           {"GEMM_BM": 32, "GEMM_BN": 128, "GEMM_BK": 8, "GEMM_TM": 4, "GEMM_TN": 8}]
+    return [p for p in out if p["GEMM_BM"] <= max(16, 2 * M) and p["GEMM_BN"] <= max(16, 2 * N)]
+
+
+def tuning_candidates(M: int, N: int, K: int) -> list[dict]:
+    """The autotuner's configurations of an M x N x K product ({"kernel", "tiles", "splits"}), what
+    runs untuned first (``gemm_config`` with ``splits_for``'s slices): gemm_few_rows where M allows,
+    and gemm_dbuf with each of ``gemm_candidates``' tiles, with one slice and with ``splits_for``'s."""
+    def one(kernel, tiles, splits):
+        return {"kernel": kernel, "tiles": tiles, "splits": splits}
+    kernel, tiles = gemm_config(M, N, K)
+    if kernel == "few_rows":
+        out = [one("few_rows", None, 0)]
+    else:
+        p = _params(tiles)
+        out = [one(kernel, {k: p[k] for k in _BLOCK_KEYS}, splits_for(M, N, K, p) if kernel == "dbuf" else 1)]
+    if M <= ROWS_MAX and one("few_rows", None, 0) not in out:
+        out.append(one("few_rows", None, 0))
+    for t in gemm_candidates(M, N):
+        p = _params(t)
+        for n in (splits_for(M, N, K, p), 1):
+            c = one("dbuf", {k: p[k] for k in _BLOCK_KEYS}, n)
+            if c not in out:
+                out.append(c)
+    return out
+
+
+def _plan_of(config: Mapping, M: int, N: int, K: int, has_bias: int, act: int, check) -> "_Plan":
+    if config["kernel"] == "few_rows":
+        return _few_rows_plan(M, N, K, "auto", has_bias, act, check)
+    return _tile_plan(config["kernel"], M, N, K, _params(config["tiles"]), int(config["splits"]), has_bias, act, check)
+
+
+class _GemmBench:
+    """The autotuner's data for one product (labkit.autotune.search.Bench): random operands (or
+    the layer's weights), a poisoned output, float64 samples of the right answer."""
+
+    def __init__(self, M: int, N: int, K: int, b, bias, act: str | None, check):
+        xp = backends.xp()
+        rng = xp.random.default_rng()
+        self.a = rng.standard_normal((M, K), dtype=xp.float32)
+        self.b = b if b is not None else rng.standard_normal((K, N), dtype=xp.float32)
+        self.bias, self.act, self.check_modes, self.shape = bias, act, check, (M, N, K)
+        self.y = xp.empty((M, N), dtype=xp.float32)
+        self.idx = sample_positions(xp, M * N)
+        self.ref, self.terms = gemm_samples(xp, self.a, self.b, bias, self.idx, act)
+
+    def build(self, config: dict):
+        M, N, K = self.shape
+        plan = _plan_of(config, M, N, K, int(self.bias is not None), check_activation(self.act), self.check_modes)
+        launch, reduce = plan.bind(self.b, self.a if self.bias is None else self.bias)
+        a, y = self.a, self.y
+        if reduce is None:
+            return lambda: launch(a, y)
+        ws = backends.xp().empty(plan.workspace_shape, dtype=np.float32)
+
+        def run():
+            launch(a, ws)
+            reduce(ws, y)
+        return run
+
+    def check(self, launch) -> str | None:
+        return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, 1e-4)
+
+
+def tuned_gemm(M: int, N: int, K: int, *, b=None, bias=None, activation: str | None = None, check=None) -> dict:
+    """The configuration ({"kernel", "tiles", "splits"}) an M x N x K product runs with on this GPU:
+    the autotuner's (labkit.autotune) among ``tuning_candidates``; ``b``, ``bias``: a layer's own
+    operands for the search (random ones where None)."""
+    configs = tuning_candidates(M, N, K)
+    problem = autotune.Problem("gemm", ("gemm",), f"M{M}_N{N}_K{K}_bias{int(bias is not None)}", configs,
+                               lambda: _GemmBench(M, N, K, b, bias, activation, check),
+                               lookup(GEMM, f"M{M}_N{N}_K{K}") is not None)
+    return autotune.choose(problem)
 
 
 def splits_for(M: int, N: int, K: int, params: Mapping[str, int] | None = None, sms: int | None = None) -> int:
@@ -345,7 +428,10 @@ def gemm(a, b, bias=None, *, variant: str = "auto", activation: str | None = Non
         kernel, auto_params = gemm_config(M, N, K) if variant == "auto" else (variant, None)
         if kernel == "few_rows" and (bias_per != "column" or splits not in ("auto", 1) or params is not None):
             kernel, auto_params = "dbuf", dict(ROWS_16_TILES)   # what gemm_few_rows cannot do
-        if kernel == "few_rows":
+        if variant == "auto" and splits == "auto" and params is None and bias_per == "column":
+            plan = _plan_of(tuned_gemm(M, N, K, bias=bias, activation=activation, check=check), M, N, K, has_bias,
+                            act, check)
+        elif kernel == "few_rows":
             plan = _few_rows_plan(M, N, K, "auto", has_bias, act, check)
         else:
             p = _params({**(auto_params or {}), **(params or {})})
@@ -421,13 +507,8 @@ class Dense:
         if rows not in self._plans:
             K, N = self.in_features, self.out_features
             act, has_bias = check_activation(self.activation), int(self.b is not None)
-            kernel, tiles = gemm_config(rows, N, K)
-            if kernel == "few_rows":
-                p = _few_rows_plan(rows, N, K, "auto", has_bias, act, self.check)
-            else:
-                p = _params(tiles)
-                p = _tile_plan(kernel, rows, N, K, p, splits_for(rows, N, K, p) if kernel == "dbuf" else 1,
-                               has_bias, act, self.check)
+            config = tuned_gemm(rows, N, K, b=self.w, bias=self.b, activation=self.activation, check=self.check)
+            p = _plan_of(config, rows, N, K, has_bias, act, self.check)
             # [plan, the layer's own workspace (made on first use), launch, launch of the reduce]
             self._plans[rows] = [p, None, *p.bind(self.w, self.b if self.b is not None else self.w)]
         return self._plans[rows][0]

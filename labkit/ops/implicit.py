@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from ..errors import check_int
-from .. import backends
+from .. import autotune, backends
 from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
 from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_residual,
                       fast_input, output)
@@ -31,7 +31,8 @@ from ..device_query import device, gpu_sm_count
 from ..loader import load, set_constant
 from ..shapes import ALEXNET_CONVS, ConvLayer
 from ..tuned import CONV_IMPLICIT, lookup
-from .plans import PlanCache, cdiv, ints
+from ..reference.samples import conv_samples, sample_positions
+from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
 __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
            "candidates", "ALEXNET_CONVS", "PRECISIONS", "TOLERANCE", "TABLE", "SMALL_TILES", "k_taps",
@@ -410,9 +411,9 @@ class ImplicitConv2d:
         return cdiv(k_tiles, per)
 
     def workspace_shape(self, N: int, splits: int | None = None) -> tuple[int, ...] | None:
-        """Split-K's partial sums at a batch of N: (slices, N, M, Ho, Wo), or None without split-K."""
-        s = self.splits_at(N, splits)
-        return None if s == 1 else (s, N, self.layer.M) + self.layer.out_hw
+        """Split-K's partial sums at a batch of N: (slices, N, M, Ho, Wo), or None without split-K
+        (the plan's: on a GPU the autotuner may choose the slices, so the plan is made here)."""
+        return self.plan(N, splits).workspace_shape
 
     def blocks(self, tiles: Tiles, N: int) -> int:
         mg, p, _ = self.layer.gemm_shape(N)
@@ -439,14 +440,49 @@ class ImplicitConv2d:
             ho, wo = L.out_hw
             if N * L.C * L.H * L.W >= 2**31 or N * L.M * ho * wo >= 2**31:
                 raise ValueError(f"batch {N} makes x or y over 2**31 elements (32-bit offsets): split the batch")
-            tiles = self.tiles_at(N)
-            n = self.splits_at(N, splits, tiles)
-            pkey = (self.backend, L, tiles, n, N, int(self.b is not None), self._act, self._round, self.residual)
-            plan = _PLANS.get_or_make(pkey, lambda: _make_plan(L, tiles, n, N, int(self.b is not None), self._act,
-                                                               self._round, int(self.residual)))
+            if splits is None and not self._fixed and self.backend == "cuda":
+                tiles, n = self._tuned(N)
+            else:
+                tiles = self.tiles_at(N)
+                n = self.splits_at(N, splits, tiles)
+            plan = self._plan_of(tiles, n, N)
             wt = self.weights(tiles)
             entry = self._plans[key] = [plan, wt, None, *plan.bind(wt, wt if self.b is None else self.b)]
         return entry
+
+    def _plan_of(self, tiles: Tiles, n: int, N: int) -> _Plan:
+        pkey = (self.backend, self.layer, tiles, n, N, int(self.b is not None), self._act, self._round, self.residual)
+        return _PLANS.get_or_make(pkey, lambda: _make_plan(self.layer, tiles, n, N, int(self.b is not None),
+                                                           self._act, self._round, int(self.residual)))
+
+    def tuning_candidates(self, N: int) -> list[tuple[Tiles, int]]:
+        """(tiles, split-K slices) the autotuner tries at a batch of N, what runs untuned first: the
+        table's (or default) tiles and SMALL_TILES, then the sweep's grid (``candidates``), each with
+        one slice and with ``splits_at``'s."""
+        first = self.tiles_at(N)
+        out = [(first, self.splits_at(N, None, first))]
+        for t in [self.tiles, SMALL_TILES[self.precision]] + candidates(self.layer, self.precision):
+            for n in (self.splits_at(N, None, t), 1):
+                if (t, n) not in out:
+                    out.append((t, n))
+        return out
+
+    def _tuned(self, N: int) -> tuple[Tiles, int]:
+        """The autotuner's (tiles, slices) for a batch of N on this GPU (labkit.autotune)."""
+        L = self.layer
+        cands = self.tuning_candidates(N)
+        configs = [{"tiles": asdict(t), "splits": n} for t, n in cands]
+        shipped = bool((lookup(TABLE, L.key) or {}).get(self.precision))
+        problem = autotune.Problem(
+            f"conv_implicit_{self.precision}", ("conv_implicit", "conv_implicit_tf32"),
+            f"{L.key}_N{N}_bias{int(self.b is not None)}_res{int(self.residual)}_round{int(self._round)}",
+            configs, lambda: _ImplicitBench(self, N), shipped)
+        chosen = autotune.choose(problem)
+        tiles, n = cands[configs.index(chosen)]
+        # The weights packed for candidates that lost are dropped; those of plans made stay.
+        keep = {e[0].tiles for e in self._plans.values()} | {self.tiles, tiles}
+        self._weights = {t: w for t, w in self._weights.items() if t in keep}
+        return tiles, n
 
     def __call__(self, x, out=None, *, workspace=None, splits: int | None = None, residual=None):
         """y = act(conv(x) + b [+ residual]).  ``splits``: split-K's slices (default ``splits_at``);
@@ -477,6 +513,44 @@ class ImplicitConv2d:
         launch(x, ws)
         reduce(ws, y, *res)
         return y
+
+
+class _ImplicitBench:
+    """The autotuner's data for one layer at a batch of N (labkit.autotune.search.Bench): random x,
+    a poisoned y, float64 samples of the right answer."""
+
+    def __init__(self, conv: ImplicitConv2d, N: int):
+        xp = backends.xp()
+        L, self.conv, self.N = conv.layer, conv, N
+        rng = xp.random.default_rng()
+        self.x = rng.standard_normal((N, L.C, L.H, L.W), dtype=xp.float32)
+        self.y = xp.empty((N, L.M) + L.out_hw, dtype=xp.float32)
+        self.res = (rng.standard_normal(self.y.shape, dtype=xp.float32),) if conv.residual else ()
+        w = conv._w if conv.weights_layout == "MCKK" else conv._w.T.reshape(L.M, L.C, L.K, L.K)
+        self.idx = sample_positions(xp, self.y.size)
+        self.ref, self.terms = conv_samples(xp, self.x, w, conv.b, L, self.idx, conv.activation,
+                                            self.res[0] if self.res else None)
+        self.tol = 4 * TOLERANCE[conv.precision]
+
+    def build(self, config: dict):
+        xp = backends.xp()
+        tiles, n = Tiles(**config["tiles"]), int(config["splits"])
+        tiles.check()
+        plan = self.conv._plan_of(tiles, n, self.N)
+        wt = self.conv.weights(tiles)
+        launch, reduce = plan.bind(wt, wt if self.conv.b is None else self.conv.b)
+        x, y, res = self.x, self.y, self.res
+        if reduce is None:
+            return lambda: launch(x, y, *res)
+        ws = xp.empty(plan.workspace_shape, dtype=xp.float32)
+
+        def run():
+            launch(x, ws)
+            reduce(ws, y, *res)
+        return run
+
+    def check(self, launch) -> str | None:
+        return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, self.tol)
 
 
 def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,

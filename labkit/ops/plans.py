@@ -106,3 +106,24 @@ def allow_shared(fn, nbytes: int) -> None:
     """Let ``fn`` take ``nbytes`` of dynamic shared memory: past 48 KiB a kernel must ask for it."""
     if nbytes > SHARED_MEM_PER_BLOCK:
         fn.max_dynamic_shared_size_bytes = nbytes
+
+
+def sampled_mismatch(y, launch, idx, ref, terms, tol: float) -> str | None:
+    """The autotuner's check of a candidate (labkit.autotune): ``launch()`` on an output ``y`` filled
+    with NaN, then no NaN anywhere (every output written) and ``y`` at the flat positions ``idx``
+    within ``tol`` of the float64 ``ref``, relative to ``terms`` (labkit.reference.samples).  None if
+    right, else what is wrong."""
+    xp = backends.xp()
+    y.fill(xp.nan)
+    launch()
+    unwritten = int(xp.isnan(y).sum())
+    if unwritten:
+        return f"{unwritten} of {y.size} outputs NaN (never written)"
+    got = y.reshape(-1)[idx].astype(xp.float64)
+    err = xp.abs(got - ref)
+    bad = err > tol * terms + 1e-30
+    if bool(bad.any()):
+        worst = int(xp.argmax(err / (terms + 1e-30)))
+        return (f"{int(bad.sum())} of {idx.size} sampled outputs wrong (at flat position {int(idx[worst])}: "
+                f"{float(got[worst]):.6g}, expected {float(ref[worst]):.6g})")
+    return None

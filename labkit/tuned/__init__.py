@@ -7,12 +7,15 @@ Files (JSON, committed): ``conv_tuned.json`` (notebook 05's kernel, labkit.ops.t
 ``conv_implicit.json`` (the implicit GEMMs' tiles, labkit.ops.implicit), ``gemm.json`` (the GEMM's
 tiles, labkit.ops.gemm), ``depthwise.json`` (the depthwise tiles, labkit.ops.depthwise), ``conv_small.json`` (the direct 3x3
 kernels' tiles, labkit.ops.conv_small).  A GPU that
-is not in a table, and the CPU executor, get each op's default, which is sensible everywhere.  Tables are read once per version of the file.
+is not in a table, and the CPU executor, get each op's default, which is sensible everywhere; on a
+GPU the autotuner (labkit.autotune) searches where a table has no entry, and the tables only give it
+a head start: nothing needs them.  Tables are read once per version of the file.
 """
 from __future__ import annotations
 
 import functools
 import json
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -25,7 +28,7 @@ GEMM = HERE / "gemm.json"
 DEPTHWISE = HERE / "depthwise.json"
 CONV_SMALL = HERE / "conv_small.json"
 
-__all__ = ["CONV_TUNED", "CONV_IMPLICIT", "GEMM", "DEPTHWISE", "CONV_SMALL", "read_table", "write_entry", "lookup", "gpu_name"]
+__all__ = ["SHIPPED_ENV", "CONV_TUNED", "CONV_IMPLICIT", "GEMM", "DEPTHWISE", "CONV_SMALL", "read_table", "write_entry", "lookup", "gpu_name"]
 
 
 def read_table(path: Path) -> dict:
@@ -48,8 +51,14 @@ def gpu_name() -> str | None:
     return dev.name if dev.is_gpu else None
 
 
+SHIPPED_ENV = "LABKIT_SHIPPED_TABLES"
+
+
 def lookup(path: Path, key: str, device_name: str | None = None) -> dict | None:
-    """The entry of ``key`` for ``device_name`` (default: the current GPU); None where there is none."""
+    """The entry of ``key`` for ``device_name`` (default: the current GPU); None where there is none,
+    and always with $LABKIT_SHIPPED_TABLES=0 (a GPU measured as if the tables did not know it)."""
+    if os.environ.get(SHIPPED_ENV, "").strip() == "0":
+        return None
     name = device_name if device_name is not None else gpu_name()
     if not name:
         return None

@@ -1,0 +1,150 @@
+"""Autotuning on first use, on any GPU: each family with tunables (tiles, threads, split-K slices)
+asks ``choose`` for a problem's configuration when it makes a plan.
+
+    config = choose(Problem("conv_implicit", ("conv_implicit",), key, candidates, prepare))
+
+``choose`` answers, in this order: the disk cache's winner for this GPU, kernel source and problem
+(labkit.autotune.cache); a search now (labkit.autotune.search: every candidate checked on fresh data,
+then timed with CUDA events, within $LABKIT_AUTOTUNE_BUDGET seconds), whose winner goes to the disk
+cache for later processes; else the first candidate, which is what labkit runs untuned (a shipped
+table's entry for this GPU, or defaults derived from the device's properties).  Whether it searches:
+labkit.autotune.settings ($LABKIT_AUTOTUNE).  Never on the CPU executor (its times say nothing
+about a GPU), and never while a CUDA graph is being captured (a search launches and synchronizes):
+tune ahead with ``labkit.tune``.
+
+``history()`` lists the decisions of this process (where each answer came from, the search's cost):
+notebook 05 shows it.
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+from .. import backends
+from .cache import DiskCache, fingerprint, source_hash
+from .search import Bench, Outcome, search
+from .settings import BUDGET_ENV, MODE_ENV, budget_s, mode
+
+__all__ = ["Problem", "Bench", "Outcome", "choose", "history", "clear_history", "forced", "disk_cache",
+           "fingerprint", "mode", "budget_s", "MODE_ENV", "BUDGET_ENV"]
+
+
+@dataclass
+class Problem:
+    """One tuning problem.  ``candidates``: JSON-able configurations, the first what runs untuned;
+    ``key``: the shape and options, batch included; ``kernels``: the kernel families whose source
+    decides; ``prepare()``: the Bench, made only if a search runs; ``shipped``: the first candidate
+    is a shipped table's entry for this GPU (then mode 'auto' does not search)."""
+    family: str
+    kernels: tuple
+    key: str
+    candidates: list
+    prepare: Callable[[], Bench]
+    shipped: bool = False
+
+
+_HISTORY: list[dict] = []
+_LOCK = threading.Lock()
+_CACHES: dict[str, DiskCache] = {}
+_FORCED: list[str] = []
+_WARNED: set = set()
+
+
+def disk_cache() -> DiskCache | None:
+    """This GPU's disk cache (None on the CPU executor); one object per file, which remembers what
+    it last read until the file changes."""
+    fresh = DiskCache.for_this_gpu()
+    if fresh is None:
+        return None
+    with _LOCK:
+        return _CACHES.setdefault(str(fresh.path), fresh)
+
+
+class forced:
+    """``with forced("on"):`` searches whatever the environment says (labkit.tune); "off" never."""
+
+    def __init__(self, how: str):
+        if how not in ("on", "off", "auto"):
+            raise ValueError(f"forced() takes 'on', 'off' or 'auto', got {how!r}")
+        self.how = how
+
+    def __enter__(self):
+        _FORCED.append(self.how)
+        return self
+
+    def __exit__(self, *exc):
+        _FORCED.pop()
+        return False
+
+
+def _mode() -> str:
+    return _FORCED[-1] if _FORCED else mode()
+
+
+def _capturing() -> bool:
+    import cupy
+    return bool(cupy.cuda.get_current_stream().is_capturing())
+
+
+def _note(problem: Problem, source: str, config: dict, outcome: Outcome | None = None, entry: dict | None = None):
+    row = {"family": problem.family, "key": problem.key, "source": source, "config": config,
+           "candidates": len(problem.candidates)}
+    if outcome is not None:
+        row.update(outcome.entry())
+    elif entry is not None:
+        row.update({k: entry.get(k) for k in ("ms", "first_ms", "seconds", "timed")})
+    with _LOCK:
+        _HISTORY.append(row)
+
+
+def choose(problem: Problem) -> dict:
+    """The configuration to run ``problem`` with (see the module's docstring)."""
+    candidates = problem.candidates
+    if not candidates:
+        raise ValueError(f"{problem.family} {problem.key}: no candidate configuration")
+    first = candidates[0]
+    if backends.current() != "cuda":
+        return first
+    cache = disk_cache()
+    key = f"{problem.family}|{source_hash(tuple(problem.kernels))}|{problem.key}"
+    hit = cache.get(key)
+    if hit is not None and hit["config"] in candidates:    # a forged or stale winner is never launched
+        _note(problem, "cache", hit["config"], entry=hit)
+        return hit["config"]
+    how = _mode()
+    if how == "off" or (how == "auto" and problem.shipped) or len(candidates) == 1:
+        _note(problem, "shipped table" if problem.shipped else "default", first)
+        return first
+    if _capturing():
+        if problem.family not in _WARNED:
+            _WARNED.add(problem.family)
+            warnings.warn(f"labkit.autotune: {problem.family} {problem.key} is first met inside a CUDA graph "
+                          "capture, where nothing can be timed: it runs its default; tune ahead with "
+                          "labkit.tune(model, batch_sizes)", stacklevel=3)
+        _note(problem, "default (capturing)", first)
+        return first
+    outcome = search(candidates, problem.prepare(), budget_s())
+    if outcome.config is None:
+        reasons = "; ".join(r["error"] for r in outcome.rows[:3])
+        warnings.warn(f"labkit.autotune: no candidate of {problem.family} {problem.key} passed its check "
+                      f"({reasons}): running the default", stacklevel=3)
+        _note(problem, "default (no candidate passed)", first, outcome)
+        return first
+    cache.put(key, outcome.entry())
+    _note(problem, "search", outcome.config, outcome)
+    return outcome.config
+
+
+def history() -> list[dict]:
+    """This process's decisions, oldest first: family, key, source ("cache", "search", "shipped
+    table", "default", ...), config, and for a search its cost (seconds, timed, failed) and the
+    winner's and the first candidate's times."""
+    with _LOCK:
+        return [dict(r) for r in _HISTORY]
+
+
+def clear_history() -> None:
+    with _LOCK:
+        _HISTORY.clear()

@@ -1,0 +1,319 @@
+"""The autotuner (labkit.autotune): its settings, its disk cache (plain JSON, this GPU's only, never a
+stale or forged winner), its search (a wrong, unwritten or broken candidate never wins; the budget
+stops it, the first candidate is always tried), each family's bench (the sampled float64 check sees a
+wrong value and an unwritten output), and on a GPU the whole path: a search, its winner in the disk
+cache, a later choice from there.  The CPU executor runs the search itself (its clock, its kernels);
+``choose`` never searches there."""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import autotune
+from labkit.autotune.cache import MAX_FILE_BYTES, DiskCache
+from labkit.autotune.search import search
+from labkit.ops import conv as conv_ops
+from labkit.ops import depthwise, gemm, implicit
+from labkit.ops.tuned_config import candidates as tuned_candidates
+from labkit.reference import conv2d
+from labkit.reference.samples import conv_samples, gemm_samples, sample_positions
+from labkit.shapes import ConvLayer
+
+pytestmark = pytest.mark.check
+FP = {"gpu": "Test GPU", "compute_capability": [9, 0], "sms": 7, "cuda_runtime": 1, "cuda_driver": 2,
+      "cupy": "0", "nvrtc": [1, 0]}
+
+
+def rng():
+    return np.random.default_rng()
+
+
+# --- settings ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("raw, want", [("", "auto"), ("auto", "auto"), ("0", "off"), ("1", "on"), (" ON ", "on")])
+def test_mode_reads_the_environment(monkeypatch, raw, want):
+    monkeypatch.setenv(autotune.MODE_ENV, raw)
+    assert autotune.mode() == want
+
+
+def test_bad_settings_are_errors_that_name_the_variable(monkeypatch):
+    monkeypatch.setenv(autotune.MODE_ENV, "yes")
+    with pytest.raises(ValueError, match="LABKIT_AUTOTUNE must be 0, 1 or auto"):
+        autotune.mode()
+    for bad in ("-1", "0", "nan", "inf", "soon"):
+        monkeypatch.setenv(autotune.BUDGET_ENV, bad)
+        with pytest.raises(ValueError, match="LABKIT_AUTOTUNE_BUDGET must be a positive number"):
+            autotune.budget_s()
+    monkeypatch.setenv(autotune.BUDGET_ENV, "2.5")
+    assert autotune.budget_s() == 2.5
+
+
+def test_forced_overrides_and_restores(monkeypatch):
+    monkeypatch.setenv(autotune.MODE_ENV, "0")
+    with autotune.forced("on"):
+        assert autotune._mode() == "on"
+    assert autotune._mode() == "off"
+    with pytest.raises(ValueError):
+        autotune.forced("sometimes")
+
+
+def test_choose_never_searches_on_the_cpu_executor():
+    if labkit.backend() == "cuda":
+        pytest.skip("the CPU executor's rule (a GPU searches)")
+
+    def never():
+        raise AssertionError("a bench was made on the CPU executor")
+    p = autotune.Problem("test", ("gemm",), "k", [{"a": 1}, {"a": 2}], never)
+    with autotune.forced("on"):
+        assert autotune.choose(p) == {"a": 1}
+
+
+# --- the disk cache -----------------------------------------------------------------------------------
+def test_cache_round_trip_and_merge(tmp_path):
+    path = tmp_path / "autotune" / "x.json"
+    one, two = DiskCache(path, FP), DiskCache(path, FP)
+    one.put("fam|h|k1", {"config": {"t": 1}, "ms": 1.0})
+    two.put("fam|h|k2", {"config": {"t": 2}, "ms": 2.0})          # another process: both kept
+    assert one.get("fam|h|k1")["config"] == {"t": 1} and one.get("fam|h|k2")["config"] == {"t": 2}
+    assert "date" in one.get("fam|h|k1")
+    assert json.loads(path.read_text())["fingerprint"] == FP
+
+
+def test_cache_of_another_gpu_or_driver_is_never_read(tmp_path):
+    path = tmp_path / "x.json"
+    DiskCache(path, FP).put("fam|h|k", {"config": {"t": 1}})
+    for field, value in (("gpu", "NVIDIA H200"), ("cuda_driver", 3), ("sms", 132)):
+        assert DiskCache(path, {**FP, field: value}).get("fam|h|k") is None
+
+
+@pytest.mark.parametrize("content", [b"not json", b"[1, 2]", b'{"fingerprint": 1}', b"\xff\xfe",
+                                     b'{"fingerprint": %s, "entries": {"k": {"config": 5}, "j": 3}}'])
+def test_a_damaged_cache_file_is_ignored(tmp_path, content):
+    path = tmp_path / "x.json"
+    path.write_bytes(content.replace(b"%s", json.dumps(FP).encode()))
+    c = DiskCache(path, FP)
+    assert c.get("k") is None and c.get("j") is None and c.entries() == {}
+    c.put("k", {"config": {"t": 1}})           # and a put replaces it with a good one
+    assert DiskCache(path, FP).get("k")["config"] == {"t": 1}
+
+
+def test_an_oversized_cache_file_is_not_read(tmp_path):
+    path = tmp_path / "x.json"
+    entries = {"k": {"config": {"t": 1}}, "pad": {"config": {}, "x": "y" * (MAX_FILE_BYTES + 10)}}
+    path.write_text(json.dumps({"fingerprint": FP, "entries": entries}))
+    assert DiskCache(path, FP).get("k") is None
+
+
+def test_source_hash_changes_with_the_kernel_text(tmp_path, monkeypatch):
+    from labkit.autotune import cache
+    kdir = tmp_path / "kernels"
+    kdir.mkdir()
+    f = kdir / "fam.cu"
+    f.write_text("__global__ void k() {}\n")
+    monkeypatch.setattr(cache, "kernel_path", lambda family: kdir / f"{family}.cu")
+    h1 = cache.source_hash(("fam",))
+    f.write_text("__global__ void k() { /* changed */ }\n")
+    os.utime(f, ns=(1, 10**18))
+    assert cache.source_hash(("fam",)) != h1
+
+
+# --- the search -----------------------------------------------------------------------------------------
+class FakeBench:
+    """Candidates {"v": value, "cost": sleep ms}: "bad" ones give a wrong answer, "broken" ones fail to build."""
+
+    def __init__(self):
+        self.built = []
+
+    def build(self, config):
+        self.built.append(config["v"])
+        if config.get("broken"):
+            raise RuntimeError("too many resources requested for launch")
+        def run():
+            import time
+            time.sleep(config["cost"] / 1e3)
+            self.last = config["v"]          # what the launch "wrote"
+        return run
+
+    def check(self, launch):
+        launch()
+        return None if self.last == "good" else "wrong values"
+
+
+def test_search_drops_wrong_and_broken_candidates_and_takes_the_fastest_right_one():
+    cands = [{"v": "good", "cost": 3}, {"v": "bad", "cost": 0}, {"v": "good", "cost": 1, "fast": 1},
+             {"v": "good", "cost": 1, "broken": 1}]
+    o = search(cands, FakeBench(), budget_s=60, workers=2)
+    assert o.config == {"v": "good", "cost": 1, "fast": 1}
+    errors = [r["error"] for r in o.rows if "error" in r]
+    assert errors == ["wrong values", "RuntimeError: too many resources requested for launch"]
+    assert o.first_ms is not None and o.ms < o.first_ms
+    assert o.entry()["timed"] == 2 and o.entry()["failed"] == 2 and o.entry()["candidates"] == 4
+
+
+def test_the_budget_stops_the_search_after_its_first_round_which_holds_the_first_candidate():
+    bench = FakeBench()
+    cands = [{"v": "good", "cost": 1}] + [{"v": "good", "cost": 0, "i": i} for i in range(50)]
+    o = search(cands, bench, budget_s=1e-9, workers=4)
+    assert len(bench.built) == 4 and len(o.rows) == 4 and o.rows[0]["config"] == cands[0] and "ms" in o.rows[0]
+    o = search(cands, FakeBench(), budget_s=60, workers=4)
+    assert len(o.rows) == 51
+
+
+def test_a_search_with_no_right_candidate_has_no_winner():
+    o = search([{"v": "bad", "cost": 0}], FakeBench(), budget_s=10)
+    assert o.config is None and o.ms is None
+
+
+# --- the float64 samples ------------------------------------------------------------------------------
+@pytest.mark.parametrize("layer", [ConvLayer(4, 9, 7, 6, 3, 2, 1, 2), ConvLayer(3, 5, 6, 5, 1, 1, 0, 1),
+                                   ConvLayer(6, 11, 8, 6, 3, 1, 1, 6)])
+def test_conv_samples_agree_with_the_reference(layer):
+    r = rng()
+    x = r.standard_normal((2, layer.C, layer.H, layer.W)).astype(np.float32)
+    w = r.standard_normal((layer.M, layer.C // layer.groups, layer.K, layer.K)).astype(np.float32)
+    b = r.standard_normal(layer.M).astype(np.float32)
+    full = np.maximum(conv2d(x, w, b, stride=layer.stride, pad=layer.pad, groups=layer.groups), 0)
+    idx = sample_positions(np, full.size, 40, seed=3)
+    ref, terms = conv_samples(np, x, w, b, layer, idx, "relu")
+    np.testing.assert_allclose(ref, full.reshape(-1)[idx], rtol=1e-12, atol=1e-12)
+    assert (terms >= np.abs(ref) - 1e-12).all()
+
+
+def test_gemm_samples_agree_with_the_product():
+    r = rng()
+    a, b, bias = r.standard_normal((7, 5)), r.standard_normal((5, 9)), r.standard_normal(9)
+    idx = sample_positions(np, 63, 20, seed=1)
+    ref, _ = gemm_samples(np, a, b, bias, idx, "tanh")
+    np.testing.assert_allclose(ref, np.tanh(a @ b + bias).reshape(-1)[idx], rtol=1e-12)
+
+
+def test_sample_positions_take_the_ends_and_stay_inside():
+    idx = sample_positions(np, 10_000, 64)
+    assert idx[0] == 0 and idx[1] == 9_999 and idx.min() >= 0 and idx.max() < 10_000 and len(idx) == 64
+    assert (sample_positions(np, 5, 64) == np.arange(5)).all()
+
+
+# --- each family's bench: the sampled check catches what it must ----------------------------------------
+def _benches():
+    r = rng()
+    L = ConvLayer(6, 9, 11, 10, 3, 2, 1, 2)
+    conv = implicit.ImplicitConv2d(labkit.xp.asarray(r.standard_normal((10, 3, 3, 3)).astype(np.float32)),
+                                   labkit.xp.asarray(r.standard_normal(10).astype(np.float32)), L, activation="relu")
+    yield "implicit", implicit._ImplicitBench(conv, 3), [{"tiles": asdict(t), "splits": n}
+                                                         for t, n in conv.tuning_candidates(3)]
+    w = labkit.xp.asarray(r.standard_normal((19, 33)).astype(np.float32))
+    yield "gemm", gemm._GemmBench(7, 33, 19, w, None, "tanh", None), gemm.tuning_candidates(7, 33, 19)
+    DL = depthwise.depthwise_layer(5, 9, 13, 2)
+    dw = depthwise.DepthwiseConv2d(labkit.xp.asarray(r.standard_normal((5, 1, 3, 3)).astype(np.float32)), None, DL,
+                                   activation="relu6")
+    yield "depthwise", depthwise._DepthwiseBench(dw, 3), [asdict(t) for t in depthwise.tiling_candidates(DL, 3)]
+    sizes = (3, 2, 9, 11, 4, 3)
+    yield "conv_tuned", conv_ops._TunedBench(sizes, "tanh", None, None), [asdict(c) for c in
+                                                                          tuned_candidates(*sizes[1:])]
+
+
+@pytest.mark.parametrize("name", ["implicit", "gemm", "depthwise", "conv_tuned"])
+def test_each_family_bench_passes_its_candidates_and_catches_a_wrong_or_unwritten_output(name):
+    _, bench, cands = next(b for b in _benches() if b[0] == name)
+    assert len(cands) >= 2
+    for config in cands[:2]:
+        assert bench.check(bench.build(config)) is None, config
+    run = bench.build(cands[0])
+
+    def wrong():
+        run()
+        bench.y.reshape(-1)[bench.idx[-1]] += 1.0
+
+    def unwritten():
+        run()
+        bench.y.reshape(-1)[-3:] = np.nan
+    assert "sampled outputs wrong" in bench.check(wrong)
+    assert "NaN (never written)" in bench.check(unwritten)
+
+
+def test_tune_plans_every_batch_size_and_reports(monkeypatch):
+    from labkit.models.fashion_mnist import FashionNet
+    net = FashionNet()
+    report = labkit.tune(net, [2, 3], progress=False)
+    assert set(net._plans) == {2, 3} and report.batch_sizes == [2, 3]
+    assert ("CPU executor" in report.summary()) == (labkit.backend() != "cuda")
+    with pytest.raises(ValueError, match="positive"):
+        labkit.tune(net, [0])
+    with pytest.raises(TypeError, match="plan"):
+        labkit.tune(object(), [1])
+
+
+# --- on a GPU: a search, the disk cache, a later choice ---------------------------------------------------
+@pytest.mark.gpu
+def test_a_search_on_the_gpu_lands_in_the_disk_cache_and_is_reused(tmp_path, monkeypatch):
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(autotune.BUDGET_ENV, "30")
+    monkeypatch.setenv(autotune.MODE_ENV, "1")
+    autotune.clear_history()
+    r = rng()
+    xp = labkit.xp
+    L = ConvLayer(16, 13, 13, 48, 3, 1, 1, 1)
+    w = xp.asarray(r.standard_normal((48, 16, 3, 3)).astype(np.float32))
+    b = xp.asarray(r.standard_normal(48).astype(np.float32))
+    x = xp.asarray(r.standard_normal((5, 16, 13, 13)).astype(np.float32))
+    want = np.maximum(conv2d(x.get(), w.get(), b.get(), pad=1), 0)
+    first = implicit.ImplicitConv2d(w, b, L, activation="relu")
+    np.testing.assert_allclose(first(x).get(), want, rtol=1e-4, atol=1e-4)
+    row = autotune.history()[-1]
+    assert row["source"] == "search" and row["timed"] >= 2 and row["ms"] <= row["first_ms"]
+    files = list((tmp_path / "autotune").glob("*.json"))
+    assert len(files) == 1
+    data = json.loads(files[0].read_text())
+    assert data["fingerprint"]["gpu"] == labkit.device().name
+    (key, entry), = data["entries"].items()
+    assert key.startswith("conv_implicit_fp32|") and "_N5_" in key
+    # A later layer object (another process would read the same file) takes the cached winner.
+    again = implicit.ImplicitConv2d(w, b, L, activation="relu")
+    np.testing.assert_allclose(again(x).get(), want, rtol=1e-4, atol=1e-4)
+    assert autotune.history()[-1]["source"] == "cache"
+    assert again.plan(5).tiles == implicit.Tiles(**entry["config"]["tiles"])
+    # A forged winner (not one of today's candidates) is never launched: a new search replaces it.
+    data["entries"][key]["config"] = {"tiles": {**entry["config"]["tiles"], "bm": 4096}, "splits": 1}
+    files[0].write_text(json.dumps(data))
+    third = implicit.ImplicitConv2d(w, b, L, activation="relu")
+    np.testing.assert_allclose(third(x).get(), want, rtol=1e-4, atol=1e-4)
+    assert autotune.history()[-1]["source"] == "search"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("net", ["fashion", "alexnet", "mobilenet"])
+def test_networks_with_every_layer_searched_agree_with_the_float64_reference(net, tmp_path, monkeypatch):
+    """No shipped table, every problem searched (a short budget): the winners run the network right,
+    first eagerly, then as the CUDA graph captured from the plan."""
+    from labkit.checks import rel_error
+    from labkit.models import alexnet, fashion_mnist as fm, mobilenet_v2 as mb
+    monkeypatch.setenv("LABKIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("LABKIT_SHIPPED_TABLES", "0")
+    monkeypatch.setenv(autotune.MODE_ENV, "1")
+    monkeypatch.setenv(autotune.BUDGET_ENV, "0.5")
+    r = rng()
+    if net == "fashion":
+        w = fm.load_weights()
+        model, x, ref = fm.FashionNet(w), r.standard_normal((37, 1, 48, 48)).astype(np.float32), None
+        ref = fm.reference_logits(w, x)
+    elif net == "alexnet":
+        w = alexnet.load_weights()[0]
+        model, x = alexnet.AlexNet(w), (r.standard_normal((3, 3, 227, 227)) * 50).astype(np.float32)
+        ref = alexnet.reference_logits(w, x)
+    else:
+        w = mb.synthetic_weights()
+        model, x = mb.MobileNetV2(w, input_hw=(96, 96)), r.standard_normal((3, 3, 96, 96)).astype(np.float32)
+        ref = mb.reference_logits(w, x)
+    autotune.clear_history()
+    labkit.tune(model, [x.shape[0]], progress=False)
+    assert any(row["source"] == "search" for row in autotune.history())
+    e = np.exp(ref - ref.max(axis=1, keepdims=True))
+    want = e / e.sum(axis=1, keepdims=True)
+    plan = model.plan(x.shape[0])
+    assert rel_error(plan.eager(labkit.xp.asarray(x)).get(), want) < 1e-4
+    plan.x[...] = labkit.xp.asarray(x)
+    assert rel_error(plan.run().get(), want) < 1e-4
