@@ -1,13 +1,18 @@
 """A check's verdict in words: ``Verdict`` (ok, and what a student reads) and ``describe_mismatch``
 (which outputs are wrong: never written or other values, edge or interior, the first few, the largest
-error).  The kernel exercises' checks and ``ladder.check`` return one."""
+error).  The kernel exercises' checks and ``ladder.check`` return one.
+
+``require`` is what a notebook's check cell calls: it prints its words, as ``print`` does, where the
+check passes, and raises ``CheckFailed`` (an AssertionError) with the same words where it does not,
+so a wrong answer fails its cell: nbgrader gives a check cell that raises no points, and one that
+only printed ``False`` all of them."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Verdict", "describe_mismatch"]
+__all__ = ["Verdict", "describe_mismatch", "CheckFailed", "require"]
 
 
 @dataclass
@@ -26,6 +31,48 @@ class Verdict:
     def __str__(self) -> str:
         # "True" where all is well (a notebook prints "... matches reference: True"), else the words.
         return "True" if self.ok else f"False: {self.message}"
+
+
+class CheckFailed(AssertionError):
+    """A check cell's verdict on a wrong answer: its message is what the cell prints on a right one,
+    with ``False`` (or a failed ``Verdict``'s words) where ``True`` would stand.  IPython shows the
+    message alone, without the traceback (whose frames are the check's, not the student's code)."""
+
+    def _render_traceback_(self) -> list[str]:
+        return f"{type(self).__name__}: {self}".splitlines()
+
+
+def _truth(word) -> bool | None:
+    """A word's truth value where it is one (a bool, NumPy's too, a 0-d boolean array of NumPy or
+    CuPy, or a Verdict), else None."""
+    if isinstance(word, Verdict):
+        return word.ok
+    if isinstance(word, (bool, np.bool_)):
+        return bool(word)
+    if getattr(word, "shape", None) == () and getattr(word, "dtype", None) == np.bool_:
+        return bool(word)
+    return None
+
+
+def require(*words, ok: bool | None = None) -> None:
+    """A check cell's last word: print ``words`` as ``print`` does (a ``Verdict`` as its message) where
+    the check passes, else raise ``CheckFailed`` with the same text.  The check passes where every
+    truth value among ``words`` (a bool, NumPy's too, a 0-d boolean array, or a Verdict) is true, and
+    ``ok`` too where it is given; without ``ok`` there must be one among the words.
+
+        require("naive_grid matches labkit:", ok)    # naive_grid matches labkit: True
+        require(verdict)                             # its message; a failed one's words raised
+        require("my_enqueue:", result["message"], ok=result["ok"])
+    """
+    truths = [t for t in map(_truth, words) if t is not None]
+    if ok is None and not truths:
+        raise TypeError("require() needs ok= or a truth value among its words (a bool, a 0-d boolean array "
+                        "or a Verdict)")
+    passed = all(truths) and (ok is None or bool(ok))
+    text = " ".join(w.message if isinstance(w, Verdict) else str(w) for w in words)
+    if not passed:
+        raise CheckFailed(text)
+    print(text)
 
 
 def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3,

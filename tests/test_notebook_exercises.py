@@ -4,7 +4,9 @@ locked, graded check cell of its own; each kernel exercise's check cell is locke
 the points labkit.grade gives it; every kernel exercise of notebooks/exercises is checked somewhere.
 Each written question (predict, then measure) is a question cell before a measurement and a
 manually graded answer cell after it, holding a model answer and a rubric of its cell's points;
-the student version shows YOUR ANSWER HERE in its place."""
+the student version shows YOUR ANSWER HERE in its place.  Every check cell ends in
+labkit.verdict.require, so a wrong answer raises (nbgrader gives a cell that raises no points), and is
+tagged raises-exception, so Run All goes on past it."""
 from __future__ import annotations
 
 import re
@@ -13,6 +15,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from labkit.course import nbgrader_course
 from labkit.course.grading.notebook_exercises import is_check_cell
 from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import student_notebook, strip_written_answers
@@ -139,10 +142,59 @@ def test_the_student_version_shows_no_verdict_but_keeps_the_lessons_outputs(tmp_
                 continue
             if is_check_cell(before):
                 assert after.outputs == [] and after.execution_count is None, (path.name, after.source[:80])
+                assert after.metadata == before.metadata, (path.name, after.source[:80])   # its tag too
             elif "### BEGIN SOLUTION" not in before.source and "BEGIN SOLUTION" not in str(before.outputs):
                 assert after.outputs == before.outputs, (path.name, after.source[:80])
                 kept += bool(after.outputs)
     assert kept > 100, kept
+
+
+VERDICT_LINE = re.compile(r": True\s*$")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+def test_every_check_raises_on_a_wrong_answer_and_run_all_goes_on(path):
+    """A check that prints False passes under nbgrader (a test cell passes when it raises nothing):
+    each verdict a check cell shows comes from labkit.verdict.require, which raises CheckFailed on a
+    wrong answer.  The tag raises-exception lets Run All (JupyterLab, nbclient) go past a failing
+    check, so an unanswered exercise does not stop the notebook; nbgrader still scores the error 0."""
+    for c in nbformat.read(path, 4).cells:
+        if not is_check_cell(c):
+            continue
+        gid = nbgrader(c)["grade_id"]
+        assert c.metadata.get("tags") == ["raises-exception"], (path.name, gid, c.metadata.get("tags"))
+        assert "from labkit.verdict import require\n" in c.source, (path.name, gid)
+        printed = "".join("".join(o.get("text", "")) for o in c.outputs if o.get("output_type") == "stream")
+        verdicts = [line for line in printed.splitlines() if VERDICT_LINE.search(line)]
+        assert verdicts and c.source.count("require(") >= len(verdicts), (path.name, gid, verdicts)
+        assert not re.search(r"print\((?:verdict|[^)]*\bok\b)", c.source), (path.name, gid, "a verdict printed")
+
+
+def test_require_prints_a_pass_and_raises_the_same_words_on_a_failure(capsys):
+    import numpy as np
+
+    from labkit.verdict import CheckFailed, Verdict, require
+    require("naive_grid matches labkit:", True)
+    require("a:", np.True_, "| b:", np.array(True))
+    require(Verdict(True, "02_conv_naive.cu: conv_naive_exercise: right: True"))
+    require("my_enqueue:", "every sub-batch matches: True", ok=True)
+    assert capsys.readouterr().out == ("naive_grid matches labkit: True\na: True | b: True\n"
+                                       "02_conv_naive.cu: conv_naive_exercise: right: True\n"
+                                       "my_enqueue: every sub-batch matches: True\n")
+    for words, kw, said in [(("naive_grid matches labkit:", False), {}, "naive_grid matches labkit: False"),
+                            (("a:", np.True_, "| b:", np.False_), {}, "a: True | b: False"),
+                            ((Verdict(False, "k.cu: k: 3 of 9 outputs wrong\nfirst wrong ..."),), {},
+                             "k.cu: k: 3 of 9 outputs wrong\nfirst wrong ..."),
+                            (("my_enqueue:", "wrong:\n  sub-batch 0"), {"ok": False},
+                             "my_enqueue: wrong:\n  sub-batch 0")]:
+        with pytest.raises(AssertionError) as failed:
+            require(*words, **kw)
+        assert type(failed.value) is CheckFailed and str(failed.value) == said
+        # IPython shows what _render_traceback_ returns: the words, no frames.
+        assert failed.value._render_traceback_() == f"CheckFailed: {said}".splitlines()
+    assert capsys.readouterr().out == ""
+    with pytest.raises(TypeError):
+        require("no truth value here")
 
 
 def test_check_cells_are_nbgraders_locked_tests():
@@ -186,3 +238,62 @@ def test_a_source_that_is_not_a_folder_is_refused(tmp_path, capsys):
         make_student_version([str(tmp_path / "no_such_folder"), str(tmp_path / "student")])
     assert stop.value.code == 2 and "not a folder" in capsys.readouterr().err
     assert not (tmp_path / "student").exists()
+
+
+@pytest.mark.check
+def test_the_nbgrader_course_holds_no_instructor_kernel_and_keeps_the_students_files(tmp_path):
+    """labkit.course.nbgrader_course (tests/test_nbgrader_workflow.py runs nbgrader on what it lays
+    out): every notebook an assignment of its own, with the blank copies of the kernel exercises it
+    names; outputs that show a solution cleared, the others kept; a config that keeps the stored
+    outputs on release and never copies a kernel file over a student's."""
+    course = tmp_path / "course"
+    made = nbgrader_course.make_course(ROOT, course)
+    assert made == {p.stem: [e.file for e in EXERCISES.values() if e.file[:2] == p.name[:2]] for p in NOTEBOOKS}
+    for name, files in made.items():
+        for f in files:
+            cu = (course / "source" / name / "exercises" / f).read_text()
+            assert "BEGIN SOLUTION" not in cu and "// BEGIN YOUR CODE" in cu, f
+        ours = nbformat.read(course / "source" / name / f"{name}.ipynb", 4).cells
+        theirs = nbformat.read(ROOT / f"{name}.ipynb", 4).cells
+        for before, after in zip(theirs, ours, strict=True):
+            assert after.source == before.source and after.metadata == before.metadata      # solutions stay
+            if before.cell_type == "code":
+                cleared = is_check_cell(before) or "BEGIN SOLUTION" in before.source + str(before.outputs)
+                assert after.outputs == ([] if cleared else before.outputs), (name, before.source[:80])
+    config = (course / "nbgrader_config.py").read_text()
+    assert "c.ClearOutput.enabled = False" in config
+    assert '"02_naive_gpu_convolution": [\n        "exercises/02_conv_naive.cu"\n    ]' in config
+    # Laid out one assignment at a time, the config keeps every assignment's kernel files, the course
+    # id, the cell time limit and the instructor's own settings; one it did not write is refused.
+    again = tmp_path / "again"
+    nbgrader_course.make_course(ROOT, again, ["02_naive_gpu_convolution"], course_id="ece 408", cell_timeout=900)
+    with open(again / "nbgrader_config.py", "a") as f:
+        f.write("c.Exchange.root = '/srv/exchange'\n")
+    nbgrader_course.make_course(ROOT, again, ["03_shared_memory_tiling"])
+    config = (again / "nbgrader_config.py").read_text()
+    assert '"exercises/02_conv_naive.cu"' in config and '"exercises/03_conv_tiled.cu"' in config
+    assert 'course_id = "ece 408"' in config and "timeout = 900" in config
+    assert config.endswith(nbgrader_course.MINE + "\nc.Exchange.root = '/srv/exchange'\n")
+    (again / "nbgrader_config.py").write_text("c = get_config()\n")
+    with pytest.raises(ValueError, match="not written by"):
+        nbgrader_course.make_course(ROOT, again, ["02_naive_gpu_convolution"])
+    assert (again / "nbgrader_config.py").read_text() == "c = get_config()\n"
+    for where in (ROOT, ROOT / "course", ROOT.parent):
+        with pytest.raises(ValueError, match="outside the repository"):
+            nbgrader_course.make_course(ROOT, where, ["02_naive_gpu_convolution"])
+
+
+@pytest.mark.check
+def test_the_release_check_finds_every_solution_and_nothing_in_a_student_copy(tmp_path):
+    """release_leaks, what `nbgrader_course --check-release` runs on nbgrader's release: the
+    instructor's files, "released" as they are, show their solutions (code regions, written answers,
+    rubrics, kernel regions, a printed kernel file); the student version of every notebook shows none."""
+    leaked = nbgrader_course.release_leaks(ROOT, ROOT)
+    assert any("(source): tiles = -(-Ho // tile_width)" in leak for leak in leaked)
+    assert any("(source): **Rubric" in leak for leak in leaked)
+    assert any("(outputs): m = blockIdx.y;" in leak for leak in leaked)       # the printed .cu file
+    assert "exercises/02_conv_naive.cu: m = blockIdx.y;" in leaked
+    for nn in WRITTEN_DUE:
+        assert any(leak.startswith(nn) for leak in leaked), nn
+    make_student_version([str(ROOT), str(tmp_path / "student")])
+    assert nbgrader_course.release_leaks(tmp_path / "student", ROOT) == []

@@ -5,8 +5,9 @@ replaced by `# YOUR CODE HERE` and `raise NotImplementedError()`, keeping its
 indentation; outputs of cells that held a solution are cleared, and so are those of
 the check cells (their stored verdict is the instructor's solution passing).  Everything
 else -- the explanation, the kernel shown from labkit/kernels/, the check cell's code,
-the stored outputs of the lesson's runs -- stays as it is, so a student's answer is
-graded by the same verdict.
+the stored outputs of the lesson's runs, every cell's metadata (nbgrader's, and the check
+cells' tag raises-exception, which lets Run All go past a failing check) -- stays as it
+is, so a student's answer is graded by the same verdict.
 
 Written questions are graded by hand: a markdown question cell before a measurement the
 notebook makes, and after it a markdown answer cell (nbgrader metadata `"solution": true,
@@ -92,6 +93,18 @@ def _shows_a_solution(outputs) -> bool:
     return any("BEGIN SOLUTION" in t for o in outputs for t in texts(o))
 
 
+def reveals_a_solution(cell) -> bool:
+    """Would code cell ``cell``'s stored outputs show a student a solution?  A solution cell's (the
+    instructor's code ran there); a check cell's (its verdict on the instructor's solution, "...: True":
+    the student would see the exercise pass before writing anything; the grader compares with the
+    instructor's stored run, never the student's, so nothing it reads is lost); and a cell whose output
+    holds a solution region's marker (one that prints an exercise's .cu file: the student's run prints
+    their own file)."""
+    return (cell.cell_type == "code" and
+            (any(BEGIN.match(line) for line in cell.source.splitlines()) or is_check_cell(cell)
+             or _shows_a_solution(cell.get("outputs", []))))
+
+
 def _strip_notebook(src: Path, dst: Path) -> tuple[int, int]:
     """Write the student's copy of notebook ``src`` to ``dst``: (the code cells' solution regions,
     the markdown cells' written answers) it removed."""
@@ -100,19 +113,12 @@ def _strip_notebook(src: Path, dst: Path) -> tuple[int, int]:
     code = written = 0
     for cell in nb.cells:
         if cell.cell_type == "code":
+            if reveals_a_solution(cell):
+                cell.outputs, cell.execution_count = [], None
             new, n = strip_solutions(cell.source)
             if n:
-                cell.source, cell.outputs, cell.execution_count = new, [], None
+                cell.source = new
                 code += n
-            elif is_check_cell(cell):
-                # Its stored output is the verdict on the instructor's solution ("...: True"): the
-                # student would see the exercise pass before writing anything.  The grader compares
-                # with the instructor's stored run, never the student's, so nothing it reads is lost.
-                cell.outputs, cell.execution_count = [], None
-            elif _shows_a_solution(cell.outputs):
-                # A cell that prints an exercise's .cu file: its stored output is the instructor's
-                # solution.  The student's run prints their own file.
-                cell.outputs, cell.execution_count = [], None
         elif cell.cell_type == "markdown":
             new, n = strip_written_answers(cell.source)
             if n:

@@ -11,7 +11,9 @@ in a fresh process:
 3. the instructor's check cell.
 
 The exercise passes when the check runs without an error and prints what it printed in the
-instructor's stored run (times, rates and addresses normalised as strict nbval normalises them).
+instructor's stored run (times, rates and addresses normalised as strict nbval normalises them).  On a
+wrong answer a check raises (``labkit.verdict.require``: CheckFailed, an AssertionError, with the words
+it prints on a right one, False in place of True); the verdict then gives those words.
 Nothing else of the student's notebook is read: deleted, skipped, edited or re-ordered check cells,
 forged outputs and any other cell change nothing.
 

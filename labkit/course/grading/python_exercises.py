@@ -131,6 +131,10 @@ def _verdict(ex: NotebookExercise, r: dict, clean, solution: str) -> dict:
     if r["error"] is not None:
         if r["error"].rstrip().endswith("NotImplementedError") and "raise NotImplementedError()" in solution:
             return _row(ex, False, f"{where}: not attempted (the solution cell still raises NotImplementedError)")
+        if r.get("failed"):
+            # A wrong answer: the check's own words (what it prints on a right one, False in place of
+            # True, or what is wrong), after anything it printed before.
+            return _row(ex, False, f"{where}: the check fails:\n{got}{r['failed']}{note}")
         return _row(ex, False, f"{where}: the check fails with an error:\n{got}{r['error']}{note}")
     if got != want:
         extra = all(line in got.splitlines() for line in want.splitlines())

@@ -29,6 +29,7 @@ import sys
 import traceback
 
 from ...errors import CannotCross
+from ...verdict import CheckFailed
 
 
 PROTECTED = ("numpy", "labkit", "cupy", "math", "sys", "builtins")
@@ -66,6 +67,17 @@ def _error_text(exc: BaseException) -> str:
     return "\n".join(["Traceback (last calls):"] + lines + traceback.format_exception_only(type(exc), exc)).rstrip()
 
 
+def _failed(exc: BaseException | None) -> str | None:
+    """The words of a check that failed (labkit.verdict.require raised CheckFailed), else None."""
+    return str(exc) if isinstance(exc, CheckFailed) else None
+
+
+def _checked(out: str, exc: BaseException | None, put_back: list[str]) -> dict:
+    """The check stage's result: what it printed, and how it failed, if it did."""
+    return {"stage": "check", "stdout": out, "error": None if exc is None else _error_text(exc),
+            "failed": _failed(exc), "put_back": put_back}
+
+
 def run(program: dict) -> dict:
     """Set-up, solution and check in one shell (--unsafe-no-sandbox, and a check that hands the
     solution what cannot cross)."""
@@ -76,7 +88,7 @@ def run(program: dict) -> dict:
     if failed is not None:
         return failed
     out, err, exc = cell(program["check"])
-    return {"stage": "check", "stdout": out, "error": None if exc is None else _error_text(exc), "put_back": put_back}
+    return _checked(out, exc, put_back)
 
 
 def _setup(program: dict):
@@ -230,8 +242,7 @@ def check(program: dict, requests: int, replies: int) -> dict:
         pass
     if isinstance(exc, CannotCross):
         return {"stage": "check", "crossing": str(exc)}
-    return {"stage": "check", "stdout": out, "error": None if exc is None else _error_text(exc),
-            "put_back": first.get("put_back", [])}
+    return _checked(out, exc, first.get("put_back", []))
 
 
 class _NotPlain:
