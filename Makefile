@@ -62,12 +62,13 @@ clean:
 
 # The kernel cache, where labkit looks for it: $LABKIT_CACHE_DIR, else ~/.cache/labkit (an empty
 # LABKIT_CACHE_DIR counts as unset, as labkit reads it).  Only what labkit writes there is
-# removed (cpu-executor/: the CPU executor's compiled kernels; ceilings.json: the measured ceilings),
+# removed (cpu-executor/: the CPU executor's compiled kernels; autotune/: the autotuner's winners;
+# ceilings.json: the measured ceilings),
 # then the folder itself if nothing else is left in it: a LABKIT_CACHE_DIR that names a shared
 # folder loses nothing else.
 LABKIT_CACHE := $(strip $(or $(strip $(LABKIT_CACHE_DIR)),$(if $(strip $(HOME)),$(strip $(HOME))/.cache/labkit)))
 
 clean-cache:
 	$(if $(LABKIT_CACHE),,$(error clean-cache: neither LABKIT_CACHE_DIR nor HOME is set: nothing removed))
-	rm -rf '$(LABKIT_CACHE)/cpu-executor' '$(LABKIT_CACHE)/ceilings.json' '$(LABKIT_CACHE)'/.ceilings.json.*.tmp
+	rm -rf '$(LABKIT_CACHE)/cpu-executor' '$(LABKIT_CACHE)/autotune' '$(LABKIT_CACHE)/ceilings.json' '$(LABKIT_CACHE)'/.ceilings.json.*.tmp
 	@rmdir '$(LABKIT_CACHE)' 2>/dev/null || true

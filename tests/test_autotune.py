@@ -17,6 +17,7 @@ import labkit
 from labkit import autotune
 from labkit.autotune.cache import MAX_FILE_BYTES, DiskCache
 from labkit.autotune.search import search
+from labkit.models.autotuning import TuneReport
 from labkit.ops import conv as conv_ops
 from labkit.ops import depthwise, gemm, implicit
 from labkit.ops.tuned_config import candidates as tuned_candidates
@@ -239,6 +240,7 @@ def test_tune_plans_every_batch_size_and_reports(monkeypatch):
     from labkit.models.fashion_mnist import FashionNet
     net = FashionNet()
     report = labkit.tune(net, [2, 3], progress=False)
+    assert isinstance(report, TuneReport)
     assert set(net._plans) == {2, 3} and report.batch_sizes == [2, 3]
     assert ("CPU executor" in report.summary()) == (labkit.backend() != "cuda")
     with pytest.raises(ValueError, match="positive"):
