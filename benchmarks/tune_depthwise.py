@@ -4,7 +4,7 @@
                                         [--repeat 10] [--write-table]
 
 For each distinct depthwise layer of MobileNetV2 at 224x224 (labkit.ladder.mobilenet.distinct_depthwise),
-times every candidate tiling of the tiled rung (depthwise_candidates: rows per block, rows per thread,
+times every candidate tiling of the tiled rung (labkit.ops.depthwise.tiling_candidates: rows per block, rows per thread,
 planes per block), each checked against the float64 reference first, as GPU time per launch (a CUDA
 graph of 20 launches, the input L2-warm as in the network), beside the layer's memory floor.  Writes
 tune_depthwise.json (every row) and, with --write-table, records the fastest tiling per layer under
@@ -21,6 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import labkit  # noqa: E402
 from labkit import measure  # noqa: E402
 from labkit.ladder import mobilenet as study  # noqa: E402
+from labkit.ops.depthwise import tiling_candidates  # noqa: E402
 from labkit.tuned import DEPTHWISE, write_entry  # noqa: E402
 
 
@@ -47,7 +48,7 @@ def main() -> int:
           f"{'x floor':>7s}  best tiling")
     for name in names:
         L = layers[name]
-        layer_rows = study.sweep_depthwise(L, args.batch, study.depthwise_candidates(L, args.batch),
+        layer_rows = study.sweep_depthwise(L, args.batch, tiling_candidates(L, args.batch),
                                            repeat=args.repeat)
         for r in layer_rows:
             r["name"] = name

@@ -11,6 +11,7 @@ import pytest
 import labkit
 from labkit.ladder import harness, mobilenet, overhead, resnet_kernels, streams
 from labkit.models import fashion_mnist as fm
+from labkit.ops.depthwise import tiling_candidates
 from labkit.shapes import ConvLayer
 
 pytestmark = pytest.mark.check      # a few seconds with a warm kernel cache: part of make check
@@ -63,7 +64,7 @@ def test_depthwise_studies_check_then_time():
     layer = ConvLayer(8, 9, 9, 8, 3, 2, 1, 8)
     rows = mobilenet.depthwise_rows([("tiny", 1, layer)], repeat=1)
     assert rows[0]["rel_err"] < 1e-5 and rows[0]["naive_ms"] > 0 and rows[0]["tiled_ms"] > 0
-    tilings = mobilenet.depthwise_candidates(layer, 1)[:2]
+    tilings = tiling_candidates(layer, 1)[:2]
     swept = mobilenet.sweep_depthwise(layer, 1, tilings, repeat=1)
     assert len(swept) == len(tilings) and all(r["rel_error"] < 1e-5 for r in swept)
     floor = labkit.measure.floor_ms(mobilenet.depthwise_cost(layer, 1), labkit.device().ceilings())

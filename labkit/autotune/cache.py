@@ -29,20 +29,27 @@ FOLDER = "autotune"
 MAX_FILE_BYTES = 32 << 20
 
 
+_FINGERPRINTS: dict[str, dict] = {}
+
+
 def fingerprint() -> dict | None:
-    """What makes a winner this GPU's: None on the CPU executor (nothing is tuned there)."""
+    """What makes a winner this GPU's: None on the CPU executor (nothing is tuned there).  Asked of
+    CuPy once per GPU: every plan a layer makes asks for it."""
     dev = device()
     if not dev.is_gpu:
         return None
-    v = versions()
-    fp = {"gpu": dev.name, "compute_capability": list(dev.compute_capability or ()), "sms": dev.sm_count,
-          "cuda_runtime": v.get("cuda_runtime"), "cuda_driver": v.get("cuda_driver"), "cupy": v.get("cupy")}
-    try:
-        import cupy
-        fp["nvrtc"] = list(cupy.cuda.nvrtc.getVersion())
-    except Exception:          # an NVRTC CuPy cannot ask: the rest still tells GPUs apart
-        fp["nvrtc"] = None
-    return fp
+    fp = _FINGERPRINTS.get(dev.name)
+    if fp is None:
+        v = versions()
+        fp = {"gpu": dev.name, "compute_capability": list(dev.compute_capability or ()), "sms": dev.sm_count,
+              "cuda_runtime": v.get("cuda_runtime"), "cuda_driver": v.get("cuda_driver"), "cupy": v.get("cupy")}
+        try:
+            import cupy
+            fp["nvrtc"] = list(cupy.cuda.nvrtc.getVersion())
+        except Exception:          # an NVRTC CuPy cannot ask: the rest still tells GPUs apart
+            fp["nvrtc"] = None
+        _FINGERPRINTS[dev.name] = fp
+    return dict(fp)
 
 
 _SOURCE_HASHES: dict[tuple, str] = {}

@@ -23,9 +23,7 @@ from ..checks import to_numpy
 from ..device_query import device
 from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
 from ..backends.parallel import run_parallel
-from ..ops.depthwise import DepthwiseConv2d, floor_bytes, tiling_candidates, tiling_for
-
-depthwise_candidates = tiling_candidates   # the sweep's name for them
+from ..ops.depthwise import DepthwiseConv2d, floor_bytes, tiling_for
 from ..ops.dw_project import DepthwiseProject, ProjectTiles
 from ..ops.implicit import ImplicitConv2d
 from ..peers.cudnn import handle_create_ms, load_cudnn
@@ -34,7 +32,7 @@ from .harness import checked_launch_ms
 
 __all__ = ["ANCHOR_DEPTHWISE", "network_depthwise", "depthwise_rows", "network_rows", "layer_kinds",
            "kind_of", "cudnn_handle_ms", "depthwise_cost", "gemm_layers", "first_call_costs",
-           "fused_rows", "copy_ms", "depthwise_candidates", "sweep_depthwise", "distinct_depthwise"]
+           "fused_rows", "copy_ms", "sweep_depthwise", "distinct_depthwise"]
 
 # The depthwise shapes cuDNN was timed on in ../shared/anchors (batch, layer).
 ANCHOR_DEPTHWISE = [(128, ConvLayer(512, 32, 32, 512, 3, 1, 1, 512)), (32, ConvLayer(144, 56, 56, 144, 3, 1, 1, 144)),

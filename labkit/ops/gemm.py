@@ -401,7 +401,8 @@ def gemm(a, b, bias=None, *, variant: str = "auto", activation: str | None = Non
         bias: float32 (N,), added to every row of the product (``bias_per="column"``, a dense
             layer), or (M,), added to every column (``bias_per="row"``, a convolution computed as
             weights @ columns); or None.
-        variant: "auto" (the tuned table's kernel and tiles for this shape, else ``default_config``),
+        variant: "auto" (the autotuner's kernel, tiles and slices for this shape on a GPU, among
+            ``tuning_candidates``; the tuned table's or ``default_config``'s first),
             or one of ``VARIANTS``.   activation: None, "tanh" or "relu" (after the bias).
         out: optional float32 (M, N) C-contiguous array on the backend to write (returned); it must
             not overlap a, b or bias.
@@ -425,18 +426,19 @@ def gemm(a, b, bias=None, *, variant: str = "auto", activation: str | None = Non
         M, N, K = _check_operands(a, b, bias, activation, bias_per, backend)
         _check_splits(splits, "dbuf" if variant == "auto" else variant)
         act, has_bias = check_activation(activation), 0 if bias is None else (1 if bias_per == "column" else 2)
-        kernel, auto_params = gemm_config(M, N, K) if variant == "auto" else (variant, None)
-        if kernel == "few_rows" and (bias_per != "column" or splits not in ("auto", 1) or params is not None):
-            kernel, auto_params = "dbuf", dict(ROWS_16_TILES)   # what gemm_few_rows cannot do
         if variant == "auto" and splits == "auto" and params is None and bias_per == "column":
             plan = _plan_of(tuned_gemm(M, N, K, bias=bias, activation=activation, check=check), M, N, K, has_bias,
                             act, check)
-        elif kernel == "few_rows":
-            plan = _few_rows_plan(M, N, K, "auto", has_bias, act, check)
         else:
-            p = _params({**(auto_params or {}), **(params or {})})
-            n = (splits_for(M, N, K, p) if kernel == "dbuf" else 1) if splits == "auto" else int(splits)
-            plan = _tile_plan(kernel, M, N, K, p, n, has_bias, act, check)
+            kernel, auto_params = gemm_config(M, N, K) if variant == "auto" else (variant, None)
+            if kernel == "few_rows" and (bias_per != "column" or splits not in ("auto", 1) or params is not None):
+                kernel, auto_params = "dbuf", dict(ROWS_16_TILES)   # what gemm_few_rows cannot do
+            if kernel == "few_rows":
+                plan = _few_rows_plan(M, N, K, "auto", has_bias, act, check)
+            else:
+                p = _params({**(auto_params or {}), **(params or {})})
+                n = (splits_for(M, N, K, p) if kernel == "dbuf" else 1) if splits == "auto" else int(splits)
+                plan = _tile_plan(kernel, M, N, K, p, n, has_bias, act, check)
         _PLANS[key] = plan
     y = output(out, plan.out_shape, "row-major (M, N)", (a, b, bias), backend=backend)
     # has_bias = 0: the kernel never reads `bias`, but the argument must still be a float array.

@@ -14,7 +14,8 @@ functions, grids and split-K workspace, and a call checks x and launches.
 
 The tile sizes are compile-time parameters, chosen per layer shape and GPU from the tuned table
 ``labkit/tuned/conv_implicit.json`` (written by ``benchmarks/tune_implicit.py``), else a default
-that is sensible everywhere.  Small batches whose grid would leave SMs idle take small tiles and
+that is sensible everywhere; on a GPU the autotuner (labkit.autotune) picks tiles and split-K slices
+per batch size among ``ImplicitConv2d.tuning_candidates``, that choice first.  Small batches whose grid would leave SMs idle take small tiles and
 split K among blocks (``splits_at``), in both precisions.
 """
 from __future__ import annotations
