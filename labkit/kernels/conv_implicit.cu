@@ -3,10 +3,11 @@
 //
 // The GEMM of one group g (unroll.conv2d_unrolled does the same with a materialised matrix):
 //   Y_g (MG, P) = W_g (MG, KG) @ X_g (KG, P)
-//   MG = M / G output channels, KG = (C / G) * K * K, P = N * Ho * Wo: every output pixel of every
+//   MG = M / G output channels, KG = (C / G) * KH * KW, P = N * Ho * Wo: every output pixel of every
 //   image is one column, so the whole batch is one GEMM (one launch for all images and groups).
-//   Column p is pixel (n, oh, ow); row k of X_g is (c, kh, kw) with k = (c * K + kh) * K + kw, and
-//   X_g[k, p] = x[n, g * C/G + c, oh * S - PAD + kh, ow * S - PAD + kw], zero in the padding.
+//   Column p is pixel (n, oh, ow); row k of X_g is (c, kh, kw) with k = (c * KH + kh) * KW + kw, and
+//   X_g[k, p] = x[n, g * C/G + c, oh * SH - PH + kh * DH, ow * SW - PW + kw * DW], zero in the
+//   padding: any kernel size, stride, zero padding and dilation, each per axis (PyTorch's conv2d).
 //
 // The kernel is gemm.cu's gemm_dbuf (register tiles, float4 shared reads, two shared stages with
 // the next tile's loads in flight) with two changes:
@@ -39,6 +40,9 @@
 // Compile-time parameters (labkit.ops.implicit sets them; the tile sizes come from the tuned table
 // labkit/tuned/conv_implicit.json):
 //   LAYER_C, LAYER_H, LAYER_W, LAYER_M, LAYER_K, LAYER_S, LAYER_P, LAYER_G   the layer
+//   LAYER_KW, LAYER_SW, LAYER_PW, LAYER_DH, LAYER_DW   the width's kernel, stride and padding and the
+//       dilation of each axis, where they differ from the height's (LAYER_K, LAYER_S, LAYER_P; 1)
+//   Offsets are 32-bit: labkit.ops.implicit splits a batch whose x or y has 2^31 elements or more.
 //   IG_BM, IG_BN, IG_BK, IG_TM, IG_TN   the block tile of Y, its step along k, outputs per thread
 
 #ifndef LAYER_C
@@ -65,6 +69,21 @@
 #ifndef LAYER_G
 #define LAYER_G 1
 #endif
+#ifndef LAYER_KW
+#define LAYER_KW LAYER_K
+#endif
+#ifndef LAYER_SW
+#define LAYER_SW LAYER_S
+#endif
+#ifndef LAYER_PW
+#define LAYER_PW LAYER_P
+#endif
+#ifndef LAYER_DH
+#define LAYER_DH 1
+#endif
+#ifndef LAYER_DW
+#define LAYER_DW LAYER_DH
+#endif
 #ifndef IG_BM
 #define IG_BM 64
 #endif
@@ -82,10 +101,12 @@
 #endif
 
 namespace ig {
-constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, K = LAYER_K;
-constexpr int S = LAYER_S, PAD = LAYER_P, G = LAYER_G;
-constexpr int CG = C / G, MG = M / G, KG = CG * K * K;
-constexpr int HO = (H + 2 * PAD - K) / S + 1, WO = (W + 2 * PAD - K) / S + 1, HWO = HO * WO;
+constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, G = LAYER_G;
+constexpr int KH = LAYER_K, KW = LAYER_KW, SH = LAYER_S, SW = LAYER_SW, PH = LAYER_P, PW = LAYER_PW;
+constexpr int DH = LAYER_DH, DW = LAYER_DW;
+constexpr int CG = C / G, MG = M / G, TAPS = KH * KW, KG = CG * TAPS;
+constexpr int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, WO = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
+constexpr int HWO = HO * WO;
 constexpr int BM = IG_BM, BN = IG_BN, BK = IG_BK, TM = IG_TM, TN = IG_TN;
 constexpr int THREADS = (BM / TM) * (BN / TN);
 constexpr int TMV = TM / 4, TNV = TN / 4;               // 4x4 groups per thread along m and p
@@ -95,7 +116,7 @@ constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;
 constexpr int B_ROWS = THREADS / BN;                     // tile rows gathered per pass of the block
 constexpr int B_LOADS = (BK + B_ROWS - 1) / B_ROWS;
 static_assert(C % G == 0 && M % G == 0, "LAYER_G must divide LAYER_C and LAYER_M");
-static_assert(HO >= 1 && WO >= 1 && PAD < K, "the window does not fit the padded input");
+static_assert(HO >= 1 && WO >= 1, "the dilated window does not fit the padded input");
 static_assert(BM % TM == 0 && BN % TN == 0 && TM % 4 == 0 && TN % 4 == 0 && BK % 4 == 0,
               "IG_TM, IG_TN, IG_BK must be multiples of 4 dividing IG_BM, IG_BN");
 static_assert(THREADS % BN == 0, "(BM/TM)*(BN/TN) threads must be a multiple of IG_BN (one column each)");
@@ -104,11 +125,13 @@ static_assert(2 * (BM + BN) * BK * 4 <= 48 * 1024, "two shared stages exceed 48 
 }  // namespace ig
 
 // The epilogue of every output value: bias, residual, activation (0 none, 1 tanh, 2 ReLU, 3 ReLU6).
+// The comparisons keep a NaN as it is, as PyTorch's relu and relu6 do (fmaxf(NaN, 0) would be 0: a
+// NaN in the input would vanish and the loss look finite).
 __device__ __forceinline__ float finish(float v, float bias, float res, int act) {
   v += bias + res;
   if (act == 1) v = tanhf(v);
-  else if (act == 2) v = fmaxf(v, 0.0f);
-  else if (act == 3) v = fminf(fmaxf(v, 0.0f), 6.0f);
+  else if (act == 2) v = v < 0.0f ? 0.0f : v;
+  else if (act == 3) v = v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
   return v;
 }
 
@@ -123,8 +146,8 @@ __device__ __forceinline__ Column column_of(int p, int N, int g) {
   Column col{0, -(1 << 20), -(1 << 20)};  // far outside: every tap reads as padding
   if (p < N * HWO) {
     const int n = p / HWO, r = p - n * HWO, oh = r / WO, ow = r - oh * WO;
-    col.ih0 = oh * S - PAD;
-    col.iw0 = ow * S - PAD;
+    col.ih0 = oh * SH - PH;
+    col.iw0 = ow * SW - PW;
     col.base = (n * C + g * CG) * H * W + col.ih0 * W + col.iw0;
   }
   return col;
@@ -133,7 +156,7 @@ __device__ __forceinline__ Column column_of(int p, int N, int g) {
 // X_g[k, p] for the thread's column p: one input value, or 0 in the padding or past KG.
 __device__ __forceinline__ float gather(const float* __restrict__ x, const Column& col, int k) {
   using namespace ig;
-  const int c = k / (K * K), r = k - c * (K * K), kh = r / K, kw = r - kh * K;
+  const int c = k / TAPS, r = k - c * TAPS, kh = (r / KW) * DH, kw = (r - (r / KW) * KW) * DW;
   const bool inside = k < KG && (unsigned)(col.ih0 + kh) < (unsigned)H && (unsigned)(col.iw0 + kw) < (unsigned)W;
   return inside ? x[col.base + (c * H + kh) * W + kw] : 0.0f;
 }

@@ -29,7 +29,8 @@
 //     instead (cvt.rna) as B fragments are loaded: less error, one more instruction per value.
 //   * Decoding row k of X_g into (c, kh, kw) takes a dozen integer instructions, for every value
 //     gathered: more than the mma work.  The decoding is done once per layer instead, on the host,
-//     into the table k_taps in constant memory (k -> offset in x, kh, kw).  All threads of a warp
+//     into the table k_taps in constant memory (k -> offset in x, kh * DH, kw * DW: the tap's
+//     dilated position in the window).  All threads of a warp
 //     gather the same row k, so each lookup is one broadcast read of the constant cache.
 //
 // conv_implicit_tf32(x, wp, bias, y, N, has_bias, act, res, has_res): the arguments of conv_implicit
@@ -71,6 +72,21 @@
 #ifndef LAYER_G
 #define LAYER_G 1
 #endif
+#ifndef LAYER_KW
+#define LAYER_KW LAYER_K
+#endif
+#ifndef LAYER_SW
+#define LAYER_SW LAYER_S
+#endif
+#ifndef LAYER_PW
+#define LAYER_PW LAYER_P
+#endif
+#ifndef LAYER_DH
+#define LAYER_DH 1
+#endif
+#ifndef LAYER_DW
+#define LAYER_DW LAYER_DH
+#endif
 #ifndef TC_BM
 #define TC_BM 128
 #endif
@@ -97,10 +113,12 @@
 #endif
 
 namespace tc {
-constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, K = LAYER_K;
-constexpr int S = LAYER_S, PAD = LAYER_P, G = LAYER_G;
-constexpr int CG = C / G, MG = M / G, KG = CG * K * K;
-constexpr int HO = (H + 2 * PAD - K) / S + 1, WO = (W + 2 * PAD - K) / S + 1, HWO = HO * WO;
+constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, G = LAYER_G;
+constexpr int KH = LAYER_K, KW = LAYER_KW, SH = LAYER_S, SW = LAYER_SW, PH = LAYER_P, PW = LAYER_PW;
+constexpr int DH = LAYER_DH, DW = LAYER_DW;
+constexpr int CG = C / G, MG = M / G, KG = CG * KH * KW;
+constexpr int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, WO = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
+constexpr int HWO = HO * WO;
 constexpr int BM = TC_BM, BN = TC_BN, BK = TC_BK, WM = TC_WM, WN = TC_WN, STAGES = TC_STAGES;
 constexpr int THREADS = 32 * WM * WN;
 constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's piece of the block tile
@@ -114,7 +132,7 @@ constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;
 constexpr int B_ROWS = THREADS / BN;
 constexpr int B_LOADS = (BK + B_ROWS - 1) / B_ROWS;
 static_assert(C % G == 0 && M % G == 0, "LAYER_G must divide LAYER_C and LAYER_M");
-static_assert(HO >= 1 && WO >= 1 && PAD < K, "the window does not fit the padded input");
+static_assert(HO >= 1 && WO >= 1, "the dilated window does not fit the padded input");
 static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "a warp's piece must be whole 16x8 tiles");
 static_assert(BK % 8 == 0, "TC_BK must be a multiple of 8");
 static_assert(THREADS % BN == 0, "32*TC_WM*TC_WN threads must be a multiple of TC_BN (one column each)");
@@ -124,7 +142,7 @@ static_assert(TAPS * 8 <= 60 * 1024, "the k_taps table exceeds constant memory")
 }  // namespace tc
 
 // Row k of X_g: x.x = (c * H + kh) * W + kw, the offset of the tap from the window's corner in
-// channel 0; x.y = kh << 16 | kw.  Rows past KG have kh = 0x4000: outside every image (zeros).
+// channel 0; x.y = (kh * DH) << 16 | kw * DW.  Rows past KG have kh = 0x4000: outside every image (zeros).
 __constant__ int2 k_taps[tc::TAPS];
 
 __device__ __forceinline__ unsigned to_tf32(float v) {
@@ -185,8 +203,8 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
   int ih0 = -(1 << 20), iw0 = 0, base = 0;  // past the last pixel: every tap reads as padding
   if (p < N * HWO) {
     const int n = p / HWO, r = p - n * HWO;
-    ih0 = (r / WO) * S - PAD;
-    iw0 = (r % WO) * S - PAD;
+    ih0 = (r / WO) * SH - PH;
+    iw0 = (r % WO) * SW - PW;
     base = (n * C + g * CG) * H * W + ih0 * W + iw0;
   }
 
@@ -270,8 +288,8 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
           if (!partial) {
             out += (has_bias ? bias[oc] : 0.0f) + (has_res ? res[at] : 0.0f);
             if (act == 1) out = tanhf(out);
-            else if (act == 2) out = fmaxf(out, 0.0f);
-            else if (act == 3) out = fminf(fmaxf(out, 0.0f), 6.0f);
+            else if (act == 2) out = out < 0.0f ? 0.0f : out;   // NaN stays NaN (PyTorch's relu)
+            else if (act == 3) out = out < 0.0f ? 0.0f : (out > 6.0f ? 6.0f : out);
           }
           y[at] = out;
         }

@@ -38,6 +38,7 @@ _PLANS = PlanCache()
 def _layer(layer) -> ConvLayer:
     layer = ConvLayer(*layer)
     layer.check()
+    layer.require_square("conv_backward.cu")
     if layer.groups != 1:
         raise ValueError(f"conv_backward.cu takes groups = 1, got {layer}")
     return layer

@@ -39,6 +39,7 @@ MAX_THREADS = 1024
 def check_small_layer(layer) -> ConvLayer:
     layer = ConvLayer(*layer)
     layer.check()
+    layer.require_square("conv_small.cu")
     if not (layer.K == 3 and layer.stride == 1 and layer.pad == 1 and layer.groups == 1):
         raise ValueError(f"conv_small.cu runs 3x3 convolutions with stride 1, padding 1 and groups 1, got {layer}: "
                          "use labkit.layers.ImplicitConv2d (forward) or labkit.ops.conv_backward")

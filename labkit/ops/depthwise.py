@@ -169,6 +169,7 @@ def floor_bytes(layer: ConvLayer, N: int) -> int:
 def _check_layer(layer) -> ConvLayer:
     layer = ConvLayer(*layer)
     layer.check()
+    layer.require_square("depthwise.cu")
     if not (layer.groups == layer.C == layer.M and layer.K == 3 and layer.pad == 1 and layer.stride in (1, 2)):
         raise ValueError(f"depthwise.cu runs 3x3 depthwise layers (groups = C = M, K=3, pad=1, stride 1 or 2), "
                          f"got {layer}: use labkit.layers.ImplicitConv2d for other convolutions")

@@ -63,7 +63,7 @@ class DepthwiseProject:
                  tiles: ProjectTiles | None = None):
         self.backend = backend = backends.current()
         xp = array_module(backend)
-        layer = ConvLayer(*layer)
+        layer = ConvLayer(*layer).canonical()
         if layer != depthwise_layer(layer.C, layer.H, layer.W, layer.stride) or layer.stride not in (1, 2):
             raise ValueError(f"{layer} is not a 3x3 depthwise layer of stride 1 or 2 with padding 1")
         C = layer.C

@@ -43,6 +43,7 @@ __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for
 PRECISIONS = ("fp32", "tf32")
 TOLERANCE = {"fp32": 1e-5, "tf32": 5e-3}   # relative error against the float64 reference
 TABLE = CONV_IMPLICIT
+INDEX_LIMIT = 2**31   # the kernels' offsets are int32: x and y of one launch hold fewer elements
 ACTIVATIONS = BASIC_ACTIVATIONS + ("relu6",)   # the epilogue's (conv_implicit.cu's finish)
 
 
@@ -181,12 +182,14 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
 
 
 def k_taps(layer: ConvLayer, bk: int) -> np.ndarray:
-    """conv_implicit_tf32.cu's table k_taps: for each row k = (c*K + kh)*K + kw of a group's column
-    matrix, (offset of the tap in the input from the window's corner, kh << 16 | kw); rows past the
-    last, up to a whole number of bk-tiles, get kh = 0x4000 (outside every image: zeros)."""
-    kg = layer.C // layer.groups * layer.K * layer.K
+    """conv_implicit_tf32.cu's table k_taps: for each row k = (c*KH + kh)*KW + kw of a group's column
+    matrix, (offset of the tap in the input from the window's corner, (kh*DH) << 16 | kw*DW: the
+    tap's dilated position in the window); rows past the last, up to a whole number of bk-tiles, get
+    0x4000 << 16 (outside every image: zeros)."""
+    (KH, KW), (DH, DW) = layer.kernel_hw, layer.dilation_hw
+    kg = layer.C // layer.groups * KH * KW
     k = np.arange(cdiv(kg, bk) * bk)
-    c, kh, kw = k // (layer.K * layer.K), (k // layer.K) % layer.K, k % layer.K
+    c, kh, kw = k // (KH * KW), (k // KW) % KH * DH, k % KW * DW
     taps = np.stack([(c * layer.H + kh) * layer.W + kw, (kh << 16) | kw], axis=1).astype(np.int32)
     taps[kg:] = (0, 0x4000 << 16)
     return taps
@@ -208,7 +211,7 @@ def pack_weights_tf32(w, layer: ConvLayer, tiles: Tiles):
     neighbouring bytes."""
     xp = backends.xp()
     G, bm, bk = layer.groups, tiles.bm, tiles.bk
-    mg, kg = layer.M // G, layer.C // G * layer.K * layer.K
+    mg, kg = layer.M // G, layer.C // G * layer.taps
     mb, kt = cdiv(mg, bm), cdiv(kg, bk)
     host = w.get() if hasattr(w, "get") else np.asarray(w)
     wp = np.zeros((G, mb * bm, kt * bk), dtype=np.float32)
@@ -339,11 +342,11 @@ class ImplicitConv2d:
         if weights_layout == "CKKM":
             if precision != "fp32" or layer.groups != 1:
                 raise ValueError("weights_layout='CKKM' takes precision='fp32' and groups = 1")
-            check_array(w, "w", "(C*K*K, M)", 2, backend, xp)
-            want = (layer.C * layer.K * layer.K, layer.M)
+            check_array(w, "w", "(C*KH*KW, M)", 2, backend, xp)
+            want = (layer.C * layer.taps, layer.M)
         elif weights_layout == "MCKK":
-            check_array(w, "w", "(M, C/groups, K, K)", 4, backend, xp)
-            want = (layer.M, layer.C // layer.groups, layer.K, layer.K)
+            check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend, xp)
+            want = (layer.M, layer.C // layer.groups) + layer.kernel_hw
         else:
             raise ValueError(f"weights_layout must be 'MCKK' or 'CKKM', got {weights_layout!r}")
         if tuple(w.shape) != want:
@@ -367,6 +370,14 @@ class ImplicitConv2d:
         self._weights: dict[Tiles, object] = {}
         self._plans: dict[tuple, tuple] = {}
         self._x_shape = (layer.C, layer.H, layer.W)
+        ho, wo = layer.out_hw
+        per_image = max(layer.C * layer.H * layer.W, layer.M * ho * wo)
+        if per_image >= INDEX_LIMIT:
+            raise ValueError(f"one image of x or y of {layer.key} has {per_image} elements, over the kernels' "
+                             f"32-bit offsets ({INDEX_LIMIT}): split the image")
+        # The kernels index with 32-bit offsets: a batch whose x or y would reach 2^31 elements runs in
+        # sub-batches of at most this many images, one after the other on the stream.
+        self.max_batch = (INDEX_LIMIT - 1) // per_image
         self.wt = self.weights(tiles)
 
     def weights(self, tiles: Tiles):
@@ -437,10 +448,9 @@ class ImplicitConv2d:
         key = (N, splits)
         entry = self._plans.get(key)
         if entry is None:
-            L = self.layer
-            ho, wo = L.out_hw
-            if N * L.C * L.H * L.W >= 2**31 or N * L.M * ho * wo >= 2**31:
-                raise ValueError(f"batch {N} makes x or y over 2**31 elements (32-bit offsets): split the batch")
+            if N > self.max_batch:
+                raise ValueError(f"batch {N} makes x or y reach 2**31 elements (32-bit offsets): a call splits it "
+                                 f"into sub-batches of {self.max_batch}, plan those")
             if splits is None and not self._fixed and self.backend == "cuda":
                 tiles, n = self._tuned(N)
             else:
@@ -496,6 +506,8 @@ class ImplicitConv2d:
             check_array(x, "x", "NCHW", 4, self.backend)
             if tuple(x.shape[1:]) != self._x_shape:
                 raise ValueError(f"x must be (N, {L.C}, {L.H}, {L.W}) for this layer, got {tuple(x.shape)}")
+        if x.shape[0] > self.max_batch:
+            return self._split_batch(x, out, workspace, splits, residual)
         entry = self._plans.get((x.shape[0], splits)) or self._entry(int(x.shape[0]), splits)
         plan, _wt, ws, launch, reduce = entry
         res = check_residual(residual, plan.out_shape, self.residual, self._kind, self.backend, "ImplicitConv2d")
@@ -516,6 +528,23 @@ class ImplicitConv2d:
         return y
 
 
+    def _split_batch(self, x, out, workspace, splits, residual):
+        """A batch past the 32-bit offsets, as sub-batches of ``max_batch`` images (views of x, y and the
+        residual: no copy)."""
+        if workspace is not None:
+            raise ValueError(f"a batch of {x.shape[0]} runs in sub-batches of {self.max_batch} (32-bit offsets), "
+                             "each with the layer's own workspace: pass workspace=None")
+        N = int(x.shape[0])
+        res = check_residual(residual, (N, self.layer.M) + self.layer.out_hw, self.residual, self._kind,
+                             self.backend, "ImplicitConv2d")
+        y = output(out, (N, self.layer.M) + self.layer.out_hw, "NCHW", (x, self._w, self.b) + res,
+                   backend=self.backend)
+        for i in range(0, N, self.max_batch):
+            part = slice(i, i + self.max_batch)
+            self(x[part], out=y[part], splits=splits, residual=res[0][part] if res else None)
+        return y
+
+
 class _ImplicitBench:
     """The autotuner's data for one layer at a batch of N (labkit.autotune.search.Bench): random x,
     a poisoned y, float64 samples of the right answer."""
@@ -527,7 +556,7 @@ class _ImplicitBench:
         self.x = rng.standard_normal((N, L.C, L.H, L.W), dtype=xp.float32)
         self.y = xp.empty((N, L.M) + L.out_hw, dtype=xp.float32)
         self.res = (rng.standard_normal(self.y.shape, dtype=xp.float32),) if conv.residual else ()
-        w = conv._w if conv.weights_layout == "MCKK" else conv._w.T.reshape(L.M, L.C, L.K, L.K)
+        w = conv._w if conv.weights_layout == "MCKK" else conv._w.T.reshape((L.M, L.C) + L.kernel_hw)
         self.idx = sample_positions(xp, self.y.size)
         self.ref, self.terms = conv_samples(xp, self.x, w, conv.b, L, self.idx, conv.activation,
                                             self.res[0] if self.res else None)
@@ -554,12 +583,13 @@ class _ImplicitBench:
         return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, self.tol)
 
 
-def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1,
+def conv2d_implicit(x, w, b=None, *, stride=1, pad=0, dilation=1, groups: int = 1,
                     activation: str | None = None, precision: str = "fp32", tiles: Tiles | None = None,
                     round_tf32: bool = False, out=None):
-    """y = act(conv(x, w) + b) with stride, zero padding and groups, as one implicit-GEMM launch.
+    """y = act(conv(x, w) + b) with stride, zero padding, dilation (each an int or an (h, w) pair) and
+    groups, as one implicit-GEMM launch.
 
-    x float32 (N, C, H, W); w float32 (M, C/groups, K, K); b (M,) or None.  The launch plan of each
+    x float32 (N, C, H, W); w float32 (M, C/groups, KH, KW); b (M,) or None.  The launch plan of each
     shape is made once (shared with the layer objects of that shape), but the weights are re-laid
     out on every call (they may have changed): keep an ``ImplicitConv2d`` to run a layer many times.
     """
@@ -568,12 +598,12 @@ def conv2d_implicit(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int 
     if not fast_input(x, kind):
         check_array(x, "x", "NCHW", 4, backend)
     if not fast_input(w, kind):
-        check_array(w, "w", "(M, C/groups, K, K)", 4, backend)
+        check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend)
     if x.ndim != 4 or w.ndim != 4:
         check_array(x, "x", "NCHW", 4, backend)
-        check_array(w, "w", "(M, C/groups, K, K)", 4, backend)
+        check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend)
     _, C, H, W = (int(v) for v in x.shape)
-    M, _, K, _ = (int(v) for v in w.shape)
-    layer = ConvLayer(C, H, W, M, K, stride, pad, groups)
+    M, _, KH, KW = (int(v) for v in w.shape)
+    layer = ConvLayer.of(C, H, W, M, (KH, KW), stride, pad, dilation, groups)
     return ImplicitConv2d(w, b, layer, activation=activation, precision=precision, tiles=tiles,
                           round_tf32=round_tf32)(x, out=out)

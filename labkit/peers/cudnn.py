@@ -97,6 +97,7 @@ def find_algorithms(layer: ConvLayer, N: int, maths=("fp32", "tf32"), lib=None) 
         raise RuntimeError("cuDNN's find API needs a GPU and libcudnn: use stored_table() for the H100's")
     import cupy as cp
     layer = ConvLayer(*layer)
+    layer.require_square("cuDNN's algorithm table")
     ho, wo = layer.out_hw
     x = cp.random.standard_normal((N, layer.C, layer.H, layer.W), dtype=cp.float32)
     w = cp.random.standard_normal((layer.M, layer.C // layer.groups, layer.K, layer.K), dtype=cp.float32)

@@ -9,6 +9,7 @@ from .cpu_conv import conv2d_im2col, conv2d_loops, conv2d_vectorized, im2col
 from .layers import (
     avg_pool2d,
     conv2d,
+    conv_transpose2d,
     dense,
     global_avg_pool,
     lrn,
@@ -21,6 +22,7 @@ from .layers import (
 
 __all__ = [
     "conv2d",
+    "conv_transpose2d",
     "max_pool2d",
     "avg_pool2d",
     "global_avg_pool",

@@ -103,19 +103,20 @@ def bias_vector(b: Any, m: int, dtype: np.dtype, what: str) -> np.ndarray | None
     return np.asarray(arr, dtype=dtype)
 
 
-def window_count(size: int, k: int, s: int, p: int, axis: str, what: str) -> int:
-    """Output length of a VALID window sweep over ``size + 2p`` with kernel k, stride s."""
-    padded = size + 2 * p
-    if padded < k:
+def window_count(size: int, k: int, s: int, p: int, axis: str, what: str, d: int = 1) -> int:
+    """Output length of a VALID window sweep over ``size + 2p`` with kernel k, stride s and
+    dilation d (a window spans d*(k-1)+1 inputs)."""
+    padded, span = size + 2 * p, d * (k - 1) + 1
+    if padded < span:
         raise ValueError(
-            f"{what} {axis} ({k}) is larger than the padded input {axis} "
+            f"{what} {axis} ({k}{f', dilation {d}: {span} inputs' if d > 1 else ''}) is larger than the padded input {axis} "
             f"({size} + 2*{p} = {padded}); use a smaller kernel or more padding"
         )
-    return (padded - k) // s + 1
+    return (padded - span) // s + 1
 
 
 def conv_checks(x: Any, w: Any, b: Any, stride: Any, pad: Any, groups: Any,
-                 dtype: np.dtype):
+                 dtype: np.dtype, dilation: Any = 1):
     """Shared validation of conv2d arguments; returns normalized values."""
     x = nchw(x, dtype)
     wa = as_real_array(w, "w")
@@ -146,8 +147,9 @@ def conv_checks(x: Any, w: Any, b: Any, stride: Any, pad: Any, groups: Any,
     b = bias_vector(b, m, dtype, "output channel M")
     sh, sw = pair(stride, "stride", 1)
     ph, pw = pair(pad, "pad", 0)
-    ho = window_count(h, kh, sh, ph, "height", "kernel")
-    wo = window_count(wd, kw, sw, pw, "width", "kernel")
+    dh, dw = pair(dilation, "dilation", 1)
+    ho = window_count(h, kh, sh, ph, "height", "kernel", dh)
+    wo = window_count(wd, kw, sw, pw, "width", "kernel", dw)
     return x, w, b, (sh, sw), (ph, pw), groups, (ho, wo)
 
 

@@ -29,6 +29,7 @@ from .arguments import (IntPair, as_real_array, bias_vector, check_dtype, conv_c
 
 __all__ = [
     "conv2d",
+    "conv_transpose2d",
     "max_pool2d",
     "avg_pool2d",
     "global_avg_pool",
@@ -44,7 +45,7 @@ __all__ = [
 # --------------------------------------------------------------------------
 def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
            stride: IntPair = 1, pad: IntPair = 0, groups: int = 1,
-           dtype: Any = np.float64) -> np.ndarray:
+           dtype: Any = np.float64, dilation: IntPair = 1) -> np.ndarray:
     """2-D convolution (cross-correlation, as in every DL framework).
 
     Args:
@@ -57,27 +58,89 @@ def conv2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
         groups: channel groups; input channel group ``g`` feeds output channels
             ``g*M/groups .. (g+1)*M/groups - 1``.
         dtype: compute and result dtype (float64 default, or float32).
+        dilation: int or ``(dh, dw)``, each >= 1: the window's taps are dh rows
+            and dw columns apart.
 
     Returns:
-        ``(N, M, Ho, Wo)`` with ``Ho = (H + 2*ph - KH) // sh + 1`` (same for W).
+        ``(N, M, Ho, Wo)`` with ``Ho = (H + 2*ph - dh*(KH-1) - 1) // sh + 1``
+        (same for W), PyTorch's output size.
     """
     dt = check_dtype(dtype)
     x, w, b, (sh, sw), (ph, pw), groups, (ho, wo) = conv_checks(
-        x, w, b, stride, pad, groups, dt)
+        x, w, b, stride, pad, groups, dt, dilation)
+    dh, dw = pair(dilation, "dilation", 1)
     n, c, _, _ = x.shape
     m, cg, kh, kw = w.shape
     mg = m // groups
     if ph or pw:
         x = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-    # (N, C, H', W', KH, KW) view, then keep every stride-th window position
-    win = sliding_window_view(x, (kh, kw), axis=(2, 3))[:, :, ::sh, ::sw]
-    win = win[:, :, :ho, :wo]
+    # (N, C, H', W', span_h, span_w) view of the dilated windows, its taps every dh-th row and
+    # dw-th column, then every stride-th window position
+    win = sliding_window_view(x, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
+    win = win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :ho, :wo]
     y = np.empty((n, m, ho, wo), dtype=dt)
     for g in range(groups):
         xg = win[:, g * cg:(g + 1) * cg]              # (N, Cg, Ho, Wo, KH, KW)
         wg = w[g * mg:(g + 1) * mg]                   # (Mg, Cg, KH, KW)
         yg = np.tensordot(xg, wg, axes=([1, 4, 5], [1, 2, 3]))  # (N, Ho, Wo, Mg)
         y[:, g * mg:(g + 1) * mg] = yg.transpose(0, 3, 1, 2)
+    if b is not None:
+        y += b[None, :, None, None]
+    return y
+
+
+def conv_transpose2d(x: np.ndarray, w: np.ndarray, b: np.ndarray | None = None, *,
+                     stride: IntPair = 1, pad: IntPair = 0, output_padding: IntPair = 0,
+                     groups: int = 1, dilation: IntPair = 1, dtype: Any = np.float64) -> np.ndarray:
+    """2-D transposed convolution (PyTorch's conv_transpose2d): the adjoint of ``conv2d``.
+
+    Args:
+        x: input ``(N, C_in, H, W)``.
+        w: weights ``(C_in, C_out/groups, KH, KW)`` (PyTorch's ConvTranspose2d layout).
+        b: bias ``(C_out,)`` or None.
+        stride, pad, dilation: as the forward convolution whose adjoint this is.
+        output_padding: int or ``(oph, opw)``, each smaller than the stride or the
+            dilation: rows and columns added at the bottom and right of the output.
+
+    Returns:
+        ``(N, C_out, Ho, Wo)``, ``Ho = (H-1)*sh - 2*ph + dh*(KH-1) + oph + 1`` (same for W).
+        Each input pixel scatters its window: y[n, o, i*sh - ph + kh*dh, j*sw - pw + kw*dw]
+        += x[n, c, i, j] * w[c, o, kh, kw], for o in c's group.
+    """
+    dt = check_dtype(dtype)
+    x = nchw(x, dt)
+    w = real_array(w, "w", dt, 4)
+    n, c, h, wd = x.shape
+    ci, og, kh, kw = w.shape
+    if isinstance(groups, (bool, np.bool_)) or not isinstance(groups, (int, np.integer)) or groups < 1:
+        raise ValueError(f"groups must be a positive int, got {groups!r}")
+    if ci != c or c % groups:
+        raise ValueError(f"w must be (C_in={c}, C_out/groups, KH, KW) with groups={groups} dividing C_in, "
+                         f"got {w.shape}")
+    (sh, sw), (ph, pw), (dh, dw) = (pair(stride, "stride", 1), pair(pad, "pad", 0),
+                                    pair(dilation, "dilation", 1))
+    oph, opw = pair(output_padding, "output_padding", 0)
+    if not (oph < max(sh, dh) and opw < max(sw, dw)):
+        raise ValueError(f"output_padding {output_padding!r} must be smaller than the stride or the dilation")
+    ho, wo = (h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1, (wd - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1
+    if ho < 1 or wo < 1:
+        raise ValueError(f"the output would be {ho}x{wo}: less padding")
+    m = og * groups
+    b = bias_vector(b, m, dt, "output channel")
+    cg = c // groups
+    # The full scatter on a canvas with the padding's border, cropped afterwards.
+    full = np.zeros((n, m, (h - 1) * sh + dh * (kh - 1) + 1 + oph, (wd - 1) * sw + dw * (kw - 1) + 1 + opw), dt)
+    for g in range(groups):
+        xg, wg = x[:, g * cg:(g + 1) * cg], w[g * cg:(g + 1) * cg]
+        contrib = np.tensordot(xg, wg, axes=([1], [0]))          # (N, H, W, Og, KH, KW)
+        for i in range(kh):
+            for j in range(kw):
+                full[:, g * og:(g + 1) * og, i * dh:i * dh + (h - 1) * sh + 1:sh,
+                     j * dw:j * dw + (wd - 1) * sw + 1:sw] += contrib[..., i, j].transpose(0, 3, 1, 2)
+    y = full[:, :, ph:ph + ho, pw:pw + wo]
+    if y.shape[2:] != (ho, wo):   # the padding's crop reaches past the canvas: the rest are zeros
+        y = np.pad(y, ((0, 0), (0, 0), (0, ho - y.shape[2]), (0, wo - y.shape[3])))
+    y = np.ascontiguousarray(y)
     if b is not None:
         y += b[None, :, None, None]
     return y

@@ -38,21 +38,21 @@ def activate(xp, v, act: str | None):
 
 def conv_samples(xp, x, w, b, layer, idx, act: str | None = None, residual=None):
     """(reference, terms) at the flat positions ``idx`` of y = act(conv(x, w) + b [+ residual]),
-    for ``layer`` (a labkit.shapes.ConvLayer: stride, padding, groups); x (N, C, H, W) and w
-    (M, C/G, K, K) on ``xp``'s backend, b (M,) or None."""
+    for ``layer`` (a labkit.shapes.ConvLayer: kernel, stride, padding, dilation, groups); x (N, C, H, W)
+    and w (M, C/G, KH, KW) on ``xp``'s backend, b (M,) or None."""
     N = int(x.shape[0])
-    C, H, W, M, K, s, p, G = (layer.C, layer.H, layer.W, layer.M, layer.K, layer.stride, layer.pad,
-                              layer.groups)
+    C, H, W, M, G = layer.C, layer.H, layer.W, layer.M, layer.groups
+    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = layer.kernel_hw, layer.stride_hw, layer.pad_hw, layer.dilation_hw
     Ho, Wo = layer.out_hw
     n, m, h, o = xp.unravel_index(idx, (N, M, Ho, Wo))
     cg = C // G
     c = (m // (M // G))[:, None] * cg + xp.arange(cg)[None, :]                  # (S, Cg)
-    ih = h[:, None] * s - p + xp.arange(K)[None, :]                              # (S, K)
-    iw = o[:, None] * s - p + xp.arange(K)[None, :]
+    ih = h[:, None] * sh - ph + dh * xp.arange(KH)[None, :]                      # (S, KH)
+    iw = o[:, None] * sw - pw + dw * xp.arange(KW)[None, :]                      # (S, KW)
     inside = ((ih >= 0) & (ih < H))[:, None, :, None] & ((iw >= 0) & (iw < W))[:, None, None, :]
     xs = x[n[:, None, None, None], c[:, :, None, None], xp.clip(ih, 0, H - 1)[:, None, :, None],
            xp.clip(iw, 0, W - 1)[:, None, None, :]].astype(xp.float64) * inside
-    ws = w[m].astype(xp.float64)                                                 # (S, Cg, K, K)
+    ws = w[m].astype(xp.float64)                                                 # (S, Cg, KH, KW)
     ref = (xs * ws).sum(axis=(1, 2, 3))
     terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
     if b is not None:
