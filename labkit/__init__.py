@@ -4,7 +4,9 @@
     dev = labkit.device()                 # the GPU, or the CPU executor; its ceilings
     mod = labkit.load("conv_naive")       # labkit/kernels/conv_naive.cu for this backend
     xp = labkit.xp                        # cupy on a GPU, numpy on the CPU executor
-    y = labkit.conv2d(x, w, b, stride=1, pad=0, groups=1, variant="tiled")   # any rung of the ladder
+    y = labkit.conv2d(x, w, b, stride=2, pad=(1, 2), dilation=1, groups=1)   # the fastest kernel for the shape
+    y = labkit.conv2d(x, w, b, variant="tiled")   # any rung of the ladder
+    y = labkit.conv_transpose2d(x, w, b, stride=2, pad=1, output_padding=1)   # PyTorch's, on the implicit GEMM
     labkit.RUNGS                          # the rungs in order: name, kernel, idea, notebook
 
 What is where, lowest first (each imports only from those above it):
@@ -34,6 +36,7 @@ import importlib
 from . import backends, errors
 from .device_query import device, sizes
 from .loader import load, load_source, reload, set_constant
+from .ops.conv_transpose import conv_transpose2d
 from .ops.rungs import RUNG_NAMES, RUNGS, conv2d
 
 __version__ = "0.1.0"
@@ -66,6 +69,7 @@ def __getattr__(name: str):
 
 
 __all__ = ["backend", "tune", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
+           "conv_transpose2d",
            "RUNGS", "RUNG_NAMES", *SUBMODULES]
 
 

@@ -43,6 +43,10 @@
 //   LAYER_KW, LAYER_SW, LAYER_PW, LAYER_DH, LAYER_DW   the width's kernel, stride and padding and the
 //       dilation of each axis, where they differ from the height's (LAYER_K, LAYER_S, LAYER_P; 1)
 //   Offsets are 32-bit: labkit.ops.implicit splits a batch whose x or y has 2^31 elements or more.
+//   LAYER_HO, LAYER_WO, OUT_H, OUT_W, OUT_SH, OUT_SW, OUT_H0, OUT_W0   one phase of a transposed
+//       convolution (labkit.ops.conv_transpose): a stride-1 convolution over the taps that reach
+//       every OUT_SH-th output row from row OUT_H0 (columns alike) of the OUT_H x OUT_W output, its
+//       padding LAYER_P, LAYER_PW possibly negative (the window starts inside the input)
 //   IG_BM, IG_BN, IG_BK, IG_TM, IG_TN   the block tile of Y, its step along k, outputs per thread
 
 #ifndef LAYER_C
@@ -105,8 +109,24 @@ constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, G = LAYER_G;
 constexpr int KH = LAYER_K, KW = LAYER_KW, SH = LAYER_S, SW = LAYER_SW, PH = LAYER_P, PW = LAYER_PW;
 constexpr int DH = LAYER_DH, DW = LAYER_DW;
 constexpr int CG = C / G, MG = M / G, TAPS = KH * KW, KG = CG * TAPS;
+#ifdef LAYER_HO   // a transposed convolution's phase: its output rows and columns (below)
+constexpr int HO = LAYER_HO, WO = LAYER_WO;
+#else
 constexpr int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, WO = (W + 2 * PW - DW * (KW - 1) - 1) / SW + 1;
+#endif
 constexpr int HWO = HO * WO;
+// Where output pixel (oh, ow) goes: row OUT_H0 + oh * OUT_SH, column OUT_W0 + ow * OUT_SW of an
+// OUT_H x OUT_W plane.  The identity for a convolution; a transposed convolution's phase fills every
+// OUT_SH-th row and OUT_SW-th column of its output (labkit.ops.conv_transpose).
+#ifndef OUT_H
+#define OUT_H HO
+#define OUT_W WO
+#define OUT_SH 1
+#define OUT_SW 1
+#define OUT_H0 0
+#define OUT_W0 0
+#endif
+constexpr bool PLACED = !(OUT_H == HO && OUT_W == WO && OUT_SH == 1 && OUT_SW == 1 && OUT_H0 == 0 && OUT_W0 == 0);
 constexpr int BM = IG_BM, BN = IG_BN, BK = IG_BK, TM = IG_TM, TN = IG_TN;
 constexpr int THREADS = (BM / TM) * (BN / TN);
 constexpr int TMV = TM / 4, TNV = TN / 4;               // 4x4 groups per thread along m and p
@@ -133,6 +153,14 @@ __device__ __forceinline__ float finish(float v, float bias, float res, int act)
   else if (act == 2) v = v < 0.0f ? 0.0f : v;
   else if (act == 3) v = v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
   return v;
+}
+
+// The offset in y (and in the residual) of output pixel pix (= oh * WO + ow) of image n, channel oc.
+__device__ __forceinline__ size_t out_at(int n, int oc, int pix) {
+  using namespace ig;
+  if (!PLACED) return ((size_t)n * M + oc) * HWO + pix;
+  const int oh = pix / WO, ow = pix - oh * WO;
+  return ((size_t)n * M + oc) * (OUT_H * OUT_W) + (OUT_H0 + oh * OUT_SH) * OUT_W + OUT_W0 + ow * OUT_SW;
 }
 
 // The thread's column of the B tile: where its pixel's window starts in x, or -1 past the end.
@@ -267,7 +295,8 @@ __device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const
   // holds a multiple of 4 pixels (and y, res are 16-byte aligned) such a group is 4 neighbouring
   // floats of one output row: one float4 store, and a warp's stores cover whole 128-byte lines.
   // A memory-bound layer (a 1x1 convolution with few input channels) lives on its stores.
-  const bool vec = HWO % 4 == 0 && ((reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(res)) & 15) == 0;
+  const bool vec = !PLACED && HWO % 4 == 0 &&
+                   ((reinterpret_cast<size_t>(y) | reinterpret_cast<size_t>(res)) & 15) == 0;
   if (vec) {
 #pragma unroll
     for (int q = 0; q < TNV; ++q) {
@@ -302,7 +331,7 @@ __device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const
       const int m = bm + (i / 4) * ROW_STEP + tr * 4 + (i % 4);
       if (m >= MG) continue;
       const int oc = g * MG + m;
-      const size_t at = ((size_t)n * M + oc) * HWO + pix;
+      const size_t at = partial ? ((size_t)n * M + oc) * HWO + pix : out_at(n, oc, pix);  // the workspace is unplaced
       float v = acc[i][j];
       if (!partial) v = finish(v, has_bias ? bias[oc] : 0.0f, has_res ? res[at] : 0.0f, act);
       y[at] = v;
@@ -339,5 +368,6 @@ extern "C" __global__ void conv_implicit_reduce(const float* __restrict__ P, con
   if (i >= total) return;
   float v = 0.0f;
   for (int s = 0; s < splits; ++s) v += P[s * total + i];
-  y[i] = finish(v, has_bias ? bias[(i / HWO) % M] : 0.0f, has_res ? res[i] : 0.0f, act);
+  const size_t at = out_at((int)(i / ((long long)M * HWO)), (int)(i / HWO % M), (int)(i % HWO));
+  y[at] = finish(v, has_bias ? bias[(i / HWO) % M] : 0.0f, has_res ? res[at] : 0.0f, act);
 }

@@ -6,15 +6,23 @@
 Every rung computes the same convolution (float32 NCHW x, MCKK w, bias and activation fused); they
 differ in how the kernel gets its data.  A rung that cannot do a shape says so before anything is
 compiled: the direct rungs (naive .. tuned) are the seed's valid convolutions (stride 1, no padding,
-one group); TF32 needs a GPU.
+one group), the unrolled rung takes square kernels without dilation; TF32 needs a GPU.  Beside the
+rungs, ``variant="auto"`` (the default) runs whichever kernel is fastest for the shape on this GPU
+(labkit.ops.conv_auto).
 """
 from __future__ import annotations
 
 from typing import NamedTuple
 
-from . import conv, implicit, unroll
+import numpy as np
 
-__all__ = ["Rung", "RUNGS", "RUNG_NAMES", "conv2d"]
+from .. import backends
+from ..backends.cuda import current_device_id
+from ..checks import check_array
+from ..shapes import ConvLayer
+from . import conv, conv_auto, implicit, unroll
+
+__all__ = ["Rung", "RUNGS", "RUNG_NAMES", "VARIANTS", "conv2d"]
 
 
 class Rung(NamedTuple):
@@ -44,37 +52,75 @@ RUNGS: tuple[Rung, ...] = (
          "the implicit GEMM on the tensor cores: TF32 mma.sync, cp.async stages (GPU only)", "06"),
 )
 RUNG_NAMES: tuple[str, ...] = tuple(r.name for r in RUNGS)
+VARIANTS: tuple[str, ...] = ("auto",) + RUNG_NAMES
 _DIRECT = conv.VARIANTS
 _OPTIONS = {**{v: ("tile_width", "check", "config") for v in _DIRECT},
             "unrolled": ("gemm_variant", "params"), "implicit": ("tiles",),
-            "implicit_tf32": ("tiles", "round_tf32")}
+            "implicit_tf32": ("tiles", "round_tf32"), "auto": ()}
+# The functional auto's choice per shape, batch and options on this device, so that a call after the
+# first makes only the chosen family's layer (labkit.autotune's disk cache keeps it across processes).
+_AUTO_CHOICES: dict[tuple, dict] = {}
 
 
-def conv2d(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int = 1, variant: str = "naive",
+def conv2d(x, w, b=None, *, stride=1, pad=0, dilation=1, groups: int = 1, variant: str = "auto",
            activation: str | None = None, out=None, **options):
-    """y = act(conv(x, w) + b) on any rung of the ladder.
+    """y = act(conv(x, w) + b), PyTorch's conv2d (cross-correlation) with a fused bias and activation.
 
-    x float32 (N, C, H, W); w float32 (M, C/groups, K, K); b float32 (M,) or None; on the backend
-    (``labkit.xp`` arrays).  ``variant``: a name of ``RUNG_NAMES``.  ``options`` go to the rung:
-    naive .. tuned take ``tile_width``, ``check``, ``config`` (labkit.ops.conv.conv2d); unrolled
-    ``gemm_variant``, ``params`` (labkit.ops.unroll.conv2d_unrolled); implicit ``tiles``, and
-    implicit_tf32 also ``round_tf32`` (labkit.ops.implicit.conv2d_implicit).
+    x float32 (N, C, H, W); w float32 (M, C/groups, KH, KW); b float32 (M,) or None; on the backend
+    (``labkit.xp`` arrays).  ``stride``, ``pad`` (zeros on both sides) and ``dilation``: an int or an
+    (h, w) pair; the output is (N, M, Ho, Wo) with Ho = (H + 2*ph - dh*(KH-1) - 1) // sh + 1, as in
+    PyTorch.  ``activation``: None, "tanh", "relu" or "relu6" (NaN stays NaN, as in PyTorch).
+
+    ``variant``: "auto" (the default: the fastest correct kernel for the shape on this GPU,
+    labkit.ops.conv_auto) or a rung of the ladder (``RUNG_NAMES``), each refusing, before anything
+    compiles, a shape it cannot run.  ``options`` go to the rung: naive .. tuned take ``tile_width``,
+    ``check``, ``config`` (labkit.ops.conv.conv2d); unrolled ``gemm_variant``, ``params``
+    (labkit.ops.unroll.conv2d_unrolled); implicit ``tiles``, and implicit_tf32 also ``round_tf32``
+    (labkit.ops.implicit.conv2d_implicit).
     """
-    if not isinstance(variant, str) or variant not in RUNG_NAMES:
-        raise ValueError(f"variant must be one of {', '.join(map(repr, RUNG_NAMES))}, got {variant!r}")
+    if not isinstance(variant, str) or variant not in VARIANTS:
+        raise ValueError(f"variant must be one of {', '.join(map(repr, VARIANTS))}, got {variant!r}")
     unknown = sorted(set(options) - set(_OPTIONS[variant]))
     if unknown:
         raise TypeError(f"variant {variant!r} takes no option {', '.join(map(repr, unknown))} (its options: "
                         f"{', '.join(_OPTIONS[variant]) or 'none'})")
+    if variant == "auto":
+        return _auto(x, w, b, stride, pad, dilation, groups, activation, out)
+    if variant in ("implicit", "implicit_tf32"):
+        return implicit.conv2d_implicit(x, w, b, stride=stride, pad=pad, dilation=dilation, groups=groups,
+                                        activation=activation, out=out,
+                                        precision="tf32" if variant == "implicit_tf32" else "fp32", **options)
+    square = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (stride, pad, dilation))
+    kernel = tuple(int(v) for v in getattr(w, "shape", ())[2:4])
+    if not square or dilation != 1 or (len(kernel) == 2 and kernel[0] != kernel[1]):
+        raise ValueError(f"variant {variant!r} takes square kernels, one int stride and padding and no dilation; "
+                         f"got kernel {kernel}, stride={stride!r}, pad={pad!r}, dilation={dilation!r}: use "
+                         "variant='auto' or 'implicit'")
     if variant in _DIRECT:
         if (stride, pad, groups) != (1, 0, 1):
             raise ValueError(f"variant {variant!r} computes the seed's valid convolutions (stride 1, pad 0, "
                              f"groups 1), got stride={stride}, pad={pad}, groups={groups}: use "
-                             "variant='implicit' (or 'unrolled') for strides, padding and groups")
+                             "variant='auto' or 'implicit' for strides, padding and groups")
         return conv.conv2d(x, w, b, variant=variant, activation=activation, out=out, **options)
-    if variant == "unrolled":
-        gemm_variant = options.pop("gemm_variant", "dbuf")
-        return unroll.conv2d_unrolled(x, w, b, stride=stride, pad=pad, groups=groups, activation=activation,
-                                      variant=gemm_variant, out=out, **options)
-    return implicit.conv2d_implicit(x, w, b, stride=stride, pad=pad, groups=groups, activation=activation,
-                                    precision="tf32" if variant == "implicit_tf32" else "fp32", out=out, **options)
+    gemm_variant = options.pop("gemm_variant", "dbuf")
+    return unroll.conv2d_unrolled(x, w, b, stride=stride, pad=pad, groups=groups, activation=activation,
+                                  variant=gemm_variant, out=out, **options)
+
+
+def _auto(x, w, b, stride, pad, dilation, groups, activation, out):
+    backend = backends.current()
+    check_array(x, "x", "NCHW", 4, backend)
+    check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend)
+    (N, C, H, W), (M, _, KH, KW) = (tuple(int(v) for v in a.shape) for a in (x, w))
+    layer = ConvLayer.of(C, H, W, M, (KH, KW), stride, pad, dilation, groups)
+    layer.check()
+    if C // groups != int(w.shape[1]):
+        raise ValueError(f"w must have shape {(M, C // groups, KH, KW)} (M, C/groups, KH, KW) for x of {C} "
+                         f"channels and groups={groups}, got {tuple(w.shape)}")
+    layer_obj = conv_auto.AutoConv2d(w, b, layer, activation=activation)
+    key = (backend, current_device_id() if backend == "cuda" else 0, layer, N, b is not None, activation)
+    config = _AUTO_CHOICES.get(key)
+    if config is None:
+        config = _AUTO_CHOICES[key] = layer_obj.choice(N)
+        return layer_obj(x, out)
+    return layer_obj.make(config)(x, out)

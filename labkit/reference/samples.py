@@ -10,7 +10,7 @@ bounded by it, not by the sum itself (which may cancel).
 """
 from __future__ import annotations
 
-__all__ = ["conv_samples", "gemm_samples", "activate", "sample_positions"]
+__all__ = ["conv_samples", "conv_transpose_samples", "gemm_samples", "activate", "sample_positions"]
 
 
 def sample_positions(xp, size: int, count: int = 512, seed: int = 0):
@@ -61,6 +61,34 @@ def conv_samples(xp, x, w, b, layer, idx, act: str | None = None, residual=None)
     if residual is not None:
         r = residual.reshape(-1)[idx].astype(xp.float64)
         ref, terms = ref + r, terms + xp.abs(r)
+    return activate(xp, ref, act), terms
+
+
+def conv_transpose_samples(xp, x, w, b, geo, idx, act: str | None = None):
+    """(reference, terms) at the flat positions ``idx`` of y = act(conv_transpose2d(x, w) + b) for
+    ``geo`` (a labkit.ops.conv_transpose.TransposeGeometry: anything with C, H, W, M, kernel, stride,
+    pad, dilation, groups and out_hw); x (N, C_in, H, W), w (C_in, C_out/G, KH, KW).  Output pixel h
+    takes tap k from input row (h + P - k*D) / S where that is a whole number inside the input."""
+    N = int(x.shape[0])
+    G, (KH, KW), (sh, sw), (ph, pw), (dh, dw) = geo.groups, geo.kernel, geo.stride, geo.pad, geo.dilation
+    Ho, Wo = geo.out_hw
+    cg, og = geo.C // G, geo.M // G
+    n, m, h, o = xp.unravel_index(idx, (N, geo.M, Ho, Wo))
+    c = (m // og)[:, None] * cg + xp.arange(cg)[None, :]                        # (S, Cg)
+    th = h[:, None] + ph - dh * xp.arange(KH)[None, :]                           # (S, KH): S * input row
+    tw = o[:, None] + pw - dw * xp.arange(KW)[None, :]
+    ih, iw = th // sh, tw // sw
+    ok_h = (th % sh == 0) & (ih >= 0) & (ih < geo.H)
+    ok_w = (tw % sw == 0) & (iw >= 0) & (iw < geo.W)
+    inside = ok_h[:, None, :, None] & ok_w[:, None, None, :]
+    xs = x[n[:, None, None, None], c[:, :, None, None], xp.clip(ih, 0, geo.H - 1)[:, None, :, None],
+           xp.clip(iw, 0, geo.W - 1)[:, None, None, :]].astype(xp.float64) * inside   # (S, Cg, KH, KW)
+    ws = w[c, (m % og)[:, None]].astype(xp.float64)                              # (S, Cg, KH, KW)
+    ref = (xs * ws).sum(axis=(1, 2, 3))
+    terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
+    if b is not None:
+        ref = ref + b[m].astype(xp.float64)
+        terms = terms + xp.abs(b[m].astype(xp.float64))
     return activate(xp, ref, act), terms
 
 

@@ -1,0 +1,215 @@
+"""``labkit.conv2d(variant="auto")``: the fastest correct kernel for a convolution's shape, on this GPU.
+
+    conv = AutoConv2d(w, b, ConvLayer.of(64, 512, 512, 128, (5, 7), pad=(2, 3)), activation="relu")
+    y = conv(x)              # the first call of a batch size picks the kernel (a search, or the disk cache)
+    conv.choice(N)           # {"family": "implicit", "tiles": {...}, "splits": 1}
+
+Every kernel family that can run the shape offers its candidates (tiles, tilings, split-K slices):
+
+    implicit     conv_implicit.cu: the implicit GEMM, any kernel, stride, padding, dilation, groups
+    depthwise    depthwise_any.cu: groups = C = M, any kernel, stride, padding, dilation
+    depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
+    winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3))
+    tuned        conv_tuned.cu: the seed's valid convolutions (stride 1, no padding, one group)
+
+and labkit.autotune times them all in one search per (shape, batch size): on a GPU the winner is
+cached on disk for this GPU and kernel sources, and later processes only look it up.  Untuned (the
+CPU executor, LABKIT_AUTOTUNE=0, inside a CUDA graph capture) the first candidate runs: the
+depthwise kernel for depthwise shapes, else the implicit GEMM with its default tiles.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict
+from typing import Callable, NamedTuple
+
+from .. import autotune, backends
+from ..checks import array_module, check_activation, check_array, fast_input
+from ..reference.samples import conv_samples, sample_positions
+from ..shapes import ConvLayer
+from . import conv as direct
+from .conv_small import SmallConv3x3
+from .conv_winograd import WinogradConv3x3
+from .depthwise import ACTIVATIONS as DEPTHWISE_3X3_ACTIVATIONS, DepthwiseConv2d, Tiling, tiling_candidates
+from .depthwise_any import (ACTIVATIONS as DEPTHWISE_ACTIVATIONS, DepthwiseAnyConv2d, Tiling as AnyTiling,
+                            tiling_candidates as any_tiling_candidates)
+from .implicit import ACTIVATIONS, TOLERANCE, ImplicitConv2d, Tiles, prepare_weights
+from .plans import sampled_mismatch
+
+__all__ = ["AutoConv2d", "FAMILIES", "families_for"]
+
+Runner = Callable  # run(x, out) -> y
+
+
+class Family(NamedTuple):
+    """A kernel family as ``auto`` sees it: can it run the layer, its candidates at a batch of N
+    (JSON-able dicts, its untuned choice first), and a runner made from one candidate."""
+    name: str
+    kernels: tuple                                   # labkit/kernels/ files whose source decides
+    applies: Callable[[ConvLayer, str | None], bool]
+    candidates: Callable[["AutoConv2d", int], list]
+    make: Callable[["AutoConv2d", dict], Runner]
+
+
+def _dense_3x3_same(L: ConvLayer) -> bool:
+    return L.square and L.K == 3 and L.stride == 1 and L.pad == 1 and L.groups == 1
+
+
+# --- the families ------------------------------------------------------------------------------------
+def _implicit_candidates(conv: "AutoConv2d", N: int) -> list:
+    base = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation)
+    return [{"tiles": asdict(t), "splits": n} for t, n in base.tuning_candidates(N)]
+
+
+def _implicit_make(conv: "AutoConv2d", config: dict) -> Runner:
+    layer = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, tiles=Tiles(**config["tiles"]))
+    splits = int(config["splits"])
+    return lambda x, out=None: layer(x, out=out, splits=splits)
+
+
+def _depthwise_make(conv: "AutoConv2d", config: dict) -> Runner:
+    layer = DepthwiseAnyConv2d(conv.w, conv.b, conv.layer, activation=conv.activation,
+                               tiling=AnyTiling(**config["tiling"]))
+    return lambda x, out=None: layer(x, out=out)
+
+
+def _depthwise3x3_make(conv: "AutoConv2d", config: dict) -> Runner:
+    layer = DepthwiseConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, tiling=Tiling(**config["tiling"]),
+                            bias_memory="global")
+    return lambda x, out=None: layer(x, out=out)
+
+
+def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
+    L = conv.layer
+    wt = prepare_weights(conv.w, 1).reshape(L.C * 9, L.M)   # (C*9, M): the forward layer's layout
+    cls = WinogradConv3x3 if config["kernel"] == "winograd" else SmallConv3x3
+    layer = cls(wt, conv.b, L, activation=conv.activation)
+    return lambda x, out=None: layer(x, out=out)
+
+
+def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:
+    layer = direct.Conv2d(conv.w, conv.b, variant="tuned", activation=conv.activation)
+    return lambda x, out=None: layer(x, out=out)
+
+
+FAMILIES: tuple[Family, ...] = (
+    Family("depthwise", ("depthwise_any",),
+           lambda L, a: L.groups == L.C == L.M and a in DEPTHWISE_ACTIVATIONS,
+           lambda conv, N: [{"tiling": asdict(t)} for t in any_tiling_candidates(conv.layer, N)],
+           _depthwise_make),
+    Family("depthwise3x3", ("depthwise",),
+           lambda L, a: (L.groups == L.C == L.M and L.square and L.K == 3 and L.pad == 1 and L.stride in (1, 2)
+                         and a in DEPTHWISE_3X3_ACTIVATIONS),
+           lambda conv, N: [{"tiling": asdict(t)} for t in tiling_candidates(conv.layer, N)],
+           _depthwise3x3_make),
+    Family("implicit", ("conv_implicit",), lambda L, a: a in ACTIVATIONS, _implicit_candidates, _implicit_make),
+    Family("winograd", ("conv_winograd", "conv_small"),
+           lambda L, a: _dense_3x3_same(L) and a in (None, "relu"),
+           lambda conv, N: [{"kernel": "winograd"}, {"kernel": "small"}], _winograd_make),
+    Family("tuned", ("conv_tuned",),
+           lambda L, a: L.square and (L.stride, L.pad, L.groups) == (1, 0, 1) and a in (None, "tanh", "relu"),
+           lambda conv, N: [{}], _tuned_make),
+)
+
+
+def families_for(layer: ConvLayer, activation: str | None) -> list[Family]:
+    """The families that can run ``layer`` with ``activation``, in the order of their untuned preference."""
+    return [f for f in FAMILIES if f.applies(layer, activation)]
+
+
+def _interleave(lists: list[list]) -> list:
+    """The families' candidates taken in turn (each family's first ones in the search's first round)."""
+    out, i = [], 0
+    while any(i < len(c) for c in lists):
+        out += [c[i] for c in lists if i < len(c)]
+        i += 1
+    return out
+
+
+class AutoConv2d:
+    """A convolution layer on the fastest correct kernel for its shape and batch size.
+
+    Args: w float32 (M, C/groups, KH, KW), b (M,) or None, on the backend; ``layer`` its ConvLayer
+    (``ConvLayer.of``); ``activation`` None, "tanh", "relu" or "relu6" (what the chosen family fuses).
+    """
+
+    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None):
+        self.backend = backend = backends.current()
+        xp = array_module(backend)
+        layer = ConvLayer(*layer).canonical()
+        layer.check()
+        check_activation(activation, ACTIVATIONS)
+        check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend, xp)
+        want = (layer.M, layer.C // layer.groups) + layer.kernel_hw
+        if tuple(w.shape) != want:
+            raise ValueError(f"w must have shape {want} for {layer.key}, got {tuple(w.shape)}")
+        if b is not None:
+            check_array(b, "b", "(M,)", 1, backend, xp)
+            if tuple(b.shape) != (layer.M,):
+                raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
+        self.w, self.b, self.layer, self.activation = w, b, layer, activation
+        self.families = families_for(layer, activation)
+        self._kind = xp.ndarray
+        self._x_shape = (layer.C, layer.H, layer.W)
+        self._runners: dict[int, Runner] = {}
+        self._choices: dict[int, dict] = {}
+
+    def candidates(self, N: int) -> list[dict]:
+        """Every family's candidates at a batch of N, {"family": name, ...}, interleaved, the untuned
+        choice first."""
+        per_family = [[{"family": f.name, **c} for c in f.candidates(self, N)] for f in self.families]
+        return _interleave(per_family)
+
+    def choice(self, N: int) -> dict:
+        """The candidate a batch of N runs (chosen on first use)."""
+        if N not in self._choices:
+            self.plan(N)
+        return self._choices[N]
+
+    def make(self, config: dict) -> Runner:
+        """The runner of one candidate: run(x, out=None) -> y."""
+        family = next(f for f in self.families if f.name == config["family"])
+        return family.make(self, {k: v for k, v in config.items() if k != "family"})
+
+    def plan(self, N: int) -> Runner:
+        runner = self._runners.get(N)
+        if runner is None:
+            configs = self.candidates(N)
+            kernels = tuple(k for f in self.families for k in f.kernels)
+            L = self.layer
+            problem = autotune.Problem("conv2d_auto", kernels,
+                                       f"{L.key}_N{N}_bias{int(self.b is not None)}_{self.activation}",
+                                       configs, lambda: _AutoBench(self, N))
+            config = self._choices[N] = autotune.choose(problem)
+            runner = self._runners[N] = self.make(config)
+        return runner
+
+    def __call__(self, x, out=None):
+        if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
+            check_array(x, "x", "NCHW", 4, self.backend)
+            if tuple(x.shape[1:]) != self._x_shape:
+                raise ValueError(f"x must be (N, {', '.join(map(str, self._x_shape))}) for {self.layer.key}, "
+                                 f"got {tuple(x.shape)}")
+        runner = self._runners.get(x.shape[0]) or self.plan(int(x.shape[0]))
+        return runner(x, out)
+
+
+class _AutoBench:
+    """The search's data: random x, a poisoned y, float64 samples of the right answer."""
+
+    def __init__(self, conv: AutoConv2d, N: int):
+        xp = backends.xp()
+        L, self.conv = conv.layer, conv
+        rng = xp.random.default_rng()
+        self.x = rng.standard_normal((N, L.C, L.H, L.W), dtype=xp.float32)
+        self.y = xp.empty((N, L.M) + L.out_hw, dtype=xp.float32)
+        self.idx = sample_positions(xp, self.y.size)
+        self.ref, self.terms = conv_samples(xp, self.x, conv.w, conv.b, L, self.idx, conv.activation)
+        self.tol = 4 * TOLERANCE["fp32"]
+
+    def build(self, config: dict):
+        runner = self.conv.make(config)
+        x, y = self.x, self.y
+        return lambda: runner(x, y)
+
+    def check(self, launch) -> str | None:
+        return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, self.tol)

@@ -1,0 +1,256 @@
+"""labkit.conv2d and labkit.conv_transpose2d on any geometry: a randomized zoo against the float64
+reference (kernels 1..11 x 1..11, stride 1..5, padding per axis, dilation 1..3, groups including
+depthwise, bias, activations, odd sizes), each output buffer poisoned with NaN; conv_transpose2d also
+checked as the exact adjoint of conv2d; NaN through the activations; batches past 32-bit offsets;
+and the refusals of rungs that cannot run a shape.
+
+The zoo's shapes come from a fixed seed (every test process must collect the same cases), its data
+is drawn fresh on every run: a failure message carries the data's seed to replay it.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit import reference
+from labkit.checks import to_numpy
+from labkit.ops import conv_auto, conv_transpose, implicit
+from labkit.ops.conv_transpose import ConvTranspose2d, TransposeGeometry, axis_phases
+from labkit.shapes import ConvLayer
+
+SHAPE_SEED = 20261128
+ACTIVATIONS = [None, "relu", "relu6", "tanh"]
+
+
+def _draw_conv(r: np.random.Generator) -> dict:
+    """One convolution of the zoo: a fifth depthwise, a fifth grouped, the rest dense."""
+    while True:
+        kind = r.choice(["dense", "dense", "dense", "grouped", "depthwise"])
+        kh, kw = (int(v) for v in r.integers(1, 12, 2))
+        if r.random() < 0.4:
+            kw = kh                                     # square kernels are common: keep many
+        sh, sw = (int(v) for v in r.integers(1, 6, 2))
+        dh, dw = (int(v) for v in r.choice([1, 1, 2, 3], 2))
+        ph, pw = (int(v) for v in r.integers(0, 6, 2))
+        H = int(r.integers(max(1, dh * (kh - 1) + 1 - 2 * ph), dh * (kh - 1) + 14))
+        W = int(r.integers(max(1, dw * (kw - 1) + 1 - 2 * pw), dw * (kw - 1) + 14))
+        if kind == "depthwise":
+            g = C = M = int(r.integers(1, 10))
+        else:
+            g = int(r.integers(2, 4)) if kind == "grouped" else 1
+            C, M = g * int(r.integers(1, 5)), g * int(r.integers(1, 5))
+        layer = ConvLayer.of(C, H, W, M, (kh, kw), (sh, sw), (ph, pw), (dh, dw), g)
+        if min(layer.out_hw) >= 1 and H * W <= 900:
+            return dict(N=int(r.integers(1, 4)), layer=layer, bias=bool(r.random() < 0.7),
+                        activation=ACTIVATIONS[int(r.integers(0, 4))])
+
+
+def _draw_transpose(r: np.random.Generator) -> TransposeGeometry:
+    while True:
+        g = int(r.choice([1, 1, 1, 2, 3]))
+        C, M = g * int(r.integers(1, 4)), g * int(r.integers(1, 4))
+        kh, kw = (int(v) for v in r.integers(1, 8, 2))
+        sh, sw = (int(v) for v in r.choice([1, 2, 2, 3], 2))   # each of the sh * sw phases compiles
+        dh, dw = (int(v) for v in r.choice([1, 1, 2, 3], 2))
+        ph, pw = (int(v) for v in r.integers(0, 5, 2))
+        oph, opw = int(r.integers(0, max(sh, dh))), int(r.integers(0, max(sw, dw)))
+        H, W = (int(v) for v in r.integers(1, 10, 2))
+        try:
+            return TransposeGeometry.of(C, H, W, M, (kh, kw), (sh, sw), (ph, pw), (oph, opw), (dh, dw), g)
+        except ValueError:
+            continue
+
+
+_r = np.random.default_rng(SHAPE_SEED)
+CONV_ZOO = [_draw_conv(_r) for _ in range(300)]
+TRANSPOSE_ZOO = [_draw_transpose(_r) for _ in range(36)]
+
+
+def _data(seed: int, *shapes):
+    r = np.random.default_rng(seed)
+    return [r.standard_normal(s).astype(np.float32) for s in shapes]
+
+
+def _close(got, ref, what: str, tol: float = 2e-5):
+    got = to_numpy(got).astype(np.float64)
+    assert got.shape == ref.shape, f"{what}: shape {got.shape}, expected {ref.shape}"
+    assert not np.isnan(got).any(), f"{what}: NaN in the output (an element never written, the buffer was poisoned)"
+    err = np.abs(got - ref).max() / max(1.0, np.abs(ref).max())
+    assert err < tol, f"{what}: max error {err:.2e} relative to the largest output"
+
+
+def _activate(v, activation):
+    return {None: lambda a: a, "relu": reference.relu, "relu6": reference.relu6, "tanh": reference.tanh}[activation](v)
+
+
+@pytest.mark.parametrize("i", range(len(CONV_ZOO)), ids=lambda i: f"{i}-{CONV_ZOO[i]['layer'].key}")
+def test_conv2d_auto_matches_the_float64_reference(i):
+    case = CONV_ZOO[i]
+    L, N = case["layer"], case["N"]
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    x, w, b = _data(seed, (N, L.C, L.H, L.W), (L.M, L.C // L.groups) + L.kernel_hw, (L.M,))
+    b = b if case["bias"] else None
+    ref = _activate(reference.conv2d(x, w, b, stride=L.stride_hw, pad=L.pad_hw, dilation=L.dilation_hw,
+                                     groups=L.groups), case["activation"])
+    xp = labkit.xp
+    out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+    y = labkit.conv2d(xp.asarray(x), xp.asarray(w), None if b is None else xp.asarray(b), stride=L.stride_hw,
+                      pad=L.pad_hw, dilation=L.dilation_hw, groups=L.groups, activation=case["activation"], out=out)
+    assert y is out
+    _close(y, ref, f"{L.key} N={N} {case['activation']} bias={case['bias']} (data seed {seed})")
+
+
+@pytest.mark.parametrize("i", range(len(TRANSPOSE_ZOO)), ids=lambda i: f"{i}-{TRANSPOSE_ZOO[i].key}")
+def test_conv_transpose2d_matches_the_reference_and_is_the_adjoint_of_conv2d(i):
+    geo = TRANSPOSE_ZOO[i]
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    N = 2
+    x, w, b = _data(seed, (N, geo.C, geo.H, geo.W), (geo.C, geo.M // geo.groups) + geo.kernel, (geo.M,))
+    kw = dict(stride=geo.stride, pad=geo.pad, dilation=geo.dilation, groups=geo.groups)
+    ref = reference.conv_transpose2d(x, w, b, output_padding=geo.output_padding, **kw)
+    xp = labkit.xp
+    out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+    y = labkit.conv_transpose2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), output_padding=geo.output_padding,
+                                out=out, **kw)
+    _close(y, ref, f"{geo.key} (data seed {seed})")
+    # The adjoint: <conv2d(u, w), x> = <u, conv_transpose2d(x, w)> for u of the transposed output's shape,
+    # both sides computed by labkit's kernels (no bias), summed in float64.
+    (u,) = _data(seed + 1, ref.shape)
+    fwd = labkit.conv2d(xp.asarray(u), xp.asarray(w), **kw)
+    if tuple(fwd.shape) != x.shape:
+        # output_padding at or past the stride (allowed below the dilation) adds rows no window of the
+        # forward convolution ends on: conv2d of that size has one more output than x has inputs
+        assert any(op >= s for op, s in zip(geo.output_padding, geo.stride)), (fwd.shape, x.shape)
+        return
+    back = labkit.conv_transpose2d(xp.asarray(x), xp.asarray(w), output_padding=geo.output_padding, **kw)
+    lhs = float((to_numpy(fwd).astype(np.float64) * x).sum())
+    rhs = float((u.astype(np.float64) * to_numpy(back)).sum())
+    scale = float(np.abs(to_numpy(fwd)).astype(np.float64).sum() * np.abs(x).max()) + 1.0
+    assert abs(lhs - rhs) <= 1e-5 * scale, f"{geo.key}: <conv(u), x> = {lhs} but <u, convT(x)> = {rhs} (seed {seed})"
+
+
+@pytest.mark.check
+def test_every_family_auto_may_choose_is_right_on_its_shapes():
+    """Every candidate of every family that can run a few shapes (not only the untuned first one, the
+    only one the CPU executor runs from labkit.conv2d) matches the reference."""
+    xp = labkit.xp
+    shapes = [ConvLayer.of(4, 9, 11, 4, 3, 1, 1, 1, 4), ConvLayer.of(5, 8, 7, 6, 3, 1, 1),
+              ConvLayer.of(3, 10, 9, 5, 3), ConvLayer.of(6, 12, 13, 6, (3, 5), 2, (1, 2), (2, 1), 6)]
+    tried = set()
+    for L in shapes:
+        x, w, b = _data(7, (2, L.C, L.H, L.W), (L.M, L.C // L.groups) + L.kernel_hw, (L.M,))
+        ref = reference.relu(reference.conv2d(x, w, b, stride=L.stride_hw, pad=L.pad_hw, dilation=L.dilation_hw,
+                                              groups=L.groups))
+        conv = conv_auto.AutoConv2d(xp.asarray(w), xp.asarray(b), L, activation="relu")
+        configs = conv.candidates(2)
+        by_family = {}
+        for c in configs:
+            by_family.setdefault(c["family"], []).append(c)
+        for family, cs in by_family.items():
+            for c in cs[:3]:
+                out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+                _close(conv.make(c)(xp.asarray(x), out), ref, f"{L.key} {c}")
+                tried.add(family)
+    assert {"implicit", "depthwise", "depthwise3x3", "winograd", "tuned"} <= tried
+
+
+@pytest.mark.check
+def test_auto_runs_the_depthwise_kernel_on_depthwise_shapes_and_the_implicit_gemm_on_dense_ones():
+    xp = labkit.xp
+    dw = conv_auto.AutoConv2d(xp.zeros((6, 1, 5, 3), xp.float32), None, ConvLayer.of(6, 9, 9, 6, (5, 3), groups=6))
+    dense = conv_auto.AutoConv2d(xp.zeros((4, 2, 2, 7), xp.float32), None, ConvLayer.of(2, 9, 9, 4, (2, 7), pad=3))
+    assert dw.choice(1)["family"] == "depthwise"
+    assert dense.choice(1)["family"] == "implicit"
+    assert [f.name for f in dense.families] == ["implicit"]
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("activation", ["relu", "relu6", None])
+def test_nan_in_the_input_reaches_the_outputs_it_touches(activation):
+    xp = labkit.xp
+    x, w, b = _data(3, (1, 2, 9, 8), (3, 2, 3, 3), (3,))
+    x[0, 1, 4, 5] = np.nan
+    ref = _activate(reference.conv2d(x, w, b, pad=1), activation)
+    y = to_numpy(labkit.conv2d(xp.asarray(x), xp.asarray(w), xp.asarray(b), pad=1, activation=activation))
+    assert np.isnan(ref).sum() == 27
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    np.testing.assert_allclose(y[~np.isnan(y)], ref[~np.isnan(ref)], rtol=1e-5, atol=1e-5)
+
+
+def test_a_batch_past_32_bit_offsets_runs_as_sub_batches(monkeypatch):
+    """The kernels' offsets are int32: a batch whose x or y would reach 2^31 elements runs in
+    sub-batches.  The limit is lowered here so that a small batch crosses it."""
+    xp = labkit.xp
+    monkeypatch.setattr(implicit, "INDEX_LIMIT", 4 * 6 * 10 * 9 + 1)       # 4 images of y per launch
+    monkeypatch.setattr(conv_transpose, "INDEX_LIMIT", 2 * 3 * 20 * 18 + 1)   # 2 images of y per launch
+    x, w, b = _data(5, (11, 3, 10, 9), (6, 3, 3, 3), (6,))
+    conv = implicit.ImplicitConv2d(xp.asarray(w), xp.asarray(b), ConvLayer.of(3, 10, 9, 6, 3, pad=1))
+    assert conv.max_batch == 4
+    _close(conv(xp.asarray(x)), reference.conv2d(x, w, b, pad=1), "sub-batches of 4")
+    wt = _data(6, (3, 3, 2, 2))[0]
+    up = ConvTranspose2d(xp.asarray(wt), None, TransposeGeometry.of(3, 10, 9, 3, 2, 2))
+    assert up.max_batch == 2
+    _close(up(xp.asarray(x)), reference.conv_transpose2d(x, wt, stride=2), "transposed, sub-batches of 2")
+
+
+def test_one_image_past_32_bit_offsets_is_refused_before_anything_runs(monkeypatch):
+    monkeypatch.setattr(implicit, "INDEX_LIMIT", 100)
+    xp = labkit.xp
+    with pytest.raises(ValueError, match="one image of x or y .* over the kernels' 32-bit offsets"):
+        implicit.ImplicitConv2d(xp.zeros((6, 3, 3, 3), xp.float32), None, ConvLayer.of(3, 10, 9, 6, 3, pad=1))
+
+
+@pytest.mark.check
+def test_phases_of_a_stride_2_axis():
+    # kernel 4, stride 2, padding 1 (the usual 2x upsampling): even outputs take taps 3 and 1, odd 2 and 0
+    even, odd = axis_phases(5, 10, 4, 2, 1, 1)
+    assert (even.r, even.count, even.taps, even.pad, even.dilation) == (0, 5, (3, 1), 1, 1)
+    assert (odd.r, odd.count, odd.taps, odd.pad, odd.dilation) == (1, 5, (2, 0), 0, 1)
+    # stride 2, dilation 2: the odd phase is reached by no tap (the bias alone)
+    assert [p.taps for p in axis_phases(4, 9, 3, 2, 0, 2)] == [(2, 1, 0), ()]
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("variant, kw, match", [
+    ("tiled", dict(dilation=2), "variant 'tiled' takes square kernels"),
+    ("naive", dict(stride=(1, 2)), "variant 'naive' takes square kernels"),
+    ("unrolled", dict(pad=(1, 0)), "variant 'unrolled' takes square kernels"),
+    ("tuned", dict(pad=1), "the seed's valid convolutions"),
+    ("auto", dict(dilation=0), "dilation must be a positive int"),
+    ("auto", dict(pad=(1, 2, 3)), r"pad must be an int or an \(h, w\) pair"),
+    ("auto", dict(dilation=6), "does not fit"),
+    ("best", {}, "variant must be one of 'auto'"),
+])
+def test_a_variant_that_cannot_run_a_shape_says_so_before_compiling(variant, kw, match):
+    xp = labkit.xp
+    x, w = xp.zeros((1, 2, 9, 9), xp.float32), xp.zeros((3, 2, 3, 3), xp.float32)
+    with pytest.raises(ValueError if variant != "auto" or "pair" not in match else TypeError, match=match):
+        labkit.conv2d(x, w, variant=variant, **kw)
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("kw, match", [
+    (dict(output_padding=2, stride=2), "output_padding .* must be smaller than the stride or the dilation"),
+    (dict(w_shape=(3, 2, 3, 3)), r"w must be \(C_in=2"),
+    (dict(groups=4, w_shape=(2, 3, 3, 3)), "groups=4 must divide C_in=2"),
+    (dict(pad=6), "the output would be"),
+    (dict(variant="direct"), "variant must be one of 'auto', 'implicit'"),
+    (dict(out_shape=(1, 3, 10, 10)), r"out must have shape \(1, 3, 11, 11\)"),
+])
+def test_conv_transpose2d_refuses_bad_input_before_launching(kw, match):
+    xp = labkit.xp
+    x = xp.zeros((1, 2, 9, 9), xp.float32)
+    w = xp.zeros(kw.pop("w_shape", (2, 3, 3, 3)), xp.float32)
+    out_shape = kw.pop("out_shape", None)
+    out = None if out_shape is None else xp.zeros(out_shape, xp.float32)
+    with pytest.raises((ValueError, TypeError), match=match):
+        labkit.conv_transpose2d(x, w, out=out, **kw)
+
+
+@pytest.mark.check
+def test_conv_transpose2d_refuses_an_output_that_aliases_its_input():
+    xp = labkit.xp
+    x = xp.zeros((1, 3, 9, 9), xp.float32)
+    with pytest.raises(ValueError, match="shares memory with input"):
+        labkit.conv_transpose2d(x, xp.zeros((3, 3, 1, 1), xp.float32), out=x)
