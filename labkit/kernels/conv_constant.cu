@@ -44,9 +44,11 @@ __constant__ float c_bias[CONST_BIAS_FLOATS];       // (M,), the first M floats
 #define ACT_RELU 2
 
 // `act` is the same for every thread of a launch, so this branch never diverges within a warp.
+// ReLU as a compare and select, not fmaxf: fmaxf(NaN, 0) is 0, and a NaN must reach the output (as
+// in PyTorch's relu), not vanish into a plausible number.
 __device__ __forceinline__ float activate(float v, int act) {
   if (act == ACT_TANH) return tanhf(v);
-  if (act == ACT_RELU) return fmaxf(v, 0.0f);
+  if (act == ACT_RELU) return v < 0.0f ? 0.0f : v;
   return v;
 }
 

@@ -24,9 +24,10 @@
 //   a warp's loads of x hit consecutive banks.
 //   The epilogue, all optional (compile-time): v = acc + b[m] (SC_BIAS) + addend (SC_ADD);
 //   v = max(v, 0) if relu; v = 0 where gate <= 0 (SC_GATE).  Forward: bias, the residual block's
-//   skip as addend, ReLU.  Backward data: the ReLU's backward as the gate (dL/dh = dL/dy' where
-//   h > 0) and the skip's gradient as the addend: the elementwise passes of the backward ride in
-//   the convolution's one store.
+//   skip as addend, ReLU.  Backward data: the ReLU's backward as the gate (dL/dh = 0 where h <= 0,
+//   else dL/dy') and the skip's gradient as the addend: the elementwise passes of the backward ride
+//   in the convolution's one store.  NaN as in PyTorch: the ReLU keeps a NaN, and a NaN gate lets
+//   the gradient through (threshold_backward's rule).
 //   wt: the forward layer's weights in the (C*9, M) layout (row (c, kh, kw), column m).  With
 //   SC_FLIP the kernel reads them turned and transposed while staging them (backward data needs no
 //   flipped copy): its input channels are the forward's M, its outputs the forward's C.
@@ -220,9 +221,11 @@ extern "C" __global__ void __launch_bounds__(SC_THREADS) conv_small(
 #if SC_ADD
       s += addend[at];
 #endif
-      if (relu) s = fmaxf(s, 0.0f);
+      // PyTorch's ReLU and its backward, NaN included: relu(NaN) is NaN (fmaxf would give 0), and
+      // the gate zeroes only where gate <= 0, so a NaN gate lets the gradient through.
+      if (relu) s = s < 0.0f ? 0.0f : s;
 #if SC_GATE
-      if (!(gate[at] > 0.0f)) s = 0.0f;
+      if (gate[at] <= 0.0f) s = 0.0f;
 #endif
       y[at] = s;
     }

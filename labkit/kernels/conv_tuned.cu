@@ -93,10 +93,12 @@ __constant__ float c_bias[tuned::M];
 
 // `act` is the same for every thread of a launch, so this branch never diverges within a warp.
 // tanh(v) = 1 - 2 / (exp(2v) + 1) with the fast exponential and division: a handful of
-// instructions instead of tanhf's branches (absolute error about 1e-7; exact limits -1 and 1).
+// instructions instead of tanhf's branches (absolute error about 1e-7; exact limits -1 and 1; NaN
+// stays NaN).  ReLU as a compare and select, not fmaxf: fmaxf(NaN, 0) is 0, and a NaN must reach the
+// output (as in PyTorch's relu), not vanish into a plausible number.
 __device__ __forceinline__ float activate(float v, int act) {
   if (act == ACT_TANH) return 1.0f - __fdividef(2.0f, __expf(2.0f * v) + 1.0f);
-  if (act == ACT_RELU) return fmaxf(v, 0.0f);
+  if (act == ACT_RELU) return v < 0.0f ? 0.0f : v;
   return v;
 }
 

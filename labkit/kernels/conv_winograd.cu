@@ -26,7 +26,11 @@
 //   (ceil(C * M / 256),), block (256,).  Weights change every training step, so this runs before
 //   each convolution (P * C * M values: a few microseconds).
 // winograd_conv(x, u, b, addend, gate, y, N, relu, runs)    the convolution and conv_small's epilogue:
-//   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE).
+//   v = acc + b[m] (WG_BIAS) + addend (WG_ADD); ReLU if relu; 0 where gate <= 0 (WG_GATE); NaN kept
+//   by the ReLU and passed by a NaN gate, as in PyTorch.  (With F = 4 a NaN or an infinity in x may
+//   reach more outputs of the tiles whose patches hold it than the 3x3 windows that hold it: the
+//   transforms add it into sums where a finite value's contributions cancel.  F = 2's transforms
+//   reach exactly the direct convolution's outputs.)
 //   A block owns WG_MB output channels of WG_TR rows of tiles of one image (TB = WG_TR * ceil(W / F)
 //   tiles) and walks the input channels WG_CK at a time.  Per chunk:
 //   * copies: the chunk's input rows (F * WG_TR + 2 of each channel; zeros above and below the
@@ -573,9 +577,10 @@ __device__ __forceinline__ void wg_output(const float* ss, const float* __restri
 #if WG_ADD
         v += addend[idx];
 #endif
-        if (relu) v = fmaxf(v, 0.0f);
+        // As conv_small.cu's epilogue: NaN survives the ReLU, and a NaN gate passes the gradient.
+        if (relu) v = v < 0.0f ? 0.0f : v;
 #if WG_GATE
-        if (!(gate[idx] > 0.0f)) v = 0.0f;
+        if (gate[idx] <= 0.0f) v = 0.0f;
 #endif
         y[idx] = v;
       }

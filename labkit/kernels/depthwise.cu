@@ -2,7 +2,8 @@
 // filter of its own and with no other channel (a grouped convolution with groups = channels).
 //
 //   y[n, c, oh, ow] = act(b[c] + sum over kh, kw of w[c, kh, kw] * x[n, c, oh*S - 1 + kh, ow*S - 1 + kw])
-//   zero padding 1, stride S = 1 or 2, act: 0 none, 2 ReLU, 3 ReLU6 (min(max(v, 0), 6)).
+//   zero padding 1, stride S = 1 or 2, act: 0 none, 2 ReLU, 3 ReLU6 (min(max(v, 0), 6)); both keep
+//   a NaN, as PyTorch's do.
 //   The bias b[c]: none (has_bias 0), from b in global memory (1), or from constant memory (2),
 //   dw_bias[bias_at + c]: as in the seed, a layer's bias is uploaded there once.  A warp's threads
 //   work on one channel or a few, so a bias read is a broadcast (or a few) from the constant cache.
@@ -143,9 +144,11 @@ __device__ __forceinline__ void store_run(const float* staged, float* __restrict
   }
 }
 
+// Compares and selects, not fmaxf and fminf, which return the other operand for a NaN: a NaN must
+// reach the output, as PyTorch's relu and relu6 keep it.
 __device__ __forceinline__ float activate(float v, int act) {
-  if (act == 2) return fmaxf(v, 0.0f);
-  if (act == 3) return fminf(fmaxf(v, 0.0f), 6.0f);
+  if (act == 2) return v < 0.0f ? 0.0f : v;
+  if (act == 3) return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
   return v;
 }
 

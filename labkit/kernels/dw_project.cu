@@ -2,6 +2,7 @@
 // outputs, the widest tensor of the block, are computed in shared memory and never go to memory.
 //
 //   d[c, p]        = relu6(bdw[c] + sum over kh, kw of wdw[c, kh, kw] * x[n, c, oh*S - 1 + kh, ow*S - 1 + kw])
+//                    (relu6 keeps a NaN, as PyTorch's does)
 //   y[n, m, oh, ow] = bp[m] + sum over c of Wp[m, c] * d[c, p]  (+ res[n, m, oh, ow])      (linear)
 //   p = (n, oh, ow): every output pixel of the batch is one column, as in conv_implicit.cu.
 //
@@ -82,7 +83,8 @@ __device__ __forceinline__ float depthwise_value(const float* __restrict__ x, co
       if (iw >= 0 && iw < W) v += wdw[c * 9 + kh * 3 + kw] * plane[ih * W + iw];
     }
   }
-  return fminf(fmaxf(v, 0.0f), 6.0f);
+  // ReLU6 by compares, not fminf(fmaxf(v, 0), 6): a NaN stays NaN, as in PyTorch's relu6.
+  return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
 }
 
 extern "C" __global__ void __launch_bounds__(dp::THREADS) dw_project(const float* __restrict__ x,

@@ -88,7 +88,8 @@ __device__ __forceinline__ float epilogue(float acc, const float* __restrict__ b
   if (has_bias == 1) acc += bias[n];
   else if (has_bias == 2) acc += bias[m];
   if (act == ACT_TANH) return tanhf(acc);
-  if (act == ACT_RELU) return fmaxf(acc, 0.0f);
+  // Not fmaxf: fmaxf(NaN, 0) is 0, and a NaN must reach C, as PyTorch's relu keeps it.
+  if (act == ACT_RELU) return acc < 0.0f ? 0.0f : acc;
   return acc;
 }
 

@@ -4,7 +4,8 @@
 //   max_pool2d   one thread per output element: the largest of its window (k x k, stride s,
 //                no padding; NaN if the window holds one), NCHW in and out
 //   softmax_rows one warp per row of an (N, D) matrix: the row's max and sum of exponentials by
-//                warp shuffles, then exp(x - max) / sum; numerically safe for any logits
+//                warp shuffles, then exp(x - max) / sum; numerically safe for any logits, and a
+//                NaN in a row makes the whole row NaN (as in PyTorch)
 //   global_avg_pool  one warp per (image, channel) plane: its mean, (N, C, H, W) -> (N, C)
 //
 // Launch (Python: labkit.ops.pool_softmax.max_pool2d, softmax):
@@ -42,6 +43,8 @@ extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __re
   if (row >= N) return;  // the whole warp leaves together: the shuffles below stay full-warp
   const float* xr = x + (long long)row * D;
   float mx = xr[0];  // any element of the row starts the max (NVRTC has no INFINITY)
+  // fmaxf skips a NaN here, which is harmless: the max only keeps exp() in range, and the NaN itself
+  // enters the sum below (exp(NaN - mx) is NaN), so every output of its row is NaN.
   for (int c = lane; c < D; c += 32) mx = fmaxf(mx, xr[c]);
   for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float sum = 0.0f;

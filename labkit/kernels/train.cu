@@ -3,7 +3,8 @@
 // cross-entropy loss and its gradient in one kernel; and SGD with momentum and weight decay over
 // every parameter in one launch.
 //
-//   relu_backward(y, dy, dx, n)           dx = dy where y > 0, else 0 (y: the ReLU's output)
+//   relu_backward(y, dy, dx, n)           dx = 0 where y <= 0, else dy (y: the ReLU's output; a NaN y
+//                                         passes dy, as PyTorch's threshold_backward)
 //   add(a, b, out, n)                     out = a + b (a residual block's two gradient paths)
 //   gap_backward(dy, dx, NC, HW)          dx[p, :] = dy[p] / HW for each of the NC planes
 //   dense_forward(x, w, b, y, N, I, O)    y (N, O) = x (N, I) . w (I, O) + b: a thread per output,
@@ -28,7 +29,7 @@
 // block (TR_THREADS,).  Float32 (labels int32), C-contiguous.
 //
 // The loss is stable for any logits: the row max is subtracted before exp, and the log of the sum
-// is taken of numbers in (0, D].
+// is taken of numbers in (0, D].  A NaN logit makes its row's loss and gradient NaN, hence the mean.
 
 #ifndef TR_THREADS
 #define TR_THREADS 256
@@ -37,7 +38,9 @@
 extern "C" __global__ void relu_backward(const float* __restrict__ y, const float* __restrict__ dy,
                                          float* __restrict__ dx, long long n) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+  // PyTorch's threshold_backward: 0 where y <= 0, else dy.  Where y is NaN the comparison is false
+  // and dy passes (a NaN in the forward is not hidden from the gradient).
+  if (i < n) dx[i] = y[i] <= 0.0f ? 0.0f : dy[i];
 }
 
 extern "C" __global__ void add(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ out,
@@ -94,6 +97,8 @@ extern "C" __global__ void softmax_xent(const float* __restrict__ z, const int* 
   if (r >= N) return;  // a whole warp leaves together: the shuffles below see all 32 lanes
   const float* zr = z + (long long)r * D;
   float mx = __int_as_float(0xff800000);  // -infinity (NVRTC has no INFINITY without headers)
+  // fmaxf skips a NaN logit, which is harmless: the max only keeps exp() in range, and the NaN enters
+  // the sum below, so the row's loss and every dz of the row are NaN (as in PyTorch).
   for (int j = lane; j < D; j += 32) mx = fmaxf(mx, zr[j]);
   for (int off = 16; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   float sum = 0.0f;

@@ -3,7 +3,7 @@ forward, backward data and backward weight of the small ResNet's layers.
 
     conv = SmallConv3x3(wt, b, layer, activation="relu")                # y = relu(conv(x) + b)
     y = conv(x)
-    bwd = SmallConv3x3(wt, None, layer, transpose=True, gate=True)      # dL/dx, times (h > 0)
+    bwd = SmallConv3x3(wt, None, layer, transpose=True, gate=True)      # dL/dx, 0 where h <= 0
     dh = bwd(dy, gate=h)
     wgrad = SmallWeightGrad(layer)                                      # dL/dw in the (C*9, M) layout
     dw = wgrad(x, dy, bias=db)                                          # and dL/db into db
@@ -196,7 +196,8 @@ class Conv3x3Layer:
         activation: None or "relu".
         residual: calls pass ``residual=`` an array of the output's shape, added before the activation.
         gate: calls pass ``gate=`` an array of the output's shape; the output is 0 where gate <= 0
-            (the ReLU's backward, h > 0, riding in the store).
+            (the ReLU's backward riding in the store; a NaN gate passes the value, as PyTorch's
+            threshold_backward does).
         transpose: compute backward data instead: the input is dL/dy (N, M, H, W) and the output
             dL/dx (N, C, H, W): the convolution with the filters turned and C, M swapped, read
             from ``wt`` as they are.

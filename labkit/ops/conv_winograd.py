@@ -3,7 +3,7 @@
 2.25x (F = 2) or 4x (F = 4) fewer multiply-adds than the direct kernel.
 
     conv = WinogradConv3x3(wt, b, layer, activation="relu")            # as SmallConv3x3
-    bwd = WinogradConv3x3(wt, None, layer, transpose=True, gate=True)  # dL/dx, times (h > 0)
+    bwd = WinogradConv3x3(wt, None, layer, transpose=True, gate=True)  # dL/dx, 0 where h <= 0
 
 A call transforms the weights (``winograd_weights``: they may have changed since the last call, as
 in training) and runs the convolution: two launches; one where the input channels are a single chunk,

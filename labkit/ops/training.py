@@ -49,7 +49,7 @@ def _elementwise(name: str, a, b, names: tuple, out):
 
 
 def relu_backward(y, dy, *, out=None):
-    """dL/dx of y = relu(x): dy where y > 0, else 0."""
+    """dL/dx of y = relu(x): 0 where y <= 0, else dy (a NaN in y passes dy, as in PyTorch)."""
     return _elementwise("relu_backward", y, dy, ("y", "dy"), out)
 
 

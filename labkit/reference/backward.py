@@ -53,8 +53,10 @@ def conv2d_backward(x, w, dy, *, stride: int = 1, pad: int = 0):
 
 
 def relu_backward(y, dy) -> np.ndarray:
-    """dL/dx of y = relu(x), from the output y (x > 0 exactly where y > 0)."""
-    return np.where(_f64(y) > 0, _f64(dy), 0.0)
+    """dL/dx of y = relu(x), from the output y (x > 0 exactly where y > 0): 0 where y <= 0, else dy.
+    PyTorch's rule (threshold_backward), NaN included: where y is NaN the comparison fails and dy
+    passes, so a NaN in the forward pass is not hidden from the gradient."""
+    return np.where(_f64(y) <= 0, 0.0, _f64(dy))
 
 
 def global_avg_pool_backward(dy, shape) -> np.ndarray:

@@ -221,14 +221,14 @@ def global_avg_pool(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
 # element-wise activations (any shape)
 # --------------------------------------------------------------------------
 def relu(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
-    """``max(x, 0)`` element-wise; any shape, returns ``dtype``."""
+    """``max(x, 0)`` element-wise, NaN kept (as PyTorch's relu); any shape, returns ``dtype``."""
     dt = check_dtype(dtype)
     x = np.asarray(as_real_array(x, "x"), dtype=dt)
     return np.maximum(x, dt.type(0))
 
 
 def relu6(x: np.ndarray, *, dtype: Any = np.float64) -> np.ndarray:
-    """``min(max(x, 0), 6)`` element-wise; any shape, returns ``dtype``."""
+    """``min(max(x, 0), 6)`` element-wise, NaN kept (as PyTorch's relu6); any shape, returns ``dtype``."""
     dt = check_dtype(dtype)
     x = np.asarray(as_real_array(x, "x"), dtype=dt)
     return np.clip(x, dt.type(0), dt.type(6))

@@ -24,7 +24,8 @@ def sample_positions(xp, size: int, count: int = 512, seed: int = 0):
 
 
 def activate(xp, v, act: str | None):
-    """The kernels' epilogues in float64: None, "relu", "relu6", "tanh"."""
+    """The kernels' epilogues in float64: None, "relu", "relu6", "tanh"; each keeps a NaN, as
+    PyTorch's do (``maximum`` and ``minimum`` propagate it, where ``fmax`` would drop it)."""
     if act is None:
         return v
     if act == "relu":
