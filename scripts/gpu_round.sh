@@ -32,10 +32,14 @@ step() { local name=$1; shift; local t0=$SECONDS; "$@" >"$OUT/$name.log" 2>&1; l
 python3 -c "import labkit; d = labkit.device(); print(d.summary())" | tee "$OUT/device.txt"
 for s in $STEPS; do
   case $s in
-    tests)     step tests python3 -m pytest tests -q -p no:cacheprovider ;;
+    tests)     step tests python3 -m pytest tests -q -p no:cacheprovider
+               # any convolution against float64: 333 small cases, 8 autotuned, 5 with 2^31 elements
+               step conv-zoo-check python3 benchmarks/conv_zoo_check.py --out "$OUT/bench" ;;
     sanitize)  step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
                step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
                step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 python3 scripts/sanitize_kernels.py
+               step memcheck-conv-zoo compute-sanitizer --tool memcheck --error-exitcode 9 \
+                 python3 benchmarks/conv_zoo_check.py --quick --out "$OUT/bench"
                # find_the_bug.cu is racy on purpose: racecheck must report its shared-memory race
                step racecheck-finds-the-bug sh -c 'compute-sanitizer --tool racecheck --error-exitcode 9 \
                  python3 scripts/sanitize_kernels.py --find-the-bug; [ $? -eq 9 ] && echo "racecheck reported the race"' ;;
@@ -47,6 +51,7 @@ for s in $STEPS; do
                cp labkit/tuned/conv_implicit.json "$OUT/bench/" ;;
     bench)     for b in benchmarks/*.py; do
                  case $b in benchmarks/tune_*.py) continue ;; esac   # sweeps: the tune step runs them
+                 case $b in benchmarks/conv_zoo_check.py) continue ;; esac   # a check: the tests step runs it
                  step "bench-$(basename "$b" .py)" python3 "$b" --out "$OUT/bench"; done ;;
     notebooks) step nbval python3 -m pytest -q -p no:cacheprovider --nbval notebooks --nbval-sanitize-with notebooks/nbval_sanitize.cfg
                step series python3 -m labkit.course.series --out "$OUT/series"
