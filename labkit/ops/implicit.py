@@ -152,7 +152,11 @@ def tiles_for(layer: ConvLayer, precision: str = "fp32", device_name: str | None
 def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
     """The tile sizes a sweep tries for a layer: every valid one of a small grid."""
     out = []
+    mg = layer.M // layer.groups
     if precision == "fp32":
+        if mg <= 32:   # few output channels per group (grouped, depthwise with a multiplier): short tiles
+            out += [Tiles("fp32", bm=16, bn=64, bk=8, tm=4, tn=4), Tiles("fp32", bm=16, bn=64, bk=16, tm=4, tn=4),
+                    Tiles("fp32", bm=32, bn=128, bk=8, tm=4, tn=8), Tiles("fp32", bm=32, bn=64, bk=16, tm=4, tn=4)]
         for bm in (64, 96, 128):
             for bn in (64, 128):
                 for bk in (8, 16):
@@ -170,13 +174,12 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
             t.check()
         except ValueError:
             continue
-        if not 128 <= t.threads <= 512:
+        if not (64 if t.bm <= 32 else 128) <= t.threads <= 512:
             continue
-        mg = layer.M // layer.groups
         if t.precision == "tf32" and t.shared_bytes() > shared_optin_limit():
             continue
-        if t.bm > 2 * mg or (t.bm == 96 and (mg % 96 or mg % 64 == 0)):
-            continue   # half the block idle, or 96 rows where 64 or 128 fit as well
+        if (t.bm > 2 * mg and t.bm > 16) or (t.bm == 96 and (mg % 96 or mg % 64 == 0)):
+            continue   # half the block idle (the shortest tiles aside), or 96 rows where 64 or 128 fit as well
         good.append(t)
     return good
 
