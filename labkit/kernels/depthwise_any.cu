@@ -130,6 +130,18 @@ constexpr int IN_ROWS = (TILE_H - 1) * SH + (KH - 1) * DH + 1;
 constexpr int IN_COLS = (TX - 1) * RX * SW + SEG;
 constexpr int PITCH = DWA_PITCH ? DWA_PITCH : cdiv(IN_COLS, VEC) * VEC;
 constexpr int PS = DWA_PS ? DWA_PS : IN_ROWS * PITCH;
+// The copy of the input tiles: groups of G threads (a tile row's width rounded up to a power of two, at
+// most a warp and at most the block), a row at a time; COPIES loads a thread, BATCH of them in flight;
+// its loops unroll unless a thread has many loads (tiny blocks of wide dilated windows).
+__host__ __device__ constexpr int group_width() {
+  int g = 1;
+  while (g < IN_COLS && g < 32) g *= 2;
+  return g < THREADS ? g : THREADS;
+}
+constexpr int G = group_width(), GROUPS = THREADS / G, CHUNKS = cdiv(IN_COLS, G);
+constexpr int COPIES = cdiv(PLANES * IN_ROWS, GROUPS) * CHUNKS;
+constexpr int BATCH = COPIES < 16 ? COPIES : 16;
+constexpr int COPY_UNROLL = COPIES <= 256 ? cdiv(COPIES, BATCH) : 1;
 // y's rows as float4s (float2s) where a thread's RX outputs are whole vectors at aligned columns.
 constexpr int OUT_VEC = RX % 4 == 0 && WO % 4 == 0 ? 4 : RX % 2 == 0 && WO % 2 == 0 ? 2 : 1;
 
@@ -140,6 +152,10 @@ static_assert(PITCH >= IN_COLS && PITCH % VEC == 0, "DWA_PITCH: at least the til
 static_assert(PS >= IN_ROWS * PITCH && PS % VEC == 0, "DWA_PS: at least a plane's tile, in whole vectors");
 static_assert((long long)H * W < 2147483648LL && (long long)HO * WO < 2147483648LL,
               "offsets within a plane are 32-bit");
+
+// Row `row` of the block's stacked input tiles: its plane, and its row in that plane's tile.
+__device__ __forceinline__ int plane_of(int row) { return PLANES == 1 ? 0 : row / IN_ROWS; }
+__device__ __forceinline__ int row_of(int row) { return PLANES == 1 ? row : row % IN_ROWS; }
 
 // ReLU and ReLU6 as comparisons: NaN is neither below 0 nor above 6, so it goes through as NaN.
 __device__ __forceinline__ float activate(float v, int act) {
@@ -196,8 +212,7 @@ extern "C" __global__ void __launch_bounds__(DWA_TX * DWA_TY * DWA_PLANES) depth
   using namespace dwa;
   extern __shared__ __align__(16) float tile[];  // [PLANES][PS]: a plane's [IN_ROWS][PITCH]; then the weights
   // The block: planes plane0.., the output tile from (oy0, ox0), its input tile from (ih0, iw0).
-  const int group = blockIdx.x / TILES, at = blockIdx.x % TILES;
-  const int plane0 = group * PLANES;
+  const int plane0 = blockIdx.x / TILES * PLANES, at = blockIdx.x % TILES;
   const int oy0 = at / TILES_X * TILE_H, ox0 = at % TILES_X * TILE_W;
   const int ih0 = oy0 * SH - PH, iw0 = ox0 * SW - PW;
   // The thread: plane p of the block, outputs (ty*RY.., tx*RX..) of the tile.
@@ -218,28 +233,32 @@ extern "C" __global__ void __launch_bounds__(DWA_TX * DWA_TY * DWA_PLANES) depth
   }
   const float bias = has_bias && plane < NC ? b[c] : 0.0f;
 
-  // 1. The input tile, every cell written once: x where it lies in the image, else 0.  Each thread
-  //    takes the cells threadIdx.x + l * THREADS, BATCH loads in flight before it stores any (the
-  //    stores wait for the loads, and the next loads for the stores: a warp issues in order).
-  constexpr int CELLS = IN_ROWS * IN_COLS, ALL = PLANES * CELLS;
-  constexpr int LOADS = cdiv(ALL, THREADS), BATCH = LOADS < 16 ? LOADS : 16;
+  // 1. The input tile, every cell written once: x where it lies in the image, else 0.  The threads
+  //    copy in groups of G lanes: group g takes rows g, g + GROUPS, ... of the block's tiles (one plane's
+  //    after another's), its lanes neighbouring columns of each (coalesced), so that once the loops
+  //    unroll every offset but a thread's first is a constant.  BATCH loads are in flight before a
+  //    thread stores any (the stores wait for the loads, the next loads for the stores: a warp issues
+  //    in order).
+  const int group = threadIdx.x / G, lane = threadIdx.x % G;
+  const bool copies = group < GROUPS;  // threads past the last whole group sit the copy out
   const float* xb = x + (size_t)plane0 * (H * W);
-  for (int l0 = 0; l0 < LOADS; l0 += BATCH) {
+#pragma unroll(COPY_UNROLL)
+  for (int t0 = 0; t0 < COPIES; t0 += BATCH) {
     float v[BATCH];
-    int to[BATCH];
 #pragma unroll
-    for (int l = 0; l < BATCH; ++l) {
-      const int i = threadIdx.x + (l0 + l) * THREADS;
-      const int q = i / CELLS, r = i % CELLS / IN_COLS, col = i % CELLS % IN_COLS;
-      const int ih = ih0 + r, iw = iw0 + col;
-      const bool cell = l0 + l < LOADS && i < ALL;
-      const bool inside = cell && plane0 + q < NC && (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
-      to[l] = cell ? q * PS + r * PITCH + col : -1;
-      v[l] = inside ? xb[(size_t)q * (H * W) + ih * W + iw] : 0.0f;
+    for (int i = 0; i < BATCH; ++i) {
+      const int t = t0 + i, row = group + t / CHUNKS * GROUPS, col = lane + t % CHUNKS * G;
+      const int q = plane_of(row), ih = ih0 + row_of(row), iw = iw0 + col;
+      const bool inside = copies && t < COPIES && row < PLANES * IN_ROWS && col < IN_COLS && plane0 + q < NC &&
+                          (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
+      v[i] = inside ? xb[(size_t)q * (H * W) + ih * W + iw] : 0.0f;
     }
 #pragma unroll
-    for (int l = 0; l < BATCH; ++l)
-      if (to[l] >= 0) tile[to[l]] = v[l];
+    for (int i = 0; i < BATCH; ++i) {
+      const int t = t0 + i, row = group + t / CHUNKS * GROUPS, col = lane + t % CHUNKS * G;
+      if (copies && t < COPIES && row < PLANES * IN_ROWS && col < IN_COLS)
+        tile[plane_of(row) * PS + row_of(row) * PITCH + col] = v[i];
+    }
   }
   __syncthreads();
 
