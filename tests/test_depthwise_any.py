@@ -183,6 +183,21 @@ def test_tiles_along_both_axes_with_ragged_edges_and_planes_past_the_batch():
         assert rel_error(y, expected(x, w, b, L)) < 1e-5, f"{t} {reproduce('ragged')}"
 
 
+def test_wide_planes_in_tiles_along_the_width_into_an_output_not_aligned_for_float4s():
+    """1,030 and 1,024 columns: 17 and 16 tiles of 64 across; y one float past a 16-byte boundary
+    (the scalar stores), then aligned (the float4 stores)."""
+    for W in (1030, 1024):
+        L = depthwise_any_layer(2, 6, W, 3, 1, 1)
+        x, w, b = inputs(SEED + W, 1, L)
+        ref = expected(x, w, b, L, "relu")
+        buf = labkit.xp.full(ref.size + 1, np.nan, dtype=labkit.xp.float32)
+        conv = DepthwiseAnyConv2d(dev(w), dev(b), L, activation="relu")
+        plan = conv.plan(1)
+        assert plan.tiling.tile_hw[1] == 64 and plan.grid[0] % cdiv(W, 64) == 0    # tiles across
+        for out in (buf[1:].reshape(ref.shape), poisoned(ref.shape)):
+            assert rel_error(conv(dev(x), out=out), ref) < 1e-5, f"W = {W} {reproduce('wide')}"
+
+
 def test_padding_wider_than_the_kernel_gives_the_bias_alone_at_the_edges():
     L = depthwise_any_layer(2, 3, 4, (2, 1), 1, (4, 3))
     x, w, b = inputs(SEED + 1002, 1, L)
@@ -314,9 +329,9 @@ def test_the_layout_takes_the_fewest_bank_conflicts():
     L = depthwise_any_layer(1, 40, 8, 3, 1, 1)
     t = Tiling(rx=1, ry=1, tx=8, ty=8)
     pitch, ps = t.layout(L)
-    assert pitch >= t.input_hw(L)[1] and ps >= t.input_hw(L)[0] * pitch
-    cost = lambda p: dwa.wavefronts(dwa._lane_starts(t, L, p, ps), 1)   # noqa: E731
-    assert pitch == 24 and cost(pitch) == 1 < cost(t.input_hw(L)[1]) == 2
+    assert t.input_hw(L) == (10, 10) and pitch == 24 and ps >= 10 * pitch
+    cost = lambda p: dwa.wavefronts([lane // 8 * p + lane % 8 for lane in range(32)], 1)   # noqa: E731
+    assert cost(24) == 1 < cost(10) == 2
 
 
 # --- the autotuner's bench, and the launches a chooser across families builds ----------------------------
