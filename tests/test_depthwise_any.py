@@ -303,7 +303,6 @@ LAYERS = [depthwise_any_layer(*a) for a in [
     (16, 56, 56, 11, 1, 5), (96, 7, 7, 3, 1, 1), (4, 1, 1, 1), (2, 5, 300, (1, 9), (1, 3), (0, 4), (1, 3))]]
 
 
-@pytest.mark.check
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda L: L.key)
 def test_defaults_and_candidates_are_valid_and_json_able(layer):
     t = default_tiling(layer)
