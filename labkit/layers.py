@@ -16,18 +16,19 @@ from .ops.conv_small import SmallConv3x3, SmallWeightGrad
 from .ops.conv_winograd import WinogradConv3x3
 from .ops.conv_winograd_wgrad import WinogradWeightGrad
 from .ops.depthwise import DepthwiseConv2d, depthwise_conv2d
+from .ops.depthwise_any import DepthwiseAnyConv2d, depthwise_any_conv2d
 from .ops.dw_project import DepthwiseProject
 from .ops.gemm import Dense
 from .ops.implicit import ImplicitConv2d
 from .ops.lrn import LRN, lrn
 from .ops.pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, max_pool2d, softmax
 
-# Inference: the convolutions (direct rungs, implicit GEMM, depthwise, depthwise + projection fused,
-# conv + tanh + pool fused), dense, pooling, LRN, softmax.  Training: the 3x3 block convolutions
-# (direct and Winograd, forward and backward data) and their weight gradients, backward data of any
-# convolution.
-__all__ = ["Conv2d", "ImplicitConv2d", "DepthwiseConv2d", "DepthwiseProject", "ConvPoolTanh", "Dense", "MaxPool2d",
-           "GlobalAvgPool", "Softmax", "LRN",
+# Inference: the convolutions (direct rungs, implicit GEMM, depthwise 3x3 and of any geometry,
+# depthwise + projection fused, conv + tanh + pool fused), dense, pooling, LRN, softmax.  Training: the
+# 3x3 block convolutions (direct and Winograd, forward and backward data) and their weight gradients,
+# backward data of any convolution.
+__all__ = ["Conv2d", "ImplicitConv2d", "DepthwiseConv2d", "DepthwiseAnyConv2d", "DepthwiseProject", "ConvPoolTanh",
+           "Dense", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN",
            "SmallConv3x3", "WinogradConv3x3", "SmallWeightGrad", "WinogradWeightGrad", "BackwardData",
-           "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "lrn", "conv_pool_tanh",
-           "CONV_POOL_THREADS", "conv_pool_shared_bytes"]
+           "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "depthwise_any_conv2d", "lrn",
+           "conv_pool_tanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]

@@ -15,8 +15,8 @@ The executor's feature kernels are launched through the cases of the GPU parity 
 teaching kernels (tests/cuda/teaching_kernels.cu) through the GPU cases of their test, the
 convolution ladder (labkit/kernels/conv_*.cu) through labkit.ops.conv.conv2d, the GEMM ladder
 (labkit/kernels/gemm.cu) through labkit.ops.gemm.gemm, the implicit-GEMM convolutions through
-labkit.ops.implicit, the solutions of the kernel exercises (notebooks/exercises/*.cu) through their
-checks.
+labkit.ops.implicit, depthwise_any.cu through labkit.ops.depthwise_any, the solutions of the kernel
+exercises (notebooks/exercises/*.cu) through their checks.
 """
 from __future__ import annotations
 
@@ -207,6 +207,37 @@ def launch_training_parts() -> int:
     return n
 
 
+def launch_depthwise_any() -> int:
+    """Depthwise convolution of any geometry (rectangular, strided, padded past the kernel, dilated, a
+    1,030-wide plane): the default tiles and small ones (ragged edge tiles, several planes a block over
+    a remainder, weights in shared memory; float4, float2 and scalar reads and stores).  No search: the
+    tiles are the default's or given."""
+    from labkit import autotune
+    from labkit.ops.depthwise_any import DepthwiseAnyConv2d, Tiling, depthwise_any_layer
+
+    rng = np.random.default_rng()
+    tilings = [None, Tiling(rx=2, ry=3, tx=3, ty=2, planes=2), Tiling(rx=1, ry=2, tx=4, ty=2, planes=3, wshared=True),
+               Tiling(rx=4, ry=1, tx=2, ty=3, planes=2)]
+    n = 0
+    with autotune.forced("off"):
+        for (N, C, H, W, kernel, stride, pad, dilation) in [
+                (2, 3, 13, 11, 3, 1, 1, 1), (1, 5, 17, 70, (5, 3), (2, 1), (4, 1), (1, 2)),
+                (3, 2, 19, 21, 7, 2, 3, 2), (1, 4, 6, 1030, 3, 1, 1, 1)]:
+            L = depthwise_any_layer(C, H, W, kernel, stride, pad, dilation)
+            x = cp.asarray(rng.standard_normal((N, C, H, W), dtype=np.float32))
+            w = cp.asarray(rng.standard_normal((C, 1) + L.kernel_hw, dtype=np.float32))
+            b = cp.asarray(rng.standard_normal(C, dtype=np.float32))
+            for t in tilings:
+                try:
+                    if t is not None:
+                        t.check(L)
+                except ValueError:      # threads with no output on this plane: not a tile for it
+                    continue
+                DepthwiseAnyConv2d(w, b, L, activation="relu6", tiling=t)(x)
+                n += 1
+    return n
+
+
 def launch_mobilenet_parts() -> int:
     """Depthwise 3x3 (the three kernels, several tilings, staged outputs, stride 1 and 2, odd planes,
     bias from constant memory), the implicit GEMM's fused residual (with and without split-K), global
@@ -386,6 +417,7 @@ def main() -> int:
     n += launch_implicit()
     n += launch_alexnet_parts()
     n += launch_mobilenet_parts()
+    n += launch_depthwise_any()
     n += launch_training_parts()
     n += launch_prepared_and_graphs()
     n += launch_exercise_solutions()

@@ -67,3 +67,31 @@ def test_depthwise_compiles_with_nvrtc_at_its_edges(defines):
     code = head + (ROOT / "labkit/kernels/depthwise.cu").read_text()
     ok, log = nvrtc_check.compile_source(code, "depthwise.cu")
     assert ok, f"NVRTC refused depthwise.cu with {defines}:\n{log}"
+
+
+# depthwise_any.cu as labkit.ops.depthwise_any specialises it: float4, float2 and scalar segment reads
+# and stores, weights in registers and in shared memory, several planes a block, skewed layouts, a
+# 1x1 plane.
+def depthwise_any_defines():
+    from labkit.ops.depthwise_any import Tiling, default_tiling, depthwise_any_layer, module_defines
+    layers_and_tiles = [
+        (depthwise_any_layer(64, 1024, 1024, 3, 1, 1), None),
+        (depthwise_any_layer(64, 1024, 1024, 3, 2, 1), None),
+        (depthwise_any_layer(32, 56, 56, 11, 1, 5), None),
+        (depthwise_any_layer(32, 128, 130, (5, 3), (2, 1), (2, 1), 2), Tiling(rx=2, ry=4, tx=16, ty=8)),
+        (depthwise_any_layer(8, 64, 64, 7, 1, 3), Tiling(rx=1, ry=8, tx=32, ty=4, wshared=True)),
+        (depthwise_any_layer(8, 33, 31, (1, 4), (3, 1), (0, 4), (1, 3)), Tiling(rx=3, ry=2, tx=5, ty=3, planes=3)),
+        (depthwise_any_layer(96, 1, 1, 1), None),
+    ]
+    return [module_defines(L, t or default_tiling(L)) for L, t in layers_and_tiles]
+
+
+@pytest.mark.skipif(nvrtc_check.library() is None, reason="NVRTC is not installed (pip install nvidia-cuda-nvrtc)")
+@pytest.mark.parametrize("defines", depthwise_any_defines(),
+                         ids=lambda d: f"{d['DWA_H']}x{d['DWA_W']}k{d['DWA_KH']}x{d['DWA_KW']}s{d['DWA_SH']}x{d['DWA_SW']}"
+                                       f"r{d['DWA_RX']}{'ws' if d['DWA_WSHARED'] else ''}")
+def test_depthwise_any_compiles_with_nvrtc_as_specialised(defines):
+    head = "".join(f"#define {k} {v}\n" for k, v in defines.items())
+    code = head + (ROOT / "labkit/kernels/depthwise_any.cu").read_text()
+    ok, log = nvrtc_check.compile_source(code, "depthwise_any.cu")
+    assert ok, f"NVRTC refused depthwise_any.cu with {defines}:\n{log}"

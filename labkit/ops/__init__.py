@@ -5,6 +5,7 @@
     unroll        im2col.cu                     im2col, col2im, the convolution as im2col + GEMM
     implicit      conv_implicit(_tf32).cu       the implicit-GEMM convolution, FP32 and TF32
     depthwise     depthwise.cu                  depthwise 3x3 (MobileNetV2): naive and shared-memory tiles
+    depthwise_any depthwise_any.cu              depthwise of any kernel, stride, padding and dilation
     gemm          gemm.cu                       the GEMM ladder, few-row streaming, split-K, Dense
     pool_softmax  pool_softmax.cu               max-pooling, global average pooling, softmax
     lrn           lrn.cu                        local response normalization
@@ -17,17 +18,20 @@ sweeps, comparisons with cuDNN) live in labkit.ladder.
 """
 from __future__ import annotations
 
-from . import conv, conv_pool, depthwise, gemm, implicit, lrn, pool_softmax, rungs, tuned_config, unroll
+from . import (conv, conv_pool, depthwise, depthwise_any, gemm, implicit, lrn, pool_softmax, rungs, tuned_config,
+               unroll)
 from .conv import Conv2d
 from .conv_pool import ConvPoolTanh, conv_pool_tanh
 from .depthwise import DepthwiseConv2d, depthwise_conv2d
+from .depthwise_any import DepthwiseAnyConv2d, depthwise_any_conv2d
 from .gemm import Dense
 from .implicit import ImplicitConv2d
 from .lrn import LRN
 from .pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, max_pool2d, softmax
 from .rungs import RUNG_NAMES, RUNGS, Rung, conv2d
 
-__all__ = ["conv", "conv_pool", "depthwise", "gemm", "implicit", "lrn", "pool_softmax", "rungs", "tuned_config", "unroll",
+__all__ = ["conv", "conv_pool", "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pool_softmax", "rungs",
+           "tuned_config", "unroll",
            "conv2d", "RUNGS", "RUNG_NAMES", "Rung", "Conv2d", "ImplicitConv2d", "Dense", "MaxPool2d", "Softmax",
            "LRN", "ConvPoolTanh", "max_pool2d", "softmax", "conv_pool_tanh", "DepthwiseConv2d", "depthwise_conv2d",
-           "GlobalAvgPool", "global_avg_pool"]
+           "DepthwiseAnyConv2d", "depthwise_any_conv2d", "GlobalAvgPool", "global_avg_pool"]
