@@ -10,7 +10,9 @@
     pool_softmax  pool_softmax.cu               max-pooling, global average pooling, softmax
     lrn           lrn.cu                        local response normalization
     conv_pool     conv_pool.cu                  conv + bias + tanh + 2x2 max-pool, fused
-    rungs         the ladder's rungs in order, and conv2d() that reaches each
+    conv_transpose conv_implicit.cu             conv_transpose2d: each output phase a stride-1 implicit GEMM
+    conv_auto     (all of the above)            conv2d's variant="auto": every family's candidates, one search
+    rungs         the ladder's rungs in order, and conv2d() that reaches each (or "auto")
 
 Each resolves once per shape what never changes (function, grid, block, shared memory, int32
 arguments: a plan) and checks only the new input on a call.  Studies of the ops (ladders of timings,
@@ -18,8 +20,10 @@ sweeps, comparisons with cuDNN) live in labkit.ladder.
 """
 from __future__ import annotations
 
-from . import (conv, conv_pool, depthwise, depthwise_any, gemm, implicit, lrn, pool_softmax, rungs, tuned_config,
-               unroll)
+from . import (conv, conv_auto, conv_pool, conv_transpose, depthwise, depthwise_any, gemm, implicit, lrn, pool_softmax,
+               rungs, tuned_config, unroll)
+from .conv_auto import AutoConv2d
+from .conv_transpose import ConvTranspose2d, conv_transpose2d
 from .conv import Conv2d
 from .conv_pool import ConvPoolTanh, conv_pool_tanh
 from .depthwise import DepthwiseConv2d, depthwise_conv2d
@@ -30,7 +34,8 @@ from .lrn import LRN
 from .pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, max_pool2d, softmax
 from .rungs import RUNG_NAMES, RUNGS, Rung, conv2d
 
-__all__ = ["conv", "conv_pool", "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pool_softmax", "rungs",
+__all__ = ["conv", "conv_auto", "conv_pool", "conv_transpose", "AutoConv2d", "ConvTranspose2d", "conv_transpose2d",
+           "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pool_softmax", "rungs",
            "tuned_config", "unroll",
            "conv2d", "RUNGS", "RUNG_NAMES", "Rung", "Conv2d", "ImplicitConv2d", "Dense", "MaxPool2d", "Softmax",
            "LRN", "ConvPoolTanh", "max_pool2d", "softmax", "conv_pool_tanh", "DepthwiseConv2d", "depthwise_conv2d",
