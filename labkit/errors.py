@@ -96,3 +96,8 @@ class PlainDataError(ValueError):
 
 class CannotCross(TypeError):
     """A check handed a student's function a value that cannot cross to the student's process."""
+
+
+class NotAccepted(ValueError):
+    """What a student's function returned for the grader to compile (notebook 03's ``fix``) is not a
+    kernel file it takes: not a str, too large, not UTF-8, or holding a NUL (the message says which)."""

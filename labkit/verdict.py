@@ -78,15 +78,19 @@ def require(*words, ok: bool | None = None) -> None:
 def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show: int = 3,
                       index: str = "n, m, h, w") -> str | None:
     """None if ``y`` matches the float64 ``ref`` (N, M, Ho, Wo) to ``tol`` (relative to ref's largest
-    magnitude), else a few lines: how many elements are wrong, never written (NaN) or wrong values,
-    on the edge of the plane or inside it, the first few (their ``index``), the largest error."""
+    magnitude; 0: exactly), else a few lines: how many elements are wrong, never written (NaN) or
+    wrong values, on the edge of the plane or inside it, the first few (their ``index``), the largest
+    error.  A ``ref`` of another rank (a histogram's bins, one sum per block) has no plane: its lines
+    leave the edge out."""
     y = np.asarray(y, np.float64)
-    scale = max(float(np.abs(ref).max()), 1e-30)
+    scale = max(float(np.abs(ref).max()), 1e-30) if ref.size else 1e-30
     nan = np.isnan(y)
     err = np.where(nan, np.inf, np.abs(y - ref))
     bad = err > tol * scale
     if not bad.any():
         return None
+    if ref.ndim != 4:
+        return _flat_mismatch(y, ref, bad, nan, scale, show, index)
     N, M, Ho, Wo = ref.shape
     h = np.arange(Ho)[:, None]
     w = np.arange(Wo)[None, :]
@@ -109,6 +113,21 @@ def describe_mismatch(y: np.ndarray, ref: np.ndarray, *, tol: float = 1e-4, show
     if not rows_bad.all() or not cols_bad.all():
         lines.append(f"wrong rows h in {_ranges(np.flatnonzero(rows_bad))}, columns w in "
                      f"{_ranges(np.flatnonzero(cols_bad))} (plane {Ho}x{Wo})")
+    return "\n".join(lines)
+
+
+def _flat_mismatch(y, ref, bad, nan, scale: float, show: int, index: str) -> str:
+    n_bad, n_nan = int(bad.sum()), int((bad & nan).sum())
+    lines = [f"{n_bad} of {bad.size} outputs wrong: {n_nan} NaN (never written, or computed from memory never "
+             f"written), {n_bad - n_nan} with other values"]
+    idx = np.argwhere(bad)[:show]
+    lines.append(f"first wrong outputs ({index}): " + ", ".join(
+        f"{tuple(int(v) for v in i) if len(i) > 1 else int(i[0])} = {y[tuple(i)]:.6g} (expected {ref[tuple(i)]:.6g})"
+        for i in idx))
+    finite = bad & ~nan
+    if finite.any():
+        lines.append(f"largest error {float(np.abs(y - ref)[finite].max()):.3g} "
+                     f"(the outputs' largest magnitude is {scale:.3g})")
     return "\n".join(lines)
 
 

@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -350,6 +351,62 @@ def test_plain_data_round_trips_and_refuses_what_cannot_cross():
     data = bytearray(encode(np.zeros(4, np.float32)))
     with pytest.raises(PlainDataError, match="declares|after its arrays"):
         decode(bytes(data[:-4]))                     # an array cut short: refused before it is read
+
+
+@pytest.mark.check
+def test_a_returned_kernel_file_must_be_bounded_utf8_text_without_nul():
+    """What a solution's fix(source) hands the grader to compile: a str of at most 256 KiB of UTF-8
+    without NUL, or NotAccepted saying which it is not."""
+    from labkit.course.grading.source_exercises import NotAccepted, returned_source
+    src = labkit.kernels.source("find_the_bug")
+    assert returned_source(src, "fix") is src
+    for value, words in [(42, "returned int (42), not the file's text (a str)"), (None, "returned NoneType (None)"),
+                         (src.encode(), "returned bytes"), (src + "\0", "a NUL character (at character"),
+                         (src + "\ud800", "not UTF-8 (a lone surrogate at character"),
+                         ("x" * ((256 << 10) + 1), "262,145 bytes, over the 256 KiB")]:
+        with pytest.raises(NotAccepted, match=re.escape(words)):
+            returned_source(value, "fix")
+
+
+@pytest.mark.check
+def test_only_the_kernels_bodies_are_taken_from_a_returned_file():
+    """notebook 03's fix(source) returns a whole file: the grader takes the bodies of histogram and
+    block_sum into the original, under the rules of a kernel exercise's regions, and drops the rest."""
+    from labkit.course.regions import RegionError, splice_bodies
+    src = labkit.kernels.source("find_the_bug")
+    kernels = ("histogram", "block_sum")
+    fixed = src.replace("bins[x[i]] += 1", "atomicAdd(&bins[x[i]], 1)").replace(
+        "if (t < k) s[t] += s[t + k];", "if (t < k) s[t] += s[t + k];\n    __syncthreads();")
+    assert splice_bodies(src, fixed, kernels) == (fixed, False)
+    assert splice_bodies(src, "  " + fixed.replace("\n", "\n\n"), kernels)[1] is False     # whitespace is no change
+    host = '__attribute__((constructor)) static void pwn() { system("touch /tmp/pwned"); }\n'
+    assert splice_bodies(src, host + fixed + host, kernels) == (fixed, True)
+    # A body that closes its own brace ends there: what it meant to open after it is outside, dropped.
+    escape = fixed.replace("atomicAdd(&bins[x[i]], 1);", "atomicAdd(&bins[x[i]], 1); }\n" + host + "void more() {")
+    text, changed = splice_bodies(src, escape, kernels)
+    assert changed and "pwn" not in text and "atomicAdd(&bins[x[i]], 1);" in text
+    for bad, words in [
+            (fixed.replace("atomicAdd(&bins[x[i]], 1);", '{ __device__ long write(int, const void*, unsigned long); '
+                                                          'write(1, "x", 1); }'), "uses '__device__'"),
+            (fixed.replace("  __syncthreads();\n  //", '  #include "/etc/passwd"\n  //'), "preprocessor line"),
+            (fixed.replace("const int t = threadIdx.x;", 'const char* q = R"(})"; const int t = threadIdx.x;'),
+             "raw string"),
+            (fixed.replace("void block_sum", "void block_sum2"), "has no kernel 'block_sum'"),
+            (fixed + fixed, "more than one kernel 'histogram'"),
+            (fixed.replace("  if (t == 0) partial", "  /* if (t == 0) partial"), "never closed")]:
+        with pytest.raises(RegionError, match=re.escape(words)):
+            splice_bodies(src, bad, kernels)
+
+
+@pytest.mark.check
+def test_every_check_that_compiles_what_a_solution_returns_is_a_source_exercise():
+    """A check cell that compiles kernel code beside its result would run the student's host code
+    there: each such exercise is graded as a source exercise (two sandboxes, the verdict made here)."""
+    from labkit.course.grading.source_exercises import SOURCE_EXERCISES
+    compiles = re.compile(r"\b(?:load_source|CPUModule|RawModule|race_report|compile_source)\(")
+    found = {e.grade_id for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values() for e in ex
+             if compiles.search(e.check)}
+    assert found == set(SOURCE_EXERCISES) == {"03_fix"}, found
 
 
 def test_without_a_sandbox_the_grader_refuses_unless_told_and_then_says_so(tmp_path, monkeypatch):

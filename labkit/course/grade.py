@@ -13,7 +13,9 @@ Two kinds of exercise, each graded by the instructor's check, never by anything 
 * Python exercises (a solution cell followed by its locked check cell in notebooks 01-10): the
   instructor's cells the exercise needs, then the student's solution cell, then the instructor's
   check cell, in a fresh process (labkit.course.grading.notebook_exercises): deleted, skipped, edited or
-  re-ordered check cells and forged outputs change nothing.
+  re-ordered check cells and forged outputs change nothing.  One whose solution returns a kernel file
+  (notebook 03's ``fix``) is graded as a kernel exercise instead: the function in one sandbox, the
+  kernels' bodies it returned in another (labkit.course.grading.source_exercises).
 
 Written questions (markdown answer cells) are graded by hand: the feedback page carries the answer.
 
@@ -251,7 +253,7 @@ def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, op
             else:
                 jobs.append(lambda e=e, nb=student_nb: grade_python_exercise(
                     e, nb, clean=opts["clean"], timeout=opts["notebook_timeout"], memory_gib=opts["memory_gib"],
-                    backend=backend, sandboxed=opts["sandboxed"]))
+                    backend=backend, sandboxed=opts["sandboxed"], seed=student_seed(opts["seed"], student.name)))
         for q in asked:
             jobs.append(lambda q=q, nb=student_nb: written_answer(q, nb))
     return jobs

@@ -42,7 +42,8 @@ __all__ = ["Verdict", "Case", "run_here", "launch_case", "judge", "executor_erro
            "check_im2col_kernel", "check_lrn_kernel", "check_constant_kernel", "check_rows_kernel",
            "check_conv_pool_kernel", "check_preprocess_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
            "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES", "CONSTANT_LAYERS", "ROWS_CASES", "CONV_POOL_CASES",
-           "PREPROCESS_CASES", "fresh_options", "FRESH"]
+           "PREPROCESS_CASES", "fresh_options", "FRESH", "check_find_the_bug_fix", "FIND_THE_BUG_CASES",
+           "FIND_THE_BUG_MODES"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -72,6 +73,11 @@ CONV_POOL_CASES = [(2, 3, 13, 16, 5, 3), (3, 2, 9, 11, 4, 5), (1, 1, 12, 12, 6, 
 # uint8 photos to AlexNet's float32 input (N, H, W, blocks of the grid): odd batches, grids with fewer
 # threads than values (each thread converts several) and with more (some convert none).
 PREPROCESS_CASES = [(5, 13, 11, 3), (1, 3, 5, 4), (3, 9, 7, 1), (7, 6, 17, 20)]
+# Notebook 03's "find the bug" (n values, nbins bins): the notebook's own launch; blocks of 256 threads.
+FIND_THE_BUG_CASES = [(1000, 7)]
+# The modes each case of the fixed kernels runs under, and their words.
+FIND_THE_BUG_MODES = (("race", "under the race check"), ("shuffle", "under a shuffled schedule"),
+                      ("", "under the default schedule"))
 
 
 @dataclass
@@ -81,8 +87,11 @@ class Case:
     scalars; ``args[out]`` is the output, all NaN), dynamic ``shared_mem``, ``constants`` ((name,
     values) uploaded into the module's ``__constant__`` arrays first, the rest of each array NaN), and
     ``ref``, the float64 answer of the output's shape (4-D: its last two axes are a plane) whose axes
-    ``index`` names.  Plain data, so that the launch can run in another process (a grader's sandbox)
-    while the answer stays with the process that judges it."""
+    ``index`` names, and ``tol``, how far from it an output may be (relative to its largest
+    magnitude; 0: exactly, for counts).  ``kernel`` and ``checks``, where given, are this launch's
+    kernel and checking modes instead of the check's (one file, several kernels or modes).  Plain
+    data, so that the launch can run in another process (a grader's sandbox) while the answer stays
+    with the process that judges it."""
     what: str
     grid: tuple
     block: tuple
@@ -92,6 +101,9 @@ class Case:
     index: str = "n, m, h, w"
     shared_mem: int = 0
     constants: tuple = ()
+    kernel: str | None = None
+    checks: str | None = None
+    tol: float = 1e-4
 
 
 def launch_case(fn, case: Case) -> np.ndarray:
@@ -112,7 +124,7 @@ def device_args(case: Case) -> tuple:
 
 def judge(name: str, case: Case, out: np.ndarray) -> Verdict | None:
     """None if ``out`` is ``case``'s answer, else the Verdict that says what is wrong with it."""
-    what = describe_mismatch(out, case.ref, index=case.index)
+    what = describe_mismatch(out, case.ref, index=case.index, tol=case.tol)
     return None if what is None else Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
 
 
@@ -162,22 +174,28 @@ def timed(repeat: int = 20):
 def run_here(path: str | Path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
     """Compile ``path`` and run ``kernel`` on each ``Case`` of ``cases`` (built lazily: one case's
     arrays at a time) in this process; the first case that fails, or goes wrong, gives the verdict;
-    else "{file}: {kernel}: {right}" (timed on the last case inside ``timed()``).  A check's default
-    runner: a grader hands the checks one that runs the kernel in a sandbox instead."""
+    else "{file}: {kernel}: {right}" (timed on the last case inside ``timed()``).  A case that names
+    its own kernel or checking modes runs that one, compiled once per kernel and modes.  A check's
+    default runner: a grader hands the checks one that runs the kernel in a sandbox instead."""
     name = f"{Path(path).name}: {kernel}"
-    fn, failed = _compile(path, kernel, checks, defines)
-    if failed is not None:
-        return failed
-    case = None
+    compiled: dict = {}
+    case = fn = None
     for case in cases:
+        key = (case.kernel or kernel, checks if case.checks is None else case.checks)
+        if key not in compiled:
+            compiled[key] = _compile(path, *key, defines)
+        fn, failed = compiled[key]
+        if failed is not None:
+            return failed
+        here = f"{Path(path).name}: {key[0]}"
         try:
             out = launch_case(fn, case)
         except LAUNCH_ERRORS as exc:
-            return executor_error(name, case, type(exc).__name__, str(exc))
-        wrong = judge(name, case, out)
+            return executor_error(here, case, type(exc).__name__, str(exc))
+        wrong = judge(here, case, out)
         if wrong is not None:
             return wrong
-    if _TIMING["repeat"] and case is not None:
+    if _TIMING["repeat"] and case is not None and fn is not None:
         args = device_args(case)
         t = time_fn(lambda: fn(case.grid, case.block, args, shared_mem=case.shared_mem), repeat=_TIMING["repeat"])
         return Verdict(True, f"{name}: {right}", t.median_ms, case.what)
@@ -425,6 +443,38 @@ def check_preprocess_kernel(path: str | Path, kernel: str, *, cases=None, checks
                             "every output written: True")
 
 
+def check_find_the_bug_fix(path: str | Path, *, cases=None, rng=None, runner=None) -> Verdict:
+    """Compile ``path`` (labkit/kernels/find_the_bug.cu with its two bugs fixed: ``histogram(x, bins,
+    n, nbins)`` and ``block_sum(x, partial, n)``, blocks of 256 threads) and run both kernels on each
+    of ``cases`` ((n, nbins); default FIND_THE_BUG_CASES) under the race check, under a shuffled
+    schedule and under the default one, on fresh random values: the bins (from zero) must be the
+    exact counts and each block's sum (NaN-poisoned) the float64 sum of its 256 values (0 past n).
+    The race check names a race that the answers might not show; the shuffled schedule switches
+    threads at memory accesses, so a lost update or a step that reads before the step before it has
+    written shows in the answers too."""
+    rng = rng or np.random.default_rng()
+    shapes = FIND_THE_BUG_CASES if cases is None else cases
+
+    def launches():
+        for n, nbins in shapes:
+            blocks = -(-n // 256)
+            values = rng.integers(0, nbins, n).astype(np.int32)
+            data = rng.standard_normal(n).astype(np.float32)
+            want_bins = np.bincount(values, minlength=nbins).astype(np.float64)
+            want_sums = np.pad(data.astype(np.float64), (0, blocks * 256 - n)).reshape(blocks, 256).sum(axis=1)
+            for checks, how in FIND_THE_BUG_MODES:
+                yield Case(f"{n} values into {nbins} bin{'s' * (nbins > 1)} ({blocks} blocks of 256 threads), {how}",
+                           (blocks,), (256,), (values, np.zeros(nbins, np.int32), *ints(n, nbins)), 1, want_bins,
+                           index="bin", kernel="histogram", checks=checks, tol=0.0)
+                yield Case(f"{n} values ({blocks} blocks of 256 threads), {how}", (blocks,), (256,),
+                           (data, _poisoned((blocks,)), *ints(n)), 1, want_sums, index="block",
+                           kernel="block_sum", checks=checks)
+    right = (f"no race under the race check, and the histogram and the block sums right under it, under a shuffled "
+             f"schedule and under the default one, on {len(shapes)} fresh input{'s' * (len(shapes) > 1)}: True")
+    verdict = (runner or run_here)(path, "histogram", launches(), checks="race", right=right)
+    return Verdict(True, f"{Path(path).name}: histogram and block_sum: {right}") if verdict.ok else verdict
+
+
 # --- fresh shapes: a grader's cases, drawn per student ------------------------------------------------
 # Each draws from the space an exercise's kernel must handle (odd sizes, one channel and several,
 # every stride and padding the exercise names), never one of the notebook's own cases: a kernel right
@@ -474,6 +524,9 @@ FRESH = {
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 5), _r(g, 1, 12), _r(g, 1, 12), _r(g, 1, 6)), BACKWARD_DATA_CASES, 4)},
     "check_depthwise_kernel": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), _r(g, 1, 2)), DEPTHWISE_CASES, 4)},
+    # Several blocks, the last one cut short, few bins (many threads update one bin at once).
+    "check_find_the_bug_fix": lambda rng: {"cases": _draw(
+        rng, lambda g: (_r(g, 300, 2500), _r(g, 1, 12)), FIND_THE_BUG_CASES, 2)},
 }
 
 

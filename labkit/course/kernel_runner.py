@@ -3,8 +3,9 @@ outputs back as plain data.  ``python -m labkit.course.kernel_runner /job``
 
 /job holds ``job.json`` (the kernel file's name, the kernel, the executor's checks, the defines, and
 each case's launch: grid, block, dynamic shared memory, which argument is the output, the arguments:
-arrays of inputs.npz by name, or scalars by dtype and value, and the constant-memory uploads), the
-arrays in ``inputs.npz``, and the kernel file (the instructor's, with the student's regions in it).
+arrays of inputs.npz by name, or scalars by dtype and value, the constant-memory uploads, and where a
+case names them, its own kernel and checks), the arrays in ``inputs.npz``, and the kernel file (the
+instructor's, with the student's regions or kernel bodies in it).
 
 It writes one .npz to the result pipe: ``status`` (JSON bytes: a compile error, or each case run, up
 to the first that the executor stopped, with the error's kind and words) and ``out<i>``, the output of
@@ -41,7 +42,8 @@ def cases_of(job: dict, arrays: dict) -> list[Case]:
         args = tuple(arrays[a["array"]] if "array" in a else SCALARS[a["scalar"]](a["value"]) for a in c["args"])
         out.append(Case(c["what"], tuple(c["grid"]), tuple(c["block"]), args, int(c["out"]), np.empty(0),
                         shared_mem=int(c["shared_mem"]),
-                        constants=tuple((name, arrays[key]) for name, key in c["constants"])))
+                        constants=tuple((name, arrays[key]) for name, key in c["constants"]),
+                        kernel=c.get("kernel"), checks=c.get("checks")))
     return out
 
 
@@ -50,20 +52,22 @@ def run_job(job_dir: Path) -> bytes:
     job = json.loads((job_dir / JOB_JSON).read_text())
     arrays = {k: a.copy() for k, a in read_npz(job_dir / INPUTS, max_bytes=MAX_INPUT_BYTES).items()}   # writeable
     status, outputs = {"compile_error": None, "cases": []}, {}
-    try:
-        fn = load_source(job_dir / job["file"], defines=job["defines"], check=job["checks"], own=True).get_function(
-            job["kernel"])
-    except (KernelCompileError, LaunchError) as exc:
-        status["compile_error"] = f"{type(exc).__name__}: {exc}"
-        fn = None
-    if fn is not None:
-        for i, case in enumerate(cases_of(job, arrays)):
-            try:
-                outputs[f"out{i}"] = launch_case(fn, case)
-                status["cases"].append({"error": None})
-            except LAUNCH_ERRORS as exc:
-                status["cases"].append({"error": str(exc), "kind": type(exc).__name__})
-                break
+    functions: dict = {}
+    for i, case in enumerate(cases_of(job, arrays)):
+        key = (case.kernel or job["kernel"], job["checks"] if case.checks is None else case.checks)
+        try:
+            if key not in functions:       # one build per kernel and checking modes
+                functions[key] = load_source(job_dir / job["file"], defines=job["defines"], check=key[1],
+                                             own=True).get_function(key[0])
+        except (KernelCompileError, LaunchError) as exc:
+            status["compile_error"] = f"{type(exc).__name__}: {exc}"
+            break
+        try:
+            outputs[f"out{i}"] = launch_case(functions[key], case)
+            status["cases"].append({"error": None})
+        except LAUNCH_ERRORS as exc:
+            status["cases"].append({"error": str(exc), "kind": type(exc).__name__})
+            break
     buf = io.BytesIO()
     np.savez(buf, status=np.frombuffer(json.dumps(status).encode(), dtype=np.uint8), **outputs)
     return buf.getvalue()

@@ -18,6 +18,9 @@ For each check the grader (this process):
 
 The sandbox never sees an answer and nothing it writes is taken as a verdict; what it prints only
 reaches the student's feedback after every path outside the submission is cut from it.
+
+``file_runner`` does steps 2 to 4 for a kernel file the grader has built itself (the kernels' bodies
+a student's function returned, in the instructor's file: labkit.course.grading.source_exercises).
 """
 from __future__ import annotations
 
@@ -42,7 +45,8 @@ from .kernel_checks import Case, executor_error, judge
 from .kernel_runner import INPUTS, JOB_JSON, SCALARS
 from .regions import RegionError, splice
 
-__all__ = ["sandboxed_runner", "read_submission", "warm_seed", "spliced_source", "MAX_SOURCE_BYTES"]
+__all__ = ["sandboxed_runner", "file_runner", "run_source", "read_submission", "warm_seed", "spliced_source",
+           "MAX_SOURCE_BYTES"]
 
 MAX_SOURCE_BYTES = 256 << 10       # a kernel exercise is a page or two; a larger file is not one
 _STATUS_BYTES = 1 << 20
@@ -115,8 +119,10 @@ def _job(cases: list[Case], file_name: str, kernel: str, checks: str, defines: d
         for k, (name, values) in enumerate(c.constants):
             arrays[f"c{i}k{k}"] = np.ascontiguousarray(values)
             consts.append([name, f"c{i}k{k}"])
-        specs.append({"what": c.what, "grid": list(c.grid), "block": list(c.block), "shared_mem": int(c.shared_mem),
-                      "out": int(c.out), "args": args, "constants": consts})
+        spec = {"what": c.what, "grid": list(c.grid), "block": list(c.block), "shared_mem": int(c.shared_mem),
+                "out": int(c.out), "args": args, "constants": consts}
+        spec.update({k: getattr(c, k) for k in ("kernel", "checks") if getattr(c, k) is not None})
+        specs.append(spec)
     job = {"file": file_name, "kernel": kernel, "checks": checks, "defines": dict(defines or {}), "cases": specs}
     return job, arrays
 
@@ -126,43 +132,67 @@ def sandboxed_runner(instructor: Path, *, limits: sandbox.Limits = sandbox.Limit
     instructor = Path(instructor)
 
     def run(path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
-        name = f"{instructor.name}: {kernel}"
         try:
             text = spliced_source(instructor, path)
         except RegionError as exc:
-            return Verdict(False, f"{name}: {exc}")
-        if nvrtc and nvrtc_check.library() is not None:
-            ok, log = nvrtc_check.compile_source(
-                text, instructor.name, ("-std=c++17", "--gpu-architecture=compute_90")
-                + tuple(f"-D{k}={v}" for k, v in (defines or {}).items()))
-            if not ok:
-                return Verdict(False, f"{name}: does not compile as CUDA device code (NVRTC, the compiler "
-                                      f"a GPU uses):\n{_plain(log, instructor.name)}")
-        cases = list(cases)
-        warm_seed([checks])
-        job, arrays = _job(cases, instructor.name, kernel, checks, defines or {})
-        expected = sum(int(np.prod(c.ref.shape)) * 4 for c in cases)
-        with tempfile.TemporaryDirectory(prefix="labkit-job-") as tmp:
-            job_dir = Path(tmp, "job")
-            job_dir.mkdir()
-            (job_dir / instructor.name).write_text(text)
-            (job_dir / JOB_JSON).write_text(json.dumps(job))
-            np.savez(job_dir / INPUTS, **arrays)
-            for p in [Path(tmp), job_dir, *job_dir.iterdir()]:
-                p.chmod(0o755 if p.is_dir() else 0o644)      # readable by the sandbox's own user
-            done = sandbox.run([sys.executable, "-m", "labkit.course.kernel_runner", "/job"],
-                               jobs={"/job": job_dir, "/seed": cache_dir()},
-                               env={"LABKIT_BACKEND": "cpu", "LABKIT_CACHE_DIR": "/tmp/labkit-cache",
-                                    SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-                                    "LABKIT_CPU_TIMEOUT_S": str(max(5, int(limits.seconds * 0.8)))},
-                               limits=sandbox.Limits(**{**limits.__dict__,
-                                                        "result_bytes": expected + _STATUS_BYTES + (1 << 20)}))
-            return _verdict(done, cases, name, instructor.name, right, limits, tmp)
+            return Verdict(False, f"{instructor.name}: {kernel}: {exc}")
+        return run_source(text, instructor.name, kernel, cases, checks=checks, right=right, defines=defines,
+                          limits=limits, nvrtc=nvrtc)
     return run
 
 
-def _verdict(done: sandbox.Finished, cases: list[Case], name: str, file_name: str, right: str,
+def file_runner(*, limits: sandbox.Limits = sandbox.Limits(), nvrtc: bool = True):
+    """A runner for a kernel file the grader has built itself, taken whole (the instructor's file with
+    the kernel bodies a student's function returned in it: labkit.course.grading.source_exercises):
+    NVRTC, sandbox, judge."""
+    def run(path, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None) -> Verdict:
+        try:
+            text = read_submission(path)
+        except RegionError as exc:
+            return Verdict(False, f"{Path(path).name}: {kernel}: {exc}")
+        return run_source(text, Path(path).name, kernel, cases, checks=checks, right=right, defines=defines,
+                          limits=limits, nvrtc=nvrtc)
+    return run
+
+
+def run_source(text: str, file_name: str, kernel: str, cases, *, checks: str, right: str, defines: dict | None = None,
+               limits: sandbox.Limits = sandbox.Limits(), nvrtc: bool = True) -> Verdict:
+    """Check the kernel file ``text`` (named ``file_name``): NVRTC where installed, then
+    labkit.course.kernel_runner in the sandbox on ``cases``, whose outputs this process judges."""
+    name = f"{file_name}: {kernel}"
+    if nvrtc and nvrtc_check.library() is not None:
+        ok, log = nvrtc_check.compile_source(
+            text, file_name, ("-std=c++17", "--gpu-architecture=compute_90")
+            + tuple(f"-D{k}={v}" for k, v in (defines or {}).items()))
+        if not ok:
+            return Verdict(False, f"{name}: does not compile as CUDA device code (NVRTC, the compiler "
+                                  f"a GPU uses):\n{_plain(log, file_name)}")
+    cases = list(cases)
+    # Each case's checking modes (the check's where it names none) built first in this process's cache.
+    warm_seed(dict.fromkeys(checks if c.checks is None else c.checks for c in cases) or [checks])
+    job, arrays = _job(cases, file_name, kernel, checks, defines or {})
+    expected = sum(int(c.args[c.out].nbytes) for c in cases)
+    with tempfile.TemporaryDirectory(prefix="labkit-job-") as tmp:
+        job_dir = Path(tmp, "job")
+        job_dir.mkdir()
+        (job_dir / file_name).write_text(text)
+        (job_dir / JOB_JSON).write_text(json.dumps(job))
+        np.savez(job_dir / INPUTS, **arrays)
+        for p in [Path(tmp), job_dir, *job_dir.iterdir()]:
+            p.chmod(0o755 if p.is_dir() else 0o644)      # readable by the sandbox's own user
+        done = sandbox.run([sys.executable, "-m", "labkit.course.kernel_runner", "/job"],
+                           jobs={"/job": job_dir, "/seed": cache_dir()},
+                           env={"LABKIT_BACKEND": "cpu", "LABKIT_CACHE_DIR": "/tmp/labkit-cache",
+                                SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+                                "LABKIT_CPU_TIMEOUT_S": str(max(5, int(limits.seconds * 0.8)))},
+                           limits=sandbox.Limits(**{**limits.__dict__,
+                                                    "result_bytes": expected + _STATUS_BYTES + (1 << 20)}))
+        return _verdict(done, cases, kernel, file_name, right, limits, tmp)
+
+
+def _verdict(done: sandbox.Finished, cases: list[Case], kernel: str, file_name: str, right: str,
              limits: sandbox.Limits, tmp: str) -> Verdict:
+    name = f"{file_name}: {kernel}"
     if done.limit == "time":
         return Verdict(False, f"{name}: the check did not finish within {limits.seconds:.0f} s (a kernel that never "
                               "ends: a loop whose exit is never reached?)")
@@ -184,16 +214,17 @@ def _verdict(done: sandbox.Finished, cases: list[Case], name: str, file_name: st
     if status.get("compile_error"):
         return Verdict(False, f"{name}: does not compile:\n{_plain(str(status['compile_error']), file_name)}")
     for i, case in enumerate(cases):
+        here = f"{file_name}: {case.kernel or kernel}"
         if i >= len(status["cases"]) or not isinstance(status["cases"][i], dict):
-            return Verdict(False, f"{name}: on the {case.what}: the check's process stopped before this case ran")
+            return Verdict(False, f"{here}: on the {case.what}: the check's process stopped before this case ran")
         err = status["cases"][i].get("error")
         if err is not None:
             kind = re.sub(r"\W", "", str(status["cases"][i].get("kind", "Error")))[:40]
-            return executor_error(name, case, kind, _plain(str(err), file_name))
-        out = arrays.get(f"out{i}")
-        if out is None or out.dtype != np.float32 or out.shape != case.ref.shape:
-            return Verdict(False, f"{name}: on the {case.what}: the output did not come back whole")
-        wrong = judge(name, case, out)
+            return executor_error(here, case, kind, _plain(str(err), file_name))
+        out, sent = arrays.get(f"out{i}"), case.args[case.out]
+        if out is None or out.dtype != sent.dtype or out.shape != sent.shape or out.shape != case.ref.shape:
+            return Verdict(False, f"{here}: on the {case.what}: the output did not come back whole")
+        wrong = judge(here, case, out)
         if wrong is not None:
             return wrong
     return Verdict(True, f"{name}: {right}")

@@ -123,6 +123,8 @@ def test_only_the_regions_are_taken_host_code_around_them_never_runs(tmp_path):
     ('  asm volatile("exit");', "'asm'"),
     ('  n = 0; \\', "backslash"),
     ('  /* swallow the instructor\'s lines', "comment that does not end"),
+    # a function of the C library declared in the body: NVRTC takes it, the CPU executor would call it
+    ('  { __device__ long write(int, const void*, unsigned long); write(2, "x", 1); }', "'__device__'"),
 ])
 def test_a_region_that_could_reach_outside_the_kernel_is_refused(tmp_path, region, words):
     src = strip_cu_solutions((EXERCISE_DIR / "02_conv_naive.cu").read_text())[0]

@@ -1,7 +1,11 @@
 """Grade one Python exercise of one student: the program of ``notebook_exercises.program_for`` run in
 the grader's sandbox (labkit.course.sandbox: the student's cell is hostile until proven otherwise),
 with a time and a memory limit, and its verdict in words.  Where no sandbox can be made, only with
-``sandboxed=False`` (--unsafe-no-sandbox): a plain child process."""
+``sandboxed=False`` (--unsafe-no-sandbox): a plain child process.
+
+An exercise whose solution returns a kernel file (labkit.course.grading.source_exercises: notebook
+03's ``fix``) is graded there instead: its check would compile what the student returned, host code
+and all, beside the check's result."""
 from __future__ import annotations
 
 import json
@@ -17,6 +21,7 @@ from .. import sandbox
 from .limits import run_limited
 from .run_cells import REPLIES_ENV, REQUESTS_ENV
 from .notebook_exercises import NotebookExercise, WrittenQuestion, program_for, student_cell
+from .source_exercises import SOURCE_EXERCISES, grade_source
 
 __all__ = ["grade_python_exercise", "written_answer"]
 
@@ -63,9 +68,11 @@ def _two_sandboxes(job: Path, timeout: float, memory_gib) -> tuple[sandbox.Finis
 
 
 def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clean, timeout: float = 300.0,
-                          memory_gib: float | None = None, backend: str = "cpu", sandboxed: bool = True) -> dict:
+                          memory_gib: float | None = None, backend: str = "cpu", sandboxed: bool = True,
+                          seed: int | None = None) -> dict:
     """{"exercise", "points", "max_points", "ok", "message"} for exercise ``ex`` of ``student_nb``
-    (None: the notebook was not submitted)."""
+    (None: the notebook was not submitted).  ``seed``: the student's, from which a source exercise's
+    kernel check draws its inputs."""
     where = f"{ex.notebook}, {ex.grade_id}"
     if student_nb is None:
         return _row(ex, False, f"{where}: not submitted (no {ex.notebook} in the submission)")
@@ -79,6 +86,11 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
         if sandboxed:
             Path(tmp).chmod(0o755)
             prog.chmod(0o644)
+            spec = SOURCE_EXERCISES.get(ex.grade_id)
+            if spec is not None:
+                r = grade_source(spec, Path(tmp), _sandbox_args(Path(tmp), timeout, memory_gib), timeout=timeout,
+                                 memory_gib=memory_gib, seed=seed)
+                return _source_verdict(ex, r, clean, program["solution"])
             done, crossing = _two_sandboxes(Path(tmp), timeout, memory_gib)
             if crossing:
                 # The check hands the solution's functions what cannot cross (a model, a stream): it
@@ -112,6 +124,16 @@ def grade_python_exercise(ex: NotebookExercise, student_nb: dict | None, *, clea
         row["message"] += (f"\n(checked beside the solution in one sandbox: {note_crossing}, which cannot cross "
                            "to another process)")
     return row
+
+
+def _source_verdict(ex: NotebookExercise, r: dict, clean, solution: str) -> dict:
+    """The row of a source exercise: its student's side's failure, or the verdict made here."""
+    if r["stage"] != "kernel":
+        return _verdict(ex, r, clean, solution)
+    if r.get("not_attempted") and "raise NotImplementedError()" in solution:
+        return _row(ex, False, f"{ex.notebook}, {ex.grade_id}: not attempted (the solution still raises "
+                               "NotImplementedError)")
+    return _row(ex, r["ok"], f"{ex.notebook}, {ex.grade_id}: {r['message']}")
 
 
 def _verdict(ex: NotebookExercise, r: dict, clean, solution: str) -> dict:
