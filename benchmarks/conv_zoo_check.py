@@ -343,6 +343,29 @@ def run_large(c: Case, seed: int, tol: float, samples: int, torch_ok: bool) -> d
     return row
 
 
+def prebuild(cases: list[Case]) -> None:
+    """Every small case's kernels compiled first, side by side in threads (NVRTC takes about a second
+    a specialised module, one at a time: 300 cases would spend minutes compiling in turn).  Each
+    case runs once on zeros; the check proper then finds its plans made.  A case that raises here
+    raises again, with its traceback, when it is checked."""
+    import labkit
+    from labkit.backends.parallel import run_parallel
+    xp = labkit.xp
+
+    def build(c: Case):
+        try:
+            s = c.conv
+            w = xp.zeros(s.w_shape, dtype=xp.float32)
+            zoo.labkit_call(s, xp.zeros(s.x_shape(c.N), dtype=xp.float32), w,
+                            xp.zeros(s.M, dtype=xp.float32) if c.bias else None, "auto", activation=c.activation)
+        except Exception:    # noqa: BLE001
+            pass
+    t0 = time.perf_counter()
+    run_parallel([lambda c=c: build(c) for c in cases], min(16, os.cpu_count() or 1))
+    zoo.sync()
+    print(f"  prebuilt {len(cases)} cases in {time.perf_counter() - t0:.1f} s", flush=True)
+
+
 def run_phase(name: str, cases: list[Case], args, env: dict, rows: list[dict], torch_ok: bool) -> None:
     from labkit import autotune
     saved = {k: os.environ.get(k) for k in env}
@@ -350,6 +373,8 @@ def run_phase(name: str, cases: list[Case], args, env: dict, rows: list[dict], t
     t0 = time.perf_counter()
     bad = 0
     try:
+        if name != "autotuned":
+            prebuild([c for c in cases if c.phase != "large"])
         for i, c in enumerate(cases):
             seen = len(autotune.history())
             if c.phase == "large":
