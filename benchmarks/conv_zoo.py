@@ -905,6 +905,7 @@ def merge(files: list[str], out: Path | None) -> int:
     print_table(merged)
     print_summary(s, merged)
     png = plot(merged, path.with_suffix(".png"), f"Any convolution: labkit auto vs cuDNN, {doc['device_label']}")
+    partial.unlink(missing_ok=True)   # the whole run is in the file proper
     print(f"wrote {path} and {png}")
     return 1 if s["failed"] else 0
 
@@ -994,10 +995,16 @@ def main(argv=None) -> int:
           f"{meta.get('torch', {}).get('version', '')}; autotune {meta['autotune']}", flush=True)
     rows = []
     t0 = time.perf_counter()
+    from labkit import measure
+    name = "conv_zoo_smoke" if args.smoke else "conv_zoo"
+    suffix = ("_" + "-".join(args.only) if args.only else "") + ("_ids" if args.ids else "")
+    suffix += "_max" if args.max_elems else ""
+    partial = out / f"{name}_{tag}{suffix}.partial.json"
     for i, p in enumerate(zoo):
         r = run_problem(p, args, ctx)
         release()                  # the problem's arrays are gone now: hand the pools' blocks back
         rows.append(r)
+        measure.save_rows(rows, partial, meta={**meta, "partial": f"{len(rows)} of {len(zoo)} problems"})
         print(f"[{i + 1}/{len(zoo)}] {p.id:<26s} labkit {r.get('labkit_ms', float('nan')):9.3f} ms  "
               f"cuDNN {r.get('cudnn_ms', float('nan')):9.3f} ms  ratio {r.get('ratio', float('nan')):5.2f}  "
               f"first call {r.get('first_call_s', float('nan')):6.2f} s  err {r.get('max_err', float('nan')):.1e}  "
@@ -1007,12 +1014,9 @@ def main(argv=None) -> int:
     print()
     print_table(rows)
     print_summary(s, rows)
-    from labkit import measure
-    name = "conv_zoo_smoke" if args.smoke else "conv_zoo"
-    suffix = ("_" + "-".join(args.only) if args.only else "") + ("_ids" if args.ids else "")
-    suffix += "_max" if args.max_elems else ""
     path = measure.save_rows(rows, out / f"{name}_{tag}{suffix}.json", meta=meta)
     png = plot(rows, path.with_suffix(".png"), f"Any convolution: labkit {args.variant} vs cuDNN, {dev.label}")
+    partial.unlink(missing_ok=True)   # the whole run is in the file proper
     print(f"wrote {path} and {png}")
     return 1 if s["failed"] else 0
 

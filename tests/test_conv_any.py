@@ -35,8 +35,9 @@ def _draw_conv(r: np.random.Generator) -> dict:
         ph, pw = (int(v) for v in r.integers(0, 6, 2))
         H = int(r.integers(max(1, dh * (kh - 1) + 1 - 2 * ph), dh * (kh - 1) + 14))
         W = int(r.integers(max(1, dw * (kw - 1) + 1 - 2 * pw), dw * (kw - 1) + 14))
-        if kind == "depthwise":
-            g = C = M = int(r.integers(1, 10))
+        if kind == "depthwise":            # a channel multiplier (M = 2C, 3C) a third of the time
+            g = C = int(r.integers(1, 10))
+            M = C * int(r.choice([1, 1, 1, 1, 2, 3]))
         else:
             g = int(r.integers(2, 4)) if kind == "grouped" else 1
             C, M = g * int(r.integers(1, 5)), g * int(r.integers(1, 5))

@@ -250,7 +250,7 @@ def test_bad_input_is_refused_with_the_fix():
         DepthwiseAnyConv2d(w.astype(labkit.xp.float64), b, L)
     with pytest.raises(ValueError, match=r"w must have shape \(3, 1, 3, 3\)"):
         DepthwiseAnyConv2d(w[:, :, :, :2].copy(), b, L)
-    with pytest.raises(ValueError, match="groups = C = M"):
+    with pytest.raises(ValueError, match=r"groups = C, M a multiple of C"):
         DepthwiseAnyConv2d(w, b, ConvLayer.of(3, 9, 8, 3, 3, 1, 1, groups=1))
     with pytest.raises(ValueError, match="groups = C"):
         depthwise_any_conv2d(x, labkit.xp.concatenate([w, w], axis=1), b, pad=1)
@@ -382,3 +382,22 @@ def test_ragged_tiles_under_the_executor_checks():
     mod.get_function("depthwise_any")((t.blocks(L, 3),), (t.threads,), (x, w.reshape(3, -1), b, y) + ints(3, 3, 1, 3),
                                       shared_mem=t.shared_bytes(L))
     assert rel_error(y, expected(x, w, b, L, "relu6")) < 1e-5, reproduce("executor_checks")
+
+
+@pytest.mark.parametrize("mult, kernel, stride, pad, dilation", [(2, 3, 1, 1, 1), (3, (5, 3), (2, 1), (2, 0), 1),
+                                                                 (2, 3, 2, 3, 2)])
+def test_a_channel_multiplier_gives_each_channel_its_own_filters(mult, kernel, stride, pad, dilation):
+    """M = mult * C: output channel m filters input channel m // mult (PyTorch's groups = C, M = mult * C)."""
+    xp = labkit.xp
+    r = np.random.default_rng()
+    C, H, W = 3, 11, 9
+    L = ConvLayer.of(C, H, W, mult * C, kernel, stride, pad, dilation, C)
+    x = r.standard_normal((2, C, H, W)).astype(np.float32)
+    w = r.standard_normal((mult * C, 1) + L.kernel_hw).astype(np.float32)
+    b = r.standard_normal(mult * C).astype(np.float32)
+    want = reference.relu6(reference.conv2d(x, w, b, stride=stride, pad=pad, dilation=dilation, groups=C))
+    out = xp.full(want.shape, np.nan, dtype=xp.float32)
+    DepthwiseAnyConv2d(xp.asarray(w), xp.asarray(b), L, activation="relu6")(xp.asarray(x), out=out)
+    got = to_numpy(out)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

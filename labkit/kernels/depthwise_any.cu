@@ -1,9 +1,10 @@
 // depthwise_any.cu -- depthwise convolution of any geometry: every channel is convolved with a KH x KW
 // filter of its own and with no other channel (a grouped convolution with groups = channels, weights
 // (C, 1, KH, KW)), with any stride, zero padding (wider than the kernel too, as PyTorch allows) and
-// dilation, each per axis.
+// dilation, each per axis.  With a channel multiplier (DWA_MULT = M / C > 1, weights (M, 1, KH, KW)),
+// output channel m filters input channel m / DWA_MULT: the M/C outputs of a channel read the same plane.
 //
-//   y[n, c, oh, ow] = act(b[c] + sum over kh, kw of w[c, kh, kw] * x[n, c, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW])
+//   y[n, m, oh, ow] = act(b[m] + sum over kh, kw of w[m, kh, kw] * x[n, m / MULT, oh*SH - PH + kh*DH, ow*SW - PW + kw*DW])
 //   x outside the image reads as 0; HO = (H + 2*PH - DH*(KH-1) - 1) / SH + 1 (PyTorch's), WO likewise.
 //   act: 0 none, 2 ReLU, 3 ReLU6, written as comparisons so that NaN goes through as NaN (PyTorch keeps
 //   it; fmaxf(NaN, 0) would give 0).  The bias b[c]: none (has_bias 0) or from b (1).
@@ -30,10 +31,11 @@
 //   3. Bias and activation are applied in registers before the one store of each output: a thread's
 //      row of RX outputs as float4s (float2s) where y's rows allow, else one float at a time.
 //
-// depthwise_any(x, w, b, y, NC, C, has_bias, act)
-//   x (N, C, H, W), w (C, KH*KW) (the (C, 1, KH, KW) weights), b (C,) (read only when has_bias == 1),
-//   y (N, C, HO, WO); NC = N * C planes.  Float32, C-contiguous.  A plane's offset is 64-bit (N*C*H*W
-//   may pass 2^31), offsets within a plane 32-bit.
+// depthwise_any(x, w, b, y, NC, M, has_bias, act)
+//   x (N, C, H, W), w (M, KH*KW) (the (M, 1, KH, KW) weights), b (M,) (read only when has_bias == 1),
+//   y (N, M, HO, WO); NC = N * M output planes, output plane q reading input plane q / DWA_MULT (the
+//   planes of one input channel are neighbours: a block's copies of it meet in L2).  Float32,
+//   C-contiguous.  A plane's offset is 64-bit (N*C*H*W may pass 2^31), offsets within a plane 32-bit.
 // Launch (labkit.ops.depthwise_any): grid (ceil(NC / DWA_PLANES) * ceil(HO / (DWA_TY*DWA_RY)) *
 //   ceil(WO / (DWA_TX*DWA_RX)),), block (DWA_TX * DWA_TY * DWA_PLANES,), dynamic shared memory
 //   (DWA_PLANES * PS + DWA_WSHARED * DWA_PLANES * KH * KW) * 4 bytes (PS: DWA_PS, or its default below).
@@ -49,6 +51,9 @@
 
 #ifndef DWA_H
 #define DWA_H 16
+#endif
+#ifndef DWA_MULT
+#define DWA_MULT 1
 #endif
 #ifndef DWA_W
 #define DWA_W 16
@@ -105,7 +110,7 @@
 namespace dwa {
 __host__ __device__ constexpr int cdiv(int a, int b) { return (a + b - 1) / b; }
 
-constexpr int H = DWA_H, W = DWA_W;
+constexpr int H = DWA_H, W = DWA_W, MULT = DWA_MULT;
 constexpr int KH = DWA_KH, KW = DWA_KW, SH = DWA_SH, SW = DWA_SW, PH = DWA_PH, PW = DWA_PW, DH = DWA_DH,
               DW = DWA_DW;
 constexpr int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1;
@@ -241,7 +246,6 @@ extern "C" __global__ void __launch_bounds__(DWA_TX * DWA_TY * DWA_PLANES) depth
   //    in order).
   const int group = threadIdx.x / G, lane = threadIdx.x % G;
   const bool copies = group < GROUPS;  // threads past the last whole group sit the copy out
-  const float* xb = x + (size_t)plane0 * (H * W);
 #pragma unroll(COPY_UNROLL)
   for (int t0 = 0; t0 < COPIES; t0 += BATCH) {
     float v[BATCH];
@@ -251,7 +255,7 @@ extern "C" __global__ void __launch_bounds__(DWA_TX * DWA_TY * DWA_PLANES) depth
       const int q = plane_of(row), ih = ih0 + row_of(row), iw = iw0 + col;
       const bool inside = copies && t < COPIES && row < PLANES * IN_ROWS && col < IN_COLS && plane0 + q < NC &&
                           (unsigned)ih < (unsigned)H && (unsigned)iw < (unsigned)W;
-      v[i] = inside ? xb[(size_t)q * (H * W) + ih * W + iw] : 0.0f;
+      v[i] = inside ? x[(size_t)((plane0 + q) / MULT) * (H * W) + ih * W + iw] : 0.0f;
     }
 #pragma unroll
     for (int i = 0; i < BATCH; ++i) {

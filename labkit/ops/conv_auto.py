@@ -7,7 +7,7 @@
 Every kernel family that can run the shape offers its candidates (tiles, tilings, split-K slices):
 
     implicit     conv_implicit.cu: the implicit GEMM, any kernel, stride, padding, dilation, groups
-    depthwise    depthwise_any.cu: groups = C = M, any kernel, stride, padding, dilation
+    depthwise    depthwise_any.cu: groups = C (M a multiple of C), any kernel, stride, padding, dilation
     depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
     winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3))
     tuned        conv_tuned.cu: the seed's valid convolutions (stride 1, no padding, one group)
@@ -93,7 +93,7 @@ def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:
 
 FAMILIES: tuple[Family, ...] = (
     Family("depthwise", ("depthwise_any",),
-           lambda L, a: L.groups == L.C == L.M and a in DEPTHWISE_ACTIVATIONS,
+           lambda L, a: L.groups == L.C and L.M % L.C == 0 and a in DEPTHWISE_ACTIVATIONS,
            lambda conv, N: [{"tiling": asdict(t)} for t in any_tiling_candidates(conv.layer, N)],
            _depthwise_make),
     Family("depthwise3x3", ("depthwise",),

@@ -204,8 +204,10 @@ class ConvTranspose2d:
         return default_tiles(self.phase_layer(*self.phases[0]))
 
     def tuning_candidates(self) -> list[Tiles]:
+        """The default tiles, then the implicit GEMM's sweep grid: at most 8 in all, since every
+        candidate compiles one module per phase (S_h * S_w of them)."""
         first = self.tiles_for()
-        return [first] + [t for t in candidates(self.phase_layer(*self.phases[0])) if t != first]
+        return ([first] + [t for t in candidates(self.phase_layer(*self.phases[0])) if t != first])[:8]
 
     def launches(self, tiles: Tiles, N: int) -> list[_Phase]:
         """Each phase's launch at a batch of N with these tiles: launch(x, y)."""

@@ -229,7 +229,7 @@ def tiling_candidates(layer: ConvLayer, N: int) -> list[Tiling]:
     256 or 128 threads (small planes several a block: smaller tiles make more blocks, fewer idle SMs in
     the last wave); kernels past 5x5 with the weights in registers and in shared memory.  Only valid
     ones, each once."""
-    planes = N * layer.C
+    planes = N * layer.M
     out = [default_tiling(layer, planes)]
     for rx, widths in ((4, (16, 8)), (2, (32, 16)), (1, (32,))):
         for ry in (4, 2, 8):
@@ -254,7 +254,7 @@ def tiling_of(config: dict) -> Tiling:
 def floor_bytes(layer: ConvLayer, N: int) -> int:
     """The least memory traffic of the layer at batch N: x read once, y written once (weights aside)."""
     ho, wo = layer.out_hw
-    return 4 * N * layer.C * (layer.H * layer.W + ho * wo)
+    return 4 * N * (layer.C * layer.H * layer.W + layer.M * ho * wo)
 
 
 def depthwise_any_layer(C: int, H: int, W: int, kernel, stride=1, pad=0, dilation=1) -> ConvLayer:
@@ -267,8 +267,9 @@ def check_layer(layer) -> ConvLayer:
     """``layer`` as a canonical ConvLayer that depthwise_any.cu runs, or ValueError naming the fix."""
     layer = ConvLayer(*layer).canonical()
     layer.check()
-    if not layer.groups == layer.C == layer.M:
-        raise ValueError(f"depthwise_any.cu runs depthwise layers (groups = C = M: one filter a channel), got "
+    if not (layer.groups == layer.C and layer.M % layer.C == 0):
+        raise ValueError(f"depthwise_any.cu runs depthwise layers (groups = C, M a multiple of C: each channel's "
+                         f"M/C filters of its own), got "
                          f"C={layer.C}, M={layer.M}, groups={layer.groups}: use labkit.ops.implicit.ImplicitConv2d "
                          "for other convolutions")
     ho, wo = layer.out_hw
@@ -284,7 +285,7 @@ def module_defines(layer: ConvLayer, tiling: Tiling) -> dict:
     pitch, ps = tiling.layout(layer)
     return {"DWA_H": layer.H, "DWA_W": layer.W, "DWA_KH": kh, "DWA_KW": kw, "DWA_SH": sh, "DWA_SW": sw,
             "DWA_PH": ph, "DWA_PW": pw, "DWA_DH": dh, "DWA_DW": dw, **tiling.defines(),
-            "DWA_PITCH": pitch, "DWA_PS": ps}
+            "DWA_PITCH": pitch, "DWA_PS": ps, **({"DWA_MULT": layer.M // layer.C} if layer.M > layer.C else {})}
 
 
 @dataclass(frozen=True)
@@ -295,8 +296,8 @@ class _Plan:
     grid: tuple
     block: tuple
     shared: int
-    planes: int          # N * C
-    C: int
+    planes: int          # N * M: output planes
+    C: int               # M: output channels (filters)
     out_shape: tuple
 
     def bind(self, taps, b, has_bias: int, act: int):
@@ -307,15 +308,15 @@ class _Plan:
 
 
 def _make_plan(layer: ConvLayer, tiling: Tiling, N: int) -> _Plan:
-    planes = N * layer.C
+    planes = N * layer.M
     if planes >= INDEX_LIMIT:
-        raise ValueError(f"batch {N} makes {planes} planes (N * C), over the kernel's int32 count: split the batch")
+        raise ValueError(f"batch {N} makes {planes} planes (N * M), over the kernel's int32 count: split the batch")
     blocks = tiling.blocks(layer, planes)
     if blocks > MAX_GRID[0]:
         raise ValueError(f"batch {N} needs {blocks} blocks of {tiling} (at most {MAX_GRID[0]}): split the batch")
     fn = load(FAMILY, defines=module_defines(layer, tiling)).get_function("depthwise_any")
-    return _Plan(tiling, fn, (blocks,), (tiling.threads,), tiling.shared_bytes(layer), planes, layer.C,
-                 (N, layer.C) + layer.out_hw)
+    return _Plan(tiling, fn, (blocks,), (tiling.threads,), tiling.shared_bytes(layer), planes, layer.M,
+                 (N, layer.M) + layer.out_hw)
 
 
 class DepthwiseAnyConv2d:
@@ -341,17 +342,17 @@ class DepthwiseAnyConv2d:
             raise TypeError(f"tiling must be a labkit.ops.depthwise_any.Tiling, got {type(tiling).__name__}")
         else:
             tiling.check(layer)
-        C, (kh, kw) = layer.C, layer.kernel_hw
-        check_array(w, "w", "(C, 1, KH, KW)", 4, backend, xp)
-        check_shape(w, "w", (C, 1, kh, kw), "C, 1, KH, KW: one filter a channel")
+        C, M, (kh, kw) = layer.C, layer.M, layer.kernel_hw
+        check_array(w, "w", "(M, 1, KH, KW)", 4, backend, xp)
+        check_shape(w, "w", (M, 1, kh, kw), "M, 1, KH, KW: M/C filters a channel")
         if b is not None:
-            check_array(b, "b", "(C,)", 1, backend, xp)
-            check_shape(b, "b", (C,), "C")
+            check_array(b, "b", "(M,)", 1, backend, xp)
+            check_shape(b, "b", (M,), "M")
         self.activation, self.tiling = activation, tiling
         self._w, self.b = w, b
-        self._taps = w.reshape(C, kh * kw)      # a view: the kernel reads w as (C, KH*KW)
+        self._taps = w.reshape(M, kh * kw)      # a view: the kernel reads w as (M, KH*KW)
         self._kind = xp.ndarray
-        self._x_shape, self._y_shape = (C, layer.H, layer.W), (C,) + layer.out_hw
+        self._x_shape, self._y_shape = (C, layer.H, layer.W), (M,) + layer.out_hw
         self._plans: dict[int, tuple] = {}
 
     # --- plans --------------------------------------------------------------------------------------
