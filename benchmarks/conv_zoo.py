@@ -893,6 +893,9 @@ def merge(files: list[str], out: Path | None) -> int:
     rows: dict[str, dict] = {}
     for d in docs:
         for r in d["rows"]:
+            # each row says how its part was run (the autotuner's mode and budget, TF32 rows or not)
+            r.setdefault("run", {"autotune": d["meta"].get("autotune"), "tf32_rows": d["meta"].get("tf32", True),
+                                 "part": d["meta"].get("partial", "whole")})
             rows[r["id"]] = r           # a later part wins
     order = {p.id: i for i, p in enumerate(ZOO)}
     merged = sorted(rows.values(), key=lambda r: order.get(r["id"], len(order)))
@@ -905,7 +908,6 @@ def merge(files: list[str], out: Path | None) -> int:
     print_table(merged)
     print_summary(s, merged)
     png = plot(merged, path.with_suffix(".png"), f"Any convolution: labkit auto vs cuDNN, {doc['device_label']}")
-    partial.unlink(missing_ok=True)   # the whole run is in the file proper
     print(f"wrote {path} and {png}")
     return 1 if s["failed"] else 0
 
@@ -971,7 +973,7 @@ def main(argv=None) -> int:
            "nominal_GBps": dev.theoretical_bandwidth_GBps, "torch": why_no_torch}
     tag = device_tag(dev)
     meta = {"benchmark": "conv_zoo", "tag": tag, "smoke": args.smoke, "only": args.only, "ids": args.ids,
-            "variant": args.variant, "repeat": args.repeat, "warmup": args.warmup, "samples": args.samples,
+            "variant": args.variant, "tf32": args.tf32, "repeat": args.repeat, "warmup": args.warmup, "samples": args.samples,
             "seed": args.seed, "tolerance": TOL, "torch_tolerance": TORCH_TOL,
             "autotune": {"mode": autotune.mode(), "budget_s": autotune.budget_s()},
             "fp32_ceiling_TFLOPs (measured, cuBLAS SGEMM)": ctx["ceilings"].fp32_TFLOPs,
