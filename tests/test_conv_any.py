@@ -131,7 +131,6 @@ def test_conv_transpose2d_matches_the_reference_and_is_the_adjoint_of_conv2d(i):
     assert abs(lhs - rhs) <= 1e-5 * scale, f"{geo.key}: <conv(u), x> = {lhs} but <u, convT(x)> = {rhs} (seed {seed})"
 
 
-@pytest.mark.check
 def test_every_family_auto_may_choose_is_right_on_its_shapes():
     """Every candidate of every family that can run a few shapes (not only the untuned first one, the
     only one the CPU executor runs from labkit.conv2d) matches the reference."""
@@ -217,6 +216,7 @@ def test_phases_of_a_stride_2_axis():
     ("tiled", dict(dilation=2), "variant 'tiled' takes square kernels"),
     ("naive", dict(stride=(1, 2)), "variant 'naive' takes square kernels"),
     ("unrolled", dict(pad=(1, 0)), "variant 'unrolled' takes square kernels"),
+    ("tiled", dict(w_shape=(3, 2, 3, 5)), "variant 'tiled' takes square kernels only: w has 3x5 kernels"),
     ("tuned", dict(pad=1), "the seed's valid convolutions"),
     ("auto", dict(dilation=0), "dilation must be a positive int"),
     ("auto", dict(pad=(1, 2, 3)), r"pad must be an int or an \(h, w\) pair"),
@@ -225,7 +225,7 @@ def test_phases_of_a_stride_2_axis():
 ])
 def test_a_variant_that_cannot_run_a_shape_says_so_before_compiling(variant, kw, match):
     xp = labkit.xp
-    x, w = xp.zeros((1, 2, 9, 9), xp.float32), xp.zeros((3, 2, 3, 3), xp.float32)
+    x, w = xp.zeros((1, 2, 9, 9), xp.float32), xp.zeros(kw.pop("w_shape", (3, 2, 3, 3)), xp.float32)
     with pytest.raises(ValueError if variant != "auto" or "pair" not in match else TypeError, match=match):
         labkit.conv2d(x, w, variant=variant, **kw)
 
@@ -255,3 +255,14 @@ def test_conv_transpose2d_refuses_an_output_that_aliases_its_input():
     x = xp.zeros((1, 3, 9, 9), xp.float32)
     with pytest.raises(ValueError, match="shares memory with input"):
         labkit.conv_transpose2d(x, xp.zeros((3, 3, 1, 1), xp.float32), out=x)
+
+
+@pytest.mark.check
+def test_the_unrolled_rung_says_how_large_its_column_matrix_would_be_before_allocating(monkeypatch):
+    from labkit import backends
+    monkeypatch.setattr(backends, "free_memory_bytes", lambda: 10**6)   # 1 MB free
+    xp = labkit.xp
+    x, w = xp.zeros((4, 8, 40, 40), xp.float32), xp.zeros((8, 8, 3, 3), xp.float32)
+    with pytest.raises(ValueError, match=r"column matrix of N\*C\*K\*K\*Ho\*Wo = 460800 floats \(1\.8 MiB\), "
+                                         r"over the 1\.0 MiB free: use variant='auto'"):
+        labkit.conv2d(x, w, variant="unrolled", pad=1)

@@ -62,7 +62,7 @@ def test_the_face_says_what_a_rung_cannot_do():
     with pytest.raises(ValueError, match=r"variant 'tiled' computes the seed's valid convolutions.*"
                                          r"stride=2.*variant='implicit'"):
         labkit.conv2d(x, w, b, stride=2, variant="tiled")
-    with pytest.raises(ValueError, match="variant must be one of 'naive', 'tiled'.*'implicit_tf32', got 'fft'"):
+    with pytest.raises(ValueError, match="variant must be one of 'auto', 'naive', 'tiled'.*'implicit_tf32', got 'fft'"):
         labkit.conv2d(x, w, b, variant="fft")
     with pytest.raises(TypeError, match=r"variant 'implicit' takes no option 'tile_width' \(its options: tiles\)"):
         labkit.conv2d(x, w, b, variant="implicit", tile_width=8)

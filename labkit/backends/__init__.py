@@ -91,3 +91,17 @@ class use:
         else:
             os.environ[ENV_VAR] = self._saved
         return False
+
+
+def free_memory_bytes() -> int:
+    """Bytes an op may still allocate on the backend in use: the GPU's free memory plus the blocks
+    CuPy's pool holds unused; on the CPU executor, the host's available physical memory."""
+    if current() == "cuda":
+        import cupy
+        free, _ = cupy.cuda.runtime.memGetInfo()
+        pool = cupy.get_default_memory_pool()
+        return int(free + pool.free_bytes())
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):   # no sysconf here: no limit known
+        return 2**63 - 1

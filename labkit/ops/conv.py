@@ -195,8 +195,9 @@ def _check_layer(x, w, b, variant, activation, tile_width, config, backend, xp) 
                          "layout (MCKK, not KKCM or CMKK)")
     if KH != KW:
         hint = (f"; w looks like KKCM (kh, kw, C, M), TensorFlow's layout: pass "
-                f"w.transpose(3, 2, 0, 1).copy()" if M == Cw and KH == C else "")
-        raise ValueError(f"only square kernels are supported: w has {KH}x{KW} kernels "
+                f"w.transpose(3, 2, 0, 1).copy()" if M == Cw and KH == C else
+                "; labkit.conv2d's variant='auto' runs any kernel")
+        raise ValueError(f"variant {variant!r} takes square kernels only: w has {KH}x{KW} kernels "
                          f"(shape {tuple(w.shape)}){hint}")
     K = KH
     if K > H or K > W:

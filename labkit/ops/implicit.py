@@ -1,12 +1,13 @@
 """Convolution as an implicit GEMM: labkit/kernels/conv_implicit.cu (FP32) and
-conv_implicit_tf32.cu (TF32 tensor cores, GPU only), for any stride, padding and groups.
+conv_implicit_tf32.cu (TF32 tensor cores, GPU only), for any kernel size, stride, padding and
+dilation (each per axis) and groups; a batch past the kernels' 32-bit offsets runs as sub-batches.
 
     layer = ConvLayer(C=96, H=27, W=27, M=256, K=5, pad=2, groups=2)
     conv = ImplicitConv2d(w, b, layer, activation="relu", precision="tf32")   # prepares the weights once
     y = conv(x)                                              # x (N, 96, 27, 27) -> y (N, 256, 27, 27)
     y = conv2d_implicit(x, w, b, pad=2, groups=2)            # the same in one call (prepares each time)
 
-The weights are re-laid out once per layer, (M, C/G, K, K) -> (G, C/G*K*K, M/G): each group's weight
+The weights are re-laid out once per layer, (M, C/G, KH, KW) -> (G, C/G*KH*KW, M/G): each group's weight
 matrix transposed, so the kernels read a tile of it as rows of neighbouring floats (TF32: packed in
 the tensor cores' fragment order).  A layer object does that when it is made, as an inference engine
 prepares a model when it loads it; per batch size it resolves once its tiles, split-K slices,
@@ -225,7 +226,7 @@ def pack_weights_tf32(w, layer: ConvLayer, tiles: Tiles):
 
 
 def prepare_weights(w, groups: int):
-    """(M, C/G, K, K) -> (G, C/G*K*K, M/G), contiguous, on w's backend: each group's matrix transposed."""
+    """(M, C/G, KH, KW) -> (G, C/G*KH*KW, M/G), contiguous, on w's backend: each group's matrix transposed."""
     xp = backends.xp()
     M = int(w.shape[0])
     return xp.ascontiguousarray(w.reshape(groups, M // groups, -1).transpose(0, 2, 1))
@@ -309,8 +310,8 @@ class ImplicitConv2d:
     """One convolution layer on the implicit-GEMM kernels, its weights prepared once.
 
     Args:
-        w: float32 (M, C/groups, K, K) on the backend;  b: float32 (M,) or None.
-        layer: its ``ConvLayer`` (input plane, stride, padding, groups); checked against w.
+        w: float32 (M, C/groups, KH, KW) on the backend;  b: float32 (M,) or None.
+        layer: its ``ConvLayer`` (input plane, kernel, stride, padding, dilation, groups); checked against w.
         activation: None, "tanh", "relu" or "relu6", fused into the kernel's epilogue.
         residual: True for a layer that adds a residual (a skip connection) before the activation,
             y = act(conv(x) + b + res): each call then passes ``residual=`` an array of y's shape.
@@ -320,7 +321,7 @@ class ImplicitConv2d:
             the tensor cores drop their low bits (toward zero): less error, a little slower.  (The
             weights are always rounded to nearest, once, when they are packed.)
         weights_layout: "MCKK" (w as above, copied once into the kernel's layout) or "CKKM" (fp32,
-            groups 1: w is already (C*K*K, M), the kernel's layout, and is read in place on every
+            groups 1: w is already (C*KH*KW, M), the kernel's layout, and is read in place on every
             launch: a training loop updates it and the next forward sees the new weights).
 
     Per batch size (and split-K request), ``plan`` resolves once the tiles, slices, functions, grid

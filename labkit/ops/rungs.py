@@ -90,17 +90,18 @@ def conv2d(x, w, b=None, *, stride=1, pad=0, dilation=1, groups: int = 1, varian
         return implicit.conv2d_implicit(x, w, b, stride=stride, pad=pad, dilation=dilation, groups=groups,
                                         activation=activation, out=out,
                                         precision="tf32" if variant == "implicit_tf32" else "fp32", **options)
-    square = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (stride, pad, dilation))
-    kernel = tuple(int(v) for v in getattr(w, "shape", ())[2:4])
-    if not square or dilation != 1 or (len(kernel) == 2 and kernel[0] != kernel[1]):
+    # The ladder's other rungs take one int stride and padding, no dilation, and square kernels (their
+    # own checks say so of the kernel, naming TensorFlow's KKCM layout where the weights look like it).
+    ints_only = all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in (stride, pad, dilation))
+    if not ints_only or dilation != 1:
         raise ValueError(f"variant {variant!r} takes square kernels, one int stride and padding and no dilation; "
-                         f"got kernel {kernel}, stride={stride!r}, pad={pad!r}, dilation={dilation!r}: use "
-                         "variant='auto' or 'implicit'")
+                         f"got stride={stride!r}, pad={pad!r}, dilation={dilation!r}: use variant='auto' or "
+                         "variant='implicit'")
     if variant in _DIRECT:
         if (stride, pad, groups) != (1, 0, 1):
             raise ValueError(f"variant {variant!r} computes the seed's valid convolutions (stride 1, pad 0, "
                              f"groups 1), got stride={stride}, pad={pad}, groups={groups}: use "
-                             "variant='auto' or 'implicit' for strides, padding and groups")
+                             "variant='auto' or variant='implicit' for strides, padding and groups")
         return conv.conv2d(x, w, b, variant=variant, activation=activation, out=out, **options)
     gemm_variant = options.pop("gemm_variant", "dbuf")
     return unroll.conv2d_unrolled(x, w, b, stride=stride, pad=pad, groups=groups, activation=activation,

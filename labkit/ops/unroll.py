@@ -21,7 +21,7 @@ from ..shapes import out_size
 from .gemm import gemm
 from .plans import PlanCache, cdiv, ints
 
-__all__ = ["im2col", "col2im", "conv2d_unrolled", "out_size"]
+__all__ = ["im2col", "col2im", "conv2d_unrolled", "check_column_matrix", "out_size"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -36,6 +36,19 @@ def _check_geometry(H: int, W: int, K: int, stride: int, pad: int) -> tuple[int,
     if Ho < 1 or Wo < 1:
         raise ValueError(f"a {K}x{K} window with pad {pad} does not fit the {H}x{W} input")
     return Ho, Wo
+
+
+def check_column_matrix(N: int, C: int, K: int, Ho: int, Wo: int) -> None:
+    """ValueError, before anything is allocated, where the column matrix (N, C*K*K, Ho*Wo) would not
+    fit the backend's free memory or im2col.cu's 32-bit offsets, saying how large it would be."""
+    elements = N * C * K * K * Ho * Wo
+    need, free = 4 * elements, backends.free_memory_bytes()
+    if elements >= 2**31 or need > free:
+        size = lambda n: f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.1f} MiB"   # noqa: E731
+        why = (f"over the {size(free)} free" if need > free else "past im2col.cu's 32-bit offsets")
+        raise ValueError(f"variant 'unrolled' writes a column matrix of N*C*K*K*Ho*Wo = {elements} floats "
+                         f"({size(need)}), {why}: use variant='auto' or 'implicit', which gather the "
+                         "same values without writing them, or a smaller batch")
 
 
 def _plan(kernel: str, x_shape, K, stride, pad):
@@ -103,6 +116,7 @@ def conv2d_unrolled(x, w, b=None, *, stride: int = 1, pad: int = 0, groups: int 
             raise ValueError(f"b must have shape ({M},), got {tuple(b.shape)}")
     Ho, Wo = _check_geometry(H, W, K, stride, pad)
     y = output(out, (N, M, Ho, Wo), "NCHW", (x, w, b), backend=backend)
+    check_column_matrix(N, C, K, Ho, Wo)
     cols = im2col(x, K, stride=stride, pad=pad)
     Mg, rows = M // groups, Cg * K * K
     wg = [xp.ascontiguousarray(w[g * Mg:(g + 1) * Mg].reshape(Mg, rows)) for g in range(groups)]
