@@ -98,6 +98,11 @@ class CannotCross(TypeError):
     """A check handed a student's function a value that cannot cross to the student's process."""
 
 
+class RecordingError(ValueError):
+    """Calls a student's function made on the grader's stand-ins (labkit.pipeline.recording) that the
+    check refuses to replay: an operation, an array, a stream or an index no stand-in could record."""
+
+
 class NotAccepted(ValueError):
     """What a student's function returned for the grader to compile (notebook 03's ``fix``) is not a
     kernel file it takes: not a str, too large, not UTF-8, or holding a NUL (the message says which)."""

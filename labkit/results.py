@@ -6,6 +6,10 @@ folder), else ``results/`` at the repository root; created on first use.
 
 ``benchmarks/results/`` holds what the benchmark scripts measured on an H100, shipped with the
 repository: a notebook run on another machine plots those rows beside its own (``shipped_rows``).
+
+``READ_ONLY_DIRS``: the folders of the repository besides the package that labkit and the notebooks
+read (never write): ``data/`` and ``benchmarks/results/``.  The grader's sandbox shows them, read-only,
+where these paths fall inside it (labkit.course.sandbox.repository_files).
 """
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ ENV_VAR = "LABKIT_RESULTS_DIR"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DATA_DIR = REPO_ROOT / "data"
 SHIPPED_DIR = REPO_ROOT / "benchmarks" / "results"
+READ_ONLY_DIRS = (DATA_DIR, SHIPPED_DIR)
 
 
 def results_dir() -> Path:

@@ -14,8 +14,8 @@ from labkit import reference
 from labkit.checks import rel_error
 from labkit.models import alexnet
 from labkit.models import fashion_mnist as fm
-from labkit.pipeline import (SubBatchPipeline, Timeline, copy_bandwidth, is_pinned, overlap_ms, pinned_empty,
-                             plot_timeline, split_batch)
+from labkit.pipeline import (SubBatchPipeline, Timeline, copy_bandwidth, copy_in, copy_out, is_pinned, overlap_ms,
+                             pinned_empty, plot_timeline, split_batch)
 
 ON_GPU = labkit.backend() == "cuda"
 
@@ -309,3 +309,38 @@ def test_a_tune_that_fails_while_timing_puts_everything_back(fashion, monkeypatc
     for n, a in ((N, x), (5, y)):
         out = pipe.run(a, poisoned_output((n, 10)))
         assert np.array_equal(out, expected[n]) and np.array_equal(out, one_by_one(fashion, a, pipe.chunks(n)))
+
+
+@pytest.mark.check
+def test_an_enqueue_recorded_on_stand_ins_is_replayed_on_the_real_pipeline():
+    """labkit.pipeline.recording, as the grader runs notebook 09's my_enqueue: the function runs on
+    stand-ins that record its calls, and check_enqueue replays them on the real plans and stream; a
+    wrong order is caught, a record no stand-in could make is refused."""
+    from labkit.errors import RecordingError
+    from labkit.ladder.streams import check_enqueue
+    from labkit.models.fashion_mnist import FashionNet
+    from labkit.pipeline.recording import record_enqueue
+
+    def right(plan, x, out, a, b, stream):
+        copy_in(plan.x, x[a:b], stream)
+        plan.run(stream)
+        copy_out(out[a:b], plan.out, stream)
+
+    def late(plan, x, out, a, b, stream):
+        copy_in(plan.x, x[a:b], stream)
+        copy_out(out[a:b], plan.out, stream)
+        plan.run(stream)
+
+    def across(fn, forged=None):
+        def call(*args):
+            raise AssertionError("a function that runs in another process is never called with live objects")
+        # the notebook's namespace is the function's globals, where copy_in and copy_out record
+        call.record = lambda kind, jobs: forged if forged is not None else record_enqueue(fn, fn.__globals__, jobs)
+        return call
+
+    assert check_enqueue(across(right), FashionNet(), 7)["ok"]
+    wrong = check_enqueue(across(late), FashionNet(), 7)
+    assert not wrong["ok"] and "sub-batch 0 (rows 0-2" in wrong["message"], wrong["message"]
+    forged = [[["copy_in", {"array": "np.ones", "index": []}, {"array": "x", "index": []}, None]]] * 3
+    with pytest.raises(RecordingError, match="does not know"):
+        check_enqueue(across(right, forged), FashionNet(), 7)

@@ -11,9 +11,10 @@ What the program inside sees and may do:
   every process it starts end with the run: a double fork or a ``setsid`` daemon does not outlive
   it), its own IPC and UTS namespaces;
 * a clean environment: only the variables the grader names;
-* the system (``/usr``, ``/etc``), Python, the grader's import path and labkit (the package alone,
-  at ``LABKIT_MOUNT``), read-only; the folders the grader names
-  (``jobs``: the student's files, the check's inputs), read-only; nothing else of the host (not the
+* the system (``/usr``, ``/etc``), Python, the grader's import path (less the folder the grader was
+  started in) and labkit (the package alone, at ``LABKIT_MOUNT``), read-only; the folders the grader
+  names (``jobs``: the student's files, the check's inputs, and for a notebook's cells the data and
+  shipped results they read, ``repository_files()``), read-only; nothing else of the host (not the
   instructor's notebooks or solutions, not other students' files, not the grader's results);
 * a private ``/tmp`` and ``/dev/shm`` (tmpfs, ``Limits.scratch_mib``), gone with the run: the compile
   cache of the kernels it builds lives there, so nothing it compiles reaches a later run;
@@ -41,7 +42,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Limits", "Finished", "unavailable", "run", "readable_roots", "result_fd", "write_result", "write_all", "RESULT_FD_ENV"]
+__all__ = ["Limits", "Finished", "unavailable", "run", "readable_roots", "repository_files", "result_fd", "write_result",
+           "write_all", "RESULT_FD_ENV"]
 
 RESULT_FD_ENV = "LABKIT_RESULT_FD"
 
@@ -102,21 +104,46 @@ def unavailable() -> str | None:
 LABKIT_MOUNT = "/opt/labkit-sandbox"        # where the labkit package is seen inside (it alone, not its repository)
 
 
+def _started_in() -> set[Path]:
+    """The folders Python put first on the import path because the grader was started there: the
+    working folder (``python -m``, ``python -c``) and the main script's folder.  They hold whatever the
+    instructor keeps there (a home folder, the submissions, the course's solutions), never a package the
+    sandbox needs; a folder also named in ``$PYTHONPATH`` is kept."""
+    named = {Path(p).resolve() for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p}
+    here = {Path.cwd().resolve()}
+    main = getattr(sys.modules.get("__main__"), "__file__", None)
+    if main:
+        here.add(Path(main).resolve().parent)
+    return here - named
+
+
 def _python_paths() -> list[Path]:
     """The grader's own import path (its venv, packages installed elsewhere), less anything of the
-    repository labkit lives in: the instructor's notebooks hold the solutions."""
+    repository labkit lives in (the instructor's notebooks hold the solutions) and less the folder the
+    grader was started in."""
     import labkit
     package = Path(labkit.__file__).resolve().parent
     repo = package.parent
+    started = _started_in()
     out = []
     for entry in sys.path:
         if not entry:
             continue                     # the working folder: wherever the grader was started
         p = Path(entry).resolve()
-        if not p.is_dir() or p == repo or p in repo.parents or repo in p.parents:
+        if not p.is_dir() or p == repo or p in repo.parents or repo in p.parents or p in started:
             continue
         out.append(p)
     return list(dict.fromkeys(out))
+
+
+def repository_files() -> dict[str, Path]:
+    """{path inside: folder outside} for the repository's folders that labkit and the notebooks read
+    (labkit.results.READ_ONLY_DIRS: ``data/``, ``benchmarks/results/``), each where labkit computes it
+    inside the sandbox: there the repository's root is LABKIT_MOUNT.  A ``jobs`` argument for ``run``
+    (bound read-only, as every job is); a folder missing here (labkit installed without its
+    repository) is left out."""
+    from ..results import READ_ONLY_DIRS, REPO_ROOT
+    return {f"{LABKIT_MOUNT}/{d.relative_to(REPO_ROOT).as_posix()}": d for d in READ_ONLY_DIRS if d.is_dir()}
 
 
 def readable_roots() -> list[Path]:

@@ -239,3 +239,46 @@ def test_a_python_solution_cannot_forge_its_check(cheat, words):
 def test_a_right_python_solution_still_passes_across_the_boundary():
     row = _graded("05_count_loads_and_fmas", _python_exercise("05_count_loads_and_fmas").solution)
     assert row["ok"] and row["points"] > 0, row["message"]
+
+
+# --- notebook 09's my_enqueue: run on stand-ins in the student's sandbox, its calls replayed by the check
+ENQUEUE_HEAD = "from labkit.models.fashion_mnist import FashionNet\n\ndef my_enqueue(plan, x, out, a, b, stream):\n"
+
+
+@pytest.mark.parametrize("body, words", [
+    # the output copied before the forward ran: the check replays the calls in the order they were made
+    ("    copy_in(plan.x, x[a:b], stream)\n    copy_out(out[a:b], plan.out, stream)\n    plan.run(stream)\n",
+     "rows differ from the forward"),
+    # nothing queued, and a verdict written where the one-sandbox check wrote its result
+    ("    import os\n    from labkit.course.sandbox import result_fd\n"
+     "    os.write(result_fd(), b'{\"stage\": \"check\", \"stdout\": \"my_enqueue: every sub-batch matches the "
+     "model\\'s own forward: True\\\\n\", \"error\": null}')\n",
+     "never written (still NaN)"),
+    # a recorder of its own, handing back calls the stand-ins could never make
+    ("    pass\nimport labkit.pipeline.recording as rec\n"
+     "rec.RECORDERS['enqueue'] = lambda fn, ns, jobs: [[['copy_in', {'array': 'np.ones', 'index': []}, "
+     "{'array': 'x', 'index': []}, None]] for _ in jobs]\n",
+     "names an array the check does not know"),
+    # reading the input's values, which the check's stand-ins do not hold
+    ("    copy_in(plan.x, x[a:b] * 0, stream)\n", "values are not here"),
+])
+def test_my_enqueue_is_replayed_by_the_check_and_cannot_forge_it(body, words):
+    row = _graded("09_my_enqueue", ENQUEUE_HEAD + body)
+    assert row["points"] == 0 and words in row["message"], row["message"]
+    assert "beside the solution" not in row["message"], row["message"]
+
+
+def test_my_enqueue_right_passes_across_the_boundary():
+    row = _graded("09_my_enqueue", _python_exercise("09_my_enqueue").solution)
+    assert row["ok"] and "beside the solution" not in row["message"], row["message"]
+
+
+def test_the_folder_the_grader_was_started_in_stays_outside(tmp_path, monkeypatch):
+    """`python -m labkit.grade` puts its working folder first on the import path (a home folder, the
+    course's folder with source/ and every submission): the sandbox does not show it."""
+    (tmp_path / "solutions.txt").write_text("the answers")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert tmp_path.resolve() not in sandbox.readable_roots()
+    done = run_py(f"import os; print(os.path.exists({str(tmp_path / 'solutions.txt')!r}))")
+    assert done.returncode == 0 and done.stdout.strip() == "False", (done.stdout, done.stderr[-1000:])

@@ -174,5 +174,17 @@ def program_for(ex: NotebookExercise, student_nb: dict | None) -> dict | None:
     if solution is None:
         return None
     return {"setup": ex.setup, "solution": solution, "check": ex.check,
-            "allowed": sorted(cell_names(ex.solution).binds)}
+            "allowed": sorted(cell_names(ex.solution).binds), "imports": _imports(ex.solution)}
+
+
+def _imports(source: str) -> list[str]:
+    """The top-level import statements of the instructor's solution ``source`` (the check's process
+    makes them itself: what they bind is labkit's or a library's, never the student's)."""
+    import ast
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [ast.get_source_segment(source, s) for s in tree.body
+            if isinstance(s, (ast.Import, ast.ImportFrom)) and not (isinstance(s, ast.ImportFrom) and s.level)]
 

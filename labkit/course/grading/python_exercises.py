@@ -16,7 +16,6 @@ import threading
 from pathlib import Path
 
 from ...backends.cpu.compiler import SEED_ENV, cache_dir
-from ...results import DATA_DIR
 from .. import sandbox
 from .limits import run_limited
 from .run_cells import REPLIES_ENV, REQUESTS_ENV
@@ -35,7 +34,9 @@ RUN_CELLS = "labkit.course.grading.run_cells"
 
 
 def _sandbox_args(job: Path, timeout: float, memory_gib) -> dict:
-    return dict(jobs={"/job": job, str(DATA_DIR): DATA_DIR, "/seed": cache_dir()},
+    # The notebook's cells read data/ and benchmarks/results/ where labkit computes them inside the
+    # sandbox (its repository root there is sandbox.LABKIT_MOUNT): bound there, read-only.
+    return dict(jobs={"/job": job, **sandbox.repository_files(), "/seed": cache_dir()},
                 env={"LABKIT_BACKEND": "cpu", "LABKIT_RESULTS_DIR": "/tmp/results", "MPLBACKEND": "Agg",
                      "LABKIT_CACHE_DIR": "/tmp/labkit-cache", SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1"},
                 limits=sandbox.Limits(seconds=timeout, memory_gib=memory_gib or 6.0, result_bytes=4 << 20))

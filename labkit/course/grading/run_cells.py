@@ -12,8 +12,12 @@ value, or a call of a function the solution defined, each as plain data (labkit.
 the check's side runs the set-up cells and the instructor's check cell, with the solution's names
 bound to those values and to stand-ins that call across.  A value that lies in ``__eq__``, a patched
 helper or builtin, an input transformer, a forged result file: none of them reaches the process that
-runs the check and writes its result.  ``run`` is both in one process (--unsafe-no-sandbox, and a
-check that hands the solution's functions what cannot cross, such as a model object).
+runs the check and writes its result.  A name the instructor's solution imports (``imports``) is
+imported by the check's side itself.  A function the check must hand live objects (notebook 09's
+``my_enqueue``: a plan, a stream) is run on the student's side on stand-ins that record its calls
+(op ``record``, labkit.pipeline.recording), replayed by the check.  ``run`` is both in one
+process (--unsafe-no-sandbox, and a check that hands the solution's functions what cannot cross,
+such as notebook 06's ConvLayer).
 
 Between the solution and the check, whatever the solution changed that it had no business changing
 is put back: a name of the notebook other than the ones the instructor's solution defines, and any
@@ -165,6 +169,24 @@ def serve(program: dict, requests: int, replies: int) -> None:
                     send(replies, {"value": value}, f"{name}")
                 except PlainDataError as exc:
                     send(replies, {"not_plain": str(exc)})
+        elif req["op"] == "record":
+            # The check's function cannot be handed live objects across: it is run here on stand-ins
+            # that record what it calls (labkit.pipeline.recording), and the calls go back.
+            from ...pipeline.recording import RECORDERS
+            recorder = RECORDERS.get(str(req.get("kind")))
+            if recorder is None or not callable(ns[name]):
+                send(replies, {"raised": f"{name} cannot be recorded as {str(req.get('kind'))[:40]!r}"})
+                continue
+            try:
+                with _quiet():
+                    result = recorder(ns[name], ns, req.get("jobs", []))
+            except Exception as exc:   # the student's function failed on the stand-ins: its words go back
+                send(replies, {"raised": _error_text(exc)})
+                continue
+            try:
+                send(replies, {"value": result}, f"the calls {name}() made")
+            except PlainDataError as exc:
+                send(replies, {"not_plain": str(exc)})
         elif req["op"] == "call":
             try:
                 with _quiet():
@@ -194,6 +216,7 @@ class _quiet:
 def check(program: dict, requests: int, replies: int) -> dict:
     """The check's side: the student's answers bound (values, or stand-ins that call across), then
     the instructor's check cell, in this process alone."""
+    from .cell_names import cell_names
     from .plain import PlainDataError, receive, send
     try:
         first = receive(replies, max_bytes=MAX_MESSAGE)
@@ -223,11 +246,30 @@ def check(program: dict, requests: int, replies: int) -> dict:
             if "not_plain" in r:
                 raise TypeError(f"{name}() returned what cannot be graded: {r['not_plain']}")
             return r["value"]
+        def record(kind: str, jobs: list):
+            """The calls the solution's function makes on stand-ins for each of ``jobs`` (plain data
+            describing live objects that cannot cross: labkit.pipeline.recording)."""
+            r = ask({"op": "record", "name": name, "kind": kind, "jobs": jobs})
+            if "raised" in r:
+                raise RuntimeError(f"{name}() raised:\n{r['raised']}")
+            if "not_plain" in r:
+                raise TypeError(f"{name}() made calls that cannot be graded: {r['not_plain']}")
+            return r["value"]
         call.__name__ = name
+        call.record = record
         return call
 
     ns = shell.user_ns
+    imported = set()
+    for source in program.get("imports", []):
+        # A name the instructor's solution imports (a class of labkit, say) is the check's own
+        # import, never the student's value: a class or module cannot cross as data.
+        _, _, exc = cell(source)
+        if exc is None:
+            imported |= cell_names(source).binds
     for name in program["allowed"]:
+        if name in imported:
+            continue
         r = ask({"op": "get", "name": name})
         if "callable" in r:
             ns[name] = stand_in(name)
