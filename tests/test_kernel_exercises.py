@@ -10,8 +10,9 @@ import labkit
 from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import strip_cu_solutions
 from labkit.course.kernel_checks import (check_backward_data_kernel, check_constant_kernel, check_conv_kernel,
-                                          check_conv_pool_kernel, check_depthwise_kernel, check_im2col_kernel,
-                                          check_lrn_kernel, check_preprocess_kernel, check_rows_kernel)
+                                          check_conv_pool_kernel, check_conv_transpose_kernel, check_depthwise_kernel,
+                                          check_im2col_kernel, check_lrn_kernel, check_preprocess_kernel,
+                                          check_rows_kernel)
 
 EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
 NAIVE = EXERCISES / "02_conv_naive.cu"
@@ -167,6 +168,68 @@ def test_a_read_past_dy_is_named(tmp_path):
     p = variant(tmp_path, "no_bottom", "if (oh < 0 || oh >= H) continue;", "if (oh < 0) continue;", BACKWARD_DATA)
     v = check_backward_data_kernel(p, BWD)
     assert not v.ok and "KernelMemoryError" in v.message and "('dy')" in v.message and ".cu:" in v.message, v.message
+
+
+# --- notebook 12: the transposed convolution as a gather ------------------------------------------
+CONV_TRANSPOSE = EXERCISES / "12_conv_transpose.cu"
+CT = "conv_transpose_exercise"
+
+
+def test_the_conv_transpose_solution_passes():
+    v = check_conv_transpose_kernel(CONV_TRANSPOSE, CT)
+    assert v.ok and "output padding" in v.message and v.message.endswith("written: True"), v.message
+
+
+def test_the_conv_transpose_students_copy_is_told_what_is_missing(tmp_path):
+    text, n = strip_cu_solutions(CONV_TRANSPOSE.read_text())
+    assert n == 1 and "// YOUR CODE HERE" in text and "oh + PH - kh * DH" not in text
+    copy = tmp_path / CONV_TRANSPOSE.name
+    copy.write_text(text)
+    v = check_conv_transpose_kernel(copy, CT, checks="none")
+    assert not v.ok and "wrong" in v.message and "wrong outputs per phase (h % 2, w % 2): (0, 0) " in v.message, v.message
+
+
+@pytest.mark.check
+def test_wrong_outputs_are_counted_per_phase():
+    """A transposed convolution's outputs fall into phases (h % SH, w % SW) that the same taps reach: a tap
+    test wrong for one residue shows as that phase wrong, the others right."""
+    import numpy as np
+    from labkit.course.kernel_checks import phase_counts
+    ref = np.zeros((1, 2, 5, 4))
+    out = ref.copy()
+    out[:, :, 1::2, :] = 1.0                    # the odd rows wrong
+    out[0, 0, 0, 0] = np.nan                    # and one output never written
+    assert phase_counts(out, ref, (2, 2)) == ("wrong outputs per phase (h % 2, w % 2): (0, 0) 1 of 12, "
+                                              "(0, 1) none of 12, (1, 0) all of 8, (1, 1) all of 8")
+
+
+def test_a_transposed_convolution_with_the_forward_offsets_is_named(tmp_path):
+    p = variant(tmp_path, "forward", "const int th = oh + PH - kh * DH;", "const int th = oh - PH + kh * DH;",
+                CONV_TRANSPOSE)
+    v = check_conv_transpose_kernel(p, CT, checks="none")
+    assert not v.ok and "outputs wrong: 0 NaN" in v.message and "largest error" in v.message
+    # stride 2, padding 1: the even rows' taps are the same either way, the odd rows' all wrong
+    assert "(0, 0) none of" in v.message and "(0, 1) none of" in v.message, v.message
+
+
+def test_a_missing_divisibility_test_is_named(tmp_path):
+    """Every tap taken, divisible or not: the outputs of every phase get products they should not."""
+    p = variant(tmp_path, "nodiv", "if (tw < 0 || tw % SW != 0) continue;", "if (tw < 0) continue;", CONV_TRANSPOSE)
+    v = check_conv_transpose_kernel(p, CT, checks="none")
+    assert not v.ok and "largest error" in v.message and "wrong outputs per phase" in v.message, v.message
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the out-of-bounds report comes from the CPU executor's memory check")
+def test_a_negative_row_read_before_x_is_named(tmp_path):
+    """Without the th < 0 test, C's division makes -2 / 2 = -1 and passes -2 % 2 == 0: row -1 of the first
+    image is read, before the start of x, which the memory check names with its line."""
+    p = variant(tmp_path, "negative", "if (th < 0 || th % SH != 0) continue;", "if (th % SH != 0) continue;",
+                CONV_TRANSPOSE)
+    v = check_conv_transpose_kernel(p, CT)
+    assert not v.ok and "KernelMemoryError" in v.message and "('x')" in v.message and "negative.cu:" in v.message, \
+        v.message
+    v = check_conv_transpose_kernel(p, CT, checks="none")      # unchecked, the values read there go wrong
+    assert not v.ok and "on the plane's edge" in v.message, v.message
 
 
 # --- notebook 06: the im2col gather; notebook 08: LRN ---------------------------------------------

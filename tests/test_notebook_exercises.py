@@ -67,7 +67,7 @@ def test_every_kernel_exercise_is_checked_in_its_notebook():
 
 
 # The notebooks that must have written questions: every one but 00 (setup).
-WRITTEN_DUE = {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11"}
+WRITTEN_DUE = {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"}
 QUESTION = re.compile(r"^\*\*Question (\d+)\.(\d+) — predict, then measure\.\*\*")
 RUBRIC = re.compile(r"\*\*Rubric \((\d+) points?\)\.\*\*")
 

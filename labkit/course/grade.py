@@ -10,7 +10,7 @@ Two kinds of exercise, each graded by the instructor's check, never by anything 
 * kernel exercises (notebooks/exercises/*.cu): the check of labkit.course.kernel_checks (odd shapes,
   a poisoned output, the float64 reference; on the CPU executor the memory, barrier and race checks)
   runs on the *student's* .cu file;
-* Python exercises (a solution cell followed by its locked check cell in notebooks 01-10): the
+* Python exercises (a solution cell followed by its locked check cell in notebooks 01-10 and 12): the
   instructor's cells the exercise needs, then the student's solution cell, then the instructor's
   check cell, in a fresh process (labkit.course.grading.notebook_exercises): deleted, skipped, edited or
   re-ordered check cells and forged outputs change nothing.  One whose solution returns a kernel file
@@ -91,6 +91,8 @@ EXERCISES: dict[str, Exercise] = {
     "10_conv_backward_data": Exercise("10_conv_backward_data.cu", "conv3x3_bwd_data_exercise",
                                       "check_backward_data_kernel", 2),
     "11_depthwise": Exercise("11_depthwise.cu", "depthwise_exercise", "check_depthwise_kernel", 2),
+    "12_conv_transpose": Exercise("12_conv_transpose.cu", "conv_transpose_exercise", "check_conv_transpose_kernel",
+                                  2),
 }
 
 
@@ -108,6 +110,7 @@ LEADERBOARD = {
     "09_preprocess": {"cases": [(64, 227, 227, 1056)]},       # 8 blocks of 128 threads per SM of an H100
     "10_conv_backward_data": {"cases": [(256, 16, 28, 28, 16)]},
     "11_depthwise": {"cases": [(32, 144, 56, 56, 1)]},
+    "12_conv_transpose": {"cases": [(16, 64, 32, 32, 32, (4, 4), (2, 2), (1, 1), (1, 1), (0, 0))]},
 }
 
 

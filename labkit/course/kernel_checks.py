@@ -43,7 +43,7 @@ __all__ = ["Verdict", "Case", "run_here", "launch_case", "judge", "executor_erro
            "check_conv_pool_kernel", "check_preprocess_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
            "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES", "CONSTANT_LAYERS", "ROWS_CASES", "CONV_POOL_CASES",
            "PREPROCESS_CASES", "fresh_options", "FRESH", "check_find_the_bug_fix", "FIND_THE_BUG_CASES",
-           "FIND_THE_BUG_MODES"]
+           "FIND_THE_BUG_MODES", "check_conv_transpose_kernel", "CONV_TRANSPOSE_CASES", "phase_counts"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -73,6 +73,13 @@ CONV_POOL_CASES = [(2, 3, 13, 16, 5, 3), (3, 2, 9, 11, 4, 5), (1, 1, 12, 12, 6, 
 # uint8 photos to AlexNet's float32 input (N, H, W, blocks of the grid): odd batches, grids with fewer
 # threads than values (each thread converts several) and with more (some convert none).
 PREPROCESS_CASES = [(5, 13, 11, 3), (1, 3, 5, 4), (3, 9, 7, 1), (7, 6, 17, 20)]
+# Transposed convolutions (N, C, H, W, M, (KH, KW), (SH, SW), (PH, PW), (DH, DW), (OPH, OPW)): strides 1
+# to 3 (several phases per axis, one with a single phase), rectangular kernels, dilation, padding up to
+# the dilated kernel's reach, output padding (rows and columns added at the bottom and the right).
+CONV_TRANSPOSE_CASES = [(2, 3, 5, 7, 4, (3, 3), (2, 2), (1, 1), (1, 1), (1, 1)),
+                        (1, 2, 6, 4, 3, (4, 2), (2, 3), (1, 0), (1, 1), (0, 2)),
+                        (2, 4, 4, 5, 2, (3, 3), (3, 1), (2, 0), (2, 1), (0, 0)),
+                        (1, 1, 7, 3, 5, (1, 5), (1, 2), (0, 3), (1, 2), (0, 1))]
 # Notebook 03's "find the bug" (n values, nbins bins): the notebook's own launch; blocks of 256 threads.
 FIND_THE_BUG_CASES = [(1000, 7)]
 # The modes each case of the fixed kernels runs under, and their words.
@@ -88,8 +95,10 @@ class Case:
     values) uploaded into the module's ``__constant__`` arrays first, the rest of each array NaN), and
     ``ref``, the float64 answer of the output's shape (4-D: its last two axes are a plane) whose axes
     ``index`` names, and ``tol``, how far from it an output may be (relative to its largest
-    magnitude; 0: exactly, for counts).  ``kernel`` and ``checks``, where given, are this launch's
-    kernel and checking modes instead of the check's (one file, several kernels or modes).  Plain
+    magnitude; 0: exactly, for counts); ``phases`` (SH, SW), a transposed convolution's strides: what
+    is wrong is then also counted per phase (h % SH, w % SW).  ``kernel`` and ``checks``, where given,
+    are this launch's kernel and checking modes instead of the check's (one file, several kernels or
+    modes).  Plain
     data, so that the launch can run in another process (a grader's sandbox) while the answer stays
     with the process that judges it."""
     what: str
@@ -104,6 +113,7 @@ class Case:
     kernel: str | None = None
     checks: str | None = None
     tol: float = 1e-4
+    phases: tuple | None = None
 
 
 def launch_case(fn, case: Case) -> np.ndarray:
@@ -125,7 +135,28 @@ def device_args(case: Case) -> tuple:
 def judge(name: str, case: Case, out: np.ndarray) -> Verdict | None:
     """None if ``out`` is ``case``'s answer, else the Verdict that says what is wrong with it."""
     what = describe_mismatch(out, case.ref, index=case.index, tol=case.tol)
-    return None if what is None else Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
+    if what is None:
+        return None
+    if case.phases is not None and case.phases != (1, 1):
+        what += "\n" + phase_counts(out, case.ref, case.phases, case.tol)
+    return Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
+
+
+def phase_counts(out: np.ndarray, ref: np.ndarray, phases: tuple, tol: float = 1e-4) -> str:
+    """The wrong outputs of a transposed convolution counted per phase (h % SH, w % SW): a phase is a
+    set of output rows and columns that the same taps reach, so a mistake in the taps of one phase
+    shows as that phase wrong and the others right."""
+    sh, sw = phases
+    y = np.asarray(out, np.float64)
+    scale = max(float(np.abs(ref).max()), 1e-30) if ref.size else 1e-30
+    bad = np.isnan(y) | (np.abs(np.nan_to_num(y) - ref) > tol * scale)
+    parts = []
+    for r in range(min(sh, ref.shape[2])):
+        for q in range(min(sw, ref.shape[3])):
+            sel = bad[:, :, r::sh, q::sw]
+            k = int(sel.sum())
+            parts.append(f"({r}, {q}) {'none' if k == 0 else 'all' if k == sel.size else k} of {sel.size}")
+    return f"wrong outputs per phase (h % {sh}, w % {sw}): " + ", ".join(parts)
 
 
 def executor_error(name: str, case: Case, kind: str, text: str) -> Verdict:
@@ -289,6 +320,37 @@ def check_backward_data_kernel(path: str | Path, kernel: str, *, cases=None, che
                        np.where(gate > 0, ref, 0.0), index="n, c, h, w")
     return (runner or run_here)(path, kernel, launches(), checks=checks,
                       right=f"right on {len(shapes)} odd layers (the ReLU's gate applied), every dx element written: True")
+
+
+def check_conv_transpose_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory",
+                                threads: int = 128, rng=None, runner=None) -> Verdict:
+    """Compile ``path`` (a kernel of notebooks/exercises/12_conv_transpose.cu's signature: x, w (C, M, KH,
+    KW), b, y, N, C, H, W, M, KH, KW, SH, SW, PH, PW, DH, DW, HO, WO; one thread per output in memory
+    order), run ``kernel`` on each of ``cases`` (N, C, H, W, M, (KH, KW), (SH, SW), (PH, PW), (DH, DW),
+    (OPH, OPW); default CONV_TRANSPOSE_CASES) with a NaN-poisoned output and compare with the float64
+    reference (labkit.reference.conv_transpose2d, PyTorch's semantics); what is wrong is also counted
+    per phase (h % SH, w % SW); on the CPU executor under ``checks``."""
+    rng = rng or np.random.default_rng()
+    shapes = CONV_TRANSPOSE_CASES if cases is None else cases
+
+    def launches():
+        for N, C, H, W, M, k, s, p, d, op in shapes:
+            HO, WO = ((n - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1 for i, n in enumerate((H, W)))
+            x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+            w = rng.standard_normal((C, M) + tuple(k)).astype(np.float32)
+            b = rng.standard_normal(M).astype(np.float32)
+            y = _poisoned((N, M, HO, WO))
+            ref = reference.conv_transpose2d(x, w, b, stride=tuple(s), pad=tuple(p), output_padding=tuple(op),
+                                             dilation=tuple(d))
+            hw = lambda v: f"{v[0]}x{v[1]}"   # noqa: E731
+            yield Case(f"layer N={N} C={C} {H}x{W} -> M={M}, kernel {hw(k)}, stride {hw(s)}, padding {hw(p)}, "
+                       f"dilation {hw(d)}, output padding {hw(op)} (output {HO}x{WO})",
+                       (-(-N * M * HO * WO // threads),), (threads,),
+                       (x, w, b, y, *ints(N, C, H, W, M, *k, *s, *p, *d, HO, WO)), 3, ref,
+                       index="n, m, h, w", phases=tuple(s))
+    return (runner or run_here)(path, kernel, launches(), checks=checks,
+                      right=f"right on {len(shapes)} odd transposed convolutions (strides 1 to 3, rectangular "
+                            "kernels, dilation, output padding), every output written: True")
 
 
 def check_im2col_kernel(path: str | Path, kernel: str, *, cases=None, checks: str = "memory", threads: int = 256,
@@ -503,6 +565,31 @@ def _conv_layer(rng, tile: int = 16, K_choices=(1, 3, 5), max_weights: int | Non
             return L
 
 
+def _transpose_case(rng, reaching: bool = False) -> tuple:
+    """A transposed convolution a kernel of 12_conv_transpose.cu's must run: strides 1 to 3, dilation 1
+    or 2, padding up to the dilated kernel's reach, output padding below max(stride, dilation), an
+    output of at least one row and column.  ``reaching``: along both axes the dilated kernel reaches at
+    least a stride past the padding ((K - 1)*D - P >= S), so that some output's numerator
+    oh + P - k*D is negative and divisible by the stride (a row before the input: C's division makes
+    -S / S = -1) and some output's tap lands past the input's last row."""
+    while True:
+        k, s, d = ((_r(rng, 1, 5), _r(rng, 1, 5)), (_r(rng, 1, 3), _r(rng, 1, 3)), (_r(rng, 1, 2), _r(rng, 1, 2)))
+        p = tuple(_r(rng, 0, d[i] * (k[i] - 1)) for i in range(2))
+        op = tuple(_r(rng, 0, max(s[i], d[i]) - 1) for i in range(2))
+        N, C, H, W, M = _r(rng, 1, 3), _r(rng, 1, 4), _r(rng, 1, 9), _r(rng, 1, 9), _r(rng, 1, 5)
+        if reaching and not all((k[i] - 1) * d[i] - p[i] >= s[i] for i in range(2)):
+            continue
+        if all((n - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1 >= 1 for i, n in enumerate((H, W))):
+            return (N, C, H, W, M, k, s, p, d, op)
+
+
+def _transpose_cases(rng) -> list:
+    """Four transposed convolutions for one student: two whose kernels reach past the padding along both
+    axes (negative numerators, taps past the last row: see ``_transpose_case``), two drawn freely."""
+    reaching = _draw(rng, lambda g: _transpose_case(g, True), CONV_TRANSPOSE_CASES, 2)
+    return reaching + _draw(rng, _transpose_case, CONV_TRANSPOSE_CASES + reaching, 2)
+
+
 FRESH = {
     "check_conv_kernel": lambda rng: {"layers": _draw(rng, _conv_layer, EXERCISE_LAYERS, 3)},
     "check_constant_kernel": lambda rng: {"layers": _draw(rng, lambda g: _conv_layer(g, max_weights=15_000),
@@ -524,6 +611,7 @@ FRESH = {
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 5), _r(g, 1, 12), _r(g, 1, 12), _r(g, 1, 6)), BACKWARD_DATA_CASES, 4)},
     "check_depthwise_kernel": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), _r(g, 1, 2)), DEPTHWISE_CASES, 4)},
+    "check_conv_transpose_kernel": lambda rng: {"cases": _transpose_cases(rng)},
     # Several blocks, the last one cut short, few bins (many threads update one bin at once).
     "check_find_the_bug_fix": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 300, 2500), _r(g, 1, 12)), FIND_THE_BUG_CASES, 2)},

@@ -6,8 +6,8 @@ OUT/expected.json; then ``python -m labkit.grade OUT/submissions`` must grade th
     unattempted      the student version (labkit.course.student_copy), untouched
     wrong_index      a wrong index in two kernels, wrong answers in two Python exercises
     missing_barrier  the tiled kernel without its first barrier
-    out_of_bounds    two kernels without their bounds check, and LRN's window not clipped at the last
-                     channel
+    out_of_bounds    two kernels without their bounds check, LRN's window not clipped at the last
+                     channel, and a transposed convolution that reads row -1 (C's -2 / 2)
     endless_loop     a kernel and a Python solution that never end
     checks_deleted   wrong_index's wrong Python answers, their check cells deleted, the rest skipped
                      (NBVAL_SKIP) and re-ordered: still wrong  (an archive: checks_deleted.zip)
@@ -40,7 +40,8 @@ KERNEL_MISTAKES = {
     "missing_barrier": [("03_conv_tiled", "    }\n    __syncthreads();\n    // END SOLUTION", "    }\n    // END SOLUTION")],
     "out_of_bounds": [("02_conv_naive", "  if (n >= N || h >= Ho || w >= Wo) return;", ""),
                       ("08_lrn", "d <= min(c + r, C - 1)", "d <= c + r"),
-                      ("09_preprocess", "i < total; i += stride", "i <= total; i += stride")],
+                      ("09_preprocess", "i < total; i += stride", "i <= total; i += stride"),
+                      ("12_conv_transpose", "if (th < 0 || th % SH != 0) continue;", "if (th % SH != 0) continue;")],
     "endless_loop": [("02_conv_naive", "  n = blockIdx.x;", "  for (volatile int spin = 0; spin >= 0;) {}\n  n = blockIdx.x;")],
 }
 _WRONG_PYTHON = [("01_conv2d_einsum", " + b[None, :, None, None]", ""),
