@@ -33,7 +33,8 @@ from ..shapes import ConvLayer, pair
 from .implicit import ACTIVATIONS, INDEX_LIMIT, TOLERANCE, Tiles, candidates, default_tiles, prepare_weights
 from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
-__all__ = ["TransposeGeometry", "AxisPhase", "axis_phases", "ConvTranspose2d", "conv_transpose2d", "VARIANTS"]
+__all__ = ["TransposeGeometry", "AxisPhase", "axis_phases", "ConvTranspose2d", "conv_transpose2d", "default_phase_tiles",
+           "VARIANTS"]
 
 
 class TransposeGeometry(NamedTuple):
@@ -114,6 +115,12 @@ def axis_phases(n_in: int, n_out: int, K: int, S: int, P: int, D: int) -> list[A
         step = offs[1] - offs[0] if len(offs) > 1 else 1
         phases.append(AxisPhase(r, count, tuple(taps), -offs[0] if offs else 0, step))
     return phases
+
+
+def default_phase_tiles(geo: TransposeGeometry) -> Tiles:
+    """The implicit GEMM's default tiles for the phases of ``geo`` (they depend on the GEMM's rows,
+    C_out/G, alone)."""
+    return default_tiles(ConvLayer(geo.C, geo.H, geo.W, geo.M, 1, groups=geo.groups))
 
 
 @dataclass
@@ -200,8 +207,8 @@ class ConvTranspose2d:
                 "OUT_SH": geo.stride[0], "OUT_SW": geo.stride[1], "OUT_H0": rows.r, "OUT_W0": cols.r}
 
     def tiles_for(self) -> Tiles:
-        """The untuned tiles: ``default_tiles`` of the phases' GEMM (C_out/G rows)."""
-        return default_tiles(self.phase_layer(*self.phases[0]))
+        """The untuned tiles: ``default_phase_tiles``."""
+        return default_phase_tiles(self.geometry)
 
     def tuning_candidates(self) -> list[Tiles]:
         """The default tiles, then the implicit GEMM's sweep grid: at most 8 in all, since every
@@ -320,7 +327,5 @@ def conv_transpose2d(x, w, b=None, *, stride=1, pad=0, output_padding=0, dilatio
         raise ValueError(f"w must be (C_in={C}, C_out/groups, KH, KW) for x of {C} channels, got {tuple(w.shape)}")
     geo = TransposeGeometry.of(C, H, W, int(w.shape[1]) * check_int(groups, "groups"),
                                tuple(int(v) for v in w.shape[2:]), stride, pad, output_padding, dilation, groups)
-    layer = ConvTranspose2d(w, b, geo, activation=activation)
-    if variant == "implicit":
-        layer = ConvTranspose2d(w, b, geo, activation=activation, tiles=layer.tiles_for())
-    return layer(x, out=out)
+    tiles = default_phase_tiles(geo) if variant == "implicit" else None
+    return ConvTranspose2d(w, b, geo, activation=activation, tiles=tiles)(x, out=out)
