@@ -354,6 +354,33 @@ def test_plain_data_round_trips_and_refuses_what_cannot_cross():
 
 
 @pytest.mark.check
+def test_a_conv_layer_crosses_as_its_fields_and_nothing_posing_as_one_does():
+    """A check hands 06's x_index a ConvLayer: labkit's own class crosses as its ints and comes back a
+    ConvLayer; a subclass (which could carry code), or a forged message with other fields, does not."""
+    import json
+    import struct
+    from labkit.course.grading.plain import PlainDataError, decode, encode
+    from labkit.shapes import ConvLayer
+    L = ConvLayer.of(4, 7, 6, 2, (3, 5), stride=2, pad=(1, 2), dilation=(1, 2), groups=2)
+    back = decode(encode({"layer": L}))["layer"]
+    assert type(back) is ConvLayer and back == L and back.out_hw == L.out_hw
+
+    class Sly(ConvLayer):
+        @property
+        def out_hw(self):
+            return (0, 0)
+    with pytest.raises(PlainDataError, match="Sly"):
+        encode(Sly(*L))
+
+    def forged(tree) -> bytes:
+        header = json.dumps({"tree": tree, "arrays": []}).encode()
+        return struct.pack("<Q", len(header)) + header
+    for fields in ([1, 2, 3], list(L)[:-1] + ["x"], list(L)[:-1] + [2.5], "C4"):
+        with pytest.raises(PlainDataError, match="ConvLayer that is not 13 ints"):
+            decode(forged({"conv_layer": fields}))
+
+
+@pytest.mark.check
 def test_a_returned_kernel_file_must_be_bounded_utf8_text_without_nul():
     """What a solution's fix(source) hands the grader to compile: a str of at most 256 KiB of UTF-8
     without NUL, or NotAccepted saying which it is not."""

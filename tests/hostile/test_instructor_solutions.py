@@ -16,9 +16,10 @@ pytestmark = pytest.mark.skipif(sandbox.unavailable() is not None, reason=f"no s
 EXERCISES = [e for ex, _ in instructor_exercises(INSTRUCTOR_NOTEBOOKS).values() for e in ex]
 # An exercise whose check needs a GPU would be skipped here, with why; every one runs on the CPU executor now.
 NEEDS_GPU: dict[str, str] = {}
-# Checks that hand the solution's function what cannot cross as data run beside it, in one sandbox
-# (the feedback says so): 06's check hands x_index a ConvLayer.  No other exercise may fall back.
-BESIDE = {"06_x_index"}
+# Checks that hand the solution's function what cannot cross as data would run beside it, in one
+# sandbox (the feedback would say so).  None may: 06's x_index takes a ConvLayer, which crosses as its
+# fields (labkit.course.grading.plain).
+BESIDE: set[str] = set()
 NOTE = "checked beside the solution in one sandbox"
 
 

@@ -1,6 +1,8 @@
 """Plain data across the sandbox's boundary: numbers, strings, booleans, None, NumPy arrays and scalars
-of plain dtypes, and lists, tuples and dicts (string keys) of them.  Nothing else crosses: a value
-whose ``__eq__`` lies, a callable, an object of the student's class.
+of plain dtypes, and lists, tuples and dicts (string keys) of them; and labkit's own ConvLayer (a
+convolution's geometry, which checks hand to the student's functions), as its integer fields, rebuilt
+as a ConvLayer on the other side.  Nothing else crosses: a value whose ``__eq__`` lies, a callable, an
+object of the student's class (a subclass of ConvLayer included).
 
     send(fd, {"ok": True, "value": np.zeros(3)})     # one message: its length, a JSON header, raw arrays
     msg = receive(fd, max_bytes=64 << 20)            # PlainDataError if it is larger, or not plain data
@@ -18,6 +20,7 @@ import struct
 import numpy as np
 
 from ...errors import PlainDataError
+from ...shapes import ConvLayer
 from ..sandbox import write_all
 
 __all__ = ["PlainDataError", "encode", "decode", "send", "receive", "MAX_DEPTH"]
@@ -46,6 +49,11 @@ def _tree(v, arrays: list, depth: int, where: str):
             raise PlainDataError(f"{where}: an array of dtype {a.dtype} (only numbers and booleans cross)")
         arrays.append(np.ascontiguousarray(a))
         return {"array": len(arrays) - 1}
+    if type(v) is ConvLayer:                     # exactly labkit's class: its fields, ints or None
+        fields = list(v)
+        if not all(f is None or type(f) is int for f in fields):
+            raise PlainDataError(f"{where}: a ConvLayer whose fields are not all ints")
+        return {"conv_layer": fields}
     if type(v) in (list, tuple):
         return {"list" if type(v) is list else "tuple": [_tree(x, arrays, depth + 1, f"{where}[{i}]")
                                                          for i, x in enumerate(v)]}
@@ -83,6 +91,11 @@ def _build(node, arrays: list):
         return items if kind == "list" else tuple(items)
     if kind == "dict":
         return {str(k): _build(x, arrays) for k, x in body.items()}
+    if kind == "conv_layer":
+        if (type(body) is not list or len(body) != len(ConvLayer._fields)
+                or not all(f is None or type(f) is int for f in body)):
+            raise PlainDataError(f"a ConvLayer that is not {len(ConvLayer._fields)} ints (or None)")
+        return ConvLayer(*body)
     raise PlainDataError(f"a message with an unknown kind {kind!r}")
 
 
