@@ -204,6 +204,10 @@ def _bwrap_argv(cmd: list[str], *, jobs: dict, env: dict, limits: Limits, uid: i
     argv += ["--ro-bind", str(Path(labkit.__file__).resolve().parent), f"{LABKIT_MOUNT}/labkit"]
     for inside, outside in jobs.items():
         argv += ["--ro-bind", str(outside), inside]
+    # The root bwrap builds is a tmpfs of its own; without root, the user who starts the sandbox owns it
+    # and the folders made above: read-only, so that /tmp and /dev/shm (mounts of their own, sized) are
+    # the only places a student's code writes.
+    argv += ["--remount-ro", "/"]
     argv += ["--chdir", "/tmp", "--clearenv"]
     path = os.pathsep.join([LABKIT_MOUNT] + [str(p) for p in _python_paths()])
     for k, v in {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "TMPDIR": "/tmp", "PYTHONPATH": path,

@@ -63,7 +63,8 @@ def test_nothing_it_writes_reaches_the_host(tmp_path):
     seed = cache_dir()
     done = run_py(f"""
 import os
-for path in [{str(target)!r}, {str(seed / "poison.so")!r}, "/seed/poison.so", "/usr/poison"]:
+for path in [{str(target)!r}, {str(seed / "poison.so")!r}, "/seed/poison.so", "/usr/poison", "/poison",
+             {sandbox.LABKIT_MOUNT + "/poison"!r}]:
     try:
         open(path, "w").write("x"); print("wrote", path)
     except OSError as exc:
@@ -72,6 +73,8 @@ open("/dev/shm/left-behind", "w").write("x")
 open("/tmp/left-behind", "w").write("x")
 """, jobs={"/seed": seed})
     assert "refused /seed/poison.so" in done.stdout and "refused /usr/poison" in done.stdout, done.stdout
+    # the sandbox's own root and the folders made in it take nothing either (only /tmp and /dev/shm do)
+    assert "refused /poison" in done.stdout and f"refused {sandbox.LABKIT_MOUNT}/poison" in done.stdout, done.stdout
     assert not target.exists() and not (seed / "poison.so").exists()
     assert not Path("/dev/shm/left-behind").exists() and not Path("/tmp/left-behind").exists()
 
