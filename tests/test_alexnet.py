@@ -223,3 +223,31 @@ def test_pytorch_peer_eager_and_as_a_graph_is_the_same_network(synthetic):
     replay.x.copy_(torch.as_tensor(x, device="cuda"))
     graph = replay()
     assert rel_error(labkit.xp.asarray(eager), ref) < 1e-4 and rel_error(labkit.xp.asarray(graph), ref) < 1e-4
+
+
+class _CallsNdarray:
+    """Pickles as numpy.ndarray((count,), 'O'): a few bytes that declare `count` objects."""
+
+    def __init__(self, count):
+        self.count = count
+
+    def __reduce__(self):
+        return (np.ndarray, ((self.count,), "O"))
+
+
+@pytest.mark.parametrize("count", [5 * 10**7, 5 * 10**8, 10**13])
+def test_an_array_the_pickle_builds_itself_is_refused_before_it_is_allocated(tmp_path, count):
+    """A 160-byte file whose pickle calls numpy.ndarray((n,), 'O') must not allocate n objects (419 MB
+    for 5e7, 3.95 GB for 5e8, a raw MemoryError for 1e13) before it is refused."""
+    import tracemalloc
+    path = tmp_path / "declares.npy"
+    write_npy_pickle(path, {"conv1": [_CallsNdarray(count), _CallsNdarray(count)]})
+    assert path.stat().st_size < 400
+    tracemalloc.start()
+    try:
+        with pytest.raises(aw.WeightFileError, match=r"calls numpy\.ndarray\(\.\.\.\) itself.*refused before allocating"):
+            aw.read_bvlc_npy(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 10 * 2**20, f"{peak:,} bytes allocated while refusing"

@@ -82,9 +82,26 @@ class PendingArray:
         self.array = np.frombuffer(data, dtype=dtype).reshape(shape, order="F" if fortran else "C").copy()
 
 
+class _NdarrayName:
+    """``numpy.ndarray`` as the pickle names it: the class argument _reconstruct expects.  Calling it,
+    as a pickle may (``numpy.ndarray((n,), 'O')`` through REDUCE), would allocate whatever it declares
+    before anything could check it: refused, with nothing allocated."""
+
+    def __call__(self, *args, **kwargs):
+        raise WeightFileError("the pickle calls numpy.ndarray(...) itself, which would allocate what it "
+                              "declares; a weight file rebuilds its arrays through numpy's _reconstruct: "
+                              "refused before allocating anything")
+
+    def __repr__(self) -> str:
+        return "numpy.ndarray"
+
+
+NDARRAY = _NdarrayName()
+
+
 def _reconstruct(cls, shape, typecode):
     """NumPy's array reconstruction, as the pickle calls it, returning a PendingArray."""
-    if cls is not np.ndarray:
+    if cls is not NDARRAY:
         raise WeightFileError(f"the pickle reconstructs {cls!r}, not a NumPy array: refused")
     return PendingArray()
 
@@ -129,7 +146,9 @@ class ArraysOnly(pickle.Unpickler):
             return _reconstruct
         if name == "encode":
             return _latin1_bytes
-        return getattr(np, name)
+        if name == "ndarray":
+            return NDARRAY
+        return np.dtype
 
 
 def _latin1_bytes(text, encoding="utf-8"):
