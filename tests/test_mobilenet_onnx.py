@@ -126,3 +126,18 @@ def test_load_weights_says_where_they_came_from(monkeypatch, onnx_file, weights)
     monkeypatch.setenv(ONNX_ENV, os.fspath(onnx_file))
     w, source = load_weights()
     assert str(onnx_file) in source and np.array_equal(w["features.0.0.weight"], weights["features.0.0.weight"])
+
+
+def test_a_name_stored_40000_times_is_refused_in_one_pass(tmp_path):
+    """A 1.3 MB file with 40,000 copies of one parameter's name: the duplicate check counts the names
+    once (it compared every name with every other: 62 s to refuse).  The bound below only tells a
+    pass over the names from a quadratic one on any machine."""
+    import time
+    t = numpy_helper.from_array(np.zeros(1, np.float32), name="features.0.0.weight")
+    graph = helper.make_graph([], "mobilenet_v2", [], [], initializer=[t] * 40_000)
+    p = tmp_path / "repeated.onnx"
+    onnx.save_model(helper.make_model(graph), str(p))
+    start = time.perf_counter()
+    with pytest.raises(WeightFileError, match=r"initializers stored twice: \['features\.0\.0\.weight'\]"):
+        read_onnx_weights(p)
+    assert time.perf_counter() - start < 10.0

@@ -21,6 +21,7 @@ reader still trusts nothing in it:
 from __future__ import annotations
 
 import os
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -96,10 +97,11 @@ def read_onnx_weights(path: str | os.PathLike, *, num_classes: int = 1000,
                 if any(n.startswith("onnx::") for n in unexpected) else "")
         raise WeightFileError(f"{path}: {len(unexpected)} initializers are not torchvision mobilenet_v2 parameters, "
                               f"e.g. {unexpected[:3]}{hint}")
-    repeated = sorted({n for n in names if names.count(n) > 1})
+    counts = Counter(names)       # one pass: a name repeated 40,000 times must not cost 40,000^2 steps
+    repeated = sorted(n for n, k in counts.items() if k > 1)
     if repeated:
         raise WeightFileError(f"{path}: initializers stored twice: {repeated[:3]}")
-    missing = [n for n in want if n not in names]
+    missing = [n for n in want if n not in counts]
     if missing:
         raise WeightFileError(f"{path}: {len(missing)} parameters are missing, e.g. {missing[:3]}")
     out: dict[str, np.ndarray] = {}
