@@ -132,7 +132,9 @@ class ArraysOnly(pickle.Unpickler):
     Dicts, lists, tuples, strings and numbers have their own opcodes and need no class; every other
     object a pickle builds goes through ``find_class``, which refuses all but these names.  (The
     array reconstruction builds a PendingArray, which makes the array from plain tuples and bytes
-    only when they agree with its declared shape.  A protocol-2 pickle written by Python 3 spells
+    only when they agree with its declared shape; ``numpy.ndarray`` itself is a stand-in that the
+    reconstruction takes as its class and that refuses to be called, so a pickle cannot allocate an
+    array of the size it declares.  A protocol-2 pickle written by Python 3 spells
     bytes as ``_codecs.encode(text, "latin1")``: allowed for that one encoding only.)
     """
     _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
