@@ -356,6 +356,19 @@ def test_the_bench_checks_candidates_and_catches_a_wrong_or_unwritten_output():
     assert "NaN (never written)" in bench.check(unwritten)
 
 
+def test_the_bench_of_a_channel_multiplier_layer_passes_its_right_candidates():
+    """With M = 2C the bench's output is (N, M, Ho, Wo): each candidate builds and passes its check."""
+    xp = labkit.xp
+    r = np.random.default_rng()
+    L = ConvLayer.of(3, 11, 9, 6, (3, 5), (1, 2), (1, 2), (2, 1), 3)
+    conv = DepthwiseAnyConv2d(xp.asarray(r.standard_normal((6, 1, 3, 5)).astype(np.float32)),
+                              xp.asarray(r.standard_normal(6).astype(np.float32)), L, activation="relu6")
+    bench = dwa._DepthwiseAnyBench(conv, 2)
+    assert tuple(bench.y.shape) == (2, 6) + L.out_hw
+    for config in conv.configs(2)[:2]:
+        assert bench.check(bench.build(config)) is None, config
+
+
 def test_build_launch_runs_a_candidate_on_given_buffers_checked_once():
     L = depthwise_any_layer(2, 10, 7, 3, 2, 2)
     x, w, b = inputs(SEED + 1006, 3, L)

@@ -436,7 +436,7 @@ class _DepthwiseAnyBench:
         xp = backends.xp()
         L, self.conv, self.N = conv.layer, conv, N
         self.x = xp.random.default_rng().standard_normal((N, L.C, L.H, L.W), dtype=xp.float32)
-        self.y = xp.empty((N, L.C) + L.out_hw, dtype=xp.float32)
+        self.y = xp.empty((N, L.M) + L.out_hw, dtype=xp.float32)    # M = C * the channel multiplier
         self.idx = sample_positions(xp, self.y.size)
         self.ref, self.terms = conv_samples(xp, self.x, conv._w, conv.b, L, self.idx, conv.activation)
 
