@@ -23,7 +23,7 @@ Per problem, in this order:
 1. labkit, variant "auto" (FP32), its outputs filled with NaN first: the first call timed on its own
    (plans, NVRTC compiles, the autotuner's search: ``first_call_s``; what the autotuner decided:
    labkit.autotune.history()'s new entries), then checked: no NaN left anywhere, and float64 sums at
-   ``--samples`` positions (labkit.reference.samples.conv_samples; this file's transpose_samples for
+   ``--samples`` positions (labkit.reference.samples.conv_samples; conv_transpose_samples for
    the transposed problems; each stage of a separable pair from its own input), the error being
    max |y - ref| / sum|terms| (float32's rounding bound; FP32 tolerance 1e-4).  Small problems
    (the smoke test's) are checked against the whole float64 reference (labkit.reference.layers).
@@ -402,37 +402,9 @@ def sample_idx(xp, size: int, count: int, seed: int):
     return xp.asarray(idx)
 
 
-def transpose_samples(xp, x, w, b, s: Conv, idx, act=None):
-    """(reference, terms) in float64 at the flat positions ``idx`` of y = act(conv_transpose2d(x, w) + b):
-    y[n, o, i, j] = b[o] + sum over c of o's group and taps (kh, kw) with i + ph - kh*dh = r*sh and
-    j + pw - kw*dw = q*sw, 0 <= r < H, 0 <= q < W, of x[n, c, r, q] * w[c, o % (M/G), kh, kw]."""
-    from labkit.reference.samples import activate
-    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = s.kernel, s.stride, s.pad, s.dilation
-    Ho, Wo = s.out_hw
-    cg, og = s.C // s.groups, s.M // s.groups
-    n, o, h, q = xp.unravel_index(idx, (int(x.shape[0]), s.M, Ho, Wo))
-    c = (o // og)[:, None] * cg + xp.arange(cg)[None, :]                           # (S, cg)
-    rh = h[:, None] + ph - dh * xp.arange(KH)[None, :]                             # (S, KH)
-    rw = q[:, None] + pw - dw * xp.arange(KW)[None, :]                             # (S, KW)
-    okh = (rh >= 0) & (rh % sh == 0) & (rh // sh < s.H)
-    okw = (rw >= 0) & (rw % sw == 0) & (rw // sw < s.W)
-    ih, iw = xp.clip(rh // sh, 0, s.H - 1), xp.clip(rw // sw, 0, s.W - 1)
-    inside = okh[:, None, :, None] & okw[:, None, None, :]
-    xs = x[n[:, None, None, None], c[:, :, None, None], ih[:, None, :, None], iw[:, None, None, :]]
-    xs = xs.astype(xp.float64) * inside
-    ws = w[c[:, :, None, None], (o % og)[:, None, None, None], xp.arange(KH)[None, None, :, None],
-           xp.arange(KW)[None, None, None, :]].astype(xp.float64)                  # (S, cg, KH, KW)
-    ref = (xs * ws).sum(axis=(1, 2, 3))
-    terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
-    if b is not None:
-        ref = ref + b[o].astype(xp.float64)
-        terms = terms + xp.abs(b[o].astype(xp.float64))
-    return activate(xp, ref, act), terms
-
-
 def stage_samples(xp, s: Conv, x, w, b, idx, act=None):
     """(reference, terms) at ``idx`` for one stage, in chunks (cg * KH * KW float64 terms per position)."""
-    from labkit.reference.samples import conv_samples
+    from labkit.reference.samples import conv_samples, conv_transpose_samples
     from labkit.shapes import ConvLayer
     per = max(1, (s.C // s.groups) * s.kernel[0] * s.kernel[1])
     chunk = max(1, (1 << 22) // per)
@@ -441,7 +413,7 @@ def stage_samples(xp, s: Conv, x, w, b, idx, act=None):
                                                   s.groups)
     for i in range(0, int(idx.size), chunk):
         part = idx[i:i + chunk]
-        r, t = (transpose_samples(xp, x, w, b, s, part, act) if s.transposed
+        r, t = (conv_transpose_samples(xp, x, w, b, s, part, act) if s.transposed
                 else conv_samples(xp, x, w, b, layer, part, act))
         refs.append(r)
         terms.append(t)

@@ -24,7 +24,7 @@ Phases, in this order:
 4. large (GPU only; not with --quick): pointwise 64->128 on 16x1024^2 (2^31 outputs), a depthwise
    and a dense 3x3 whose input passes 2^31 elements, a transposed and a grouped dilated convolution
    with 2^31 outputs: NaN left anywhere (image by image), float64 sums at ``--samples`` positions
-   (labkit.reference.samples.conv_samples through labkit.shapes.ConvLayer.of; conv_zoo.transpose_samples),
+   (labkit.reference.samples.conv_samples through labkit.shapes.ConvLayer.of; labkit.reference.samples.conv_transpose_samples),
    and PyTorch FP32 (TF32 off) where it runs (max |y - y_torch| / max |y_torch|).
 Each small case: the float64 reference of x, w, b (labkit.reference.layers.conv2d(..., dilation=) /
 conv_transpose2d) and of |x|, |w|, |b| (the terms: float32 rounding is bounded by their sums), then
