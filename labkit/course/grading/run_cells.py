@@ -177,27 +177,10 @@ def serve(program: dict, requests: int, replies: int) -> None:
             if recorder is None or not callable(ns[name]):
                 send(replies, {"raised": f"{name} cannot be recorded as {str(req.get('kind'))[:40]!r}"})
                 continue
-            try:
-                with _quiet():
-                    result = recorder(ns[name], ns, req.get("jobs", []))
-            except Exception as exc:   # the student's function failed on the stand-ins: its words go back
-                send(replies, {"raised": _error_text(exc)})
-                continue
-            try:
-                send(replies, {"value": result}, f"the calls {name}() made")
-            except PlainDataError as exc:
-                send(replies, {"not_plain": str(exc)})
+            _answer(replies, lambda: recorder(ns[name], ns, req.get("jobs", [])), f"the calls {name}() made")
         elif req["op"] == "call":
-            try:
-                with _quiet():
-                    result = ns[name](*req.get("args", []), **req.get("kwargs", {}))
-            except Exception as exc:   # the student's function failed: its words go to the check
-                send(replies, {"raised": _error_text(exc)})
-                continue
-            try:
-                send(replies, {"value": result}, f"what {name}() returned")
-            except PlainDataError as exc:
-                send(replies, {"not_plain": str(exc)})
+            _answer(replies, lambda: ns[name](*req.get("args", []), **req.get("kwargs", {})),
+                    f"what {name}() returned")
 
 
 class _quiet:
@@ -285,6 +268,22 @@ def check(program: dict, requests: int, replies: int) -> dict:
     if isinstance(exc, CannotCross):
         return {"stage": "check", "crossing": str(exc)}
     return _checked(out, exc, first.get("put_back", []))
+
+
+def _answer(replies: int, run, what: str) -> None:
+    """Run one of the student's functions (run()) and send back its value as plain data, or the words
+    of what it raised, or why its value cannot cross."""
+    from .plain import PlainDataError, send
+    try:
+        with _quiet():
+            result = run()
+    except Exception as exc:   # the student's function failed: its words go to the check
+        send(replies, {"raised": _error_text(exc)})
+        return
+    try:
+        send(replies, {"value": result}, what)
+    except PlainDataError as exc:
+        send(replies, {"not_plain": str(exc)})
 
 
 class _NotPlain:
