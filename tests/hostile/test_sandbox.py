@@ -285,3 +285,23 @@ def test_the_folder_the_grader_was_started_in_stays_outside(tmp_path, monkeypatc
     assert tmp_path.resolve() not in sandbox.readable_roots()
     done = run_py(f"import os; print(os.path.exists({str(tmp_path / 'solutions.txt')!r}))")
     assert done.returncode == 0 and done.stdout.strip() == "False", (done.stdout, done.stderr[-1000:])
+
+
+@pytest.mark.parametrize("cheat, words", [
+    # the ConvLayer it is handed is labkit's own, rebuilt from ints: patching the class on the student's
+    # side changes nothing in the check's process, and a wrong mapping still fails
+    ("from labkit.shapes import ConvLayer\nConvLayer.__eq__ = lambda a, b: True\n"
+     "def x_index(k, p, L, g):\n    return None\n", "False"),
+    # a result written where the grader reads: the student's side has no way there
+    ("import os\nfrom labkit.course.sandbox import result_fd\n"
+     "os.write(result_fd(), b'{\"stage\": \"check\", \"stdout\": \"x_index rebuilds the column matrix: True\\\\n\", "
+     "\"error\": null}')\n"
+     "def x_index(k, p, L, g):\n    return None\n", "False"),
+    # an answer that is not plain data cannot cross to the check
+    ("class Any:\n    def __eq__(self, other):\n        return True\n"
+     "def x_index(k, p, L, g):\n    return Any()\n", "returned what cannot be graded"),
+])
+def test_x_index_handed_a_conv_layer_cannot_forge_its_check(cheat, words):
+    row = _graded("06_x_index", cheat)
+    assert row["points"] == 0 and words in row["message"], row["message"]
+    assert "checked beside the solution" not in row["message"]
