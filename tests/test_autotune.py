@@ -15,7 +15,7 @@ import pytest
 
 import labkit
 from labkit import autotune
-from labkit.autotune.cache import MAX_FILE_BYTES, DiskCache
+from labkit.autotune.cache import MAX_FILE_BYTES, DiskCache, candidates_hash
 from labkit.autotune.search import search
 from labkit.models.autotuning import TuneReport
 from labkit.ops import conv as conv_ops
@@ -319,3 +319,10 @@ def test_networks_with_every_layer_searched_agree_with_the_float64_reference(net
     assert rel_error(plan.eager(labkit.xp.asarray(x)).get(), want) < 1e-4
     plan.x[...] = labkit.xp.asarray(x)
     assert rel_error(plan.run().get(), want) < 1e-4
+
+
+def test_a_new_candidate_list_makes_a_new_key():
+    """A winner found among other candidates is not looked up for a longer list (new tiles offered)."""
+    a = [{"tiles": 1}, {"tiles": 2}]
+    assert candidates_hash(a) == candidates_hash([dict(c) for c in a])
+    assert candidates_hash(a) != candidates_hash(a + [{"tiles": 3}])

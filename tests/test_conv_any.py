@@ -155,6 +155,23 @@ def test_every_family_auto_may_choose_is_right_on_its_shapes():
     assert {"implicit", "depthwise", "depthwise3x3", "winograd", "tuned"} <= tried
 
 
+def test_auto_times_winograd_tiles_of_both_transforms_and_each_is_right():
+    """auto's Winograd candidates carry their tiles (F(2x2) and F(4x4), chunked and single-chunk), and
+    every one of them, and conv_small's kernel, matches the reference on a 3x3 'same' layer."""
+    xp = labkit.xp
+    L = ConvLayer.of(8, 12, 12, 32, 3, 1, 1)
+    x, w, b = _data(11, (3, L.C, L.H, L.W), (L.M, L.C, 3, 3), (L.M,))
+    ref = reference.relu(reference.conv2d(x, w, b, pad=1))
+    conv = conv_auto.AutoConv2d(xp.asarray(w), xp.asarray(b), L, activation="relu")
+    configs = [c for c in conv.candidates(3) if c["family"] == "winograd"]
+    tiles = [c["tile"] for c in configs if c["kernel"] == "winograd"]
+    assert {t["f"] for t in tiles} == {2, 4} and {t["ck"] for t in tiles} == {4, 8}, tiles
+    assert configs[-1] == {"family": "winograd", "kernel": "small"}
+    for c in configs:
+        out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+        _close(conv.make(c)(xp.asarray(x), out), ref, f"{L.key} {c}")
+
+
 @pytest.mark.check
 def test_auto_runs_the_depthwise_kernel_on_depthwise_shapes_and_the_implicit_gemm_on_dense_ones():
     xp = labkit.xp

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .. import backends
-from .cache import DiskCache, fingerprint, source_hash
+from .cache import DiskCache, candidates_hash, fingerprint, source_hash
 from .search import Bench, Outcome, search
 from .settings import BUDGET_ENV, MODE_ENV, budget_s, mode
 
@@ -108,7 +108,9 @@ def choose(problem: Problem) -> dict:
     if backends.current() != "cuda":
         return first
     cache = disk_cache()
-    key = f"{problem.family}|{source_hash(tuple(problem.kernels))}|{problem.key}"
+    # The kernels' source and the candidate list both decide: a winner found among fewer candidates
+    # (before a family offered new tiles) is searched again, not looked up.
+    key = f"{problem.family}|{source_hash(tuple(problem.kernels))}|{candidates_hash(candidates)}|{problem.key}"
     hit = cache.get(key)
     if hit is not None and hit["config"] in candidates:    # a forged or stale winner is never launched
         _note(problem, "cache", hit["config"], entry=hit)

@@ -23,7 +23,7 @@ from pathlib import Path
 from ..device_query import cache_dir, device, versions
 from ..loader import kernel_path
 
-__all__ = ["fingerprint", "source_hash", "DiskCache", "MAX_FILE_BYTES", "FOLDER"]
+__all__ = ["fingerprint", "source_hash", "candidates_hash", "DiskCache", "MAX_FILE_BYTES", "FOLDER"]
 
 FOLDER = "autotune"
 MAX_FILE_BYTES = 32 << 20
@@ -66,6 +66,11 @@ def source_hash(families: tuple[str, ...]) -> str:
             digest.update(f.encode() + b"\0" + kernel_path(f).read_bytes() + b"\0")
         h = _SOURCE_HASHES[stamps] = digest.hexdigest()[:16]
     return h
+
+
+def candidates_hash(candidates: list) -> str:
+    """A short hash of a problem's candidate configurations (JSON, keys sorted)."""
+    return hashlib.sha256(json.dumps(candidates, sort_keys=True).encode()).hexdigest()[:8]
 
 
 class DiskCache:

@@ -48,6 +48,9 @@
 //       every OUT_SH-th output row from row OUT_H0 (columns alike) of the OUT_H x OUT_W output, its
 //       padding LAYER_P, LAYER_PW possibly negative (the window starts inside the input)
 //   IG_BM, IG_BN, IG_BK, IG_TM, IG_TN   the block tile of Y, its step along k, outputs per thread
+//   IG_MINB   blocks per SM the register budget must allow (__launch_bounds__'s second argument): an
+//       8 x 8 tile per thread takes about 130 registers, one block of 256 threads an SM (8 warps, too
+//       few to hide the latencies); IG_MINB 2 holds it to 128, two blocks
 
 #ifndef LAYER_C
 #define LAYER_C 3
@@ -102,6 +105,9 @@
 #endif
 #ifndef IG_TN
 #define IG_TN 4
+#endif
+#ifndef IG_MINB
+#define IG_MINB 1
 #endif
 
 namespace ig {
@@ -339,7 +345,7 @@ __device__ __forceinline__ void implicit_gemm(const float* __restrict__ x, const
   }
 }
 
-extern "C" __global__ void conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
+extern "C" __global__ void __launch_bounds__(ig::THREADS, IG_MINB) conv_implicit(const float* __restrict__ x, const float* __restrict__ wt,
                                          const float* __restrict__ bias, float* __restrict__ y,
                                          int N, int has_bias, int act, const float* __restrict__ res,
                                          int has_res) {
@@ -348,7 +354,7 @@ extern "C" __global__ void conv_implicit(const float* __restrict__ x, const floa
 
 // Split-K's first step: blockIdx.z = g * splits + slice; the block takes its slice of the k-tiles
 // and writes raw sums to P[slice], P (splits, N, M, HO, WO).
-extern "C" __global__ void conv_implicit_splitk(const float* __restrict__ x, const float* __restrict__ wt,
+extern "C" __global__ void __launch_bounds__(ig::THREADS, IG_MINB) conv_implicit_splitk(const float* __restrict__ x, const float* __restrict__ wt,
                                                 float* __restrict__ P, int N, int splits) {
   const int g = blockIdx.z / splits, slice = blockIdx.z % splits;
   const int per_slice = (K_TILES + splits - 1) / splits;

@@ -22,7 +22,8 @@ from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..models.resnet_small import to_ckkm, to_mckk
 from ..ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, tile_for, weight_tile_for
-from ..ops.conv_winograd import WinogradConv3x3, WinogradTile, winograd_pays, winograd_tile_for
+from ..ops.conv_winograd import (WinogradConv3x3, WinogradTile, winograd_candidates, winograd_pays,
+                                 winograd_tile_for)
 from ..ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, winograd_weight_tile_for
 from ..reference import backward as rb
 from ..shapes import ConvLayer
@@ -71,15 +72,7 @@ def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "dire
                 continue
             out.append(t)
     elif algorithm == "winograd":
-        # F(4x4, 3x3)'s U is 36 values a channel pair, 2.25x F(2x2, 3x3)'s: smaller chunks may pay there.
-        chunks = {2: _divisors(C, (8, 16)) or [C], 4: _divisors(C, (4, 8, 16)) or [C]}
-        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8, 16), (1, 2, 4, 7), (4, 7, 8, 14),
-                                  sorted(set(chunks[2] + chunks[4])), (2, 4))
-        for mb, rm, tr, rt, ck, f in space:
-            t = WinogradTile(mb, rm, tr, rt, ck, f)
-            if ck not in chunks[f] or mb % rm or not 28 <= rm * rt <= 64 or not 128 <= t.threads(W) <= 1024:
-                continue
-            out.append(t)
+        out = winograd_candidates(C, M, H, W)
     elif kind == "weight":
         space = itertools.product(_chunks(C, (16, 32)), _divisors(M, (8, 16, 32)), (2, 4, 8), (4, 7, 14), (1, 2, 4, 7))
         for cb, mb, tm, rows, groups in space:

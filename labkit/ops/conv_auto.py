@@ -9,7 +9,8 @@ Every kernel family that can run the shape offers its candidates (tiles, tilings
     implicit     conv_implicit.cu: the implicit GEMM, any kernel, stride, padding, dilation, groups
     depthwise    depthwise_any.cu: groups = C (M a multiple of C), any kernel, stride, padding, dilation
     depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
-    winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3))
+    winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3), its
+                 tiles: winograd_auto_tiles), and conv_small.cu's direct kernel for the same shapes
     tuned        conv_tuned.cu: the seed's valid convolutions (stride 1, no padding, one group)
 
 and labkit.autotune times them all in one search per (shape, batch size): on a GPU the winner is
@@ -28,7 +29,7 @@ from ..reference.samples import conv_samples, sample_positions
 from ..shapes import ConvLayer
 from . import conv as direct
 from .conv_small import SmallConv3x3
-from .conv_winograd import WinogradConv3x3
+from .conv_winograd import WinogradConv3x3, WinogradTile, winograd_auto_tiles
 from .depthwise import ACTIVATIONS as DEPTHWISE_3X3_ACTIVATIONS, DepthwiseConv2d, Tiling, tiling_candidates
 from .depthwise_any import (ACTIVATIONS as DEPTHWISE_ACTIVATIONS, DepthwiseAnyConv2d, Tiling as AnyTiling,
                             tiling_candidates as any_tiling_candidates)
@@ -78,11 +79,19 @@ def _depthwise3x3_make(conv: "AutoConv2d", config: dict) -> Runner:
     return lambda x, out=None: layer(x, out=out)
 
 
+def _winograd_candidates(conv: "AutoConv2d", N: int) -> list:
+    L = conv.layer
+    return [{"kernel": "winograd", "tile": asdict(t)} for t in winograd_auto_tiles(L.C, L.M, L.H, L.W)] + \
+        [{"kernel": "small"}]
+
+
 def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
     L = conv.layer
     wt = prepare_weights(conv.w, 1).reshape(L.C * 9, L.M)   # (C*9, M): the forward layer's layout
-    cls = WinogradConv3x3 if config["kernel"] == "winograd" else SmallConv3x3
-    layer = cls(wt, conv.b, L, activation=conv.activation)
+    if config["kernel"] == "winograd":
+        layer = WinogradConv3x3(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]))
+    else:
+        layer = SmallConv3x3(wt, conv.b, L, activation=conv.activation)
     return lambda x, out=None: layer(x, out=out)
 
 
@@ -104,7 +113,7 @@ FAMILIES: tuple[Family, ...] = (
     Family("implicit", ("conv_implicit",), lambda L, a: a in ACTIVATIONS, _implicit_candidates, _implicit_make),
     Family("winograd", ("conv_winograd", "conv_small"),
            lambda L, a: _dense_3x3_same(L) and a in (None, "relu"),
-           lambda conv, N: [{"kernel": "winograd"}, {"kernel": "small"}], _winograd_make),
+           _winograd_candidates, _winograd_make),
     Family("tuned", ("conv_tuned",),
            lambda L, a: L.square and (L.stride, L.pad, L.groups) == (1, 0, 1) and a in (None, "tanh", "relu"),
            lambda conv, N: [{}], _tuned_make),

@@ -13,6 +13,7 @@ the H100's winners under "winograd_forward_..." and "winograd_data_..." keys.
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -26,6 +27,7 @@ from .implicit import shared_optin_limit
 from .plans import allow_shared, cdiv, ints, largest_divisor, pitch4
 
 __all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "winograd_pays",
+           "winograd_candidates", "winograd_auto_tiles",
            "THREADS_WEIGHTS"]
 
 THREADS_WEIGHTS = 256
@@ -135,6 +137,52 @@ def winograd_pays(kind: str, C: int, M: int, H: int, W: int, device_name: str | 
     wino = lookup(CONV_SMALL, table_key(f"winograd_{kind}", C, M, H, W), device_name)
     direct = lookup(CONV_SMALL, table_key(kind, C, M, H, W), device_name)
     return bool(wino and direct) and float(wino["median_ms"]) < float(direct["median_ms"])
+
+
+def _divisors(n: int, among) -> list[int]:
+    return [d for d in among if d <= n and n % d == 0]
+
+
+def _fits(tile: WinogradTile, C: int, M: int, H: int, W: int) -> bool:
+    try:
+        tile.check(C, M, H, W)
+    except ValueError:
+        return False
+    return True
+
+
+def winograd_candidates(C: int, M: int, H: int, W: int) -> list[WinogradTile]:
+    """Every tile of a sweep (C -> M as the kernel sees it) within the bounds that can win: 28 to 64
+    sums a thread (fewer were a third slower or more on the H100), 128 to 1024 threads, channel chunks
+    that divide C (F(4x4, 3x3)'s U is 36 values a channel pair, 2.25x F(2x2, 3x3)'s: smaller chunks
+    may pay there)."""
+    chunks = {2: _divisors(C, (8, 16)) or [C], 4: _divisors(C, (4, 8, 16)) or [C]}
+    out = []
+    for mb, rm, tr, rt, ck, f in itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8, 16), (1, 2, 4, 7),
+                                                   (4, 7, 8, 14), sorted(set(chunks[2] + chunks[4])), (2, 4)):
+        t = WinogradTile(mb, rm, tr, rt, ck, f)
+        if ck in chunks[f] and mb % rm == 0 and 28 <= rm * rt <= 64 and 128 <= t.threads(W) <= 1024:
+            out.append(t)
+    return [t for t in out if _fits(t, C, M, H, W)]
+
+
+# The shapes of tile that won on large layers (64 to 512 channels, 128^2 to 256^2 images, H100 and
+# H200): one row of tiles a block, a thread 16 channels x 4 tiles or 8 x 8 of one position's sums.
+AUTO_SUMS = ((16, 4), (8, 8))
+
+
+def winograd_auto_tiles(C: int, M: int, H: int, W: int, limit: int = 10) -> list[WinogradTile]:
+    """The few tiles ``labkit.conv2d(variant="auto")`` times for a forward layer: this GPU's tuned or
+    default tile first, then ``winograd_candidates`` of the winning shapes (AUTO_SUMS, one row of tiles,
+    16 or 32 channels a block, chunks of 4 or 8 channels), F(4x4, 3x3) first, at most ``limit``."""
+    first = winograd_tile_for("forward", C, M, H, W)
+    out = [first] if _fits(first, C, M, H, W) else []
+    small = _divisors(C, (4, 8)) or [C]
+    for t in sorted(winograd_candidates(C, M, H, W), key=lambda t: (-t.f, -t.mb, -t.rm, t.ck)):
+        if (t.tr == 1 and (t.rm, t.rt) in AUTO_SUMS and t.mb in (16, 32) and t.ck in small
+                and (t.f == 4 or t.ck == max(small)) and t not in out):
+            out.append(t)
+    return out[:limit]
 
 
 class WinogradConv3x3(Conv3x3Layer):

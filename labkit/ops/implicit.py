@@ -84,13 +84,14 @@ class Tiles:
         return "conv_implicit" if self.precision == "fp32" else "conv_implicit_tf32"
 
     def short(self) -> str:
-        inner = (f"T{self.tm}x{self.tn}" if self.precision == "fp32"
+        inner = (f"T{self.tm}x{self.tn}" + (f" B{self.minb}" if self.minb != 1 else "") if self.precision == "fp32"
                  else f"W{self.wm}x{self.wn} S{self.stages} B{self.minb}")
         return f"{self.bm}x{self.bn}x{self.bk} {inner}"
 
     def defines(self) -> dict:
         if self.precision == "fp32":
-            return {"IG_BM": self.bm, "IG_BN": self.bn, "IG_BK": self.bk, "IG_TM": self.tm, "IG_TN": self.tn}
+            return {"IG_BM": self.bm, "IG_BN": self.bn, "IG_BK": self.bk, "IG_TM": self.tm, "IG_TN": self.tn,
+                    **({"IG_MINB": self.minb} if self.minb != 1 else {})}
         return {"TC_BM": self.bm, "TC_BN": self.bn, "TC_BK": self.bk, "TC_WM": self.wm, "TC_WN": self.wn,
                 "TC_STAGES": self.stages, "TC_MINB": self.minb}
 
@@ -163,6 +164,8 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
                 for bk in (8, 16):
                     out += [Tiles("fp32", bm=bm, bn=bn, bk=bk, tm=8, tn=8),
                             Tiles("fp32", bm=bm, bn=bn, bk=bk, tm=8, tn=4)]
+        # 8 x 8 a thread, registers held to two blocks an SM (IG_MINB): twice the warps to hide latency
+        out += [Tiles("fp32", bm=128, bn=128, bk=bk, tm=8, tn=8, minb=2) for bk in (8, 16)]
     else:
         for bm in (64, 96, 128):
             for bn in (128, 256):
