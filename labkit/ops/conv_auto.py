@@ -11,6 +11,9 @@ Every kernel family that can run the shape offers its candidates (tiles, tilings
     depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
     winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3), its
                  tiles: winograd_auto_tiles), and conv_small.cu's direct kernel for the same shapes
+    phased       conv_winograd.cu on dilated 3x3 layers padded by their dilation, and on unpadded 3x3
+                 layers (stride 1, one group): the input's phases as a batch, the output cropped
+                 (labkit.ops.conv_phased)
     tuned        conv_tuned.cu: the seed's valid convolutions (stride 1, no padding, one group)
 
 and labkit.autotune times them all in one search per (shape, batch size): on a GPU the winner is
@@ -28,6 +31,7 @@ from ..checks import array_module, check_activation, check_array, fast_input
 from ..reference.samples import conv_samples, sample_positions
 from ..shapes import ConvLayer
 from . import conv as direct
+from .conv_phased import PhasedWinograd, phased_geometry
 from .conv_small import SmallConv3x3
 from .conv_winograd import WinogradConv3x3, WinogradTile, winograd_auto_tiles
 from .depthwise import ACTIVATIONS as DEPTHWISE_3X3_ACTIVATIONS, DepthwiseConv2d, Tiling, tiling_candidates
@@ -95,6 +99,19 @@ def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
     return lambda x, out=None: layer(x, out=out)
 
 
+def _phased_candidates(conv: "AutoConv2d", N: int) -> list:
+    _, _, h, w, _ = phased_geometry(conv.layer)
+    L = conv.layer
+    return [{"tile": asdict(t)} for t in winograd_auto_tiles(L.C, L.M, h, w)]
+
+
+def _phased_make(conv: "AutoConv2d", config: dict) -> Runner:
+    L = conv.layer
+    wt = prepare_weights(conv.w, 1).reshape(L.C * 9, L.M)
+    layer = PhasedWinograd(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]))
+    return layer
+
+
 def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:
     layer = direct.Conv2d(conv.w, conv.b, variant="tuned", activation=conv.activation)
     return lambda x, out=None: layer(x, out=out)
@@ -114,6 +131,9 @@ FAMILIES: tuple[Family, ...] = (
     Family("winograd", ("conv_winograd", "conv_small"),
            lambda L, a: _dense_3x3_same(L) and a in (None, "relu"),
            _winograd_candidates, _winograd_make),
+    Family("phased", ("conv_winograd",),
+           lambda L, a: phased_geometry(L) is not None and a in (None, "relu"),
+           _phased_candidates, _phased_make),
     Family("tuned", ("conv_tuned",),
            lambda L, a: L.square and (L.stride, L.pad, L.groups) == (1, 0, 1) and a in (None, "tanh", "relu"),
            lambda conv, N: [{}], _tuned_make),
