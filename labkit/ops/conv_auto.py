@@ -60,6 +60,17 @@ def _dense_3x3_same(L: ConvLayer) -> bool:
 
 
 # --- the families ------------------------------------------------------------------------------------
+def _runner(layer, prepare: Callable[[int], object] | None = None, **call) -> Runner:
+    """run(x, out=None) -> layer(x, out=out, **call), with ``run.prepare(N)``: the layer's plan for a
+    batch of N made (its kernels compiled) without launching.  The search builds candidates side by
+    side in threads and checks and times them one at a time; a kernel compiled at its first launch
+    would compile inside that one-at-a-time part (2 to 3 s each on a large layer)."""
+    def run(x, out=None):
+        return layer(x, out=out, **call)
+    run.prepare = prepare or (lambda N: layer.plan(N))
+    return run
+
+
 def _implicit_candidates(conv: "AutoConv2d", N: int) -> list:
     base = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation)
     return [{"tiles": asdict(t), "splits": n} for t, n in base.tuning_candidates(N)]
@@ -68,19 +79,20 @@ def _implicit_candidates(conv: "AutoConv2d", N: int) -> list:
 def _implicit_make(conv: "AutoConv2d", config: dict) -> Runner:
     layer = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, tiles=Tiles(**config["tiles"]))
     splits = int(config["splits"])
-    return lambda x, out=None: layer(x, out=out, splits=splits)
+    # A batch past the 32-bit offsets runs as sub-batches, planned at the call.
+    return _runner(layer, lambda N: layer.plan(N, splits) if N <= layer.max_batch else None, splits=splits)
 
 
 def _depthwise_make(conv: "AutoConv2d", config: dict) -> Runner:
     layer = DepthwiseAnyConv2d(conv.w, conv.b, conv.layer, activation=conv.activation,
                                tiling=AnyTiling(**config["tiling"]))
-    return lambda x, out=None: layer(x, out=out)
+    return _runner(layer)
 
 
 def _depthwise3x3_make(conv: "AutoConv2d", config: dict) -> Runner:
     layer = DepthwiseConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, tiling=Tiling(**config["tiling"]),
                             bias_memory="global")
-    return lambda x, out=None: layer(x, out=out)
+    return _runner(layer)
 
 
 def _winograd_candidates(conv: "AutoConv2d", N: int) -> list:
@@ -96,7 +108,7 @@ def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
         layer = WinogradConv3x3(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]))
     else:
         layer = SmallConv3x3(wt, conv.b, L, activation=conv.activation)
-    return lambda x, out=None: layer(x, out=out)
+    return _runner(layer)
 
 
 def _phased_candidates(conv: "AutoConv2d", N: int) -> list:
@@ -109,7 +121,7 @@ def _phased_make(conv: "AutoConv2d", config: dict) -> Runner:
     L = conv.layer
     wt = prepare_weights(conv.w, 1).reshape(L.C * 9, L.M)
     layer = PhasedWinograd(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]))
-    return layer
+    return _runner(layer)
 
 
 def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:
@@ -237,6 +249,9 @@ class _AutoBench:
 
     def build(self, config: dict):
         runner = self.conv.make(config)
+        prepare = getattr(runner, "prepare", None)
+        if prepare is not None:
+            prepare(int(self.x.shape[0]))   # compiled here, in the search's threads
         x, y = self.x, self.y
         return lambda: runner(x, y)
 

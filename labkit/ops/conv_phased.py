@@ -76,6 +76,10 @@ class PhasedWinograd:
                                        xp.empty((n, L.M, self.h, self.w), dtype=xp.float32))
         return bufs
 
+    def plan(self, N: int):
+        """Winograd's plan for the N * dh * dw phase images (compiled once)."""
+        return self.conv.plan(N * self.dh * self.dw)
+
     def __call__(self, x, out=None):
         L, dh, dw, h, w = self.layer, self.dh, self.dw, self.h, self.w
         N = int(x.shape[0])
