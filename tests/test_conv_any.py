@@ -179,16 +179,19 @@ def test_auto_times_winograd_tiles_of_both_transforms_and_each_is_right():
 PHASED = [ConvLayer.of(8, 12, 12, 16, 3, 1, 2, 2), ConvLayer.of(5, 12, 12, 16, 3, 1, 0, 2),
           ConvLayer.of(8, 12, 10, 16, 3, 1, 0, 1), ConvLayer.of(8, 12, 12, 16, 3, 1, (1, 2), (1, 2)),
           ConvLayer.of(8, 10, 11, 16, 3, 1, 3, 3), ConvLayer.of(3, 11, 13, 16, 3, 1, 0, (3, 2)),
-          ConvLayer.of(8, 7, 8, 16, 3, 1, 0, 3), ConvLayer.of(8, 9, 64, 32, 3, 1, 2, 2)]
+          ConvLayer.of(8, 7, 8, 16, 3, 1, 0, 3), ConvLayer.of(8, 9, 64, 32, 3, 1, 2, 2),
+          ConvLayer.of(8, 9, 10, 12, 3, 1, 1, 1, 2), ConvLayer.of(12, 9, 10, 8, 3, 1, 0, 2, 4),
+          ConvLayer.of(16, 11, 9, 16, 3, 1, (2, 1), (2, 1), 8)]
 
 
 @pytest.mark.parametrize("L", PHASED, ids=lambda L: L.key)
 def test_dilated_and_unpadded_3x3_layers_run_on_winograd_through_phases(L):
-    """Phases of the input as a batch (dilation, also where it does not divide the side) and a crop
-    (no padding) give the reference's answer with every tile auto would time, into a poisoned out."""
+    """Phases of the input as a batch (dilation, also where it does not divide the side), a crop (no
+    padding) and group slices give the reference's answer with every tile auto would time, into a
+    poisoned out."""
     xp = labkit.xp
-    x, w, b = _data(5, (2, L.C, L.H, L.W), (L.M, L.C, 3, 3), (L.M,))
-    ref = reference.relu(reference.conv2d(x, w, b, pad=L.pad_hw, dilation=L.dilation_hw))
+    x, w, b = _data(5, (2, L.C, L.H, L.W), (L.M, L.C // L.groups, 3, 3), (L.M,))
+    ref = reference.relu(reference.conv2d(x, w, b, pad=L.pad_hw, dilation=L.dilation_hw, groups=L.groups))
     conv = conv_auto.AutoConv2d(xp.asarray(w), xp.asarray(b), L, activation="relu")
     configs = [c for c in conv.candidates(2) if c["family"] == "phased"]
     assert configs, L.key
@@ -200,14 +203,14 @@ def test_dilated_and_unpadded_3x3_layers_run_on_winograd_through_phases(L):
 
 
 @pytest.mark.parametrize("kw", [dict(stride=2, pad=2, dilation=2), dict(pad=1, dilation=2), dict(pad=(2, 0), dilation=2),
-                                dict(kernel=5, pad=2), dict(groups=2, pad=2, dilation=2), dict(pad=1)])
+                                dict(kernel=5, pad=2), dict(groups=16, pad=2, dilation=2), dict(pad=1)])
 def test_phases_are_offered_only_where_they_make_winograd_s_geometry(kw):
     kw = {"kernel": 3, **kw}
-    L = ConvLayer.of(8, 12, 12, 16, kw.pop("kernel"), kw.pop("stride", 1), kw.pop("pad", 0), kw.pop("dilation", 1),
+    L = ConvLayer.of(16, 12, 12, 16, kw.pop("kernel"), kw.pop("stride", 1), kw.pop("pad", 0), kw.pop("dilation", 1),
                      kw.pop("groups", 1))
     assert conv_phased.phased_geometry(L) is None
-    with pytest.raises(ValueError, match="not a dilated or unpadded 3x3"):
-        conv_phased.PhasedWinograd(np.zeros((L.C // L.groups * 9, L.M), np.float32), None, L)
+    with pytest.raises(ValueError, match="whose phases are 'same' 3x3"):
+        conv_phased.PhasedWinograd(labkit.xp.zeros((L.M, L.C // L.groups) + L.kernel_hw, np.float32), None, L)
 
 
 def test_a_nan_reaches_through_the_phases_exactly_the_outputs_whose_windows_hold_it():
@@ -228,7 +231,7 @@ def test_phases_refuse_an_out_that_overlaps_x_before_launching():
     L = ConvLayer.of(4, 8, 8, 4, 3, 1, 2, 2)
     x, w = _data(2, (1, 4, 8, 8), (4, 4, 3, 3))
     xd = xp.asarray(x)
-    layer = conv_phased.PhasedWinograd(xp.asarray(implicit.prepare_weights(xp.asarray(w), 1).reshape(36, 4)), None, L)
+    layer = conv_phased.PhasedWinograd(xp.asarray(w), None, L)
     with pytest.raises(ValueError, match="shares memory"):
         layer(xd, out=xd)
 
@@ -280,6 +283,26 @@ def test_one_image_past_32_bit_offsets_is_refused_before_anything_runs(monkeypat
 
 
 @pytest.mark.check
+@pytest.mark.parametrize("kw", [dict(kernel=3, pad=1), dict(kernel=(3, 5), pad=(0, 2), dilation=(2, 1), groups=2),
+                                dict(kernel=3, pad=(1, 0), groups=6), dict(kernel=(2, 3), pad=(1, 3)),
+                                dict(kernel=3, pad=(3, 1), dilation=(1, 2))])
+def test_a_stride_1_transposed_convolution_runs_as_its_equivalent_convolution(kw):
+    """Stride 1: the kernel turned, C_in and C_out swapped per group, padding D(K-1) - P on auto's
+    convolution families; a padding past D(K-1) keeps the phase path.  Both against the reference."""
+    xp = labkit.xp
+    kw = dict(kw)
+    K = kw.pop("kernel")
+    g = kw.get("groups", 1)
+    geo = conv_transpose.TransposeGeometry.of(6, 9, 11, 6, K, **kw)
+    x, w, b = _data(4, (2, 6, 9, 11), (6, 6 // g) + geo.kernel, (6,))
+    ref = reference.relu(reference.conv_transpose2d(x, w, b, pad=geo.pad, dilation=geo.dilation, groups=g))
+    up = ConvTranspose2d(xp.asarray(w), xp.asarray(b), geo, activation="relu")
+    negative = any(p > d * (k - 1) for k, p, d in zip(geo.kernel, geo.pad, geo.dilation))
+    assert (up.as_conv is None) == negative
+    out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+    _close(up(xp.asarray(x), out), ref, geo.key)
+
+
 def test_phases_of_a_stride_2_axis():
     # kernel 4, stride 2, padding 1 (the usual 2x upsampling): even outputs take taps 3 and 1, odd 2 and 0
     even, odd = axis_phases(5, 10, 4, 2, 1, 1)

@@ -11,9 +11,9 @@ Every kernel family that can run the shape offers its candidates (tiles, tilings
     depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
     winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3), its
                  tiles: winograd_auto_tiles), and conv_small.cu's direct kernel for the same shapes
-    phased       conv_winograd.cu on dilated 3x3 layers padded by their dilation, and on unpadded 3x3
-                 layers (stride 1, one group): the input's phases as a batch, the output cropped
-                 (labkit.ops.conv_phased)
+    phased       conv_winograd.cu on dilated 3x3 layers padded by their dilation, on unpadded 3x3
+                 layers and on 3x3 layers of a few groups (stride 1): the input's phases as a batch,
+                 the output cropped, a launch a group (labkit.ops.conv_phased)
     tuned        conv_tuned.cu: the seed's valid convolutions (stride 1, no padding, one group)
 
 and labkit.autotune times them all in one search per (shape, batch size): on a GPU the winner is
@@ -114,14 +114,12 @@ def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
 def _phased_candidates(conv: "AutoConv2d", N: int) -> list:
     _, _, h, w, _ = phased_geometry(conv.layer)
     L = conv.layer
-    return [{"tile": asdict(t)} for t in winograd_auto_tiles(L.C, L.M, h, w)]
+    return [{"tile": asdict(t)} for t in winograd_auto_tiles(L.C // L.groups, L.M // L.groups, h, w)]
 
 
 def _phased_make(conv: "AutoConv2d", config: dict) -> Runner:
-    L = conv.layer
-    wt = prepare_weights(conv.w, 1).reshape(L.C * 9, L.M)
-    layer = PhasedWinograd(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]))
-    return _runner(layer)
+    return _runner(PhasedWinograd(conv.w, conv.b, conv.layer, activation=conv.activation,
+                                  tile=WinogradTile(**config["tile"])))
 
 
 def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:

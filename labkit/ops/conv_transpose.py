@@ -16,6 +16,11 @@ conv_implicit.cu runs each phase, told where its outputs go (OUT_SH, OUT_H0, ...
 launches fill y, each output written once, and no product is spent on an inserted zero (a
 zero-inserted input would make S_h * S_w times the work).  A phase that no tap reaches holds the
 bias alone (after the activation).
+
+At stride 1 there is one phase, and it is an ordinary convolution: the kernel turned 180 degrees,
+C_in and C_out swapped (per group), padding D * (K - 1) - P.  Untuned tiles not asked for, such a
+layer runs as that convolution on labkit.conv2d's ``auto`` (AutoConv2d), where Winograd, the
+depthwise kernels and the implicit GEMM's own search can take it.
 """
 from __future__ import annotations
 
@@ -30,6 +35,7 @@ from ..errors import check_int
 from ..loader import load
 from ..reference.samples import activate, conv_transpose_samples, sample_positions
 from ..shapes import ConvLayer, pair
+from .conv_auto import AutoConv2d
 from .implicit import ACTIVATIONS, INDEX_LIMIT, TOLERANCE, Tiles, candidates, default_tiles, prepare_weights
 from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
@@ -139,7 +145,8 @@ class ConvTranspose2d:
         geometry: its ``TransposeGeometry``; checked against w.
         activation: None, "tanh", "relu" or "relu6", fused into the epilogue.
         tiles: the implicit GEMM's tiles for every phase (default: the autotuner's choice on a GPU,
-            else ``default_tiles``).
+            else ``default_tiles``).  Without tiles, a stride-1 layer runs as its equivalent
+            convolution on ``AutoConv2d`` (``as_conv``; see the module's docstring).
     """
 
     def __init__(self, w, b, geometry: TransposeGeometry, *, activation: str | None = None,
@@ -180,6 +187,23 @@ class ConvTranspose2d:
         zero = xp.zeros(geo.M, dtype=xp.float32)
         self._fill = activate(xp, zero if b is None else b, activation).astype(xp.float32)[None, :, None, None]
         self._plans: dict[int, list] = {}
+        self.as_conv = self._equivalent_conv(w, b, geo, activation) if tiles is None else None
+
+    @staticmethod
+    def _equivalent_conv(w, b, geo: TransposeGeometry, activation):
+        """The stride-1 layer as a convolution on AutoConv2d, or None (a stride above 1, or a padding
+        past D * (K - 1), which would be a negative padding there)."""
+        pads = [d * (k - 1) - p for k, p, d in zip(geo.kernel, geo.pad, geo.dilation)]
+        if tuple(geo.stride) != (1, 1) or min(pads) < 0:
+            return None
+        xp = array_module(backends.current())
+        g, cig, cog = geo.groups, geo.C // geo.groups, geo.M // geo.groups
+        KH, KW = geo.kernel
+        # w2[gi*cog + o, i, kh, kw] = w[gi*cig + i, o, KH-1-kh, KW-1-kw]
+        w2 = xp.ascontiguousarray(w.reshape(g, cig, cog, KH, KW).transpose(0, 2, 1, 3, 4)
+                                  .reshape(geo.M, cig, KH, KW)[:, :, ::-1, ::-1])
+        layer = ConvLayer.of(geo.C, geo.H, geo.W, geo.M, geo.kernel, 1, tuple(pads), geo.dilation, geo.groups)
+        return AutoConv2d(w2, b, layer, activation=activation)
 
     def _phase_weights(self, rows: AxisPhase, cols: AxisPhase):
         """The phase's forward weights (C_out, C_in/G, taps_h, taps_w), in the implicit GEMM's layout."""
@@ -262,6 +286,8 @@ class ConvTranspose2d:
                                  f"got {tuple(x.shape)}")
         N = int(x.shape[0])
         y = output(out, (N,) + self.out_chw, "NCHW", (x, self._w, self.b), backend=self.backend)
+        if self.as_conv is not None:
+            return self.as_conv(x, y)
         for i in range(0, N, self.max_batch):     # sub-batches past the 32-bit offsets
             n = min(self.max_batch, N - i)
             phases = self._plans.get(n)
