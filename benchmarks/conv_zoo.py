@@ -852,6 +852,10 @@ def write(doc: dict, path: Path) -> Path:
     return path
 
 
+TF32_KEYS = ("tf32_first_call_s", "tf32_nan_outputs", "tf32_max_err", "tf32_checked_by", "tf32_check",
+             "labkit_tf32_ms", "cudnn_tf32_ms", "ratio_tf32")
+
+
 def merge(files: list[str], out: Path | None) -> int:
     """Join the parts of a zoo run (--only / --ids files) into conv_zoo_<gpu>.json and its plot."""
     docs = [json.loads(Path(f).read_text()) for f in files]
@@ -868,6 +872,11 @@ def merge(files: list[str], out: Path | None) -> int:
             # each row says how its part was run (the autotuner's mode and budget, TF32 rows or not)
             r.setdefault("run", {"autotune": d["meta"].get("autotune"), "tf32_rows": d["meta"].get("tf32", True),
                                  "part": d["meta"].get("partial", "whole")})
+            prev = rows.get(r["id"])
+            if prev is not None and "labkit_tf32_ms" not in r and "labkit_tf32_ms" in prev:
+                # a part run without TF32 rows keeps the earlier part's, saying which run they are from
+                r.update({k: v for k, v in prev.items() if k in TF32_KEYS})
+                r["tf32_run"] = prev.get("tf32_run") or dict(prev["run"], date=prev.get("date") or d.get("date"))
             rows[r["id"]] = r           # a later part wins
     order = {p.id: i for i, p in enumerate(ZOO)}
     merged = sorted(rows.values(), key=lambda r: order.get(r["id"], len(order)))

@@ -163,6 +163,31 @@ def test_the_benchmarks_plumbing_runs_here(tmp_path):
     assert list(tmp_path.glob("conv_zoo_smoke_*.png"))
 
 
+def test_merge_keeps_a_later_part_and_the_earlier_tf32_rows_it_did_not_run(tmp_path):
+    """--merge: a later part replaces a row; where it ran without TF32 rows, the earlier part's TF32
+    numbers stay, marked with the run they come from."""
+    why = api_missing()
+    if why:
+        pytest.skip(f"{why}: benchmarks/conv_zoo.py --smoke needs it")
+    assert zoo.main(["--smoke", "--out", str(tmp_path)]) == 0
+    (path,) = tmp_path.glob("conv_zoo_smoke_*.json")
+    doc = json.loads(path.read_text())
+    first = dict(doc, date="2026-01-01", meta=dict(doc["meta"], tf32=True))
+    first["rows"] = [dict(r, labkit_tf32_ms=2.0, cudnn_tf32_ms=1.0, ratio_tf32=2.0) for r in doc["rows"]]
+    later = dict(doc, meta=dict(doc["meta"], tf32=False))
+    later["rows"] = [dict(r, labkit_ms=123.0) for r in doc["rows"][:1]]
+    a, b = tmp_path / "a" / "first.json", tmp_path / "b" / "later.json"
+    for f, d in ((a, first), (b, later)):
+        f.parent.mkdir()
+        f.write_text(json.dumps(d))
+    zoo.merge([str(a), str(b)], tmp_path / "merged")
+    (merged,) = (tmp_path / "merged").glob("conv_zoo_*.json")
+    rows = {r["id"]: r for r in json.loads(merged.read_text())["rows"]}
+    one, two = rows[doc["rows"][0]["id"]], rows[doc["rows"][1]["id"]]
+    assert one["labkit_ms"] == 123.0 and one["ratio_tf32"] == 2.0 and one["tf32_run"]["tf32_rows"] is True
+    assert two["labkit_ms"] == doc["rows"][1]["labkit_ms"] and "tf32_run" not in two
+
+
 def test_the_checks_plumbing_runs_here(tmp_path):
     why = api_missing()
     if why:
