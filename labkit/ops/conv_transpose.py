@@ -35,11 +35,13 @@ from ..errors import check_int
 from ..loader import load
 from ..reference.samples import activate, conv_transpose_samples, sample_positions
 from ..shapes import ConvLayer, pair
+from . import rungs
 from .conv_auto import AutoConv2d
 from .implicit import ACTIVATIONS, INDEX_LIMIT, TOLERANCE, Tiles, candidates, default_tiles, prepare_weights
 from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
 __all__ = ["TransposeGeometry", "AxisPhase", "axis_phases", "ConvTranspose2d", "conv_transpose2d", "default_phase_tiles",
+           "equivalent_conv",
            "VARIANTS"]
 
 
@@ -191,19 +193,9 @@ class ConvTranspose2d:
 
     @staticmethod
     def _equivalent_conv(w, b, geo: TransposeGeometry, activation):
-        """The stride-1 layer as a convolution on AutoConv2d, or None (a stride above 1, or a padding
-        past D * (K - 1), which would be a negative padding there)."""
-        pads = [d * (k - 1) - p for k, p, d in zip(geo.kernel, geo.pad, geo.dilation)]
-        if tuple(geo.stride) != (1, 1) or min(pads) < 0:
-            return None
-        xp = array_module(backends.current())
-        g, cig, cog = geo.groups, geo.C // geo.groups, geo.M // geo.groups
-        KH, KW = geo.kernel
-        # w2[gi*cog + o, i, kh, kw] = w[gi*cig + i, o, KH-1-kh, KW-1-kw]
-        w2 = xp.ascontiguousarray(w.reshape(g, cig, cog, KH, KW).transpose(0, 2, 1, 3, 4)
-                                  .reshape(geo.M, cig, KH, KW)[:, :, ::-1, ::-1])
-        layer = ConvLayer.of(geo.C, geo.H, geo.W, geo.M, geo.kernel, 1, tuple(pads), geo.dilation, geo.groups)
-        return AutoConv2d(w2, b, layer, activation=activation)
+        """The stride-1 layer as a convolution on AutoConv2d (``equivalent_conv``), or None."""
+        eq = equivalent_conv(w, geo)
+        return None if eq is None else AutoConv2d(eq[0], b, eq[1], activation=activation)
 
     def _phase_weights(self, rows: AxisPhase, cols: AxisPhase):
         """The phase's forward weights (C_out, C_in/G, taps_h, taps_w), in the implicit GEMM's layout."""
@@ -300,6 +292,23 @@ class ConvTranspose2d:
 _PLANS = PlanCache()
 
 
+def equivalent_conv(w, geo: TransposeGeometry):
+    """(w2, layer): the convolution a stride-1 transposed convolution is, its kernel turned 180 degrees
+    and C_in, C_out swapped per group (w2 (C_out, C_in/groups, KH, KW), contiguous, on w's backend),
+    its padding D * (K - 1) - P; None at a stride above 1, or a padding past D * (K - 1) (a negative
+    padding there)."""
+    pads = [d * (k - 1) - p for k, p, d in zip(geo.kernel, geo.pad, geo.dilation)]
+    if tuple(geo.stride) != (1, 1) or min(pads) < 0:
+        return None
+    xp = array_module(backends.current())
+    g, cig, cog = geo.groups, geo.C // geo.groups, geo.M // geo.groups
+    KH, KW = geo.kernel
+    # w2[gi*cog + o, i, kh, kw] = w[gi*cig + i, o, KH-1-kh, KW-1-kw]
+    w2 = xp.ascontiguousarray(w.reshape(g, cig, cog, KH, KW).transpose(0, 2, 1, 3, 4)
+                              .reshape(geo.M, cig, KH, KW)[:, :, ::-1, ::-1])
+    return w2, ConvLayer.of(geo.C, geo.H, geo.W, geo.M, geo.kernel, 1, tuple(pads), geo.dilation, geo.groups)
+
+
 def _phase_plan(defines: dict, tiles: Tiles, N: int, pixels: int, mg: int, groups: int):
     mod = load("conv_implicit", defines={**defines, **tiles.defines()})
     grid = (cdiv(N * pixels, tiles.bn), cdiv(mg, tiles.bm), groups)
@@ -353,5 +362,10 @@ def conv_transpose2d(x, w, b=None, *, stride=1, pad=0, output_padding=0, dilatio
         raise ValueError(f"w must be (C_in={C}, C_out/groups, KH, KW) for x of {C} channels, got {tuple(w.shape)}")
     geo = TransposeGeometry.of(C, H, W, int(w.shape[1]) * check_int(groups, "groups"),
                                tuple(int(v) for v in w.shape[2:]), stride, pad, output_padding, dilation, groups)
+    eq = equivalent_conv(w, geo) if variant == "auto" else None
+    if eq is not None:   # stride 1: labkit.conv2d's auto, whose choice per shape is kept across calls
+        w2, L = eq
+        return rungs.conv2d(x, w2, b, stride=1, pad=L.pad_hw, dilation=L.dilation_hw, groups=L.groups,
+                            variant="auto", activation=activation, out=out)
     tiles = default_phase_tiles(geo) if variant == "implicit" else None
     return ConvTranspose2d(w, b, geo, activation=activation, tiles=tiles)(x, out=out)
