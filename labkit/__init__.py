@@ -77,7 +77,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
-__all__ = ["backend", "tune", "import_onnx", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
+__all__ = ["backend", "tune", "import_onnx", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp",
+           "conv2d",
            "conv_transpose2d",
            "RUNGS", "RUNG_NAMES", *SUBMODULES]
 

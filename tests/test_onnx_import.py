@@ -487,3 +487,21 @@ def test_fashion_mnist_through_onnx_equals_the_hand_built_network(tmp_path):
     close(eager, fm.reference_logits(w, x), 2e-5)
     assert [r["op"] for r in model.describe(3)] == ["Conv+Tanh", "MaxPool", "Conv+Tanh", "Flatten", "Gemm+Tanh",
                                                     "Gemm"]
+
+
+def test_describe_times_each_step_and_sums_the_work(tmp_path):
+    w = randn(4, 3, 3, 3)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]), helper.make_node("Flatten", ["g"], ["y"])]
+    model = labkit.import_onnx(save(tmp_path, nodes, dict(w=w), [1, 3, 6, 6]))
+    table = model.describe(2, time=True, repeat=2)
+    assert [r["node"] for r in table][:2] == ["Conv_0", "GlobalAveragePool_2"]
+    assert all(r["ms"] is not None and r["ms"] > 0 for r in table if r["kernel"] != "(view: no kernel)")
+    assert table[0]["bytes"] == 4 * (2 * 3 * 36 + 2 * 4 * 36 + 4 * 27)
+    assert "ms" in str(table).splitlines()[0]
+
+
+def test_softmax_before_opset_13_flattens_from_its_axis(tmp_path):
+    path = save(tmp_path, [helper.make_node("Softmax", ["x"], ["y"], axis=1)], {}, [2, 3, 2, 2], opset=11)
+    x = randn(2, 3, 2, 2)
+    check(path, x, reference.softmax(x.reshape(2, -1).astype(np.float64)).reshape(x.shape))

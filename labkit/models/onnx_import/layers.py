@@ -195,7 +195,8 @@ class Kernels:
 
     def _run_softmax(self, spec, sm, in_shapes, out_shape, alloc):
         rows = spec.rows(in_shapes[0])
-        return (lambda ins, out: sm(ins[0].reshape(rows), out.reshape(rows))), (lambda: "softmax_rows (pool_softmax.cu)")
+        return ((lambda ins, out: sm(ins[0].reshape(rows), out.reshape(rows))),
+                (lambda: "softmax_rows (pool_softmax.cu)"))
 
     def _make_lrn(self, spec: nodes.LRN, in_shapes):
         return layers.LRN(spec.radius, spec.bias, spec.alpha, spec.beta)

@@ -353,7 +353,8 @@ class Gemm(Spec):
             refuse(node, f"B of shape {B.shape}: labkit multiplies by a 2-D constant")
         if node.op == "Gemm":
             if at.get("transA", 0):
-                refuse(node, "transA = 1: labkit's dense layer reads x as (rows, in); transposed activations are not run")
+                refuse(node, "transA = 1: labkit's dense layer reads x as (rows, in); transposed activations are "
+                             "not run")
             w = (B.T if at.get("transB", 0) else B).astype(np.float64) * float(at.get("alpha", 1.0))
             C = _const(node, ctx, 2, "C (bias)", optional=True)
             self.w, self.b = w, None
@@ -427,7 +428,8 @@ class Pool(Spec):
         except ValueError as exc:
             refuse(self.node, f"{exc} (input {tuple(x)})")
         if any(p0 >= (k - 1) * d + 1 for p0, k, d in zip(pads, self.kernel * 2, self.dilations * 2)):
-            refuse(self.node, f"pads {pads} as large as the window {self.kernel}: a window of padding alone has no value")
+            refuse(self.node, f"pads {pads} as large as the window {self.kernel}: a window of padding alone has "
+                              "no value")
         return pads, hw, ceil
 
     def shape(self, shapes):
