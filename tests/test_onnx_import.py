@@ -505,3 +505,54 @@ def test_softmax_before_opset_13_flattens_from_its_axis(tmp_path):
     path = save(tmp_path, [helper.make_node("Softmax", ["x"], ["y"], axis=1)], {}, [2, 3, 2, 2], opset=11)
     x = randn(2, 3, 2, 2)
     check(path, x, reference.softmax(x.reshape(2, -1).astype(np.float64)).reshape(x.shape))
+
+
+def mobilenet_onnx_nodes(hw):
+    """MobileNetV2 as torch.onnx.export writes it without constant folding: every Conv followed by its
+    BatchNormalization (torchvision's names) and Clip(0, 6), a residual Add per block that has one."""
+    from labkit.models import mobilenet_v2 as mb
+    nodes = []
+
+    def conv_bn(x, prefix, stride, pad, groups, act):
+        wname, bn = mb.tensor_names(prefix)
+        nodes.append(helper.make_node("Conv", [x, wname], [f"{prefix}/conv"], strides=[stride] * 2, pads=[pad] * 4,
+                                      group=groups, name=f"{prefix}/Conv"))
+        nodes.append(helper.make_node("BatchNormalization", [f"{prefix}/conv"] + [f"{bn}.{p}" for p in mb.BN_PARTS],
+                                      [f"{prefix}/bn"], epsilon=mb.BN_EPS))
+        if not act:
+            return f"{prefix}/bn"
+        nodes.append(helper.make_node("Clip", [f"{prefix}/bn", "zero", "six"], [f"{prefix}/relu6"]))
+        return f"{prefix}/relu6"
+
+    h = conv_bn("x", "features.0", 2, 1, 1, True)
+    bs = mb.blocks(hw)
+    for b in bs:
+        skip = h
+        for kind, (prefix, L) in b.convs().items():
+            h = conv_bn(h, prefix, L.stride, L.pad, L.groups, kind != "project")
+        if b.residual:
+            nodes.append(helper.make_node("Add", [skip, h], [f"{b.name}/add"]))
+            h = f"{b.name}/add"
+    h = conv_bn(h, f"features.{len(bs) + 1}", 1, 0, 1, True)
+    nodes += [helper.make_node("GlobalAveragePool", [h], ["pool"]), helper.make_node("Flatten", ["pool"], ["flat"]),
+              helper.make_node("Gemm", ["flat", "classifier.1.weight", "classifier.1.bias"], ["y"], transB=1)]
+    return nodes
+
+
+def test_mobilenet_v2_through_onnx_equals_the_hand_built_network(tmp_path):
+    from labkit.models import mobilenet_v2 as mb
+    hw = (40, 40)
+    weights = mb.synthetic_weights()
+    inits = {**weights, "zero": np.float32(0), "six": np.float32(6)}
+    path = save(tmp_path, mobilenet_onnx_nodes(hw), inits, ["N", 3, *hw])
+    x = randn(2, 3, *hw)
+    model, eager, planned = run(path, x)
+    hand = to_numpy(mb.MobileNetV2(weights, input_hw=hw).logits(labkit.xp.asarray(x))).astype(np.float64)
+    ref = mb.reference_logits(weights, x)
+    close(eager, hand, 1e-5)
+    close(planned, hand, 1e-5)
+    close(eager, ref, 1e-4)
+    ops = [r["op"] for r in model.describe(2)]
+    # Every BN folded, every ReLU6 in its conv's epilogue, every skip in its projection's.
+    assert "BatchNormalization" not in ops and "Clip" not in ops and "Add" not in ops
+    assert ops.count("Conv+BatchNormalization+Add") == 10 and ops[0] == "Conv+BatchNormalization+Clip"
