@@ -556,3 +556,9 @@ def test_mobilenet_v2_through_onnx_equals_the_hand_built_network(tmp_path):
     # Every BN folded, every ReLU6 in its conv's epilogue, every skip in its projection's.
     assert "BatchNormalization" not in ops and "Clip" not in ops and "Add" not in ops
     assert ops.count("Conv+BatchNormalization+Add") == 10 and ops[0] == "Conv+BatchNormalization+Clip"
+
+
+def test_oversized_declared_input_is_refused_before_allocating(tmp_path, no_launch):
+    path = save(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], {}, [1, 3, 100_000, 100_000])
+    with pytest.raises(OnnxImportError, match="32-bit indices"):
+        labkit.import_onnx(path)

@@ -21,7 +21,9 @@ from .layers import Kernels
 from .nodes import numel
 from .reader import MAX_BYTES, OnnxGraph, read_graph
 
-__all__ = ["OnnxModel", "GraphPlan", "Table", "import_onnx"]
+__all__ = ["OnnxModel", "GraphPlan", "Table", "import_onnx", "INDEX_LIMIT"]
+
+INDEX_LIMIT = 2**31 - 1     # values of one tensor the kernels index with int
 
 
 class GraphPlan(Plan):
@@ -98,6 +100,12 @@ class OnnxModel(PlannedModel):
         shapes = infer(specs, consts, graph.input_name, (1,) + self.input_shape)
         self.specs = fuse(specs, consts, shapes, graph.output_name)
         shapes = infer(self.specs, consts, graph.input_name, (1,) + self.input_shape)
+        # Sizes the file declares decide what a plan allocates: one image's values past the kernels'
+        # 32-bit indices are refused here, before anything is allocated.
+        big = next(((k, v) for k, v in shapes.items() if numel(v) > INDEX_LIMIT), None)
+        if big is not None:
+            raise OnnxImportError(f"{graph.path}: value {big[0]!r} of one image has shape {big[1]} "
+                                  f"({numel(big[1]):,} values), over the kernels' 32-bit indices: refused")
         self.output_shape = shapes[graph.output_name][1:]
         self.kernels = Kernels()
         xp = backends.xp()
