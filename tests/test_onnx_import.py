@@ -562,3 +562,15 @@ def test_oversized_declared_input_is_refused_before_allocating(tmp_path, no_laun
     path = save(tmp_path, [helper.make_node("Relu", ["x"], ["y"])], {}, [1, 3, 100_000, 100_000])
     with pytest.raises(OnnxImportError, match="32-bit indices"):
         labkit.import_onnx(path)
+
+
+def test_views_of_the_input_and_concat_with_a_constant(tmp_path):
+    # A view of the input is copied into the plan's buffer (the input is read in place, so a view of
+    # it cannot be the plan's); a constant may be concatenated with computed values.
+    w, c = randn(12, 5), randn(1, 3)
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["m"]),
+             helper.make_node("Concat", ["c", "m"], ["y"], axis=1)]
+    path = save(tmp_path, nodes, dict(w=w, c=c), [1, 3, 2, 2])
+    x = randn(1, 3, 2, 2)
+    model = check(path, x, np.concatenate([c, x.reshape(1, -1) @ w.astype(np.float64)], axis=1))
+    assert model.describe(1)[0]["kernel"].startswith("copy")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...errors import OnnxImportError
-from .nodes import SPECS, BatchNorm, Binary, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
+from .nodes import SPECS, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
 from .reader import OnnxGraph
 
 __all__ = ["lower", "infer", "fuse", "SUPPORTED_OPS"]
@@ -50,7 +50,7 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
         if all(v in consts for v in spec.inputs) and hasattr(spec, "fold"):
             consts[spec.output] = spec.fold([consts[v] for v in spec.inputs])
             continue
-        if spec.inputs[0] in consts and not isinstance(spec, Binary):
+        if spec.inputs[0] in consts and not isinstance(spec, (Binary, Concat)):
             refuse(node, f"its input {spec.inputs[0]!r} is a constant: labkit runs {node.op} on computed values only")
         specs.append(spec)
     if g.output_name in consts:

@@ -103,6 +103,8 @@ class Spec:
 
     def __init__(self, node: Node, ctx: Ctx):
         _check_attrs(node, self.ATTRS)
+        if not node.outputs or not node.outputs[0]:
+            refuse(node, "it names no output")
         self.node, self.name, self.ops = node, node.name, [node.op]
         self.inputs = [node.inputs[0]] if node.inputs and node.inputs[0] else []
         if not self.inputs:
