@@ -164,15 +164,32 @@ def test_depthwise_conv_relu6_and_residual_add(tmp_path):
     assert [r["op"] for r in model.describe(3)] == ["Conv+Clip", "Conv+Add"]
 
 
-def test_conv_transpose(tmp_path):
-    w, b = randn(3, 2, 3, 3), randn(2)
-    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2], pads=[1, 1, 1, 1],
-                            output_padding=[1, 1])
-    path = save(tmp_path, [node, helper.make_node("Relu", ["t"], ["y"])], dict(w=w, b=b), [1, 3, 4, 5])
-    x = randn(2, 3, 4, 5)
-    ref = np.maximum(reference.conv_transpose2d(x, w, b, stride=2, pad=1, output_padding=1), 0)
+@pytest.mark.parametrize("group", [1, 2])
+def test_conv_transpose_with_batch_norm_folded(tmp_path, group):
+    w, b = randn(4, 3, 3, 3), randn(3 * group)
+    g, beta, mean = randn(3 * group), randn(3 * group), randn(3 * group)
+    var = rng.uniform(0.5, 2, 3 * group).astype(np.float32)
+    nodes = [helper.make_node("ConvTranspose", ["x", "w", "b"], ["t"], strides=[2, 2], pads=[1, 1, 1, 1],
+                              output_padding=[1, 1], group=group),
+             helper.make_node("BatchNormalization", ["t", "g", "beta", "mean", "var"], ["n"]),
+             helper.make_node("Relu", ["n"], ["y"])]
+    path = save(tmp_path, nodes, dict(w=w, b=b, g=g, beta=beta, mean=mean, var=var), [1, 4, 4, 5])
+    x = randn(2, 4, 4, 5)
+    s = g / np.sqrt(var.astype(np.float64) + 1e-5)
+    t = reference.conv_transpose2d(x, w, b, stride=2, pad=1, output_padding=1, groups=group)
+    ref = np.maximum((t - mean[None, :, None, None]) * s[None, :, None, None] + beta[None, :, None, None], 0)
     model = check(path, x, ref)
-    assert model.describe(2)[0]["op"] == "ConvTranspose+Relu"
+    assert model.describe(2)[0]["op"] == "ConvTranspose+BatchNormalization+Relu"
+
+
+def test_a_file_exported_at_a_fixed_batch_runs_at_any(tmp_path):
+    # x.view(x.size(0), -1) traced at batch 2 writes Reshape [2, -1]: the importer keeps the batch axis.
+    w = randn(12, 4)
+    nodes = [helper.make_node("Reshape", ["x", "shape"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["y"])]
+    path = save(tmp_path, nodes, dict(w=w, shape=np.array([2, -1], dtype=np.int64)), [2, 3, 2, 2])
+    for n in (2, 5):
+        x = randn(n, 3, 2, 2)
+        check(path, x, x.reshape(n, -1) @ w.astype(np.float64))
 
 
 @pytest.mark.parametrize("op,attrs,ref", [

@@ -8,7 +8,7 @@ folded, shapes inferred, and what the kernels' epilogues can take fused into the
 Fusions, each only where the value between the two is read by nothing else (and is not the
 graph's output):
 
-* BatchNormalization after a Conv: folded into its weights and bias (float64, rounded once);
+* BatchNormalization after a Conv or ConvTranspose: folded into its weights and bias (float64);
 * Add after a Conv, the other operand of the conv's output shape: the residual the implicit GEMM
   adds in its epilogue (ResNet's skips), the step running where the Add was (both operands ready);
 * Add of a constant after a MatMul (or Gemm): its bias;
@@ -23,7 +23,7 @@ from ...errors import OnnxImportError
 from .nodes import SPECS, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
 from .reader import OnnxGraph
 
-__all__ = ["lower", "infer", "fuse", "SUPPORTED_OPS"]
+__all__ = ["lower", "infer", "fuse", "free_batch", "SUPPORTED_OPS"]
 
 SUPPORTED_OPS = tuple(sorted(set(SPECS) | {"Constant"}))
 
@@ -69,6 +69,17 @@ def infer(specs: list, consts: dict, input_name: str, input_shape: tuple) -> dic
     return shapes
 
 
+def free_batch(specs: list, shapes: dict, batch: int) -> None:
+    """Let a file exported at a fixed batch size run at any: a Reshape whose target keeps the batch
+    axis, written as the literal ``batch`` the file was exported with ([1, 400] for x.view(x.size(0),
+    -1) traced at batch 1), copies that axis instead (target 0).  At the exported batch nothing changes.
+    ``shapes``: every value's shape at that batch."""
+    for s in specs:
+        if isinstance(s, View) and s.node.op == "Reshape" and not s.allowzero and s.target and \
+                s.target[0] == batch and shapes[s.inputs[0]][0] == batch:
+            s.target = (0,) + s.target[1:]
+
+
 def _readers(specs: list) -> dict:
     count: dict[str, int] = {}
     for s in specs:
@@ -105,8 +116,8 @@ def _fold_batch_norm(specs, consts, shapes, output):
         if isinstance(s, BatchNorm):
             j = writer.get(s.inputs[0])
             conv = specs[j] if j is not None else None
-            if isinstance(conv, Conv) and conv.activation is None and conv.residual is None and \
-                    _sole(conv.output, readers, output):
+            if isinstance(conv, (Conv, ConvTranspose)) and conv.activation is None and \
+                    getattr(conv, "residual", None) is None and _sole(conv.output, readers, output):
                 conv.fold_batch_norm(s.scale, s.shift)
                 _absorb(conv, s)
                 specs[i] = None

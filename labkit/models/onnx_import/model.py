@@ -16,7 +16,7 @@ from ... import backends
 from ...checks import check_array, fast_input
 from ...errors import OnnxImportError
 from ..plan import Plan, PlannedModel
-from .graph import as_float32, fuse, infer, lower
+from .graph import as_float32, free_batch, fuse, infer, lower
 from .layers import Kernels
 from .nodes import numel
 from .reader import MAX_BYTES, OnnxGraph, read_graph
@@ -97,6 +97,9 @@ class OnnxModel(PlannedModel):
         self.input_shape = input_shape if input_shape is not None else tuple(dims)
         specs, consts = lower(graph)
         self._consts = consts
+        batch = graph.input_dims[0] if graph.input_dims else None
+        if isinstance(batch, int) and batch > 0:
+            free_batch(specs, infer(specs, consts, graph.input_name, (batch,) + self.input_shape), batch)
         shapes = infer(specs, consts, graph.input_name, (1,) + self.input_shape)
         self.specs = fuse(specs, consts, shapes, graph.output_name)
         shapes = infer(self.specs, consts, graph.input_name, (1,) + self.input_shape)

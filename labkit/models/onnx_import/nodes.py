@@ -211,7 +211,7 @@ class ConvTranspose(Spec):
         M = w.shape[1] * self.group
         if b is not None and b.shape != (M,):
             refuse(node, f"bias of shape {b.shape}, expected ({M},)")
-        self.w, self.b = w.astype(np.float32), None if b is None else b.astype(np.float32)
+        self.w, self.b = w.astype(np.float64), None if b is None else b.astype(np.float64)
         self.kernel = tuple(int(v) for v in w.shape[2:])
         if _ints(node, "kernel_shape", 2, self.kernel) != self.kernel:
             refuse(node, f"kernel_shape {node.attrs['kernel_shape']} differs from the weight's {self.kernel}")
@@ -227,6 +227,15 @@ class ConvTranspose(Spec):
             refuse(node, f"asymmetric pads {pads}: labkit's transposed convolution crops the same on both sides of "
                          "an axis")
         self.pad = pads[:2]
+
+    def fold_batch_norm(self, scale: np.ndarray, shift: np.ndarray) -> None:
+        """As Conv's: the weights (C_in, M/g, KH, KW) of output channel g * M/g + j are w[group g's
+        inputs, j], scaled by that channel's s."""
+        C, mg = self.w.shape[:2]
+        g = self.group
+        w = self.w.reshape(g, C // g, mg, *self.kernel) * scale.reshape(g, 1, mg, 1, 1)
+        self.w = w.reshape(self.w.shape)
+        self.b = (0.0 if self.b is None else self.b) * scale + shift
 
     def shape(self, shapes):
         x = shapes[0]
