@@ -591,3 +591,25 @@ def test_views_of_the_input_and_concat_with_a_constant(tmp_path):
     x = randn(1, 3, 2, 2)
     model = check(path, x, np.concatenate([c, x.reshape(1, -1) @ w.astype(np.float64)], axis=1))
     assert model.describe(1)[0]["kernel"].startswith("copy")
+
+
+def test_shape_arithmetic_for_a_dynamic_reshape(tmp_path):
+    # x.view(x.size(0), -1) exported with a dynamic batch: Shape, Gather, Unsqueeze, Concat, Reshape.
+    w = randn(12, 4)
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Shape", ["r"], ["s"]),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "minus1"], ["target"], axis=0),
+             helper.make_node("Reshape", ["r", "target"], ["f"]), helper.make_node("MatMul", ["f", "w"], ["y"])]
+    inits = dict(w=w, zero=np.array(0, dtype=np.int64), axes=np.array([0], dtype=np.int64),
+                 minus1=np.array([-1], dtype=np.int64))
+    path = save(tmp_path, nodes, inits, ["N", 3, 2, 2])
+    model = None
+    for n in (1, 3):
+        x = randn(n, 3, 2, 2)
+        model = check(path, x, np.maximum(x, 0).reshape(n, -1) @ w.astype(np.float64))
+    kernels = [r["kernel"] for r in model.describe(3)]
+    assert kernels.count("(shape arithmetic on the host)") == 4
+    bad = nodes[:2] + [helper.make_node("Add", ["r", "s"], ["y"])]
+    with pytest.raises(OnnxImportError, match="shape arithmetic only for a Reshape's target"):
+        labkit.import_onnx(save(tmp_path, bad, {}, ["N", 3, 2, 2], name="bad.onnx"))

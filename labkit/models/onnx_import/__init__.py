@@ -4,6 +4,7 @@
              data only inside the file's folder, nested graphs refused, nodes put in run order
     nodes    each supported op: attributes checked (others refused, naming the op and the node),
              output shapes, FLOPs
+    host     shape arithmetic on the host (Shape, Gather, Concat, ... feeding a Reshape's target)
     graph    nodes to steps: constants folded, shapes inferred, BN, bias, activation and residual
              fused into the step before
     layers   which labkit kernel runs each step

@@ -21,11 +21,12 @@ import numpy as np
 
 from ...errors import OnnxImportError
 from .nodes import SPECS, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
+from .host import HOST_OPS, HostOp
 from .reader import OnnxGraph
 
-__all__ = ["lower", "infer", "fuse", "free_batch", "SUPPORTED_OPS"]
+__all__ = ["lower", "infer", "fuse", "free_batch", "is_host", "SUPPORTED_OPS"]
 
-SUPPORTED_OPS = tuple(sorted(set(SPECS) | {"Constant"}))
+SUPPORTED_OPS = tuple(sorted(set(SPECS) | {"Constant"} | set(HOST_OPS)))
 
 
 def lower(g: OnnxGraph) -> tuple[list, dict]:
@@ -40,6 +41,16 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
         if node.op == "Constant":
             consts[node.outputs[0]] = constant_value(node)
             continue
+        ins = [v for v in node.inputs if v]
+        if node.op == "Shape" or (node.op in HOST_OPS and any(v in ctx.host for v in ins) and
+                                  all(v in ctx.host or v in consts for v in ins)):
+            specs.append(HostOp(node, ctx))
+            ctx.host.add(node.outputs[0])
+            continue
+        data = ins[:1] if node.op == "Reshape" else ins      # a Reshape's target may come from shapes
+        if any(v in ctx.host for v in data):
+            refuse(node, "it reads values computed from shapes as data: labkit uses shape arithmetic only for "
+                         "a Reshape's target")
         cls = SPECS.get(node.op)
         if cls is None:
             refuse(node, f"op {node.op!r} is not supported; labkit runs {', '.join(SUPPORTED_OPS)}")
@@ -53,9 +64,9 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
         if spec.inputs[0] in consts and not isinstance(spec, (Binary, Concat)):
             refuse(node, f"its input {spec.inputs[0]!r} is a constant: labkit runs {node.op} on computed values only")
         specs.append(spec)
-    if g.output_name in consts:
+    if g.output_name in consts or g.output_name in ctx.host:
         raise OnnxImportError(f"{g.path}: the graph's output is a constant: there is nothing to run")
-    if not specs:
+    if not any(not is_host(s) for s in specs):
         raise OnnxImportError(f"{g.path}: the graph computes nothing from its input")
     return specs, consts
 
@@ -64,9 +75,22 @@ def infer(specs: list, consts: dict, input_name: str, input_shape: tuple) -> dic
     """{value name: shape} of every value, from the input's shape (the batch included)."""
     shapes = {input_name: tuple(int(v) for v in input_shape)}
     shapes.update({k: tuple(v.shape) for k, v in consts.items()})
+    host: dict = {}
     for s in specs:
+        if is_host(s):
+            args = [shapes[v] if s.node.op == "Shape" else host.get(v, consts.get(v)) for v in s.inputs]
+            host[s.output] = s.evaluate(args)
+            shapes[s.output] = tuple(host[s.output].shape)
+            continue
+        if getattr(s, "target_from", None):
+            s.target = tuple(int(v) for v in host[s.target_from].reshape(-1))
         shapes[s.output] = tuple(int(v) for v in s.shape([shapes[v] for v in s.inputs]))
     return shapes
+
+
+def is_host(spec) -> bool:
+    """Does the spec compute shape arithmetic on the host (no kernel, no buffer)?"""
+    return getattr(spec, "host", False)
 
 
 def free_batch(specs: list, shapes: dict, batch: int) -> None:
@@ -76,6 +100,7 @@ def free_batch(specs: list, shapes: dict, batch: int) -> None:
     ``shapes``: every value's shape at that batch."""
     for s in specs:
         if isinstance(s, View) and s.node.op == "Reshape" and not s.allowzero and s.target and \
+                s.target_from is None and \
                 s.target[0] == batch and shapes[s.inputs[0]][0] == batch:
             s.target = (0,) + s.target[1:]
 

@@ -16,7 +16,7 @@ from ... import backends
 from ...checks import check_array, fast_input
 from ...errors import OnnxImportError
 from ..plan import Plan, PlannedModel
-from .graph import as_float32, free_batch, fuse, infer, lower
+from .graph import as_float32, free_batch, fuse, infer, is_host, lower
 from .layers import Kernels
 from .nodes import numel
 from .reader import MAX_BYTES, OnnxGraph, read_graph
@@ -112,10 +112,10 @@ class OnnxModel(PlannedModel):
         self.output_shape = shapes[graph.output_name][1:]
         self.kernels = Kernels()
         xp = backends.xp()
-        read = {v for s in self.specs for v in s.inputs}
+        read = {v for s in self.specs if not is_host(s) for v in s.inputs}
         self._dev_consts = {k: xp.asarray(as_float32(v)) for k, v in consts.items() if k in read}
         for s in self.specs:        # every layer made now: what cannot run is refused before any launch
-            if not s.view:
+            if not s.view and not is_host(s):
                 self.kernels.prepare(s, [shapes[v] for v in s.inputs])
         self._plans: dict[int, GraphPlan] = {}
 
@@ -132,6 +132,8 @@ class OnnxModel(PlannedModel):
         source = object()                     # stands for the plan's source: x, or what eager() is given
         values: dict = {self.graph.input_name: source, **self._dev_consts}
         for s in self.specs:
+            if is_host(s):
+                continue
             ins = [values[v] for v in s.inputs]
             out_shape = shapes[s.output]
             if s.view and not any(a is source for a in ins):
@@ -177,9 +179,15 @@ class OnnxModel(PlannedModel):
             ins = [shapes[v] for v in s.inputs]
             out = shapes[s.output]
             has_step = s.name in p.buffers
-            kernel = self.kernels.runner(s, ins, out, lambda tag, shape: None)[1]() if has_step or not s.view \
-                else "(view: no kernel)"
-            nbytes = 4 * (sum(numel(v) for v in ins) + numel(out) + s.weight_count())
+            if is_host(s):
+                kernel = "(shape arithmetic on the host)"
+            elif has_step or not s.view:
+                kernel = self.kernels.runner(s, ins, out, lambda tag, shape: None)[1]()
+            else:
+                kernel = "(view: no kernel)"
+            # What the step's kernel reads and writes once each; a view or shape arithmetic moves nothing.
+            moves = kernel not in ("(shape arithmetic on the host)", "(view: no kernel)")
+            nbytes = 4 * (sum(numel(v) for v in ins) + numel(out) + s.weight_count()) if moves else 0
             rows.append({"node": s.name, "op": s.op, "inputs": [tuple(v) for v in ins], "output": tuple(out),
                          "kernel": kernel, "flops": int(s.flops(ins, out)), "bytes": int(nbytes)})
         if time:

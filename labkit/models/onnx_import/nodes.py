@@ -9,7 +9,7 @@ host arrays, so that folding batch normalization into them rounds once, to float
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -23,9 +23,11 @@ __all__ = ["Ctx", "Spec", "SPECS", "refuse", "numel", "constant_value", "resolve
 
 @dataclass
 class Ctx:
-    """What a spec may read while it is made: the graph's constants so far, and the opset."""
+    """What a spec may read while it is made: the graph's constants so far, the opset, and the values
+    shape arithmetic computes on the host (labkit.models.onnx_import.host)."""
     consts: dict
     opset: int
+    host: set = field(default_factory=set)
 
 
 def refuse(node: Node, why: str):
@@ -502,10 +504,13 @@ class View(Spec):
         self.ATTRS = self.ATTRS_OF[node.op]
         super().__init__(node, ctx)
         op = node.op
-        self.target = self.axes = None
+        self.target = self.axes = self.target_from = None
         if op == "Reshape":
-            self.target = tuple(int(v) for v in _const(node, ctx, 1, "shape").reshape(-1))
             self.allowzero = bool(node.attrs.get("allowzero", 0))
+            if len(node.inputs) > 1 and node.inputs[1] in ctx.host:
+                self.target_from = node.inputs[1]      # computed from shapes at each batch size (infer)
+            else:
+                self.target = tuple(int(v) for v in _const(node, ctx, 1, "shape").reshape(-1))
         elif op in ("Squeeze", "Unsqueeze"):
             if ctx.opset >= 13:
                 if "axes" in node.attrs:
