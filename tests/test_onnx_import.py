@@ -613,3 +613,16 @@ def test_shape_arithmetic_for_a_dynamic_reshape(tmp_path):
     bad = nodes[:2] + [helper.make_node("Add", ["r", "s"], ["y"])]
     with pytest.raises(OnnxImportError, match="shape arithmetic only for a Reshape's target"):
         labkit.import_onnx(save(tmp_path, bad, {}, ["N", 3, 2, 2], name="bad.onnx"))
+
+
+def test_an_imported_model_runs_in_the_sub_batch_pipeline(tmp_path):
+    # The pipeline takes any model with plans: its own plan per stream (new_plan), replicas per device.
+    from labkit.pipeline import SubBatchPipeline
+    w = randn(4, 2, 3, 3)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"]), helper.make_node("Flatten", ["g"], ["y"])]
+    model = labkit.import_onnx(save(tmp_path, nodes, dict(w=w), ["N", 2, 5, 5]))
+    x = randn(7, 2, 5, 5)
+    got = SubBatchPipeline(model, streams=2, sub_batch=3, devices=2).run(x)
+    ref = np.maximum(conv_ref(x, w, pads=(1, 1, 1, 1)), 0).mean(axis=(2, 3))
+    close(np.asarray(got, dtype=np.float64), ref)
