@@ -79,3 +79,8 @@ def test_bad_pool_arguments_are_refused():
         Pool2d("max", (0, 2))
     with pytest.raises(ValueError, match="does not fit"):
         Pool2d("avg", (5, 5))(dev(np.zeros((1, 1, 3, 3))))
+
+
+def test_clip_with_crossed_bounds_gives_the_upper_one_as_onnx_defines():
+    x = np.linspace(-3, 3, 13, dtype=np.float32)
+    assert np.array_equal(to_numpy(Unary("clip", 1.0, -1.0)(dev(x))), np.minimum(np.maximum(x, 1.0), -1.0))

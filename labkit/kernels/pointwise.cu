@@ -21,7 +21,7 @@
 __device__ __forceinline__ float activate(float v, int act, float a, float b) {
   switch (act) {
     case 1: return v < 0.0f ? 0.0f : v;
-    case 2: return v < a ? a : (v > b ? b : v);
+    case 2: { const float w = v < a ? a : v; return w > b ? b : w; }   // min(max(v, a), b), as ONNX's Clip
     case 3: return v < 0.0f ? a * v : v;
     case 4: return 1.0f / (1.0f + expf(-v));
     case 5: return tanhf(v);
