@@ -376,6 +376,10 @@ def test_unknown_op_is_refused_naming_op_and_node(tmp_path, no_launch):
     (helper.make_node("Gemm", ["x", "w"], ["y"], transA=1), {"w": randn(3, 3)}, "transA"),
     (helper.make_node("Softmax", ["x"], ["y"], axis=1), {}, "last axis"),
     (helper.make_node("Conv", ["x", "x"], ["y"]), {}, "computed at run time"),
+    (helper.make_node("LeakyRelu", ["x"], ["y"], alpha=float("nan")), {}, "not a finite number"),
+    (helper.make_node("BatchNormalization", ["x", "s", "s", "s", "v"], ["y"]),
+     {"s": np.ones(2, np.float32), "v": -np.ones(2, np.float32)}, "not positive"),
+    (helper.make_node("Conv", ["x", "w"], ["y"]), {"w": np.full((2, 2, 1, 1), np.inf, np.float32)}, "infinity"),
 ])
 def test_unsupported_attributes_are_refused(tmp_path, no_launch, node, inits, match):
     node.name = "the_node"

@@ -18,7 +18,7 @@ from ...errors import OnnxImportError
 from ..plan import Plan, PlannedModel
 from .graph import as_float32, free_batch, fuse, infer, is_host, lower
 from .layers import Kernels
-from .nodes import numel
+from .nodes import check_finite, numel
 from .reader import MAX_BYTES, OnnxGraph, read_graph
 
 __all__ = ["OnnxModel", "GraphPlan", "Table", "import_onnx", "INDEX_LIMIT"]
@@ -110,6 +110,8 @@ class OnnxModel(PlannedModel):
             raise OnnxImportError(f"{graph.path}: value {big[0]!r} of one image has shape {big[1]} "
                                   f"({numel(big[1]):,} values), over the kernels' 32-bit indices: refused")
         self.output_shape = shapes[graph.output_name][1:]
+        for s in self.specs:
+            check_finite(s)
         self.kernels = Kernels()
         xp = backends.xp()
         read = {v for s in self.specs if not is_host(s) for v in s.inputs}

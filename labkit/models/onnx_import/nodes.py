@@ -18,7 +18,7 @@ from ...ops.pointwise import broadcast_shape
 from ...ops.pool_pad import pool_out_size
 from .reader import Node
 
-__all__ = ["Ctx", "Spec", "SPECS", "refuse", "numel", "constant_value", "resolve_pads"]
+__all__ = ["Ctx", "Spec", "SPECS", "refuse", "numel", "constant_value", "resolve_pads", "check_finite"]
 
 
 @dataclass
@@ -45,6 +45,20 @@ def _check_attrs(node: Node, allowed) -> None:
     extra = sorted(set(node.attrs) - set(allowed))
     if extra:
         refuse(node, f"attribute {extra[0]!r} is not supported (labkit reads {', '.join(sorted(allowed)) or 'none'})")
+    for k, v in node.attrs.items():
+        vals = v if isinstance(v, tuple) else (v,)
+        # Clip's bounds may be infinite (no bound); no other float of a CNN's ops may be.
+        if any(isinstance(u, float) and (np.isnan(u) or (np.isinf(u) and node.op != "Clip")) for u in vals):
+            refuse(node, f"attribute {k} = {v!r} is not a finite number")
+
+
+def check_finite(spec) -> None:
+    """Refuse, naming the node, weights (after any folding) that hold NaN or infinity: a variance
+    below -epsilon, say, would make every output of the channel NaN."""
+    for name in ("w", "b", "scale", "shift"):
+        a = getattr(spec, name, None)
+        if a is not None and not np.isfinite(a).all():
+            refuse(spec.node, f"its {name} holds NaN or infinity (after folding batch normalization, if any)")
 
 
 def _const(node: Node, ctx: Ctx, i: int, what: str, *, optional: bool = False):
@@ -272,6 +286,8 @@ class BatchNorm(Spec):
         if not (g.ndim == 1 and g.shape == beta.shape == mean.shape == var.shape):
             refuse(node, f"scale, B, mean and var must be (C,) each, got {g.shape}, {beta.shape}, {mean.shape}, "
                          f"{var.shape}")
+        if not (var + eps > 0).all():
+            refuse(node, f"a variance plus epsilon ({eps}) is not positive: the normalization divides by its root")
         self.scale = g / np.sqrt(var + eps)
         self.shift = beta - mean * self.scale
 
