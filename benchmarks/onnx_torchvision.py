@@ -11,7 +11,12 @@ max |logit difference| / max |logit| <= 1e-4, both in FP32 (TF32 off in PyTorch;
 FP32).  Then, per batch size: labkit eager (model(x)) and as one CUDA graph (model.plan(N).run()),
 PyTorch eager and as a CUDA graph (cuDNN's autotuner on), and labkit's per-layer table at the largest
 batch.  A network that fails (export, import, a mismatch, a crash) is recorded with its error and
-the next one runs.  Writes onnx_torchvision.json (the device named in it).
+the next one runs.  Writes onnx_torchvision.json (the device named in it), again after each network,
+so that a run cut short keeps what it finished.
+
+The first run on a GPU autotunes every convolution shape at each batch size (labkit.autotune: each
+search ends after LABKIT_AUTOTUNE_BUDGET seconds, 6 by default; the winners are cached on disk, so
+a second run only looks them up).  LABKIT_AUTOTUNE=0 runs the untuned defaults instead.
 
 Needs torch, torchvision and onnx.  On the CPU executor (no GPU) only the check runs, at batch 2 and
 the ``--hw`` given (e.g. 64: the executor is slow); its times are not GPU times and are not taken.
@@ -19,6 +24,7 @@ the ``--hw`` given (e.g. 64: the executor is slow); its times are not GPU times 
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 import tempfile
 import time
@@ -174,6 +180,10 @@ def main() -> int:
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         torch.backends.cudnn.benchmark = True
+    meta = {"benchmark": "onnx_torchvision", "torch": torch.__version__, "torchvision": torchvision.__version__,
+            "hw": args.hw, "images": args.images, "batches": args.batches, "tolerance": TOLERANCE, "opset": OPSET,
+            "gpu": on_gpu}
+    out = Path(args.out) / "onnx_torchvision.json"
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
@@ -190,11 +200,12 @@ def main() -> int:
                 print(f"    batch {t['batch']:4d}: labkit eager {t['labkit_eager_ms']:.3f} ms, graph "
                       f"{t['labkit_graph_ms']:.3f} ms; PyTorch eager {t['pytorch_eager_ms']:.3f} ms, graph "
                       f"{t['pytorch_graph_ms']:.3f} ms (graph ratio {t['graph_ratio']:.2f})", flush=True)
-    meta = {"benchmark": "onnx_torchvision", "torch": torch.__version__, "torchvision": torchvision.__version__,
-            "hw": args.hw, "images": args.images, "batches": args.batches, "tolerance": TOLERANCE, "opset": OPSET,
-            "gpu": on_gpu}
-    path = measure.save_rows(rows, Path(args.out) / "onnx_torchvision.json", meta)
-    print(f"wrote {path}")
+            measure.save_rows(rows, out, meta)
+            gc.collect()                     # the last network's buffers go before the next is made
+            measure.release_gpu_memory()
+            if on_gpu:
+                torch.cuda.empty_cache()
+    print(f"wrote {out}")
     return 0 if all(r.get("ok") for r in rows) else 1
 
 
