@@ -120,6 +120,7 @@ def test_conv_bn_relu_pool_flatten_gemm(tmp_path):
     model = check(path, x, ref)
     table = model.describe(2)
     assert [r["op"] for r in table] == ["Conv+BatchNormalization+Relu", "MaxPool", "Flatten", "Gemm"]
+    assert table[0]["nodes"] == ["conv", "BatchNormalization_1", "Relu_2"]
     assert table[0]["flops"] == 2 * 2 * 4 * 7 * 6 * 3 * 9 and table[0]["output"] == (2, 4, 7, 6)
     assert "conv_implicit" in table[0]["kernel"] or "auto" in table[0]["kernel"]
     assert "conv" in str(table) and "kernel" in str(table).splitlines()[0]

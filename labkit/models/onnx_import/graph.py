@@ -132,6 +132,7 @@ def _sole(v: str, readers: dict, output: str) -> bool:
 def _absorb(first, second) -> None:
     """``first`` now also does ``second``'s work and writes its output."""
     first.ops.append(second.node.op)
+    first.names.append(second.name)
     first.output = second.output
 
 

@@ -171,8 +171,8 @@ class OnnxModel(PlannedModel):
     logits = __call__
 
     def describe(self, N: int = 1, *, time: bool = False, repeat: int = 10) -> Table:
-        """One row per step: node, op (with what was fused into it), input and output shapes, the
-        kernel chosen, FLOPs, bytes (inputs, weights and output, each once).  ``time``: each step's
+        """One row per step: node, op (with what was fused into it), nodes (the names of every node it
+        runs), input and output shapes, the kernel chosen, FLOPs, bytes (inputs, weights and output, each once).  ``time``: each step's
         median time (labkit.measure.breakdown) and its percentage of the roofline floor."""
         p = self.plan(N)
         shapes = self.shapes(N)
@@ -190,8 +190,9 @@ class OnnxModel(PlannedModel):
             # What the step's kernel reads and writes once each; a view or shape arithmetic moves nothing.
             moves = kernel not in ("(shape arithmetic on the host)", "(view: no kernel)")
             nbytes = 4 * (sum(numel(v) for v in ins) + numel(out) + s.weight_count()) if moves else 0
-            rows.append({"node": s.name, "op": s.op, "inputs": [tuple(v) for v in ins], "output": tuple(out),
-                         "kernel": kernel, "flops": int(s.flops(ins, out)), "bytes": int(nbytes)})
+            rows.append({"node": s.name, "op": s.op, "nodes": list(s.names), "inputs": [tuple(v) for v in ins],
+                         "output": tuple(out), "kernel": kernel, "flops": int(s.flops(ins, out)),
+                         "bytes": int(nbytes)})
         if time:
             _add_times(rows, p, repeat)
         return rows

@@ -121,7 +121,7 @@ class Spec:
         _check_attrs(node, self.ATTRS)
         if not node.outputs or not node.outputs[0]:
             refuse(node, "it names no output")
-        self.node, self.name, self.ops = node, node.name, [node.op]
+        self.node, self.name, self.ops, self.names = node, node.name, [node.op], [node.name]
         self.inputs = [node.inputs[0]] if node.inputs and node.inputs[0] else []
         if not self.inputs:
             refuse(node, "its first input is missing")
