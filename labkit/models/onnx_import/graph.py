@@ -207,10 +207,6 @@ def _fuse_activation(specs, consts, shapes, output):
     return [s for s in specs if s is not None]
 
 
-def views_only(specs: list) -> bool:
-    return all(isinstance(s, View) for s in specs)
-
-
 def as_float32(a: np.ndarray) -> np.ndarray:
     """A constant as the kernels read it; OnnxImportError for one that is not finite."""
     a = np.ascontiguousarray(a, dtype=np.float32)

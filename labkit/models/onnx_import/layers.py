@@ -102,7 +102,7 @@ class Kernels:
                 conv(x, out)
 
         def kernel():
-            name = "implicit GEMM (conv_implicit.cu), residual fused" if residual else \
+            name = "implicit + residual (conv_implicit.cu)" if residual else \
                 _auto_name(conv.choice(N))
             return ("pad4 + " if pad is not None else "") + name
         return run, kernel

@@ -1,6 +1,6 @@
 """A network read from an ONNX file, with the built-in models' interface.
 
-    model = import_onnx("resnet18.onnx")      # every node checked, every layer made: nothing launched yet
+    model = import_onnx("resnet18.onnx")      # every node checked, every layer made: no labkit kernel run yet
     logits = model(x)                         # eager: x (N, C, H, W) on the backend, step by step
     plan = model.plan(N); plan.x[...] = x; plan.run(); plan.out    # the whole pass as one CUDA graph
     print(model.describe(N))                  # per node: op, shapes, kernel, FLOPs, bytes (time=True: ms, % of floor)
@@ -55,7 +55,7 @@ class GraphPlan(Plan):
 class Table(list):
     """describe()'s rows (plain dicts); printed, a table."""
 
-    COLUMNS = (("node", 28), ("op", 30), ("output", 18), ("kernel", 44), ("MFLOP", 9), ("MB", 7))
+    COLUMNS = (("node", 28), ("op", 30), ("output", 18), ("kernel", 46), ("MFLOP", 9), ("MB", 7))
 
     def __str__(self) -> str:
         timed = bool(self) and "ms" in self[0]
