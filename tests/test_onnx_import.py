@@ -631,3 +631,11 @@ def test_an_imported_model_runs_in_the_sub_batch_pipeline(tmp_path):
     got = SubBatchPipeline(model, streams=2, sub_batch=3, devices=2).run(x)
     ref = np.maximum(conv_ref(x, w, pads=(1, 1, 1, 1)), 0).mean(axis=(2, 3))
     close(np.asarray(got, dtype=np.float64), ref)
+
+
+def test_repeated_node_names_are_made_unique(tmp_path):
+    nodes = [helper.make_node("Relu", ["x"], ["a"], name="n"), helper.make_node("Sigmoid", ["a"], ["b"], name="n#2"),
+             helper.make_node("Tanh", ["b"], ["c"], name="n"), helper.make_node("Relu", ["c"], ["y"], name="n")]
+    model = labkit.import_onnx(save(tmp_path, nodes, {}, [1, 2, 2, 2]))
+    names = [r["node"] for r in model.describe(1)]
+    assert len(set(names)) == 4 and names[:2] == ["n", "n#2"]

@@ -252,12 +252,14 @@ def read_graph(path: str | os.PathLike, *, max_bytes: int = MAX_BYTES) -> OnnxGr
     if len(inputs) != 1 or len(g.output) != 1:
         raise OnnxImportError(f"{path}: labkit runs graphs of one input and one output, this one has "
                               f"{len(inputs)} inputs ({[v.name for v in inputs][:4]}) and {len(g.output)} outputs")
-    used, nodes = Counter(), []
+    taken, suffix, nodes = set(), Counter(), []
     for i, n in enumerate(g.node):
         name = n.name or f"{n.op_type}_{i}"
-        used[name] += 1
-        if used[name] > 1:                       # a name the file repeats: made unique for the messages
-            name = f"{name}#{used[name]}"
+        base = name
+        while name in taken:       # a name the file repeats: made unique (each base's count only grows)
+            suffix[base] += 1
+            name = f"{base}#{suffix[base] + 1}"
+        taken.add(name)
         where = f"node {name!r} ({n.op_type})"
         nodes.append(Node(n.op_type, name, tuple(n.input), tuple(n.output), _attrs(n, where, folder, budget),
                           n.domain))
