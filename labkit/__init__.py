@@ -8,6 +8,7 @@
     y = labkit.conv2d(x, w, b, variant="tiled")   # any rung of the ladder
     y = labkit.conv_transpose2d(x, w, b, stride=2, pad=1, output_padding=1)   # PyTorch's, on the implicit GEMM
     labkit.RUNGS                          # the rungs in order: name, kernel, idea, notebook
+    model = labkit.import_onnx("resnet18.onnx")   # any CNN of the supported ops; model(x), plan(N), describe()
 
 What is where, lowest first (each imports only from those above it):
 
@@ -54,6 +55,14 @@ def tune(model, batch_sizes, *, progress: bool = True):
     return tune_model(model, batch_sizes, progress=progress)
 
 
+def import_onnx(path, *, input_shape=None, **options):
+    """A network from an ONNX file on labkit's kernels, with the built-in models' interface:
+    labkit.models.onnx_import.import_onnx (read safely; an op or attribute labkit cannot run is
+    refused, naming the node, before any launch)."""
+    from .models.onnx_import import import_onnx as read
+    return read(path, input_shape=input_shape, **options)
+
+
 def backend() -> str:
     """'cuda' or 'cpu': which backend runs kernels now."""
     return backends.current()
@@ -68,7 +77,8 @@ def __getattr__(name: str):
     raise AttributeError(f"module 'labkit' has no attribute {name!r}")
 
 
-__all__ = ["backend", "tune", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp", "conv2d",
+__all__ = ["backend", "tune", "import_onnx", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp",
+           "conv2d",
            "conv_transpose2d",
            "RUNGS", "RUNG_NAMES", *SUBMODULES]
 

@@ -67,6 +67,11 @@ class WeightFileError(ValueError):
     """A weight file is missing, truncated, of the wrong layout, or holds something other than arrays."""
 
 
+class OnnxImportError(WeightFileError):
+    """An ONNX file labkit.import_onnx refuses: unreadable, unsafe (a size or a path it may not
+    trust), or holding an op or attribute labkit cannot run (the error names the op and the node)."""
+
+
 class IDXFormatError(ValueError):
     """The file is not a well-formed IDX file of the expected kind."""
 

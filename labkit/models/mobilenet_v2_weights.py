@@ -14,9 +14,10 @@ reader still trusts nothing in it:
   (float32); missing, unexpected, repeated or misshapen tensors are named in the error.  A file
   exported from torchvision's ``mobilenet_v2`` with ``do_constant_folding=False`` keeps those names;
   one whose BN was folded by the exporter (``onnx::Conv_...``) is refused, and says so;
-* tensors stored as *external data* (a side file) are read by this module itself: the side file must
-  be a relative path inside the ONNX file's folder (no absolute path, no ``..``, no link out of the
-  folder), and offset and length must lie within it and match the tensor's size.
+* tensors stored as *external data* (a side file) are read by the ONNX importer's reader
+  (labkit.models.onnx_import.reader.external_bytes): the side file must be a relative path inside
+  the ONNX file's folder (no absolute path, no ``..``, no link out of the folder), and offset and
+  length must lie within it and match the tensor's size.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from ..errors import WeightFileError
 from .mobilenet_v2 import parameter_shapes, synthetic_weights
+from .onnx_import.reader import external_bytes, onnx_module
 
 __all__ = ["ONNX_ENV", "MAX_BYTES", "read_onnx_weights", "load_weights", "WeightFileError"]
 
@@ -35,45 +37,11 @@ ONNX_ENV = "LABKIT_MOBILENET_ONNX"   # where a MobileNetV2 ONNX file is, if anyw
 MAX_BYTES = 256 << 20                # the FP32 network is 14 MB; room for files with extra graph data
 
 
-def _onnx():
-    try:
-        import onnx
-    except ImportError as exc:
-        raise ImportError("reading an ONNX file needs the onnx package: pip install 'onnx>=1.16'") from exc
-    return onnx
-
-
-def _external_bytes(t, folder: Path, nbytes: int) -> bytes:
-    """The bytes of an initializer stored in a side file, after checking where that file is."""
-    info = {e.key: e.value for e in t.external_data}
-    loc = info.get("location", "")
-    if not loc or os.path.isabs(loc) or Path(loc).drive or ".." in Path(loc).parts:
-        raise WeightFileError(f"initializer {t.name!r}: external data location {loc!r} is not a relative path "
-                              "inside the ONNX file's folder: refused")
-    side = (folder / loc).resolve()
-    if folder.resolve() not in side.parents:
-        raise WeightFileError(f"initializer {t.name!r}: external data {loc!r} resolves outside the ONNX file's "
-                              f"folder ({side}): refused")
-    if not side.is_file():
-        raise WeightFileError(f"initializer {t.name!r}: external data file {loc!r} is missing")
-    try:
-        offset, length = int(info.get("offset", 0)), int(info.get("length", nbytes))
-    except ValueError:
-        raise WeightFileError(f"initializer {t.name!r}: external data offset or length is not an integer") from None
-    size = side.stat().st_size
-    if offset < 0 or length != nbytes or offset + length > size:
-        raise WeightFileError(f"initializer {t.name!r}: external data at offset {offset}, length {length} in a "
-                              f"{size}-byte file; the tensor needs {nbytes} bytes: refused")
-    with open(side, "rb") as f:
-        f.seek(offset)
-        return f.read(length)
-
-
 def read_onnx_weights(path: str | os.PathLike, *, num_classes: int = 1000,
                       max_bytes: int = MAX_BYTES) -> dict[str, np.ndarray]:
     """The initializers of a MobileNetV2 ONNX file as {torchvision name: float32 array}, every name,
     shape and dtype checked (see the module docstring); WeightFileError for anything else."""
-    onnx = _onnx()
+    onnx = onnx_module()
     path = Path(path)
     if not path.is_file():
         raise WeightFileError(f"{path}: no such file")
@@ -115,7 +83,7 @@ def read_onnx_weights(path: str | os.PathLike, *, num_classes: int = 1000,
             raise WeightFileError(f"{path}: {t.name!r} is {dt}, expected FLOAT (float32)")
         nbytes = 4 * int(np.prod(shape))
         if t.data_location == onnx.TensorProto.EXTERNAL:
-            raw = _external_bytes(t, path.parent, nbytes)
+            raw = external_bytes(t, path.parent, nbytes)
         elif t.raw_data:
             raw = t.raw_data
         else:

@@ -11,6 +11,8 @@
     lrn           lrn.cu                        local response normalization
     conv_pool     conv_pool.cu                  conv + bias + tanh + 2x2 max-pool, fused
     conv_transpose conv_implicit.cu             conv_transpose2d: each output phase a stride-1 implicit GEMM
+    pointwise     pointwise.cu                  activations, a per-channel affine map, Add/Mul with broadcasting
+    pool_pad      pool_pad.cu                   pooling of any window and padding, constant padding, concatenation
     conv_auto     (all of the above)            conv2d's variant="auto": every family's candidates, one search
     rungs         the ladder's rungs in order, and conv2d() that reaches each (or "auto")
 
@@ -20,8 +22,8 @@ sweeps, comparisons with cuDNN) live in labkit.ladder.
 """
 from __future__ import annotations
 
-from . import (conv, conv_auto, conv_pool, conv_transpose, depthwise, depthwise_any, gemm, implicit, lrn, pool_softmax,
-               rungs, tuned_config, unroll)
+from . import (conv, conv_auto, conv_pool, conv_transpose, depthwise, depthwise_any, gemm, implicit, lrn, pointwise,
+               pool_pad, pool_softmax, rungs, tuned_config, unroll)
 from .conv_auto import AutoConv2d
 from .conv_transpose import ConvTranspose2d, conv_transpose2d
 from .conv import Conv2d
@@ -35,7 +37,7 @@ from .pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, ma
 from .rungs import RUNG_NAMES, RUNGS, Rung, conv2d
 
 __all__ = ["conv", "conv_auto", "conv_pool", "conv_transpose", "AutoConv2d", "ConvTranspose2d", "conv_transpose2d",
-           "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pool_softmax", "rungs",
+           "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pointwise", "pool_pad", "pool_softmax", "rungs",
            "tuned_config", "unroll",
            "conv2d", "RUNGS", "RUNG_NAMES", "Rung", "Conv2d", "ImplicitConv2d", "Dense", "MaxPool2d", "Softmax",
            "LRN", "ConvPoolTanh", "max_pool2d", "softmax", "conv_pool_tanh", "DepthwiseConv2d", "depthwise_conv2d",

@@ -1,0 +1,69 @@
+// pool_pad.cu -- pooling of any window, stride, dilation and (asymmetric) padding, and the copies a
+// graph of layers needs around its convolutions: constant padding and concatenation.
+//
+//   pool_any(x, y, NC, H, W, Ho, Wo, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, mode, include_pad)
+//       one thread per output element.  The window of output (oh, ow) starts at (oh*sh - pt,
+//       ow*sw - pl) of x.  mode 0: the largest value inside x (padding never wins; a NaN in the
+//       window wins, as in PyTorch).  mode 1: the mean, over the taps inside x, or with include_pad
+//       over the taps inside the padded input [-pt, H + pb) x [-pl, W + pr) (ONNX's
+//       count_include_pad, as ONNX Runtime and PyTorch count it: taps that ceil_mode adds past the
+//       padding are never counted).
+//   pad4(x, y, total, d1, d2, d3, x0, x1, x2, x3, p0, p1, p2, p3, value)
+//       y (4 dims, d0 implied by total) is x shifted by the leading pads p and surrounded by value.
+//   concat_copy(x, y, total, inner_x, inner_y, offset)
+//       x viewed as (outer, inner_x) copied into y viewed as (outer, inner_y) at column offset: one
+//       input of a concatenation (Concat on an axis k: inner = that axis times the ones after it).
+//
+// Launch (Python: labkit.ops.pool_pad): grid (ceil(total / 256),), block (256,).
+
+extern "C" __global__ void pool_any(const float* __restrict__ x, float* __restrict__ y, int NC, int H, int W,
+                                    int Ho, int Wo, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl,
+                                    int pb, int pr, int mode, int include_pad) {
+  const int o = blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= NC * Ho * Wo) return;
+  const int ow = o % Wo;
+  const int oh = (o / Wo) % Ho;
+  const int plane = o / (Wo * Ho);
+  const float* xp = x + (long long)plane * H * W;
+  const int h0 = oh * sh - pt, w0 = ow * sw - pl;
+  float best = 0.0f, sum = 0.0f;
+  int seen = 0, padded = 0;
+  for (int p = 0; p < kh; ++p) {
+    const int h = h0 + p * dh;
+    for (int q = 0; q < kw; ++q) {
+      const int w = w0 + q * dw;
+      if (h >= 0 && h < H && w >= 0 && w < W) {
+        const float v = xp[h * W + w];
+        best = (seen == 0 || v > best || v != v) ? v : best;
+        sum += v;
+        ++seen;
+      }
+      if (h >= -pt && h < H + pb && w >= -pl && w < W + pr) ++padded;
+    }
+  }
+  if (mode == 0) {
+    y[o] = best;   // the caller's output sizes give every window at least one tap inside x
+  } else {
+    const int count = include_pad ? padded : seen;
+    y[o] = count > 0 ? sum / count : 0.0f;
+  }
+}
+
+extern "C" __global__ void pad4(const float* __restrict__ x, float* __restrict__ y, int total, int d1, int d2, int d3,
+                                int x0, int x1, int x2, int x3, int p0, int p1, int p2, int p3, float value) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int j3 = i % d3 - p3;
+  const int j2 = (i / d3) % d2 - p2;
+  const int j1 = (i / (d3 * d2)) % d1 - p1;
+  const int j0 = i / (d3 * d2 * d1) - p0;
+  const bool inside = j0 >= 0 && j0 < x0 && j1 >= 0 && j1 < x1 && j2 >= 0 && j2 < x2 && j3 >= 0 && j3 < x3;
+  y[i] = inside ? x[((j0 * x1 + j1) * x2 + j2) * x3 + j3] : value;
+}
+
+extern "C" __global__ void concat_copy(const float* __restrict__ x, float* __restrict__ y, int total, int inner_x,
+                                       int inner_y, int offset) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  y[(long long)(i / inner_x) * inner_y + offset + i % inner_x] = x[i];
+}

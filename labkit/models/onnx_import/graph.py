@@ -1,0 +1,215 @@
+"""From the file's nodes to the steps labkit runs: every node made a spec (or refused), constants
+folded, shapes inferred, and what the kernels' epilogues can take fused into the step before it.
+
+    specs, consts = lower(g)                       # g: reader.OnnxGraph
+    shapes = infer(specs, consts, g.input_name, (N, C, H, W))
+    specs = fuse(specs, consts, shapes, g.output_name)
+
+Fusions, each only where the value between the two is read by nothing else (and is not the
+graph's output):
+
+* BatchNormalization after a Conv or ConvTranspose: folded into its weights and bias (float64);
+* Add after a Conv, the other operand of the conv's output shape: the residual the implicit GEMM
+  adds in its epilogue (ResNet's skips), the step running where the Add was (both operands ready);
+* Add of a constant after a MatMul (or Gemm): its bias;
+* an activation after a Conv, ConvTranspose or Gemm (ReLU, ReLU6, tanh; ReLU and tanh for Gemm), or
+  after an Add, Mul or a standalone batch normalization (any of pointwise.cu's).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ...errors import OnnxImportError
+from .nodes import SPECS, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
+from .host import HOST_OPS, HostOp
+from .reader import OnnxGraph
+
+__all__ = ["lower", "infer", "fuse", "free_batch", "is_host", "SUPPORTED_OPS"]
+
+SUPPORTED_OPS = tuple(sorted(set(SPECS) | {"Constant"} | set(HOST_OPS)))
+
+
+def lower(g: OnnxGraph) -> tuple[list, dict]:
+    """(specs in run order, constants {name: host array}); OnnxImportError for a node labkit cannot run."""
+    consts = dict(g.constants)
+    ctx = Ctx(consts, g.opset)
+    read = {v for n in g.nodes for v in n.inputs} | {g.output_name}
+    specs = []
+    for node in g.nodes:
+        if node.domain not in ("", "ai.onnx"):
+            refuse(node, f"op of domain {node.domain!r}: labkit runs the default ONNX domain's ops")
+        if node.op == "Constant":
+            consts[node.outputs[0]] = constant_value(node)
+            continue
+        ins = [v for v in node.inputs if v]
+        if node.op == "Shape" or (node.op in HOST_OPS and any(v in ctx.host for v in ins) and
+                                  all(v in ctx.host or v in consts for v in ins)):
+            specs.append(HostOp(node, ctx))
+            ctx.host.add(node.outputs[0])
+            continue
+        data = ins[:1] if node.op == "Reshape" else ins      # a Reshape's target may come from shapes
+        if any(v in ctx.host for v in data):
+            refuse(node, "it reads values computed from shapes as data: labkit uses shape arithmetic only for "
+                         "a Reshape's target")
+        cls = SPECS.get(node.op)
+        if cls is None:
+            refuse(node, f"op {node.op!r} is not supported; labkit runs {', '.join(SUPPORTED_OPS)}")
+        extra = [o for o in node.outputs[1:] if o and o in read]
+        if extra:
+            refuse(node, f"its extra output {extra[0]!r} is read: labkit computes only the first output of {node.op}")
+        spec = cls(node, ctx)
+        if all(v in consts for v in spec.inputs) and hasattr(spec, "fold"):
+            consts[spec.output] = spec.fold([consts[v] for v in spec.inputs])
+            continue
+        if spec.inputs[0] in consts and not isinstance(spec, (Binary, Concat)):
+            refuse(node, f"its input {spec.inputs[0]!r} is a constant: labkit runs {node.op} on computed values only")
+        specs.append(spec)
+    if g.output_name in consts or g.output_name in ctx.host:
+        raise OnnxImportError(f"{g.path}: the graph's output is a constant: there is nothing to run")
+    if not any(not is_host(s) for s in specs):
+        raise OnnxImportError(f"{g.path}: the graph computes nothing from its input")
+    return specs, consts
+
+
+def infer(specs: list, consts: dict, input_name: str, input_shape: tuple) -> dict:
+    """{value name: shape} of every value, from the input's shape (the batch included)."""
+    shapes = {input_name: tuple(int(v) for v in input_shape)}
+    shapes.update({k: tuple(v.shape) for k, v in consts.items()})
+    host: dict = {}
+    for s in specs:
+        if is_host(s):
+            args = [shapes[v] if s.node.op == "Shape" else host.get(v, consts.get(v)) for v in s.inputs]
+            host[s.output] = s.evaluate(args)
+            shapes[s.output] = tuple(host[s.output].shape)
+            continue
+        if getattr(s, "target_from", None):
+            s.target = tuple(int(v) for v in host[s.target_from].reshape(-1))
+        shapes[s.output] = tuple(int(v) for v in s.shape([shapes[v] for v in s.inputs]))
+    return shapes
+
+
+def is_host(spec) -> bool:
+    """Does the spec compute shape arithmetic on the host (no kernel, no buffer)?"""
+    return getattr(spec, "host", False)
+
+
+def free_batch(specs: list, shapes: dict, batch: int) -> None:
+    """Let a file exported at a fixed batch size run at any: a Reshape whose target keeps the batch
+    axis, written as the literal ``batch`` the file was exported with ([1, 400] for x.view(x.size(0),
+    -1) traced at batch 1), copies that axis instead (target 0).  At the exported batch nothing changes.
+    ``shapes``: every value's shape at that batch."""
+    for s in specs:
+        if isinstance(s, View) and s.node.op == "Reshape" and not s.allowzero and s.target and \
+                s.target_from is None and \
+                s.target[0] == batch and shapes[s.inputs[0]][0] == batch:
+            s.target = (0,) + s.target[1:]
+
+
+def _readers(specs: list) -> dict:
+    count: dict[str, int] = {}
+    for s in specs:
+        for v in s.inputs:
+            count[v] = count.get(v, 0) + 1
+    return count
+
+
+def fuse(specs: list, consts: dict, shapes: dict, output: str) -> list:
+    """The specs with the fusions of the module docstring made (specs of fused nodes removed)."""
+    specs = list(specs)
+    for step in (_fold_batch_norm, _fuse_residual, _fuse_bias, _fuse_activation):
+        specs = step(specs, consts, shapes, output)
+    return specs
+
+
+def _writers(specs):
+    return {s.output: i for i, s in enumerate(specs) if s is not None}
+
+
+def _sole(v: str, readers: dict, output: str) -> bool:
+    return readers.get(v, 0) == 1 and v != output
+
+
+def _absorb(first, second) -> None:
+    """``first`` now also does ``second``'s work and writes its output."""
+    first.ops.append(second.node.op)
+    first.names.append(second.name)
+    first.output = second.output
+
+
+def _fold_batch_norm(specs, consts, shapes, output):
+    readers, writer = _readers(specs), _writers(specs)
+    for i, s in enumerate(specs):
+        if isinstance(s, BatchNorm):
+            j = writer.get(s.inputs[0])
+            conv = specs[j] if j is not None else None
+            if isinstance(conv, (Conv, ConvTranspose)) and conv.activation is None and \
+                    getattr(conv, "residual", None) is None and _sole(conv.output, readers, output):
+                conv.fold_batch_norm(s.scale, s.shift)
+                _absorb(conv, s)
+                specs[i] = None
+    return [s for s in specs if s is not None]
+
+
+def _fuse_residual(specs, consts, shapes, output):
+    readers, writer = _readers(specs), _writers(specs)
+    for i, s in enumerate(specs):
+        if not (isinstance(s, Binary) and s.kind == "add" and s.activation is None):
+            continue
+        for k in (0, 1):
+            j = writer.get(s.inputs[k])
+            conv, other = (specs[j] if j is not None else None), s.inputs[1 - k]
+            if isinstance(conv, Conv) and conv.activation is None and conv.residual is None and \
+                    _sole(conv.output, readers, output) and other not in consts and \
+                    other != conv.output and shapes[other] == shapes[conv.output]:
+                conv.residual = other
+                conv.inputs.append(other)
+                _absorb(conv, s)
+                specs[i], specs[j] = conv, None      # it runs where the Add ran: both operands are ready there
+                break
+    return [s for s in specs if s is not None]
+
+
+def _fuse_bias(specs, consts, shapes, output):
+    readers, writer = _readers(specs), _writers(specs)
+    for i, s in enumerate(specs):
+        if not (isinstance(s, Binary) and s.kind == "add" and s.activation is None):
+            continue
+        for k in (0, 1):
+            j = writer.get(s.inputs[k])
+            g, c = (specs[j] if j is not None else None), s.inputs[1 - k]
+            if isinstance(g, Gemm) and g.activation is None and c in consts and _sole(g.output, readers, output) \
+                    and g.add_bias(consts[c]):
+                _absorb(g, s)
+                specs[i] = None
+                break
+    return [s for s in specs if s is not None]
+
+
+def _fuse_activation(specs, consts, shapes, output):
+    readers, writer = _readers(specs), _writers(specs)
+    for i, s in enumerate(specs):
+        if not isinstance(s, Unary):
+            continue
+        j = writer.get(s.inputs[0])
+        prev = specs[j] if j is not None else None
+        if prev is None or prev.activation is not None or not _sole(prev.output, readers, output):
+            continue
+        if isinstance(prev, (Conv, ConvTranspose, Gemm)):
+            if s.fused_as not in prev.FUSABLE:
+                continue
+            prev.activation = (s.fused_as, 0.0, 0.0)
+        elif isinstance(prev, (Binary, BatchNorm)):
+            prev.activation = (s.kind, s.a, s.b)
+        else:
+            continue
+        _absorb(prev, s)
+        specs[i] = None
+    return [s for s in specs if s is not None]
+
+
+def as_float32(a: np.ndarray) -> np.ndarray:
+    """A constant as the kernels read it; OnnxImportError for one that is not finite."""
+    a = np.ascontiguousarray(a, dtype=np.float32)
+    if not np.isfinite(a).all():
+        raise OnnxImportError("a constant the graph computes with holds NaN or infinity")
+    return a

@@ -1,0 +1,166 @@
+"""Pooling of any window, stride, dilation and padding (asymmetric too), constant padding, and one
+input of a concatenation (labkit/kernels/pool_pad.cu), on the backend in use.
+
+    pool = Pool2d("avg", (3, 3), stride=(2, 2), pads=(0, 0, 1, 1), ceil_mode=True, count_include_pad=False)
+    y = pool(x)                                     # x float32 NCHW
+    y = Pad4((0, 0, 1, 2), (0, 0, 1, 2), value=0.0)(x)   # leading and trailing pads of each dim
+    ConcatCopy(axis=1)(x, y, offset)                # x into y at channel ``offset``
+
+``Pool2d``'s output size follows ONNX (and PyTorch): floor, or with ``ceil_mode`` ceil, of
+(H + pad_top + pad_bottom - dilated window) / stride, plus one, less the last window when it would
+start past the input and its leading padding.  The plain max-pooling of labkit.ops.pool_softmax
+(square window, no padding) is faster where it applies.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import backends
+from ..checks import array_type, check_array, fast_input, output
+from ..loader import load
+from .plans import cdiv, ints
+
+__all__ = ["Pool2d", "Pad4", "ConcatCopy", "pool_out_size", "MODES", "THREADS"]
+
+THREADS = 256
+MODES = ("max", "avg")
+MAX_ELEMENTS = 2**31 - 1
+
+
+def pool_out_size(n: int, k: int, s: int, d: int, before: int, after: int, ceil_mode: bool) -> int:
+    """Windows along one axis of ``n`` (see the module docstring); ValueError if none fits."""
+    span = d * (k - 1) + 1
+    room = n + before + after - span
+    if room < 0:
+        raise ValueError(f"a window of {span} (kernel {k}, dilation {d}) does not fit {n} with padding "
+                         f"({before}, {after})")
+    out = (-(-room // s) if ceil_mode else room // s) + 1
+    if ceil_mode and (out - 1) * s >= n + before:   # the last window would start in the trailing padding
+        out -= 1
+    return out
+
+
+def _total(shape) -> int:
+    total = int(np.prod(shape, dtype=np.int64))
+    if total > MAX_ELEMENTS:
+        raise ValueError(f"{tuple(shape)} holds {total} elements, over the kernels' 32-bit indices")
+    return total
+
+
+class _Layer:
+    def __init__(self) -> None:
+        self.backend = backends.current()
+        self._kind = array_type(self.backend)
+        self._plans: dict = {}
+
+    def _in(self, x, ndim: int | None, layout: str):
+        if not (fast_input(x, self._kind) and (ndim is None or x.ndim == ndim)):
+            check_array(x, "x", layout, ndim if ndim is not None else x.ndim, self.backend)
+        if not x.flags.c_contiguous:
+            raise ValueError("x must be C-contiguous")
+
+
+class Pool2d(_Layer):
+    """Max or average pooling of NCHW x: ``kernel``, ``stride``, ``dilation`` (h, w) pairs, ``pads``
+    (top, left, bottom, right); ``count_include_pad``: average over the padded window (see pool_pad.cu)."""
+
+    def __init__(self, mode: str, kernel, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), *,
+                 ceil_mode: bool = False, count_include_pad: bool = False):
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be 'max' or 'avg', got {mode!r}")
+        vals = [int(v) for v in (*kernel, *stride, *dilation)]
+        if len(vals) != 6 or min(vals) < 1 or len(pads) != 4 or min(int(p) for p in pads) < 0:
+            raise ValueError(f"kernel, stride and dilation must be pairs of ints >= 1 and pads 4 ints >= 0, got "
+                             f"{kernel}, {stride}, {dilation}, {pads}")
+        self.mode, self.kernel, self.stride = mode, tuple(vals[:2]), tuple(vals[2:4])
+        self.dilation, self.pads = tuple(vals[4:]), tuple(int(p) for p in pads)
+        self.ceil_mode, self.count_include_pad = bool(ceil_mode), bool(count_include_pad)
+
+    def out_shape(self, shape: tuple) -> tuple:
+        N, C, H, W = shape
+        t, l, b, r = self.pads
+        ho = pool_out_size(H, self.kernel[0], self.stride[0], self.dilation[0], t, b, self.ceil_mode)
+        wo = pool_out_size(W, self.kernel[1], self.stride[1], self.dilation[1], l, r, self.ceil_mode)
+        return (N, C, ho, wo)
+
+    def __call__(self, x, out=None):
+        self._in(x, 4, "NCHW")
+        plan = self._plans.get(x.shape)
+        if plan is None:
+            shape = self.out_shape(tuple(int(v) for v in x.shape))
+            N, C, H, W = x.shape
+            total = _total(shape)
+            _total(x.shape)
+            plan = self._plans[x.shape] = (shape, load("pool_pad").get_function("pool_any").launcher(
+                (max(1, cdiv(total, THREADS)),), (THREADS,),
+                (None, None) + ints(N * C, H, W, shape[2], shape[3], *self.kernel, *self.stride, *self.dilation,
+                                    *self.pads, MODES.index(self.mode), int(self.count_include_pad))))
+        shape, launch = plan
+        y = output(out, shape, "NCHW", (x,), backend=self.backend)
+        launch(x, y)
+        return y
+
+
+class Pad4(_Layer):
+    """Constant padding of a tensor of up to 4 dims: ``before`` and ``after`` one int >= 0 per dim."""
+
+    def __init__(self, before, after, value: float = 0.0):
+        super().__init__()
+        before, after = tuple(int(v) for v in before), tuple(int(v) for v in after)
+        if len(before) != len(after) or not 1 <= len(before) <= 4 or min(before + after) < 0:
+            raise ValueError(f"before and after must be 1 to 4 ints >= 0 each (one per dim), got {before}, {after}")
+        if not np.isfinite(value) and not np.isinf(value):
+            raise ValueError(f"value must be a number, got {value!r}")
+        self.before, self.after, self.value = before, after, np.float32(value)
+
+    def out_shape(self, shape: tuple) -> tuple:
+        if len(shape) != len(self.before):
+            raise ValueError(f"x has {len(shape)} dims, the pads {len(self.before)}")
+        return tuple(int(n) + b + a for n, b, a in zip(shape, self.before, self.after))
+
+    def __call__(self, x, out=None):
+        self._in(x, len(self.before), "any layout")
+        plan = self._plans.get(x.shape)
+        if plan is None:
+            shape = self.out_shape(tuple(x.shape))
+            total = _total(shape)
+            _total(x.shape)
+            pad = 4 - len(shape)
+            out4, x4, p4 = (1,) * pad + shape, (1,) * pad + tuple(x.shape), (0,) * pad + self.before
+            plan = self._plans[x.shape] = (shape, load("pool_pad").get_function("pad4").launcher(
+                (max(1, cdiv(total, THREADS)),), (THREADS,),
+                (None, None) + ints(total, *out4[1:], *x4, *p4) + (self.value,)))
+        shape, launch = plan
+        y = output(out, shape, "any layout", (x,), backend=self.backend)
+        launch(x, y)
+        return y
+
+
+class ConcatCopy(_Layer):
+    """One input of a concatenation on ``axis``: ``(x, y, offset)`` copies x into y from index
+    ``offset`` of that axis (x and y equal on every other axis).  ``axis`` 0 with y of x's shape is a copy."""
+
+    def __init__(self, axis: int):
+        super().__init__()
+        self.axis = int(axis)
+
+    def __call__(self, x, y, offset: int = 0):
+        self._in(x, None, "any layout")
+        key = (x.shape, y.shape, offset)
+        launch = self._plans.get(key)
+        if launch is None:
+            a = self.axis
+            if x.ndim != y.ndim or not 0 <= a < x.ndim or x.shape[:a] != y.shape[:a] or \
+                    x.shape[a + 1:] != y.shape[a + 1:] or not 0 <= offset <= y.shape[a] - x.shape[a]:
+                raise ValueError(f"cannot copy {tuple(x.shape)} into {tuple(y.shape)} at {offset} of axis {a}")
+            rest = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+            total = _total(x.shape)
+            _total(y.shape)
+            launch = self._plans[key] = load("pool_pad").get_function("concat_copy").launcher(
+                (max(1, cdiv(total, THREADS)),), (THREADS,),
+                (None, None) + ints(total, x.shape[a] * rest, y.shape[a] * rest, offset * rest))
+        if not (fast_input(y, self._kind) and y.flags.c_contiguous):
+            check_array(y, "y", "any layout", y.ndim, self.backend)
+        launch(x, y)
+        return y
