@@ -54,9 +54,13 @@
 // LABKIT_INTERLEAVE: the shuffled schedule's build.  It is compiled with ThreadSanitizer's
 // instrumentation but without its runtime: the hooks at every memory access are the executor's own
 // (below), and may switch to another thread of the block there, as a GPU interleaves warps.
+// LABKIT_COUNT: the counting build (labkit.counters), with the same instrumentation (and the
+// compiler's basic-block hook): the hooks record each access of a kernel thread (labkit_count.h).
 #if defined(LABKIT_INTERLEAVE)
 #define LABKIT_TSAN 0
 #define LABKIT_PREEMPT 1
+#elif defined(LABKIT_COUNT)
+#define LABKIT_TSAN 0
 #elif defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define LABKIT_TSAN 1
@@ -72,6 +76,11 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 #ifndef LABKIT_PREEMPT
 #define LABKIT_PREEMPT 0
 #endif
+#ifndef LABKIT_COUNT
+#define LABKIT_COUNT 0
+#endif
+// Both instrumented builds must tell a kernel thread's accesses from the scheduler's (tl_in_fiber).
+#define LABKIT_TRACK_FIBER (LABKIT_PREEMPT || LABKIT_COUNT)
 // Atomics are relaxed, as on a GPU; under the race check they order memory (see "Atomics" below).
 #if LABKIT_TSAN
 #define LABKIT_MO __ATOMIC_SEQ_CST
@@ -366,6 +375,13 @@ LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
 LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx);
+#if LABKIT_COUNT
+// Counting: every thread of the block has made all its accesses up to here (a completed barrier, the
+// block's end); group them into warp instructions (labkit_count.h).
+LABKIT_RUNTIME_FN void count_flush(Worker* W);
+#else
+inline void count_flush(Worker*) {}
+#endif
 
 // A __shared__ variable: the rewrite keeps its storage under another name and binds the variable's
 // name to what this returns.  Normally the storage itself (thread_local: one copy per worker, hence
@@ -408,7 +424,7 @@ LABKIT_RUNTIME_FN void shared_register(void* p, size_t n) {
   std::memset(p, 0xff, n);
 }
 
-#if LABKIT_PREEMPT
+#if LABKIT_TRACK_FIBER
 #define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize_thread))
 // A switch that keeps tl_in_fiber true exactly while a kernel thread runs (the scheduler's stack
 // pointer is the one place a fiber switches to).  Not instrumented: no switch point inside a switch.
@@ -418,6 +434,8 @@ LABKIT_UNINSTRUMENTED inline void raw_switch(void** save, void* load) {
   labkit_fiber_switch(save, load);
   tl_in_fiber = !to_fiber;             // back where we were
 }
+#endif
+#if LABKIT_PREEMPT
 // A switch point: before a memory access of a kernel thread, now and then, let the scheduler run
 // another thread of the block (this one stays ready and goes on later), so that a read-modify-write
 // such as y[0] += 1 can lose updates, and a missing barrier can show, as on a GPU.
@@ -464,7 +482,7 @@ inline void switch_to(void** save, void* load, const void* bottom, size_t size, 
   __sanitizer_start_switch_fiber(dying ? nullptr : &fake, bottom, size);
   labkit_fiber_switch(save, load);
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-#elif LABKIT_PREEMPT
+#elif LABKIT_TRACK_FIBER
   (void)bottom; (void)size; (void)dying; (void)race_to;
   raw_switch(save, load);
 #else
@@ -548,6 +566,7 @@ LABKIT_RUNTIME_FN void syncthreads(int line) {
   void* sync = &W->race_bar[f->bar_gen++ & 1u];
   race_release(sync);
   if (++W->at_bar == W->live) {  // last to arrive: everyone may go on
+    count_flush(W);
     release_block_barrier(W);
     race_acquire(sync);
     return;
@@ -619,6 +638,7 @@ inline void thread_exit() {
                  " threads: the others returned before it (a barrier inside divergent code)");
       W->aborted = true;
     }
+    count_flush(W);
     release_block_barrier(W);
   }
   try_release_warp(W, ws, f->warp);
@@ -789,6 +809,7 @@ inline void run_block(Worker& W, unsigned long long b) {
       W.aborted = true;
     }
   }
+  count_flush(&W);
 }
 
 // --- stopping a launch: the watchdog, Ctrl-C, a fiber's stack overflow --------------------------
@@ -1460,4 +1481,7 @@ inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { r
 
 #if LABKIT_PREEMPT && !defined(LABKIT_RUNTIME_LINKED)   // the hooks are the runtime's
 #include "labkit_interleave.h"
+#endif
+#if LABKIT_COUNT && !defined(LABKIT_RUNTIME_LINKED)
+#include "labkit_count.h"
 #endif

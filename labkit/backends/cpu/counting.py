@@ -1,0 +1,215 @@
+"""Counting: a launch on the counting build (include/labkit_count.h), with Nsight Compute's counters.
+
+Inside ``session()``, every launch of the CPU executor runs on a build of its module that records
+each memory access of each thread and the basic blocks each thread runs; the launch's results are
+the same as without counting.  Each launch gives one record: the kernel, its grid and block, and
+Nsight Compute's metrics by name (``METRICS``), with ``notes`` saying what each model counts.
+
+FP32 instructions: the counting build is compiled with fused multiply-add contraction, as nvcc
+compiles (``a*b + c`` is one FFMA); the executed count of each basic block times the single-precision
+add/subtract, multiply and fused multiply-add instructions the host compiler put in it (read from
+the disassembly) is the count.  Library maths (``expf``, division, square roots), which a GPU expands
+into FFMA and FMUL sequences, is not counted; a constant multiply the host turns into an add
+(``x * 2`` as ``x + x``) counts as an add.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import platform
+import re
+import shutil
+import subprocess
+
+from ...errors import BarrierError, LaunchError
+from .compiler import counting_arch_flags
+
+GLOBAL = ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+          "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+SHARED = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+          "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+FP32 = ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+        "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum")
+DRAM = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+METRICS = GLOBAL + SHARED + FP32 + DRAM
+TOTALS = GLOBAL + SHARED      # labkit_count_totals' order (include/labkit_count.h, Metric), then DRAM sectors
+SECTOR = 32
+
+NOTES = {
+    "warps": "32 threads of consecutive linear thread index; one warp instruction is the k-th execution of "
+             "an access instruction by each lane that executed it",
+    "global": "one request per warp instruction; sectors: distinct 32-byte sectors its lanes touch, counted from "
+              "the start of the array (a GPU's allocations are 256-byte aligned); atomics not counted",
+    "shared": "32 banks of 4 bytes; lanes reading one 32-bit word share it; 64-bit accesses in 2 phases of 16 "
+              "lanes, 128-bit in 4 phases of 8; a phase costs as many wavefronts as its busiest bank has "
+              "distinct words; bank conflicts: wavefronts beyond one per active phase",
+    "dram": "compulsory traffic: each distinct 32-byte sector read once, each written once (an L2 that holds "
+            "the launch's data, cold at its start); __constant__ memory not counted",
+    "fp32": "executed single-precision add/sub (fadd), mul (fmul) and fused multiply-add (ffma) instructions of "
+            "the kernel's code, compiled with FMA contraction as nvcc does; library maths (expf, division, "
+            "sqrt) not counted",
+}
+
+_records: list[dict] | None = None     # the open session's records; None outside one
+
+
+@contextlib.contextmanager
+def session():
+    """Count every launch of the CPU executor made inside; yields the list of records, filled as
+    launches run."""
+    global _records
+    if _records is not None:
+        raise RuntimeError("labkit.counters: already counting (a call inside the function being counted)")
+    _records = []
+    try:
+        yield _records
+    finally:
+        _records = None
+
+
+def active() -> bool:
+    return _records is not None
+
+
+# --- FP32 instructions per basic block, from the disassembly ----------------------------------------
+_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
+_X86 = {"ffma": re.compile(r"^v?f(?:n)?m(?:add|sub)(?:132|213|231)(ss|ps)$"),
+        "fadd": re.compile(r"^v?(?:add|sub)(ss|ps)$"),
+        "fmul": re.compile(r"^v?mul(ss|ps)$")}
+_ARM = {"ffma": re.compile(r"^f(?:n)?m(?:add|sub)$"), "fadd": re.compile(r"^f(?:add|sub)$"),
+        "fmul": re.compile(r"^fmul$")}
+
+
+def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
+    """(kind, thread instructions) of one host instruction, or None where it is no FP32 add, mul or FMA."""
+    for kind, pattern in _X86.items():
+        m = pattern.match(mnemonic)
+        if m:
+            packed = m.group(1) == "ps"
+            return kind, (8 if "%ymm" in operands else 4) if packed else 1
+    for kind, pattern in _ARM.items():
+        if pattern.match(mnemonic) and re.match(r"s\d", operands.strip()):
+            return kind, 1
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def fp_table(so: str) -> dict[int, tuple[int, int, int]]:
+    """{address in the file of a basic block (after its coverage hook's call): (ffma, fadd, fmul)}.
+    A block's instructions run from its hook's call to the next block's."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        raise FileNotFoundError("objdump (GNU binutils) is not installed")
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", so], capture_output=True, text=True,
+                          check=True).stdout
+    table: dict[int, list[int]] = {}
+    block = None            # the block the instructions now read belong to
+    after_hook = False      # the previous instruction called the hook: this one starts a block
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            block = None if line.endswith(">:") else block    # a function's start
+            continue
+        addr, mnemonic, operands = int(m.group(1), 16), m.group(2), m.group(3)
+        if after_hook:
+            block, after_hook = addr, False
+            table.setdefault(block, [0, 0, 0])
+        if mnemonic.startswith(("call", "bl")) and "<__sanitizer_cov_trace_pc" in operands:
+            after_hook = True
+            continue
+        fp = _fp_kind(mnemonic, operands)
+        if fp and block is not None:
+            table[block][("ffma", "fadd", "fmul").index(fp[0])] += fp[1]
+    return {k: tuple(v) for k, v in table.items() if any(v)}
+
+
+def _fp_counts(lib, so: str) -> tuple[list[int | None], str]:
+    """The three FP32 counts of the launch just run, and what they count (or why they are None)."""
+    if platform.machine() in ("x86_64", "AMD64") and "-mfma" not in counting_arch_flags():
+        return [None] * 3, "not counted: this processor has no FMA instructions, so a*b+c cannot be counted as one"
+    try:
+        table = fp_table(so)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return [None] * 3, f"not counted: the disassembly could not be read ({exc})"
+    n = lib.labkit_count_blocks(None, None, 0)
+    pcs = (ctypes.c_uint64 * max(n, 1))()
+    hits = (ctypes.c_uint64 * max(n, 1))()
+    lib.labkit_count_blocks(pcs, hits, n)
+    base = lib.labkit_count_base()
+    out = [0, 0, 0]
+    for pc, h in zip(pcs[:n], hits[:n]):
+        for i, c in enumerate(table.get(pc - base, (0, 0, 0))):
+            out[i] += c * h
+    return out, NOTES["fp32"]
+
+
+def _declare(lib) -> None:
+    lib.labkit_count_region.argtypes = [ctypes.c_uint64] * 3
+    lib.labkit_count_totals.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    lib.labkit_count_blocks.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    lib.labkit_count_blocks.restype = ctypes.c_size_t
+    lib.labkit_count_base.restype = ctypes.c_uint64
+    lib.labkit_error.restype = ctypes.c_char_p
+
+
+def _origin(arr) -> int:
+    """Where the allocation that ``arr`` views starts: a GPU aligns allocations, not views."""
+    base = arr
+    while getattr(base, "base", None) is not None and hasattr(base.base, "__array_interface__"):
+        base = base.base
+    start = base.__array_interface__["data"][0]
+    here = arr.__array_interface__["data"][0]
+    return start if start <= here else here
+
+
+def run(fn, cfg, packed, so: str, lib) -> dict:
+    """Run one launch of `fn` (a CPUFunction) on its module's counting build (`so`, loaded as `lib`),
+    with the arrays and symbols of `packed` and the module; append its record to the session's."""
+    _declare(lib)
+    lib.labkit_count_begin()
+    for _obj, arr in packed:
+        if arr is not None and arr.nbytes:
+            lo = arr.__array_interface__["data"][0]
+            lib.labkit_count_region(lo, lo + arr.nbytes, _origin(arr))
+    # The counting build is a library of its own: its __constant__ and __device__ variables take the
+    # module's values before the launch, and give the __device__ ones back after it.
+    symbols = list(fn.module.symbols.values())
+    addrs = []
+    for i, s in enumerate(symbols):
+        getter = getattr(lib, f"labkit_sym_{i}")
+        getter.restype = ctypes.c_void_p
+        addrs.append(getter())
+        ctypes.memmove(addrs[i], s.ptr, s.nbytes)
+        if not s.constant:
+            lib.labkit_count_region(addrs[i], addrs[i] + s.nbytes, addrs[i])
+    launch = getattr(lib, f"labkit_launch_{fn.index}")
+    launch.restype = ctypes.c_int
+    ptrs = (ctypes.c_void_p * max(1, len(packed)))(*[ctypes.addressof(obj) for obj, _ in packed])
+    cfg.flags &= ~2          # the shuffled schedule is a check of its own; counting runs the plain one
+    rc = launch(ctypes.byref(cfg), ptrs)
+    err = lib.labkit_error().decode()
+    try:
+        if rc == 2:
+            raise KeyboardInterrupt(err)
+        if rc != 0:
+            raise (BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError)(err)
+        for s, addr in zip(symbols, addrs):
+            if not s.constant:
+                ctypes.memmove(s.ptr, addr, s.nbytes)
+        totals = (ctypes.c_uint64 * (len(TOTALS) + 2))()
+        lib.labkit_count_totals(totals)
+        fp, fp_note = _fp_counts(lib, so)
+    finally:
+        lib.labkit_release()      # the workers' fiber stacks: counting launches are few
+    record = {"kernel": fn.name, "grid": tuple(cfg.grid), "block": tuple(cfg.block),
+              "shared_mem": int(cfg.shared_mem)}
+    record.update(zip(TOTALS, (int(v) for v in totals[:len(TOTALS)])))
+    record.update(zip(FP32, fp))
+    record.update(zip(DRAM, (SECTOR * int(totals[len(TOTALS)]), SECTOR * int(totals[len(TOTALS) + 1]))))
+    record["notes"] = {**NOTES, "fp32": fp_note}
+    if _records is not None:
+        _records.append(record)
+    return record
