@@ -36,3 +36,13 @@ extern "C" __global__ void fma_chain(const float* __restrict__ x, float* __restr
   for (int j = 0; j < k; ++j) acc = acc * a + 1.0f;
   y[i] = (acc + a) * a;
 }
+
+// Lanes that run a loop a different number of times: even lanes once, odd lanes twice.  The first
+// iteration is one instruction of all 32 lanes (4 sectors), the second one of the 16 odd lanes, whose
+// addresses still span the same 128 bytes (4 sectors): 2 requests, 8 sectors per warp.
+extern "C" __global__ void ragged(const float* __restrict__ x, float* __restrict__ y) {
+  const int t = threadIdx.x, lane = t % 32;
+  float acc = 0.0f;
+  for (int j = 0; j <= (t & 1); ++j) acc += x[j * 32 + lane];
+  y[blockIdx.x * blockDim.x + t] = acc;
+}

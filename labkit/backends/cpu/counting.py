@@ -97,15 +97,17 @@ def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
 
 
 @functools.lru_cache(maxsize=64)
-def fp_table(so: str) -> dict[int, tuple[int, int, int]]:
-    """{address in the file of a basic block (after its coverage hook's call): (ffma, fadd, fmul)}.
-    A block's instructions run from its hook's call to the next block's."""
+def fp_table(so: str) -> tuple[dict[int, tuple[int, int, int]], int, int]:
+    """({address in the file of a basic block (after its coverage hook's call): (ffma, fadd, fmul)},
+    the lowest block address, one past the highest).  A block's instructions run from its hook's call
+    to the next block's."""
     objdump = shutil.which("objdump")
     if objdump is None:
         raise FileNotFoundError("objdump (GNU binutils) is not installed")
     text = subprocess.run([objdump, "-d", "--no-show-raw-insn", so], capture_output=True, text=True,
                           check=True).stdout
     table: dict[int, list[int]] = {}
+    starts = []
     block = None            # the block the instructions now read belong to
     after_hook = False      # the previous instruction called the hook: this one starts a block
     for line in text.splitlines():
@@ -117,40 +119,43 @@ def fp_table(so: str) -> dict[int, tuple[int, int, int]]:
         if after_hook:
             block, after_hook = addr, False
             table.setdefault(block, [0, 0, 0])
+            starts.append(addr)
         if mnemonic.startswith(("call", "bl")) and "<__sanitizer_cov_trace_pc" in operands:
             after_hook = True
             continue
         fp = _fp_kind(mnemonic, operands)
         if fp and block is not None:
             table[block][("ffma", "fadd", "fmul").index(fp[0])] += fp[1]
-    return {k: tuple(v) for k, v in table.items() if any(v)}
+    return {k: tuple(v) for k, v in table.items() if any(v)}, min(starts, default=0), max(starts, default=-1) + 1
 
 
-def _fp_counts(lib, so: str) -> tuple[list[int | None], str]:
-    """The three FP32 counts of the launch just run, and what they count (or why they are None)."""
+def _blocks(so: str):
+    """fp_table(so), or ({}, 0, 0) and why FP32 instructions cannot be counted here."""
     if platform.machine() in ("x86_64", "AMD64") and "-mfma" not in counting_arch_flags():
-        return [None] * 3, "not counted: this processor has no FMA instructions, so a*b+c cannot be counted as one"
+        return ({}, 0, 0), "not counted: this processor has no FMA instructions, so a*b+c cannot be counted as one"
     try:
-        table = fp_table(so)
+        return fp_table(so), NOTES["fp32"]
     except (OSError, subprocess.CalledProcessError) as exc:
-        return [None] * 3, f"not counted: the disassembly could not be read ({exc})"
-    n = lib.labkit_count_blocks(None, None, 0)
-    pcs = (ctypes.c_uint64 * max(n, 1))()
-    hits = (ctypes.c_uint64 * max(n, 1))()
-    lib.labkit_count_blocks(pcs, hits, n)
-    base = lib.labkit_count_base()
+        return ({}, 0, 0), f"not counted: the disassembly could not be read ({exc})"
+
+
+def _fp_counts(lib, blocks) -> list[int]:
+    """The three FP32 counts of the launch just run: each block's runs times its instructions."""
+    table, lo, hi = blocks
+    hits = (ctypes.c_uint64 * max(hi - lo, 1))()
+    lib.labkit_count_blocks(hits)
     out = [0, 0, 0]
-    for pc, h in zip(pcs[:n], hits[:n]):
-        for i, c in enumerate(table.get(pc - base, (0, 0, 0))):
-            out[i] += c * h
-    return out, NOTES["fp32"]
+    for pc, fp in table.items():
+        for i, c in enumerate(fp):
+            out[i] += c * hits[pc - lo]
+    return out
 
 
 def _declare(lib) -> None:
+    lib.labkit_count_begin.argtypes = [ctypes.c_uint64] * 2
     lib.labkit_count_region.argtypes = [ctypes.c_uint64] * 3
     lib.labkit_count_totals.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
-    lib.labkit_count_blocks.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
-    lib.labkit_count_blocks.restype = ctypes.c_size_t
+    lib.labkit_count_blocks.argtypes = [ctypes.c_void_p]
     lib.labkit_count_base.restype = ctypes.c_uint64
     lib.labkit_error.restype = ctypes.c_char_p
 
@@ -169,7 +174,9 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     """Run one launch of `fn` (a CPUFunction) on its module's counting build (`so`, loaded as `lib`),
     with the arrays and symbols of `packed` and the module; append its record to the session's."""
     _declare(lib)
-    lib.labkit_count_begin()
+    blocks, fp_note = _blocks(so)
+    base = lib.labkit_count_base()
+    lib.labkit_count_begin(base + blocks[1], base + blocks[2])
     for _obj, arr in packed:
         if arr is not None and arr.nbytes:
             lo = arr.__array_interface__["data"][0]
@@ -201,7 +208,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
                 ctypes.memmove(s.ptr, addr, s.nbytes)
         totals = (ctypes.c_uint64 * (len(TOTALS) + 2))()
         lib.labkit_count_totals(totals)
-        fp, fp_note = _fp_counts(lib, so)
+        fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * 3
     finally:
         lib.labkit_release()      # the workers' fiber stacks: counting launches are few
     record = {"kernel": fn.name, "grid": tuple(cfg.grid), "block": tuple(cfg.block),

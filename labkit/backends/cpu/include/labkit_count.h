@@ -51,56 +51,77 @@ struct Region {
   size_t first_sector() const { return (lo - origin) >> 5; }
 };
 
-// One per worker thread (the blocks it runs), merged when Python asks.
+// One per worker (the blocks it runs), merged when Python asks.
 struct State {
+  Worker* W = nullptr;
+  uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
+  bool busy = false;         // inside the counter's own code: its accesses are not the kernel's
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
-  std::vector<uintptr_t> pcs;             // basic blocks run: an open-addressing table by address
-  std::vector<unsigned long long> hits;
-  size_t used = 0;
+  std::vector<unsigned long long> hits;   // runs of the basic block at each address from g_text_lo
   std::vector<unsigned long long> scratch;
-  State() : pcs(1u << 12, 0), hits(1u << 12, 0) {}
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
-inline std::vector<State*>& states() { static std::vector<State*> s; return s; }
-inline std::mutex& states_mu() { static std::mutex m; return m; }
-inline unsigned& generation() { static unsigned g = 1; return g; }   // a new one per launch
-inline thread_local State* tl_state = nullptr;
-inline thread_local unsigned tl_gen = 0;
-inline thread_local bool tl_busy = false;   // inside the counter's own code: its accesses are not the kernel's
+// The workers' states, as a plain array: the hooks read it at every access and every basic block,
+// and a function-local static would add a check that it is constructed.
+constexpr unsigned MAX_WORKERS = 4096;
+inline State* g_states[MAX_WORKERS];
+inline unsigned g_nstates = 0;
+// The addresses of the kernel's basic blocks, [g_text_lo, g_text_hi): one counter per byte, so that
+// the hook at every block costs an increment, not a lookup.
+inline uintptr_t g_text_lo = 0, g_text_hi = 0;
+
+// Which worker, and which of its threads, is running: found from the stack the hook runs on (each
+// thread has a stack of its own), not from thread-local variables, which cost a call into the
+// dynamic loader from a library loaded at run time -- at every access and every basic block.  Code
+// on no fiber's stack is the scheduler's.
+__attribute__((always_inline)) inline State* here() {
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  for (unsigned i = 0; i < g_nstates; ++i) {
+    State* S = g_states[i];
+    if (sp - S->stacks < S->stacks_end - S->stacks) return S->busy ? nullptr : S;
+  }
+  return nullptr;
+}
 
 // The counter's own code: its accesses are not the kernel's (where the runtime is compiled into the
 // instrumented kernel itself, they reach the hooks too).
 struct Busy {
-  bool was = tl_busy;
-  Busy() { tl_busy = true; }
-  ~Busy() { tl_busy = was; }
+  State& S;
+  explicit Busy(State& s) : S(s) { S.busy = true; }
+  ~Busy() { S.busy = false; }
 };
 
-inline State* state() {
-  if (tl_state == nullptr || tl_gen != generation()) {   // workers are new threads at each launch
-    std::lock_guard<std::mutex> g(states_mu());
-    tl_state = new State;
-    states().push_back(tl_state);
-    tl_gen = generation();
-  }
-  return tl_state;
+inline void begin() {
+  for (unsigned i = 0; i < g_nstates; ++i) delete g_states[i];
+  g_nstates = 0;
+  regions().clear();
 }
 
-inline void begin() {
-  std::lock_guard<std::mutex> g(states_mu());
-  for (State* s : states()) delete s;
-  states().clear();
-  regions().clear();
-  ++generation();
+inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
+  State* S = nullptr;
+  for (unsigned i = 0; i < g_nstates; ++i)
+    if (g_states[i]->W == W) S = g_states[i];
+  if (S == nullptr) {
+    if (g_nstates == MAX_WORKERS) return;   // more workers than any machine has cores: not counted
+    S = g_states[g_nstates++] = new State;
+  }
+  S->W = W;
+  S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
+  S->stacks_end = S->stacks + W->stacks_bytes;
+  S->stack_size = W->stack_size;
+  S->log.assign(W->L->nthreads, {});
+  S->hits.assign(g_text_hi - g_text_lo, 0);
 }
 
 inline void on_access(void* p, size_t size, bool write, void* site) {
-  if (!tl_in_fiber || tl_busy || size == 0) return;
-  Busy busy;
+  State* S = here();
+  if (S == nullptr || size == 0) return;
+  Busy busy(*S);
+  const unsigned thread = unsigned((reinterpret_cast<uintptr_t>(&busy) - S->stacks) / S->stack_size);
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  Worker* W = tl_worker;
+  Worker* W = S->W;
   Kind kind;
   unsigned region = 0;
   const uintptr_t dyn = reinterpret_cast<uintptr_t>(W->dyn);
@@ -117,9 +138,7 @@ inline void on_access(void* p, size_t size, bool write, void* site) {
     if (region == rs.size()) return;      // a stack, __constant__ memory, the executor's own data
     kind = write ? GLOBAL_ST : GLOBAL_LD;
   }
-  State* S = state();
-  if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
-  S->log[tl_fiber->linear].push_back(Access{reinterpret_cast<uintptr_t>(site), a, unsigned(size), region, kind});
+  S->log[thread].push_back(Access{reinterpret_cast<uintptr_t>(site), a, unsigned(size), region, kind});
 }
 
 inline void mark(std::vector<unsigned char>& bits, size_t i) {
@@ -218,34 +237,25 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   }
 }
 
+// A basic block starts (its address after the hook's call): one more run of it.
 inline void on_block(uintptr_t pc) {
-  Busy busy;
-  State& S = *state();
-  if (2 * (S.used + 1) > S.pcs.size()) {   // grow: keep the table at most half full
-    std::vector<uintptr_t> pcs(S.pcs.size() * 2, 0);
-    std::vector<unsigned long long> hits(pcs.size(), 0);
-    for (size_t i = 0; i < S.pcs.size(); ++i) {
-      if (!S.pcs[i]) continue;
-      size_t j = (S.pcs[i] * 0x9E3779B97F4A7C15ull) & (pcs.size() - 1);
-      while (pcs[j]) j = (j + 1) & (pcs.size() - 1);
-      pcs[j] = S.pcs[i];
-      hits[j] = S.hits[i];
-    }
-    S.pcs.swap(pcs);
-    S.hits.swap(hits);
-  }
-  size_t j = (pc * 0x9E3779B97F4A7C15ull) & (S.pcs.size() - 1);
-  while (S.pcs[j] && S.pcs[j] != pc) j = (j + 1) & (S.pcs.size() - 1);
-  if (!S.pcs[j]) { S.pcs[j] = pc; ++S.used; }
-  ++S.hits[j];
+  State* S = here();
+  if (S == nullptr) return;
+  const size_t i = pc - g_text_lo;
+  if (i < S->hits.size()) ++S->hits[i];
 }
 
 }  // namespace count
 
+LABKIT_RUNTIME_FN void count_attach(Worker* W) { count::attach(W); }
+
 LABKIT_RUNTIME_FN void count_flush(Worker* W) {
-  if (W->L == nullptr) return;
-  count::Busy busy;
-  count::State& S = *count::state();
+  count::State* found = nullptr;
+  for (unsigned i = 0; i < count::g_nstates; ++i)
+    if (count::g_states[i]->W == W) found = count::g_states[i];
+  if (found == nullptr) return;
+  count::State& S = *found;
+  count::Busy busy(S);
   const unsigned n = std::min<unsigned>(W->L->nthreads, unsigned(S.log.size()));
   for (unsigned first = 0; first < n; first += 32) count::flush_warp(S, first, std::min(n, first + 32));
   for (auto& l : S.log) l.clear();
@@ -258,13 +268,16 @@ LABKIT_RUNTIME_FN void count_flush(Worker* W) {
 #include "labkit_interleave.h"
 
 extern "C" __attribute__((visibility("hidden"))) void __sanitizer_cov_trace_pc() {
-  if (!::labkit::tl_in_fiber || ::labkit::count::tl_busy) return;
   ::labkit::count::on_block(reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
 }
 
 // What the Python side calls (counting.py).
 #define LABKIT_API extern "C" __attribute__((visibility("default")))
-LABKIT_API void labkit_count_begin() { ::labkit::count::begin(); }
+LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
+  ::labkit::count::begin();
+  ::labkit::count::g_text_lo = text_lo;
+  ::labkit::count::g_text_hi = text_hi;
+}
 LABKIT_API void labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
   ::labkit::count::Region r{lo, hi, origin, {}, {}};
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
@@ -276,27 +289,21 @@ LABKIT_API void labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin
 LABKIT_API void labkit_count_totals(unsigned long long* out) {
   using namespace ::labkit::count;
   for (int i = 0; i < NMETRICS + 2; ++i) out[i] = 0;
-  for (State* s : states())
-    for (int i = 0; i < NMETRICS; ++i) out[i] += s->m[i];
+  for (unsigned k = 0; k < g_nstates; ++k)
+    for (int i = 0; i < NMETRICS; ++i) out[i] += g_states[k]->m[i];
   for (const Region& r : regions())
     for (size_t i = 0; i < r.read.size(); ++i) {
       out[NMETRICS] += r.read[i];
       out[NMETRICS + 1] += r.written[i];
     }
 }
-// The basic blocks run (their addresses after the coverage hook's call) and how often: at most
-// `cap` of them; returns how many there are.
-LABKIT_API size_t labkit_count_blocks(uintptr_t* pcs, unsigned long long* hits, size_t cap) {
-  std::unordered_map<uintptr_t, unsigned long long> all;
-  for (::labkit::count::State* s : ::labkit::count::states())
-    for (size_t i = 0; i < s->pcs.size(); ++i)
-      if (s->pcs[i]) all[s->pcs[i]] += s->hits[i];
-  size_t k = 0;
-  for (const auto& e : all) {
-    if (k < cap) { pcs[k] = e.first; hits[k] = e.second; }
-    ++k;
-  }
-  return k;
+// How often the basic block at each address from text_lo ran: `hits` has text_hi - text_lo counters.
+LABKIT_API void labkit_count_blocks(unsigned long long* hits) {
+  using namespace ::labkit::count;
+  const size_t n = g_text_hi - g_text_lo;
+  std::fill(hits, hits + n, 0ull);
+  for (unsigned k = 0; k < g_nstates; ++k)
+    for (size_t i = 0; i < n && i < g_states[k]->hits.size(); ++i) hits[i] += g_states[k]->hits[i];
 }
 // Where this library is loaded: a basic block's address minus this is its address in the file.
 LABKIT_API uintptr_t labkit_count_base() {

@@ -79,8 +79,6 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 #ifndef LABKIT_COUNT
 #define LABKIT_COUNT 0
 #endif
-// Both instrumented builds must tell a kernel thread's accesses from the scheduler's (tl_in_fiber).
-#define LABKIT_TRACK_FIBER (LABKIT_PREEMPT || LABKIT_COUNT)
 // Atomics are relaxed, as on a GPU; under the race check they order memory (see "Atomics" below).
 #if LABKIT_TSAN
 #define LABKIT_MO __ATOMIC_SEQ_CST
@@ -379,8 +377,10 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
 // Counting: every thread of the block has made all its accesses up to here (a completed barrier, the
 // block's end); group them into warp instructions (labkit_count.h).
 LABKIT_RUNTIME_FN void count_flush(Worker* W);
+LABKIT_RUNTIME_FN void count_attach(Worker* W);   // a worker's stacks are ready for this launch
 #else
 inline void count_flush(Worker*) {}
+inline void count_attach(Worker*) {}
 #endif
 
 // A __shared__ variable: the rewrite keeps its storage under another name and binds the variable's
@@ -424,7 +424,7 @@ LABKIT_RUNTIME_FN void shared_register(void* p, size_t n) {
   std::memset(p, 0xff, n);
 }
 
-#if LABKIT_TRACK_FIBER
+#if LABKIT_PREEMPT
 #define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize_thread))
 // A switch that keeps tl_in_fiber true exactly while a kernel thread runs (the scheduler's stack
 // pointer is the one place a fiber switches to).  Not instrumented: no switch point inside a switch.
@@ -434,8 +434,6 @@ LABKIT_UNINSTRUMENTED inline void raw_switch(void** save, void* load) {
   labkit_fiber_switch(save, load);
   tl_in_fiber = !to_fiber;             // back where we were
 }
-#endif
-#if LABKIT_PREEMPT
 // A switch point: before a memory access of a kernel thread, now and then, let the scheduler run
 // another thread of the block (this one stays ready and goes on later), so that a read-modify-write
 // such as y[0] += 1 can lose updates, and a missing barrier can show, as on a GPU.
@@ -482,7 +480,7 @@ inline void switch_to(void** save, void* load, const void* bottom, size_t size, 
   __sanitizer_start_switch_fiber(dying ? nullptr : &fake, bottom, size);
   labkit_fiber_switch(save, load);
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
-#elif LABKIT_TRACK_FIBER
+#elif LABKIT_PREEMPT
   (void)bottom; (void)size; (void)dying; (void)race_to;
   raw_switch(save, load);
 #else
@@ -739,6 +737,7 @@ inline void prepare_worker(Worker& W, Launch& L) {
 #endif
   W.rng.seed(L.cfg.seed ^ (0x9e3779b97f4a7c15ull * (reinterpret_cast<uintptr_t>(&W) >> 4)));
   W.preempt_state = W.rng() | 1;
+  count_attach(&W);
 }
 
 inline void run_block(Worker& W, unsigned long long b) {
