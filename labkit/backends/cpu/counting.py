@@ -142,18 +142,19 @@ def _blocks(so: str):
 def _fp_counts(lib, blocks) -> list[int]:
     """The three FP32 counts of the launch just run: each block's runs times its instructions."""
     table, lo, hi = blocks
-    hits = (ctypes.c_uint64 * max(hi - lo, 1))()
+    hits = (ctypes.c_uint64 * ((hi - lo) // 4 + 1))()     # one counter per 4 bytes (labkit_count.h)
     lib.labkit_count_blocks(hits)
     out = [0, 0, 0]
     for pc, fp in table.items():
         for i, c in enumerate(fp):
-            out[i] += c * hits[pc - lo]
+            out[i] += c * hits[(pc - lo) // 4]
     return out
 
 
 def _declare(lib) -> None:
     lib.labkit_count_begin.argtypes = [ctypes.c_uint64] * 2
     lib.labkit_count_region.argtypes = [ctypes.c_uint64] * 3
+    lib.labkit_count_region.restype = ctypes.c_bool
     lib.labkit_count_totals.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
     lib.labkit_count_blocks.argtypes = [ctypes.c_void_p]
     lib.labkit_count_base.restype = ctypes.c_uint64
@@ -177,10 +178,15 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     blocks, fp_note = _blocks(so)
     base = lib.labkit_count_base()
     lib.labkit_count_begin(base + blocks[1], base + blocks[2])
+
+    def region(lo: int, hi: int, origin: int) -> None:
+        if not lib.labkit_count_region(lo, hi, origin):
+            raise LaunchError(f"labkit.counters: kernel '{fn.name}' is passed more arrays (with the module's "
+                              "__device__ variables) than counting can tell apart (255)")
     for _obj, arr in packed:
         if arr is not None and arr.nbytes:
             lo = arr.__array_interface__["data"][0]
-            lib.labkit_count_region(lo, lo + arr.nbytes, _origin(arr))
+            region(lo, lo + arr.nbytes, _origin(arr))
     # The counting build is a library of its own: its __constant__ and __device__ variables take the
     # module's values before the launch, and give the __device__ ones back after it.
     symbols = list(fn.module.symbols.values())
@@ -191,7 +197,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         addrs.append(getter())
         ctypes.memmove(addrs[i], s.ptr, s.nbytes)
         if not s.constant:
-            lib.labkit_count_region(addrs[i], addrs[i] + s.nbytes, addrs[i])
+            region(addrs[i], addrs[i] + s.nbytes, addrs[i])
     launch = getattr(lib, f"labkit_launch_{fn.index}")
     launch.restype = ctypes.c_int
     ptrs = (ctypes.c_void_p * max(1, len(packed)))(*[ctypes.addressof(obj) for obj, _ in packed])

@@ -30,6 +30,8 @@
 
 #include <unordered_map>
 
+// Hidden: the hooks reach these directly, not through the library's global offset table.
+#pragma GCC visibility push(hidden)
 namespace labkit {
 namespace count {
 
@@ -37,9 +39,14 @@ enum Kind : unsigned char { GLOBAL_LD, GLOBAL_ST, SHARED_LD, SHARED_ST };
 // Keep in step with counting.py (TOTALS).
 enum Metric { REQ_LD, SEC_LD, REQ_ST, SEC_ST, WF_LD, BC_LD, WF_ST, BC_ST, NMETRICS };
 
+// 16 bytes: a block's log is most of what counting moves through memory.  The site is the low half
+// of the instruction's address (two instructions of one library never share it).
+constexpr unsigned MAX_REGIONS = 255;
 struct Access {
-  uintptr_t site, addr;
-  unsigned size, region;
+  uintptr_t addr;
+  uint32_t site;
+  uint16_t size;        // bytes; a larger copy (a struct) is counted as its first 65535
+  uint8_t region;       // which of the launch's arrays (global accesses)
   Kind kind;
 };
 
@@ -55,6 +62,7 @@ struct Region {
 struct State {
   Worker* W = nullptr;
   uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
+  unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
   bool busy = false;         // inside the counter's own code: its accesses are not the kernel's
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
@@ -63,13 +71,16 @@ struct State {
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
+inline Region* g_regions = nullptr;   // regions()' elements, as the hooks read them (no static's guard)
+inline unsigned g_nregions = 0;
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
 inline State* g_states[MAX_WORKERS];
 inline unsigned g_nstates = 0;
-// The addresses of the kernel's basic blocks, [g_text_lo, g_text_hi): one counter per byte, so that
-// the hook at every block costs an increment, not a lookup.
+// The addresses of the kernel's basic blocks, [g_text_lo, g_text_hi): one counter per 4 bytes (a
+// call is longer: no two blocks share one), so that the hook at every block costs an increment, not
+// a lookup.
 inline uintptr_t g_text_lo = 0, g_text_hi = 0;
 
 // Which worker, and which of its threads, is running: found from the stack the hook runs on (each
@@ -97,6 +108,8 @@ inline void begin() {
   for (unsigned i = 0; i < g_nstates; ++i) delete g_states[i];
   g_nstates = 0;
   regions().clear();
+  g_regions = nullptr;
+  g_nregions = 0;
 }
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
@@ -111,15 +124,18 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
   S->stacks_end = S->stacks + W->stacks_bytes;
   S->stack_size = W->stack_size;
+  S->per_stack = ~0ull / W->stack_size + 1;
   S->log.assign(W->L->nthreads, {});
-  S->hits.assign(g_text_hi - g_text_lo, 0);
+  S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
 }
 
 inline void on_access(void* p, size_t size, bool write, void* site) {
   State* S = here();
   if (S == nullptr || size == 0) return;
   Busy busy(*S);
-  const unsigned thread = unsigned((reinterpret_cast<uintptr_t>(&busy) - S->stacks) / S->stack_size);
+  // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
+  const unsigned thread = unsigned(
+      (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(&busy) - S->stacks) * S->per_stack) >> 64);
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   Worker* W = S->W;
   Kind kind;
@@ -133,16 +149,22 @@ inline void on_access(void* p, size_t size, bool write, void* site) {
   if (shared) {
     kind = write ? SHARED_ST : SHARED_LD;
   } else {
-    const auto& rs = regions();
-    while (region < rs.size() && !(a >= rs[region].lo && a < rs[region].hi)) ++region;
-    if (region == rs.size()) return;      // a stack, __constant__ memory, the executor's own data
+    while (region < g_nregions && !(a - g_regions[region].lo < g_regions[region].hi - g_regions[region].lo)) ++region;
+    if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
     kind = write ? GLOBAL_ST : GLOBAL_LD;
   }
-  S->log[thread].push_back(Access{reinterpret_cast<uintptr_t>(site), a, unsigned(size), region, kind});
+  S->log[thread].push_back(Access{a, uint32_t(reinterpret_cast<uintptr_t>(site)), uint16_t(std::min<size_t>(size, 65535)),
+                                  uint8_t(region), kind});
 }
 
 inline void mark(std::vector<unsigned char>& bits, size_t i) {
   if (i < bits.size()) __atomic_store_n(&bits[i], 1, __ATOMIC_RELAXED);   // other workers mark too
+}
+
+// Keep each value once, in order.  Lanes mostly go up through memory (no sort needed then).
+inline void distinct(std::vector<unsigned long long>& v) {
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
 // One warp instruction: the accesses of the lanes that executed it (lane, access).
@@ -154,13 +176,15 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
     for (size_t i = 0; i < n; ++i) {
       const Access& x = *acc[i].second;
       Region& r = regions()[x.region];
-      for (size_t s = (x.addr - r.origin) >> 5; s <= (x.addr + x.size - 1 - r.origin) >> 5; ++s) {
+      for (size_t s = (x.addr - r.origin) >> 5; s <= (x.addr + x.size - 1 - r.origin) >> 5; ++s)
         ids.push_back((static_cast<unsigned long long>(x.region) << 48) | s);
-        mark(kind == GLOBAL_LD ? r.read : r.written, s - r.first_sector());
-      }
     }
-    std::sort(ids.begin(), ids.end());
-    const size_t sectors = size_t(std::unique(ids.begin(), ids.end()) - ids.begin());
+    distinct(ids);
+    const size_t sectors = ids.size();
+    for (unsigned long long id : ids) {
+      Region& r = regions()[id >> 48];
+      mark(kind == GLOBAL_LD ? r.read : r.written, (id & ((1ull << 48) - 1)) - r.first_sector());
+    }
     S.m[kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
     S.m[kind == GLOBAL_LD ? SEC_LD : SEC_ST] += sectors;
     return;
@@ -177,8 +201,7 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
       for (uintptr_t w = x.addr >> 2; w <= (x.addr + x.size - 1) >> 2; ++w) ids.push_back(w);
     }
     if (ids.empty()) continue;
-    std::sort(ids.begin(), ids.end());
-    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());   // one word read by many: a broadcast
+    distinct(ids);   // one word read by many lanes: a broadcast
     unsigned per_bank[32] = {};
     unsigned most = 0;
     for (unsigned long long w : ids) most = std::max(most, ++per_bank[w & 31]);
@@ -217,9 +240,9 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     }
     return;
   }
-  struct Key { uintptr_t site; unsigned occurrence, lane; const Access* a; };
+  struct Key { uint32_t site; unsigned occurrence, lane; const Access* a; };
   std::vector<Key> keys;
-  std::unordered_map<uintptr_t, unsigned> seen;
+  std::unordered_map<uint32_t, unsigned> seen;
   for (unsigned t = first; t < last; ++t) {
     seen.clear();
     for (const Access& x : S.log[t]) keys.push_back(Key{x.site, seen[x.site]++, t - first, &x});
@@ -241,7 +264,7 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
 inline void on_block(uintptr_t pc) {
   State* S = here();
   if (S == nullptr) return;
-  const size_t i = pc - g_text_lo;
+  const size_t i = (pc - g_text_lo) / 4;
   if (i < S->hits.size()) ++S->hits[i];
 }
 
@@ -249,10 +272,28 @@ inline void on_block(uintptr_t pc) {
 
 LABKIT_RUNTIME_FN void count_attach(Worker* W) { count::attach(W); }
 
+namespace count {
+inline State* of(Worker* W) {
+  for (unsigned i = 0; i < g_nstates; ++i)
+    if (g_states[i]->W == W) return g_states[i];
+  return nullptr;
+}
+}  // namespace count
+
+// A warp whose lanes have all returned is complete: counted now, so that a block without barriers
+// keeps one warp's log at a time, not the whole block's.
+LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp) {
+  count::State* S = count::of(W);
+  if (S == nullptr) return;
+  count::Busy busy(*S);
+  const unsigned first = warp * 32, last = std::min<unsigned>(first + 32, unsigned(S->log.size()));
+  if (first >= last) return;
+  count::flush_warp(*S, first, last);
+  for (unsigned t = first; t < last; ++t) S->log[t].clear();
+}
+
 LABKIT_RUNTIME_FN void count_flush(Worker* W) {
-  count::State* found = nullptr;
-  for (unsigned i = 0; i < count::g_nstates; ++i)
-    if (count::g_states[i]->W == W) found = count::g_states[i];
+  count::State* found = count::of(W);
   if (found == nullptr) return;
   count::State& S = *found;
   count::Busy busy(S);
@@ -262,6 +303,7 @@ LABKIT_RUNTIME_FN void count_flush(Worker* W) {
 }
 
 }  // namespace labkit
+#pragma GCC visibility pop
 
 #define LABKIT_ON_ACCESS(p, n, write) ::labkit::count::on_access(p, n, write, __builtin_return_address(0))
 #define LABKIT_ON_ATOMIC() ((void)0)   // atomics are neither loads nor stores in Nsight Compute's counts
@@ -278,12 +320,17 @@ LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
   ::labkit::count::g_text_lo = text_lo;
   ::labkit::count::g_text_hi = text_hi;
 }
-LABKIT_API void labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
+// False where the launch has more arrays than an access can name (MAX_REGIONS).
+LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
+  if (::labkit::count::regions().size() == ::labkit::count::MAX_REGIONS) return false;
   ::labkit::count::Region r{lo, hi, origin, {}, {}};
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
   r.read.assign(sectors, 0);
   r.written.assign(sectors, 0);
   ::labkit::count::regions().push_back(std::move(r));
+  ::labkit::count::g_regions = ::labkit::count::regions().data();
+  ::labkit::count::g_nregions = unsigned(::labkit::count::regions().size());
+  return true;
 }
 // The totals: the eight metrics (Metric's order), then the sectors read and written (DRAM).
 LABKIT_API void labkit_count_totals(unsigned long long* out) {
@@ -297,10 +344,11 @@ LABKIT_API void labkit_count_totals(unsigned long long* out) {
       out[NMETRICS + 1] += r.written[i];
     }
 }
-// How often the basic block at each address from text_lo ran: `hits` has text_hi - text_lo counters.
+// How often the basic block at each address from text_lo ran: `hits` has (text_hi - text_lo) / 4 + 1
+// counters, the one of address a at (a - text_lo) / 4.
 LABKIT_API void labkit_count_blocks(unsigned long long* hits) {
   using namespace ::labkit::count;
-  const size_t n = g_text_hi - g_text_lo;
+  const size_t n = (g_text_hi - g_text_lo) / 4 + 1;
   std::fill(hits, hits + n, 0ull);
   for (unsigned k = 0; k < g_nstates; ++k)
     for (size_t i = 0; i < n && i < g_states[k]->hits.size(); ++i) hits[i] += g_states[k]->hits[i];

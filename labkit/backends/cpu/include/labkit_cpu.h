@@ -378,9 +378,11 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
 // block's end); group them into warp instructions (labkit_count.h).
 LABKIT_RUNTIME_FN void count_flush(Worker* W);
 LABKIT_RUNTIME_FN void count_attach(Worker* W);   // a worker's stacks are ready for this launch
+LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp);   // every lane of `warp` has returned
 #else
 inline void count_flush(Worker*) {}
 inline void count_attach(Worker*) {}
+inline void count_warp_done(Worker*, unsigned) {}
 #endif
 
 // A __shared__ variable: the rewrite keeps its storage under another name and binds the variable's
@@ -626,6 +628,7 @@ inline void thread_exit() {
   WarpState& ws = W->warps[f->warp];
   ws.live &= ~(1u << f->lane);
   ws.arrived &= ~(1u << f->lane);
+  if (ws.live == 0) count_warp_done(W, f->warp);
   // Hardware does not wait for threads that have exited: release barriers they complete.
   if (W->at_bar > 0 && W->at_bar == W->live) {
     if (W->L->cfg.flags & CHECK_BARRIER) {
