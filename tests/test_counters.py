@@ -69,7 +69,6 @@ def test_lanes_that_loop_unequally_are_matched_by_iteration():
     np.testing.assert_array_equal(y, np.where(np.arange(64) % 2, 2.0, 1.0))
 
 
-@pytest.mark.check
 @pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (32, 32), (0, 1)],
                          ids=["stride-1", "stride-2", "stride-32", "broadcast"])
 def test_shared_bank_conflicts_of_32_bit_accesses(stride, wavefronts):

@@ -32,7 +32,6 @@ CSV = '''==PROF== Connected to process 1234
 '''
 
 
-@pytest.mark.check
 def test_ncu_csv_is_read_launch_by_launch():
     first, second = bench.parse_ncu_csv(CSV)
     assert first["kernel"] == "vector_add" and first[LD_REQ] == 626 and first["dram__bytes_read.sum"] == 80128
