@@ -2,6 +2,7 @@
 are known by construction (tests/cuda/counting_kernels.cu), and on the ladder's kernels."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -139,3 +140,18 @@ def test_bad_input_is_refused_clearly():
         labkit.counters(lambda: None)
     with pytest.raises(TypeError, match="must be callable"):
         labkit.counters("conv_naive")
+
+
+def test_it_runs_on_the_cpu_executor_whatever_the_backend(monkeypatch):
+    """On a GPU machine too: fn's launches go to the executor (labkit.xp inside fn is NumPy), and the
+    backend asked for is back afterwards."""
+    monkeypatch.setenv(labkit.backends.ENV_VAR, "cuda")
+
+    def launch():
+        assert labkit.backend() == "cpu" and labkit.xp is np
+        x = labkit.xp.ones(32, np.float32)
+        y = labkit.xp.zeros(32, np.float32)
+        labkit.load_source(KERNELS).get_function("copy_strided")((1,), (32,), (x, y, np.int32(1), np.int32(32)))
+    r, = labkit.counters(launch)
+    assert r[LD_SEC] == 4
+    assert os.environ[labkit.backends.ENV_VAR] == "cuda"

@@ -7,10 +7,12 @@
 //
 // Why a log and a flush: the executor runs the threads of a block one after another, each until a
 // barrier, so the 32 accesses that one warp instruction makes arrive far apart.  Each thread logs
-// (instruction site, address, size); once every thread has reached the same point (a completed
-// __syncthreads, the block's end: count_flush) the lanes of each warp are matched: the k-th
-// execution of a site by each lane is one warp instruction, executed by the lanes that reached it.
-// The site is the hook's return address, one per access instruction of the compiled kernel.
+// (instruction site, address, size); once every lane of a warp has made all its accesses up to the
+// same point (a completed __syncthreads, the block's end: count_flush; all its lanes returned:
+// count_warp_done) its lanes are matched: the k-th execution of a site by each lane is one warp
+// instruction, executed by the lanes that reached it (lanes that skip an access, or loop fewer times,
+// are inactive in it, as on a GPU).  The site is the hook's return address, one per access
+// instruction of the compiled kernel.
 //
 // What one warp instruction costs, as Nsight Compute counts it on an H100:
 //   * global: one request; its sectors are the distinct 32-byte sectors its lanes touch, counted
@@ -23,7 +25,8 @@
 //   * DRAM: each distinct sector the launch reads is read once, each it writes is written once
 //     (compulsory traffic: an L2 large enough for the launch's data, cold at its start).
 // Accesses outside the launch's arrays, its __device__ variables and shared memory (a thread's own
-// stack, __constant__ memory, the executor's bookkeeping) are not counted.
+// stack, __constant__ memory, the executor's bookkeeping) are not counted, nor are atomics (Nsight
+// Compute counts them apart from loads and stores).
 #pragma once
 
 #include <dlfcn.h>
@@ -66,7 +69,7 @@ struct State {
   bool busy = false;         // inside the counter's own code: its accesses are not the kernel's
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
-  std::vector<unsigned long long> hits;   // runs of the basic block at each address from g_text_lo
+  std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   std::vector<unsigned long long> scratch;
 };
 
