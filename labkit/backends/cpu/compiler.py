@@ -252,6 +252,10 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
     'address' or 'thread', for a checking runner; ``fresh``: compile again even where the cache has
     one, to replace a damaged file)."""
     cxx, version = compiler()
+    if sanitizer == "count" and not _is_gcc(version):
+        raise KernelCompileError(
+            f"labkit.counters needs GCC's g++ (its instrumentation options, its disassembly), and the CPU "
+            f"executor's compiler here is {version!r}: install g++ and name it in the CXX environment variable")
     flags = list(BASE_FLAGS) + list(SANITIZER_FLAGS[sanitizer] if sanitizer else FAST_FLAGS) + ["-shared"]
     if _is_gcc(version):
         # Without this, GCC makes inline variables process-wide ("unique") symbols, and two kernel

@@ -76,6 +76,7 @@ def active() -> bool:
 
 # --- FP32 instructions per basic block, from the disassembly ----------------------------------------
 _LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
+_HOOK = re.compile(r"<_*sanitizer_cov_trace_pc(@plt)?>")
 _X86 = {"ffma": re.compile(r"^v?f(?:n)?m(?:add|sub)(?:132|213|231)(ss|ps)$"),
         "fadd": re.compile(r"^v?(?:add|sub)(ss|ps)$"),
         "fmul": re.compile(r"^v?mul(ss|ps)$")}
@@ -120,7 +121,7 @@ def fp_table(so: str) -> tuple[dict[int, tuple[int, int, int]], int, int]:
             block, after_hook = addr, False
             table.setdefault(block, [0, 0, 0])
             starts.append(addr)
-        if mnemonic.startswith(("call", "bl")) and "<__sanitizer_cov_trace_pc" in operands:
+        if mnemonic.startswith(("call", "bl")) and _HOOK.search(operands):
             after_hook = True
             continue
         fp = _fp_kind(mnemonic, operands)
