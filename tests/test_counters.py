@@ -155,3 +155,15 @@ def test_it_runs_on_the_cpu_executor_whatever_the_backend(monkeypatch):
     r, = labkit.counters(launch)
     assert r[LD_SEC] == 4
     assert os.environ[labkit.backends.ENV_VAR] == "cuda"
+
+
+def test_fp32_counts_say_where_they_fall_short():
+    x = np.full(32, 0.5, np.float32)
+    y = np.zeros(32, np.float32)
+    r = count("with_maths", (1,), (32,), (x, y))
+    if r[FFMA] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {r['notes']['fp32']}")
+    assert r[FFMA] == 32
+    assert "ran 64 divisions, square roots or maths calls" in r["notes"]["fp32"]
+    exact = count("fma_chain", (1,), (32,), (x, y, np.int32(3)))
+    assert "short for this launch" not in exact["notes"]["fp32"]

@@ -46,3 +46,11 @@ extern "C" __global__ void ragged(const float* __restrict__ x, float* __restrict
   for (int j = 0; j <= (t & 1); ++j) acc += x[j * 32 + lane];
   y[blockIdx.x * blockDim.x + t] = acc;
 }
+
+// One fused multiply-add, then a division and an expf: work a GPU does with FFMA/FMUL sequences
+// that the executor cannot count (its record says so).
+extern "C" __global__ void with_maths(const float* __restrict__ x, float* __restrict__ y) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float v = x[i] * x[i] + 1.0f;
+  y[i] = expf(v) / v;
+}

@@ -82,10 +82,22 @@ _X86 = {"ffma": re.compile(r"^v?f(?:n)?m(?:add|sub)(?:132|213|231)(ss|ps)$"),
         "fmul": re.compile(r"^v?mul(ss|ps)$")}
 _ARM = {"ffma": re.compile(r"^f(?:n)?m(?:add|sub)$"), "fadd": re.compile(r"^f(?:add|sub)$"),
         "fmul": re.compile(r"^fmul$")}
+# FP32 work a GPU does with FFMA/FMUL sequences that the host does otherwise: a division, a square
+# root, a call to a maths function (expf, tanhf, ...).  Counted apart, to say where counts fall short.
+KINDS = ("ffma", "fadd", "fmul", "other")
+_OTHER_X86 = re.compile(r"^v?(?:div|sqrt|rcp|rsqrt)ss$")
+_OTHER_ARM = re.compile(r"^f(?:div|sqrt)$")
+_MATH_CALL = re.compile(r"<_*(?:exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
+                        r"atan|atan2|erf|erfc|sqrt|cbrt|fmod|hypot|sincos|lgamma|tgamma)f(?:@plt)?>")
 
 
 def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
-    """(kind, thread instructions) of one host instruction, or None where it is no FP32 add, mul or FMA."""
+    """(kind, thread instructions) of one host instruction (a kind of KINDS), or None where it is no FP32
+    add, mul, FMA, division, square root or maths call."""
+    if _OTHER_X86.match(mnemonic) or (_OTHER_ARM.match(mnemonic) and re.match(r"s\d", operands.strip())):
+        return "other", 1
+    if mnemonic.startswith(("call", "bl")) and _MATH_CALL.search(operands):
+        return "other", 1
     for kind, pattern in _X86.items():
         m = pattern.match(mnemonic)
         if m:
@@ -98,8 +110,9 @@ def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
 
 
 @functools.lru_cache(maxsize=64)
-def fp_table(so: str) -> tuple[dict[int, tuple[int, int, int]], int, int]:
-    """({address in the file of a basic block (after its coverage hook's call): (ffma, fadd, fmul)},
+def fp_table(so: str) -> tuple[dict[int, tuple[int, ...]], int, int]:
+    """({address in the file of a basic block (after its coverage hook's call): its count of each of
+    KINDS},
     the lowest block address, one past the highest).  A block's instructions run from its hook's call
     to the next block's."""
     objdump = shutil.which("objdump")
@@ -119,14 +132,14 @@ def fp_table(so: str) -> tuple[dict[int, tuple[int, int, int]], int, int]:
         addr, mnemonic, operands = int(m.group(1), 16), m.group(2), m.group(3)
         if after_hook:
             block, after_hook = addr, False
-            table.setdefault(block, [0, 0, 0])
+            table.setdefault(block, [0] * len(KINDS))
             starts.append(addr)
         if mnemonic.startswith(("call", "bl")) and _HOOK.search(operands):
             after_hook = True
             continue
         fp = _fp_kind(mnemonic, operands)
         if fp and block is not None:
-            table[block][("ffma", "fadd", "fmul").index(fp[0])] += fp[1]
+            table[block][KINDS.index(fp[0])] += fp[1]
     return {k: tuple(v) for k, v in table.items() if any(v)}, min(starts, default=0), max(starts, default=-1) + 1
 
 
@@ -141,11 +154,11 @@ def _blocks(so: str):
 
 
 def _fp_counts(lib, blocks) -> list[int]:
-    """The three FP32 counts of the launch just run: each block's runs times its instructions."""
+    """The launch's thread instructions of each of KINDS: each block's runs times its instructions."""
     table, lo, hi = blocks
     hits = (ctypes.c_uint64 * ((hi - lo) // 4 + 1))()     # one counter per 4 bytes (labkit_count.h)
     lib.labkit_count_blocks(hits)
-    out = [0, 0, 0]
+    out = [0] * len(KINDS)
     for pc, fp in table.items():
         for i, c in enumerate(fp):
             out[i] += c * hits[(pc - lo) // 4]
@@ -215,7 +228,11 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
                 ctypes.memmove(s.ptr, addr, s.nbytes)
         totals = (ctypes.c_uint64 * (len(TOTALS) + 2))()
         lib.labkit_count_totals(totals)
-        fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * 3
+        fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
+        if fp[-1]:
+            fp_note += (f"; short for this launch: its threads ran {fp[-1]} divisions, square roots or maths "
+                        "calls (expf, tanhf, ...), which a GPU computes with FFMA and FMUL instructions not "
+                        "counted here")
     finally:
         lib.labkit_release()      # the workers' fiber stacks: counting launches are few
     record = {"kernel": fn.name, "grid": tuple(cfg.grid), "block": tuple(cfg.block),
