@@ -44,7 +44,9 @@ GCC_FLAGS = ("-fstack-usage", "-fstack-clash-protection", "-fno-finite-loops")
 # _FORTIFY_SOURCE as many distributions' compilers set it by default: the executor must work with its
 # checked longjmp wherever it runs, so it is checked with it everywhere.
 FAST_FLAGS = ("-O2", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2")
-# The checks that run a launch in a process of their own, each in a build of its own:
+
+
+@functools.lru_cache(maxsize=1)
 def counting_arch_flags() -> tuple[str, ...]:
     """The counting build's flags for this processor.  FP32 instructions are counted in the host's
     code (counting.py), so a*b+c must become one fused multiply-add there, as nvcc makes it one FFMA:
@@ -58,6 +60,7 @@ def counting_arch_flags() -> tuple[str, ...]:
     return ("-mfma",) if re.search(r"^flags\s*:.*\bfma\b", flags, re.M) else ()
 
 
+# The checks that run a launch in a process of their own, each in a build of its own:
 # AddressSanitizer for the memory check (bounds of global and shared memory), ThreadSanitizer for
 # the race check (accesses of two threads that nothing orders), and for the shuffled schedule
 # ThreadSanitizer's instrumentation without its runtime: the executor's own functions at every memory
@@ -67,11 +70,13 @@ SANITIZER_FLAGS = {
     "thread": ("-O1", "-g", "-fsanitize=thread", "-fno-omit-frame-pointer"),
     "interleave": ("-O1", "-g", "-fsanitize=thread", "-DLABKIT_INTERLEAVE=1"),
     "count": ("-O2", "-DLABKIT_COUNT=1", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
-              "-fsanitize-coverage=trace-pc", "-fno-tree-vectorize", "-fno-tree-sra", "-ffp-contract=fast", *counting_arch_flags()),
+              "-fsanitize-coverage=trace-pc", "-fno-tree-vectorize", "-fno-tree-sra", "-ffp-contract=fast",
+              *counting_arch_flags()),
 }
-# The counting build (counting.py, labkit_count.h) has the same access hooks and one at each basic
-# block; its code must make the accesses nvcc's makes: no vectorised loops (four lanes' floats in one
-# access), and a float4 stays one 16-byte access (scalar replacement of aggregates would split it).
+# The counting build (labkit.counters: counting.py, labkit_count.h) has the same access hooks and
+# one at each basic block (-fsanitize-coverage=trace-pc), no entry hooks; its code must make the
+# accesses nvcc's makes: no vectorised loops (four lanes' floats in one access), and a float4 stays
+# one 16-byte access (scalar replacement of aggregates would split it).
 # Linked without the sanitizer's runtime (the runner too); every hook must be defined (-z defs).
 RUNTIME_FREE = {"interleave", "count"}
 # Flags of a build that its runtime object is compiled without: the counting build's hooks and

@@ -47,7 +47,9 @@ NOTES = {
               "lanes, 128-bit in 4 phases of 8; a phase costs as many wavefronts as its busiest bank has "
               "distinct words; bank conflicts: wavefronts beyond one per active phase",
     "dram": "compulsory traffic: each distinct 32-byte sector read once, each written once (an L2 that holds "
-            "the launch's data, cold at its start); __constant__ memory not counted",
+            "the launch's data, cold at its start; an H100's holds 50 MB); a lower bound where the data is larger, "
+            "which an L2 model could not fix here, the executor's order of accesses not being a GPU's; "
+            "__constant__ memory not counted",
     "fp32": "executed single-precision add/sub (fadd), mul (fmul) and fused multiply-add (ffma) instructions of "
             "the kernel's code, compiled with FMA contraction as nvcc does; library maths (expf, division, "
             "sqrt) not counted",

@@ -255,7 +255,6 @@ class CPUModule:
                                           compiler.build_runner(sanitizer))
         return self._sanitized[sanitizer]
 
-
     def counting_build(self) -> tuple[str, ctypes.CDLL]:
         """The counting build (labkit.counters; counting.py) and its library, loaded on first use:
         a copy of its own, with its own __constant__ and __device__ variables."""
