@@ -15,17 +15,25 @@ ncu alone profiles (--profile-from-start off).  Writes, in --out:
 
 --dry-run runs everything but ncu (the executor's counts, the comparison with ncu's values missing)
 and prints the ncu command of each case; its files are named counters_dry_run*.
+
+Both sides must run the same launches: the shipped tables of tuned configurations and autotuning are
+off on both (SAME_LAUNCHES; the GPU's side with an empty autotuning cache), so every op takes its
+default configuration.  A launch whose grid or block still differs is flagged, not compared.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import json
 import os
 import shutil
+import re
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
@@ -37,6 +45,8 @@ from labkit.measure.counters import METRICS  # noqa: E402
 from labkit.shapes import SEED_LAYERS  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+# No per-GPU tuned configuration on either side: the executor's machine is not the GPU.
+SAME_LAUNCHES = {"LABKIT_SHIPPED_TABLES": "0", "LABKIT_AUTOTUNE": "0"}
 TOLERANCE = 0.10
 BATCH = 2
 # Why the executor's model and the hardware may differ, per metric family (the comparison quotes it
@@ -103,9 +113,25 @@ CASES = {**{f"ladder/{v}": _ladder(v) for v in ("naive", "tiled", "constant", "t
          "exercise/vector_add": _vector_add, "exercise/block_sum": _block_sum}
 
 
+@contextlib.contextmanager
+def same_launches():
+    """SAME_LAUNCHES set in this process while inside (and as they were afterwards)."""
+    saved = {k: os.environ.get(k) for k in SAME_LAUNCHES}
+    os.environ.update(SAME_LAUNCHES)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def executor_counts(name: str) -> list[dict]:
     """labkit.counters' records of one case (the CPU executor, whatever the machine)."""
-    return [{k: v for k, v in r.items() if k != "notes"} for r in labkit.counters(CASES[name])]
+    with same_launches():
+        return [{k: v for k, v in r.items() if k != "notes"} for r in labkit.counters(CASES[name])]
 
 
 def ncu_command(name: str) -> list[str]:
@@ -117,7 +143,7 @@ def ncu_command(name: str) -> list[str]:
 def launch_case(name: str) -> None:
     """Run case `name` on the GPU twice, the second time between cudaProfilerStart and Stop (ncu's child)."""
     import cupy
-    os.environ[labkit.backends.ENV_VAR] = "cuda"
+    os.environ[labkit.backends.ENV_VAR] = "cuda"    # ncu's child: SAME_LAUNCHES come with its environment
     CASES[name]()
     cupy.cuda.runtime.deviceSynchronize()
     cupy.cuda.profiler.start()
@@ -144,7 +170,9 @@ def parse_ncu_csv(text: str) -> list[dict]:
 
 
 def ncu_counts(name: str) -> list[dict]:
-    out = subprocess.run(ncu_command(name), capture_output=True, text=True)
+    with tempfile.TemporaryDirectory(prefix="labkit-counters-") as cache:     # no autotuning winners
+        env = {**os.environ, **SAME_LAUNCHES, "LABKIT_CACHE_DIR": cache}
+        out = subprocess.run(ncu_command(name), capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise RuntimeError(f"ncu failed on {name} (exit {out.returncode}):\n{out.stderr[-3000:]}")
     return parse_ncu_csv(out.stdout)
@@ -166,6 +194,11 @@ def pair(executor: list[dict], ncu: list[dict]) -> list[dict]:
     return out
 
 
+def _dims(v) -> tuple[int, ...]:
+    """A grid or block as ints: the executor's (2, 16, 4) and ncu's "(2, 16, 4)" alike."""
+    return tuple(int(d) for d in re.findall(r"\d+", str(v)))
+
+
 def compare(cases: list[dict]) -> list[dict]:
     """One row per launch and metric: the executor's value, ncu's, their relative difference, whether
     it is within TOLERANCE, and why they may differ where it is not (or where ncu's is missing)."""
@@ -173,15 +206,20 @@ def compare(cases: list[dict]) -> list[dict]:
     for case in cases:
         ncu = case.get("ncu") or []
         for i, (ex, hw) in enumerate(zip(case["executor"], pair(case["executor"], ncu))):
+            other_launch = bool(hw) and any(k in hw and _dims(hw[k]) and _dims(hw[k]) != _dims(ex[k])
+                                            for k in ("grid", "block"))
             for metric in METRICS:
                 e, n = ex.get(metric), hw.get(metric)
-                diff = None if e is None or n is None else abs(e - n) / max(abs(n), 1)
+                diff = None if e is None or n is None or other_launch else abs(e - n) / max(abs(n), 1)
                 ok = None if diff is None else diff <= TOLERANCE
                 why = "" if ok else next((w for p, w in WHY.items() if metric.startswith(p)), "")
                 if n is None:
                     why = "no ncu value" + (" (dry run)" if not ncu else "")
                 elif e is None:
                     why = "not counted by the executor here (see the record's notes)"
+                elif other_launch:
+                    why = (f"not the same launch: the GPU ran grid {hw.get('grid')} block {hw.get('block')}, the "
+                           f"executor grid {tuple(ex['grid'])} block {tuple(ex['block'])}")
                 rows.append({"case": case["case"], "launch": i, "kernel": ex["kernel"], "metric": metric,
                              "executor": e, "ncu": n, "rel_diff": diff, "within_10pct": ok, "why": why})
     return rows
@@ -239,8 +277,9 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = compare(cases)
-    (out / f"{stem}.json").write_text(json.dumps({"device": device, "ncu_version": ncu_version, "metrics": list(METRICS),
-                                                  "batch": BATCH, "cases": cases}, indent=1, default=list) + "\n")
+    meta = {"device": device, "ncu_version": ncu_version, "metrics": list(METRICS), "batch": BATCH,
+            "environment": SAME_LAUNCHES, "date": time.strftime("%Y-%m-%d")}
+    (out / f"{stem}.json").write_text(json.dumps({**meta, "cases": cases}, indent=1, default=list) + "\n")
     (out / f"{stem}_comparison.json").write_text(json.dumps(rows, indent=1) + "\n")
     (out / f"{stem}_comparison.md").write_text(markdown(rows, device))
     print(f"wrote {out / stem}.json, {stem}_comparison.json and {stem}_comparison.md")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -70,3 +71,24 @@ def test_unknown_cases_are_refused(capsys):
     with pytest.raises(SystemExit):
         bench.main(["--dry-run", "--cases", "ladder/nonesuch"])
     assert "unknown case(s) ladder/nonesuch" in capsys.readouterr().err
+
+
+def test_a_launch_with_another_configuration_is_flagged_not_compared():
+    executor = [{"kernel": "conv_tuned_const", "grid": (2, 1, 1), "block": (128, 1, 1), LD_REQ: 46}]
+    ncu = [{"kernel": "conv_tuned_const", "grid": "(1, 1, 1)", "block": "(256, 1, 1)", LD_REQ: 46}]
+    row = next(r for r in bench.compare([{"case": "c", "executor": executor, "ncu": ncu}]) if r["metric"] == LD_REQ)
+    assert row["within_10pct"] is None and row["why"].startswith("not the same launch: the GPU ran grid (1, 1, 1)")
+    same = [{**ncu[0], "grid": "(2, 1, 1)", "block": "(128, 1, 1)"}]
+    row = next(r for r in bench.compare([{"case": "c", "executor": executor, "ncu": same}]) if r["metric"] == LD_REQ)
+    assert row["within_10pct"] is True
+
+
+def test_the_executors_side_runs_without_tuned_tables_and_restores_the_environment(monkeypatch):
+    monkeypatch.delenv("LABKIT_SHIPPED_TABLES", raising=False)
+    monkeypatch.setenv("LABKIT_AUTOTUNE", "1")
+    seen = {}
+    monkeypatch.setitem(bench.CASES, "probe", lambda: seen.update(
+        {k: os.environ.get(k) for k in bench.SAME_LAUNCHES}) or bench.CASES["exercise/vector_add"]())
+    assert bench.executor_counts("probe")[0]["kernel"] == "vector_add"
+    assert seen == {"LABKIT_SHIPPED_TABLES": "0", "LABKIT_AUTOTUNE": "0"}
+    assert "LABKIT_SHIPPED_TABLES" not in os.environ and os.environ["LABKIT_AUTOTUNE"] == "1"
