@@ -156,8 +156,14 @@ inline void on_access(void* p, size_t size, bool write, void* site) {
     if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
     kind = write ? GLOBAL_ST : GLOBAL_LD;
   }
-  S->log[thread].push_back(Access{a, uint32_t(reinterpret_cast<uintptr_t>(site)), uint16_t(std::min<size_t>(size, 65535)),
-                                  uint8_t(region), kind});
+  // Field by field into the log: an Access built on the stack and copied as one 16-byte value
+  // stalls on reading back its narrower stores (a third of this function's time).
+  Access& e = S->log[thread].emplace_back();
+  e.addr = a;
+  e.site = uint32_t(reinterpret_cast<uintptr_t>(site));
+  e.size = uint16_t(std::min<size_t>(size, 65535));
+  e.region = uint8_t(region);
+  e.kind = kind;
 }
 
 inline void mark(std::vector<unsigned char>& bits, size_t i) {
