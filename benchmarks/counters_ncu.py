@@ -263,7 +263,8 @@ def main(argv=None) -> int:
     if not args.dry_run:
         with labkit.backends.use("cuda"):
             device = labkit.device().label
-        ncu_version = subprocess.run(["ncu", "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1]
+        version = subprocess.run(["ncu", "--version"], capture_output=True, text=True).stdout.strip()
+        ncu_version = version.splitlines()[-1] if version else "unknown"
     cases = []
     for name in names:
         entry = {"case": name, "executor": executor_counts(name)}

@@ -25,12 +25,17 @@ def load():
 bench = load()
 LD_REQ, LD_SEC = bench.METRICS[:2]
 
-CSV = '''==PROF== Connected to process 1234
-"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"
-"0","1234","python","h","vector_add","1","7","(256, 1, 1)","(40, 1, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","626"
-"0","1234","python","h","vector_add","1","7","(256, 1, 1)","(40, 1, 1)","0","9.0","Command line profiler metrics","dram__bytes_read.sum","byte","80,128"
-"1","1234","python","h","gemm_tiled(const float *, const float *, float *, int, int, int)","1","7","(16, 16, 1)","(7, 6, 1)","0","9.0","Command line profiler metrics","l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","1,000"
-'''
+HEADER = ('"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream","Block Size",'
+          '"Grid Size","Device","CC","Section Name","Metric Name","Metric Unit","Metric Value"')
+ROW = '"{id}","1234","python","h","{kernel}","1","7","{block}","{grid}","0","9.0","Command line profiler metrics",'
+CSV = "\n".join([
+    "==PROF== Connected to process 1234", HEADER,
+    ROW.format(id=0, kernel="vector_add", block="(256, 1, 1)", grid="(40, 1, 1)")
+    + '"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","626"',
+    ROW.format(id=0, kernel="vector_add", block="(256, 1, 1)", grid="(40, 1, 1)")
+    + '"dram__bytes_read.sum","byte","80,128"',
+    ROW.format(id=1, kernel="gemm_tiled(const float *, const float *, float *, int, int, int)", block="(16, 16, 1)",
+               grid="(7, 6, 1)") + '"l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum","","1,000"']) + "\n"
 
 
 def test_ncu_csv_is_read_launch_by_launch():

@@ -257,7 +257,8 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     for (const Access& x : S.log[t]) keys.push_back(Key{x.site, seen[x.site]++, t - first, &x});
   }
   std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    return a.site != b.site ? a.site < b.site : a.occurrence != b.occurrence ? a.occurrence < b.occurrence : a.lane < b.lane;
+    if (a.site != b.site) return a.site < b.site;
+    return a.occurrence != b.occurrence ? a.occurrence < b.occurrence : a.lane < b.lane;
   });
   for (size_t i = 0; i < keys.size();) {
     group.clear();
