@@ -167,3 +167,20 @@ def test_fp32_counts_say_where_they_fall_short():
     assert "ran 64 divisions, square roots or maths calls" in r["notes"]["fp32"]
     exact = count("fma_chain", (1,), (32,), (x, y, np.int32(3)))
     assert "short for this launch" not in exact["notes"]["fp32"]
+
+
+def test_atomics_are_neither_loads_nor_stores_and_results_match_the_plain_run():
+    """A shared-memory histogram merged into global memory with atomics (tests/cuda/feature_kernels.cu):
+    the counted launch computes the histogram, and only its plain accesses are counted."""
+    features = Path(__file__).resolve().parent / "cuda" / "feature_kernels.cu"
+    n, nbins = 256, 64
+    x = np.random.default_rng(1).integers(0, nbins, n).astype(np.int32)
+    bins = np.zeros(nbins, np.uint32)
+
+    def launch():
+        labkit.load_source(features).get_function("histogram")((1,), (64,), (x, bins, np.int32(n), np.int32(nbins)))
+    r, = labkit.counters(launch)
+    np.testing.assert_array_equal(bins, np.bincount(x, minlength=nbins))
+    assert (r[LD_REQ], r[LD_SEC]) == (n // 32, n // 8)        # x: 4 passes of 2 warps, 4 sectors each
+    assert r[ST_REQ] == 0                                      # bins: atomics only
+    assert r[SH_ST_WF] == 2 and r[SH_LD_WF] == 2               # local[b] = 0, then read once to merge
