@@ -184,3 +184,10 @@ def test_atomics_are_neither_loads_nor_stores_and_results_match_the_plain_run():
     assert (r[LD_REQ], r[LD_SEC]) == (n // 32, n // 8)        # x: 4 passes of 2 warps, 4 sectors each
     assert r[ST_REQ] == 0                                      # bins: atomics only
     assert r[SH_ST_WF] == 2 and r[SH_LD_WF] == 2               # local[b] = 0, then read once to merge
+
+
+def test_the_counting_build_unrolls_where_nvcc_does():
+    from labkit.backends.cpu.counting import FULL_UNROLL, unrolled_as_nvcc
+    src = "  #pragma unroll\n  for (;;) {}\n#pragma unroll 4\n#pragma unroll (TM)\n#pragma unrolled\n"
+    assert unrolled_as_nvcc(src) == (f"  #pragma GCC unroll {FULL_UNROLL}\n  for (;;) {{}}\n#pragma GCC unroll 4\n"
+                                     "#pragma GCC unroll (TM)\n#pragma unrolled\n")

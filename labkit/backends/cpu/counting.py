@@ -57,6 +57,18 @@ NOTES = {
 
 _records: list[dict] | None = None     # the open session's records; None outside one
 
+# nvcc honours `#pragma unroll` (bare: unroll fully a loop whose trip count it knows); GCC ignores it.
+# The counting build unrolls where nvcc does, as GCC's own pragma: its code is then nearer the GPU's,
+# and it runs one basic block (one counting hook) per unrolled body, not per iteration.
+_UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b[ \t]*(.*?)[ \t]*$", re.M)
+FULL_UNROLL = 64      # GCC's pragma needs a factor: a bare pragma's loops in these kernels are shorter
+
+
+def unrolled_as_nvcc(tu: str) -> str:
+    """The translation unit with each `#pragma unroll [n]` as `#pragma GCC unroll n` (n: a constant
+    expression, as nvcc's; FULL_UNROLL where none is given)."""
+    return _UNROLL.sub(lambda m: f"{m.group(1)}#pragma GCC unroll {m.group(2) or FULL_UNROLL}", tu)
+
 
 @contextlib.contextmanager
 def session():

@@ -259,9 +259,9 @@ class CPUModule:
         """The counting build (labkit.counters; counting.py) and its library, loaded on first use:
         a copy of its own, with its own __constant__ and __device__ variables."""
         if self._counting is None:
-            so = compiler.build(self._tu, self.path, sanitizer="count")
-            lib = compiler.load_private(so, rebuild=lambda: compiler.build(self._tu, self.path, sanitizer="count",
-                                                                           fresh=True))
+            tu = counting.unrolled_as_nvcc(self._tu)
+            so = compiler.build(tu, self.path, sanitizer="count")
+            lib = compiler.load_private(so, rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))
             self._counting = (str(so), lib)
         return self._counting
 
