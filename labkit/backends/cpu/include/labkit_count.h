@@ -66,10 +66,12 @@ struct State {
   Worker* W = nullptr;
   uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
   unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
-  bool busy = false;         // inside the counter's own code: its accesses are not the kernel's
+  std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
+  // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
+  // above (here()), and a line that another core keeps writing would travel between cores each time.
+  alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
-  std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   std::vector<unsigned long long> scratch;
 };
 
@@ -184,14 +186,14 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
   if (kind == GLOBAL_LD || kind == GLOBAL_ST) {
     for (size_t i = 0; i < n; ++i) {
       const Access& x = *acc[i].second;
-      Region& r = regions()[x.region];
+      const Region& r = g_regions[x.region];
       for (size_t s = (x.addr - r.origin) >> 5; s <= (x.addr + x.size - 1 - r.origin) >> 5; ++s)
         ids.push_back((static_cast<unsigned long long>(x.region) << 48) | s);
     }
     distinct(ids);
     const size_t sectors = ids.size();
     for (unsigned long long id : ids) {
-      Region& r = regions()[id >> 48];
+      Region& r = g_regions[id >> 48];
       mark(kind == GLOBAL_LD ? r.read : r.written, (id & ((1ull << 48) - 1)) - r.first_sector());
     }
     S.m[kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
