@@ -31,8 +31,6 @@
 
 #include <dlfcn.h>
 
-#include <unordered_map>
-
 // Hidden: the hooks reach these directly, not through the library's global offset table.
 #pragma GCC visibility push(hidden)
 namespace labkit {
@@ -73,6 +71,11 @@ struct State {
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
   std::vector<unsigned long long> scratch;
+  // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
+  std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
+  std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
+  std::vector<unsigned> ordinal_of, runs, most, first_bucket, site_runs, start;
+  unsigned warp_stamp = 0;
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
@@ -230,10 +233,34 @@ inline bool same_sites(const std::vector<Access>& a, const std::vector<Access>& 
   return true;
 }
 
+// The ordinal of `site` among the sites of the warp being matched (a new one: the next free).
+inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
+  if (2 * (sites + 1) > S.site_of.size()) {       // keep the table at most half full
+    std::vector<uint32_t> old_site(std::move(S.site_of)), old_stamp(std::move(S.stamp));
+    std::vector<unsigned> old_ordinal(std::move(S.ordinal_of));
+    const size_t n = std::max<size_t>(1024, 2 * old_site.size());
+    S.site_of.assign(n, 0);
+    S.stamp.assign(n, 0);
+    S.ordinal_of.assign(n, 0);
+    for (size_t i = 0; i < old_site.size(); ++i)
+      if (old_stamp[i] == S.warp_stamp) {
+        size_t j = (old_site[i] * 2654435761u) & (n - 1);
+        while (S.stamp[j] == S.warp_stamp) j = (j + 1) & (n - 1);
+        S.site_of[j] = old_site[i], S.stamp[j] = S.warp_stamp, S.ordinal_of[j] = old_ordinal[i];
+      }
+  }
+  const size_t mask = S.site_of.size() - 1;
+  size_t j = (site * 2654435761u) & mask;
+  while (S.stamp[j] == S.warp_stamp && S.site_of[j] != site) j = (j + 1) & mask;
+  if (S.stamp[j] != S.warp_stamp) S.site_of[j] = site, S.stamp[j] = S.warp_stamp, S.ordinal_of[j] = sites++;
+  return S.ordinal_of[j];
+}
+
 // The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
-// divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site.
+// divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
+// (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
 inline void flush_warp(State& S, unsigned first, unsigned last) {
-  std::vector<std::pair<unsigned, const Access*>> group;
+  auto& group = S.group;
   int lead = -1;
   bool same = true;
   for (unsigned t = first; t < last; ++t) {
@@ -251,25 +278,45 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     }
     return;
   }
-  struct Key { uint32_t site; unsigned occurrence, lane; const Access* a; };
-  std::vector<Key> keys;
-  std::unordered_map<uint32_t, unsigned> seen;
+  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
+    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
+    S.warp_stamp = 1;
+  }
+  unsigned sites = 0;
+  S.site_runs.clear();
+  S.most.clear();
+  // Pass 1: each access's site ordinal and which execution of that site by its lane it is (pairs,
+  // in `site_runs`); the most executions of each site by one lane.
   for (unsigned t = first; t < last; ++t) {
-    seen.clear();
-    for (const Access& x : S.log[t]) keys.push_back(Key{x.site, seen[x.site]++, t - first, &x});
+    S.runs.assign(sites, 0);
+    for (const Access& x : S.log[t]) {
+      const unsigned o = site_ordinal(S, x.site, sites);
+      if (o >= S.runs.size()) S.runs.resize(o + 1, 0), S.most.resize(o + 1, 0);
+      S.site_runs.push_back(o);
+      S.site_runs.push_back(S.runs[o]++);
+      S.most[o] = std::max(S.most[o], S.runs[o]);
+    }
   }
-  std::sort(keys.begin(), keys.end(), [](const Key& a, const Key& b) {
-    if (a.site != b.site) return a.site < b.site;
-    return a.occurrence != b.occurrence ? a.occurrence < b.occurrence : a.lane < b.lane;
-  });
-  for (size_t i = 0; i < keys.size();) {
-    group.clear();
-    size_t j = i;
-    for (; j < keys.size() && keys[j].site == keys[i].site && keys[j].occurrence == keys[i].occurrence; ++j)
-      group.emplace_back(keys[j].lane, keys[j].a);
-    instruction(S, group.data(), group.size());
-    i = j;
-  }
+  // Buckets: site o's k-th execution is bucket first_bucket[o] + k.
+  S.first_bucket.assign(sites + 1, 0);
+  for (unsigned o = 0; o < sites; ++o) S.first_bucket[o + 1] = S.first_bucket[o] + S.most[o];
+  const unsigned buckets = S.first_bucket[sites];
+  S.start.assign(buckets + 1, 0);
+  for (size_t i = 0; i < S.site_runs.size(); i += 2)
+    ++S.start[S.first_bucket[S.site_runs[i]] + S.site_runs[i + 1] + 1];
+  for (unsigned b = 0; b < buckets; ++b) S.start[b + 1] += S.start[b];
+  // Pass 2: each access into its bucket, lanes in order.
+  group.resize(S.site_runs.size() / 2);
+  size_t i = 0;
+  for (unsigned t = first; t < last; ++t)
+    for (const Access& x : S.log[t]) {
+      const unsigned b = S.first_bucket[S.site_runs[i]] + S.site_runs[i + 1];
+      group[S.start[b]++] = {t - first, &x};
+      i += 2;
+    }
+  // start[b] is now where bucket b + 1 begins.
+  for (unsigned b = 0, from = 0; b < buckets; from = S.start[b], ++b)
+    if (S.start[b] > from) instruction(S, group.data() + from, S.start[b] - from);
 }
 
 // A basic block starts (its address after the hook's call): one more run of it.
