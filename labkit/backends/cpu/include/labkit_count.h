@@ -140,11 +140,12 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
 inline void on_access(void* p, size_t size, bool write, void* site) {
   State* S = here();
   if (S == nullptr || size == 0) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (a - S->stacks < S->stacks_end - S->stacks) return;   // a thread's own array (registers on a GPU)
   Busy busy(*S);
   // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
   const unsigned thread = unsigned(
       (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(&busy) - S->stacks) * S->per_stack) >> 64);
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   Worker* W = S->W;
   Kind kind;
   unsigned region = 0;
