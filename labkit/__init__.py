@@ -7,6 +7,7 @@
     y = labkit.conv2d(x, w, b, stride=2, pad=(1, 2), dilation=1, groups=1)   # the fastest kernel for the shape
     y = labkit.conv2d(x, w, b, variant="tiled")   # any rung of the ladder
     y = labkit.conv_transpose2d(x, w, b, stride=2, pad=1, output_padding=1)   # PyTorch's, on the implicit GEMM
+    labkit.counters(fn, *args)            # Nsight Compute's counters of each launch fn makes (CPU executor)
     labkit.RUNGS                          # the rungs in order: name, kernel, idea, notebook
     model = labkit.import_onnx("resnet18.onnx")   # any CNN of the supported ops; model(x), plan(N), describe()
 
@@ -37,6 +38,7 @@ import importlib
 from . import backends, errors
 from .device_query import device, sizes
 from .loader import load, load_source, reload, set_constant
+from .measure.counters import counters
 from .ops.conv_transpose import conv_transpose2d
 from .ops.rungs import RUNG_NAMES, RUNGS, conv2d
 
@@ -78,7 +80,7 @@ def __getattr__(name: str):
 
 
 __all__ = ["backend", "tune", "import_onnx", "device", "sizes", "load", "load_source", "reload", "set_constant", "xp",
-           "conv2d",
+           "conv2d", "counters",
            "conv_transpose2d",
            "RUNGS", "RUNG_NAMES", *SUBMODULES]
 

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import itertools
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -43,6 +44,22 @@ GCC_FLAGS = ("-fstack-usage", "-fstack-clash-protection", "-fno-finite-loops")
 # _FORTIFY_SOURCE as many distributions' compilers set it by default: the executor must work with its
 # checked longjmp wherever it runs, so it is checked with it everywhere.
 FAST_FLAGS = ("-O2", "-U_FORTIFY_SOURCE", "-D_FORTIFY_SOURCE=2")
+
+
+@functools.lru_cache(maxsize=1)
+def counting_arch_flags() -> tuple[str, ...]:
+    """The counting build's flags for this processor.  FP32 instructions are counted in the host's
+    code (counting.py), so a*b+c must become one fused multiply-add there, as nvcc makes it one FFMA:
+    -ffp-contract=fast, and on x86-64 the FMA instructions (where the processor has them)."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return ()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ()
+    return ("-mfma",) if re.search(r"^flags\s*:.*\bfma\b", flags, re.M) else ()
+
+
 # The checks that run a launch in a process of their own, each in a build of its own:
 # AddressSanitizer for the memory check (bounds of global and shared memory), ThreadSanitizer for
 # the race check (accesses of two threads that nothing orders), and for the shuffled schedule
@@ -52,9 +69,20 @@ SANITIZER_FLAGS = {
     "address": ("-O1", "-g", "-fsanitize=address", "-fno-omit-frame-pointer"),
     "thread": ("-O1", "-g", "-fsanitize=thread", "-fno-omit-frame-pointer"),
     "interleave": ("-O1", "-g", "-fsanitize=thread", "-DLABKIT_INTERLEAVE=1"),
+    "count": ("-O2", "-DLABKIT_COUNT=1", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+              "-fsanitize-coverage=trace-pc", "-fno-tree-vectorize", "-fno-tree-sra", "-ffp-contract=fast",
+              *counting_arch_flags()),
 }
+# The counting build (labkit.counters: counting.py, labkit_count.h) has the same access hooks and
+# one at each basic block (-fsanitize-coverage=trace-pc), no entry hooks; its code must make the
+# accesses nvcc's makes: no vectorised loops (four lanes' floats in one access), and a float4 stays
+# one 16-byte access (scalar replacement of aggregates would split it).
 # Linked without the sanitizer's runtime (the runner too); every hook must be defined (-z defs).
-RUNTIME_FREE = {"interleave"}
+RUNTIME_FREE = {"interleave", "count"}
+# Flags of a build that its runtime object is compiled without: the counting build's hooks and
+# bookkeeping live there, and must not call themselves.
+INSTRUMENTATION = {"count": ("-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
+                             "-fsanitize-coverage=trace-pc")}
 
 
 def headers_text() -> str:
@@ -229,13 +257,18 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
     'address' or 'thread', for a checking runner; ``fresh``: compile again even where the cache has
     one, to replace a damaged file)."""
     cxx, version = compiler()
+    if sanitizer == "count" and not _is_gcc(version):
+        raise KernelCompileError(
+            f"labkit.counters needs GCC's g++ (its instrumentation options, its disassembly), and the CPU "
+            f"executor's compiler here is {version!r}: install g++ and name it in the CXX environment variable")
     flags = list(BASE_FLAGS) + list(SANITIZER_FLAGS[sanitizer] if sanitizer else FAST_FLAGS) + ["-shared"]
     if _is_gcc(version):
         # Without this, GCC makes inline variables process-wide ("unique") symbols, and two kernel
         # modules would share one scheduler state, or the __shared__ arrays of an inline function.
         flags.append("-fno-gnu-unique")
         flags += GCC_FLAGS
-    runtime = build_runtime(cxx, version, flags, sanitizer, fresh)
+    plain = INSTRUMENTATION.get(sanitizer or "", ())
+    runtime = build_runtime(cxx, version, [f for f in flags if f not in plain], sanitizer, fresh)
     if runtime is not None:
         flags.append(RUNTIME_LINKED)   # in the flags, hence in the key and the precompiled header's
     key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version,

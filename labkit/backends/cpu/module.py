@@ -25,7 +25,7 @@ from ...errors import BarrierError, ConstantMemoryError, LaunchError
 from .. import kernel_source as source
 from ..limits import (CONSTANT_MEMORY, MAX_BLOCK, MAX_GRID, MAX_THREADS_PER_BLOCK,
                       SHARED_MEM_PER_BLOCK)
-from . import compiler, memcheck, racecheck, sanitized
+from . import compiler, counting, memcheck, racecheck, sanitized
 
 # One launch at a time in this process; the workers of a launch use every core.
 _LAUNCH_LOCK = threading.Lock()
@@ -223,6 +223,7 @@ class CPUModule:
                 "of a small layer, biases) in constant memory and the rest in global memory.")
         self._functions: dict[str, CPUFunction] = {}
         self._sanitized: dict[str, tuple] = {}
+        self._counting: tuple | None = None
 
     @property
     def kernel_names(self) -> list[str]:
@@ -253,6 +254,16 @@ class CPUModule:
             self._sanitized[sanitizer] = (compiler.build(self._tu, self.path, sanitizer=sanitizer),
                                           compiler.build_runner(sanitizer))
         return self._sanitized[sanitizer]
+
+    def counting_build(self) -> tuple[str, ctypes.CDLL]:
+        """The counting build (labkit.counters; counting.py) and its library, loaded on first use:
+        a copy of its own, with its own __constant__ and __device__ variables."""
+        if self._counting is None:
+            tu = counting.unrolled_as_nvcc(self._tu)
+            so = compiler.build(tu, self.path, sanitizer="count")
+            lib = compiler.load_private(so, rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))
+            self._counting = (str(so), lib)
+        return self._counting
 
 
 class CPUFunction:
@@ -351,6 +362,11 @@ class CPUFunction:
         cfg.workers = workers_for(cfg.stack_bytes, nthreads, env_number("LABKIT_CPU_WORKERS", 0, low=0, high=4096),
                                   self.name)
         cfg.timeout_ms = int(timeout_s() * 1000)
+        if counting.active():     # labkit.counters: counted instead of checked
+            so, lib = self.module.counting_build()
+            with _LAUNCH_LOCK:
+                counting.run(self, cfg, packed, so, lib)
+            return
         # Checks that run in a process of their own: the race check, the shuffled schedule (with its
         # switch points at memory accesses), the memory check.  The last to run gives the results;
         # the others only look (each runs on copies of the arrays).

@@ -54,9 +54,13 @@
 // LABKIT_INTERLEAVE: the shuffled schedule's build.  It is compiled with ThreadSanitizer's
 // instrumentation but without its runtime: the hooks at every memory access are the executor's own
 // (below), and may switch to another thread of the block there, as a GPU interleaves warps.
+// LABKIT_COUNT: the counting build (labkit.counters), with the same instrumentation (and the
+// compiler's basic-block hook): the hooks record each access of a kernel thread (labkit_count.h).
 #if defined(LABKIT_INTERLEAVE)
 #define LABKIT_TSAN 0
 #define LABKIT_PREEMPT 1
+#elif defined(LABKIT_COUNT)
+#define LABKIT_TSAN 0
 #elif defined(__SANITIZE_THREAD__)
 #include <sanitizer/tsan_interface.h>
 #define LABKIT_TSAN 1
@@ -71,6 +75,9 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 #endif
 #ifndef LABKIT_PREEMPT
 #define LABKIT_PREEMPT 0
+#endif
+#ifndef LABKIT_COUNT
+#define LABKIT_COUNT 0
 #endif
 // Atomics are relaxed, as on a GPU; under the race check they order memory (see "Atomics" below).
 #if LABKIT_TSAN
@@ -366,6 +373,17 @@ LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
 LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx);
+#if LABKIT_COUNT
+// Counting: every thread of the block has made all its accesses up to here (a completed barrier, the
+// block's end); group them into warp instructions (labkit_count.h).
+LABKIT_RUNTIME_FN void count_flush(Worker* W);
+LABKIT_RUNTIME_FN void count_attach(Worker* W);   // a worker's stacks are ready for this launch
+LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp);   // every lane of `warp` has returned
+#else
+inline void count_flush(Worker*) {}
+inline void count_attach(Worker*) {}
+inline void count_warp_done(Worker*, unsigned) {}
+#endif
 
 // A __shared__ variable: the rewrite keeps its storage under another name and binds the variable's
 // name to what this returns.  Normally the storage itself (thread_local: one copy per worker, hence
@@ -548,6 +566,7 @@ LABKIT_RUNTIME_FN void syncthreads(int line) {
   void* sync = &W->race_bar[f->bar_gen++ & 1u];
   race_release(sync);
   if (++W->at_bar == W->live) {  // last to arrive: everyone may go on
+    count_flush(W);
     release_block_barrier(W);
     race_acquire(sync);
     return;
@@ -609,6 +628,7 @@ inline void thread_exit() {
   WarpState& ws = W->warps[f->warp];
   ws.live &= ~(1u << f->lane);
   ws.arrived &= ~(1u << f->lane);
+  if (ws.live == 0) count_warp_done(W, f->warp);
   // Hardware does not wait for threads that have exited: release barriers they complete.
   if (W->at_bar > 0 && W->at_bar == W->live) {
     if (W->L->cfg.flags & CHECK_BARRIER) {
@@ -619,6 +639,7 @@ inline void thread_exit() {
                  " threads: the others returned before it (a barrier inside divergent code)");
       W->aborted = true;
     }
+    count_flush(W);
     release_block_barrier(W);
   }
   try_release_warp(W, ws, f->warp);
@@ -719,6 +740,7 @@ inline void prepare_worker(Worker& W, Launch& L) {
 #endif
   W.rng.seed(L.cfg.seed ^ (0x9e3779b97f4a7c15ull * (reinterpret_cast<uintptr_t>(&W) >> 4)));
   W.preempt_state = W.rng() | 1;
+  count_attach(&W);
 }
 
 inline void run_block(Worker& W, unsigned long long b) {
@@ -789,6 +811,7 @@ inline void run_block(Worker& W, unsigned long long b) {
       W.aborted = true;
     }
   }
+  count_flush(&W);
 }
 
 // --- stopping a launch: the watchdog, Ctrl-C, a fiber's stack overflow --------------------------
@@ -1460,4 +1483,7 @@ inline unsigned long long ullmax(unsigned long long a, unsigned long long b) { r
 
 #if LABKIT_PREEMPT && !defined(LABKIT_RUNTIME_LINKED)   // the hooks are the runtime's
 #include "labkit_interleave.h"
+#endif
+#if LABKIT_COUNT && !defined(LABKIT_RUNTIME_LINKED)
+#include "labkit_count.h"
 #endif

@@ -1,11 +1,17 @@
-// labkit_interleave.h -- the switch points of the CPU executor's shuffled schedule.
+// labkit_interleave.h -- the hooks at every memory access: the switch points of the CPU executor's
+// shuffled schedule, and what the counting build records (labkit_count.h).
 //
-// The shuffled schedule's build is compiled with -fsanitize=thread but linked without
-// ThreadSanitizer's runtime: the compiler then calls the functions below before every memory
-// access and atomic of the kernel, and they are the executor's own.  Each may let another thread
-// of the block run first (labkit::preempt_point), then does what the access or atomic asks.
-// None is instrumented itself.
+// Those builds are compiled with -fsanitize=thread but linked without ThreadSanitizer's runtime:
+// the compiler then calls the functions below before every memory access and atomic of the kernel,
+// and they are the executor's own.  Each calls LABKIT_ON_ACCESS (an access) or LABKIT_ON_ATOMIC
+// (an atomic) -- by default a switch point: another thread of the block may run first
+// (labkit::preempt_point) -- then does what the atomic asks.  None is instrumented itself.
 #pragma once
+
+#ifndef LABKIT_ON_ACCESS
+#define LABKIT_ON_ACCESS(p, n, write) ::labkit::preempt_point()
+#define LABKIT_ON_ATOMIC() ::labkit::preempt_point()
+#endif
 
 #define LABKIT_HOOK extern "C" __attribute__((no_sanitize_thread, visibility("hidden")))
 
@@ -15,21 +21,21 @@ LABKIT_HOOK void __tsan_func_exit() {}
 LABKIT_HOOK void __tsan_ignore_thread_begin() {}
 LABKIT_HOOK void __tsan_ignore_thread_end() {}
 
-#define LABKIT_ACCESS(N)                                                              \
-  LABKIT_HOOK void __tsan_read##N(void*) { ::labkit::preempt_point(); }              \
-  LABKIT_HOOK void __tsan_write##N(void*) { ::labkit::preempt_point(); }             \
-  LABKIT_HOOK void __tsan_unaligned_read##N(void*) { ::labkit::preempt_point(); }    \
-  LABKIT_HOOK void __tsan_unaligned_write##N(void*) { ::labkit::preempt_point(); }   \
-  LABKIT_HOOK void __tsan_volatile_read##N(void*) { ::labkit::preempt_point(); }     \
-  LABKIT_HOOK void __tsan_volatile_write##N(void*) { ::labkit::preempt_point(); }
+#define LABKIT_ACCESS(N)                                                                      \
+  LABKIT_HOOK void __tsan_read##N(void* p) { LABKIT_ON_ACCESS(p, N, false); }                \
+  LABKIT_HOOK void __tsan_write##N(void* p) { LABKIT_ON_ACCESS(p, N, true); }                \
+  LABKIT_HOOK void __tsan_unaligned_read##N(void* p) { LABKIT_ON_ACCESS(p, N, false); }      \
+  LABKIT_HOOK void __tsan_unaligned_write##N(void* p) { LABKIT_ON_ACCESS(p, N, true); }      \
+  LABKIT_HOOK void __tsan_volatile_read##N(void* p) { LABKIT_ON_ACCESS(p, N, false); }       \
+  LABKIT_HOOK void __tsan_volatile_write##N(void* p) { LABKIT_ON_ACCESS(p, N, true); }
 LABKIT_ACCESS(1)
 LABKIT_ACCESS(2)
 LABKIT_ACCESS(4)
 LABKIT_ACCESS(8)
 LABKIT_ACCESS(16)
 #undef LABKIT_ACCESS
-LABKIT_HOOK void __tsan_read_range(void*, unsigned long) { ::labkit::preempt_point(); }
-LABKIT_HOOK void __tsan_write_range(void*, unsigned long) { ::labkit::preempt_point(); }
+LABKIT_HOOK void __tsan_read_range(void* p, unsigned long n) { LABKIT_ON_ACCESS(p, n, false); }
+LABKIT_HOOK void __tsan_write_range(void* p, unsigned long n) { LABKIT_ON_ACCESS(p, n, true); }
 LABKIT_HOOK void __tsan_vptr_update(void**, void*) {}
 LABKIT_HOOK void __tsan_vptr_read(void**) {}
 
@@ -37,51 +43,51 @@ LABKIT_HOOK void __tsan_vptr_read(void**) {}
 // asked for, or a stronger one).
 #define LABKIT_ATOMICS(N, T)                                                                             \
   LABKIT_HOOK T __tsan_atomic##N##_load(const volatile T* a, int) {                                     \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_load_n(a, __ATOMIC_SEQ_CST);                                                         \
   }                                                                                                      \
   LABKIT_HOOK void __tsan_atomic##N##_store(volatile T* a, T v, int) {                                  \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     __atomic_store_n(a, v, __ATOMIC_SEQ_CST);                                                            \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_exchange(volatile T* a, T v, int) {                                  \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_exchange_n(a, v, __ATOMIC_SEQ_CST);                                                  \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_fetch_add(volatile T* a, T v, int) {                                 \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);                                                   \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_fetch_sub(volatile T* a, T v, int) {                                 \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_fetch_sub(a, v, __ATOMIC_SEQ_CST);                                                   \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_fetch_and(volatile T* a, T v, int) {                                 \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_fetch_and(a, v, __ATOMIC_SEQ_CST);                                                   \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_fetch_or(volatile T* a, T v, int) {                                  \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_fetch_or(a, v, __ATOMIC_SEQ_CST);                                                    \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_fetch_xor(volatile T* a, T v, int) {                                 \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_fetch_xor(a, v, __ATOMIC_SEQ_CST);                                                   \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_fetch_nand(volatile T* a, T v, int) {                                \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_fetch_nand(a, v, __ATOMIC_SEQ_CST);                                                  \
   }                                                                                                      \
   LABKIT_HOOK int __tsan_atomic##N##_compare_exchange_strong(volatile T* a, T* c, T v, int, int) {     \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_compare_exchange_n(a, c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);              \
   }                                                                                                      \
   LABKIT_HOOK int __tsan_atomic##N##_compare_exchange_weak(volatile T* a, T* c, T v, int, int) {       \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     return __atomic_compare_exchange_n(a, c, v, true, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);               \
   }                                                                                                      \
   LABKIT_HOOK T __tsan_atomic##N##_compare_exchange_val(volatile T* a, T c, T v, int, int) {           \
-    ::labkit::preempt_point();                                                                           \
+    LABKIT_ON_ATOMIC();                                                                                  \
     __atomic_compare_exchange_n(a, &c, v, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);                    \
     return c;                                                                                            \
   }

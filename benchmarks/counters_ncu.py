@@ -1,0 +1,291 @@
+"""Nsight Compute's counters beside labkit.counters' (the CPU executor's), launch by launch.
+
+    python benchmarks/counters_ncu.py                 # on a GPU machine with ncu: counters_h100.json
+    python benchmarks/counters_ncu.py --dry-run       # anywhere: the executor's side, the ncu commands
+    python benchmarks/counters_ncu.py --cases ladder/naive gemm/tiled
+
+For every case (the ladder's rungs on the seed model's second layer, the GEMM ladder, layer kernels,
+the exercise kernels) the executor counts each launch the case makes (labkit.counters), then ncu
+profiles the same launches on the GPU with exactly labkit.counters' metrics: the case runs once
+unprofiled (compilation, autotuning, caches), then once between cudaProfilerStart and Stop, which
+ncu alone profiles (--profile-from-start off).  Writes, in --out:
+
+    counters_<device>.json            device, ncu's version, per launch: the executor's and ncu's values
+    counters_<device>_comparison.md   and .json: per metric, executor vs ncu, within 10%?, and why not
+
+--dry-run runs everything but ncu (the executor's counts, the comparison with ncu's values missing)
+and prints the ncu command of each case; its files are named counters_dry_run*.
+
+Both sides must run the same launches: the shipped tables of tuned configurations and autotuning are
+off on both (SAME_LAUNCHES; the GPU's side with an empty autotuning cache), so every op takes its
+default configuration.  A launch whose grid or block still differs is flagged, not compared.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import io
+import json
+import os
+import shutil
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import labkit  # noqa: E402
+from labkit.measure.counters import METRICS  # noqa: E402
+from labkit.shapes import SEED_LAYERS  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+# No per-GPU tuned configuration on either side: the executor's machine is not the GPU.
+SAME_LAUNCHES = {"LABKIT_SHIPPED_TABLES": "0", "LABKIT_AUTOTUNE": "0"}
+TOLERANCE = 0.10
+BATCH = 2
+# Why the executor's model and the hardware may differ, per metric family (the comparison quotes it
+# where a value is off by more than TOLERANCE).
+WHY = {
+    "l1tex__t_": "the executor's code is the host compiler's, not nvcc's: an access nvcc merges (a vector load) "
+                 "or splits, or a load it keeps in a register across a loop, changes the requests",
+    "l1tex__data_": "the same accesses as global ones; and the hardware's wavefronts for 64/128-bit and for stores "
+                    "follow rules the executor models only as documented (phases of 16 and 8 lanes)",
+    "smsp__sass_": "the host compiler's arithmetic, not nvcc's: library maths (expf, division) expands into "
+                   "FFMA/FMUL on a GPU and is not counted here; x*2 may become x+x",
+    "dram__": "the executor counts compulsory traffic (each sector once); the GPU's L2 misses more where data "
+              "outlives it, writes back lazily, and ECC/prefetch add bytes",
+}
+
+
+def _rng_arrays(*shapes):
+    rng = np.random.default_rng(0)
+    return [labkit.xp.asarray(rng.standard_normal(s, dtype=np.float32)) for s in shapes]
+
+
+def _ladder(variant: str):
+    L = SEED_LAYERS["layer 2"]
+
+    def case():
+        x, w, b = _rng_arrays((BATCH, L["C"], L["H"], L["W"]), (L["M"], L["C"], L["K"], L["K"]), (L["M"],))
+        labkit.conv2d(x, w, b, variant=variant)
+    return case
+
+
+def _gemm(variant: str):
+    def case():
+        a, b = _rng_arrays((96, 80), (80, 112))
+        labkit.ops.gemm.gemm(a, b, variant=variant)
+    return case
+
+
+def _max_pool():
+    x, = _rng_arrays((BATCH, 16, 18, 18))
+    labkit.ops.pool_softmax.max_pool2d(x, 2)
+
+
+def _softmax():
+    x, = _rng_arrays((64, 10))
+    labkit.ops.pool_softmax.softmax(x)
+
+
+def _vector_add():
+    n = 10_000
+    x, y = _rng_arrays((n,), (n,))
+    f = labkit.load("vector_add").get_function("vector_add")
+    f(((n + 255) // 256,), (256,), (x, y, np.float32(2.0), np.int32(n)))
+
+
+def _block_sum():
+    n = 4096
+    x, partial = _rng_arrays((n,), (n // 256,))
+    labkit.load("find_the_bug").get_function("block_sum")((n // 256,), (256,), (x, partial, np.int32(n)))
+
+
+CASES = {**{f"ladder/{v}": _ladder(v) for v in ("naive", "tiled", "constant", "tuned", "unrolled", "implicit")},
+         **{f"gemm/{v}": _gemm(v) for v in labkit.ops.gemm.VARIANTS},
+         "layer/max_pool2d": _max_pool, "layer/softmax": _softmax,
+         "exercise/vector_add": _vector_add, "exercise/block_sum": _block_sum}
+
+
+@contextlib.contextmanager
+def same_launches():
+    """SAME_LAUNCHES set in this process while inside (and as they were afterwards)."""
+    saved = {k: os.environ.get(k) for k in SAME_LAUNCHES}
+    os.environ.update(SAME_LAUNCHES)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def executor_counts(name: str) -> list[dict]:
+    """labkit.counters' records of one case (the CPU executor, whatever the machine)."""
+    with same_launches():
+        return [{k: v for k, v in r.items() if k != "notes"} for r in labkit.counters(CASES[name])]
+
+
+def ncu_command(name: str) -> list[str]:
+    """The ncu command that profiles case `name`'s launches (this script, --launch-case, on the GPU)."""
+    return ["ncu", "--metrics", ",".join(METRICS), "--csv", "--print-units", "base", "--profile-from-start", "off",
+            "--target-processes", "all", sys.executable, str(Path(__file__).resolve()), "--launch-case", name]
+
+
+def launch_case(name: str) -> None:
+    """Run case `name` on the GPU twice, the second time between cudaProfilerStart and Stop (ncu's child)."""
+    import cupy
+    os.environ[labkit.backends.ENV_VAR] = "cuda"    # ncu's child: SAME_LAUNCHES come with its environment
+    CASES[name]()
+    cupy.cuda.runtime.deviceSynchronize()
+    cupy.cuda.profiler.start()
+    CASES[name]()
+    cupy.cuda.runtime.deviceSynchronize()
+    cupy.cuda.profiler.stop()
+
+
+def parse_ncu_csv(text: str) -> list[dict]:
+    """ncu's --csv report as one dict per profiled launch, in launch order: kernel, grid, block, metrics."""
+    start = text.find('"ID"')
+    if start < 0:
+        raise RuntimeError("ncu wrote no metrics (no kernel was profiled?):\n" + text[-2000:])
+    launches: dict[str, dict] = {}
+    for row in csv.DictReader(io.StringIO(text[start:])):
+        rec = launches.setdefault(row["ID"], {"kernel": row["Kernel Name"],
+                                               "grid": row.get("Grid Size", ""), "block": row.get("Block Size", "")})
+        value = row["Metric Value"].replace(",", "")
+        try:
+            rec[row["Metric Name"]] = float(value) if "." in value else int(value)
+        except ValueError:
+            rec[row["Metric Name"]] = None
+    return [launches[k] for k in sorted(launches, key=int)]
+
+
+def ncu_counts(name: str) -> list[dict]:
+    with tempfile.TemporaryDirectory(prefix="labkit-counters-") as cache:     # no autotuning winners
+        env = {**os.environ, **SAME_LAUNCHES, "LABKIT_CACHE_DIR": cache}
+        out = subprocess.run(ncu_command(name), capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(f"ncu failed on {name} (exit {out.returncode}):\n{out.stderr[-3000:]}")
+    return parse_ncu_csv(out.stdout)
+
+
+def _base_name(kernel: str) -> str:
+    """A kernel's name without template arguments or parameters (ncu and the executor spell those apart)."""
+    return kernel.split("(")[0].split("<")[0].strip()
+
+
+def pair(executor: list[dict], ncu: list[dict]) -> list[dict]:
+    """For each executor launch, ncu's launch of the same kernel that comes next in order ({} where
+    none): the GPU run may launch kernels the executor does not count (a library's own)."""
+    out, k = [], 0
+    for ex in executor:
+        j = next((j for j in range(k, len(ncu)) if _base_name(ncu[j]["kernel"]) == _base_name(ex["kernel"])), None)
+        out.append({} if j is None else ncu[j])
+        k = k if j is None else j + 1
+    return out
+
+
+def _dims(v) -> tuple[int, ...]:
+    """A grid or block as ints: the executor's (2, 16, 4) and ncu's "(2, 16, 4)" alike."""
+    return tuple(int(d) for d in re.findall(r"\d+", str(v)))
+
+
+def compare(cases: list[dict]) -> list[dict]:
+    """One row per launch and metric: the executor's value, ncu's, their relative difference, whether
+    it is within TOLERANCE, and why they may differ where it is not (or where ncu's is missing)."""
+    rows = []
+    for case in cases:
+        ncu = case.get("ncu") or []
+        for i, (ex, hw) in enumerate(zip(case["executor"], pair(case["executor"], ncu))):
+            other_launch = bool(hw) and any(k in hw and _dims(hw[k]) and _dims(hw[k]) != _dims(ex[k])
+                                            for k in ("grid", "block"))
+            for metric in METRICS:
+                e, n = ex.get(metric), hw.get(metric)
+                diff = None if e is None or n is None or other_launch else abs(e - n) / max(abs(n), 1)
+                ok = None if diff is None else diff <= TOLERANCE
+                why = "" if ok else next((w for p, w in WHY.items() if metric.startswith(p)), "")
+                if n is None:
+                    why = "no ncu value" + (" (dry run)" if not ncu else "")
+                elif e is None:
+                    why = "not counted by the executor here (see the record's notes)"
+                elif other_launch:
+                    why = (f"not the same launch: the GPU ran grid {hw.get('grid')} block {hw.get('block')}, the "
+                           f"executor grid {tuple(ex['grid'])} block {tuple(ex['block'])}")
+                rows.append({"case": case["case"], "launch": i, "kernel": ex["kernel"], "metric": metric,
+                             "executor": e, "ncu": n, "rel_diff": diff, "within_10pct": ok, "why": why})
+    return rows
+
+
+def markdown(rows: list[dict], device: str) -> str:
+    lines = [f"# labkit.counters (CPU executor) vs Nsight Compute on {device}", "",
+             f"Within {TOLERANCE:.0%}: {sum(1 for r in rows if r['within_10pct'])} of "
+             f"{sum(1 for r in rows if r['within_10pct'] is not None)} compared values.", "",
+             "| case | launch | kernel | metric | executor | ncu | diff | within 10% | why not |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        diff = "" if r["rel_diff"] is None else f"{r['rel_diff']:.1%}"
+        ok = {True: "yes", False: "no", None: "-"}[r["within_10pct"]]
+        lines.append(f"| {r['case']} | {r['launch']} | {r['kernel']} | `{r['metric']}` | {r['executor']} | "
+                     f"{'' if r['ncu'] is None else r['ncu']} | {diff} | {ok} | {r['why']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default=str(HERE / "results"))
+    ap.add_argument("--cases", nargs="*", help=f"any of {', '.join(CASES)} (default: all)")
+    ap.add_argument("--dry-run", action="store_true", help="everything but ncu: the executor's counts, the commands")
+    ap.add_argument("--name", default="h100", help="the device part of the file names (default: h100)")
+    ap.add_argument("--launch-case", help=argparse.SUPPRESS)     # ncu's child: run one case on the GPU
+    args = ap.parse_args(argv)
+    if args.launch_case:
+        launch_case(args.launch_case)
+        return 0
+    names = args.cases or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        ap.error(f"unknown case(s) {', '.join(unknown)}; known: {', '.join(CASES)}")
+    if not args.dry_run:
+        if shutil.which("ncu") is None:
+            ap.error("ncu (Nsight Compute) is not on PATH: install it, or run with --dry-run")
+        if labkit.backends.cuda_unavailable():
+            ap.error(f"no GPU: {labkit.backends.cuda_unavailable()}; run with --dry-run")
+    device, ncu_version = "dry run (no GPU profiled)", None
+    if not args.dry_run:
+        with labkit.backends.use("cuda"):
+            device = labkit.device().label
+        version = subprocess.run(["ncu", "--version"], capture_output=True, text=True).stdout.strip()
+        ncu_version = version.splitlines()[-1] if version else "unknown"
+    cases = []
+    for name in names:
+        entry = {"case": name, "executor": executor_counts(name)}
+        if args.dry_run:
+            print("would run:", " ".join(ncu_command(name)))
+        else:
+            entry["ncu"] = ncu_counts(name)
+        cases.append(entry)
+        print(f"{name}: {len(entry['executor'])} launch(es) counted")
+    stem = "counters_dry_run" if args.dry_run else f"counters_{args.name}"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rows = compare(cases)
+    meta = {"device": device, "ncu_version": ncu_version, "metrics": list(METRICS), "batch": BATCH,
+            "environment": SAME_LAUNCHES, "date": time.strftime("%Y-%m-%d")}
+    (out / f"{stem}.json").write_text(json.dumps({**meta, "cases": cases}, indent=1, default=list) + "\n")
+    (out / f"{stem}_comparison.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (out / f"{stem}_comparison.md").write_text(markdown(rows, device))
+    print(f"wrote {out / stem}.json, {stem}_comparison.json and {stem}_comparison.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,260 @@
+"""Counting: a launch on the counting build (include/labkit_count.h), with Nsight Compute's counters.
+
+Inside ``session()``, every launch of the CPU executor runs on a build of its module that records
+each memory access of each thread and the basic blocks each thread runs; the launch's results are
+the same as without counting.  Each launch gives one record: the kernel, its grid and block, and
+Nsight Compute's metrics by name (``METRICS``), with ``notes`` saying what each model counts.
+
+FP32 instructions: the counting build is compiled with fused multiply-add contraction, as nvcc
+compiles (``a*b + c`` is one FFMA); the executed count of each basic block times the single-precision
+add/subtract, multiply and fused multiply-add instructions the host compiler put in it (read from
+the disassembly) is the count.  Library maths (``expf``, division, square roots), which a GPU expands
+into FFMA and FMUL sequences, is not counted; a constant multiply the host turns into an add
+(``x * 2`` as ``x + x``) counts as an add.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import platform
+import re
+import shutil
+import subprocess
+
+from ...errors import BarrierError, LaunchError
+from .compiler import counting_arch_flags
+
+GLOBAL = ("l1tex__t_requests_pipe_lsu_mem_global_op_ld.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum",
+          "l1tex__t_requests_pipe_lsu_mem_global_op_st.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum")
+SHARED = ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum",
+          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum",
+          "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st.sum",
+          "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st.sum")
+FP32 = ("smsp__sass_thread_inst_executed_op_ffma_pred_on.sum", "smsp__sass_thread_inst_executed_op_fadd_pred_on.sum",
+        "smsp__sass_thread_inst_executed_op_fmul_pred_on.sum")
+DRAM = ("dram__bytes_read.sum", "dram__bytes_write.sum")
+METRICS = GLOBAL + SHARED + FP32 + DRAM
+TOTALS = GLOBAL + SHARED      # labkit_count_totals' order (include/labkit_count.h, Metric), then DRAM sectors
+SECTOR = 32
+
+NOTES = {
+    "warps": "32 threads of consecutive linear thread index; one warp instruction is the k-th execution of "
+             "an access instruction by each lane that executed it",
+    "global": "one request per warp instruction; sectors: distinct 32-byte sectors its lanes touch, counted from "
+              "the start of the array (a GPU's allocations are 256-byte aligned); atomics not counted",
+    "shared": "32 banks of 4 bytes; lanes reading one 32-bit word share it; 64-bit accesses in 2 phases of 16 "
+              "lanes, 128-bit in 4 phases of 8; a phase costs as many wavefronts as its busiest bank has "
+              "distinct words; bank conflicts: wavefronts beyond one per active phase",
+    "dram": "compulsory traffic: each distinct 32-byte sector read once, each written once (an L2 that holds "
+            "the launch's data, cold at its start; an H100's holds 50 MB); a lower bound where the data is larger, "
+            "which an L2 model could not fix here, the executor's order of accesses not being a GPU's; "
+            "__constant__ memory not counted",
+    "fp32": "executed single-precision add/sub (fadd), mul (fmul) and fused multiply-add (ffma) instructions of "
+            "the kernel's code, compiled with FMA contraction as nvcc does; library maths (expf, division, "
+            "sqrt) not counted",
+}
+
+_records: list[dict] | None = None     # the open session's records; None outside one
+
+# nvcc honours `#pragma unroll` (bare: unroll fully a loop whose trip count it knows); GCC ignores it.
+# The counting build unrolls where nvcc does, as GCC's own pragma: its code is then nearer the GPU's,
+# and it runs one basic block (one counting hook) per unrolled body, not per iteration.
+_UNROLL = re.compile(r"^([ \t]*)#[ \t]*pragma[ \t]+unroll\b[ \t]*(.*?)[ \t]*$", re.M)
+FULL_UNROLL = 64      # GCC's pragma needs a factor: a bare pragma's loops in these kernels are shorter
+
+
+def unrolled_as_nvcc(tu: str) -> str:
+    """The translation unit with each `#pragma unroll [n]` as `#pragma GCC unroll n` (n: a constant
+    expression, as nvcc's; FULL_UNROLL where none is given)."""
+    return _UNROLL.sub(lambda m: f"{m.group(1)}#pragma GCC unroll {m.group(2) or FULL_UNROLL}", tu)
+
+
+@contextlib.contextmanager
+def session():
+    """Count every launch of the CPU executor made inside; yields the list of records, filled as
+    launches run."""
+    global _records
+    if _records is not None:
+        raise RuntimeError("labkit.counters: already counting (a call inside the function being counted)")
+    _records = []
+    try:
+        yield _records
+    finally:
+        _records = None
+
+
+def active() -> bool:
+    return _records is not None
+
+
+# --- FP32 instructions per basic block, from the disassembly ----------------------------------------
+_LINE = re.compile(r"^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$")
+_HOOK = re.compile(r"<_*sanitizer_cov_trace_pc(@plt)?>")
+_X86 = {"ffma": re.compile(r"^v?f(?:n)?m(?:add|sub)(?:132|213|231)(ss|ps)$"),
+        "fadd": re.compile(r"^v?(?:add|sub)(ss|ps)$"),
+        "fmul": re.compile(r"^v?mul(ss|ps)$")}
+_ARM = {"ffma": re.compile(r"^f(?:n)?m(?:add|sub)$"), "fadd": re.compile(r"^f(?:add|sub)$"),
+        "fmul": re.compile(r"^fmul$")}
+# FP32 work a GPU does with FFMA/FMUL sequences that the host does otherwise: a division, a square
+# root, a call to a maths function (expf, tanhf, ...).  Counted apart, to say where counts fall short.
+KINDS = ("ffma", "fadd", "fmul", "other")
+_OTHER_X86 = re.compile(r"^v?(?:div|sqrt|rcp|rsqrt)ss$")
+_OTHER_ARM = re.compile(r"^f(?:div|sqrt)$")
+_MATH_CALL = re.compile(r"<_*(?:exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
+                        r"atan|atan2|erf|erfc|sqrt|cbrt|fmod|hypot|sincos|lgamma|tgamma)f(?:@plt)?>")
+
+
+def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
+    """(kind, thread instructions) of one host instruction (a kind of KINDS), or None where it is no FP32
+    add, mul, FMA, division, square root or maths call."""
+    if _OTHER_X86.match(mnemonic) or (_OTHER_ARM.match(mnemonic) and re.match(r"s\d", operands.strip())):
+        return "other", 1
+    if mnemonic.startswith(("call", "bl")) and _MATH_CALL.search(operands):
+        return "other", 1
+    for kind, pattern in _X86.items():
+        m = pattern.match(mnemonic)
+        if m:
+            packed = m.group(1) == "ps"
+            return kind, (8 if "%ymm" in operands else 4) if packed else 1
+    for kind, pattern in _ARM.items():
+        if pattern.match(mnemonic) and re.match(r"s\d", operands.strip()):
+            return kind, 1
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def fp_table(so: str) -> tuple[dict[int, tuple[int, ...]], int, int]:
+    """({address in the file of a basic block (after its coverage hook's call): its count of each of
+    KINDS},
+    the lowest block address, one past the highest).  A block's instructions run from its hook's call
+    to the next block's."""
+    objdump = shutil.which("objdump")
+    if objdump is None:
+        raise FileNotFoundError("objdump (GNU binutils) is not installed")
+    text = subprocess.run([objdump, "-d", "--no-show-raw-insn", so], capture_output=True, text=True,
+                          check=True).stdout
+    table: dict[int, list[int]] = {}
+    starts = []
+    block = None            # the block the instructions now read belong to
+    after_hook = False      # the previous instruction called the hook: this one starts a block
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if not m:
+            block = None if line.endswith(">:") else block    # a function's start
+            continue
+        addr, mnemonic, operands = int(m.group(1), 16), m.group(2), m.group(3)
+        if after_hook:
+            block, after_hook = addr, False
+            table.setdefault(block, [0] * len(KINDS))
+            starts.append(addr)
+        if mnemonic.startswith(("call", "bl")) and _HOOK.search(operands):
+            after_hook = True
+            continue
+        fp = _fp_kind(mnemonic, operands)
+        if fp and block is not None:
+            table[block][KINDS.index(fp[0])] += fp[1]
+    return {k: tuple(v) for k, v in table.items() if any(v)}, min(starts, default=0), max(starts, default=-1) + 1
+
+
+def _blocks(so: str):
+    """fp_table(so), or ({}, 0, 0) and why FP32 instructions cannot be counted here."""
+    if platform.machine() in ("x86_64", "AMD64") and "-mfma" not in counting_arch_flags():
+        return ({}, 0, 0), "not counted: this processor has no FMA instructions, so a*b+c cannot be counted as one"
+    try:
+        return fp_table(so), NOTES["fp32"]
+    except (OSError, subprocess.CalledProcessError) as exc:
+        return ({}, 0, 0), f"not counted: the disassembly could not be read ({exc})"
+
+
+def _fp_counts(lib, blocks) -> list[int]:
+    """The launch's thread instructions of each of KINDS: each block's runs times its instructions."""
+    table, lo, hi = blocks
+    hits = (ctypes.c_uint64 * ((hi - lo) // 4 + 1))()     # one counter per 4 bytes (labkit_count.h)
+    lib.labkit_count_blocks(hits)
+    out = [0] * len(KINDS)
+    for pc, fp in table.items():
+        for i, c in enumerate(fp):
+            out[i] += c * hits[(pc - lo) // 4]
+    return out
+
+
+def _declare(lib) -> None:
+    lib.labkit_count_begin.argtypes = [ctypes.c_uint64] * 2
+    lib.labkit_count_region.argtypes = [ctypes.c_uint64] * 3
+    lib.labkit_count_region.restype = ctypes.c_bool
+    lib.labkit_count_totals.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
+    lib.labkit_count_blocks.argtypes = [ctypes.c_void_p]
+    lib.labkit_count_base.restype = ctypes.c_uint64
+    lib.labkit_error.restype = ctypes.c_char_p
+
+
+def _origin(arr) -> int:
+    """Where the allocation that ``arr`` views starts: a GPU aligns allocations, not views."""
+    base = arr
+    while getattr(base, "base", None) is not None and hasattr(base.base, "__array_interface__"):
+        base = base.base
+    start = base.__array_interface__["data"][0]
+    here = arr.__array_interface__["data"][0]
+    return start if start <= here else here
+
+
+def run(fn, cfg, packed, so: str, lib) -> dict:
+    """Run one launch of `fn` (a CPUFunction) on its module's counting build (`so`, loaded as `lib`),
+    with the arrays and symbols of `packed` and the module; append its record to the session's."""
+    _declare(lib)
+    blocks, fp_note = _blocks(so)
+    base = lib.labkit_count_base()
+    lib.labkit_count_begin(base + blocks[1], base + blocks[2])
+
+    def region(lo: int, hi: int, origin: int) -> None:
+        if not lib.labkit_count_region(lo, hi, origin):
+            raise LaunchError(f"labkit.counters: kernel '{fn.name}' is passed more arrays (with the module's "
+                              "__device__ variables) than counting can tell apart (255)")
+    for _obj, arr in packed:
+        if arr is not None and arr.nbytes:
+            lo = arr.__array_interface__["data"][0]
+            region(lo, lo + arr.nbytes, _origin(arr))
+    # The counting build is a library of its own: its __constant__ and __device__ variables take the
+    # module's values before the launch, and give the __device__ ones back after it.
+    symbols = list(fn.module.symbols.values())
+    addrs = []
+    for i, s in enumerate(symbols):
+        getter = getattr(lib, f"labkit_sym_{i}")
+        getter.restype = ctypes.c_void_p
+        addrs.append(getter())
+        ctypes.memmove(addrs[i], s.ptr, s.nbytes)
+        if not s.constant:
+            region(addrs[i], addrs[i] + s.nbytes, addrs[i])
+    launch = getattr(lib, f"labkit_launch_{fn.index}")
+    launch.restype = ctypes.c_int
+    ptrs = (ctypes.c_void_p * max(1, len(packed)))(*[ctypes.addressof(obj) for obj, _ in packed])
+    cfg.flags &= ~2          # the shuffled schedule is a check of its own; counting runs the plain one
+    rc = launch(ctypes.byref(cfg), ptrs)
+    err = lib.labkit_error().decode()
+    try:
+        if rc == 2:
+            raise KeyboardInterrupt(err)
+        if rc != 0:
+            raise (BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError)(err)
+        for s, addr in zip(symbols, addrs):
+            if not s.constant:
+                ctypes.memmove(s.ptr, addr, s.nbytes)
+        totals = (ctypes.c_uint64 * (len(TOTALS) + 2))()
+        lib.labkit_count_totals(totals)
+        fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
+        if fp[-1]:
+            fp_note += (f"; short for this launch: its threads ran {fp[-1]} divisions, square roots or maths "
+                        "calls (expf, tanhf, ...), which a GPU computes with FFMA and FMUL instructions not "
+                        "counted here")
+    finally:
+        lib.labkit_release()      # the workers' fiber stacks: counting launches are few
+    record = {"kernel": fn.name, "grid": tuple(cfg.grid), "block": tuple(cfg.block),
+              "shared_mem": int(cfg.shared_mem)}
+    record.update(zip(TOTALS, (int(v) for v in totals[:len(TOTALS)])))
+    record.update(zip(FP32, fp))
+    record.update(zip(DRAM, (SECTOR * int(totals[len(TOTALS)]), SECTOR * int(totals[len(TOTALS) + 1]))))
+    record["notes"] = {**NOTES, "fp32": fp_note}
+    if _records is not None:
+        _records.append(record)
+    return record

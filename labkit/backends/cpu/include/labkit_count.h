@@ -1,0 +1,421 @@
+// labkit_count.h -- the counting build (labkit.counters): the memory instructions of a launch as a
+// GPU's warps issue them, and the basic blocks its threads run (for FP32 instruction counts).
+//
+// The kernel is compiled with ThreadSanitizer's instrumentation (a hook before every access,
+// labkit_interleave.h) and GCC's -fsanitize-coverage=trace-pc (a hook at the start of every basic
+// block), linked without either runtime: the hooks below are the executor's own.
+//
+// Why a log and a flush: the executor runs the threads of a block one after another, each until a
+// barrier, so the 32 accesses that one warp instruction makes arrive far apart.  Each thread logs
+// (instruction site, address, size); once every lane of a warp has made all its accesses up to the
+// same point (a completed __syncthreads, the block's end: count_flush; all its lanes returned:
+// count_warp_done) its lanes are matched: the k-th execution of a site by each lane is one warp
+// instruction, executed by the lanes that reached it (lanes that skip an access, or loop fewer times,
+// are inactive in it, as on a GPU).  The site is the hook's return address, one per access
+// instruction of the compiled kernel.
+//
+// What one warp instruction costs, as Nsight Compute counts it on an H100:
+//   * global: one request; its sectors are the distinct 32-byte sectors its lanes touch, counted
+//     from the start of the array's allocation (a GPU's allocations are 256-byte aligned);
+//   * shared: 32 banks of 4 bytes.  Lanes reading one 32-bit word share it (a broadcast); distinct
+//     words in one bank are served one per wavefront.  A 64-bit access is served in two phases of
+//     16 lanes, a 128-bit one in four of 8 lanes (each phase moves at most 128 bytes); each active
+//     phase costs as many wavefronts as its most loaded bank has distinct words.  Bank conflicts are
+//     the wavefronts beyond one per active phase.
+//   * DRAM: each distinct sector the launch reads is read once, each it writes is written once
+//     (compulsory traffic: an L2 large enough for the launch's data, cold at its start).
+// Accesses outside the launch's arrays, its __device__ variables and shared memory (a thread's own
+// stack, __constant__ memory, the executor's bookkeeping) are not counted, nor are atomics (Nsight
+// Compute counts them apart from loads and stores).
+#pragma once
+
+#include <dlfcn.h>
+
+// Hidden: the hooks reach these directly, not through the library's global offset table.
+#pragma GCC visibility push(hidden)
+namespace labkit {
+namespace count {
+
+enum Kind : unsigned char { GLOBAL_LD, GLOBAL_ST, SHARED_LD, SHARED_ST };
+// Keep in step with counting.py (TOTALS).
+enum Metric { REQ_LD, SEC_LD, REQ_ST, SEC_ST, WF_LD, BC_LD, WF_ST, BC_ST, NMETRICS };
+
+// 16 bytes: a block's log is most of what counting moves through memory.  The site is the low half
+// of the instruction's address (two instructions of one library never share it).
+constexpr unsigned MAX_REGIONS = 255;
+struct Access {
+  uintptr_t addr;
+  uint32_t site;
+  uint16_t size;        // bytes; a larger copy (a struct) is counted as its first 65535
+  uint8_t region;       // which of the launch's arrays (global accesses)
+  Kind kind;
+};
+
+// An array of the launch (an argument, a __device__ variable): [lo, hi), its sectors counted from
+// `origin`; which of them the launch read and wrote.
+struct Region {
+  uintptr_t lo, hi, origin;
+  std::vector<unsigned char> read, written;
+  size_t first_sector() const { return (lo - origin) >> 5; }
+};
+
+// One per worker (the blocks it runs), merged when Python asks.
+struct State {
+  Worker* W = nullptr;
+  uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
+  unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
+  std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
+  // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
+  // above (here()), and a line that another core keeps writing would travel between cores each time.
+  alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
+  unsigned long long m[NMETRICS] = {};
+  std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
+  std::vector<unsigned long long> scratch;
+  // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
+  std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
+  std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
+  std::vector<unsigned> ordinal_of, runs, most, first_bucket, site_runs, start;
+  unsigned warp_stamp = 0;
+};
+
+inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
+inline Region* g_regions = nullptr;   // regions()' elements, as the hooks read them (no static's guard)
+inline unsigned g_nregions = 0;
+// The workers' states, as a plain array: the hooks read it at every access and every basic block,
+// and a function-local static would add a check that it is constructed.
+constexpr unsigned MAX_WORKERS = 4096;
+inline State* g_states[MAX_WORKERS];
+inline unsigned g_nstates = 0;
+// The addresses of the kernel's basic blocks, [g_text_lo, g_text_hi): one counter per 4 bytes (a
+// call is longer: no two blocks share one), so that the hook at every block costs an increment, not
+// a lookup.
+inline uintptr_t g_text_lo = 0, g_text_hi = 0;
+
+// Which worker, and which of its threads, is running: found from the stack the hook runs on (each
+// thread has a stack of its own), not from thread-local variables, which cost a call into the
+// dynamic loader from a library loaded at run time -- at every access and every basic block.  Code
+// on no fiber's stack is the scheduler's.
+__attribute__((always_inline)) inline State* here() {
+  const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  for (unsigned i = 0; i < g_nstates; ++i) {
+    State* S = g_states[i];
+    if (sp - S->stacks < S->stacks_end - S->stacks) return S->busy ? nullptr : S;
+  }
+  return nullptr;
+}
+
+// The counter's own code: its accesses are not the kernel's (where the runtime is compiled into the
+// instrumented kernel itself, they reach the hooks too).
+struct Busy {
+  State& S;
+  explicit Busy(State& s) : S(s) { S.busy = true; }
+  ~Busy() { S.busy = false; }
+};
+
+inline void begin() {
+  for (unsigned i = 0; i < g_nstates; ++i) delete g_states[i];
+  g_nstates = 0;
+  regions().clear();
+  g_regions = nullptr;
+  g_nregions = 0;
+}
+
+inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
+  State* S = nullptr;
+  for (unsigned i = 0; i < g_nstates; ++i)
+    if (g_states[i]->W == W) S = g_states[i];
+  if (S == nullptr) {
+    if (g_nstates == MAX_WORKERS) return;   // more workers than any machine has cores: not counted
+    S = g_states[g_nstates++] = new State;
+  }
+  S->W = W;
+  S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
+  S->stacks_end = S->stacks + W->stacks_bytes;
+  S->stack_size = W->stack_size;
+  S->per_stack = ~0ull / W->stack_size + 1;
+  S->log.assign(W->L->nthreads, {});
+  S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
+}
+
+inline void on_access(void* p, size_t size, bool write, void* site) {
+  State* S = here();
+  if (S == nullptr || size == 0) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  if (a - S->stacks < S->stacks_end - S->stacks) return;   // a thread's own array (registers on a GPU)
+  Busy busy(*S);
+  // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
+  const unsigned thread = unsigned(
+      (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(&busy) - S->stacks) * S->per_stack) >> 64);
+  Worker* W = S->W;
+  Kind kind;
+  unsigned region = 0;
+  const uintptr_t dyn = reinterpret_cast<uintptr_t>(W->dyn);
+  bool shared = a >= dyn && a < dyn + W->L->cfg.shared_mem;
+  for (size_t i = 0; !shared && i < W->shared_regions.size(); ++i) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
+    shared = a >= lo && a < lo + W->shared_regions[i].second;
+  }
+  if (shared) {
+    kind = write ? SHARED_ST : SHARED_LD;
+  } else {
+    while (region < g_nregions && !(a - g_regions[region].lo < g_regions[region].hi - g_regions[region].lo)) ++region;
+    if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
+    kind = write ? GLOBAL_ST : GLOBAL_LD;
+  }
+  // Field by field into the log: an Access built on the stack and copied as one 16-byte value
+  // stalls on reading back its narrower stores (a third of this function's time).
+  Access& e = S->log[thread].emplace_back();
+  e.addr = a;
+  e.site = uint32_t(reinterpret_cast<uintptr_t>(site));
+  e.size = uint16_t(std::min<size_t>(size, 65535));
+  e.region = uint8_t(region);
+  e.kind = kind;
+}
+
+inline void mark(std::vector<unsigned char>& bits, size_t i) {
+  if (i < bits.size()) __atomic_store_n(&bits[i], 1, __ATOMIC_RELAXED);   // other workers mark too
+}
+
+// Keep each value once, in order.  Lanes mostly go up through memory (no sort needed then).
+inline void distinct(std::vector<unsigned long long>& v) {
+  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// One warp instruction: the accesses of the lanes that executed it (lane, access).
+inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc, size_t n) {
+  const Kind kind = acc[0].second->kind;
+  auto& ids = S.scratch;
+  ids.clear();
+  if (kind == GLOBAL_LD || kind == GLOBAL_ST) {
+    for (size_t i = 0; i < n; ++i) {
+      const Access& x = *acc[i].second;
+      const Region& r = g_regions[x.region];
+      for (size_t s = (x.addr - r.origin) >> 5; s <= (x.addr + x.size - 1 - r.origin) >> 5; ++s)
+        ids.push_back((static_cast<unsigned long long>(x.region) << 48) | s);
+    }
+    distinct(ids);
+    const size_t sectors = ids.size();
+    for (unsigned long long id : ids) {
+      Region& r = g_regions[id >> 48];
+      mark(kind == GLOBAL_LD ? r.read : r.written, (id & ((1ull << 48) - 1)) - r.first_sector());
+    }
+    S.m[kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
+    S.m[kind == GLOBAL_LD ? SEC_LD : SEC_ST] += sectors;
+    return;
+  }
+  // Shared memory: phases of 32, 16 or 8 lanes (accesses of 4, 8 or 16 bytes).
+  const unsigned size = acc[0].second->size;
+  const unsigned lanes_per_phase = size == 8 ? 16 : size == 16 ? 8 : 32;
+  unsigned long long wavefronts = 0, phases = 0;
+  for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
+    ids.clear();
+    for (size_t i = 0; i < n; ++i) {
+      if (acc[i].first / lanes_per_phase != phase) continue;
+      const Access& x = *acc[i].second;
+      for (uintptr_t w = x.addr >> 2; w <= (x.addr + x.size - 1) >> 2; ++w) ids.push_back(w);
+    }
+    if (ids.empty()) continue;
+    distinct(ids);   // one word read by many lanes: a broadcast
+    unsigned per_bank[32] = {};
+    unsigned most = 0;
+    for (unsigned long long w : ids) most = std::max(most, ++per_bank[w & 31]);
+    wavefronts += most;
+    phases += 1;
+  }
+  S.m[kind == SHARED_LD ? WF_LD : WF_ST] += wavefronts;
+  S.m[kind == SHARED_LD ? BC_LD : BC_ST] += wavefronts - phases;
+}
+
+inline bool same_sites(const std::vector<Access>& a, const std::vector<Access>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].site != b[i].site) return false;
+  return true;
+}
+
+// The ordinal of `site` among the sites of the warp being matched (a new one: the next free).
+inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
+  if (2 * (sites + 1) > S.site_of.size()) {       // keep the table at most half full
+    std::vector<uint32_t> old_site(std::move(S.site_of)), old_stamp(std::move(S.stamp));
+    std::vector<unsigned> old_ordinal(std::move(S.ordinal_of));
+    const size_t n = std::max<size_t>(1024, 2 * old_site.size());
+    S.site_of.assign(n, 0);
+    S.stamp.assign(n, 0);
+    S.ordinal_of.assign(n, 0);
+    for (size_t i = 0; i < old_site.size(); ++i)
+      if (old_stamp[i] == S.warp_stamp) {
+        size_t j = (old_site[i] * 2654435761u) & (n - 1);
+        while (S.stamp[j] == S.warp_stamp) j = (j + 1) & (n - 1);
+        S.site_of[j] = old_site[i], S.stamp[j] = S.warp_stamp, S.ordinal_of[j] = old_ordinal[i];
+      }
+  }
+  const size_t mask = S.site_of.size() - 1;
+  size_t j = (site * 2654435761u) & mask;
+  while (S.stamp[j] == S.warp_stamp && S.site_of[j] != site) j = (j + 1) & mask;
+  if (S.stamp[j] != S.warp_stamp) S.site_of[j] = site, S.stamp[j] = S.warp_stamp, S.ordinal_of[j] = sites++;
+  return S.ordinal_of[j];
+}
+
+// The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
+// divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
+// (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
+inline void flush_warp(State& S, unsigned first, unsigned last) {
+  auto& group = S.group;
+  int lead = -1;
+  bool same = true;
+  for (unsigned t = first; t < last; ++t) {
+    if (S.log[t].empty()) continue;
+    if (lead < 0) lead = int(t);
+    else same = same && same_sites(S.log[t], S.log[unsigned(lead)]);
+  }
+  if (lead < 0) return;
+  if (same) {
+    for (size_t k = 0; k < S.log[unsigned(lead)].size(); ++k) {
+      group.clear();
+      for (unsigned t = first; t < last; ++t)
+        if (!S.log[t].empty()) group.emplace_back(t - first, &S.log[t][k]);
+      instruction(S, group.data(), group.size());
+    }
+    return;
+  }
+  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
+    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
+    S.warp_stamp = 1;
+  }
+  unsigned sites = 0;
+  S.site_runs.clear();
+  S.most.clear();
+  // Pass 1: each access's site ordinal and which execution of that site by its lane it is (pairs,
+  // in `site_runs`); the most executions of each site by one lane.
+  for (unsigned t = first; t < last; ++t) {
+    S.runs.assign(sites, 0);
+    for (const Access& x : S.log[t]) {
+      const unsigned o = site_ordinal(S, x.site, sites);
+      if (o >= S.runs.size()) S.runs.resize(o + 1, 0), S.most.resize(o + 1, 0);
+      S.site_runs.push_back(o);
+      S.site_runs.push_back(S.runs[o]++);
+      S.most[o] = std::max(S.most[o], S.runs[o]);
+    }
+  }
+  // Buckets: site o's k-th execution is bucket first_bucket[o] + k.
+  S.first_bucket.assign(sites + 1, 0);
+  for (unsigned o = 0; o < sites; ++o) S.first_bucket[o + 1] = S.first_bucket[o] + S.most[o];
+  const unsigned buckets = S.first_bucket[sites];
+  S.start.assign(buckets + 1, 0);
+  for (size_t i = 0; i < S.site_runs.size(); i += 2)
+    ++S.start[S.first_bucket[S.site_runs[i]] + S.site_runs[i + 1] + 1];
+  for (unsigned b = 0; b < buckets; ++b) S.start[b + 1] += S.start[b];
+  // Pass 2: each access into its bucket, lanes in order.
+  group.resize(S.site_runs.size() / 2);
+  size_t i = 0;
+  for (unsigned t = first; t < last; ++t)
+    for (const Access& x : S.log[t]) {
+      const unsigned b = S.first_bucket[S.site_runs[i]] + S.site_runs[i + 1];
+      group[S.start[b]++] = {t - first, &x};
+      i += 2;
+    }
+  // start[b] is now where bucket b + 1 begins.
+  for (unsigned b = 0, from = 0; b < buckets; from = S.start[b], ++b)
+    if (S.start[b] > from) instruction(S, group.data() + from, S.start[b] - from);
+}
+
+// A basic block starts (its address after the hook's call): one more run of it.
+inline void on_block(uintptr_t pc) {
+  State* S = here();
+  if (S == nullptr) return;
+  const size_t i = (pc - g_text_lo) / 4;
+  if (i < S->hits.size()) ++S->hits[i];
+}
+
+}  // namespace count
+
+LABKIT_RUNTIME_FN void count_attach(Worker* W) { count::attach(W); }
+
+namespace count {
+inline State* of(Worker* W) {
+  for (unsigned i = 0; i < g_nstates; ++i)
+    if (g_states[i]->W == W) return g_states[i];
+  return nullptr;
+}
+}  // namespace count
+
+// A warp whose lanes have all returned is complete: counted now, so that a block without barriers
+// keeps one warp's log at a time, not the whole block's.
+LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp) {
+  count::State* S = count::of(W);
+  if (S == nullptr) return;
+  count::Busy busy(*S);
+  const unsigned first = warp * 32, last = std::min<unsigned>(first + 32, unsigned(S->log.size()));
+  if (first >= last) return;
+  count::flush_warp(*S, first, last);
+  for (unsigned t = first; t < last; ++t) S->log[t].clear();
+}
+
+LABKIT_RUNTIME_FN void count_flush(Worker* W) {
+  count::State* found = count::of(W);
+  if (found == nullptr) return;
+  count::State& S = *found;
+  count::Busy busy(S);
+  const unsigned n = std::min<unsigned>(W->L->nthreads, unsigned(S.log.size()));
+  for (unsigned first = 0; first < n; first += 32) count::flush_warp(S, first, std::min(n, first + 32));
+  for (auto& l : S.log) l.clear();
+}
+
+}  // namespace labkit
+#pragma GCC visibility pop
+
+#define LABKIT_ON_ACCESS(p, n, write) ::labkit::count::on_access(p, n, write, __builtin_return_address(0))
+#define LABKIT_ON_ATOMIC() ((void)0)   // atomics are neither loads nor stores in Nsight Compute's counts
+#include "labkit_interleave.h"
+
+extern "C" __attribute__((visibility("hidden"))) void __sanitizer_cov_trace_pc() {
+  ::labkit::count::on_block(reinterpret_cast<uintptr_t>(__builtin_return_address(0)));
+}
+
+// What the Python side calls (counting.py).
+#define LABKIT_API extern "C" __attribute__((visibility("default")))
+LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
+  ::labkit::count::begin();
+  ::labkit::count::g_text_lo = text_lo;
+  ::labkit::count::g_text_hi = text_hi;
+}
+// False where the launch has more arrays than an access can name (MAX_REGIONS).
+LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
+  if (::labkit::count::regions().size() == ::labkit::count::MAX_REGIONS) return false;
+  ::labkit::count::Region r{lo, hi, origin, {}, {}};
+  const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
+  r.read.assign(sectors, 0);
+  r.written.assign(sectors, 0);
+  ::labkit::count::regions().push_back(std::move(r));
+  ::labkit::count::g_regions = ::labkit::count::regions().data();
+  ::labkit::count::g_nregions = unsigned(::labkit::count::regions().size());
+  return true;
+}
+// The totals: the eight metrics (Metric's order), then the sectors read and written (DRAM).
+LABKIT_API void labkit_count_totals(unsigned long long* out) {
+  using namespace ::labkit::count;
+  for (int i = 0; i < NMETRICS + 2; ++i) out[i] = 0;
+  for (unsigned k = 0; k < g_nstates; ++k)
+    for (int i = 0; i < NMETRICS; ++i) out[i] += g_states[k]->m[i];
+  for (const Region& r : regions())
+    for (size_t i = 0; i < r.read.size(); ++i) {
+      out[NMETRICS] += r.read[i];
+      out[NMETRICS + 1] += r.written[i];
+    }
+}
+// How often the basic block at each address from text_lo ran: `hits` has (text_hi - text_lo) / 4 + 1
+// counters, the one of address a at (a - text_lo) / 4.
+LABKIT_API void labkit_count_blocks(unsigned long long* hits) {
+  using namespace ::labkit::count;
+  const size_t n = (g_text_hi - g_text_lo) / 4 + 1;
+  std::fill(hits, hits + n, 0ull);
+  for (unsigned k = 0; k < g_nstates; ++k)
+    for (size_t i = 0; i < n && i < g_states[k]->hits.size(); ++i) hits[i] += g_states[k]->hits[i];
+}
+// Where this library is loaded: a basic block's address minus this is its address in the file.
+LABKIT_API uintptr_t labkit_count_base() {
+  Dl_info info{};
+  return dladdr(reinterpret_cast<void*>(&labkit_count_base), &info) ? reinterpret_cast<uintptr_t>(info.dli_fbase) : 0;
+}
+#undef LABKIT_API

@@ -1,0 +1,56 @@
+// Access patterns whose counts are known by construction, for labkit.counters (tests/test_counters.py).
+// Each is launched with whole warps; the comments give what one warp instruction costs.
+
+// y[i] = x[i * stride]: stride 1 reads 4 sectors per warp (128 bytes), stride 2 reads 8, stride 32
+// reads 32 (one per lane); the store is always 4.
+extern "C" __global__ void copy_strided(const float* __restrict__ x, float* __restrict__ y, int stride, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i * stride];
+}
+
+// Lane t writes, then reads, word (t * stride) % 1024 of a shared array: stride 1 is conflict-free,
+// stride 2 puts two words in each used bank (2 wavefronts), stride 32 all in bank 0 (32), stride 0
+// is one word for every lane (a broadcast: 1).
+extern "C" __global__ void shared_strided(float* __restrict__ y, int stride) {
+  __shared__ float s[1024];
+  int t = threadIdx.x;
+  s[(t * stride) % 1024] = float(t);
+  __syncthreads();
+  y[blockIdx.x * blockDim.x + t] = s[(t * stride) % 1024];
+}
+
+// 128-bit shared accesses: lane t reads element t * stride of a float4 array.  Served in four phases
+// of 8 lanes: stride 1 costs 4 wavefronts (none a conflict), stride 2 costs 8.
+extern "C" __global__ void shared_float4(float4* __restrict__ y, int stride) {
+  __shared__ float4 s[256];
+  int t = threadIdx.x;
+  s[(t * stride) % 256] = make_float4(t, t + 1, t + 2, t + 3);
+  __syncthreads();
+  y[blockIdx.x * blockDim.x + t] = s[(t * stride) % 256];
+}
+
+// k fused multiply-adds per thread in the loop, then one add and one multiply.
+extern "C" __global__ void fma_chain(const float* __restrict__ x, float* __restrict__ y, int k) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float a = x[i], acc = 0.0f;
+  for (int j = 0; j < k; ++j) acc = acc * a + 1.0f;
+  y[i] = (acc + a) * a;
+}
+
+// Lanes that run a loop a different number of times: even lanes once, odd lanes twice.  The first
+// iteration is one instruction of all 32 lanes (4 sectors), the second one of the 16 odd lanes, whose
+// addresses still span the same 128 bytes (4 sectors): 2 requests, 8 sectors per warp.
+extern "C" __global__ void ragged(const float* __restrict__ x, float* __restrict__ y) {
+  const int t = threadIdx.x, lane = t % 32;
+  float acc = 0.0f;
+  for (int j = 0; j <= (t & 1); ++j) acc += x[j * 32 + lane];
+  y[blockIdx.x * blockDim.x + t] = acc;
+}
+
+// One fused multiply-add, then a division and an expf: work a GPU does with FFMA/FMUL sequences
+// that the executor cannot count (its record says so).
+extern "C" __global__ void with_maths(const float* __restrict__ x, float* __restrict__ y) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const float v = x[i] * x[i] + 1.0f;
+  y[i] = expf(v) / v;
+}

@@ -1,0 +1,193 @@
+"""labkit.counters: Nsight Compute's counters from the CPU executor, on access patterns whose counts
+are known by construction (tests/cuda/counting_kernels.cu), and on the ladder's kernels."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit.errors import LaunchError
+
+KERNELS = Path(__file__).resolve().parent / "cuda" / "counting_kernels.cu"
+
+LD_REQ, LD_SEC, ST_REQ, ST_SEC = labkit.measure.counters.METRICS[:4]
+SH_LD_WF, SH_LD_BC, SH_ST_WF, SH_ST_BC = labkit.measure.counters.METRICS[4:8]
+FFMA, FADD, FMUL = labkit.measure.counters.METRICS[8:11]
+DRAM_RD, DRAM_WR = labkit.measure.counters.METRICS[11:13]
+
+
+def count(kernel: str, grid, block, args) -> dict:
+    """The one record of launching `kernel` of counting_kernels.cu (loaded inside the counted
+    function, so on the CPU executor whatever the backend)."""
+    def launch():
+        labkit.load_source(KERNELS).get_function(kernel)(grid, block, args)
+    records = labkit.counters(launch)
+    assert len(records) == 1
+    return records[0]
+
+
+@pytest.mark.check
+def test_a_coalesced_copy_is_one_request_and_four_sectors_per_warp():
+    n = 256                                      # 8 warps
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    r = count("copy_strided", (2,), (128,), (x, y, np.int32(1), np.int32(n)))
+    assert (r["kernel"], r["grid"], r["block"]) == ("copy_strided", (2, 1, 1), (128, 1, 1))
+    assert (r[LD_REQ], r[LD_SEC], r[ST_REQ], r[ST_SEC]) == (8, 32, 8, 32)
+    assert (r[DRAM_RD], r[DRAM_WR]) == (4 * n, 4 * n)
+    assert r[SH_LD_WF] == r[SH_ST_WF] == 0
+    np.testing.assert_array_equal(y, x)          # counting runs the kernel: its results are there
+
+
+@pytest.mark.parametrize("stride, sectors_per_warp", [(2, 8), (32, 32)])
+def test_a_strided_copy_reads_a_sector_per_lane_group(stride, sectors_per_warp):
+    n = 128                                      # 4 warps
+    x = np.arange(n * stride, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    r = count("copy_strided", (1,), (128,), (x, y, np.int32(stride), np.int32(n)))
+    assert (r[LD_REQ], r[LD_SEC]) == (4, 4 * sectors_per_warp)
+    assert (r[ST_REQ], r[ST_SEC]) == (4, 16)
+    assert r[DRAM_RD] == 32 * 4 * sectors_per_warp
+    np.testing.assert_array_equal(y, x[::stride])
+
+
+def test_a_partial_warp_touches_only_its_active_lanes_sectors():
+    n = 40                                       # warp 0 full, warp 1 with 8 active lanes (one sector)
+    x = np.ones(64, np.float32)
+    y = np.zeros(64, np.float32)
+    r = count("copy_strided", (2,), (32,), (x, y, np.int32(1), np.int32(n)))
+    assert (r[LD_REQ], r[LD_SEC], r[ST_REQ], r[ST_SEC]) == (2, 5, 2, 5)
+
+
+def test_lanes_that_loop_unequally_are_matched_by_iteration():
+    x = np.ones(64, np.float32)
+    y = np.zeros(64, np.float32)
+    r = count("ragged", (1,), (64,), (x, y))     # 2 warps
+    assert (r[LD_REQ], r[LD_SEC]) == (4, 16)
+    np.testing.assert_array_equal(y, np.where(np.arange(64) % 2, 2.0, 1.0))
+
+
+@pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (32, 32), (0, 1)],
+                         ids=["stride-1", "stride-2", "stride-32", "broadcast"])
+def test_shared_bank_conflicts_of_32_bit_accesses(stride, wavefronts):
+    y = np.zeros(64, np.float32)
+    r = count("shared_strided", (1,), (64,), (y, np.int32(stride)))    # 2 warps: one load, one store each
+    assert (r[SH_LD_WF], r[SH_LD_BC]) == (2 * wavefronts, 2 * (wavefronts - 1))
+    assert (r[SH_ST_WF], r[SH_ST_BC]) == (2 * wavefronts, 2 * (wavefronts - 1))
+    assert r[LD_REQ] == 0 and r[ST_REQ] == 2
+
+
+@pytest.mark.parametrize("stride, wavefronts", [(1, 4), (2, 8)])
+def test_float4_shared_accesses_are_served_by_quarter_warps(stride, wavefronts):
+    y = np.zeros((32, 4), np.float32)
+    r = count("shared_float4", (1,), (32,), (y, np.int32(stride)))
+    assert (r[SH_LD_WF], r[SH_LD_BC]) == (wavefronts, wavefronts - 4)
+    assert (r[SH_ST_WF], r[SH_ST_BC]) == (wavefronts, wavefronts - 4)
+    assert (r[ST_REQ], r[ST_SEC]) == (1, 16)     # one 512-byte warp store
+    # Each lane reads back the element it wrote: (t, t + 1, t + 2, t + 3).
+    np.testing.assert_array_equal(y, np.arange(32)[:, None] + np.arange(4, dtype=np.float32))
+
+
+def test_fp32_instructions_of_a_known_kernel():
+    k, threads = 10, 64
+    x = np.full(threads, 0.5, np.float32)
+    y = np.zeros(threads, np.float32)
+    r = count("fma_chain", (2,), (32,), (x, y, np.int32(k)))
+    if r[FFMA] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {r['notes']['fp32']}")
+    assert (r[FFMA], r[FADD], r[FMUL]) == (k * threads, threads, threads)
+
+
+def test_the_ladder_counts_are_consistent():
+    """naive and tiled do the same arithmetic and write the same output; tiled reads the input from
+    shared memory, so it reads far fewer global sectors."""
+    rng = np.random.default_rng(0)
+    N, C, H, M, K = 1, 4, 20, 8, 3
+    x = rng.standard_normal((N, C, H, H), dtype=np.float32)
+    w = rng.standard_normal((M, C, K, K), dtype=np.float32)
+    b = rng.standard_normal(M, dtype=np.float32)
+    naive, = labkit.counters(labkit.conv2d, x, w, b, variant="naive")
+    tiled, = labkit.counters(labkit.conv2d, x, w, b, variant="tiled")
+    Ho = H - K + 1
+    if naive[FFMA] is not None:
+        assert naive[FFMA] == tiled[FFMA] == N * M * Ho * Ho * C * K * K
+    assert naive[ST_SEC] == tiled[ST_SEC] and naive[DRAM_WR] == tiled[DRAM_WR] == 4 * N * M * Ho * Ho
+    assert naive[SH_LD_WF] == 0 and tiled[SH_LD_WF] > 0
+    assert tiled[LD_SEC] < naive[LD_SEC] / 2
+    # Both read every input and weight once from DRAM (compulsory traffic): the same bytes.
+    assert naive[DRAM_RD] == tiled[DRAM_RD]
+
+
+def test_one_record_per_launch_in_order():
+    x = np.ones(64, np.float32)
+    y = np.zeros(64, np.float32)
+
+    def two_launches():
+        f = labkit.load_source(KERNELS).get_function("copy_strided")
+        f((1,), (32,), (x, y, np.int32(1), np.int32(32)))
+        f((2,), (32,), (x, y, np.int32(1), np.int32(64)))
+    first, second = labkit.counters(two_launches)
+    assert (first["grid"], first[LD_REQ]) == ((1, 1, 1), 1)
+    assert (second["grid"], second[LD_REQ]) == ((2, 1, 1), 2)
+
+
+@pytest.mark.check
+def test_bad_input_is_refused_clearly():
+    with pytest.raises(LaunchError, match="launched no kernel"):
+        labkit.counters(lambda: None)
+    with pytest.raises(TypeError, match="must be callable"):
+        labkit.counters("conv_naive")
+
+
+def test_it_runs_on_the_cpu_executor_whatever_the_backend(monkeypatch):
+    """On a GPU machine too: fn's launches go to the executor (labkit.xp inside fn is NumPy), and the
+    backend asked for is back afterwards."""
+    monkeypatch.setenv(labkit.backends.ENV_VAR, "cuda")
+
+    def launch():
+        assert labkit.backend() == "cpu" and labkit.xp is np
+        x = labkit.xp.ones(32, np.float32)
+        y = labkit.xp.zeros(32, np.float32)
+        labkit.load_source(KERNELS).get_function("copy_strided")((1,), (32,), (x, y, np.int32(1), np.int32(32)))
+    r, = labkit.counters(launch)
+    assert r[LD_SEC] == 4
+    assert os.environ[labkit.backends.ENV_VAR] == "cuda"
+
+
+def test_fp32_counts_say_where_they_fall_short():
+    x = np.full(32, 0.5, np.float32)
+    y = np.zeros(32, np.float32)
+    r = count("with_maths", (1,), (32,), (x, y))
+    if r[FFMA] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {r['notes']['fp32']}")
+    assert r[FFMA] == 32
+    assert "ran 64 divisions, square roots or maths calls" in r["notes"]["fp32"]
+    exact = count("fma_chain", (1,), (32,), (x, y, np.int32(3)))
+    assert "short for this launch" not in exact["notes"]["fp32"]
+
+
+def test_atomics_are_neither_loads_nor_stores_and_results_match_the_plain_run():
+    """A shared-memory histogram merged into global memory with atomics (tests/cuda/feature_kernels.cu):
+    the counted launch computes the histogram, and only its plain accesses are counted."""
+    features = Path(__file__).resolve().parent / "cuda" / "feature_kernels.cu"
+    n, nbins = 256, 64
+    x = np.random.default_rng(1).integers(0, nbins, n).astype(np.int32)
+    bins = np.zeros(nbins, np.uint32)
+
+    def launch():
+        labkit.load_source(features).get_function("histogram")((1,), (64,), (x, bins, np.int32(n), np.int32(nbins)))
+    r, = labkit.counters(launch)
+    np.testing.assert_array_equal(bins, np.bincount(x, minlength=nbins))
+    assert (r[LD_REQ], r[LD_SEC]) == (n // 32, n // 8)        # x: 4 passes of 2 warps, 4 sectors each
+    assert r[ST_REQ] == 0                                      # bins: atomics only
+    assert r[SH_ST_WF] == 2 and r[SH_LD_WF] == 2               # local[b] = 0, then read once to merge
+
+
+def test_the_counting_build_unrolls_where_nvcc_does():
+    from labkit.backends.cpu.counting import FULL_UNROLL, unrolled_as_nvcc
+    src = "  #pragma unroll\n  for (;;) {}\n#pragma unroll 4\n#pragma unroll (TM)\n#pragma unrolled\n"
+    assert unrolled_as_nvcc(src) == (f"  #pragma GCC unroll {FULL_UNROLL}\n  for (;;) {{}}\n#pragma GCC unroll 4\n"
+                                     "#pragma GCC unroll (TM)\n#pragma unrolled\n")
