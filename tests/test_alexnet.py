@@ -134,7 +134,8 @@ def test_input_pipeline_and_classes():
 
 
 @pytest.mark.check
-@pytest.mark.parametrize("shape, r", [((2, 7, 5, 3), 2), ((1, 96, 11, 13), 2), ((3, 4, 2, 2), 5), ((1, 3, 4, 4), 0)])
+@pytest.mark.parametrize("shape, r", [((2, 7, 5, 3), 2), ((1, 96, 11, 13), 2), ((3, 4, 2, 2), 5), ((1, 3, 4, 4), 0),
+                                      ((2, 7, 23, 19), 3)])
 def test_lrn_matches_reference(shape, r):
     x = (rng.standard_normal(shape) * 30).astype(np.float32)
     out = labkit.xp.full(shape, np.nan, dtype=labkit.xp.float32)
@@ -142,6 +143,23 @@ def test_lrn_matches_reference(shape, r):
     assert y is out and rel_error(y, reference.lrn(x, r, 1.0, 1e-3, 0.75)) < 1e-5
     with pytest.raises(ValueError, match="bias must be > 0"):
         layers.lrn(labkit.xp.asarray(x), r, bias=0.0)
+
+
+@pytest.mark.parametrize("beta", [0.5, 1.0, 0.7499])
+def test_lrn_matches_reference_at_other_betas(beta):
+    """beta = 0.75 takes reciprocal square roots; every other beta powf."""
+    x = (rng.standard_normal((2, 9, 17, 18)) * 30).astype(np.float32)
+    y = layers.lrn(labkit.xp.asarray(x), 2, 2.0, 1e-3, beta)
+    assert rel_error(y, reference.lrn(x, 2, 2.0, 1e-3, beta)) < 1e-5
+
+
+def test_a_nan_in_lrn_reaches_exactly_its_window():
+    x = rng.standard_normal((1, 9, 5, 6)).astype(np.float32)
+    x[0, 4, 2, 3] = np.nan
+    y = to_numpy(layers.lrn(labkit.xp.asarray(x), 2, 1.0, 1e-3, 0.75))
+    ref = reference.lrn(x, 2, 1.0, 1e-3, 0.75)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(ref))
+    assert np.isnan(ref).sum() == 5
 
 
 @pytest.fixture(scope="module")

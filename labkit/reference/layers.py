@@ -272,14 +272,12 @@ def lrn(x: np.ndarray, depth_radius: int = 2, bias: float = 1.0,
         if not np.isfinite(v):
             raise ValueError(f"{name} must be finite, got {v!r}")
     c = x.shape[1]
-    sq = np.square(x)
-    # prefix sums over channels: sqr_sum[d] = S[min(d+r, C-1) + 1] - S[max(d-r, 0)]
-    csum = np.concatenate(
-        [np.zeros_like(sq[:, :1]), np.cumsum(sq, axis=1, dtype=np.float64)], axis=1)
-    d = np.arange(c)
-    hi = np.minimum(d + r, c - 1) + 1
-    lo = np.maximum(d - r, 0)
-    sqr_sum = csum[:, hi] - csum[:, lo]
+    # The window's 2r+1 shifted planes added (zeros past either end), not differences of prefix
+    # sums: a NaN or an infinity then reaches the 2r+1 windows that hold it and no later channel.
+    sq = np.pad(np.square(x).astype(np.float64), ((0, 0), (r, r), (0, 0), (0, 0)))
+    sqr_sum = np.zeros(x.shape, dtype=np.float64)
+    for o in range(2 * r + 1):
+        sqr_sum += sq[:, o:o + c]
     denom = (dt.type(bias) + dt.type(alpha) * sqr_sum.astype(dt)) ** dt.type(beta)
     return (x / denom).astype(dt, copy=False)
 
