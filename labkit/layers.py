@@ -14,6 +14,7 @@ from .ops.conv import Conv2d
 from .ops.conv_auto import AutoConv2d
 from .ops.conv_backward import BackwardData
 from .ops.conv_pool import CONV_POOL_THREADS, ConvPoolTanh, conv_pool_shared_bytes, conv_pool_tanh
+from .ops.conv3x3_auto import Auto3x3, AutoWeightGrad3x3
 from .ops.conv_small import SmallConv3x3, SmallWeightGrad
 from .ops.conv_transpose import ConvTranspose2d, conv_transpose2d
 from .ops.conv_winograd import WinogradConv3x3
@@ -33,6 +34,7 @@ from .ops.pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool
 # backward data of any convolution.
 __all__ = ["AutoConv2d", "ConvTranspose2d", "conv_transpose2d", "Conv2d", "ImplicitConv2d", "DepthwiseConv2d", "DepthwiseAnyConv2d", "DepthwiseProject", "ConvPoolTanh",
            "Dense", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN",
-           "SmallConv3x3", "WinogradConv3x3", "SmallWeightGrad", "WinogradWeightGrad", "BackwardData",
+           "SmallConv3x3", "WinogradConv3x3", "SmallWeightGrad", "WinogradWeightGrad", "Auto3x3", "AutoWeightGrad3x3",
+           "BackwardData",
            "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "depthwise_any_conv2d", "lrn",
            "conv_pool_tanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]

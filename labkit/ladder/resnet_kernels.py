@@ -12,7 +12,6 @@ padding 1.  Its floor is the larger of its multiply-adds at the device's FP32 ra
 """
 from __future__ import annotations
 
-import itertools
 
 import numpy as np
 
@@ -21,10 +20,12 @@ from ..backends.parallel import run_parallel
 from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..models.resnet_small import to_ckkm, to_mckk
-from ..ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile, tile_for, weight_tile_for
+from ..ops.conv_small import (SmallConv3x3, SmallWeightGrad, direct_candidates, tile_for, weight_candidates,
+                               weight_tile_for)
 from ..ops.conv_winograd import (WinogradConv3x3, WinogradTile, winograd_candidates, winograd_pays,
                                  winograd_tile_for)
-from ..ops.conv_winograd_wgrad import WinogradWeightGrad, WinogradWeightTile, winograd_weight_tile_for
+from ..ops.conv_winograd_wgrad import (WinogradWeightGrad, WinogradWeightTile, winograd_weight_candidates,
+                                      winograd_weight_tile_for)
 from ..reference import backward as rb
 from ..shapes import ConvLayer
 from .harness import agrees
@@ -47,48 +48,13 @@ def network_algorithm(kind: str, layer: ConvLayer) -> str:
     return "winograd" if winograd_pays(kind, *kernel_shape(kind, layer)) else "direct"
 
 
-def _divisors(n: int, among) -> list[int]:
-    return [d for d in among if d <= n and n % d == 0]
-
-
-def _chunks(n: int, among) -> list[int]:
-    """The channel chunks worth trying: all n channels when there are at most ``among``'s largest, else
-    those of ``among`` that divide n."""
-    return [n] if n <= max(among) else [d for d in among if n % d == 0]
-
-
 def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
     """Every tile of the pass's kernel (``algorithm`` "direct" or "winograd") that fits the layer
-    (C -> M as the kernel sees it), within the bounds that can win (8 to 64 sums a thread, 28 to 64
-    for Winograd's F(2x2, 3x3) and F(4x4, 3x3): fewer were a third slower or more on the H100; 16 to 128
-    for its weight gradient; channel chunks that divide C)."""
-    out = []
-    if algorithm == "winograd" and kind == "weight":
-        space = itertools.product(_divisors(M, (8, 16, 32, 64)), _divisors(C, (8, 16, 32, 64)), (4, 8, 16),
-                                  (4, 8, 16), (1, 2))
-        for mb, cb, rm, rc, tr in space:
-            t = WinogradWeightTile(mb, cb, rm, rc, tr)
-            if mb % rm or cb % rc or not 16 <= rm * rc <= 128 or not 128 <= t.threads() <= 1024:
-                continue
-            out.append(t)
-    elif algorithm == "winograd":
-        out = winograd_candidates(C, M, H, W)
-    elif kind == "weight":
-        space = itertools.product(_chunks(C, (16, 32)), _divisors(M, (8, 16, 32)), (2, 4, 8), (4, 7, 14), (1, 2, 4, 7))
-        for cb, mb, tm, rows, groups in space:
-            t = WeightTile(cb, mb, tm, rows, groups)
-            if mb % tm or groups > rows or rows > H or not 32 <= t.threads() <= 512:
-                continue
-            out.append(t)
-    else:
-        space = itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (4, 7, 14, 28), (1, 2, 4, 7, 14),
-                                  _chunks(C, (16, 32)))
-        for mb, tm, rows, l, cb in space:
-            t = Tile(mb, tm, rows, l, cb)
-            if mb % tm or rows % l or rows > H or not 8 <= l * tm <= 64 or not 64 <= t.threads(W) <= 1024:
-                continue
-            out.append(t)
-    return [t for t in out if _fits(t, C, M, H, W)]
+    (C -> M as the kernel sees it), within the bounds that can win (labkit.ops: direct_candidates,
+    weight_candidates, winograd_candidates, winograd_weight_candidates)."""
+    if algorithm == "winograd":
+        return (winograd_weight_candidates if kind == "weight" else winograd_candidates)(C, M, H, W)
+    return (weight_candidates if kind == "weight" else direct_candidates)(C, M, H, W)
 
 
 def _fits(tile, C: int, M: int, H: int, W: int) -> bool:

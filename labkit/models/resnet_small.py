@@ -31,8 +31,8 @@ from ..checks import array_module, check_array, check_int, is_cupy, to_numpy
 from ..loader import load
 from ..ops import conv_backward as cb
 from ..ops import training as tr
-from ..layers import ImplicitConv2d, SmallConv3x3, SmallWeightGrad, WinogradConv3x3, WinogradWeightGrad
-from ..ops.conv_winograd import winograd_pays
+from ..layers import (Auto3x3, AutoWeightGrad3x3, ImplicitConv2d, SmallConv3x3, SmallWeightGrad, WinogradConv3x3,
+                      WinogradWeightGrad)
 from ..ops.pool_softmax import global_avg_pool
 from ..reference import backward as rb
 from ..shapes import ConvLayer
@@ -176,8 +176,9 @@ class ResNetSmall:
             "direct" (the implicit GEMM forward; a thread per dx element, a block per dw element).
         winograd: on the "small" rung, which convolutions run Winograd's F(2x2, 3x3) (conv_winograd.cu;
             for dL/dw F(3x3, 2x2), conv_winograd_wgrad.cu) instead of the direct kernels: None
-            (default) where this GPU's tuned table times it faster (labkit/tuned/conv_small.json;
-            nowhere on the CPU executor), True everywhere, False nowhere.
+            (default) as this GPU's tuned table says (labkit/tuned/conv_small.json), or on a GPU the
+            table does not know as the autotuner finds per pass and batch size (labkit.ops.conv3x3_auto;
+            the direct kernels untuned, as on the CPU executor), True everywhere, False nowhere.
     """
 
     def __init__(self, channels: int = 16, *, seed: int = 0, input_hw: tuple = (28, 28), in_channels: int = 1,
@@ -199,11 +200,11 @@ class ResNetSmall:
         w, b, layers = self.params, self.params, self.layers
         if backward == "small":
             def conv3x3(kind: str, L: ConvLayer):
-                shape = (L.M, L.C, L.H, L.W) if kind == "data" else (L.C, L.M, L.H, L.W)
-                use = winograd_pays(kind, *shape) if winograd is None else winograd
+                if winograd is None:   # the tuned table's choice, or on a GPU it does not know the autotuner's
+                    return AutoWeightGrad3x3 if kind == "weight" else Auto3x3
                 if kind == "weight":
-                    return WinogradWeightGrad if use else SmallWeightGrad
-                return WinogradConv3x3 if use else SmallConv3x3
+                    return WinogradWeightGrad if winograd else SmallWeightGrad
+                return WinogradConv3x3 if winograd else SmallConv3x3
             self.convs = {n: conv3x3("forward", layers[n])(w[f"{n}.w"], b[f"{n}.b"], layers[n], activation="relu",
                                                            residual=n.endswith("conv2")) for n in CONVS}
             # dL/d(input) of each block convolution, gated by its input's ReLU (the input is a ReLU's

@@ -171,8 +171,9 @@ def winograd_candidates(C: int, M: int, H: int, W: int) -> list[WinogradTile]:
 AUTO_SUMS = ((16, 4), (8, 8))
 
 
-def winograd_auto_tiles(C: int, M: int, H: int, W: int, limit: int = 8) -> list[WinogradTile]:
-    """The few tiles ``labkit.conv2d(variant="auto")`` times for a forward layer: this GPU's tuned or
+def winograd_auto_tiles(C: int, M: int, H: int, W: int, limit: int = 8, kind: str = "forward") -> list[WinogradTile]:
+    """The few tiles ``labkit.conv2d(variant="auto")`` times for a layer (``kind`` "forward", or "data"
+    for a backward-data pass, as the tuned table names them): this GPU's tuned or
     default tile first, then ``winograd_candidates`` of the winning shapes (AUTO_SUMS, one row of tiles,
     16 or 32 channels a block, the largest chunk of up to 8 channels), at most ``limit``.
 
@@ -180,7 +181,7 @@ def winograd_auto_tiles(C: int, M: int, H: int, W: int, limit: int = 8) -> list[
     transforms carry a NaN or an infinity of the input into outputs whose windows do not hold it
     (conv_winograd.cu), where PyTorch's convolution keeps it to the windows that do, and its error is
     ten times F(2x2)'s; a layer built with WinogradConv3x3 and an f=4 tile still runs it."""
-    first = winograd_tile_for("forward", C, M, H, W)
+    first = winograd_tile_for(kind, C, M, H, W)
     out = [first] if first.f == 2 and _fits(first, C, M, H, W) else []
     chunk = max(_divisors(C, (4, 8)) or [C])
     for t in sorted(winograd_candidates(C, M, H, W), key=lambda t: (-t.mb, -t.rm)):

@@ -10,6 +10,7 @@ the output transform.  A ``WinogradWeightTile`` fixes the kernel's compile-time 
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import asdict, dataclass
 
 from ..checks import array_module
@@ -21,7 +22,8 @@ from .conv_small import SmallWeightGrad, table_key
 from .implicit import shared_optin_limit
 from .plans import allow_shared, cdiv, ints, largest_divisor, pitch4
 
-__all__ = ["WinogradWeightTile", "WinogradWeightGrad", "default_winograd_weight_tile", "winograd_weight_tile_for"]
+__all__ = ["WinogradWeightTile", "WinogradWeightGrad", "default_winograd_weight_tile", "winograd_weight_tile_for",
+           "winograd_weight_candidates"]
 
 MAX_THREADS = 1024
 REDUCE_PAIRS = 16      # (m, c) pairs a block of winograd_wgrad_reduce
@@ -125,3 +127,22 @@ class WinogradWeightGrad(SmallWeightGrad):
         reduce = mod.get_function("winograd_wgrad_reduce").launcher(
             (cdiv(L.M * L.C, REDUCE_PAIRS),), (256,), (ws, wsdb, None, None) + ints(slices, self.layout == "CKKM"))
         return partial, reduce, db
+
+
+def winograd_weight_candidates(C: int, M: int, H: int, W: int) -> list[WinogradWeightTile]:
+    """Every winograd_wgrad tile of a sweep within the bounds that can win: 16 to 128 sums a thread,
+    128 to 1024 threads, channel blocks that divide C and M."""
+    def divisors(n, among):
+        return [d for d in among if d <= n and n % d == 0]
+    out = []
+    for mb, cb, rm, rc, tr in itertools.product(divisors(M, (8, 16, 32, 64)), divisors(C, (8, 16, 32, 64)),
+                                                (4, 8, 16), (4, 8, 16), (1, 2)):
+        t = WinogradWeightTile(mb, cb, rm, rc, tr)
+        if mb % rm or cb % rc or not 16 <= rm * rc <= 128 or not 128 <= t.threads() <= 1024:
+            continue
+        try:
+            t.check(C, M, H, W)
+        except ValueError:
+            continue
+        out.append(t)
+    return out
