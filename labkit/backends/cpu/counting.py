@@ -43,9 +43,11 @@ NOTES = {
              "an access instruction by each lane that executed it",
     "global": "one request per warp instruction; sectors: distinct 32-byte sectors its lanes touch, counted from "
               "the start of the array (a GPU's allocations are 256-byte aligned); atomics not counted",
-    "shared": "32 banks of 4 bytes; lanes reading one 32-bit word share it; 64-bit accesses in 2 phases of 16 "
-              "lanes, 128-bit in 4 phases of 8; a phase costs as many wavefronts as its busiest bank has "
-              "distinct words; bank conflicts: wavefronts beyond one per active phase",
+    "shared": "32 banks of 4 bytes; lanes reading one 32-bit word share it; 64- and 128-bit accesses in 2 phases "
+              "of 16 lanes; a phase costs as many wavefronts as its busiest bank has distinct words; bank "
+              "conflicts: wavefronts beyond the fewest that could move each phase's distinct words (32 per "
+              "wavefront); a thread's 32-bit loads of neighbouring, aligned words in one stretch count as the "
+              "one 64- or 128-bit load nvcc makes of them (alignment as the launch has it, where nvcc proves it)",
     "dram": "compulsory traffic: each distinct 32-byte sector read once, each written once (an L2 that holds "
             "the launch's data, cold at its start; an H100's holds 50 MB); a lower bound where the data is larger, "
             "which an L2 model could not fix here, the executor's order of accesses not being a GPU's; "
