@@ -282,3 +282,22 @@ def test_a_window_loop_loads_what_nvcc_loads():
     r, = labkit.counters(labkit.ops.pool_softmax.max_pool2d, x, k)
     warps = planes * (side // k) ** 2 // 32
     assert (r[LD_REQ], r[ST_REQ]) == ((1 + k * k) * warps, warps)
+
+
+def test_the_l2_resident_model_keeps_writes_that_fit_the_l2():
+    l2 = labkit.measure.counters.l2_resident
+    record = {DRAM_RD: 4096, DRAM_WR: 60 * 2**20}
+    assert l2(record, 50 * 2**20) == {DRAM_RD: 4096, DRAM_WR: 10 * 2**20}   # 10 MiB cannot stay
+    assert l2({**record, DRAM_WR: 40_000}, 50 * 2**20)[DRAM_WR] == 0
+    with pytest.raises(ValueError, match="l2_bytes must be a positive int"):
+        l2(record, 0)
+    with pytest.raises(ValueError, match="the record has no dram__bytes_write.sum"):
+        l2({DRAM_RD: 1}, 2**20)
+
+
+def test_a_records_footprint_is_the_sectors_it_reads_or_writes():
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    r = count("copy_strided", (2,), (128,), (x, y, np.int32(1), np.int32(n)))
+    assert r["footprint_bytes"] == 2 * 4 * n

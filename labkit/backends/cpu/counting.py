@@ -51,7 +51,10 @@ NOTES = {
     "dram": "compulsory traffic: each distinct 32-byte sector read once, each written once (an L2 that holds "
             "the launch's data, cold at its start; an H100's holds 50 MB); a lower bound where the data is larger, "
             "which an L2 model could not fix here, the executor's order of accesses not being a GPU's; "
-            "__constant__ memory not counted",
+            "__constant__ memory and the kernel's code not counted.  The writes are what reaches DRAM in the end: "
+            "a profiler counts only what does during the launch, none where the footprint fits the L2 "
+            "(write-back; labkit.measure.counters.l2_resident)",
+    "footprint": "footprint_bytes: the distinct 32-byte sectors the launch reads or writes, in bytes",
     "fp32": "executed single-precision add/sub (fadd), mul (fmul) and fused multiply-add (ffma) instructions of "
             "the kernel's code, compiled with FMA contraction as nvcc does; library maths (expf, division, "
             "sqrt) not counted",
@@ -242,7 +245,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         for s, addr in zip(symbols, addrs):
             if not s.constant:
                 ctypes.memmove(s.ptr, addr, s.nbytes)
-        totals = (ctypes.c_uint64 * (len(TOTALS) + 2))()
+        totals = (ctypes.c_uint64 * (len(TOTALS) + 3))()
         lib.labkit_count_totals(totals)
         fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
         if fp[-1]:
@@ -256,6 +259,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     record.update(zip(TOTALS, (int(v) for v in totals[:len(TOTALS)])))
     record.update(zip(FP32, fp))
     record.update(zip(DRAM, (SECTOR * int(totals[len(TOTALS)]), SECTOR * int(totals[len(TOTALS) + 1]))))
+    record["footprint_bytes"] = SECTOR * int(totals[len(TOTALS) + 2])
     record["notes"] = {**NOTES, "fp32": fp_note}
     if _records is not None:
         _records.append(record)

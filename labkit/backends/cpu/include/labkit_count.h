@@ -499,16 +499,18 @@ LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin
   ::labkit::count::g_nregions = unsigned(::labkit::count::regions().size());
   return true;
 }
-// The totals: the eight metrics (Metric's order), then the sectors read and written (DRAM).
+// The totals: the eight metrics (Metric's order), then the sectors read, written, and touched
+// either way (DRAM; the launch's footprint).
 LABKIT_API void labkit_count_totals(unsigned long long* out) {
   using namespace ::labkit::count;
-  for (int i = 0; i < NMETRICS + 2; ++i) out[i] = 0;
+  for (int i = 0; i < NMETRICS + 3; ++i) out[i] = 0;
   for (unsigned k = 0; k < g_nstates; ++k)
     for (int i = 0; i < NMETRICS; ++i) out[i] += g_states[k]->m[i];
   for (const Region& r : regions())
     for (size_t i = 0; i < r.read.size(); ++i) {
       out[NMETRICS] += r.read[i];
       out[NMETRICS + 1] += r.written[i];
+      out[NMETRICS + 2] += r.read[i] | r.written[i];
     }
 }
 // How often the basic block at each address from text_lo ran: `hits` has (text_hi - text_lo) / 4 + 1
