@@ -76,6 +76,7 @@ struct State {
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
+  bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
   std::vector<unsigned long long> scratch;
@@ -169,6 +170,7 @@ inline void on_access(void* p, size_t size, bool write, void* site) {
   }
   if (shared) {
     kind = write ? SHARED_ST : SHARED_LD;
+    S->loads32 = S->loads32 || (!write && size == 4);
   } else {
     while (region < g_nregions && !(a - g_regions[region].lo < g_regions[region].hi - g_regions[region].lo)) ++region;
     if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
@@ -367,7 +369,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
 inline void flush_warp(State& S, unsigned first, unsigned last) {
-  merge_vector_loads(S, first, last);
+  if (S.loads32) merge_vector_loads(S, first, last);   // nothing to merge without them
   auto& group = S.group;
   int lead = -1;
   bool same = true;
@@ -467,6 +469,7 @@ LABKIT_RUNTIME_FN void count_flush(Worker* W) {
   const unsigned n = std::min<unsigned>(W->L->nthreads, unsigned(S.log.size()));
   for (unsigned first = 0; first < n; first += 32) count::flush_warp(S, first, std::min(n, first + 32));
   for (auto& l : S.log) l.clear();
+  S.loads32 = false;
 }
 
 }  // namespace labkit
