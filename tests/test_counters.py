@@ -214,6 +214,14 @@ def test_a_threads_row_of_shared_words_is_one_vector_load_where_aligned(kernel, 
     np.testing.assert_array_equal(y, sum(first + j for j in range(width)).astype(np.float32))
 
 
+def test_vector_loads_are_merged_in_a_warp_whose_lanes_loop_unequally():
+    y = np.zeros(32, np.float32)
+    r = count("shared_rows2_ragged", (1,), (32,), (y,))
+    assert (r[SH_LD_WF], r[SH_LD_BC]) == (3, 0)     # 32-bit loads would make it 6 and 2
+    u = np.arange(32)
+    np.testing.assert_array_equal(y, (4 * u + 1) + np.where(u < 8, 4 * (u + 32) + 1, 0).astype(np.float32))
+
+
 def test_a_shared_array_declared_with_align_is_counted():
     y = np.zeros(32, np.float32)
     r = count("shared_aligned", (1,), (32,), (y,))

@@ -97,3 +97,21 @@ extern "C" __global__ void shared_aligned(float* __restrict__ y) {
   __syncthreads();
   y[t] = s[31 - t];
 }
+
+// Rows of 2 floats as in read_rows, in a loop that lanes 0-7 run twice (units 32-39), the others
+// once: the lanes' logs differ, and the pairs are still one LDS.64 each.  First pass: 32 lanes, 64
+// consecutive words, 2 wavefronts; second: 8 lanes in the first half-warp, 16 words, 1.
+extern "C" __global__ void shared_rows2_ragged(float* __restrict__ y) {
+  __shared__ float s[80];
+  const int t = threadIdx.x;
+  for (int i = t; i < 80; i += 32) s[i] = float(i);
+  __syncthreads();
+  float sum = 0.0f;
+  for (int u = t; u < 40; u += 32) {
+    float r[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) r[j] = s[u * 2 + j];
+    sum += r[0] + r[1];
+  }
+  y[t] = sum;
+}

@@ -294,15 +294,18 @@ inline uintptr_t shared_offset(const State& S, const Access& x) {
 constexpr size_t LOOKAHEAD = 64;
 constexpr unsigned MAX_PARTS = 4;
 
-// Where in log[i + 1 ..] the loads of the words after log[i]'s are (up to parts - 1 of them); how
-// many were found.
-inline unsigned next_words(const std::vector<Access>& log, size_t i, unsigned parts, size_t* at) {
+// Where in log[i + 1 ..] the loads of the words after log[i]'s are (up to parts - 1 of them, none
+// already `taken` into another vector); how many were found.
+inline unsigned next_words(const std::vector<Access>& log, size_t i, unsigned parts, size_t* at,
+                           const unsigned char* taken = nullptr) {
   const Access& x = log[i];
   unsigned got = 1;
   for (size_t j = i + 1; j < log.size() && j <= i + LOOKAHEAD && got < parts; ++j) {
     const Access& y = log[j];
     if (y.kind == SHARED_ST) break;     // a store between: nvcc moves no load across it
-    if (y.kind == SHARED_LD && y.size == 4 && y.site != x.site && y.addr == x.addr + 4 * got) at[got++] = j;
+    if (y.kind == SHARED_LD && y.size == 4 && y.site != x.site && y.addr == x.addr + 4 * got &&
+        !(taken && taken[j]))
+      at[got++] = j;
   }
   return got;
 }
@@ -354,7 +357,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
       if (x.kind == SHARED_LD && x.size == 4) {
         const unsigned o = site_ordinal(S, x.site, sites);
         const unsigned parts = ok[o] & 2 ? 4 : ok[o] & 1 ? 2 : 1;
-        if (parts > 1 && next_words(log, i, parts, at) >= parts) {
+        if (parts > 1 && next_words(log, i, parts, at, S.taken.data()) >= parts) {
           for (unsigned g = 1; g < parts; ++g) S.taken[at[g]] = 1;
           x.size = uint16_t(4 * parts);
         }
