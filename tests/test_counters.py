@@ -81,7 +81,7 @@ def test_shared_bank_conflicts_of_32_bit_accesses(stride, wavefronts):
 
 
 @pytest.mark.parametrize("stride, wavefronts", [(1, 4), (2, 8)])
-def test_float4_shared_accesses_are_served_by_quarter_warps(stride, wavefronts):
+def test_float4_shared_accesses_are_served_by_half_warps(stride, wavefronts):
     y = np.zeros((32, 4), np.float32)
     r = count("shared_float4", (1,), (32,), (y, np.int32(stride)))
     assert (r[SH_LD_WF], r[SH_LD_BC]) == (wavefronts, wavefronts - 4)
@@ -191,3 +191,121 @@ def test_the_counting_build_unrolls_where_nvcc_does():
     src = "  #pragma unroll\n  for (;;) {}\n#pragma unroll 4\n#pragma unroll (TM)\n#pragma unrolled\n"
     assert unrolled_as_nvcc(src) == (f"  #pragma GCC unroll {FULL_UNROLL}\n  for (;;) {{}}\n#pragma GCC unroll 4\n"
                                      "#pragma GCC unroll (TM)\n#pragma unrolled\n")
+
+
+def test_a_float4_broadcast_per_half_warp_is_two_wavefronts():
+    y = np.zeros((32, 4), np.float32)
+    r = count("shared_float4_halves", (1,), (32,), (y,))
+    assert (r[SH_LD_WF], r[SH_LD_BC]) == (2, 0)     # quarter-warp phases would make it 4
+    np.testing.assert_array_equal(y[:, 0], (np.arange(32) >= 16).astype(np.float32))
+
+
+@pytest.mark.parametrize("kernel, width, skew, wavefronts, conflicts", [
+    ("shared_rows2", 2, 0, 2, 0),       # one LDS.64: two half-warps of 128 bytes
+    ("shared_rows4", 4, 0, 4, 0),       # one LDS.128: two half-warps of 256 bytes
+    ("shared_rows2", 2, 1, 4, 2),       # misaligned: two 32-bit loads of stride 2
+], ids=["pairs", "quads", "pairs-misaligned"])
+def test_a_threads_row_of_shared_words_is_one_vector_load_where_aligned(kernel, width, skew, wavefronts,
+                                                                          conflicts):
+    y = np.zeros(32, np.float32)
+    r = count(kernel, (1,), (32,), (y, np.int32(skew)))
+    assert (r[SH_LD_WF], r[SH_LD_BC]) == (wavefronts, conflicts)
+    first = np.arange(32) * width + skew
+    np.testing.assert_array_equal(y, sum(first + j for j in range(width)).astype(np.float32))
+
+
+def test_vector_loads_are_merged_in_a_warp_whose_lanes_loop_unequally():
+    y = np.zeros(32, np.float32)
+    r = count("shared_rows2_ragged", (1,), (32,), (y,))
+    assert (r[SH_LD_WF], r[SH_LD_BC]) == (3, 0)     # 32-bit loads would make it 6 and 2
+    u = np.arange(32)
+    np.testing.assert_array_equal(y, (4 * u + 1) + np.where(u < 8, 4 * (u + 32) + 1, 0).astype(np.float32))
+
+
+def test_a_shared_array_declared_with_align_is_counted():
+    y = np.zeros(32, np.float32)
+    r = count("shared_aligned", (1,), (32,), (y,))
+    assert (r[SH_LD_WF], r[SH_LD_BC], r[SH_ST_WF], r[SH_ST_BC]) == (1, 0, 1, 0)
+    np.testing.assert_array_equal(y, np.arange(31, -1, -1, dtype=np.float32))
+
+
+DOT = """
+float dot(const float* __restrict__ a, const float* __restrict__ b, int n, float acc) {
+  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
+  return acc;
+}
+"""
+
+
+def test_the_counting_build_makes_an_accumulators_multiply_add_one_fma(tmp_path):
+    """nvcc makes acc += a[i] * b[i] one FFMA; g++ under a tuning that avoids chains of FMAs
+    (-mtune=znver2, say) leaves a multiply and an add unless told not to (avoid-fma-max-bits=0)."""
+    import shutil
+    import subprocess
+    from labkit.backends.cpu import compiler
+    flags = compiler.SANITIZER_FLAGS["count"]
+    if "-mfma" not in flags:
+        pytest.skip("this processor has no FMA instructions: FP32 instructions are not counted here")
+    if shutil.which("objdump") is None:
+        pytest.skip("objdump (GNU binutils) is not installed")
+    src = tmp_path / "dot.cc"
+    src.write_text(DOT)
+
+    def mnemonics(extra):
+        obj = tmp_path / "dot.o"
+        subprocess.run([compiler.compiler()[0], *extra, "-mtune=znver2", "-c", str(src), "-o", str(obj)], check=True)
+        return subprocess.run(["objdump", "-d", str(obj)], capture_output=True, text=True, check=True).stdout
+    counting = mnemonics([f for f in flags if not f.startswith("-fsanitize")])
+    assert "vfmadd" in counting and "vmulss" not in counting
+    without = mnemonics([f for f in flags if not f.startswith("-fsanitize") and "avoid-fma" not in f])
+    assert "vmulss" in without      # the tuning does split it: the flag is what makes it one
+
+
+def test_the_bias_adds_of_the_unrolled_rung_are_counted_once_per_output():
+    """The GEMM's epilogue adds the bias to each output (one FADD each on the GPU, as ncu counts on
+    the H100); g++'s cross-jumping would merge some of those adds into other blocks' tails, whose
+    hooks miss their runs (7128 of 10368 counted)."""
+    rng = np.random.default_rng(0)
+    N, C, H, M, K = 2, 6, 22, 16, 5           # the seed model's second layer (the H100 comparison's)
+    x = rng.standard_normal((N, C, H, H), dtype=np.float32)
+    w = rng.standard_normal((M, C, K, K), dtype=np.float32)
+    b = rng.standard_normal(M, dtype=np.float32)
+    with pytest.MonkeyPatch.context() as env:    # the default configuration, not a tuned table's
+        env.setenv("LABKIT_SHIPPED_TABLES", "0")
+        env.setenv("LABKIT_AUTOTUNE", "0")
+        records = labkit.counters(labkit.conv2d, x, w, b, variant="unrolled")
+    gemm = [r for r in records if r["kernel"].startswith("gemm")]
+    if gemm[0][FADD] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {gemm[0]['notes']['fp32']}")
+    Ho = H - K + 1
+    assert sum(r[FADD] for r in gemm) == N * M * Ho * Ho
+
+
+def test_a_window_loop_loads_what_nvcc_loads():
+    """max_pool2d reads xp[0], then every element of its k x k window, xp[0] again among them: nvcc
+    keeps both loads (1 + k*k per thread, as ncu counts on the H100); g++'s partial-redundancy
+    elimination would drop one, so the counting build is compiled without it."""
+    k, planes, side = 2, 4, 16
+    x = np.random.default_rng(0).standard_normal((1, planes, side, side), dtype=np.float32)
+    r, = labkit.counters(labkit.ops.pool_softmax.max_pool2d, x, k)
+    warps = planes * (side // k) ** 2 // 32
+    assert (r[LD_REQ], r[ST_REQ]) == ((1 + k * k) * warps, warps)
+
+
+def test_the_l2_resident_model_keeps_writes_that_fit_the_l2():
+    l2 = labkit.measure.counters.l2_resident
+    record = {DRAM_RD: 4096, DRAM_WR: 60 * 2**20}
+    assert l2(record, 50 * 2**20) == {DRAM_RD: 4096, DRAM_WR: 10 * 2**20}   # 10 MiB cannot stay
+    assert l2({**record, DRAM_WR: 40_000}, 50 * 2**20)[DRAM_WR] == 0
+    with pytest.raises(ValueError, match="l2_bytes must be a positive int"):
+        l2(record, 0)
+    with pytest.raises(ValueError, match="the record has no dram__bytes_write.sum"):
+        l2({DRAM_RD: 1}, 2**20)
+
+
+def test_a_records_footprint_is_the_sectors_it_reads_or_writes():
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    r = count("copy_strided", (2,), (128,), (x, y, np.int32(1), np.int32(n)))
+    assert r["footprint_bytes"] == 2 * 4 * n

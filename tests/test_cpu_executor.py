@@ -335,6 +335,13 @@ extern "C" __global__ void shared_in_bounds(const float* x, float* y) {
   __syncthreads();
   y[t] = tile[(127 - t) / 16][(127 - t) % 16] + total + sizeof(tile) / 4096.0f;
 }
+extern "C" __global__ void aligned_past_end(const float* x, float* y) {
+  __shared__ __align__(16) float rows[2][32];
+  const int t = threadIdx.x;
+  rows[t / 32][t % 32] = x[t];
+  __syncthreads();
+  y[t] = rows[(t + 1) / 32][(t + 1) % 32];                 // thread 63 reads rows[2][0]
+}
 '''
 
 
@@ -352,6 +359,16 @@ def test_memory_check_catches_static_shared_out_of_bounds(kernel, want):
     with pytest.raises(KernelMemoryError, match=want) as info:
         fn((1,), (128 if kernel == "shared_past_end" else 32,), args[:len(fn.param_names)], check="memory")
     assert "LABKIT-SHARED" not in str(info.value)
+
+
+def test_memory_check_catches_an_aligned_shared_arrays_out_of_bounds():
+    """`__shared__ __align__(16) float rows[2][32]` is a shared array like any other: its own heap
+    block under the memory check, whose edge is guarded."""
+    mod = CPUModule(STATIC_SHARED, path="static_shared.cu")
+    with pytest.raises(KernelMemoryError, match=r"(?s)READ of size 4.*0 bytes past the end of the 256-byte "
+                                                 r"__shared__ array 'rows'"):
+        mod.get_function("aligned_past_end")((1,), (64,), (np.ones(64, np.float32), np.zeros(64, np.float32)),
+                                             check="memory")
 
 
 @pytest.mark.parametrize("check", [None, "memory"])

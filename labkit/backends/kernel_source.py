@@ -108,7 +108,8 @@ _KERNEL_ALT = re.compile(  # `__global__ extern "C"` is rare but legal
 _CONSTANT = re.compile(r"\b__constant__\b[^;(){}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
 _DEVICE_VAR = re.compile(r"\b__device__\b(?![^;{}]*\()[^;{}]*?\b(\w+)\s*(?:\[[^\]]*\]\s*)*(?:=[^;]*)?;")
 STORAGE_SUFFIX = "_labkit_storage"   # a __shared__ variable's storage, renamed (see rewrite)
-_STATIC_SHARED = re.compile(r"(?<!extern)(?<!extern )\b__shared__\b([^;{}()]*);")
+# Parentheses, one level deep, may stand in the declaration: `__align__(16)`, `float s[(N + 1) * 2]`.
+_STATIC_SHARED = re.compile(r"(?<!extern)(?<!extern )\b__shared__\b((?:\([^;{}()]*\)|[^;{}()])*);")
 # `extern __shared__ T name[];` with its specifiers in any order (`extern T __shared__ name[]`,
 # `extern __shared__ __align__(16) T name[]`): the type is the words around __shared__.
 _SPECIFIER = r"(?:__align__\s*\(\s*\d+\s*\)|[\w:]+)"

@@ -7,6 +7,12 @@ Hardware counters need permissions that many machines deny, and a GPU; the execu
 access of every thread, so it counts them itself (labkit/backends/cpu/counting.py says how, and each
 record's ``notes`` what each number models).  Keys are Nsight Compute's metric names, so a record
 sits beside ``ncu --metrics ...`` output (benchmarks/counters_ncu.py).
+
+    labkit.measure.counters.l2_resident(records[0], l2_bytes=50 * 2**20)   # DRAM during the launch
+
+A record's DRAM bytes are compulsory traffic, what the launch's data costs in the end; a profiler
+counts what moves while the launch runs, and a GPU's L2 (write-back, 50 MB on an H100) keeps a
+small launch's writes until later: ``l2_resident`` says what that leaves for the launch itself.
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from ..backends.cpu import counting
 from ..errors import LaunchError
 
 METRICS = counting.METRICS
+DRAM_READ, DRAM_WRITE = counting.DRAM
 
 
 def counters(fn, *args, **kwargs) -> list[dict]:
@@ -34,3 +41,18 @@ def counters(fn, *args, **kwargs) -> list[dict]:
             "there (labkit.load, labkit.load_source) -- a module loaded earlier on the GPU launches "
             "uncounted")
     return records
+
+
+def l2_resident(record: dict, l2_bytes: int) -> dict:
+    """The DRAM bytes a launch moves while it runs, by a GPU whose L2 holds ``l2_bytes`` (an H100's:
+    50 MiB), cold at the launch's start (as Nsight Compute flushes it before each profiled launch):
+    reads, the compulsory ones (each sector once); writes, only the dirty sectors the L2 cannot keep
+    (written bytes beyond its size; none where they fit -- written back after the launch).  Both are
+    lower bounds: a GPU also reads the kernel's code and constants, and an L2 evicts before it is
+    full.  Keys: Nsight Compute's DRAM metric names."""
+    if not isinstance(l2_bytes, int) or l2_bytes <= 0:
+        raise ValueError(f"l2_resident: l2_bytes must be a positive int (an H100's L2: 50 * 2**20), got {l2_bytes!r}")
+    missing = [k for k in (DRAM_READ, DRAM_WRITE) if not isinstance(record.get(k), int)]
+    if missing:
+        raise ValueError(f"l2_resident: the record has no {', '.join(missing)} (a labkit.counters record needed)")
+    return {DRAM_READ: record[DRAM_READ], DRAM_WRITE: max(0, record[DRAM_WRITE] - l2_bytes)}

@@ -54,3 +54,64 @@ extern "C" __global__ void with_maths(const float* __restrict__ x, float* __rest
   const float v = x[i] * x[i] + 1.0f;
   y[i] = expf(v) / v;
 }
+
+// A row of `width` floats per lane, read into registers in an unrolled loop (as a tiled GEMM reads a
+// thread's rows): nvcc makes one LDS.64 (width 2) or LDS.128 (width 4) of it where the row starts
+// aligned, here when `skew` is 0.  Lane t's row starts at word t * width + skew.  Aligned, the warp's
+// vector load reads 32 * width consecutive words: 2 wavefronts (width 2: two half-warps of 128
+// bytes), 4 (width 4: each half-warp 256 bytes); no conflict.  Skewed, `width` separate 32-bit loads
+// of stride `width`: width wavefronts each, width - 1 of them conflicts.
+template <int WIDTH>
+__device__ __forceinline__ void read_rows(float* __restrict__ y, int skew) {
+  __shared__ float s[32 * WIDTH + 4];
+  const int t = threadIdx.x;
+  for (int i = t; i < 32 * WIDTH + 4; i += 32) s[i] = float(i);
+  __syncthreads();
+  float r[WIDTH];
+#pragma unroll
+  for (int j = 0; j < WIDTH; ++j) r[j] = s[t * WIDTH + skew + j];
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < WIDTH; ++j) sum += r[j];
+  y[t] = sum;
+}
+extern "C" __global__ void shared_rows2(float* __restrict__ y, int skew) { read_rows<2>(y, skew); }
+extern "C" __global__ void shared_rows4(float* __restrict__ y, int skew) { read_rows<4>(y, skew); }
+
+// A float4 that each half-warp reads as one broadcast (lanes 0-15 group 0, lanes 16-31 group 1):
+// 2 wavefronts, none a conflict (two phases of 16 lanes, each one 16-byte word group).
+extern "C" __global__ void shared_float4_halves(float4* __restrict__ y) {
+  __shared__ float4 s[2];
+  const int t = threadIdx.x;
+  if (t < 2) s[t] = make_float4(t, t, t, t);
+  __syncthreads();
+  y[t] = s[t / 16];
+}
+
+// A __shared__ array declared with __align__: counted as any other (stride 1: one wavefront for the
+// store, one for the load).
+extern "C" __global__ void shared_aligned(float* __restrict__ y) {
+  __shared__ __align__(16) float s[32];
+  const int t = threadIdx.x;
+  s[t] = float(t);
+  __syncthreads();
+  y[t] = s[31 - t];
+}
+
+// Rows of 2 floats as in read_rows, in a loop that lanes 0-7 run twice (units 32-39), the others
+// once: the lanes' logs differ, and the pairs are still one LDS.64 each.  First pass: 32 lanes, 64
+// consecutive words, 2 wavefronts; second: 8 lanes in the first half-warp, 16 words, 1.
+extern "C" __global__ void shared_rows2_ragged(float* __restrict__ y) {
+  __shared__ float s[80];
+  const int t = threadIdx.x;
+  for (int i = t; i < 80; i += 32) s[i] = float(i);
+  __syncthreads();
+  float sum = 0.0f;
+  for (int u = t; u < 40; u += 32) {
+    float r[2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j) r[j] = s[u * 2 + j];
+    sum += r[0] + r[1];
+  }
+  y[t] = sum;
+}

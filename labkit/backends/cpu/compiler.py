@@ -71,12 +71,19 @@ SANITIZER_FLAGS = {
     "interleave": ("-O1", "-g", "-fsanitize=thread", "-DLABKIT_INTERLEAVE=1"),
     "count": ("-O2", "-DLABKIT_COUNT=1", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0",
               "-fsanitize-coverage=trace-pc", "-fno-tree-vectorize", "-fno-tree-sra", "-ffp-contract=fast",
-              *counting_arch_flags()),
+              "--param=avoid-fma-max-bits=0", "-fno-crossjumping", "-fno-tree-pre", *counting_arch_flags()),
 }
 # The counting build (labkit.counters: counting.py, labkit_count.h) has the same access hooks and
 # one at each basic block (-fsanitize-coverage=trace-pc), no entry hooks; its code must make the
 # accesses nvcc's makes: no vectorised loops (four lanes' floats in one access), and a float4 stays
-# one 16-byte access (scalar replacement of aggregates would split it).
+# one 16-byte access (scalar replacement of aggregates would split it).  Its FP32 instructions must be
+# nvcc's too: every a*b + c one FMA, also a loop's accumulator's, which g++ leaves as a multiply and
+# an add under tunings that avoid chains of FMAs (-mtune=znver2, for one; the H100 comparison's
+# host compiler did): avoid-fma-max-bits=0 turns that off.  Each instruction must stay in the basic
+# block whose hook counts its runs: cross-jumping would merge two blocks' identical tails into one
+# of them, whose hook then misses the other's runs (the GEMM epilogue's bias adds).  And a load must
+# stay where nvcc keeps it: partial-redundancy elimination drops the first iteration's load of a
+# window loop that reads what was read just before it (max_pool2d's xp[0]), which nvcc does not.
 # Linked without the sanitizer's runtime (the runner too); every hook must be defined (-z defs).
 RUNTIME_FREE = {"interleave", "count"}
 # Flags of a build that its runtime object is compiled without: the counting build's hooks and

@@ -43,13 +43,18 @@ NOTES = {
              "an access instruction by each lane that executed it",
     "global": "one request per warp instruction; sectors: distinct 32-byte sectors its lanes touch, counted from "
               "the start of the array (a GPU's allocations are 256-byte aligned); atomics not counted",
-    "shared": "32 banks of 4 bytes; lanes reading one 32-bit word share it; 64-bit accesses in 2 phases of 16 "
-              "lanes, 128-bit in 4 phases of 8; a phase costs as many wavefronts as its busiest bank has "
-              "distinct words; bank conflicts: wavefronts beyond one per active phase",
+    "shared": "32 banks of 4 bytes; lanes reading one 32-bit word share it; 64- and 128-bit accesses in 2 phases "
+              "of 16 lanes; a phase costs as many wavefronts as its busiest bank has distinct words; bank "
+              "conflicts: wavefronts beyond the fewest that could move each phase's distinct words (32 per "
+              "wavefront); a thread's 32-bit loads of neighbouring, aligned words in one stretch count as the "
+              "one 64- or 128-bit load nvcc makes of them (alignment as the launch has it, where nvcc proves it)",
     "dram": "compulsory traffic: each distinct 32-byte sector read once, each written once (an L2 that holds "
             "the launch's data, cold at its start; an H100's holds 50 MB); a lower bound where the data is larger, "
             "which an L2 model could not fix here, the executor's order of accesses not being a GPU's; "
-            "__constant__ memory not counted",
+            "__constant__ memory and the kernel's code not counted.  The writes are what reaches DRAM in the end: "
+            "a profiler counts only what does during the launch, none where the footprint fits the L2 "
+            "(write-back; labkit.measure.counters.l2_resident)",
+    "footprint": "footprint_bytes: the distinct 32-byte sectors the launch reads or writes, in bytes",
     "fp32": "executed single-precision add/sub (fadd), mul (fmul) and fused multiply-add (ffma) instructions of "
             "the kernel's code, compiled with FMA contraction as nvcc does; library maths (expf, division, "
             "sqrt) not counted",
@@ -240,7 +245,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         for s, addr in zip(symbols, addrs):
             if not s.constant:
                 ctypes.memmove(s.ptr, addr, s.nbytes)
-        totals = (ctypes.c_uint64 * (len(TOTALS) + 2))()
+        totals = (ctypes.c_uint64 * (len(TOTALS) + 3))()
         lib.labkit_count_totals(totals)
         fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
         if fp[-1]:
@@ -254,6 +259,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     record.update(zip(TOTALS, (int(v) for v in totals[:len(TOTALS)])))
     record.update(zip(FP32, fp))
     record.update(zip(DRAM, (SECTOR * int(totals[len(TOTALS)]), SECTOR * int(totals[len(TOTALS) + 1]))))
+    record["footprint_bytes"] = SECTOR * int(totals[len(TOTALS) + 2])
     record["notes"] = {**NOTES, "fp32": fp_note}
     if _records is not None:
         _records.append(record)

@@ -18,10 +18,13 @@
 //   * global: one request; its sectors are the distinct 32-byte sectors its lanes touch, counted
 //     from the start of the array's allocation (a GPU's allocations are 256-byte aligned);
 //   * shared: 32 banks of 4 bytes.  Lanes reading one 32-bit word share it (a broadcast); distinct
-//     words in one bank are served one per wavefront.  A 64-bit access is served in two phases of
-//     16 lanes, a 128-bit one in four of 8 lanes (each phase moves at most 128 bytes); each active
-//     phase costs as many wavefronts as its most loaded bank has distinct words.  Bank conflicts are
-//     the wavefronts beyond one per active phase.
+//     words in one bank are served one per wavefront (128 bytes).  A 32-bit access is one phase of
+//     32 lanes, a 64- or 128-bit one two phases of 16 lanes (half-warps: a float4 that each
+//     half-warp reads as one broadcast costs 2 wavefronts on an H100, not the 4 that quarter-warp
+//     phases would make); each active phase costs as many wavefronts as its most loaded bank has
+//     distinct words.  Bank conflicts are the wavefronts beyond the fewest that could move the
+//     phase's distinct words (one per 32 of them).  A thread's 32-bit loads of neighbouring words
+//     count as the one vector load nvcc makes of them (merge_vector_loads).
 //   * DRAM: each distinct sector the launch reads is read once, each it writes is written once
 //     (compulsory traffic: an L2 large enough for the launch's data, cold at its start).
 // Accesses outside the launch's arrays, its __device__ variables and shared memory (a thread's own
@@ -30,6 +33,8 @@
 #pragma once
 
 #include <dlfcn.h>
+
+#include <array>
 
 // Hidden: the hooks reach these directly, not through the library's global offset table.
 #pragma GCC visibility push(hidden)
@@ -43,11 +48,14 @@ enum Metric { REQ_LD, SEC_LD, REQ_ST, SEC_ST, WF_LD, BC_LD, WF_ST, BC_ST, NMETRI
 // 16 bytes: a block's log is most of what counting moves through memory.  The site is the low half
 // of the instruction's address (two instructions of one library never share it).
 constexpr unsigned MAX_REGIONS = 255;
+// A shared access's array: the dynamic buffer, a __shared__ array (1 + its index), or one past the
+// ones an access can name (its alignment then read from its address).
+constexpr uint8_t SHARED_DYN = 0, SHARED_UNNAMED = 255;
 struct Access {
   uintptr_t addr;
   uint32_t site;
   uint16_t size;        // bytes; a larger copy (a struct) is counted as its first 65535
-  uint8_t region;       // which of the launch's arrays (global accesses)
+  uint8_t region;       // which of the launch's arrays (global); shared: SHARED_DYN or 1 + which array
   Kind kind;
 };
 
@@ -68,6 +76,7 @@ struct State {
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
+  bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
   std::vector<unsigned long long> scratch;
@@ -75,6 +84,9 @@ struct State {
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
   std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
   std::vector<unsigned> ordinal_of, runs, most, first_bucket, site_runs, start;
+  // Merging vector loads (merge_vector_loads), kept from warp to warp likewise.
+  std::vector<unsigned char> taken, vector_ok;
+  std::vector<std::array<uint32_t, 3>> vector_partner;
   unsigned warp_stamp = 0;
 };
 
@@ -154,9 +166,11 @@ inline void on_access(void* p, size_t size, bool write, void* site) {
   for (size_t i = 0; !shared && i < W->shared_regions.size(); ++i) {
     const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
     shared = a >= lo && a < lo + W->shared_regions[i].second;
+    if (shared) region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
   }
   if (shared) {
     kind = write ? SHARED_ST : SHARED_LD;
+    S->loads32 = S->loads32 || (!write && size == 4);
   } else {
     while (region < g_nregions && !(a - g_regions[region].lo < g_regions[region].hi - g_regions[region].lo)) ++region;
     if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
@@ -182,8 +196,9 @@ inline void distinct(std::vector<unsigned long long>& v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
-// One warp instruction: the accesses of the lanes that executed it (lane, access).
-inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc, size_t n) {
+// One warp instruction: the accesses of the lanes that executed it (lane, access); `width` bytes from
+// each lane's address (its own access's size, or the vector load it is the first part of: merged).
+inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc, size_t n, unsigned width) {
   const Kind kind = acc[0].second->kind;
   auto& ids = S.scratch;
   ids.clear();
@@ -204,16 +219,17 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
     S.m[kind == GLOBAL_LD ? SEC_LD : SEC_ST] += sectors;
     return;
   }
-  // Shared memory: phases of 32, 16 or 8 lanes (accesses of 4, 8 or 16 bytes).
-  const unsigned size = acc[0].second->size;
-  const unsigned lanes_per_phase = size == 8 ? 16 : size == 16 ? 8 : 32;
-  unsigned long long wavefronts = 0, phases = 0;
+  // Shared memory: 32-bit accesses in one phase of 32 lanes, 64- and 128-bit ones in two of 16
+  // (Nsight Compute's counts on an H100: a 128-bit load that two half-warps each read as one
+  // broadcast costs 2 wavefronts, which phases of 8 lanes would make 4).
+  const unsigned lanes_per_phase = width > 4 ? 16 : 32;
+  unsigned long long wavefronts = 0, ideal = 0;
   for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
     ids.clear();
     for (size_t i = 0; i < n; ++i) {
       if (acc[i].first / lanes_per_phase != phase) continue;
       const Access& x = *acc[i].second;
-      for (uintptr_t w = x.addr >> 2; w <= (x.addr + x.size - 1) >> 2; ++w) ids.push_back(w);
+      for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.push_back(w);
     }
     if (ids.empty()) continue;
     distinct(ids);   // one word read by many lanes: a broadcast
@@ -221,10 +237,10 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
     unsigned most = 0;
     for (unsigned long long w : ids) most = std::max(most, ++per_bank[w & 31]);
     wavefronts += most;
-    phases += 1;
+    ideal += (ids.size() + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
   }
   S.m[kind == SHARED_LD ? WF_LD : WF_ST] += wavefronts;
-  S.m[kind == SHARED_LD ? BC_LD : BC_ST] += wavefronts - phases;
+  S.m[kind == SHARED_LD ? BC_LD : BC_ST] += wavefronts - ideal;
 }
 
 inline bool same_sites(const std::vector<Access>& a, const std::vector<Access>& b) {
@@ -257,10 +273,106 @@ inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
   return S.ordinal_of[j];
 }
 
+// Where a shared access lies in its array: nvcc aligns a shared array to 16 bytes (the dynamic
+// buffer more), the executor's storage is aligned as the host's types are.
+inline uintptr_t shared_offset(const State& S, const Access& x) {
+  if (x.region == SHARED_DYN) return x.addr - reinterpret_cast<uintptr_t>(S.W->dyn);
+  if (x.region == SHARED_UNNAMED || x.region > S.W->shared_regions.size()) return x.addr;
+  return x.addr - reinterpret_cast<uintptr_t>(S.W->shared_regions[x.region - 1].first);
+}
+
+// nvcc merges a thread's 32-bit shared loads of neighbouring words into one 64- or 128-bit load
+// (LDS.64, LDS.128) where it can prove them adjacent and aligned: a row a thread reads into
+// registers in an unrolled loop (xr[j] = xs[j], regN[j] = Bs[k * BN + j]).  g++ keeps them apart, so
+// the counting build sees them one by one; they are merged here, before the lanes are matched, as
+// the hardware then serves them.  nvcc decides per instruction, for every execution alike, so this
+// does too, per site over the warp: a site's load starts a vector of 2 (4) words where, in every
+// execution by every lane, its word is 8- (16-) byte aligned in its array and the lane's next 1 (3)
+// loads of the following words come later in the same stretch (no shared store between, within
+// LOOKAHEAD accesses), each from one other site -- never its own (that is the next iteration of a
+// loop nvcc does not unroll either).
+constexpr size_t LOOKAHEAD = 64;
+constexpr unsigned MAX_PARTS = 4;
+
+// Where in log[i + 1 ..] the loads of the words after log[i]'s are (up to parts - 1 of them, none
+// already `taken` into another vector); how many were found.
+inline unsigned next_words(const std::vector<Access>& log, size_t i, unsigned parts, size_t* at,
+                           const unsigned char* taken = nullptr) {
+  const Access& x = log[i];
+  unsigned got = 1;
+  for (size_t j = i + 1; j < log.size() && j <= i + LOOKAHEAD && got < parts; ++j) {
+    const Access& y = log[j];
+    if (y.kind == SHARED_ST) break;     // a store between: nvcc moves no load across it
+    if (y.kind == SHARED_LD && y.size == 4 && y.site != x.site && y.addr == x.addr + 4 * got &&
+        !(taken && taken[j]))
+      at[got++] = j;
+  }
+  return got;
+}
+
+inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
+  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
+    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
+    S.warp_stamp = 1;
+  }
+  unsigned sites = 0;
+  auto& ok = S.vector_ok;              // per site ordinal: bit 0, a 2-word vector fits; bit 1, a 4-word one
+  auto& partner = S.vector_partner;    // per site ordinal: the sites of its words 2..4 (0: none seen yet)
+  size_t at[MAX_PARTS];
+  // Pass 1: which sites start a vector, over every execution by every lane.
+  for (unsigned t = first; t < last; ++t) {
+    const std::vector<Access>& log = S.log[t];
+    for (size_t i = 0; i < log.size(); ++i) {
+      const Access& x = log[i];
+      if (x.kind != SHARED_LD || x.size != 4) continue;
+      const unsigned seen = sites, o = site_ordinal(S, x.site, sites);
+      if (sites > seen) {
+        if (ok.size() < sites) ok.resize(sites), partner.resize(sites);
+        ok[o] = 3, partner[o] = {};
+      }
+      if (ok[o] == 0) continue;
+      const uintptr_t offset = shared_offset(S, x);
+      const unsigned got = next_words(log, i, offset % 16 == 0 ? 4 : 2, at);
+      for (unsigned bit = 0, parts = 2; bit < 2; ++bit, parts *= 2) {
+        bool fits = (ok[o] >> bit & 1) && offset % (4 * parts) == 0 && got >= parts;
+        for (unsigned g = 1; fits && g < parts; ++g) {
+          uint32_t& p = partner[o][g - 1];
+          if (p == 0) p = log[at[g]].site;
+          fits = p == log[at[g]].site;
+        }
+        if (!fits) ok[o] &= ~(1u << bit);
+      }
+    }
+  }
+  if (std::find_if(ok.begin(), ok.begin() + sites, [](unsigned char v) { return v != 0; }) == ok.begin() + sites)
+    return;
+  // Pass 2, lane by lane: each vector's first load takes its width; the others leave the log.
+  for (unsigned t = first; t < last; ++t) {
+    std::vector<Access>& log = S.log[t];
+    S.taken.assign(log.size(), 0);
+    size_t out = 0;
+    for (size_t i = 0; i < log.size(); ++i) {
+      if (S.taken[i]) continue;
+      Access x = log[i];
+      if (x.kind == SHARED_LD && x.size == 4) {
+        const unsigned o = site_ordinal(S, x.site, sites);
+        const unsigned parts = ok[o] & 2 ? 4 : ok[o] & 1 ? 2 : 1;
+        if (parts > 1 && next_words(log, i, parts, at, S.taken.data()) >= parts) {
+          for (unsigned g = 1; g < parts; ++g) S.taken[at[g]] = 1;
+          x.size = uint16_t(4 * parts);
+        }
+      }
+      log[out++] = x;
+    }
+    log.resize(out);
+  }
+}
+
 // The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
 inline void flush_warp(State& S, unsigned first, unsigned last) {
+  if (S.loads32) merge_vector_loads(S, first, last);   // nothing to merge without them
   auto& group = S.group;
   int lead = -1;
   bool same = true;
@@ -275,7 +387,7 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
       group.clear();
       for (unsigned t = first; t < last; ++t)
         if (!S.log[t].empty()) group.emplace_back(t - first, &S.log[t][k]);
-      instruction(S, group.data(), group.size());
+      instruction(S, group.data(), group.size(), S.log[unsigned(lead)][k].size);
     }
     return;
   }
@@ -317,7 +429,7 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     }
   // start[b] is now where bucket b + 1 begins.
   for (unsigned b = 0, from = 0; b < buckets; from = S.start[b], ++b)
-    if (S.start[b] > from) instruction(S, group.data() + from, S.start[b] - from);
+    if (S.start[b] > from) instruction(S, group.data() + from, S.start[b] - from, group[from].second->size);
 }
 
 // A basic block starts (its address after the hook's call): one more run of it.
@@ -360,6 +472,7 @@ LABKIT_RUNTIME_FN void count_flush(Worker* W) {
   const unsigned n = std::min<unsigned>(W->L->nthreads, unsigned(S.log.size()));
   for (unsigned first = 0; first < n; first += 32) count::flush_warp(S, first, std::min(n, first + 32));
   for (auto& l : S.log) l.clear();
+  S.loads32 = false;
 }
 
 }  // namespace labkit
@@ -392,16 +505,18 @@ LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin
   ::labkit::count::g_nregions = unsigned(::labkit::count::regions().size());
   return true;
 }
-// The totals: the eight metrics (Metric's order), then the sectors read and written (DRAM).
+// The totals: the eight metrics (Metric's order), then the sectors read, written, and touched
+// either way (DRAM; the launch's footprint).
 LABKIT_API void labkit_count_totals(unsigned long long* out) {
   using namespace ::labkit::count;
-  for (int i = 0; i < NMETRICS + 2; ++i) out[i] = 0;
+  for (int i = 0; i < NMETRICS + 3; ++i) out[i] = 0;
   for (unsigned k = 0; k < g_nstates; ++k)
     for (int i = 0; i < NMETRICS; ++i) out[i] += g_states[k]->m[i];
   for (const Region& r : regions())
     for (size_t i = 0; i < r.read.size(); ++i) {
       out[NMETRICS] += r.read[i];
       out[NMETRICS + 1] += r.written[i];
+      out[NMETRICS + 2] += r.read[i] | r.written[i];
     }
 }
 // How often the basic block at each address from text_lo ran: `hits` has (text_hi - text_lo) / 4 + 1
