@@ -1,0 +1,345 @@
+"""What a student sees in JupyterLab, in a real browser: the lab started as `make lab` starts it, the
+system's Chromium driven by Playwright, Run All on a notebook and on the student version of 02.
+
+The server is the Makefile's `lab` recipe (read from the Makefile, so the two cannot drift apart) with
+what a test adds: no browser of its own, 127.0.0.1, a free port, a token, and a settings folder of its
+own.  The folder it serves is a copy (notebook 01; the student version of 02 made by
+labkit.course.student_copy), so nothing the test runs or saves touches the repository's notebooks.
+The kernel imports this checkout's labkit (PYTHONPATH) and writes its results to a folder of the test's.
+
+Needs Chromium from the OS packages (Debian: `apt-get install chromium`; .ci/run installs it) and
+Playwright for Python (the `lab` extras: `pip install -e '.[lab]'`); the browser is the system's,
+never one Playwright downloads.  Without either the tests skip, saying what to install.  On a failure
+a screenshot of the page is kept in test-artifacts/browser/ (ignored by git).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import secrets
+import shlex
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+ARTIFACTS = REPO / "test-artifacts" / "browser"
+NOTEBOOK = "01_cpu_reference_convolution.ipynb"     # the fastest notebook with a figure on the CPU executor
+STUDENT = "02_naive_gpu_convolution.ipynb"
+EXERCISE = "02_conv_naive.cu"
+START_S, RUN_ALL_S = 60, 150
+
+
+def chromium_path() -> str | None:
+    """The system's Chromium (Debian's package `chromium`), or None."""
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def missing() -> str | None:
+    """Why the browser tests cannot run here, saying what to install; None where they can."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return ("needs Playwright for Python: pip install playwright (in the lab extras: "
+                "pip install -e '.[lab]'); the browser is the system's Chromium, never `playwright install`")
+    if chromium_path() is None:
+        return "needs Chromium from the OS packages: apt-get install chromium (Debian; .ci/run installs it)"
+    return None
+
+
+pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")
+
+
+def lab_recipe() -> list[str]:
+    """The Makefile's `lab` recipe as a command line, $(VENV)/bin/ replaced by this Python's bin/."""
+    lines = (REPO / "Makefile").read_text().splitlines()
+    start = lines.index(next(line for line in lines if re.match(r"^lab:", line)))
+    recipe = lines[start + 1].strip()
+    assert lines[start + 1].startswith("\t") and "jupyter lab" in recipe, f"the Makefile's lab recipe: {recipe!r}"
+    words = shlex.split(recipe.replace("$(VENV)/bin/", str(Path(sys.executable).parent) + "/"))
+    assert "$(" not in " ".join(words), f"a make variable the test does not know in {recipe!r}"
+    return words
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_settings(folder: Path) -> None:
+    """JupyterLab's user settings for the test: no autosave (a notebook saved behind the test's back
+    would hide whether it was modified on open), every cell rendered (no windowing: the figures of
+    cells below the fold are in the page)."""
+    for plugin, text in {"docmanager-extension/plugin": '{"autosave": false}',
+                         "notebook-extension/tracker": '{"windowingMode": "none"}'}.items():
+        path = folder / "@jupyterlab" / f"{plugin}.jupyterlab-settings"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A JupyterLab server serving a copy of notebook 01 and the student version of 02: its URL and
+    token, and the folder it serves."""
+    from labkit.course.student_copy import student_kernel, student_notebook
+
+    root = tmp_path_factory.mktemp("lab")
+    (root / "notebooks").mkdir()
+    shutil.copy(REPO / "notebooks" / NOTEBOOK, root / "notebooks" / NOTEBOOK)
+    (root / "student").mkdir()
+    student_notebook(REPO / "notebooks" / STUDENT, root / "student" / STUDENT)
+    student_kernel(REPO / "notebooks" / "exercises" / EXERCISE, root / "student" / "exercises" / EXERCISE)
+    write_settings(root / ".settings")
+    token, port = secrets.token_hex(16), free_port()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+               LABKIT_RESULTS_DIR=str(root / ".results"), JUPYTER_CONFIG_DIR=str(root / ".jupyter"),
+               JUPYTER_RUNTIME_DIR=str(root / ".runtime"))
+    cmd = lab_recipe() + ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+                          f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
+                          f"--LabApp.user_settings_dir={root / '.settings'}",
+                          f"--LabApp.workspaces_dir={root / '.workspaces'}"]
+    if os.geteuid() == 0:               # CI runs as root, where Jupyter refuses to start without it
+        cmd.append("--allow-root")
+    log = (root / "server.log").open("w")
+    server = subprocess.Popen(cmd, cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + START_S
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
+                    break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"JupyterLab did not start ({' '.join(cmd)}):\n"
+                                       + (root / "server.log").read_text()[-3000:])
+                time.sleep(0.3)
+        yield {"url": url, "token": token, "root": root}
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium_path(), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, request):
+    """A fresh page 1400 px wide; if the test fails, a screenshot of it goes to test-artifacts/browser/."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    pg = context.new_page()
+    failures = request.session.testsfailed
+    yield pg
+    if request.session.testsfailed > failures:     # the call failed (reported before teardown)
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(ARTIFACTS / f"{request.node.name}.png"), full_page=True)
+    context.close()
+
+
+# --- the page, through JupyterLab's application object (expose_app_in_browser) ---
+
+CURRENT = "window.jupyterapp.shell.currentWidget"
+
+
+def open_document(page, lab, path: str) -> None:
+    page.goto(f"{lab['url']}/lab/tree/{path}?token={lab['token']}")
+    page.wait_for_function(f"() => window.jupyterapp && {CURRENT} && {CURRENT}.context "
+                           f"&& {CURRENT}.context.path === {path!r} && {CURRENT}.context.isReady",
+                           timeout=START_S * 1000)
+
+
+def kernel_idle(page) -> None:
+    page.wait_for_function(f"() => {{ const s = {CURRENT}.sessionContext; "
+                           "return s && s.session && s.session.kernel && s.session.kernel.status === 'idle'; }",
+                           timeout=START_S * 1000)
+
+
+def dirty(page) -> bool:
+    return page.evaluate(f"() => {CURRENT}.context.model.dirty")
+
+
+def changed_on_open(page, stored: Path) -> list[str]:
+    """What JupyterLab changed in the notebook it opened (and ran the kernel of), against the file:
+    the metadata entries it rewrote ("kernelspec", "language_info.version", ...) and whether any cell
+    differs.  JupyterLab writes the kernel's spec and language info into the metadata as it starts it:
+    a difference there is what marks a notebook modified on open."""
+    import json
+    now = page.evaluate(f"() => {CURRENT}.context.model.toJSON()")
+    was = json.loads(stored.read_text())
+    changes = []
+    for key in sorted(set(now["metadata"]) | set(was["metadata"])):
+        a, b = now["metadata"].get(key), was["metadata"].get(key)
+        if isinstance(a, dict) and isinstance(b, dict):
+            changes += [f"{key}.{k}" for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)]
+        elif a != b:
+            changes.append(key)
+    if [c["source"] for c in now["cells"]] != ["".join(c["source"]) for c in was["cells"]]:
+        changes.append("cells")
+    return changes
+
+
+def assert_unmodified_on_open(page, stored: Path) -> None:
+    """The notebook just opened is not marked modified, or only because the kernel runs another Python
+    than the stored run's (its version in language_info: nothing a notebook can store avoids that)."""
+    if not dirty(page):
+        return
+    changes = changed_on_open(page, stored)
+    stored_python = json_metadata(stored).get("language_info", {}).get("version")
+    assert changes == ["language_info.version"] and stored_python != platform.python_version(), (
+        f"{stored.name} shows as modified on open; JupyterLab changed {changes} (the stored kernelspec "
+        f"{json_metadata(stored).get('kernelspec')}; `make lab` installs the kernel `python3`)")
+
+
+def json_metadata(path: Path) -> dict:
+    import json
+    return json.loads(path.read_text())["metadata"]
+
+
+def run_all(page) -> None:
+    """Run > Run All Cells, then wait until no cell is queued or running and the kernel is idle.  The
+    command settles once every cell is queued and answered, or at the first error: then the cells
+    still queued are the kernel's to run (or to abort, if it stops on the error)."""
+    page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => null, () => null)")
+    page.wait_for_function(
+        f"() => {CURRENT}.content.widgets.every(c => c.model.type !== 'code' || c.model.executionState === 'idle')"
+        f" && {CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=RUN_ALL_S * 1000, polling=500)
+
+
+def code_cells(page) -> list[dict]:
+    """Each code cell of the open notebook: its source, execution count, tags, grade_id, outputs (nbformat)."""
+    return page.evaluate(
+        f"() => {CURRENT}.content.widgets.filter(c => c.model.type === 'code').map(c => ({{"
+        "source: c.model.sharedModel.getSource(), count: c.model.executionCount,"
+        "tags: c.model.getMetadata('tags') || [], grade_id: (c.model.getMetadata('nbgrader') || {}).grade_id || null,"
+        "outputs: c.model.outputs.toJSON()}))")
+
+
+def output_text(cell: dict) -> str:
+    parts = []
+    for o in cell["outputs"]:
+        parts.append("".join(o.get("text", "")))
+        parts.append("".join(o.get("data", {}).get("text/plain", "")))
+        if o.get("output_type") == "error":
+            parts.append(f"{o.get('ename')}: {o.get('evalue')}")
+    return "\n".join(parts)
+
+
+def figures(page) -> list[dict]:
+    """Every image an output shows: its natural size and whether it loaded."""
+    return page.evaluate(f"() => Array.from({CURRENT}.node.querySelectorAll('.jp-OutputArea-output img'))"
+                         ".map(i => ({w: i.naturalWidth, h: i.naturalHeight, done: i.complete}))")
+
+
+def stderr_boxes(page) -> int:
+    return page.evaluate(f"() => {CURRENT}.node.querySelectorAll("
+                         "'.jp-OutputArea-output[data-mime-type=\"application/vnd.jupyter.stderr\"]').length")
+
+
+def run_cell(page, index: int) -> None:
+    """Select code cell ``index`` (counting code cells) and run it, as Shift+Enter does, then wait."""
+    page.evaluate(f"() => {{ const nb = {CURRENT}.content; const cells = nb.widgets.filter(c => c.model.type === 'code');"
+                  f"nb.activeCellIndex = nb.widgets.indexOf(cells[{index}]); "
+                  "return window.jupyterapp.commands.execute('notebook:run-cell').then(() => null, () => null); }")
+    page.wait_for_function(f"() => {CURRENT}.content.widgets.every(c => c.model.type !== 'code' || "
+                           f"c.model.executionState === 'idle') && {CURRENT}.sessionContext.session.kernel.status === 'idle'",
+                           timeout=RUN_ALL_S * 1000, polling=500)
+
+
+# --- the tests ---
+
+def test_a_notebook_runs_all_in_the_browser(lab, page):
+    """Notebook 01 opened and Run All: not modified on open, every cell run, no error, no stderr box,
+    every figure rendered at a readable size."""
+    path = f"notebooks/{NOTEBOOK}"
+    open_document(page, lab, path)
+    kernel_idle(page)
+    assert_unmodified_on_open(page, lab["root"] / path)
+    run_all(page)
+    cells = code_cells(page)
+    not_run = [i for i, c in enumerate(cells) if c["count"] is None and c["source"].strip()]
+    assert not not_run, f"Run All stopped: code cells {not_run} never ran"
+    errors = [(i, output_text(c)[-500:]) for i, c in enumerate(cells) if any(o["output_type"] == "error" for o in c["outputs"])]
+    assert not errors, f"error outputs: {errors}"
+    stderr = [(i, output_text(c)[-300:]) for i, c in enumerate(cells)
+              if any(o.get("name") == "stderr" for o in c["outputs"])]
+    assert not stderr and stderr_boxes(page) == 0, f"stderr boxes: {stderr}"
+    figs = figures(page)
+    stored = sum(1 for c in cells for o in c["outputs"] if "image/png" in o.get("data", {}))
+    assert stored >= 1 and len(figs) == stored, f"{len(figs)} images in the page for {stored} figures in the outputs"
+    for f in figs:
+        assert f["done"] and 300 <= f["w"] <= 2000 and f["h"] >= 150, f"a figure at an unreadable size: {f}"
+
+
+def solution_lines() -> str:
+    """What the instructor's file holds between its solution markers: a student's right answer."""
+    text = (REPO / "notebooks" / "exercises" / EXERCISE).read_text()
+    return text.split("// BEGIN SOLUTION\n", 1)[1].split("  // END SOLUTION", 1)[0].rstrip("\n")
+
+
+def edit_exercise(page, lab, nb_id: str) -> None:
+    """Open the student's .cu in JupyterLab's editor, put a right answer where the file says
+    `// YOUR CODE HERE` (the line selected, the answer typed over it), save with Ctrl+S, and go back
+    to the notebook."""
+    path = f"student/exercises/{EXERCISE}"
+    page.evaluate(f"() => {{ window.jupyterapp.commands.execute('docmanager:open', {{path: {path!r}}}); }}")
+    page.wait_for_function(f"() => {CURRENT} && {CURRENT}.context && {CURRENT}.context.path === {path!r} "
+                           f"&& {CURRENT}.context.isReady && {CURRENT}.content.editor")
+    line = page.evaluate(f"() => {CURRENT}.content.editor.model.sharedModel.getSource().split('\\n')"
+                         ".findIndex(l => l.trim() === '// YOUR CODE HERE')")
+    assert line >= 0, f"no `// YOUR CODE HERE` line in the student's {EXERCISE}"
+    page.evaluate(f"() => {{ const e = {CURRENT}.content.editor; e.focus(); "
+                  f"e.setSelection({{start: {{line: {line}, column: 0}}, "
+                  f"end: {{line: {line}, column: e.getLine({line}).length}}}}); }}")
+    page.keyboard.insert_text(solution_lines())
+    page.keyboard.press("Control+s")
+    page.wait_for_function(f"() => !{CURRENT}.context.model.dirty")
+    saved = (lab["root"] / path).read_text()
+    assert solution_lines() in saved and "// BEGIN YOUR CODE" in saved, f"the saved {EXERCISE}:\n{saved}"
+    page.evaluate(f"() => window.jupyterapp.shell.activateById({nb_id!r})")
+    page.wait_for_function(f"() => {CURRENT} && {CURRENT}.id === {nb_id!r}")
+
+
+def test_the_student_version_of_02_reaches_every_check(lab, page):
+    """The student version of 02 opened and Run All: every check cell runs (an unanswered exercise does
+    not stop the notebook) and the kernel exercise's check says what is wrong with the blank file;
+    after an edit of the .cu in JupyterLab's editor, the same check passes."""
+    path = f"student/{STUDENT}"
+    open_document(page, lab, path)
+    kernel_idle(page)
+    assert_unmodified_on_open(page, lab["root"] / path)
+    run_all(page)
+    cells = code_cells(page)
+    checks = {c["grade_id"]: (i, c) for i, c in enumerate(cells) if (c["grade_id"] or "").endswith("_check")}
+    assert set(checks) == {"02_naive_grid_check", "02_conv_naive_check"}, sorted(checks)
+    for gid, (i, c) in checks.items():
+        assert c["count"] is not None and c["outputs"], f"Run All never reached the check {gid} (code cell {i})"
+    blank = output_text(checks["02_conv_naive_check"][1])
+    assert "02_conv_naive.cu: conv_naive_exercise: wrong on the layer" in blank and "outputs wrong" in blank, blank
+    nb_id = page.evaluate(f"() => {CURRENT}.id")
+    edit_exercise(page, lab, nb_id)
+    i = checks["02_conv_naive_check"][0]
+    run_cell(page, i)
+    after = output_text(code_cells(page)[i])
+    assert "conv_naive_exercise: right on 3 odd layers, every output written: True" in after, after
