@@ -1,7 +1,7 @@
 """What a student sees in JupyterLab, in a real browser: the lab started as `make lab` starts it, the
 system's Chromium driven by Playwright, Run All on a notebook and on the student version of 02.
 
-The server is the Makefile's `lab` recipe (read from the Makefile, so the two cannot drift apart) with
+The server is the Makefile's `lab` recipe (as `make -n lab` shows it, so the two cannot drift apart) with
 what a test adds: no browser of its own, 127.0.0.1, a free port, a token, and a settings folder of its
 own.  The folder it serves is a copy (notebook 01; the student version of 02 made by
 labkit.course.student_copy), so nothing the test runs or saves touches the repository's notebooks.
@@ -61,15 +61,20 @@ def missing() -> str | None:
 pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")
 
 
-def lab_recipe() -> list[str]:
-    """The Makefile's `lab` recipe as a command line, $(VENV)/bin/ replaced by this Python's bin/."""
-    lines = (REPO / "Makefile").read_text().splitlines()
-    start = lines.index(next(line for line in lines if re.match(r"^lab:", line)))
-    recipe = lines[start + 1].strip()
-    assert lines[start + 1].startswith("\t") and "jupyter lab" in recipe, f"the Makefile's lab recipe: {recipe!r}"
-    words = shlex.split(recipe.replace("$(VENV)/bin/", str(Path(sys.executable).parent) + "/"))
-    assert "$(" not in " ".join(words), f"a make variable the test does not know in {recipe!r}"
-    return words
+def lab_recipe() -> tuple[dict, list[str]]:
+    """The Makefile's `lab` recipe as make expands it (`make -n lab`, VENV this Python's environment):
+    the variables it sets, and the command line."""
+    venv = Path(sys.executable).parent.parent
+    shown = subprocess.run(["make", "-n", "-s", "lab", f"VENV={venv}"], cwd=REPO, capture_output=True, text=True,
+                           check=True).stdout
+    recipe = [line for line in shown.splitlines() if " lab " in line and "/bin/jupyter" in line]
+    assert len(recipe) == 1, f"`make -n lab` shows no single `jupyter lab` line:\n{shown}"
+    words = shlex.split(recipe[0])
+    env = {}
+    while re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    return env, words
 
 
 def free_port() -> int:
@@ -103,10 +108,11 @@ def lab(tmp_path_factory):
     student_kernel(REPO / "notebooks" / "exercises" / EXERCISE, root / "student" / "exercises" / EXERCISE)
     write_settings(root / ".settings")
     token, port = secrets.token_hex(16), free_port()
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+    made, cmd = lab_recipe()
+    env = dict(os.environ, **made, PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
                LABKIT_RESULTS_DIR=str(root / ".results"), JUPYTER_CONFIG_DIR=str(root / ".jupyter"),
                JUPYTER_RUNTIME_DIR=str(root / ".runtime"))
-    cmd = lab_recipe() + ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
+    cmd += ["--no-browser", "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
                           f"--IdentityProvider.token={token}", "--LabApp.expose_app_in_browser=True",
                           f"--LabApp.user_settings_dir={root / '.settings'}",
                           f"--LabApp.workspaces_dir={root / '.workspaces'}"]
@@ -306,6 +312,14 @@ def edit_exercise(page, lab, nb_id: str) -> None:
     page.evaluate(f"() => {{ window.jupyterapp.commands.execute('docmanager:open', {{path: {path!r}}}); }}")
     page.wait_for_function(f"() => {CURRENT} && {CURRENT}.context && {CURRENT}.context.path === {path!r} "
                            f"&& {CURRENT}.context.isReady && {CURRENT}.content.editor")
+    try:    # C++ highlighting: CodeMirror names the language it parses with on the editor's content
+        page.wait_for_function(f"() => {CURRENT}.node.querySelector('.cm-content[data-language=\"cpp\"]')",
+                               timeout=15_000)
+    except Exception:
+        shown = page.evaluate(f"() => [{CURRENT}.content.model.mimeType, "
+                              f"{CURRENT}.node.querySelector('.cm-content').getAttribute('data-language')]")
+        pytest.fail(f"{EXERCISE} opens without C++ highlighting: mime type, language {shown} (the labextension "
+                    "labkit-cuda-language, on the JUPYTER_PATH `make lab` sets, adds .cu)")
     line = page.evaluate(f"() => {CURRENT}.content.editor.model.sharedModel.getSource().split('\\n')"
                          ".findIndex(l => l.trim() === '// YOUR CODE HERE')")
     assert line >= 0, f"no `// YOUR CODE HERE` line in the student's {EXERCISE}"
