@@ -247,8 +247,8 @@ def output_text(cell: dict) -> str:
     for o in cell["outputs"]:
         parts.append("".join(o.get("text", "")))
         parts.append("".join(o.get("data", {}).get("text/plain", "")))
-        if o.get("output_type") == "error":
-            parts.append(f"{o.get('ename')}: {o.get('evalue')}")
+        if o.get("output_type") == "error":      # what the page shows of an error: its traceback's lines
+            parts.append(re.sub(r"\x1b\[[0-9;]*m", "", "\n".join(o.get("traceback", []))))
     return "\n".join(parts)
 
 
@@ -349,6 +349,8 @@ def test_the_student_version_of_02_reaches_every_check(lab, page):
     assert set(checks) == {"02_naive_grid_check", "02_conv_naive_check"}, sorted(checks)
     for gid, (i, c) in checks.items():
         assert c["count"] is not None and c["outputs"], f"Run All never reached the check {gid} (code cell {i})"
+    unanswered = output_text(checks["02_naive_grid_check"][1])
+    assert "naive_grid: not attempted" in unanswered and "Traceback" not in unanswered, unanswered
     blank = output_text(checks["02_conv_naive_check"][1])
     assert "02_conv_naive.cu: conv_naive_exercise: wrong on the layer" in blank and "outputs wrong" in blank, blank
     nb_id = page.evaluate(f"() => {CURRENT}.id")
