@@ -166,33 +166,46 @@ def page(browser, request):
 
 # --- the page, through JupyterLab's application object (expose_app_in_browser) ---
 
-CURRENT = "window.jupyterapp.shell.currentWidget"
+def doc(path: str) -> str:
+    """A JavaScript expression: the open document widget of ``path`` (never "the current widget": a
+    tab restored or focused meanwhile would change what that names)."""
+    return (f"Array.from(window.jupyterapp.shell.widgets('main')).find(w => w.context && w.context.path === {path!r})")
 
 
 def open_document(page, lab, path: str) -> None:
-    page.goto(f"{lab['url']}/lab/tree/{path}?token={lab['token']}")
-    page.wait_for_function(f"() => window.jupyterapp && {CURRENT} && {CURRENT}.context "
-                           f"&& {CURRENT}.context.path === {path!r} && {CURRENT}.context.isReady",
+    """Open ``path`` in a workspace of its own (reset: no tab of an earlier test restored beside it)."""
+    page.goto(f"{lab['url']}/lab/workspaces/{secrets.token_hex(4)}/tree/{path}?reset&token={lab['token']}")
+    page.wait_for_function(f"() => window.jupyterapp && {doc(path)} && {doc(path)}.context.isReady",
                            timeout=START_S * 1000)
 
 
-def kernel_idle(page) -> None:
-    page.wait_for_function(f"() => {{ const s = {CURRENT}.sessionContext; "
+def activate(page, path: str) -> None:
+    """Make ``path``'s tab the current one: JupyterLab's commands act on it."""
+    page.evaluate(f"() => window.jupyterapp.shell.activateById({doc(path)}.id)")
+    page.wait_for_function(f"() => window.jupyterapp.shell.currentWidget === {doc(path)}")
+
+
+def kernel_idle(page, path: str) -> None:
+    """Wait for ``path``'s kernel: started, idle, its info (language, version) received and written into
+    the notebook's metadata (what could mark it modified), half a second given to that."""
+    page.wait_for_function(f"() => {{ const s = {doc(path)}.sessionContext; "
                            "return s && s.session && s.session.kernel && s.session.kernel.status === 'idle'; }",
                            timeout=START_S * 1000)
+    page.evaluate(f"async () => {{ await {doc(path)}.sessionContext.session.kernel.info; "
+                  "await new Promise(r => setTimeout(r, 500)); }")
 
 
-def dirty(page) -> bool:
-    return page.evaluate(f"() => {CURRENT}.context.model.dirty")
+def dirty(page, path: str) -> bool:
+    return page.evaluate(f"() => {doc(path)}.context.model.dirty")
 
 
-def changed_on_open(page, stored: Path) -> list[str]:
+def changed_on_open(page, path: str, stored: Path) -> list[str]:
     """What JupyterLab changed in the notebook it opened (and ran the kernel of), against the file:
     the metadata entries it rewrote ("kernelspec", "language_info.version", ...) and whether any cell
     differs.  JupyterLab writes the kernel's spec and language info into the metadata as it starts it:
     a difference there is what marks a notebook modified on open."""
     import json
-    now = page.evaluate(f"() => {CURRENT}.context.model.toJSON()")
+    now = page.evaluate(f"() => {doc(path)}.context.model.toJSON()")
     was = json.loads(stored.read_text())
     changes = []
     for key in sorted(set(now["metadata"]) | set(was["metadata"])):
@@ -206,12 +219,12 @@ def changed_on_open(page, stored: Path) -> list[str]:
     return changes
 
 
-def assert_unmodified_on_open(page, stored: Path) -> None:
+def assert_unmodified_on_open(page, path: str, stored: Path) -> None:
     """The notebook just opened is not marked modified, or only because the kernel runs another Python
     than the stored run's (its version in language_info: nothing a notebook can store avoids that)."""
-    if not dirty(page):
+    if not dirty(page, path):
         return
-    changes = changed_on_open(page, stored)
+    changes = changed_on_open(page, path, stored)
     stored_python = json_metadata(stored).get("language_info", {}).get("version")
     assert changes == ["language_info.version"] and stored_python != platform.python_version(), (
         f"{stored.name} shows as modified on open; JupyterLab changed {changes} (the stored kernelspec "
@@ -223,23 +236,60 @@ def json_metadata(path: Path) -> dict:
     return json.loads(path.read_text())["metadata"]
 
 
-def run_all(page) -> None:
-    """Run > Run All Cells, then wait until no cell is queued or running and the kernel is idle.  The
-    command settles once every cell is queued and answered, or at the first error: then the cells
-    still queued are the kernel's to run (or to abort, if it stops on the error)."""
+def settled(path: str) -> str:
+    """A JavaScript expression: no code cell of ``path`` queued or running, and its kernel idle."""
+    return (f"{doc(path)}.content.widgets.every(c => c.model.type !== 'code' || c.model.executionState === 'idle')"
+            f" && {doc(path)}.sessionContext.session.kernel.status === 'idle'")
+
+
+QUIET_S = 3
+
+
+def wait_quiet(page, path: str) -> None:
+    """Wait until ``path`` has been settled (``settled``) for QUIET_S seconds on end.  JupyterLab marks
+    the cells still queued idle at the first error of a Run All, though its kernel goes on to run them
+    (a check cell tagged raises-exception does not stop it): only a kernel idle for a while says the
+    queue is done.  Between two queued cells it is idle for milliseconds."""
+    page.evaluate("() => { window.labkitBusyAt = Date.now(); }")
+    page.wait_for_function(f"() => {{ const now = Date.now(); if (!({settled(path)})) {{ window.labkitBusyAt = now; "
+                           f"return false; }} return now - window.labkitBusyAt > {QUIET_S * 1000}; }}",
+                           timeout=RUN_ALL_S * 1000, polling=250)
+
+
+def run_all(page, path: str) -> None:
+    """Run > Run All Cells, then wait until every cell queued has run (``wait_quiet``)."""
+    activate(page, path)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells').then(() => null, () => null)")
-    page.wait_for_function(
-        f"() => {CURRENT}.content.widgets.every(c => c.model.type !== 'code' || c.model.executionState === 'idle')"
-        f" && {CURRENT}.sessionContext.session.kernel.status === 'idle'", timeout=RUN_ALL_S * 1000, polling=500)
+    wait_quiet(page, path)
 
 
-def code_cells(page) -> list[dict]:
-    """Each code cell of the open notebook: its source, execution count, tags, grade_id, outputs (nbformat)."""
+def run_cell(page, path: str, index: int) -> None:
+    """Select code cell ``index`` (counting code cells) and run it, as Shift+Enter does, then wait."""
+    activate(page, path)
+    page.evaluate(f"() => {{ const nb = {doc(path)}.content; const cells = nb.widgets.filter(c => c.model.type === 'code');"
+                  f"nb.activeCellIndex = nb.widgets.indexOf(cells[{index}]); "
+                  "return window.jupyterapp.commands.execute('notebook:run-cell').then(() => null, () => null); }")
+    wait_quiet(page, path)
+
+
+def code_cells(page, path: str) -> list[dict]:
+    """Each code cell of ``path``: its source, execution count, tags, grade_id, outputs (nbformat)."""
     return page.evaluate(
-        f"() => {CURRENT}.content.widgets.filter(c => c.model.type === 'code').map(c => ({{"
+        f"() => {doc(path)}.content.widgets.filter(c => c.model.type === 'code').map(c => ({{"
         "source: c.model.sharedModel.getSource(), count: c.model.executionCount,"
         "tags: c.model.getMetadata('tags') || [], grade_id: (c.model.getMetadata('nbgrader') || {}).grade_id || null,"
         "outputs: c.model.outputs.toJSON()}))")
+
+
+def figures(page, path: str) -> list[dict]:
+    """Every image an output of ``path`` shows: its natural size and whether it loaded."""
+    return page.evaluate(f"() => Array.from({doc(path)}.node.querySelectorAll('.jp-OutputArea-output img'))"
+                         ".map(i => ({w: i.naturalWidth, h: i.naturalHeight, done: i.complete}))")
+
+
+def stderr_boxes(page, path: str) -> int:
+    return page.evaluate(f"() => {doc(path)}.node.querySelectorAll("
+                         "'.jp-OutputArea-output[data-mime-type=\"application/vnd.jupyter.stderr\"]').length")
 
 
 def output_text(cell: dict) -> str:
@@ -252,27 +302,6 @@ def output_text(cell: dict) -> str:
     return "\n".join(parts)
 
 
-def figures(page) -> list[dict]:
-    """Every image an output shows: its natural size and whether it loaded."""
-    return page.evaluate(f"() => Array.from({CURRENT}.node.querySelectorAll('.jp-OutputArea-output img'))"
-                         ".map(i => ({w: i.naturalWidth, h: i.naturalHeight, done: i.complete}))")
-
-
-def stderr_boxes(page) -> int:
-    return page.evaluate(f"() => {CURRENT}.node.querySelectorAll("
-                         "'.jp-OutputArea-output[data-mime-type=\"application/vnd.jupyter.stderr\"]').length")
-
-
-def run_cell(page, index: int) -> None:
-    """Select code cell ``index`` (counting code cells) and run it, as Shift+Enter does, then wait."""
-    page.evaluate(f"() => {{ const nb = {CURRENT}.content; const cells = nb.widgets.filter(c => c.model.type === 'code');"
-                  f"nb.activeCellIndex = nb.widgets.indexOf(cells[{index}]); "
-                  "return window.jupyterapp.commands.execute('notebook:run-cell').then(() => null, () => null); }")
-    page.wait_for_function(f"() => {CURRENT}.content.widgets.every(c => c.model.type !== 'code' || "
-                           f"c.model.executionState === 'idle') && {CURRENT}.sessionContext.session.kernel.status === 'idle'",
-                           timeout=RUN_ALL_S * 1000, polling=500)
-
-
 # --- the tests ---
 
 def test_a_notebook_runs_all_in_the_browser(lab, page):
@@ -280,18 +309,18 @@ def test_a_notebook_runs_all_in_the_browser(lab, page):
     every figure rendered at a readable size."""
     path = f"notebooks/{NOTEBOOK}"
     open_document(page, lab, path)
-    kernel_idle(page)
-    assert_unmodified_on_open(page, lab["root"] / path)
-    run_all(page)
-    cells = code_cells(page)
+    kernel_idle(page, path)
+    assert_unmodified_on_open(page, path, lab["root"] / path)
+    run_all(page, path)
+    cells = code_cells(page, path)
     not_run = [i for i, c in enumerate(cells) if c["count"] is None and c["source"].strip()]
     assert not not_run, f"Run All stopped: code cells {not_run} never ran"
     errors = [(i, output_text(c)[-500:]) for i, c in enumerate(cells) if any(o["output_type"] == "error" for o in c["outputs"])]
     assert not errors, f"error outputs: {errors}"
     stderr = [(i, output_text(c)[-300:]) for i, c in enumerate(cells)
               if any(o.get("name") == "stderr" for o in c["outputs"])]
-    assert not stderr and stderr_boxes(page) == 0, f"stderr boxes: {stderr}"
-    figs = figures(page)
+    assert not stderr and stderr_boxes(page, path) == 0, f"stderr boxes: {stderr}"
+    figs = figures(page, path)
     stored = sum(1 for c in cells for o in c["outputs"] if "image/png" in o.get("data", {}))
     assert stored >= 1 and len(figs) == stored, f"{len(figs)} images in the page for {stored} figures in the outputs"
     for f in figs:
@@ -304,35 +333,34 @@ def solution_lines() -> str:
     return text.split("// BEGIN SOLUTION\n", 1)[1].split("  // END SOLUTION", 1)[0].rstrip("\n")
 
 
-def edit_exercise(page, lab, nb_id: str) -> None:
-    """Open the student's .cu in JupyterLab's editor, put a right answer where the file says
-    `// YOUR CODE HERE` (the line selected, the answer typed over it), save with Ctrl+S, and go back
-    to the notebook."""
+def edit_exercise(page, lab) -> None:
+    """Open the student's .cu in JupyterLab's editor (it must show C++ highlighting), put a right answer
+    where the file says `// YOUR CODE HERE` (the line selected, the answer typed over it), and save
+    with Ctrl+S."""
     path = f"student/exercises/{EXERCISE}"
     page.evaluate(f"() => {{ window.jupyterapp.commands.execute('docmanager:open', {{path: {path!r}}}); }}")
-    page.wait_for_function(f"() => {CURRENT} && {CURRENT}.context && {CURRENT}.context.path === {path!r} "
-                           f"&& {CURRENT}.context.isReady && {CURRENT}.content.editor")
+    page.wait_for_function(f"() => {doc(path)} && {doc(path)}.context.isReady && {doc(path)}.content.editor")
+    activate(page, path)
+    editor = f"{doc(path)}.content.editor"
     try:    # C++ highlighting: CodeMirror names the language it parses with on the editor's content
-        page.wait_for_function(f"() => {CURRENT}.node.querySelector('.cm-content[data-language=\"cpp\"]')",
+        page.wait_for_function(f"() => {doc(path)}.node.querySelector('.cm-content[data-language=\"cpp\"]')",
                                timeout=15_000)
     except Exception:
-        shown = page.evaluate(f"() => [{CURRENT}.content.model.mimeType, "
-                              f"{CURRENT}.node.querySelector('.cm-content').getAttribute('data-language')]")
+        shown = page.evaluate(f"() => [{doc(path)}.content.model.mimeType, "
+                              f"{doc(path)}.node.querySelector('.cm-content').getAttribute('data-language')]")
         pytest.fail(f"{EXERCISE} opens without C++ highlighting: mime type, language {shown} (the labextension "
                     "labkit-cuda-language, on the JUPYTER_PATH `make lab` sets, adds .cu)")
-    line = page.evaluate(f"() => {CURRENT}.content.editor.model.sharedModel.getSource().split('\\n')"
+    line = page.evaluate(f"() => {editor}.model.sharedModel.getSource().split('\\n')"
                          ".findIndex(l => l.trim() === '// YOUR CODE HERE')")
     assert line >= 0, f"no `// YOUR CODE HERE` line in the student's {EXERCISE}"
-    page.evaluate(f"() => {{ const e = {CURRENT}.content.editor; e.focus(); "
+    page.evaluate(f"() => {{ const e = {editor}; e.focus(); "
                   f"e.setSelection({{start: {{line: {line}, column: 0}}, "
                   f"end: {{line: {line}, column: e.getLine({line}).length}}}}); }}")
     page.keyboard.insert_text(solution_lines())
     page.keyboard.press("Control+s")
-    page.wait_for_function(f"() => !{CURRENT}.context.model.dirty")
+    page.wait_for_function(f"() => !{doc(path)}.context.model.dirty")
     saved = (lab["root"] / path).read_text()
     assert solution_lines() in saved and "// BEGIN YOUR CODE" in saved, f"the saved {EXERCISE}:\n{saved}"
-    page.evaluate(f"() => window.jupyterapp.shell.activateById({nb_id!r})")
-    page.wait_for_function(f"() => {CURRENT} && {CURRENT}.id === {nb_id!r}")
 
 
 def test_the_student_version_of_02_reaches_every_check(lab, page):
@@ -341,10 +369,10 @@ def test_the_student_version_of_02_reaches_every_check(lab, page):
     after an edit of the .cu in JupyterLab's editor, the same check passes."""
     path = f"student/{STUDENT}"
     open_document(page, lab, path)
-    kernel_idle(page)
-    assert_unmodified_on_open(page, lab["root"] / path)
-    run_all(page)
-    cells = code_cells(page)
+    kernel_idle(page, path)
+    assert_unmodified_on_open(page, path, lab["root"] / path)
+    run_all(page, path)
+    cells = code_cells(page, path)
     checks = {c["grade_id"]: (i, c) for i, c in enumerate(cells) if (c["grade_id"] or "").endswith("_check")}
     assert set(checks) == {"02_naive_grid_check", "02_conv_naive_check"}, sorted(checks)
     for gid, (i, c) in checks.items():
@@ -353,9 +381,8 @@ def test_the_student_version_of_02_reaches_every_check(lab, page):
     assert "naive_grid: not attempted" in unanswered and "Traceback" not in unanswered, unanswered
     blank = output_text(checks["02_conv_naive_check"][1])
     assert "02_conv_naive.cu: conv_naive_exercise: wrong on the layer" in blank and "outputs wrong" in blank, blank
-    nb_id = page.evaluate(f"() => {CURRENT}.id")
-    edit_exercise(page, lab, nb_id)
+    edit_exercise(page, lab)
     i = checks["02_conv_naive_check"][0]
-    run_cell(page, i)
-    after = output_text(code_cells(page)[i])
+    run_cell(page, path, i)
+    after = output_text(code_cells(page, path)[i])
     assert "conv_naive_exercise: right on 3 odd layers, every output written: True" in after, after
