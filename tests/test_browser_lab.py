@@ -18,16 +18,15 @@ import os
 import platform
 import re
 import secrets
-import shlex
 import shutil
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import lab_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 ARTIFACTS = REPO / "test-artifacts" / "browser"
@@ -59,22 +58,6 @@ def missing() -> str | None:
 
 
 pytestmark = pytest.mark.skipif(missing() is not None, reason=missing() or "")
-
-
-def lab_recipe() -> tuple[dict, list[str]]:
-    """The Makefile's `lab` recipe as make expands it (`make -n lab`, VENV this Python's environment):
-    the variables it sets, and the command line."""
-    venv = Path(sys.executable).parent.parent
-    shown = subprocess.run(["make", "-n", "-s", "lab", f"VENV={venv}"], cwd=REPO, capture_output=True, text=True,
-                           check=True).stdout
-    recipe = [line for line in shown.splitlines() if " lab " in line and "/bin/jupyter" in line]
-    assert len(recipe) == 1, f"`make -n lab` shows no single `jupyter lab` line:\n{shown}"
-    words = shlex.split(recipe[0])
-    env = {}
-    while re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
-        name, _, value = words.pop(0).partition("=")
-        env[name] = value
-    return env, words
 
 
 def free_port() -> int:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from helpers import lab_recipe
 
 REPO = Path(__file__).resolve().parent.parent
 SOURCE = REPO / "lab" / "cuda-language"
@@ -20,12 +20,9 @@ NAME = json.loads((SOURCE / "package.json").read_text())["name"]
 
 def make_lab_jupyter_path() -> str:
     """The JUPYTER_PATH the `lab` recipe sets, as `make -n lab` shows it."""
-    shown = subprocess.run(["make", "-n", "-s", "lab", f"VENV={Path(sys.executable).parent.parent}"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout
-    line = next(line for line in shown.splitlines() if "/bin/jupyter" in line and " lab " in line)
-    found = [w.partition("=")[2] for w in shlex.split(line) if w.startswith("JUPYTER_PATH=")]
-    assert found, f"the lab recipe sets no JUPYTER_PATH: {line}"
-    return found[0]
+    env, _ = lab_recipe()
+    assert "JUPYTER_PATH" in env, f"the lab recipe sets no JUPYTER_PATH: {env}"
+    return env["JUPYTER_PATH"]
 
 
 def test_make_lab_puts_the_built_extension_on_jupyter_path():
