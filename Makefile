@@ -50,8 +50,10 @@ check: env
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m check tests
 
 # JupyterLab at the repository root, opening the notebooks: student/ (make student) is reachable too.
+# lab/share/jupyter on JUPYTER_PATH: labextensions/labkit-cuda-language opens the .cu exercises with
+# C++ highlighting (its source in lab/cuda-language/).
 lab: env
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
+	JUPYTER_PATH=$(CURDIR)/lab/share/jupyter$(if $(JUPYTER_PATH),:$(JUPYTER_PATH)) $(VENV)/bin/jupyter lab --ServerApp.root_dir=. --LabApp.default_url=/lab/tree/notebooks
 
 # The student version of the series (solutions removed) in student/.
 student: env

@@ -5,14 +5,25 @@ error).  The kernel exercises' checks and ``ladder.check`` return one.
 ``require`` is what a notebook's check cell calls: it prints its words, as ``print`` does, where the
 check passes, and raises ``CheckFailed`` (an AssertionError) with the same words where it does not,
 so a wrong answer fails its cell: nbgrader gives a check cell that raises no points, and one that
-only printed ``False`` all of them."""
+only printed ``False`` all of them.
+
+An exercise a student has not answered yet still holds the student copy's placeholder, `# YOUR CODE
+HERE` and `raise NotImplementedError()`: its check cell, run in a notebook, says "not attempted" (the
+exercise's name, and where to write it) instead of showing a traceback through the check.  Importing
+this module in an IPython kernel registers that report (``report_unanswered_exercises``); the check
+cells, tagged ``raises-exception``, still fail, and Run All goes on to the next one."""
 from __future__ import annotations
 
+import linecache
+import sys
+import traceback
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["Verdict", "describe_mismatch", "CheckFailed", "require"]
+__all__ = ["Verdict", "describe_mismatch", "CheckFailed", "require", "not_attempted", "report_unanswered_exercises"]
+
+PLACEHOLDER = ("# YOUR CODE HERE", "raise NotImplementedError()")     # labkit.course.student_copy writes it
 
 
 @dataclass
@@ -140,3 +151,47 @@ def _ranges(ix) -> str:
             out.append(f"{start}" if start == v else f"{start}-{v}")
             start = None
     return "{" + ", ".join(out) + "}"
+
+
+def not_attempted(exc: BaseException) -> str | None:
+    """Where ``exc`` is a NotImplementedError raised by an unanswered exercise (the innermost frame's
+    lines are the student copy's placeholder), what a student reads; else None."""
+    if not isinstance(exc, NotImplementedError) or exc.__traceback__ is None:
+        return None
+    last = traceback.extract_tb(exc.__traceback__)[-1]
+    above = linecache.getline(last.filename, last.lineno - 1).strip() if last.lineno else ""
+    if ((last.line or "").strip(), above) != (PLACEHOLDER[1], PLACEHOLDER[0]):
+        return None
+    what = "the exercise" if last.name == "<module>" else f"{last.name}()"
+    return (f"{last.name}: not attempted: {what} still says {PLACEHOLDER[0]} and raises NotImplementedError. "
+            "Write it there, run its cell, then run this check again.")
+
+
+def _report(shell, etype, value, tb, tb_offset=None):
+    """IPython's handler of a NotImplementedError: an unanswered exercise in one line, anything else
+    with IPython's own traceback."""
+    words = not_attempted(value)
+    if words is None:
+        shell.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        return None
+    shell._showtraceback(etype, value, [f"{etype.__name__}: {words}"])   # ipykernel: an error output
+    return None
+
+
+def report_unanswered_exercises() -> bool:
+    """In an IPython kernel with no handler of its own for exceptions, report an unanswered exercise's
+    NotImplementedError as "not attempted" (``not_attempted``); whether the report is in place."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return False
+    if shell.custom_exceptions == (NotImplementedError,) and getattr(shell, "_labkit_reports_unanswered", False):
+        return True
+    if shell.custom_exceptions:             # someone else's handler: left as it is
+        return False
+    shell.set_custom_exc((NotImplementedError,), _report)
+    shell._labkit_reports_unanswered = True
+    return True
+
+
+report_unanswered_exercises()

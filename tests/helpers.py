@@ -6,6 +6,12 @@ sys.path, so the import works under any of pytest's import modes.
 """
 from __future__ import annotations
 
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 
 import labkit
@@ -88,3 +94,19 @@ def run(x, w, b, **kw):
     y = conv2d(xp.asarray(x), xp.asarray(w), None if b is None else xp.asarray(b), out=out, **kw)
     assert y is out
     return to_numpy(y)
+
+
+def lab_recipe() -> tuple[dict, list[str]]:
+    """The Makefile's `lab` recipe as make expands it (`make -n lab`, VENV this Python's environment):
+    the variables it sets, and the command line."""
+    venv = Path(sys.executable).parent.parent
+    shown = subprocess.run(["make", "-n", "-s", "lab", f"VENV={venv}"], cwd=Path(__file__).resolve().parent.parent,
+                           capture_output=True, text=True, check=True).stdout
+    recipe = [line for line in shown.splitlines() if " lab " in line and "/bin/jupyter" in line]
+    assert len(recipe) == 1, f"`make -n lab` shows no single `jupyter lab` line:\n{shown}"
+    words = shlex.split(recipe[0])
+    env = {}
+    while re.match(r"^[A-Za-z_][A-Za-z0-9_]*=", words[0]):
+        name, _, value = words.pop(0).partition("=")
+        env[name] = value
+    return env, words

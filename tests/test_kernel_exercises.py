@@ -4,15 +4,16 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import labkit
 from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import strip_cu_solutions
-from labkit.course.kernel_checks import (check_backward_data_kernel, check_constant_kernel, check_conv_kernel,
-                                          check_conv_pool_kernel, check_conv_transpose_kernel, check_depthwise_kernel,
-                                          check_im2col_kernel, check_lrn_kernel, check_preprocess_kernel,
-                                          check_rows_kernel)
+from labkit.course.kernel_checks import (COALESCING_LAYER, check_backward_data_kernel, check_constant_kernel,
+                                          check_conv_kernel, check_conv_pool_kernel, check_conv_transpose_kernel,
+                                          check_depthwise_kernel, check_im2col_kernel, check_lrn_kernel,
+                                          check_preprocess_kernel, check_rows_kernel, tile_decode_error)
 
 EXERCISES = Path(__file__).resolve().parent.parent / "notebooks" / "exercises"
 NAIVE = EXERCISES / "02_conv_naive.cu"
@@ -39,7 +40,7 @@ def test_strip_cu_solutions():
 
 @pytest.mark.check
 def test_the_instructors_solution_passes():
-    v = check_conv_kernel(NAIVE, "conv_naive_exercise")
+    v = check_conv_kernel(NAIVE, "conv_naive_exercise", coalescing=False)
     assert v.ok and v.message.endswith(": True"), v.message
 
 
@@ -50,6 +51,54 @@ def test_the_students_copy_compiles_and_is_told_what_is_missing(tmp_path):
     assert "// YOUR CODE HERE" in text and "blockIdx.z % W_grid" not in text
     v = check_conv_kernel(copy, "conv_naive_exercise")
     assert not v.ok and "NaN (never written" in v.message
+
+
+def test_a_tile_decode_error_is_named_as_one_not_as_the_edge(tmp_path):
+    """W_grid counted from Ho: on the 11x17 plane each block decodes blockIdx.z into tile column 0, and
+    the second tile (column 16, on the plane's edge) is never written: a decode error, not the edge test."""
+    v = check_conv_kernel(variant(tmp_path, "w_grid_from_ho", "(Wo + TILE_WIDTH - 1) / TILE_WIDTH",
+                                  "(Ho + TILE_WIDTH - 1) / TILE_WIDTH"), "conv_naive_exercise")
+    assert not v.ok
+    lines = v.message.splitlines()
+    assert lines[1].startswith("a decode error: the wrong outputs fill whole 16x16 tiles of the 11x17 plane "
+                               "(1x2 tiles; wrong: (tile row, tile column) (0, 1))"), v.message
+    assert "blockIdx.z / W_grid" in lines[1] and "columns w in {16}" in v.message
+
+
+@pytest.mark.check
+def test_tile_decode_error_reads_whole_tiles_only():
+    ref = np.arange(2 * 3 * 20 * 20, dtype=np.float64).reshape(2, 3, 20, 20) + 1
+    out = ref.copy()
+    out[:, :, 16:, 0:16] = np.nan                         # tile (1, 0), cut at the plane's edge
+    assert "(tile row, tile column) (1, 0)" in tile_decode_error(out, ref, 16)
+    out[0, 0, 5, 5] = 0.0                                 # and one output inside tile (0, 0): not whole tiles
+    assert tile_decode_error(out, ref, 16) is None
+    assert tile_decode_error(np.full_like(ref, np.nan), ref, 16) is None     # every tile wrong: nothing to tell
+    edge = ref.copy()
+    edge[:, :, 19, :] = np.nan                            # the last row: cuts across tiles (0..1, *)
+    assert tile_decode_error(edge, ref, 16) is None
+
+
+def test_an_uncoalesced_mapping_passes_with_a_note_counted_by_labkit_counters(tmp_path):
+    """threadIdx.x over the rows: right, so the check passes, and says what it costs: the sectors
+    labkit.counters counts for it against the coalesced mapping, on the same layer."""
+    rows = variant(tmp_path, "rows", "h = (blockIdx.z / W_grid) * TILE_WIDTH + threadIdx.y;\n"
+                                     "  w = (blockIdx.z % W_grid) * TILE_WIDTH + threadIdx.x;",
+                   "h = (blockIdx.z / W_grid) * TILE_WIDTH + threadIdx.x;\n"
+                   "  w = (blockIdx.z % W_grid) * TILE_WIDTH + threadIdx.y;")
+    v = check_conv_kernel(rows, "conv_naive_exercise")
+    assert v.ok, v.message
+    first, note = v.message.splitlines()
+    assert first.endswith("right on 3 odd layers, every output written: True")
+    m = re.search(r"finds ([\d,]+) sectors of 32 bytes written and ([\d,]+) read, against ([\d,]+) and ([\d,]+) "
+                  r"with threadIdx.x the output column w .*: ([\d.]+)x the writes", note)
+    assert note.startswith("Note: right, but not coalesced.") and m, note
+    theirs_st, theirs_ld, ours_st, ours_ld = (int(g.replace(",", "")) for g in m.groups()[:4])
+    L = COALESCING_LAYER
+    outputs = L["N"] * L["M"] * (L["H"] - L["K"] + 1) * (L["W"] - L["K"] + 1)
+    assert ours_st == outputs * 4 // 32                   # coalesced: each sector of y written once
+    assert theirs_st > 2 * ours_st and theirs_ld > ours_ld
+    assert check_conv_kernel(NAIVE, "conv_naive_exercise").message.count("\n") == 0     # the lesson's mapping: no note
 
 
 @pytest.mark.check

@@ -62,3 +62,26 @@ def test_stored_outputs_show_no_stderr_and_no_machine_paths(path):
             text = "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", ""))
             m = MACHINE_PATH.search(text)
             assert m is None, f"{path.name}, code cell {i}: a machine's path in {text[max(0, m.start() - 60):m.end() + 60]!r}"
+
+
+def installed_kernel() -> dict:
+    """The kernel `make lab` runs, as the Makefile installs it (`ipykernel install --name NAME`, and
+    `--display-name` where given, else ipykernel's own default)."""
+    from ipykernel.kernelspec import get_kernel_dict
+    makefile = (Path(__file__).resolve().parent.parent / "Makefile").read_text()
+    line = next(line for line in makefile.splitlines() if "ipykernel install" in line)
+    name = re.search(r"--name[ =](\S+)", line)
+    shown = re.search(r"--display-name[ =](\"[^\"]*\"|'[^']*'|\S+)", line)
+    return {"name": name[1] if name else "python3",
+            "display_name": shown[1].strip("\"'") if shown else get_kernel_dict()["display_name"],
+            "language": "python"}
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_kernelspec_is_the_installed_kernel(path):
+    """JupyterLab writes the running kernel's spec into a notebook's metadata when it opens it: a stored
+    spec that differs (a display name "Python 3" against ipykernel's "Python 3 (ipykernel)") marks every
+    notebook modified the moment it opens."""
+    spec = json.loads(path.read_text())["metadata"]["kernelspec"]
+    assert spec == installed_kernel(), f"{path.name}: stored kernelspec {spec}, `make lab` runs {installed_kernel()}"

@@ -9,7 +9,10 @@ Each case is a layer no tile divides (odd sizes), fresh random inputs, an output
 before the launch.  The answer is compared with the float64 reference element by element, and the
 message says how many elements are wrong, whether they were never written (still NaN) or hold other
 values, whether they sit on the plane's edge (first or last row or column) or inside, where the first
-ones are, and the largest error.  On the CPU executor the kernel also runs under the memory and
+ones are, and the largest error; where the wrong outputs of a tiled grid fill whole tiles, it names a
+decode error (``tile_decode_error``).  A right kernel of conv_naive's grid that writes the output
+uncoalesced passes with a note of what it costs, counted by labkit.counters (``coalescing_note``).
+On the CPU executor the kernel also runs under the memory and
 barrier checks, so an out-of-bounds access is named with its source line instead of corrupting
 memory; a kernel that runs too long is stopped by the executor's watchdog.
 
@@ -30,7 +33,8 @@ from .. import backends, reference
 from ..checks import check_activation, to_numpy
 from ..errors import (BarrierError, ConstantMemoryError, KernelCompileError, KernelMemoryError, KernelRaceError,
                       LaunchError)
-from ..loader import constant_nbytes, load_source, set_constant
+from ..loader import constant_nbytes, kernel_path, load_source, set_constant
+from ..measure.counters import counters
 from ..measure.timer import time_fn
 from ..models.alexnet import MEAN_BGR
 from ..ops.plans import ints
@@ -43,7 +47,8 @@ __all__ = ["Verdict", "Case", "run_here", "launch_case", "judge", "executor_erro
            "check_conv_pool_kernel", "check_preprocess_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
            "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES", "CONSTANT_LAYERS", "ROWS_CASES", "CONV_POOL_CASES",
            "PREPROCESS_CASES", "fresh_options", "FRESH", "check_find_the_bug_fix", "FIND_THE_BUG_CASES",
-           "FIND_THE_BUG_MODES", "check_conv_transpose_kernel", "CONV_TRANSPOSE_CASES", "phase_counts"]
+           "FIND_THE_BUG_MODES", "check_conv_transpose_kernel", "CONV_TRANSPOSE_CASES", "phase_counts",
+           "tile_decode_error", "coalescing_note", "COALESCING_LAYER"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
 EXERCISE_LAYERS = [dict(N=2, C=3, H=13, W=19, M=5, K=3), dict(N=3, C=1, H=24, W=20, M=6, K=5),
@@ -96,7 +101,9 @@ class Case:
     ``ref``, the float64 answer of the output's shape (4-D: its last two axes are a plane) whose axes
     ``index`` names, and ``tol``, how far from it an output may be (relative to its largest
     magnitude; 0: exactly, for counts); ``phases`` (SH, SW), a transposed convolution's strides: what
-    is wrong is then also counted per phase (h % SH, w % SW).  ``kernel`` and ``checks``, where given,
+    is wrong is then also counted per phase (h % SH, w % SW); ``tile``, the tile width of a launch whose
+blockIdx.z numbers TILE x TILE tiles of the output plane: wrong outputs that fill whole tiles are then
+named a decode error (``tile_decode_error``).  ``kernel`` and ``checks``, where given,
     are this launch's kernel and checking modes instead of the check's (one file, several kernels or
     modes).  Plain
     data, so that the launch can run in another process (a grader's sandbox) while the answer stays
@@ -114,6 +121,7 @@ class Case:
     checks: str | None = None
     tol: float = 1e-4
     phases: tuple | None = None
+    tile: int | None = None
 
 
 def launch_case(fn, case: Case) -> np.ndarray:
@@ -137,6 +145,10 @@ def judge(name: str, case: Case, out: np.ndarray) -> Verdict | None:
     what = describe_mismatch(out, case.ref, index=case.index, tol=case.tol)
     if what is None:
         return None
+    if case.tile is not None:
+        decode = tile_decode_error(out, case.ref, case.tile, case.tol)
+        if decode is not None:
+            what = decode + "\n" + what
     if case.phases is not None and case.phases != (1, 1):
         what += "\n" + phase_counts(out, case.ref, case.phases, case.tol)
     return Verdict(False, f"{name}: wrong on the {case.what}:\n{what}")
@@ -157,6 +169,38 @@ def phase_counts(out: np.ndarray, ref: np.ndarray, phases: tuple, tol: float = 1
             k = int(sel.sum())
             parts.append(f"({r}, {q}) {'none' if k == 0 else 'all' if k == sel.size else k} of {sel.size}")
     return f"wrong outputs per phase (h % {sh}, w % {sw}): " + ", ".join(parts)
+
+
+def tile_decode_error(out: np.ndarray, ref: np.ndarray, tile: int, tol: float = 1e-4) -> str | None:
+    """Where the wrong outputs of a launch with one TILE x TILE tile of the output plane per block
+    (blockIdx.z numbering the tiles row by row) fill whole tiles -- in every plane each tile, cut at
+    the plane's edges, is wrong throughout or right throughout, and some are right -- the words that
+    name it: a block computed another tile than its own, or none, so the mistake is in decoding
+    blockIdx.z, not in the edge test (whose mistakes cut across tiles); else None."""
+    y = np.asarray(out, np.float64)
+    scale = max(float(np.abs(ref).max()), 1e-30) if ref.size else 1e-30
+    bad = np.isnan(y) | (np.abs(np.nan_to_num(y) - ref) > tol * scale)
+    if ref.ndim != 4 or not bad.any() or bad.all():
+        return None
+    N, M, Ho, Wo = ref.shape
+    rows, cols = -(-Ho // tile), -(-Wo // tile)
+    wrong = []
+    for r in range(rows):
+        for q in range(cols):
+            t = bad[:, :, r * tile:(r + 1) * tile, q * tile:(q + 1) * tile].reshape(N * M, -1)
+            every, some = t.all(axis=1), t.any(axis=1)
+            if (every != some).any():
+                return None                    # a tile part wrong, part right: not a tile's decode
+            if some.any():
+                wrong.append((r, q))
+    if len(wrong) == rows * cols:
+        return None
+    shown = ", ".join(map(str, wrong[:6])) + (", ..." if len(wrong) > 6 else "")
+    return (f"a decode error: the wrong outputs fill whole {tile}x{tile} tiles of the {Ho}x{Wo} plane ({rows}x{cols} "
+            f"tiles; wrong: (tile row, tile column) {shown}), the others right.  A block computes its tile whole "
+            "or not at all, so look first at which tile a block takes: blockIdx.z decoded into the tile's row "
+            "(blockIdx.z / W_grid) and column (blockIdx.z % W_grid), W_grid the tiles in a row of the plane "
+            "(from Wo).  The output's edge test (h >= Ho, w >= Wo) is not the cause: its mistakes cut across tiles.")
 
 
 def executor_error(name: str, case: Case, kind: str, text: str) -> Verdict:
@@ -239,16 +283,61 @@ def _poisoned(shape: tuple) -> np.ndarray:
 
 def check_conv_kernel(path: str | Path, kernel: str, *, tile_width: int = 16, layers=None,
                       activation: str | None = None, shared_mem=None, checks: str = "memory,barrier",
-                      rng=None, runner=None) -> Verdict:
+                      rng=None, runner=None, coalescing: bool = True) -> Verdict:
     """Compile ``path`` (a .cu file with a kernel of conv_naive's signature and grid), run ``kernel`` on
     each of ``layers`` (default EXERCISE_LAYERS) with a NaN-poisoned output, compare with the
     float64 reference; on the CPU executor under ``checks`` (add "race" for a kernel with shared
     memory and barriers: a missing barrier is then named).  ``shared_mem(K, tile_width)``: the
-    dynamic shared memory of a launch, in bytes (None: none)."""
+    dynamic shared memory of a launch, in bytes (None: none).  A right kernel run here (no
+    ``runner``) with ``coalescing`` also has its memory traffic counted against the coalesced
+    mapping's: where it writes more, the verdict (still a pass) ends with a note that says so
+    (``coalescing_note``)."""
     layers = EXERCISE_LAYERS if layers is None else layers
-    return (runner or run_here)(path, kernel, _tiled_layer_cases(layers, tile_width, activation, shared_mem, rng=rng),
-                      checks=checks, defines={"TILE_WIDTH": tile_width},
-                      right=f"right on {len(layers)} odd layers, every output written: True")
+    verdict = (runner or run_here)(path, kernel, _tiled_layer_cases(layers, tile_width, activation, shared_mem, rng=rng),
+                                   checks=checks, defines={"TILE_WIDTH": tile_width},
+                                   right=f"right on {len(layers)} odd layers, every output written: True")
+    if verdict.ok and runner is None and coalescing:
+        note = coalescing_note(path, kernel, tile_width=tile_width, shared_mem=shared_mem)
+        if note is not None:
+            verdict.message += "\n" + note
+    return verdict
+
+
+# The layer a right kernel's memory traffic is counted on (coalescing_note): 32x32 outputs, whole tiles of 16.
+COALESCING_LAYER = dict(N=1, C=2, H=34, W=34, M=2, K=3)
+
+
+def _count_global(path: str | Path, kernel: str, tile_width: int, shared_mem) -> dict:
+    """labkit.counters' global loads and stores of one launch of ``kernel`` on COALESCING_LAYER."""
+    L = COALESCING_LAYER
+    case = next(_tiled_layer_cases([L], tile_width, None, shared_mem, rng=np.random.default_rng(0)))
+
+    def launch():
+        fn = load_source(path, defines={"TILE_WIDTH": tile_width}, own=True).get_function(kernel)
+        launch_case(fn, case)
+    return counters(launch)[0]
+
+
+def coalescing_note(path: str | Path, kernel: str, *, tile_width: int = 16, shared_mem=None) -> str | None:
+    """A teaching note for a right kernel whose threads write the output uncoalesced (threadIdx.x over
+    the rows, say): labkit.counters' global sectors of ``kernel`` against labkit/kernels/conv_naive.cu's,
+    whose threadIdx.x is the output column, on COALESCING_LAYER; None where it writes no more sectors
+    than that mapping.  Stores decide (every kernel of this grid writes each output once, whatever it
+    reads); the loads are reported beside them."""
+    st, ld = "l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
+    theirs = _count_global(path, kernel, tile_width, shared_mem)
+    ours = _count_global(kernel_path("conv_naive"), "conv_naive", tile_width, None)
+    if theirs[st] <= 1.25 * ours[st]:
+        return None
+    L = COALESCING_LAYER
+    Ho, Wo = L["H"] - L["K"] + 1, L["W"] - L["K"] + 1
+    return (f"Note: right, but not coalesced. A warp's 32 threads do not write neighbouring outputs of a row: "
+            f"on a layer of {Ho}x{Wo} outputs, labkit.counters (the CPU executor's count of what a GPU's "
+            f"memory would serve) finds {theirs[st]:,} sectors of 32 bytes written and {theirs[ld]:,} read, "
+            f"against {ours[st]:,} and {ours[ld]:,} with threadIdx.x the output column w "
+            f"(labkit/kernels/conv_naive.cu): {theirs[st] / ours[st]:.1f}x the writes, "
+            f"{theirs[ld] / ours[ld]:.1f}x the reads. Give threadIdx.x the column, so that consecutive threads "
+            "touch consecutive addresses.")
 
 
 def _tiled_layer_cases(layers, tile_width: int, activation, shared_mem, *, rng, constant: bool = False):
@@ -268,7 +357,7 @@ def _tiled_layer_cases(layers, tile_width: int, activation, shared_mem, *, rng, 
                    (N, M, tiles), (tile_width, tile_width, 1), (x, *weights, y, *ints(N, C, H, W, M, K, act)),
                    1 + len(weights), reference_activation(reference.conv2d(x, w, b), activation),
                    shared_mem=0 if shared_mem is None else int(shared_mem(K, tile_width)),
-                   constants=(("c_weights", w), ("c_bias", b)) if constant else ())
+                   constants=(("c_weights", w), ("c_bias", b)) if constant else (), tile=tile_width)
 
 
 def check_depthwise_kernel(path: str | Path, kernel: str, *, cases=None, activation: str | None = "relu6",

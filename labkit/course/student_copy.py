@@ -38,6 +38,9 @@ BEGIN = re.compile(r"^(\s*)### BEGIN SOLUTION\s*$")
 END = re.compile(r"^\s*### END SOLUTION\s*$")
 CU_BEGIN = re.compile(r"^(\s*)// BEGIN SOLUTION\s*$")
 CU_END = re.compile(r"^\s*// END SOLUTION\s*$")
+# What a kernel exercise's solution region becomes in the student's copy: the notebooks' words name
+# these lines (tests/test_student_words.py), the grader reads between the first and the last.
+CU_PLACEHOLDER = ("// BEGIN YOUR CODE", "// YOUR CODE HERE", "// END YOUR CODE")
 
 
 def _strip(source: str, begin, end, placeholder, marker: str) -> tuple[str, int]:
@@ -79,7 +82,7 @@ def strip_cu_solutions(source: str) -> tuple[str, int]:
     `// YOUR CODE HERE` between `// BEGIN YOUR CODE` and `// END YOUR CODE` (same indentation): the
     grader takes what the student writes between those two lines, and only that (labkit.course.regions);
     and how many regions there were."""
-    text, n = _strip(source, CU_BEGIN, CU_END, ["// BEGIN YOUR CODE", "// YOUR CODE HERE", "// END YOUR CODE"], "//")
+    text, n = _strip(source, CU_BEGIN, CU_END, list(CU_PLACEHOLDER), "//")
     return text + ("\n" if source.endswith("\n") else ""), n
 
 
