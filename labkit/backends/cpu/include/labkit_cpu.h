@@ -1110,7 +1110,9 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 // Kernels are device code: __CUDA_ARCH__ is defined, as NVRTC defines it, to the architecture the
 // executor stands for.  Branches for sm_80 and older take their path here; newer ones (sm_90's
 // thread-block clusters, say) are not modelled.
-#ifndef __CUDA_ARCH__
+// A whole program (LABKIT_PROGRAM: labkit.cuda run) is host and device code in one pass, as nvcc's
+// host pass sees it: there __CUDA_ARCH__ stays undefined, so host-only branches are the ones compiled.
+#if !defined(__CUDA_ARCH__) && !defined(LABKIT_PROGRAM)
 #define __CUDA_ARCH__ 800
 #endif
 #define LABKIT_CUDA_ARCH 800
