@@ -134,6 +134,9 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
             f.parent.mkdir(parents=True, exist_ok=True)
             f.write_text(text)
         objs = []
+        # OpenMP, where a program uses it (its host threads, each issuing work).
+        omp = ["-fopenmp"] if any(re.search(r"#\s*include\s*<omp\.h>|#\s*pragma\s+omp\b", t) for t in texts.values()) else []
+        flags += omp
         for s in sources:
             cu = s.suffix == ".cu"
             front = ["-include", "labkit_cpu.h", "-include", "cuda_runtime.h", "-D__CUDACC__=1", "-D__NVCC__=1",

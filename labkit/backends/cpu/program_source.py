@@ -55,9 +55,21 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'#\s*include\s*[<"]((?:cublas\w*|cufft\w*|curand\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp16|cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|curand\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
-                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]')
+                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
+
+
+def _header_words(name: str) -> str:
+    if name.startswith(("cuda_fp16", "cuda_bf16", "cuda_fp8")):
+        return "half-precision types (__half, __nv_bfloat16)"
+    if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
+        return "graphics interop"
+    if name.startswith(("cuda/", "cuda_pipeline", "mma")):
+        return "a device facility (libcu++ barriers, pipelines, tensor cores)"
+    if name == "mpi":
+        return "MPI (several processes, one GPU each)"
+    return "a CUDA library"
 
 
 def _blank(src: str) -> str:
@@ -164,11 +176,11 @@ def check_program_supported(src: str, path: str) -> None:
     if kernel_source._REQUIRES_GPU.search(src):
         kernel_source.check_supported(src, path)
     text = _blank(src)
-    m = _HEADERS.search(kernel_source.strip_comments(src))
+    m = _HEADERS.search(src)   # the names are in quotes or brackets: searched in the text itself
     if m:
         raise UnsupportedOnCPU(
-            f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, a CUDA library or facility the CPU "
-            "executor does not provide; this program needs a GPU (or write the part it does in a kernel)")
+            f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, {_header_words(m.group(1))} that the "
+            "CPU executor does not provide; this program needs a GPU")
     for pattern, what, advice in _HOST_UNSUPPORTED:
         m = pattern.search(text)
         if m:

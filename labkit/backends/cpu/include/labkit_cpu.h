@@ -1353,12 +1353,24 @@ inline unsigned atomicDec(unsigned* p, unsigned val) {   // ((old == 0 || old > 
                                       LABKIT_MO)) {}
   return old;
 }
+// The scoped forms (_block: one block sees the update, _system: the host too) are the same
+// operations here: every thread of the executor shares one memory.
+#define LABKIT_SCOPED(op)                                                                                   \
+  template <class T, class V> inline auto op##_block(T* p, V v) -> decltype(op(p, v)) { return op(p, v); }  \
+  template <class T, class V> inline auto op##_system(T* p, V v) -> decltype(op(p, v)) { return op(p, v); }
+LABKIT_SCOPED(atomicAdd) LABKIT_SCOPED(atomicSub) LABKIT_SCOPED(atomicExch) LABKIT_SCOPED(atomicMin)
+LABKIT_SCOPED(atomicMax) LABKIT_SCOPED(atomicInc) LABKIT_SCOPED(atomicDec) LABKIT_SCOPED(atomicAnd)
+LABKIT_SCOPED(atomicOr) LABKIT_SCOPED(atomicXor)
+#undef LABKIT_SCOPED
+template <class T, class V> inline auto atomicCAS_block(T* p, V c, V v) -> decltype(atomicCAS(p, c, v)) { return atomicCAS(p, c, v); }
+template <class T, class V> inline auto atomicCAS_system(T* p, V c, V v) -> decltype(atomicCAS(p, c, v)) { return atomicCAS(p, c, v); }
 #if LABKIT_TSAN
 inline void __threadfence() {}   // the race check's atomics order memory themselves (see above)
 #else
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #endif
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __threadfence(); }
 
 // ---------------------------------------------------------------------------
 // Math: the CUDA names that are not already C/C++ names

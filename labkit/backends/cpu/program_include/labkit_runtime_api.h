@@ -59,6 +59,8 @@
 #define cudaMemAttachGlobal 0x01
 #define cudaMemAttachHost 0x02
 #define cudaMemAttachSingle 0x04
+#define CUDART_CB
+#define CUDARTAPI
 #define cudaCpuDeviceId (-1)
 #define cudaInvalidDeviceId (-2)
 
@@ -87,7 +89,13 @@ enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cu
                       cudaMemoryTypeManaged = 3 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
                          cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
-enum cudaLimit { cudaLimitStackSize = 0, cudaLimitPrintfFifoSize = 1, cudaLimitMallocHeapSize = 2 };
+enum cudaLimit { cudaLimitStackSize = 0, cudaLimitPrintfFifoSize = 1, cudaLimitMallocHeapSize = 2,
+                 cudaLimitPersistingL2CacheSize = 6 };
+// L2 persistence hints: accepted, and without effect (the executor has no cache to steer).
+enum cudaAccessProperty { cudaAccessPropertyNormal = 0, cudaAccessPropertyStreaming = 1, cudaAccessPropertyPersisting = 2 };
+struct cudaAccessPolicyWindow { void* base_ptr; size_t num_bytes; float hitRatio; cudaAccessProperty hitProp, missProp; };
+enum cudaStreamAttrID { cudaStreamAttributeAccessPolicyWindow = 1, cudaStreamAttributeSynchronizationPolicy = 3 };
+union cudaStreamAttrValue { cudaAccessPolicyWindow accessPolicyWindow; int syncPolicy; };
 enum cudaDeviceAttr {
   cudaDevAttrMaxThreadsPerBlock = 1, cudaDevAttrMaxBlockDimX = 2, cudaDevAttrMaxBlockDimY = 3,
   cudaDevAttrMaxBlockDimZ = 4, cudaDevAttrMaxGridDimX = 5, cudaDevAttrMaxGridDimY = 6, cudaDevAttrMaxGridDimZ = 7,
@@ -418,8 +426,9 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   if (rc == 2) { say("%s", ::labkit::last_error().c_str()); std::exit(130); }
   if (rc != 0) {
     say("%s", ::labkit::last_error().c_str());
-    return fail_sticky(::labkit::last_error().find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
-                                                                                     : cudaErrorLaunchFailure);
+    const std::string& e = ::labkit::last_error();
+    return fail_sticky(e.find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
+                       : e.find("Assertion") != std::string::npos ? cudaErrorAssert : cudaErrorLaunchFailure);
   }
   return cudaSuccess;
 }
@@ -950,6 +959,12 @@ inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   return cudaSuccess;
 }
 inline cudaError_t cudaStreamQuery(cudaStream_t s) { return cudaStreamSynchronize(s); }
+inline cudaError_t cudaStreamSetAttribute(cudaStream_t, cudaStreamAttrID, const cudaStreamAttrValue*) { return cudaSuccess; }
+inline cudaError_t cudaStreamGetAttribute(cudaStream_t, cudaStreamAttrID, cudaStreamAttrValue* v) {
+  std::memset(v, 0, sizeof *v);
+  return cudaSuccess;
+}
+inline cudaError_t cudaCtxResetPersistingL2Cache() { return cudaSuccess; }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
 inline cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* data, unsigned) {
   cb(s, ::labkit::rt::st().sticky, data);
@@ -1058,4 +1073,22 @@ inline cudaError_t cudaLaunchKernel(void (*k)(P...), dim3 grid, dim3 block, void
     ::labkit::call_kernel(c->k, c->args, std::index_sequence_for<P...>{});
   };
   return ::labkit::rt::run(spec, +body, &ctx);
+}
+
+// assert() in a kernel: as on a GPU, the failing thread's message names its block and thread, the
+// launch stops, and the program sees cudaErrorAssert (sticky) instead of being aborted.  On the host,
+// assert() aborts as the C library's does.  Weak: defined in each of a program's files that include this.
+#include <assert.h>
+extern "C" __attribute__((weak, noreturn)) void __assert_fail(const char* expr, const char* file, unsigned line,
+                                                              const char* func) noexcept {
+  if (::labkit::tl_fiber && ::labkit::tl_worker) {
+    const uint3 b = ::labkit::tl_worker->block_idx, t = ::labkit::tl_fiber->tid;
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.", file, line,
+             func, b.x, b.y, b.z, t.x, t.y, t.z, expr);
+    std::fprintf(stderr, "%s\n", buf);
+    ::labkit::fail_from_fiber(buf);
+  }
+  std::fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, func, expr);
+  std::abort();
 }
