@@ -189,6 +189,29 @@ def _explain_memory(stderr: str, sources: list[Path]) -> str:
     return "\n".join(parts)
 
 
+def _explain_race(stderr: str, sources: list[Path]) -> str:
+    """A headline for a ThreadSanitizer report: the two accesses, their lines, the shared array if named."""
+    names = tuple(s.name for s in sources)
+    accesses = []
+    for block in re.split(r"\n\s*\n", stderr):
+        m = re.search(r"(Previous )?((?:[Aa]tomic )?(?:[Rr]ead|[Ww]rite)) of size (\d+) at (0x[0-9a-f]+)", block)
+        if not m:
+            continue
+        line = next((f.group(1) for f in re.finditer(r"#\d+ \S+.*? (\S+:\d+)", block) if f.group(1).startswith(names)
+                     or any(n in f.group(1) for n in names)), "?")
+        accesses.append((m.group(2).lower(), line, int(m.group(4), 16)))
+    shared = {int(m.group(2), 16): (m.group(1), int(m.group(3)))
+              for m in re.finditer(r"LABKIT-SHARED (\S+) (0x[0-9a-f]+) (\d+)", stderr)}
+    head = "labkit race check: two CUDA threads accessed one location, at least one writing, with nothing ordering them"
+    parts = [head] + [f"  {kind} at {line}" for kind, line, _ in accesses[:2]]
+    if accesses:
+        a = accesses[0][2]
+        for start, (name, n) in shared.items():
+            if start <= a < start + n:
+                parts.append(f"  in __shared__ array '{name}' (a __syncthreads() between the two lines orders them)")
+    return "\n".join(parts)
+
+
 def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | None = None,
         timeout: float | None = None, cwd: str | os.PathLike | None = None) -> tuple[int, str, str]:
     """Build and run a program: (exit status, stdout, stderr).  ``check``: one checking mode, or
@@ -223,8 +246,7 @@ def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | No
         if c == "memory" and "AddressSanitizer" in err:
             err = _explain_memory(err, prog.sources) + "\n\n--- AddressSanitizer report ---\n" + err
         elif c == "race" and "ThreadSanitizer" in err:
-            err = ("labkit race check: two threads accessed one location, at least one writing, with nothing "
-                   "ordering them (see the two stacks below)\n\n--- ThreadSanitizer report ---\n" + err)
+            err = _explain_race(err, prog.sources) + "\n\n--- ThreadSanitizer report ---\n" + err
         elif rc == -11:
             err += ("\nlabkit: the program crashed (segmentation fault): a pointer outside any allocation, on "
                     "the host or in a kernel; run it with the memory check (--check memory) to see where\n")

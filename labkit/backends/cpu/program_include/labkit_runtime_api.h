@@ -354,8 +354,11 @@ inline unsigned check_flags() {
   return f;
 }
 
+struct LaunchSpec { const char* name; dim3 grid, block; size_t shared; cudaStream_t stream; const char* file; int line; };
+
 // A pointer argument must point at memory a kernel can read: device, managed or pinned memory.
-template <class T> inline bool check_pointer_arg(const char* kernel, unsigned i, const T& v) {
+template <class T> inline bool check_pointer_arg(const LaunchSpec& L, unsigned i, const T& v) {
+  const char* kernel = L.name;
   if constexpr (std::is_pointer_v<T>) {
     if (v == nullptr) return true;
     auto& s = st();
@@ -363,20 +366,19 @@ template <class T> inline bool check_pointer_arg(const char* kernel, unsigned i,
     if (find(s.live, (const void*)v, nullptr)) return true;
     uintptr_t base = 0;
     if (const Alloc* a = find(s.freed, (const void*)v, &base)) {
-      say("kernel '%s': argument %u (%p) points into a %zu-byte allocation%s that cudaFree already released "
-          "(use after free); the launch is refused, as a GPU would fault on it", kernel, i, (const void*)v,
+      say("%s:%d: kernel '%s': argument %u (%p) points into a %zu-byte allocation%s that cudaFree already released "
+          "(use after free); the launch is refused, as a GPU would fault on it", L.file, L.line, kernel, i, (const void*)v,
           a->size, where(*a).c_str());
       return false;
     }
-    say("kernel '%s': argument %u (%p) is a host pointer (malloc, new, or a host variable), not device memory: "
-        "a kernel cannot read it on a GPU (an illegal memory access). Allocate with cudaMalloc and copy with "
-        "cudaMemcpy, or use cudaMallocManaged / cudaMallocHost", kernel, i, (const void*)v);
+    say("%s:%d: kernel '%s': argument %u (%p) is a host pointer (malloc, new, or a host variable), not device "
+        "memory: a kernel cannot read it on a GPU (an illegal memory access). Allocate with cudaMalloc and copy "
+        "with cudaMemcpy, or use cudaMallocManaged / cudaMallocHost", L.file, L.line, kernel, i, (const void*)v);
     return false;
   }
   return true;
 }
 
-struct LaunchSpec { const char* name; dim3 grid, block; size_t shared; cudaStream_t stream; };
 
 inline cudaError_t check_config(const LaunchSpec& L, const void* key) {
   const unsigned long long threads = (unsigned long long)L.block.x * L.block.y * L.block.z;
@@ -447,7 +449,7 @@ template <class Call> struct KernelCall {
     bool ok = std::apply([&](auto&... v) {
       unsigned i = 0;
       bool good = true;
-      ((good = check_pointer_arg(spec.name, i++, v) && good), ...);
+      ((good = check_pointer_arg(spec, i++, v) && good), ...);
       return good;
     }, values);
     if (!ok) { fail_sticky(cudaErrorIllegalAddress); return; }
@@ -467,8 +469,9 @@ template <class Call> struct KernelCall {
 
 template <class Call>
 inline rt::KernelCall<Call> kernel_call(Call call, const char* name, dim3 grid, dim3 block, size_t shared = 0,
-                                        cudaStream_t stream = 0) {
-  return rt::KernelCall<Call>{call, rt::LaunchSpec{name, grid, block, shared, stream}};
+                                        cudaStream_t stream = 0, const char* file = __builtin_FILE(),
+                                        int line = __builtin_LINE()) {
+  return rt::KernelCall<Call>{call, rt::LaunchSpec{name, grid, block, shared, stream, file, line}};
 }
 }  // namespace labkit
 
@@ -1065,7 +1068,7 @@ template <class... P>
 inline cudaError_t cudaLaunchKernel(void (*k)(P...), dim3 grid, dim3 block, void** args, size_t shared = 0,
                                     cudaStream_t stream = 0) {
   LABKIT_STICKY();
-  ::labkit::rt::LaunchSpec spec{"(cudaLaunchKernel)", grid, block, shared, stream};
+  ::labkit::rt::LaunchSpec spec{"(cudaLaunchKernel)", grid, block, shared, stream, "", 0};
   if (::labkit::rt::check_config(spec, reinterpret_cast<const void*>(k)) != cudaSuccess) return cudaErrorInvalidConfiguration;
   struct Ctx { void (*k)(P...); void** args; } ctx{k, args};
   auto body = [](void* p) {
