@@ -52,6 +52,8 @@ def sources_of(paths: list[str | os.PathLike]) -> list[Path]:
         p = Path(p)
         if p.is_dir():
             found = sorted(f for f in p.iterdir() if f.suffix in SOURCE_SUFFIXES and f.is_file())
+            if not found:   # a sample may keep its sources in a folder of their own (src/)
+                found = sorted(f for f in p.glob("*/*") if f.suffix in SOURCE_SUFFIXES and f.is_file())
             if not found:
                 raise FileNotFoundError(f"{p}: a folder with no CUDA or C++ source files (.cu, .cpp)")
             out += found

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfenv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -1385,6 +1386,44 @@ inline float __powf(float x, float y) { return powf(x, y); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
+// Arithmetic with a rounding mode of its own (_rn nearest, _rz toward zero, _ru up, _rd down), as
+// interval arithmetic uses it: the host's rounding mode set around one operation.  The volatile
+// result keeps the compiler from computing it elsewhere, in the default mode.
+namespace labkit {
+template <class F> inline auto rounded(int mode, F f) -> decltype(f()) {
+  const int saved = fegetround();
+  fesetround(mode);
+  volatile auto r = f();
+  fesetround(saved);
+  return r;
+}
+}  // namespace labkit
+#define LABKIT_ROUNDED(suffix, mode)                                                                          \
+  inline double __dadd_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x + b; }); } \
+  inline double __dsub_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x - b; }); } \
+  inline double __dmul_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x * b; }); } \
+  inline double __ddiv_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x / b; }); } \
+  inline double __dsqrt_##suffix(double a) { return ::labkit::rounded(mode, [=] { volatile double x = a; return std::sqrt(x); }); } \
+  inline double __drcp_##suffix(double a) { return ::labkit::rounded(mode, [=] { volatile double x = a; return 1.0 / x; }); } \
+  inline double __fma_##suffix(double a, double b, double c) { return ::labkit::rounded(mode, [=] { volatile double x = a; return std::fma(x, b, c); }); } \
+  inline float __fsub_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x - b; }); } \
+  inline float __fdiv_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x / b; }); } \
+  inline float __frcp_##suffix##_labkit(float a) { return ::labkit::rounded(mode, [=] { volatile float x = a; return 1.0f / x; }); }
+LABKIT_ROUNDED(rn, FE_TONEAREST)
+LABKIT_ROUNDED(rz, FE_TOWARDZERO)
+LABKIT_ROUNDED(ru, FE_UPWARD)
+LABKIT_ROUNDED(rd, FE_DOWNWARD)
+#undef LABKIT_ROUNDED
+#define LABKIT_ROUNDED_F(suffix, mode)                                                                        \
+  inline float __fadd_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x + b; }); } \
+  inline float __fmul_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x * b; }); } \
+  inline float __fsqrt_##suffix(float a) { return ::labkit::rounded(mode, [=] { volatile float x = a; return std::sqrt(x); }); } \
+  inline float __fmaf_##suffix(float a, float b, float c) { return ::labkit::rounded(mode, [=] { volatile float x = a; return std::fma(x, b, c); }); } \
+  inline float __frcp_##suffix(float a) { return __frcp_##suffix##_labkit(a); }
+LABKIT_ROUNDED_F(rz, FE_TOWARDZERO)
+LABKIT_ROUNDED_F(ru, FE_UPWARD)
+LABKIT_ROUNDED_F(rd, FE_DOWNWARD)
+#undef LABKIT_ROUNDED_F
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
@@ -1401,6 +1440,11 @@ inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; 
 inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); return x; }
 inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
+inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
+inline long long __double_as_longlong(double d) { long long x; std::memcpy(&x, &d, 8); return x; }
+inline double __hiloint2double(int hi, int lo) { return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo)); }
+inline int __double2hiint(double d) { return int((unsigned long long)__double_as_longlong(d) >> 32); }
+inline int __double2loint(double d) { return int((unsigned long long)__double_as_longlong(d) & 0xffffffffu); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }

@@ -53,3 +53,26 @@ inline bool sdkWriteFile(const char* filename, const T* data, unsigned int len, 
   (void)verbose;
   return true;
 }
+// Whitespace-separated numbers from a text file into *data (allocated here if it is null; else *len
+// must match); *len is set to the count.
+#include <vector>
+template <class T> inline bool sdkReadFile(const char* filename, T** data, unsigned int* len, bool verbose) {
+  FILE* fh = fopen(filename, "r");
+  if (!fh) {
+    printf("Unable to open input file: %s\n", filename);
+    return false;
+  }
+  std::vector<T> values;
+  double v;
+  while (fscanf(fh, "%lf", &v) == 1) values.push_back(T(v));
+  fclose(fh);
+  if (*data) {
+    if (*len != values.size()) return false;
+  } else {
+    *data = static_cast<T*>(malloc(sizeof(T) * values.size()));
+    *len = static_cast<unsigned int>(values.size());
+  }
+  std::memcpy(*data, values.data(), sizeof(T) * values.size());
+  (void)verbose;
+  return true;
+}
