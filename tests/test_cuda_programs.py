@@ -176,3 +176,21 @@ def test_correct_programs_pass_every_check():
     rc, out, err = run_program(DATA / "reduce_shared.cu", check="memory,race,barrier,shuffle")
     assert rc == 0, err
     assert "PASSED" in out
+
+
+# --- NVIDIA's cuda-samples, unchanged -------------------------------------------------------------
+@pytest.mark.parametrize("sample, args, expect", [
+    ("vectorAdd", [], ["[Vector addition of 50000 elements]", "Test PASSED"]),
+    ("simpleAtomicIntrinsics", [], ["simpleAtomicIntrinsics completed, returned OK"]),
+    ("simpleTemplates", [], ["Compare OK", "[simpleTemplates] -> Test Results: 0 Failures"]),
+    ("simpleVoteIntrinsics", [], ["[VOTE Kernel Test 3/3]", "\tOK\n\tShutting down..."]),
+    ("asyncAPI", [], ["[asyncAPI] - Starting...", "CUDA device [NVIDIA H100 80GB HBM3 (labkit CPU executor)]"]),
+    ("simpleAssert", [], ["Device assert failed as expected, CUDA error message is: cudaErrorAssert",
+                          "simpleAssert completed, returned OK"]),
+])
+def test_cuda_samples_run_unchanged(sample, args, expect):
+    rc, out, err = run_program(SAMPLES / sample, args)
+    assert rc == 0, err[-2000:]
+    for line in expect:
+        assert line in out, out[-2000:]
+    assert "Hopper" in out or sample == "vectorAdd"

@@ -239,8 +239,9 @@ def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | No
             env["TSAN_OPTIONS"] = TSAN_OPTIONS
             env.setdefault("LABKIT_CPU_WORKERS", "2")
         try:
-            proc = subprocess.run([str(prog.exe), *map(str, args)], capture_output=True, text=True, env=env,
-                                  timeout=timeout, cwd=cwd, errors="replace")
+            # argv[0] is the program's name, as nvcc's build of it would be called (samples print it).
+            proc = subprocess.run([prog.sources[0].stem, *map(str, args)], executable=str(prog.exe),
+                                  capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd, errors="replace")
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             return 124, out, f"labkit: the program ran longer than {timeout:g} s and was stopped\n"
