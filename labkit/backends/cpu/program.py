@@ -86,7 +86,7 @@ def _line_directive(path: Path) -> str:
 def _flags(build: str | None) -> list[str]:
     flags = list(compiler.BASE_FLAGS) + list(compiler.SANITIZER_FLAGS[build] if build else compiler.FAST_FLAGS)
     _cxx, version = compiler.compiler()
-    if compiler._is_gcc(version):
+    if compiler.is_gcc(version):
         flags += ["-fno-gnu-unique", *compiler.GCC_FLAGS]
     return flags + ["-DLABKIT_PROGRAM=1"]
 
@@ -118,7 +118,7 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
         raise KernelCompileError("the CPU executor's runtime could not be compiled here; run a kernel through "
                                  "labkit.CPUModule to see the compiler's message")
     flags.append(compiler.RUNTIME_LINKED)
-    key = compiler._key(compiler.EXECUTOR_VERSION, "program", *sorted(f"{k}\0{v}" for k, v in texts.items()),
+    key = compiler.cache_key(compiler.EXECUTOR_VERSION, "program", *sorted(f"{k}\0{v}" for k, v in texts.items()),
                         compiler.headers_text(), "".join(p.read_text() for p in sorted(PROGRAM_INCLUDE.glob("*.h"))),
                         " ".join(flags), version, runtime.name, *(str(f) for f in folders))
     out_dir = compiler.cache_dir() / "programs"
@@ -150,14 +150,14 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
                    *[a for d in folders for a in ("-I", str(d))], "-c", *lang, str(tmp / s.name), "-o", str(obj)]
             if s.suffix == ".c":
                 cmd = [c for c in cmd if c not in ("-std=c++17", "-fno-gnu-unique")]
-            compiler._run_compiler(cmd, str(s), build_kind if build_kind in ("address", "thread") else None)
+            compiler.run_compiler(cmd, str(s), build_kind if build_kind in ("address", "thread") else None)
             objs.append(str(obj))
         link_flags = list(compiler.BASE_FLAGS) if build_kind in compiler.RUNTIME_FREE else flags
         link = [cxx, *link_flags, "-o", str(tmp / "program"), *objs, str(runtime), "-ldl", "-lm"]
         if build_kind in compiler.RUNTIME_FREE:
             link.insert(1, "-Wl,-z,defs")
-        compiler._run_compiler(link, str(sources[0]))
-        largest = compiler._largest_frame(tmp)
+        compiler.run_compiler(link, str(sources[0]))
+        largest = compiler.largest_frame(tmp)
         try:
             largest = max(largest, int(runtime.with_suffix(".stack").read_text()))
         except (OSError, ValueError):

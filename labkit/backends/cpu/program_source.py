@@ -173,7 +173,7 @@ def device_spans(text: str) -> list[tuple[int, int]]:
 def check_program_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
     executor does not model."""
-    if kernel_source._REQUIRES_GPU.search(src):
+    if kernel_source.REQUIRES_GPU.search(src):
         kernel_source.check_supported(src, path)
     text = _blank(src)
     m = _HEADERS.search(src)   # the names are in quotes or brackets: searched in the text itself
@@ -194,14 +194,14 @@ def check_program_supported(src: str, path: str) -> None:
             raise UnsupportedOnCPU(
                 f"{path}:{_line(text, a + k)} launches a kernel from device code (dynamic parallelism), which "
                 "the CPU executor does not model: launch it from the host after the first kernel returns")
-        for pattern, what in kernel_source._UNSUPPORTED:
+        for pattern, what in kernel_source.UNSUPPORTED:
             m = pattern.search(body)
             if m:
                 raise UnsupportedOnCPU(
                     f"{path}:{_line(text, a + m.start())} uses {what} in device code, which the CPU executor "
                     "cannot model; this program needs a GPU")
     # Textures and half types anywhere (host code declares them too).
-    for pattern, what in kernel_source._UNSUPPORTED:
+    for pattern, what in kernel_source.UNSUPPORTED:
         if "textures" in what or "half" in what:
             m = pattern.search(text)
             if m:
