@@ -156,7 +156,8 @@ def test_memory_check_finds_a_kernel_writing_past_an_allocation():
     rc, out, err = run_program(MISTAKES / "out_of_bounds.cu", check="memory")
     assert rc != 0
     assert "labkit memory check" in err and "WRITE of size 4" in err
-    assert "0 bytes to the right of 4000-byte region" in err and "out_of_bounds.cu:7" in err
+    assert "0 bytes to the right of 4000-byte region, the cudaMalloc at " in err and "out_of_bounds.cu:7" in err
+    assert "out_of_bounds.cu:13" in err and "LABKIT-ALLOC" not in err
 
 
 def test_race_check_finds_a_missing_barrier():

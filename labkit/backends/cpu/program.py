@@ -177,13 +177,17 @@ def _explain_memory(stderr: str, sources: list[Path]) -> str:
     frames = [ln.strip() for ln in lines if re.match(r"\s*#\d+ ", ln)]
     where = next((f for f in frames if any(n in f for n in names)), "")
     region = re.search(r"is located (\d+ bytes (?:to the right of|to the left of|after|before|inside of) "
-                       r"\d+-byte region)", stderr)
+                       r"\d+-byte region) \[(0x[0-9a-f]+),", stderr)
+    allocs = {int(m.group(1), 16): (m.group(2), m.group(3))
+              for m in re.finditer(r"LABKIT-ALLOC (0x[0-9a-f]+) (\d+) (\S+)", stderr)}
     freed = "freed by thread" in stderr
     parts = ["labkit memory check: the program made an invalid memory access"]
     if access:
         parts.append("  " + access.split(" at pc")[0].split(" thread")[0])
     if region:
-        parts.append("  " + region.group(1) + (" (freed: a use after free)" if freed else ""))
+        site = allocs.get(int(region.group(2), 16))
+        parts.append("  " + region.group(1) + (f", the cudaMalloc at {site[1]}" if site else "")
+                     + (" (freed: a use after free)" if freed else ""))
     if where:
         parts.append("  at " + where.split(" in ", 1)[-1])
     if summary:
@@ -246,11 +250,15 @@ def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | No
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             return 124, out, f"labkit: the program ran longer than {timeout:g} s and was stopped\n"
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        notes = ("LABKIT-ALLOC", "LABKIT-SHARED", "LABKIT-RACE-FIBERS")   # the runtime's notes for the reports
+        shown = "".join(ln for ln in err.splitlines(keepends=True) if not ln.startswith(notes))
         if c == "memory" and "AddressSanitizer" in err:
-            err = _explain_memory(err, prog.sources) + "\n\n--- AddressSanitizer report ---\n" + err
+            err = _explain_memory(err, prog.sources) + "\n\n--- AddressSanitizer report ---\n" + shown
         elif c == "race" and "ThreadSanitizer" in err:
-            err = _explain_race(err, prog.sources) + "\n\n--- ThreadSanitizer report ---\n" + err
-        elif rc == -11:
+            err = _explain_race(err, prog.sources) + "\n\n--- ThreadSanitizer report ---\n" + shown
+        else:
+            err = shown
+        if rc == -11:
             err += ("\nlabkit: the program crashed (segmentation fault): a pointer outside any allocation, on "
                     "the host or in a kernel; run it with the memory check (--check memory) to see where\n")
         result = (rc, out, err)

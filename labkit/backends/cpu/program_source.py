@@ -49,8 +49,9 @@ _HOST_UNSUPPORTED = [
     (re.compile(r"\bcudaIpc\w*\s*\("), "inter-process memory (cudaIpc*)", "the CPU executor models one process"),
     (re.compile(r"\bcudaLaunchCooperativeKernel\w*\s*\("), "cooperative launches (grid-wide sync)",
      "split the kernel at the grid-wide barrier into two launches"),
-    (re.compile(r"\bcudaMemAdvise\b|\bcudaMemPrefetchAsync\b|\bcudaMem(?:Pool|Create|Map|AddressReserve)\w*\s*\("),
-     "virtual memory management and memory pools", "use cudaMalloc and cudaMallocManaged"),
+    (re.compile(r"\bcudaMem(?:PoolCreate|PoolImport\w*|PoolExport\w*|PoolSetAccess|Create|Map|AddressReserve|"
+                r"Unmap|Release|SetAccess)\w*\s*\("),
+     "virtual memory management and memory pools of one's own", "use cudaMalloc, cudaMallocAsync or cudaMallocManaged"),
     (re.compile(r"\bcudaLaunchKernelEx\w*\s*\(|\bcudaLaunchAttribute\w*"), "launch attributes (cudaLaunchKernelEx)",
      "use a <<<grid, block, shared, stream>>> launch"),
 ]

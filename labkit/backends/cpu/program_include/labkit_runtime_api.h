@@ -113,7 +113,8 @@ enum cudaDeviceAttr {
   cudaDevAttrManagedMemory = 83, cudaDevAttrIsMultiGpuBoard = 84, cudaDevAttrHostNativeAtomicSupported = 86,
   cudaDevAttrPageableMemoryAccess = 88, cudaDevAttrConcurrentManagedAccess = 89,
   cudaDevAttrComputePreemptionSupported = 90, cudaDevAttrCooperativeLaunch = 95,
-  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaDevAttrMaxBlocksPerMultiprocessor = 106
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaDevAttrMaxBlocksPerMultiprocessor = 106,
+  cudaDevAttrMemoryPoolsSupported = 115
 };
 
 struct cudaDeviceProp {
@@ -626,6 +627,7 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
     case cudaDevAttrCooperativeLaunch: *v = 1; break;
     case cudaDevAttrMaxSharedMemoryPerBlockOptin: *v = int(p.sharedMemPerBlockOptin); break;
     case cudaDevAttrMaxBlocksPerMultiprocessor: *v = p.maxBlocksPerMultiProcessor; break;
+    case cudaDevAttrMemoryPoolsSupported: *v = 1; break;
     default: *v = 0; break;
   }
   return cudaSuccess;
@@ -665,6 +667,10 @@ inline cudaError_t cudaMalloc(void** p, size_t n, LABKIT_SITE) {
   // kernel wrote it shows, as the executor fills shared memory.
   std::memset(m, 0xff, n);
   ::labkit::rt::add(m, n, ::labkit::rt::Mem::Device, labkit_file, labkit_line);
+#if defined(__SANITIZE_ADDRESS__)
+  // For the memory check's report: which allocation an address past a heap block belongs to.
+  std::fprintf(stderr, "LABKIT-ALLOC %p %zu %s:%d\n", m, n, labkit_file, labkit_line);
+#endif
   *p = m;
   return cudaSuccess;
 }
@@ -1095,3 +1101,39 @@ extern "C" __attribute__((weak, noreturn)) void __assert_fail(const char* expr, 
   std::fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, func, expr);
   std::abort();
 }
+
+// ---------------------------------------------------------------------------------------------
+// Stream-ordered allocation (the device's default pool) and unified-memory hints.  Work is done when
+// issued, so an allocation in stream order is an allocation now; the pool's attributes and the
+// hints have nothing to steer here and are accepted.
+// ---------------------------------------------------------------------------------------------
+struct CUmemPoolHandle_st { int device; };
+typedef CUmemPoolHandle_st* cudaMemPool_t;
+enum cudaMemPoolAttr { cudaMemPoolReuseFollowEventDependencies = 1, cudaMemPoolReuseAllowOpportunistic = 2,
+                       cudaMemPoolReuseAllowInternalDependencies = 3, cudaMemPoolAttrReleaseThreshold = 4,
+                       cudaMemPoolAttrReservedMemCurrent = 5, cudaMemPoolAttrReservedMemHigh = 6,
+                       cudaMemPoolAttrUsedMemCurrent = 7, cudaMemPoolAttrUsedMemHigh = 8 };
+enum cudaMemoryAdvise { cudaMemAdviseSetReadMostly = 1, cudaMemAdviseUnsetReadMostly = 2,
+                        cudaMemAdviseSetPreferredLocation = 3, cudaMemAdviseUnsetPreferredLocation = 4,
+                        cudaMemAdviseSetAccessedBy = 5, cudaMemAdviseUnsetAccessedBy = 6 };
+inline cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t* pool, int device) {
+  static CUmemPoolHandle_st the_pool{0};
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  *pool = &the_pool;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetMemPool(cudaMemPool_t* pool, int device) { return cudaDeviceGetDefaultMemPool(pool, device); }
+inline cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t, cudaMemPoolAttr, void*) { return cudaSuccess; }
+inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr a, void* v) {
+  if (a >= cudaMemPoolAttrReleaseThreshold) *static_cast<unsigned long long*>(v) = a == cudaMemPoolAttrUsedMemCurrent ? ::labkit::rt::st().allocated : 0;
+  else *static_cast<int*>(v) = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
+inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t = 0, LABKIT_SITE) { return cudaMalloc(p, n, labkit_file, labkit_line); }
+template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
+  return cudaMalloc(reinterpret_cast<void**>(p), n, labkit_file, labkit_line);
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t = 0, LABKIT_SITE) { return cudaFree(p, labkit_file, labkit_line); }
+inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t = 0) { return cudaSuccess; }
+inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { return cudaSuccess; }
