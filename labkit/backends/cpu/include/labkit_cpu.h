@@ -1118,6 +1118,13 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 #endif
 #define LABKIT_CUDA_ARCH 800
 
+#if defined(LABKIT_PROGRAM)
+// A whole program may time its kernels (or wait a while) with the SM cycle counter: here it counts the
+// host's steady clock in nanoseconds, so differences are durations, not a GPU's cycles.  (clock() is
+// the C library's: the process's processor time.)  A kernel compiled on its own is refused instead,
+// since its results would depend on the count.
+inline long long clock64() { return (long long)std::chrono::steady_clock::now().time_since_epoch().count(); }
+#endif
 #define threadIdx (::labkit::tl_fiber->tid)
 #define blockIdx (::labkit::tl_worker->block_idx)
 #define blockDim (::labkit::g_launch->block)
