@@ -195,3 +195,19 @@ def test_cuda_samples_run_unchanged(sample, args, expect):
     for line in expect:
         assert line in out, out[-2000:]
     assert "Hopper" in out or sample == "vectorAdd"
+
+
+def test_stream_ordered_allocation_clock64_and_the_peer_query(tmp_path):
+    p = tmp_path / "misc.cu"
+    p.write_text('#include <cstdio>\n__global__ void t(long long* out) {\n  long long a = clock64();\n'
+                 '  for (volatile int i = 0; i < 100000; ++i) {}\n  out[threadIdx.x] = clock64() - a;\n}\n'
+                 'int main() {\n  int can = -1; cudaDeviceCanAccessPeer(&can, 0, 1);\n  cudaStream_t s; cudaStreamCreate(&s);\n'
+                 '  long long* d; cudaMallocAsync(&d, 4 * sizeof(long long), s);\n  t<<<1, 4, 0, s>>>(d);\n'
+                 '  long long h[4]; cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s);\n'
+                 '  cudaFreeAsync(d, s); cudaStreamSynchronize(s);\n'
+                 '  printf("can=%d positive=%d\\n", can, h[0] > 0 && h[3] > 0);\n'
+                 '  printf("%s\\n", cudaGetErrorName(cudaFree(d)));\n}\n')
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out.splitlines() == ["can=0 positive=1", "cudaErrorInvalidValue"]
+    assert "was already freed (a double free)" in err

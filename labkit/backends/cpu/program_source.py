@@ -41,8 +41,7 @@ _HOST_UNSUPPORTED = [
                 r"MallocMipmappedArray|MemcpyToArray\w*|Memcpy2DToArray\w*|Memcpy3D\w*|CreateChannelDesc)\b|"
                 r"\btexture\s*<|\bsurface\s*<|\bcudaArray_t\b|\bcudaArray\b"),
      "textures, surfaces and CUDA arrays", "read the data through a plain pointer (cudaMalloc) instead"),
-    (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*|"
-                r"DeviceCanAccessPeer)\s*\("),
+    (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
      "peer access between GPUs", "the CPU executor models one device"),
     (re.compile(r"\bcuda(?:Graph\w*|StreamBeginCapture\w*|StreamEndCapture)\s*\("), "CUDA graphs",
      "launch the kernels one by one"),

@@ -632,6 +632,8 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
   }
   return cudaSuccess;
 }
+// One device: no peer to access (a program that asks falls back, as on a machine with one GPU).
+inline cudaError_t cudaDeviceCanAccessPeer(int* can, int, int) { *can = 0; return cudaSuccess; }
 inline cudaError_t cudaChooseDevice(int* d, const cudaDeviceProp*) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() {
   ::labkit::rt::release(nullptr, true);
