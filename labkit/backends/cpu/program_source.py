@@ -37,8 +37,10 @@ _HOST_UNSUPPORTED = [
      "the CUDA driver API (cu* calls)", "use the runtime API (cudaMalloc, <<<>>> launches) instead"),
     (re.compile(r"\bcuda(?:Graphics\w*|GL\w*|D3D\w*|EGL\w*|VDPAU\w*)\s*\("), "graphics interop",
      "the CPU executor has no display; compute into device memory and copy it back"),
+    (re.compile(r"\bcudaMemcpy3D\w*|\bcudaMalloc3D\b"), "3D copies and allocations (cudaMemcpy3D, cudaMalloc3D)",
+     "allocate with cudaMalloc or cudaMallocPitch, and copy plane by plane with cudaMemcpy2D"),
     (re.compile(r"\bcuda(?:CreateTextureObject|CreateSurfaceObject|BindTexture\w*|MallocArray|Malloc3DArray|"
-                r"MallocMipmappedArray|MemcpyToArray\w*|Memcpy2DToArray\w*|Memcpy3D\w*|CreateChannelDesc)\b|"
+                r"MallocMipmappedArray|MemcpyToArray\w*|Memcpy2DToArray\w*|CreateChannelDesc)\b|"
                 r"\btexture\s*<|\bsurface\s*<|\bcudaArray_t\b|\bcudaArray\b"),
      "textures, surfaces and CUDA arrays", "read the data through a plain pointer (cudaMalloc) instead"),
     (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
@@ -72,8 +74,43 @@ def _header_words(name: str) -> str:
     return "a CUDA library"
 
 
+# The CUDA version the provided headers declare (cuda_runtime.h): branches on an older one are dropped
+# by the preprocessor, and what they hold is not refused (deviceQuery's driver-API path before CUDA 5).
+CUDA_VERSIONS = {"CUDART_VERSION": 12040, "CUDA_VERSION": 12040, "__CUDACC_VER_MAJOR__": 12}
+_VERSION_IF = re.compile(r"#\s*if\s+\(?\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*(\d+)\s*\)?\s*$")
+_OPS = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "==": int.__eq__, "!=": int.__ne__}
+
+
+def blank_version_branches(text: str) -> str:
+    """Blank the lines of a `#if CUDART_VERSION < 5000` (or CUDA_VERSION, __CUDACC_VER_MAJOR__) branch that
+    the preprocessor drops for the provided headers' version; other conditionals are kept whole."""
+    lines = text.split("\n")
+    stack: list[str] = []     # per open conditional: "live", "dead" (the branch now open) or "other"
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        m = re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b", stripped)
+        if m:
+            word = m.group(1)
+            if word in ("if", "ifdef", "ifndef"):
+                v = _VERSION_IF.match(stripped) if word == "if" else None
+                if v and v.group(1) in CUDA_VERSIONS:
+                    stack.append("live" if _OPS[v.group(2)](CUDA_VERSIONS[v.group(1)], int(v.group(3))) else "dead")
+                else:
+                    stack.append("other")
+            elif word == "else" and stack and stack[-1] != "other":
+                stack[-1] = "dead" if stack[-1] == "live" else "live"
+            elif word == "elif" and stack and stack[-1] != "other":
+                stack[-1] = "other"     # an #elif chain: kept whole
+            elif word == "endif" and stack:
+                stack.pop()
+            continue
+        if "dead" in stack:
+            lines[i] = " " * len(line)
+    return "\n".join(lines)
+
+
 def _blank(src: str) -> str:
-    return kernel_source.blank_gpu_only(kernel_source.strip_comments(src))
+    return blank_version_branches(kernel_source.blank_gpu_only(kernel_source.strip_comments(src)))
 
 
 def _matching_open(text: str, close: int, pair: str) -> int:

@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -139,6 +140,12 @@ struct cudaDeviceProp {
   int pageableMemoryAccessUsesHostPageTables, directManagedMemAccessFromHost, maxBlocksPerMultiProcessor;
   int accessPolicyMaxWindowSize;
   size_t reservedSharedMemPerBlock;
+  // The modelled GPU's texture limits (textures are not modelled: a program that uses them is refused).
+  int maxTexture1D, maxTexture1DMipmap, maxTexture1DLinear, maxTexture2D[2], maxTexture2DMipmap[2];
+  int maxTexture2DLinear[3], maxTexture2DGather[2], maxTexture3D[3], maxTexture3DAlt[3], maxTextureCubemap;
+  int maxTexture1DLayered[2], maxTexture2DLayered[3], maxTextureCubemapLayered[2], maxSurface1D, maxSurface2D[2];
+  int maxSurface3D[3], maxSurface1DLayered[2], maxSurface2DLayered[3], maxSurfaceCubemap, maxSurfaceCubemapLayered[2];
+  size_t surfaceAlignment;
   int labkitCpuExecutor;   // 1: this device is labkit's CPU executor (not a field of CUDA's)
 };
 
@@ -583,6 +590,11 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   p->concurrentManagedAccess = 1; p->computePreemptionSupported = 1;
   p->cooperativeLaunch = 1; p->sharedMemPerBlockOptin = 232448; p->maxBlocksPerMultiProcessor = 32;
   p->accessPolicyMaxWindowSize = 134213632; p->reservedSharedMemPerBlock = 1024;
+  p->maxTexture1D = 131072; p->maxTexture2D[0] = 131072; p->maxTexture2D[1] = 65536;
+  p->maxTexture3D[0] = p->maxTexture3D[1] = p->maxTexture3D[2] = 16384;
+  p->maxTexture1DLayered[0] = 32768; p->maxTexture1DLayered[1] = 2048;
+  p->maxTexture2DLayered[0] = p->maxTexture2DLayered[1] = 32768; p->maxTexture2DLayered[2] = 2048;
+  p->surfaceAlignment = 512;
   p->labkitCpuExecutor = 1;
   return cudaSuccess;
 }
@@ -634,6 +646,9 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int d) {
 }
 // One device: no peer to access (a program that asks falls back, as on a machine with one GPU).
 inline cudaError_t cudaDeviceCanAccessPeer(int* can, int, int) { *can = 0; return cudaSuccess; }
+enum cudaDeviceP2PAttr { cudaDevP2PAttrPerformanceRank = 1, cudaDevP2PAttrAccessSupported = 2,
+                         cudaDevP2PAttrNativeAtomicSupported = 3, cudaDevP2PAttrCudaArrayAccessSupported = 4 };
+inline cudaError_t cudaDeviceGetP2PAttribute(int* v, cudaDeviceP2PAttr, int, int) { *v = 0; return cudaSuccess; }
 inline cudaError_t cudaChooseDevice(int* d, const cudaDeviceProp*) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() {
   ::labkit::rt::release(nullptr, true);
