@@ -188,13 +188,23 @@ def test_correct_programs_pass_every_check():
     ("asyncAPI", [], ["[asyncAPI] - Starting...", "CUDA device [NVIDIA H100 80GB HBM3 (labkit CPU executor)]"]),
     ("simpleAssert", [], ["Device assert failed as expected, CUDA error message is: cudaErrorAssert",
                           "simpleAssert completed, returned OK"]),
+    ("deviceQuery", [], ['Device 0: "NVIDIA H100 80GB HBM3 (labkit CPU executor)"',
+                         "(132) Multiprocessors, (128) CUDA Cores/MP:", "Result = PASS"]),
 ])
 def test_cuda_samples_run_unchanged(sample, args, expect):
     rc, out, err = run_program(SAMPLES / sample, args)
     assert rc == 0, err[-2000:]
     for line in expect:
         assert line in out, out[-2000:]
-    assert "Hopper" in out or sample == "vectorAdd"
+    assert "Hopper" in out or sample in ("vectorAdd", "deviceQuery")
+
+
+def test_branches_for_an_older_cuda_are_not_refused():
+    src = ("#if CUDART_VERSION < 5000\nvoid f() { cuDeviceGetAttribute(0, 0, 0); }\n#else\nint g;\n#endif\n"
+           "#if CUDART_VERSION >= 5000\nint h;\n#endif\n")
+    program_source.check_program_supported(src, "v.cu")          # the driver call is in a dropped branch
+    with pytest.raises(UnsupportedOnCPU, match="v.cu:2 uses the CUDA driver API"):
+        program_source.check_program_supported(src.replace("< 5000", ">= 5000", 1), "v.cu")
 
 
 def test_stream_ordered_allocation_clock64_and_the_peer_query(tmp_path):
