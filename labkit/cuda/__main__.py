@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ns = parser.parse_args(argv)
     sources, args = split_sources(ns.items)
     if not sources:
+        if args and args[0].endswith(SOURCE_SUFFIXES):
+            parser.error(f"{args[0]}: no such file")
         parser.error("give the program's source file (prog.cu), or a folder of its sources")
     try:
         rc, out, err = run_program(sources, args, check=ns.check, timeout=ns.timeout)
