@@ -221,3 +221,15 @@ def test_stream_ordered_allocation_clock64_and_the_peer_query(tmp_path):
     assert rc == 0, err
     assert out.splitlines() == ["can=0 positive=1", "cudaErrorInvalidValue"]
     assert "was already freed (a double free)" in err
+
+
+def test_check_program_gives_a_verdict_in_words():
+    from labkit.cuda import check_program
+    good = check_program(DATA / "vector_add.cu", ["1000"], expect=["PASSED"], check=None)
+    assert good.ok and "printed what it should" in good.message
+    wrong = check_program(DATA / "vector_add.cu", ["1000"], expect=["c[999] = 0.0"], check=None)
+    assert not wrong.ok and "did not print 'c[999] = 0.0'" in wrong.message and "c[999] = 2497.5" in wrong.message
+    host = check_program(MISTAKES / "host_pointer.cu", check=None)
+    assert not host.ok and host.message.startswith("labkit: ") and "is a host pointer" in host.message
+    oob = check_program(MISTAKES / "out_of_bounds.cu")
+    assert not oob.ok and oob.message.startswith("labkit memory check") and "out_of_bounds.cu:7" in oob.message

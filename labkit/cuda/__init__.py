@@ -18,9 +18,11 @@ import os
 from typing import Sequence
 
 from ..backends.cpu import program as _program
+from ..errors import KernelCompileError, UnsupportedOnCPU
+from ..verdict import Verdict
 
 CHECKS = _program.PROGRAM_CHECKS
-__all__ = ["run_program", "build_program", "CHECKS"]
+__all__ = ["run_program", "build_program", "check_program", "CHECKS"]
 
 
 def _paths(path) -> list:
@@ -43,3 +45,29 @@ def run_program(path: str | os.PathLike | Sequence[str | os.PathLike], args: Seq
     passed to a kernel, a copy past an allocation, a use after cudaFree, a read of pinned memory that an
     asynchronous copy is still writing)."""
     return _program.run(_paths(path), [str(a) for a in args], check=check, timeout=timeout, cwd=cwd)
+
+
+def check_program(path: str | os.PathLike | Sequence[str | os.PathLike], args: Sequence[str] = (), *,
+                  expect: Sequence[str] = (), check: str | None = "memory", timeout: float | None = 300) -> Verdict:
+    """A student's whole program judged on the executor: it must build, run under ``check`` (the memory
+    check by default: a copy or a kernel past an allocation is caught), exit with 0, say nothing in
+    ``labkit:`` words (a host pointer given to a kernel, a copy past an allocation, a use after cudaFree,
+    pinned memory read before synchronising), and print every line of ``expect``.  The verdict's message
+    is the first thing that went wrong, in the words a student reads."""
+    try:
+        rc, out, err = run_program(path, args, check=check, timeout=timeout)
+    except (UnsupportedOnCPU, KernelCompileError) as e:
+        return Verdict(False, str(e))
+    said = [ln for ln in err.splitlines() if ln.startswith(("labkit:", "labkit memory check", "labkit race check"))]
+    if said:
+        detail = "\n".join(ln for ln in err.splitlines()[1:6] if ln.startswith("  ")) if said[0].startswith(
+            "labkit memory check") or said[0].startswith("labkit race check") else ""
+        return Verdict(False, said[0] + ("\n" + detail if detail else ""))
+    if rc != 0:
+        tail = err.strip().splitlines()[-3:]
+        return Verdict(False, f"the program exited with status {rc}" + (": " + " / ".join(tail) if tail else ""))
+    missing = [e for e in expect if e not in out]
+    if missing:
+        return Verdict(False, f"the program did not print {missing[0]!r}; it printed:\n" + out[-1500:])
+    return Verdict(True, "the program built, ran" + (f" under the {check} check" if check else "") +
+                   " and printed what it should")
