@@ -252,7 +252,7 @@ def test_the_shuffled_schedule_switches_threads_at_memory_accesses(racy, correct
 def test_without_thread_sanitizer_the_race_check_says_what_to_install():
     with pytest.raises(KernelCompileError, match=r"the race check needs the host compiler's ThreadSanitizer "
                                                  r"\(libtsan\), which is not installed here"):
-        compiler._run_compiler(["sh", "-c", "echo '/usr/bin/ld: cannot find -ltsan' >&2; exit 1"], "k.cu", "thread")
+        compiler.run_compiler(["sh", "-c", "echo '/usr/bin/ld: cannot find -ltsan' >&2; exit 1"], "k.cu", "thread")
 
 
 def test_the_find_the_bug_kernels_are_found_and_their_fixes_pass():

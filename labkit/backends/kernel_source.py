@@ -81,7 +81,7 @@ def _line_of(text: str, pos: int) -> int:
 
 
 # Constructs a CPU cannot model, each with the words used to name it.
-_UNSUPPORTED = [
+UNSUPPORTED = [
     (re.compile(r"\basm\s*(volatile\s*)?\("), "inline PTX assembly (asm)"),
     (re.compile(r"\bwmma::"), "tensor-core matrix operations (wmma)"),
     (re.compile(r"\bmma_sync\b|\bmma\.sync\b"), "tensor-core matrix operations (mma)"),
@@ -98,7 +98,7 @@ _UNSUPPORTED = [
      "tiled_partition<N>(g) runs here)"),
     (re.compile(r"\bthis_cluster\s*\(|\bcluster_group\b|__cluster_dims__"), "thread-block clusters (sm_90)"),
 ]
-_REQUIRES_GPU = re.compile(r"//\s*labkit:\s*requires-gpu\b[ \t]*(.*)")
+REQUIRES_GPU = re.compile(r"//\s*labkit:\s*requires-gpu\b[ \t]*(.*)")
 
 _KERNEL = re.compile(
     r'extern\s+"C"\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?__global__\s+'
@@ -153,14 +153,14 @@ def blank_gpu_only(text: str) -> str:
 
 def check_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU if the file declares or uses what the executor cannot model."""
-    m = _REQUIRES_GPU.search(src)
+    m = REQUIRES_GPU.search(src)
     if m:
         why = m.group(1).strip() or "it says it needs a GPU"
         raise UnsupportedOnCPU(
             f"{path} declares that it needs a GPU ({why}); the CPU executor does not run it. "
             "Run it where CuPy sees a GPU.")
     text = blank_gpu_only(strip_comments(src))
-    for pattern, what in _UNSUPPORTED:
+    for pattern, what in UNSUPPORTED:
         m = pattern.search(text)
         if m:
             raise UnsupportedOnCPU(

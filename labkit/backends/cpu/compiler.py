@@ -134,7 +134,7 @@ def compiler() -> tuple[str, str]:
         "xcode-select --install) or name one in the CXX environment variable.")
 
 
-def _is_gcc(version: str) -> bool:
+def is_gcc(version: str) -> bool:
     return "clang" not in version.lower()
 
 
@@ -164,7 +164,7 @@ def translation_unit(code: str, path: str, entries: str) -> str:
             f'#line 1 "labkit-cpu-entry-points"\n{entries}')
 
 
-def _key(*parts: str) -> str:
+def cache_key(*parts: str) -> str:
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode())
@@ -175,7 +175,7 @@ def _key(*parts: str) -> str:
 CHECK_OF = {"address": "memory check", "thread": "race check", "interleave": "shuffled schedule"}
 
 
-def _run_compiler(cmd: list[str], path: str, sanitizer: str | None = None) -> None:
+def run_compiler(cmd: list[str], path: str, sanitizer: str | None = None) -> None:
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         msg = res.stderr.strip()
@@ -199,10 +199,10 @@ def header_dir(cxx: str, version: str, flags: list[str]) -> Path:
     """Where the kernels' compile finds the executor's headers: a copy in the cache with the main
     header precompiled for these flags (GCC reads a .gch beside a header in place of parsing it, a
     third of a small kernel's compile), or the package's own folder where that cannot be made."""
-    if not _is_gcc(version):
+    if not is_gcc(version):
         return HEADER.parent
     pch_flags = [f for f in flags if f not in ("-shared", "-c")]
-    d = seeded(f"headers-{_key(EXECUTOR_VERSION, headers_text(), ' '.join(pch_flags), version)}")
+    d = seeded(f"headers-{cache_key(EXECUTOR_VERSION, headers_text(), ' '.join(pch_flags), version)}")
     if (d / f"{HEADER.name}.gch").exists():
         return d
     d = cache_dir() / d.name
@@ -220,7 +220,7 @@ def header_dir(cxx: str, version: str, flags: list[str]) -> Path:
     return d if (d / f"{HEADER.name}.gch").exists() else HEADER.parent
 
 
-def _largest_frame(folder: Path) -> int:
+def largest_frame(folder: Path) -> int:
     """The largest frame in the compiler's -fstack-usage reports (*.su) in ``folder``; 0 where none."""
     frames = [int(line.split("\t")[1]) for su in folder.glob("*.su")
               for line in su.read_text().splitlines() if line.count("\t") >= 2]
@@ -238,7 +238,7 @@ def build_runtime(cxx: str, version: str, flags: list[str], sanitizer: str | Non
     compiled with the whole runtime inline, as one translation unit).  Beside it, ``.stack``: its
     largest frame, which a fiber's stack must hold as well as the kernel's."""
     obj_flags = [f for f in flags if f != "-shared"]
-    key = _key(EXECUTOR_VERSION, RUNTIME.read_text(), headers_text(), " ".join(obj_flags), version)
+    key = cache_key(EXECUTOR_VERSION, RUNTIME.read_text(), headers_text(), " ".join(obj_flags), version)
     out = seeded(f"runtime-{sanitizer or 'fast'}-{key}.o")
     if out.exists() and not fresh:
         return out
@@ -253,7 +253,7 @@ def build_runtime(cxx: str, version: str, flags: list[str], sanitizer: str | Non
             _runtime_failed.add(out)
             return None
         stack = Path(tmp) / "runtime.stack"
-        stack.write_text(str(_largest_frame(Path(tmp))))
+        stack.write_text(str(largest_frame(Path(tmp))))
         os.replace(stack, out.with_suffix(".stack"))   # first: the object's presence vouches for it
         os.replace(obj, out)
     return out
@@ -264,12 +264,12 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
     'address' or 'thread', for a checking runner; ``fresh``: compile again even where the cache has
     one, to replace a damaged file)."""
     cxx, version = compiler()
-    if sanitizer == "count" and not _is_gcc(version):
+    if sanitizer == "count" and not is_gcc(version):
         raise KernelCompileError(
             f"labkit.counters needs GCC's g++ (its instrumentation options, its disassembly), and the CPU "
             f"executor's compiler here is {version!r}: install g++ and name it in the CXX environment variable")
     flags = list(BASE_FLAGS) + list(SANITIZER_FLAGS[sanitizer] if sanitizer else FAST_FLAGS) + ["-shared"]
-    if _is_gcc(version):
+    if is_gcc(version):
         # Without this, GCC makes inline variables process-wide ("unique") symbols, and two kernel
         # modules would share one scheduler state, or the __shared__ arrays of an inline function.
         flags.append("-fno-gnu-unique")
@@ -278,7 +278,7 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
     runtime = build_runtime(cxx, version, [f for f in flags if f not in plain], sanitizer, fresh)
     if runtime is not None:
         flags.append(RUNTIME_LINKED)   # in the flags, hence in the key and the precompiled header's
-    key = _key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version,
+    key = cache_key(EXECUTOR_VERSION, tu, headers_text(), " ".join(flags), version,
                runtime.name if runtime is not None else "")
     out = cache_dir() / f"{sanitizer + '-' if sanitizer else ''}{key}.so"
     if out.exists() and not fresh:
@@ -294,13 +294,13 @@ def build(tu: str, path: str, *, sanitizer: str | None = None, fresh: bool = Fal
         obj = Path(tmp) / "kernel.so"
         if sanitizer in RUNTIME_FREE:
             o = Path(tmp) / "kernel.o"
-            _run_compiler([cxx, *flags, *where, "-c", "-I", str(include), "-o", str(o), str(src)], path, sanitizer)
-            _run_compiler([cxx, *BASE_FLAGS, "-shared", "-Wl,-z,defs", "-o", str(obj), str(o), *linked], path)
+            run_compiler([cxx, *flags, *where, "-c", "-I", str(include), "-o", str(o), str(src)], path, sanitizer)
+            run_compiler([cxx, *BASE_FLAGS, "-shared", "-Wl,-z,defs", "-o", str(obj), str(o), *linked], path)
         else:
-            _run_compiler([cxx, *flags, *where, "-I", str(include), "-o", str(obj), str(src), *linked],
+            run_compiler([cxx, *flags, *where, "-I", str(include), "-o", str(obj), str(src), *linked],
                           path, sanitizer)
         # The largest frame a fiber may hold: the kernel's own, or one of the runtime's (a barrier's).
-        largest = _largest_frame(Path(tmp))
+        largest = largest_frame(Path(tmp))
         if runtime is not None:
             try:
                 largest = max(largest, int(runtime.with_suffix(".stack").read_text()))
@@ -315,14 +315,14 @@ def build_runner(sanitizer: str) -> Path:
     """The program, linked with a sanitizer, that runs one launch for a check in a process of its own."""
     cxx, version = compiler()
     flags = list(BASE_FLAGS) + (["-O1", "-g"] if sanitizer in RUNTIME_FREE else list(SANITIZER_FLAGS[sanitizer]))
-    key = _key(EXECUTOR_VERSION, RUNNER.read_text(), headers_text(), " ".join(flags), version)
+    key = cache_key(EXECUTOR_VERSION, RUNNER.read_text(), headers_text(), " ".join(flags), version)
     out = seeded(f"runner-{sanitizer}-{key}")
     if out.exists():
         return out
     out = cache_dir() / out.name
     with tempfile.TemporaryDirectory(dir=cache_dir()) as tmp:
         exe = Path(tmp) / "runner"
-        _run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(exe), str(RUNNER), "-ldl"],
+        run_compiler([cxx, *flags, "-I", str(HEADER.parent), "-o", str(exe), str(RUNNER), "-ldl"],
                       str(RUNNER), sanitizer)
         os.replace(exe, out)
     return out

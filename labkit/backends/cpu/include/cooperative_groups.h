@@ -1,5 +1,5 @@
 // cooperative_groups for the CPU executor: the thread block, tiles of up to 32 threads with their
-// shuffles, votes and sync, and cg::reduce.  Grid-wide groups (this_grid, grid_group), coalesced
+// shuffles, votes and sync, thread_group (either, chosen at run time), and cg::reduce.  Grid-wide groups (this_grid, grid_group), coalesced
 // groups and tiles made at run time (tiled_partition(g, n)) are not modelled: labkit refuses a file
 // that uses them, saying so, before compiling it.
 #pragma once
@@ -31,10 +31,32 @@ template <unsigned N> struct thread_block_tile {
   unsigned base() const { return (::labkit::tl_fiber->lane / N) * N; }   // its first lane in the warp
   unsigned mask() const { return N == 32 ? 0xffffffffu : (((1u << N) - 1u) << base()); }
   void sync() const { ::labkit::warp_sync(mask(), true); }   // orders memory, as __syncwarp
-  template <class T> T shfl(T v, int src, int line = __builtin_LINE()) const { return __shfl_sync(mask(), v, src, int(N), line); }
-  template <class T> T shfl_down(T v, unsigned d, int line = __builtin_LINE()) const { return __shfl_down_sync(mask(), v, d, int(N), line); }
-  template <class T> T shfl_up(T v, unsigned d, int line = __builtin_LINE()) const { return __shfl_up_sync(mask(), v, d, int(N), line); }
-  template <class T> T shfl_xor(T v, int m, int line = __builtin_LINE()) const { return __shfl_xor_sync(mask(), v, m, int(N), line); }
+  // A tile shuffles a value of any size (uint4, a struct), as CUDA's does: in 8-byte pieces.
+  template <class T, class F> static T by_pieces(const T& v, F shuffle_piece) {
+    if constexpr (sizeof(T) <= 8) {
+      return shuffle_piece(v);
+    } else {
+      static_assert(std::is_trivially_copyable<T>::value, "a tile shuffles trivially copyable values");
+      unsigned long long in[(sizeof(T) + 7) / 8] = {}, out[(sizeof(T) + 7) / 8];
+      std::memcpy(in, &v, sizeof(T));
+      for (size_t k = 0; k < (sizeof(T) + 7) / 8; ++k) out[k] = shuffle_piece(in[k]);
+      T r;
+      std::memcpy(&r, out, sizeof(T));
+      return r;
+    }
+  }
+  template <class T> T shfl(T v, int src, int line = __builtin_LINE()) const {
+    return by_pieces(v, [&](auto p) { return __shfl_sync(mask(), p, src, int(N), line); });
+  }
+  template <class T> T shfl_down(T v, unsigned d, int line = __builtin_LINE()) const {
+    return by_pieces(v, [&](auto p) { return __shfl_down_sync(mask(), p, d, int(N), line); });
+  }
+  template <class T> T shfl_up(T v, unsigned d, int line = __builtin_LINE()) const {
+    return by_pieces(v, [&](auto p) { return __shfl_up_sync(mask(), p, d, int(N), line); });
+  }
+  template <class T> T shfl_xor(T v, int m, int line = __builtin_LINE()) const {
+    return by_pieces(v, [&](auto p) { return __shfl_xor_sync(mask(), p, m, int(N), line); });
+  }
   unsigned ballot(int pred) const {
     unsigned b = __ballot_sync(mask(), pred) >> base();
     return N == 32 ? b : (b & ((1u << N) - 1u));
@@ -46,6 +68,23 @@ template <unsigned N, class Parent> inline thread_block_tile<N> tiled_partition(
   return thread_block_tile<N>{};
 }
 template <unsigned N> inline void sync(const thread_block_tile<N>& t) { t.sync(); }
+
+// A group of either kind, chosen at run time (a function taking `thread_group g` serves a block and its
+// tiles alike): what it was made from decides what its sync waits for.
+class thread_group {
+  unsigned tile_ = 0, mask_ = 0;   // tile_ 0: the whole block
+ public:
+  thread_group(const thread_block&) {}
+  template <unsigned N> thread_group(const thread_block_tile<N>& t) : tile_(N), mask_(t.mask()) {}
+  void sync(int line = __builtin_LINE()) const {
+    if (tile_ == 0) ::labkit::syncthreads(line);
+    else ::labkit::warp_sync(mask_, true);
+  }
+  unsigned thread_rank() const { return tile_ ? ::labkit::tl_fiber->linear % tile_ : ::labkit::tl_fiber->linear; }
+  unsigned size() const { return tile_ ? tile_ : blockDim.x * blockDim.y * blockDim.z; }
+  unsigned num_threads() const { return size(); }
+};
+inline void sync(const thread_group& g, int line = __builtin_LINE()) { g.sync(line); }
 
 template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
 template <class T> struct less { T operator()(T a, T b) const { return b < a ? b : a; } };

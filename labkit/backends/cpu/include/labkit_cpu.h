@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfenv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -1110,11 +1111,20 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 // Kernels are device code: __CUDA_ARCH__ is defined, as NVRTC defines it, to the architecture the
 // executor stands for.  Branches for sm_80 and older take their path here; newer ones (sm_90's
 // thread-block clusters, say) are not modelled.
-#ifndef __CUDA_ARCH__
+// A whole program (LABKIT_PROGRAM: labkit.cuda run) is host and device code in one pass, as nvcc's
+// host pass sees it: there __CUDA_ARCH__ stays undefined, so host-only branches are the ones compiled.
+#if !defined(__CUDA_ARCH__) && !defined(LABKIT_PROGRAM)
 #define __CUDA_ARCH__ 800
 #endif
 #define LABKIT_CUDA_ARCH 800
 
+#if defined(LABKIT_PROGRAM)
+// A whole program may time its kernels (or wait a while) with the SM cycle counter: here it counts the
+// host's steady clock in nanoseconds, so differences are durations, not a GPU's cycles.  (clock() is
+// the C library's: the process's processor time.)  A kernel compiled on its own is refused instead,
+// since its results would depend on the count.
+inline long long clock64() { return (long long)std::chrono::steady_clock::now().time_since_epoch().count(); }
+#endif
 #define threadIdx (::labkit::tl_fiber->tid)
 #define blockIdx (::labkit::tl_worker->block_idx)
 #define blockDim (::labkit::g_launch->block)
@@ -1351,12 +1361,24 @@ inline unsigned atomicDec(unsigned* p, unsigned val) {   // ((old == 0 || old > 
                                       LABKIT_MO)) {}
   return old;
 }
+// The scoped forms (_block: one block sees the update, _system: the host too) are the same
+// operations here: every thread of the executor shares one memory.
+#define LABKIT_SCOPED(op)                                                                                   \
+  template <class T, class V> inline auto op##_block(T* p, V v) -> decltype(op(p, v)) { return op(p, v); }  \
+  template <class T, class V> inline auto op##_system(T* p, V v) -> decltype(op(p, v)) { return op(p, v); }
+LABKIT_SCOPED(atomicAdd) LABKIT_SCOPED(atomicSub) LABKIT_SCOPED(atomicExch) LABKIT_SCOPED(atomicMin)
+LABKIT_SCOPED(atomicMax) LABKIT_SCOPED(atomicInc) LABKIT_SCOPED(atomicDec) LABKIT_SCOPED(atomicAnd)
+LABKIT_SCOPED(atomicOr) LABKIT_SCOPED(atomicXor)
+#undef LABKIT_SCOPED
+template <class T, class V> inline auto atomicCAS_block(T* p, V c, V v) -> decltype(atomicCAS(p, c, v)) { return atomicCAS(p, c, v); }
+template <class T, class V> inline auto atomicCAS_system(T* p, V c, V v) -> decltype(atomicCAS(p, c, v)) { return atomicCAS(p, c, v); }
 #if LABKIT_TSAN
 inline void __threadfence() {}   // the race check's atomics order memory themselves (see above)
 #else
 inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #endif
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
+inline void __threadfence_system() { __threadfence(); }
 
 // ---------------------------------------------------------------------------
 // Math: the CUDA names that are not already C/C++ names
@@ -1371,6 +1393,44 @@ inline float __powf(float x, float y) { return powf(x, y); }
 inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
+// Arithmetic with a rounding mode of its own (_rn nearest, _rz toward zero, _ru up, _rd down), as
+// interval arithmetic uses it: the host's rounding mode set around one operation.  The volatile
+// result keeps the compiler from computing it elsewhere, in the default mode.
+namespace labkit {
+template <class F> inline auto rounded(int mode, F f) -> decltype(f()) {
+  const int saved = fegetround();
+  fesetround(mode);
+  volatile auto r = f();
+  fesetround(saved);
+  return r;
+}
+}  // namespace labkit
+#define LABKIT_ROUNDED(suffix, mode)                                                                          \
+  inline double __dadd_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x + b; }); } \
+  inline double __dsub_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x - b; }); } \
+  inline double __dmul_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x * b; }); } \
+  inline double __ddiv_##suffix(double a, double b) { return ::labkit::rounded(mode, [=] { volatile double x = a; return x / b; }); } \
+  inline double __dsqrt_##suffix(double a) { return ::labkit::rounded(mode, [=] { volatile double x = a; return std::sqrt(x); }); } \
+  inline double __drcp_##suffix(double a) { return ::labkit::rounded(mode, [=] { volatile double x = a; return 1.0 / x; }); } \
+  inline double __fma_##suffix(double a, double b, double c) { return ::labkit::rounded(mode, [=] { volatile double x = a; return std::fma(x, b, c); }); } \
+  inline float __fsub_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x - b; }); } \
+  inline float __fdiv_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x / b; }); } \
+  inline float __frcp_##suffix##_labkit(float a) { return ::labkit::rounded(mode, [=] { volatile float x = a; return 1.0f / x; }); }
+LABKIT_ROUNDED(rn, FE_TONEAREST)
+LABKIT_ROUNDED(rz, FE_TOWARDZERO)
+LABKIT_ROUNDED(ru, FE_UPWARD)
+LABKIT_ROUNDED(rd, FE_DOWNWARD)
+#undef LABKIT_ROUNDED
+#define LABKIT_ROUNDED_F(suffix, mode)                                                                        \
+  inline float __fadd_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x + b; }); } \
+  inline float __fmul_##suffix(float a, float b) { return ::labkit::rounded(mode, [=] { volatile float x = a; return x * b; }); } \
+  inline float __fsqrt_##suffix(float a) { return ::labkit::rounded(mode, [=] { volatile float x = a; return std::sqrt(x); }); } \
+  inline float __fmaf_##suffix(float a, float b, float c) { return ::labkit::rounded(mode, [=] { volatile float x = a; return std::fma(x, b, c); }); } \
+  inline float __frcp_##suffix(float a) { return __frcp_##suffix##_labkit(a); }
+LABKIT_ROUNDED_F(rz, FE_TOWARDZERO)
+LABKIT_ROUNDED_F(ru, FE_UPWARD)
+LABKIT_ROUNDED_F(rd, FE_DOWNWARD)
+#undef LABKIT_ROUNDED_F
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
 inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
@@ -1387,6 +1447,11 @@ inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; 
 inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); return x; }
 inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }
 inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, 4); return f; }
+inline double __longlong_as_double(long long x) { double d; std::memcpy(&d, &x, 8); return d; }
+inline long long __double_as_longlong(double d) { long long x; std::memcpy(&x, &d, 8); return x; }
+inline double __hiloint2double(int hi, int lo) { return __longlong_as_double((long long)(((unsigned long long)(unsigned)hi << 32) | (unsigned)lo)); }
+inline int __double2hiint(double d) { return int((unsigned long long)__double_as_longlong(d) >> 32); }
+inline int __double2loint(double d) { return int((unsigned long long)__double_as_longlong(d) & 0xffffffffu); }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __clz(int x) { return x == 0 ? 32 : __builtin_clz(unsigned(x)); }

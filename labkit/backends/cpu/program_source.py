@@ -1,0 +1,284 @@
+"""Reading a whole CUDA program (host and device code) for the CPU executor.
+
+A program's files are compiled by the host C++ compiler, which knows nothing of CUDA's launch
+syntax ``kernel<<<grid, block, shared, stream>>>(args)``.  No macro can turn it into C++ (``<<<`` is
+two shift tokens and a less-than to the preprocessor), so this module rewrites it in the text:
+
+    k<<<g, b, s, st>>>(x, y)
+    ->  ::labkit::kernel_call([=](auto&... labkit_a) { k(labkit_a...); }, "k", g, b, s, st)(x, y)
+
+using a scan that skips comments and string literals (``strip_comments`` keeps every character's
+position, so the edits are made at the same offsets of the original text).  The kernel is called
+by name inside a lambda, not taken as a function pointer, so that a template kernel's arguments are
+deduced from the call's as the CUDA compiler deduces them (``k<<<1, n>>>(x)`` with ``template <class
+T> __global__ void k(T*)``).  The rewrite only inserts
+text on the lines it touches: every line keeps its number, and compiler messages and sanitizer
+reports name the program's own lines.  The kernel call is C++ (labkit_runtime_api.h): it checks the
+launch configuration and the arguments as the CUDA runtime would, and runs the grid.
+
+Before anything is compiled, what the executor does not model is refused by name, with advice:
+textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
+access, dynamic parallelism (a launch from device code), CUDA graphs, inter-process memory, and the
+CUDA libraries (cuBLAS, cuFFT, ...).
+"""
+from __future__ import annotations
+
+import re
+
+from ...errors import UnsupportedOnCPU
+from .. import kernel_source
+
+# The runtime and driver facilities a program may use that the executor does not model, each with
+# the words used to name it and the advice given.  Matched in code only (comments and strings blanked).
+_HOST_UNSUPPORTED = [
+    (re.compile(r"\bcu(?:Init|Device\w*|Ctx\w*|Module\w*|Launch\w*|Mem\w*|Stream\w*|Event\w*|Func\w*|"
+                r"Link\w*|Tex\w*|Graph\w*|Array\w*|Pointer\w*|GetErrorString|GetErrorName|DriverGetVersion)"
+                r"\s*\("),
+     "the CUDA driver API (cu* calls)", "use the runtime API (cudaMalloc, <<<>>> launches) instead"),
+    (re.compile(r"\bcuda(?:Graphics\w*|GL\w*|D3D\w*|EGL\w*|VDPAU\w*)\s*\("), "graphics interop",
+     "the CPU executor has no display; compute into device memory and copy it back"),
+    (re.compile(r"\bcudaMemcpy3D\w*|\bcudaMalloc3D\b"), "3D copies and allocations (cudaMemcpy3D, cudaMalloc3D)",
+     "allocate with cudaMalloc or cudaMallocPitch, and copy plane by plane with cudaMemcpy2D"),
+    (re.compile(r"\bcuda(?:CreateTextureObject|CreateSurfaceObject|BindTexture\w*|MallocArray|Malloc3DArray|"
+                r"MallocMipmappedArray|MemcpyToArray\w*|Memcpy2DToArray\w*|CreateChannelDesc)\b|"
+                r"\btexture\s*<|\bsurface\s*<|\bcudaArray_t\b|\bcudaArray\b"),
+     "textures, surfaces and CUDA arrays", "read the data through a plain pointer (cudaMalloc) instead"),
+    (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
+     "peer access between GPUs", "the CPU executor models one device"),
+    (re.compile(r"\bcuda(?:Graph\w*|StreamBeginCapture\w*|StreamEndCapture)\s*\("), "CUDA graphs",
+     "launch the kernels one by one"),
+    (re.compile(r"\bcudaIpc\w*\s*\("), "inter-process memory (cudaIpc*)", "the CPU executor models one process"),
+    (re.compile(r"\bcudaLaunchCooperativeKernel\w*\s*\("), "cooperative launches (grid-wide sync)",
+     "split the kernel at the grid-wide barrier into two launches"),
+    (re.compile(r"\bcudaMem(?:PoolCreate|PoolImport\w*|PoolExport\w*|PoolSetAccess|Create|Map|AddressReserve|"
+                r"Unmap|Release|SetAccess)\w*\s*\("),
+     "virtual memory management and memory pools of one's own", "use cudaMalloc, cudaMallocAsync or cudaMallocManaged"),
+    (re.compile(r"\bcudaLaunchKernelEx\w*\s*\(|\bcudaLaunchAttribute\w*"), "launch attributes (cudaLaunchKernelEx)",
+     "use a <<<grid, block, shared, stream>>> launch"),
+]
+# CUDA libraries and facilities the executor provides no header for.
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp16|cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|curand\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+                      r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
+                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
+
+
+def _header_words(name: str) -> str:
+    if name.startswith(("cuda_fp16", "cuda_bf16", "cuda_fp8")):
+        return "half-precision types (__half, __nv_bfloat16)"
+    if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
+        return "graphics interop"
+    if name.startswith(("cuda/", "cuda_pipeline", "mma")):
+        return "a device facility (libcu++ barriers, pipelines, tensor cores)"
+    if name == "mpi":
+        return "MPI (several processes, one GPU each)"
+    return "a CUDA library"
+
+
+# The CUDA version the provided headers declare (cuda_runtime.h): branches on an older one are dropped
+# by the preprocessor, and what they hold is not refused (deviceQuery's driver-API path before CUDA 5).
+CUDA_VERSIONS = {"CUDART_VERSION": 12040, "CUDA_VERSION": 12040, "__CUDACC_VER_MAJOR__": 12}
+_VERSION_IF = re.compile(r"#\s*if\s+\(?\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*(\d+)\s*\)?\s*$")
+_OPS = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "==": int.__eq__, "!=": int.__ne__}
+
+
+def blank_version_branches(text: str) -> str:
+    """Blank the lines of a `#if CUDART_VERSION < 5000` (or CUDA_VERSION, __CUDACC_VER_MAJOR__) branch that
+    the preprocessor drops for the provided headers' version; other conditionals are kept whole."""
+    lines = text.split("\n")
+    stack: list[str] = []     # per open conditional: "live", "dead" (the branch now open) or "other"
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        m = re.match(r"#\s*(if|ifdef|ifndef|elif|else|endif)\b", stripped)
+        if m:
+            word = m.group(1)
+            if word in ("if", "ifdef", "ifndef"):
+                v = _VERSION_IF.match(stripped) if word == "if" else None
+                if v and v.group(1) in CUDA_VERSIONS:
+                    stack.append("live" if _OPS[v.group(2)](CUDA_VERSIONS[v.group(1)], int(v.group(3))) else "dead")
+                else:
+                    stack.append("other")
+            elif word == "else" and stack and stack[-1] != "other":
+                stack[-1] = "dead" if stack[-1] == "live" else "live"
+            elif word == "elif" and stack and stack[-1] != "other":
+                stack[-1] = "other"     # an #elif chain: kept whole
+            elif word == "endif" and stack:
+                stack.pop()
+            continue
+        if "dead" in stack:
+            lines[i] = " " * len(line)
+    return "\n".join(lines)
+
+
+def _blank(src: str) -> str:
+    return blank_version_branches(kernel_source.blank_gpu_only(kernel_source.strip_comments(src)))
+
+
+def _matching_open(text: str, close: int, pair: str) -> int:
+    """Position of the bracket opening the one at ``close`` (scanning back), or -1."""
+    opener, closer = pair
+    depth = 0
+    for i in range(close, -1, -1):
+        if text[i] == closer:
+            depth += 1
+        elif text[i] == opener:
+            depth -= 1
+            if depth == 0:
+                return i
+    return -1
+
+
+def _callee_start(text: str, end: int) -> int:
+    """Start of the kernel expression that ends just before ``end`` (``<<<``): a name, qualified
+    (``ns::k``), with template arguments (``k<float, 128>``), or a parenthesised expression."""
+    i = end
+    while True:
+        while i > 0 and text[i - 1].isspace():
+            i -= 1
+        if i > 0 and text[i - 1] == ">":
+            i = _matching_open(text, i - 1, "<>")
+            if i < 0:
+                return -1
+            continue
+        if i > 0 and text[i - 1] == ")":
+            i = _matching_open(text, i - 1, "()")
+            if i < 0:
+                return -1
+            return i
+        j = i
+        while j > 0 and (text[j - 1].isalnum() or text[j - 1] == "_"):
+            j -= 1
+        if j == i:
+            return -1
+        i = j
+        k = i
+        while k > 0 and text[k - 1].isspace():
+            k -= 1
+        if text[max(0, k - 2):k] == "::":
+            i = k - 2
+            continue
+        return i
+
+
+def _close_of(text: str, start: int) -> int:
+    """Position of ``>>>`` closing a configuration that starts at ``start``, at bracket depth 0."""
+    depth = 0
+    i = start
+    while i < len(text):
+        c = text[i]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0 and text.startswith(">>>", i):
+            return i
+        elif c == ";" and depth <= 0:
+            return -1
+        i += 1
+    return -1
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def device_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of the bodies of __global__ and __device__ functions in blanked ``text``."""
+    spans = []
+    for m in re.finditer(r"\b(__global__|__device__)\b", text):
+        # the function's body: the first `{` after the declaration's `)`, unless a `;` comes first
+        j = m.end()
+        paren = text.find("(", j)
+        semi = text.find(";", j)
+        if paren < 0 or (0 <= semi < paren):
+            continue
+        brace = text.find("{", paren)
+        semi = text.find(";", paren)
+        if brace < 0 or (0 <= semi < brace and text[paren:semi].count("(") <= text[paren:semi].count(")")):
+            continue
+        depth = 0
+        for k in range(brace, len(text)):
+            if text[k] == "{":
+                depth += 1
+            elif text[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    spans.append((brace, k + 1))
+                    break
+    return spans
+
+
+def check_program_supported(src: str, path: str) -> None:
+    """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
+    executor does not model."""
+    if kernel_source.REQUIRES_GPU.search(src):
+        kernel_source.check_supported(src, path)
+    text = _blank(src)
+    m = _HEADERS.search(src)   # the names are in quotes or brackets: searched in the text itself
+    if m:
+        raise UnsupportedOnCPU(
+            f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, {_header_words(m.group(1))} that the "
+            "CPU executor does not provide; this program needs a GPU")
+    for pattern, what, advice in _HOST_UNSUPPORTED:
+        m = pattern.search(text)
+        if m:
+            raise UnsupportedOnCPU(f"{path}:{_line(text, m.start())} uses {what}, which the CPU executor does "
+                                   f"not model: {advice}")
+    spans = device_spans(text)
+    for a, b in spans:
+        body = text[a:b]
+        k = body.find("<<<")
+        if k >= 0:
+            raise UnsupportedOnCPU(
+                f"{path}:{_line(text, a + k)} launches a kernel from device code (dynamic parallelism), which "
+                "the CPU executor does not model: launch it from the host after the first kernel returns")
+        for pattern, what in kernel_source.UNSUPPORTED:
+            if "cycle counter" in what:   # a program's clock64() counts time (labkit_cpu.h)
+                continue
+            m = pattern.search(body)
+            if m:
+                raise UnsupportedOnCPU(
+                    f"{path}:{_line(text, a + m.start())} uses {what} in device code, which the CPU executor "
+                    "cannot model; this program needs a GPU")
+    # Textures and half types anywhere (host code declares them too).
+    for pattern, what in kernel_source.UNSUPPORTED:
+        if "textures" in what or "half" in what:
+            m = pattern.search(text)
+            if m:
+                raise UnsupportedOnCPU(f"{path}:{_line(text, m.start())} uses {what}, which the CPU executor "
+                                       "cannot model; this program needs a GPU")
+
+
+def rewrite_launches(src: str, path: str = "<program>") -> str:
+    """``k<<<config>>>(args)`` -> ``::labkit::kernel_call(<a lambda calling k>, "k", config)(args)``
+    everywhere in code (not in comments or strings), keeping every line in place."""
+    text = kernel_source.strip_comments(src)
+    edits: list[tuple[int, int, str]] = []
+    pos = 0
+    while True:
+        k = text.find("<<<", pos)
+        if k < 0:
+            break
+        close = _close_of(text, k + 3)
+        start = _callee_start(text, k)
+        if close < 0 or start < 0:
+            raise UnsupportedOnCPU(f"{path}:{_line(text, k)}: a kernel launch `<<<...>>>` that the CPU executor "
+                                   "cannot read: write it as `kernel<<<grid, block, shared, stream>>>(args)`")
+        callee = " ".join(src[start:k].split())
+        name = callee.replace("\\", "\\\\").replace('"', '\\"')
+        edits += [(start, start, "::labkit::kernel_call([=](auto&... labkit_a) { "),
+                  (k, k + 3, f'(labkit_a...); }}, "{name}", '),
+                  (close, close + 3, ")")]
+        pos = close + 3
+    out, last = [], 0
+    for a, b, repl in sorted(edits):
+        out.append(src[last:a])
+        out.append(repl)
+        last = b
+    out.append(src[last:])
+    return "".join(out)
+
+
+def rewrite_program(src: str, path: str) -> str:
+    """A program file as the host compiler reads it: its __shared__ declarations as for kernels
+    (kernel_source.rewrite), its launches as calls (rewrite_launches)."""
+    return rewrite_launches(kernel_source.rewrite(src), path)

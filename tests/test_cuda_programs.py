@@ -1,0 +1,235 @@
+"""Whole CUDA programs (host code, <<<>>> launches, the runtime API) on the CPU executor: labkit.cuda.
+
+Teaching programs written for these tests (tests/data/cuda_programs/*.cu), programs with one mistake each
+(mistakes/), samples from NVIDIA's cuda-samples, unchanged (cuda-samples/, see its README), and programs
+the executor refuses by name."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labkit.backends.cpu import program_source
+from labkit.cuda import run_program
+from labkit.errors import UnsupportedOnCPU
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
+
+DATA = Path(__file__).parent / "data" / "cuda_programs"
+MISTAKES = DATA / "mistakes"
+SAMPLES = DATA / "cuda-samples"
+
+
+# --- the launch rewrite ---------------------------------------------------------------------------
+def test_launch_rewrite_keeps_lines_and_skips_strings():
+    src = ('// k<<<1, 2>>>(x) in a comment\nconst char* s = "k<<<1,2>>>";\n'
+           'ns::k<float, 4><<<dim3(a, b), threads,\n  0, stream>>>(x, y);\n')
+    out = program_source.rewrite_launches(src)
+    assert out.count("\n") == src.count("\n")
+    assert out.splitlines()[0] == src.splitlines()[0] and out.splitlines()[1] == src.splitlines()[1]
+    assert ('::labkit::kernel_call([=](auto&... labkit_a) { ns::k<float, 4>(labkit_a...); }, "ns::k<float, 4>", '
+            'dim3(a, b), threads,') in out
+    assert "0, stream)(x, y);" in out
+
+
+def test_dynamic_parallelism_and_driver_api_refused_by_name(tmp_path):
+    dp = tmp_path / "dp.cu"
+    dp.write_text("__global__ void child() {}\n__global__ void parent() {\n  child<<<1, 1>>>();\n}\n"
+                  "int main() { parent<<<1, 1>>>(); }\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"dp.cu:3 launches a kernel from device code \(dynamic parallelism\)"):
+        run_program(dp)
+    drv = tmp_path / "drv.cu"
+    drv.write_text("#include <cuda.h>\nint main() { CUdevice d; cuInit(0); return 0; }\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"drv.cu:2 uses the CUDA driver API"):
+        run_program(drv)
+    tex = tmp_path / "tex.cu"
+    tex.write_text("cudaTextureObject_t t;\nint main() { cudaCreateTextureObject(&t, 0, 0, 0); }\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"tex.cu:\d uses textures"):
+        run_program(tex)
+    p2p = tmp_path / "p2p.cu"
+    p2p.write_text("int main() {\n  cudaDeviceEnablePeerAccess(1, 0);\n}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"p2p.cu:2 uses peer access between GPUs"):
+        run_program(p2p)
+    lib = tmp_path / "blas.cu"
+    lib.write_text("#include <cublas_v2.h>\nint main() {}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"blas.cu:1 includes <cublas_v2.h>, a CUDA library"):
+        run_program(lib)
+
+
+# --- teaching programs ----------------------------------------------------------------------------
+def test_vector_add_with_error_checks_and_events():
+    rc, out, err = run_program(DATA / "vector_add.cu", ["5000"])
+    assert rc == 0, err
+    assert "n=5000 blocks=20 elapsed_ms_nonnegative=1" in out
+    assert "c[4999] = 12497.5" in out and "PASSED" in out
+
+
+def test_shared_memory_reduction_with_extern_shared_and_a_stream():
+    rc, out, err = run_program(DATA / "reduce_shared.cu")
+    assert rc == 0, err
+    assert 'GPU Device 0: "Hopper" with compute capability 9.0' in out
+    assert "sum = -10 (expected -10)" in out and "PASSED" in out
+
+
+def test_tiled_matrix_multiply_with_static_shared_and_helper_timer():
+    rc, out, err = run_program(DATA / "matmul_tiled.cu", ["-M=33"])
+    assert rc == 0, err
+    assert "M=33 N=50 K=40" in out and "timer_ok=1" in out and "PASSED" in out
+
+
+def test_streams_and_async_copies_into_pinned_memory():
+    rc, out, err = run_program(DATA / "streams_async.cu")
+    assert rc == 0, err
+    assert "h[16383] = 49149.0" in out and "PASSED" in out
+    assert "labkit:" not in err    # synchronised correctly: no complaint
+
+
+def test_constant_symbols_and_integer_intrinsics():
+    rc, out, err = run_program(DATA / "constant_symbol.cu")
+    assert rc == 0, err
+    assert "hits=998 y[5]=5.000 too_big=cudaErrorInvalidValue bad=0 bad_bits=0" in out
+    assert "cudaMemcpyToSymbol of 16 bytes at offset 0: the symbol holds 12 bytes" in err
+
+
+def test_device_properties_describe_the_executor(tmp_path):
+    p = tmp_path / "props.cu"
+    p.write_text('#include <cstdio>\nint main() {\n  cudaDeviceProp p; int n = -1;\n  cudaGetDeviceCount(&n);\n'
+                 '  cudaGetDeviceProperties(&p, 0);\n'
+                 '  printf("%d|%s|%d.%d|%d|%d|%d\\n", n, p.name, p.major, p.minor, p.multiProcessorCount, p.warpSize,'
+                 ' p.labkitCpuExecutor);\n'
+                 '  printf("%s\\n", cudaGetErrorString(cudaSetDevice(1)));\n}\n')
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out.splitlines() == ["1|NVIDIA H100 80GB HBM3 (labkit CPU executor)|9.0|132|32|1", "invalid device ordinal"]
+
+
+def test_launch_errors_are_reported_as_cuda_reports_them(tmp_path):
+    p = tmp_path / "config.cu"
+    p.write_text('#include <cstdio>\n__global__ void k() {}\nint main() {\n  k<<<1, 2048>>>();\n'
+                 '  cudaError_t e = cudaGetLastError();\n  printf("%s|%s\\n", cudaGetErrorName(e), '
+                 'cudaGetErrorName(cudaGetLastError()));\n}\n')
+    rc, out, err = run_program(p)
+    assert rc == 0
+    assert out.strip() == "cudaErrorInvalidConfiguration|cudaSuccess"
+    assert "a block holds at most 1024" in err
+
+
+def test_command_line_runs_a_program_with_its_arguments():
+    proc = subprocess.run([sys.executable, "-m", "labkit.cuda", "run", str(DATA / "vector_add.cu"), "300"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "n=300 blocks=2" in proc.stdout
+
+
+# --- host-side mistakes get words -----------------------------------------------------------------
+def test_kernel_given_a_host_pointer():
+    rc, out, err = run_program(MISTAKES / "host_pointer.cu")
+    assert rc == 1 and "not reached" not in out
+    assert "host_pointer.cu:17: kernel 'twice': argument 0" in err and "is a host pointer" in err
+    assert "code=700(cudaErrorIllegalAddress)" in err
+
+
+def test_copy_past_the_end_of_an_allocation():
+    rc, out, err = run_program(MISTAKES / "copy_past_end.cu")
+    assert rc == 1
+    assert ("copy_past_end.cu:11: cudaMemcpy of 404 bytes: its source starts 0 bytes into a 400-byte allocation "
+            "(cudaMalloc at ") in err and "runs 4 bytes past its end" in err
+
+
+def test_use_after_cuda_free():
+    rc, out, err = run_program(MISTAKES / "use_after_free.cu")
+    assert rc == 1 and "cudaMemcpy: cudaErrorInvalidValue" in out
+    assert "that cudaFree already released (use after free)" in err
+
+
+def test_reading_pinned_memory_before_synchronising():
+    rc, out, err = run_program(MISTAKES / "unsynchronised_read.cu")
+    assert rc == 77 and "sum =" not in out
+    assert "cudaMemcpyAsync at " in err and "unsynchronised_read.cu:19 is still writing" in err
+
+
+# --- the checking modes on whole programs ---------------------------------------------------------
+def test_memory_check_finds_a_kernel_writing_past_an_allocation():
+    rc, out, err = run_program(MISTAKES / "out_of_bounds.cu", check="memory")
+    assert rc != 0
+    assert "labkit memory check" in err and "WRITE of size 4" in err
+    assert "0 bytes to the right of 4000-byte region, the cudaMalloc at " in err and "out_of_bounds.cu:7" in err
+    assert "out_of_bounds.cu:13" in err and "LABKIT-ALLOC" not in err
+
+
+def test_race_check_finds_a_missing_barrier():
+    rc, out, err = run_program(MISTAKES / "missing_barrier.cu", check="race")
+    assert rc != 0
+    assert "missing_barrier.cu:9" in err and "missing_barrier.cu:10" in err
+    assert "__shared__ array 'buf'" in err
+
+
+def test_barrier_check_finds_a_divergent_barrier():
+    rc, out, err = run_program(MISTAKES / "divergent_barrier.cu", check="barrier")
+    assert rc == 1 and out.strip() == "cudaErrorLaunchFailure"
+    assert "__syncthreads() at line 8 is reached by only 32 of 64 threads" in err
+
+
+def test_correct_programs_pass_every_check():
+    rc, out, err = run_program(DATA / "reduce_shared.cu", check="memory,race,barrier,shuffle")
+    assert rc == 0, err
+    assert "PASSED" in out
+
+
+# --- NVIDIA's cuda-samples, unchanged -------------------------------------------------------------
+@pytest.mark.parametrize("sample, args, expect", [
+    ("vectorAdd", [], ["[Vector addition of 50000 elements]", "Test PASSED"]),
+    ("simpleAtomicIntrinsics", [], ["simpleAtomicIntrinsics completed, returned OK"]),
+    ("simpleTemplates", [], ["Compare OK", "[simpleTemplates] -> Test Results: 0 Failures"]),
+    ("simpleVoteIntrinsics", [], ["[VOTE Kernel Test 3/3]", "\tOK\n\tShutting down..."]),
+    ("asyncAPI", [], ["[asyncAPI] - Starting...", "CUDA device [NVIDIA H100 80GB HBM3 (labkit CPU executor)]"]),
+    ("simpleAssert", [], ["Device assert failed as expected, CUDA error message is: cudaErrorAssert",
+                          "simpleAssert completed, returned OK"]),
+    ("deviceQuery", [], ['Device 0: "NVIDIA H100 80GB HBM3 (labkit CPU executor)"',
+                         "(132) Multiprocessors, (128) CUDA Cores/MP:", "Result = PASS"]),
+])
+def test_cuda_samples_run_unchanged(sample, args, expect):
+    rc, out, err = run_program(SAMPLES / sample, args)
+    assert rc == 0, err[-2000:]
+    for line in expect:
+        assert line in out, out[-2000:]
+    assert "Hopper" in out or sample in ("vectorAdd", "deviceQuery")
+
+
+def test_branches_for_an_older_cuda_are_not_refused():
+    src = ("#if CUDART_VERSION < 5000\nvoid f() { cuDeviceGetAttribute(0, 0, 0); }\n#else\nint g;\n#endif\n"
+           "#if CUDART_VERSION >= 5000\nint h;\n#endif\n")
+    program_source.check_program_supported(src, "v.cu")          # the driver call is in a dropped branch
+    with pytest.raises(UnsupportedOnCPU, match="v.cu:2 uses the CUDA driver API"):
+        program_source.check_program_supported(src.replace("< 5000", ">= 5000", 1), "v.cu")
+
+
+def test_stream_ordered_allocation_clock64_and_the_peer_query(tmp_path):
+    p = tmp_path / "misc.cu"
+    p.write_text('#include <cstdio>\n__global__ void t(long long* out) {\n  long long a = clock64();\n'
+                 '  for (volatile int i = 0; i < 100000; ++i) {}\n  out[threadIdx.x] = clock64() - a;\n}\n'
+                 'int main() {\n  int can = -1; cudaDeviceCanAccessPeer(&can, 0, 1);\n  cudaStream_t s; cudaStreamCreate(&s);\n'
+                 '  long long* d; cudaMallocAsync(&d, 4 * sizeof(long long), s);\n  t<<<1, 4, 0, s>>>(d);\n'
+                 '  long long h[4]; cudaMemcpyAsync(h, d, sizeof h, cudaMemcpyDeviceToHost, s);\n'
+                 '  cudaFreeAsync(d, s); cudaStreamSynchronize(s);\n'
+                 '  printf("can=%d positive=%d\\n", can, h[0] > 0 && h[3] > 0);\n'
+                 '  printf("%s\\n", cudaGetErrorName(cudaFree(d)));\n}\n')
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out.splitlines() == ["can=0 positive=1", "cudaErrorInvalidValue"]
+    assert "was already freed (a double free)" in err
+
+
+def test_check_program_gives_a_verdict_in_words():
+    from labkit.cuda import check_program
+    good = check_program(DATA / "vector_add.cu", ["1000"], expect=["PASSED"], check=None)
+    assert good.ok and "printed what it should" in good.message
+    wrong = check_program(DATA / "vector_add.cu", ["1000"], expect=["c[999] = 0.0"], check=None)
+    assert not wrong.ok and "did not print 'c[999] = 0.0'" in wrong.message and "c[999] = 2497.5" in wrong.message
+    host = check_program(MISTAKES / "host_pointer.cu", check=None)
+    assert not host.ok and host.message.startswith("labkit: ") and "is a host pointer" in host.message
+    oob = check_program(MISTAKES / "out_of_bounds.cu")
+    assert not oob.ok and oob.message.startswith("labkit memory check") and "out_of_bounds.cu:7" in oob.message
