@@ -24,6 +24,7 @@ SAMPLES = DATA / "cuda-samples"
 
 
 # --- the launch rewrite ---------------------------------------------------------------------------
+@pytest.mark.check
 def test_launch_rewrite_keeps_lines_and_skips_strings():
     src = ('// k<<<1, 2>>>(x) in a comment\nconst char* s = "k<<<1,2>>>";\n'
            'ns::k<float, 4><<<dim3(a, b), threads,\n  0, stream>>>(x, y);\n')
@@ -35,6 +36,7 @@ def test_launch_rewrite_keeps_lines_and_skips_strings():
     assert "0, stream)(x, y);" in out
 
 
+@pytest.mark.check
 def test_dynamic_parallelism_and_driver_api_refused_by_name(tmp_path):
     dp = tmp_path / "dp.cu"
     dp.write_text("__global__ void child() {}\n__global__ void parent() {\n  child<<<1, 1>>>();\n}\n"
@@ -57,6 +59,18 @@ def test_dynamic_parallelism_and_driver_api_refused_by_name(tmp_path):
     lib.write_text("#include <cublas_v2.h>\nint main() {}\n")
     with pytest.raises(UnsupportedOnCPU, match=r"blas.cu:1 includes <cublas_v2.h>, a CUDA library"):
         run_program(lib)
+
+
+@pytest.mark.check
+def test_the_command_line_names_a_missing_source_and_splits_the_program_s_arguments(tmp_path, capsys):
+    from labkit.cuda import __main__ as cli
+    with pytest.raises(SystemExit):
+        cli.main(["run", str(tmp_path / "absent.cu")])
+    assert "absent.cu: no such file" in capsys.readouterr().err
+    src = tmp_path / "p.cu"
+    src.write_text("int main() {}\n")
+    assert cli.split_sources([str(src), "7", "--x"]) == ([str(src)], ["7", "--x"])
+    assert cli.split_sources([str(src), "--", str(src)]) == ([str(src)], [str(src)])
 
 
 # --- teaching programs ----------------------------------------------------------------------------
