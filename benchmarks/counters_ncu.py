@@ -25,7 +25,6 @@ default configuration.  A launch whose grid or block still differs is flagged, n
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import io
 import json
@@ -37,6 +36,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from unittest import mock
 
 import numpy as np
 
@@ -149,19 +149,9 @@ CASES = {**{f"ladder/{v}": _ladder(v) for v in ("naive", "tiled", "constant", "t
          "exercise/vector_add": _vector_add, "exercise/block_sum": _block_sum}
 
 
-@contextlib.contextmanager
 def same_launches():
     """SAME_LAUNCHES set in this process while inside (and as they were afterwards)."""
-    saved = {k: os.environ.get(k) for k in SAME_LAUNCHES}
-    os.environ.update(SAME_LAUNCHES)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return mock.patch.dict(os.environ, SAME_LAUNCHES)
 
 
 def executor_counts(name: str) -> list[dict]:

@@ -3,6 +3,9 @@ the same images (small planes: the CPU executor is slow).  Skipped where torch o
 installed; benchmarks/onnx_torchvision.py does the same at 224 x 224 on a GPU, and times it."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -14,19 +17,19 @@ torchvision = pytest.importorskip("torchvision", reason="the networks are torchv
 pytest.importorskip("onnx", reason="the importer needs the onnx package")
 
 
+def _benchmark():
+    """benchmarks/onnx_torchvision.py as a module: its seeded networks are the ones checked here."""
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "onnx_torchvision.py"
+    spec = importlib.util.spec_from_file_location("onnx_torchvision", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 def exported(tmp_path, name: str, hw: int):
-    """(torch model, ONNX path): seeded random weights, batch-norm statistics randomized too (so that
-    folding them is tested), exported at batch 1 with a dynamic batch axis."""
-    torch.manual_seed(0)
-    kw = {"aux_logits": False, "init_weights": True} if name == "googlenet" else {}
-    model = getattr(torchvision.models, name)(weights=None, **kw).eval()
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=g) * 0.1)
-                m.running_var.copy_(torch.rand(m.running_var.shape, generator=g) + 0.5)
-                m.weight.copy_(torch.rand(m.weight.shape, generator=g) + 0.5)
+    """(torch model, ONNX path): the benchmark's seeded network (batch-norm statistics randomized too,
+    so that folding them is tested), exported at batch 1 with a dynamic batch axis."""
+    model = _benchmark().make_model(torch, torchvision, name, 0)
     path = tmp_path / f"{name}.onnx"
     try:
         torch.onnx.export(model, (torch.randn(1, 3, hw, hw),), str(path), dynamo=False, opset_version=17,

@@ -307,6 +307,11 @@ def rewrite(src: str) -> str:
             edits.append((at + off + len(n), at + off + len(n), STORAGE_SUFFIX))
         binds = "".join(f' auto& {n} = ::labkit::shared_var({n}{STORAGE_SUFFIX}, "{n}");' for n, _ in names)
         edits.append((m.end(), m.end(), binds))
+    return apply_edits(src, edits)
+
+
+def apply_edits(src: str, edits: list[tuple[int, int, str]]) -> str:
+    """``src`` with each (start, end, replacement) edit made; the spans must not overlap."""
     out, last = [], 0
     for a, b, repl in sorted(edits):
         out.append(src[last:a])

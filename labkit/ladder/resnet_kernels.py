@@ -57,14 +57,6 @@ def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "dire
     return (weight_candidates if kind == "weight" else direct_candidates)(C, M, H, W)
 
 
-def _fits(tile, C: int, M: int, H: int, W: int) -> bool:
-    try:
-        tile.check(C, M, H, W)
-    except ValueError:
-        return False
-    return True
-
-
 def make_pass(kind: str, layer: ConvLayer, tile=None, algorithm: str = "direct"):
     """The pass's labkit object: SmallConv3x3 or, with algorithm="winograd" (or a WinogradTile),
     WinogradConv3x3 (forward, ReLU and bias as in the network; data, as the transposed convolution),

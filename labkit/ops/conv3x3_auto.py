@@ -39,7 +39,7 @@ from .conv_winograd_wgrad import (WinogradWeightGrad, WinogradWeightTile, winogr
 from .implicit import TOLERANCE
 from .plans import sampled_mismatch
 
-__all__ = ["Auto3x3", "AutoWeightGrad3x3", "pass_candidates", "LIMIT"]
+__all__ = ["Auto3x3", "AutoWeightGrad3x3", "pass_candidates", "untuned_choice", "LIMIT"]
 
 LIMIT = 8                       # tiles of each kernel the search times, beyond the table's
 
@@ -65,13 +65,22 @@ def _table_tiles(key: str, cls) -> list:
     return out
 
 
+def untuned_choice(kind: str, C: int, M: int, H: int, W: int) -> dict:
+    """What the pass runs untuned: this GPU's table choice between the kernels (``winograd_pays``)
+    with its tile, else the direct kernel with the default tile."""
+    if kind == "weight":
+        use = winograd_pays("weight", C, M, H, W)
+        tile = winograd_weight_tile_for(C, M, H, W) if use else weight_tile_for(C, M, H, W)
+    else:
+        use = winograd_pays(kind, C, M, H, W)
+        tile = winograd_tile_for(kind, C, M, H, W) if use else tile_for(kind, C, M, H, W)
+    return {"algorithm": "winograd" if use else "direct", "tile": asdict(tile)}
+
+
 def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
     """The configurations of one pass ("forward", "data" or "weight"; C -> M as the kernel sees it),
     {"algorithm": "direct" | "winograd", "tile": {...}}, the untuned choice first."""
-    weight = kind == "weight"
-    if weight:
-        use = winograd_pays("weight", C, M, H, W)
-        first = ("winograd", winograd_weight_tile_for(C, M, H, W)) if use else ("direct", weight_tile_for(C, M, H, W))
+    if kind == "weight":
         spaces = {"direct": _likely(weight_candidates(C, M, H, W), lambda t: t.tm * t.rows,
                                     lambda t: t.threads(), LIMIT),
                   "winograd": _likely(winograd_weight_candidates(C, M, H, W), lambda t: t.rm * t.rc,
@@ -79,8 +88,6 @@ def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
         heads = {"direct": _table_tiles(table_key("weight", C, M, H, W), WeightTile),
                  "winograd": _table_tiles(table_key("winograd_weight", C, M, H, W), WinogradWeightTile)}
     else:
-        use = winograd_pays(kind, C, M, H, W)
-        first = ("winograd", winograd_tile_for(kind, C, M, H, W)) if use else ("direct", tile_for(kind, C, M, H, W))
         f2 = [t for t in winograd_candidates(C, M, H, W) if t.f == 2]
         spaces = {"direct": _likely(direct_candidates(C, M, H, W), lambda t: t.l * t.tm, lambda t: t.threads(W),
                                     LIMIT),
@@ -88,7 +95,7 @@ def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
         heads = {"direct": _table_tiles(table_key(kind, C, M, H, W), Tile),
                  "winograd": [t for t in _table_tiles(table_key(f"winograd_{kind}", C, M, H, W), WinogradTile)
                               if t.f == 2]}
-    out = [{"algorithm": first[0], "tile": asdict(first[1])}]
+    out = [untuned_choice(kind, C, M, H, W)]
     for algorithm in ("direct", "winograd"):
         for t in heads[algorithm] + spaces[algorithm]:
             c = {"algorithm": algorithm, "tile": asdict(t)}
@@ -113,7 +120,7 @@ class Auto3x3:
         self.c_in, self.c_out = (L.M, L.C) if transpose else (L.C, L.M)
         self.wt, self.b = wt, b
         self.options = dict(activation=activation, residual=residual, gate=gate, transpose=transpose)
-        self.default = self.make(pass_candidates(self.kind, self.c_in, self.c_out, L.H, L.W)[0])
+        self.default = self.make(untuned_choice(self.kind, self.c_in, self.c_out, L.H, L.W))
         self._layers: dict[int, object] = {}
         self._made: dict[str, object] = {}
 
@@ -199,7 +206,7 @@ class AutoWeightGrad3x3:
         self.backend = backends.current()
         self.layer = L = check_small_layer(layer)
         self.layout = layout
-        self.default = self.make(pass_candidates("weight", L.C, L.M, L.H, L.W)[0])
+        self.default = self.make(untuned_choice("weight", L.C, L.M, L.H, L.W))
         self.out_shape = self.default.out_shape
         self._layers: dict[int, object] = {}
         self._made: dict[str, object] = {}

@@ -29,7 +29,7 @@ from ..device_query import gpu_sm_count
 from ..loader import load
 from ..shapes import ConvLayer
 from ..tuned import CONV_SMALL, lookup
-from .plans import allow_shared, cdiv, ints, largest_divisor
+from .plans import allow_shared, cdiv, divisors_among, ints, largest_divisor, tile_fits
 
 __all__ = ["Conv3x3Layer", "Tile", "WeightTile", "SmallConv3x3", "SmallWeightGrad", "default_tile", "default_weight_tile",
            "tile_for", "weight_tile_for", "row_pitch", "check_small_layer", "table_key", "direct_candidates",
@@ -372,22 +372,10 @@ class SmallWeightGrad:
         return dw
 
 
-def _divisors(n: int, among) -> list[int]:
-    return [d for d in among if d <= n and n % d == 0]
-
-
 def _chunks(n: int, among) -> list[int]:
     """The channel chunks worth trying: all n channels when there are at most ``among``'s largest, else
     those of ``among`` that divide n."""
     return [n] if n <= max(among) else [d for d in among if n % d == 0]
-
-
-def _fits(tile, C: int, M: int, H: int, W: int) -> bool:
-    try:
-        tile.check(C, M, H, W)
-    except ValueError:
-        return False
-    return True
 
 
 def direct_candidates(C: int, M: int, H: int, W: int) -> list[Tile]:
@@ -395,22 +383,22 @@ def direct_candidates(C: int, M: int, H: int, W: int) -> list[Tile]:
     8 to 64 sums a thread (fewer were a third slower or more on the H100), 64 to 1024 threads, channel
     chunks that divide C."""
     out = []
-    for mb, tm, rows, l, cb in itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8), (4, 7, 14, 28),
+    for mb, tm, rows, l, cb in itertools.product(divisors_among(M, (8, 16, 32, 64)), (4, 8), (4, 7, 14, 28),
                                                  (1, 2, 4, 7, 14), _chunks(C, (16, 32))):
         t = Tile(mb, tm, rows, l, cb)
         if mb % tm or rows % l or rows > H or not 8 <= l * tm <= 64 or not 64 <= t.threads(W) <= 1024:
             continue
         out.append(t)
-    return [t for t in out if _fits(t, C, M, H, W)]
+    return [t for t in out if tile_fits(t, C, M, H, W)]
 
 
 def weight_candidates(C: int, M: int, H: int, W: int) -> list[WeightTile]:
     """Every conv_small_wgrad tile of a sweep within the bounds that can win (32 to 512 threads)."""
     out = []
-    for cb, mb, tm, rows, groups in itertools.product(_chunks(C, (16, 32)), _divisors(M, (8, 16, 32)), (2, 4, 8),
+    for cb, mb, tm, rows, groups in itertools.product(_chunks(C, (16, 32)), divisors_among(M, (8, 16, 32)), (2, 4, 8),
                                                       (4, 7, 14), (1, 2, 4, 7)):
         t = WeightTile(cb, mb, tm, rows, groups)
         if mb % tm or groups > rows or rows > H or not 32 <= t.threads() <= 512:
             continue
         out.append(t)
-    return [t for t in out if _fits(t, C, M, H, W)]
+    return [t for t in out if tile_fits(t, C, M, H, W)]

@@ -184,12 +184,14 @@ class ConvTranspose2d:
         rows = axis_phases(geo.H, ho, KH, SH, PH, DH)
         cols = axis_phases(geo.W, wo, KW, SW, PW, DW)
         self.phases = [(r, c) for r in rows for c in cols]
-        self._weights = {(r, c): self._phase_weights(r, c) for r, c in self.phases if r.taps and c.taps}
+        self.as_conv = self._equivalent_conv(w, b, geo, activation) if tiles is None else None
+        # The phases' weights, where the phases run (not where the equivalent convolution does).
+        self._weights = {} if self.as_conv is not None else \
+            {(r, c): self._phase_weights(r, c) for r, c in self.phases if r.taps and c.taps}
         # What a phase no tap reaches holds: act(bias), or act(0) = 0.
         zero = xp.zeros(geo.M, dtype=xp.float32)
         self._fill = activate(xp, zero if b is None else b, activation).astype(xp.float32)[None, :, None, None]
         self._plans: dict[int, list] = {}
-        self.as_conv = self._equivalent_conv(w, b, geo, activation) if tiles is None else None
 
     @staticmethod
     def _equivalent_conv(w, b, geo: TransposeGeometry, activation):

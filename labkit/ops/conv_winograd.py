@@ -24,7 +24,7 @@ from ..loader import load
 from ..tuned import CONV_SMALL, lookup
 from .conv_small import Conv3x3Layer, table_key
 from .implicit import shared_optin_limit
-from .plans import allow_shared, cdiv, ints, largest_divisor, pitch4
+from .plans import allow_shared, cdiv, divisors_among, ints, largest_divisor, pitch4, tile_fits
 
 __all__ = ["WinogradTile", "WinogradConv3x3", "default_winograd_tile", "winograd_tile_for", "winograd_pays",
            "winograd_candidates", "winograd_auto_tiles",
@@ -139,31 +139,19 @@ def winograd_pays(kind: str, C: int, M: int, H: int, W: int, device_name: str | 
     return bool(wino and direct) and float(wino["median_ms"]) < float(direct["median_ms"])
 
 
-def _divisors(n: int, among) -> list[int]:
-    return [d for d in among if d <= n and n % d == 0]
-
-
-def _fits(tile: WinogradTile, C: int, M: int, H: int, W: int) -> bool:
-    try:
-        tile.check(C, M, H, W)
-    except ValueError:
-        return False
-    return True
-
-
 def winograd_candidates(C: int, M: int, H: int, W: int) -> list[WinogradTile]:
     """Every tile of a sweep (C -> M as the kernel sees it) within the bounds that can win: 28 to 64
     sums a thread (fewer were a third slower or more on the H100), 128 to 1024 threads, channel chunks
     that divide C (F(4x4, 3x3)'s U is 36 values a channel pair, 2.25x F(2x2, 3x3)'s: smaller chunks
     may pay there)."""
-    chunks = {2: _divisors(C, (8, 16)) or [C], 4: _divisors(C, (4, 8, 16)) or [C]}
+    chunks = {2: divisors_among(C, (8, 16)) or [C], 4: divisors_among(C, (4, 8, 16)) or [C]}
     out = []
-    for mb, rm, tr, rt, ck, f in itertools.product(_divisors(M, (8, 16, 32, 64)), (4, 8, 16), (1, 2, 4, 7),
+    for mb, rm, tr, rt, ck, f in itertools.product(divisors_among(M, (8, 16, 32, 64)), (4, 8, 16), (1, 2, 4, 7),
                                                    (4, 7, 8, 14), sorted(set(chunks[2] + chunks[4])), (2, 4)):
         t = WinogradTile(mb, rm, tr, rt, ck, f)
         if ck in chunks[f] and mb % rm == 0 and 28 <= rm * rt <= 64 and 128 <= t.threads(W) <= 1024:
             out.append(t)
-    return [t for t in out if _fits(t, C, M, H, W)]
+    return [t for t in out if tile_fits(t, C, M, H, W)]
 
 
 # The shapes of tile that won on large layers (64 to 512 channels, 128^2 to 256^2 images, H100 and
@@ -182,8 +170,8 @@ def winograd_auto_tiles(C: int, M: int, H: int, W: int, limit: int = 8, kind: st
     (conv_winograd.cu), where PyTorch's convolution keeps it to the windows that do, and its error is
     ten times F(2x2)'s; a layer built with WinogradConv3x3 and an f=4 tile still runs it."""
     first = winograd_tile_for(kind, C, M, H, W)
-    out = [first] if first.f == 2 and _fits(first, C, M, H, W) else []
-    chunk = max(_divisors(C, (4, 8)) or [C])
+    out = [first] if first.f == 2 and tile_fits(first, C, M, H, W) else []
+    chunk = max(divisors_among(C, (4, 8)) or [C])
     for t in sorted(winograd_candidates(C, M, H, W), key=lambda t: (-t.mb, -t.rm)):
         if t.f == 2 and t.tr == 1 and (t.rm, t.rt) in AUTO_SUMS and t.mb in (16, 32) and t.ck == chunk \
                 and t not in out:

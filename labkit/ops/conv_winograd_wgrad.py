@@ -20,7 +20,7 @@ from ..shapes import ConvLayer
 from ..tuned import CONV_SMALL, lookup
 from .conv_small import SmallWeightGrad, table_key
 from .implicit import shared_optin_limit
-from .plans import allow_shared, cdiv, ints, largest_divisor, pitch4
+from .plans import allow_shared, cdiv, divisors_among, ints, largest_divisor, pitch4, tile_fits
 
 __all__ = ["WinogradWeightTile", "WinogradWeightGrad", "default_winograd_weight_tile", "winograd_weight_tile_for",
            "winograd_weight_candidates"]
@@ -132,17 +132,11 @@ class WinogradWeightGrad(SmallWeightGrad):
 def winograd_weight_candidates(C: int, M: int, H: int, W: int) -> list[WinogradWeightTile]:
     """Every winograd_wgrad tile of a sweep within the bounds that can win: 16 to 128 sums a thread,
     128 to 1024 threads, channel blocks that divide C and M."""
-    def divisors(n, among):
-        return [d for d in among if d <= n and n % d == 0]
     out = []
-    for mb, cb, rm, rc, tr in itertools.product(divisors(M, (8, 16, 32, 64)), divisors(C, (8, 16, 32, 64)),
+    for mb, cb, rm, rc, tr in itertools.product(divisors_among(M, (8, 16, 32, 64)), divisors_among(C, (8, 16, 32, 64)),
                                                 (4, 8, 16), (4, 8, 16), (1, 2)):
         t = WinogradWeightTile(mb, cb, rm, rc, tr)
         if mb % rm or cb % rc or not 16 <= rm * rc <= 128 or not 128 <= t.threads() <= 1024:
             continue
-        try:
-            t.check(C, M, H, W)
-        except ValueError:
-            continue
         out.append(t)
-    return out
+    return [t for t in out if tile_fits(t, C, M, H, W)]

@@ -91,6 +91,20 @@ def largest_divisor(n: int, at_most: int) -> int:
     return max(d for d in range(1, min(n, at_most) + 1) if n % d == 0)
 
 
+def divisors_among(n: int, among) -> list[int]:
+    """Those of ``among`` that divide n (block sizes of a tile sweep that split n evenly)."""
+    return [d for d in among if d <= n and n % d == 0]
+
+
+def tile_fits(tile, C: int, M: int, H: int, W: int) -> bool:
+    """Whether ``tile.check(C, M, H, W)`` accepts the tile (a sweep keeps only those)."""
+    try:
+        tile.check(C, M, H, W)
+    except ValueError:
+        return False
+    return True
+
+
 def cdiv(a: int, b: int) -> int:
     """ceil(a / b) for positive ints: blocks to cover a elements, b per block."""
     return -(-a // b)

@@ -269,13 +269,7 @@ def rewrite_launches(src: str, path: str = "<program>") -> str:
                   (k, k + 3, f'(labkit_a...); }}, "{name}", '),
                   (close, close + 3, ")")]
         pos = close + 3
-    out, last = [], 0
-    for a, b, repl in sorted(edits):
-        out.append(src[last:a])
-        out.append(repl)
-        last = b
-    out.append(src[last:])
-    return "".join(out)
+    return kernel_source.apply_edits(src, edits)
 
 
 def rewrite_program(src: str, path: str) -> str:

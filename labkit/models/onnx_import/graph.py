@@ -150,38 +150,44 @@ def _fold_batch_norm(specs, consts, shapes, output):
     return [s for s in specs if s is not None]
 
 
+def _plain_adds(specs, writer):
+    """(Add's index, the Add, its operand k's producer index or None, that producer, the other
+    operand) for each operand of each Add with no activation of its own."""
+    for i, s in enumerate(specs):
+        if isinstance(s, Binary) and s.kind == "add" and s.activation is None:
+            for k in (0, 1):
+                j = writer.get(s.inputs[k])
+                yield i, s, j, (specs[j] if j is not None else None), s.inputs[1 - k]
+
+
 def _fuse_residual(specs, consts, shapes, output):
     readers, writer = _readers(specs), _writers(specs)
-    for i, s in enumerate(specs):
-        if not (isinstance(s, Binary) and s.kind == "add" and s.activation is None):
+    fused = set()
+    for i, s, j, conv, other in _plain_adds(specs, writer):
+        if i in fused:
             continue
-        for k in (0, 1):
-            j = writer.get(s.inputs[k])
-            conv, other = (specs[j] if j is not None else None), s.inputs[1 - k]
-            if isinstance(conv, Conv) and conv.activation is None and conv.residual is None and \
-                    _sole(conv.output, readers, output) and other not in consts and \
-                    other != conv.output and shapes[other] == shapes[conv.output]:
-                conv.residual = other
-                conv.inputs.append(other)
-                _absorb(conv, s)
-                specs[i], specs[j] = conv, None      # it runs where the Add ran: both operands are ready there
-                break
+        if isinstance(conv, Conv) and conv.activation is None and conv.residual is None and \
+                _sole(conv.output, readers, output) and other not in consts and \
+                other != conv.output and shapes[other] == shapes[conv.output]:
+            conv.residual = other
+            conv.inputs.append(other)
+            _absorb(conv, s)
+            specs[i], specs[j] = conv, None      # it runs where the Add ran: both operands are ready there
+            fused.add(i)
     return [s for s in specs if s is not None]
 
 
 def _fuse_bias(specs, consts, shapes, output):
     readers, writer = _readers(specs), _writers(specs)
-    for i, s in enumerate(specs):
-        if not (isinstance(s, Binary) and s.kind == "add" and s.activation is None):
+    fused = set()
+    for i, s, _, g, c in _plain_adds(specs, writer):
+        if i in fused:
             continue
-        for k in (0, 1):
-            j = writer.get(s.inputs[k])
-            g, c = (specs[j] if j is not None else None), s.inputs[1 - k]
-            if isinstance(g, Gemm) and g.activation is None and c in consts and _sole(g.output, readers, output) \
-                    and g.add_bias(consts[c]):
-                _absorb(g, s)
-                specs[i] = None
-                break
+        if isinstance(g, Gemm) and g.activation is None and c in consts and _sole(g.output, readers, output) \
+                and g.add_bias(consts[c]):
+            _absorb(g, s)
+            specs[i] = None
+            fused.add(i)
     return [s for s in specs if s is not None]
 
 
