@@ -1,10 +1,11 @@
 """A ResNet-18-shaped network written as an ONNX file with onnx.helper, no PyTorch needed: the nodes
-torch.onnx.export writes for torchvision's resnet18 in eval mode with constant folding off (every
-Conv followed by its BatchNormalization, Relu, an Add for each skip, MaxPool, GlobalAveragePool,
-Flatten, Gemm), its initializers named as torchvision's state_dict names them, its nodes named
-after torchvision's modules.  The weights are seeded random numbers: the network classifies nothing,
-but it has resnet18's shapes (at ``width`` 64 and 1000 classes, resnet18's own), so labkit's kernels
-do resnet18's work on it.
+torch.onnx.export writes for torchvision's resnet18 in eval mode with training=TrainingMode.PRESERVE,
+which leaves out the exporter's own folding of batch normalization: every Conv followed by its
+BatchNormalization, Relu, an Add for each skip, MaxPool, GlobalAveragePool, Flatten, Gemm; its
+initializers named as torchvision's state_dict names them, its nodes named after torchvision's
+modules.  The weights are seeded random numbers: the network classifies nothing, but it has
+resnet18's shapes (at ``width`` 64 and 1000 classes, resnet18's own), so labkit's kernels do
+resnet18's work on it.
 
     weights = synthetic_weights(width=64, classes=1000)      # {torchvision's name: float32 array}
     path = write("resnet18.onnx", weights, hw=224)           # input (N, 3, 224, 224), N left open
