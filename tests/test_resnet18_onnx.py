@@ -157,3 +157,43 @@ def test_bad_arguments_to_the_writer_are_refused(tmp_path):
     with pytest.raises(ValueError, match="torchvision's resnet18 names"):
         r18.write(tmp_path / "r.onnx", {"w": np.zeros(3)})
     assert not (tmp_path / "r.onnx").exists()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("width", [8, 64])
+def test_the_pytorch_twin_is_the_same_network(width):
+    # width 64: torchvision's resnet18 with the weights loaded (where torchvision is installed);
+    # width 8: the same network in torch.nn.functional.
+    from labkit import peers
+    why = peers.cudnn_available()
+    if why is not None:
+        pytest.skip(f"the PyTorch twin runs on a GPU only: {why}")
+    weights = r18.synthetic_weights(width, CLASSES, seed=5)
+    x = rng.standard_normal((2, 3, HW, HW)).astype(np.float32)
+    twin = peers.torch_resnet18(weights)
+    got = twin(labkit.xp.asarray(x)).double().cpu().numpy()
+    assert rel(got, r18.reference_logits(weights, x)) < 1e-4, twin.source
+
+
+@pytest.mark.gpu
+def test_a_replaced_step_runs_inside_the_cuda_graph(net):
+    # The replacement launches on the current stream and allocates nothing: the plan's graph replays it.
+    weights, path = net
+    model = labkit.import_onnx(path)
+    name = "layer2.1.conv1"
+    st = model.step(name, 4)
+    xp = labkit.xp
+    w, b = xp.asarray(st.weight), xp.asarray(st.bias)
+
+    def my_conv(x, out):
+        labkit.conv2d(x, w, b, stride=st.stride, pad=st.pads[:2], activation="relu", variant="implicit", out=out)
+
+    model.replace(name, my_conv)
+    x = rng.standard_normal((4, 3, HW, HW)).astype(np.float32)
+    model(xp.asarray(x))                     # eager first: every plan of the step made outside the capture
+    p = model.plan(4)
+    p.x[...] = xp.asarray(x)
+    p.run()
+    x2 = rng.standard_normal((4, 3, HW, HW)).astype(np.float32)
+    p.x[...] = xp.asarray(x2)
+    assert rel(to_numpy(p.run()), r18.reference_logits(weights, x2)) < 1e-4
