@@ -10,7 +10,7 @@ Two kinds of exercise, each graded by the instructor's check, never by anything 
 * kernel exercises (notebooks/exercises/*.cu): the check of labkit.course.kernel_checks (odd shapes,
   a poisoned output, the float64 reference; on the CPU executor the memory, barrier and race checks)
   runs on the *student's* .cu file;
-* Python exercises (a solution cell followed by its locked check cell in notebooks 01-10 and 12): the
+* Python exercises (a solution cell followed by its locked check cell in notebooks 01-10, 12 and 13): the
   instructor's cells the exercise needs, then the student's solution cell, then the instructor's
   check cell, in a fresh process (labkit.course.grading.notebook_exercises): deleted, skipped, edited or
   re-ordered check cells and forged outputs change nothing.  One whose solution returns a kernel file

@@ -14,8 +14,8 @@ from __future__ import annotations
 from . import cudnn, torch_twins
 from .torch_twins import (TorchResNetSmall, as_torch, cudnn_available, cudnn_conv2d, cudnn_fashion_net,
                           cudnn_fashion_net_graph, tf32_gemm_TFLOPs, torch_alexnet, torch_alexnet_graph, torch_capture,
-                          torch_graph, torch_mobilenet_v2)
+                          torch_graph, torch_mobilenet_v2, torch_resnet18)
 
 __all__ = ["cudnn", "torch_twins", "TorchResNetSmall", "as_torch", "cudnn_available", "cudnn_conv2d",
            "cudnn_fashion_net", "cudnn_fashion_net_graph", "tf32_gemm_TFLOPs", "torch_alexnet", "torch_alexnet_graph",
-           "torch_capture", "torch_graph", "torch_mobilenet_v2"]
+           "torch_capture", "torch_graph", "torch_mobilenet_v2", "torch_resnet18"]

@@ -18,6 +18,7 @@ import numpy as np
 from .. import backends
 from ..measure import time_fn
 from ..models.alexnet import LRN, LRN_AFTER, POOL_AFTER
+from ..models import resnet18_onnx
 from ..models.mobilenet_v2 import BN_EPS, blocks, tensor_names
 from ..shapes import ALEXNET_CONVS
 
@@ -257,6 +258,59 @@ def torch_mobilenet_v2(weights: dict, *, tf32: bool = False) -> Callable[[object
         torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
         with torch.no_grad():
             return torch.softmax(net(h), dim=1)
+
+    def run(x):
+        return forward(as_torch(x))
+    run.forward, run.source = forward, source
+    return run
+
+
+def torch_resnet18(weights: dict, *, tf32: bool = False) -> Callable[[object], object]:
+    """The ResNet-18 of labkit.models.resnet18_onnx in PyTorch with these weights (torchvision
+    ``state_dict`` names, NumPy float32): torchvision's ``resnet18`` loaded strictly, in eval mode, on
+    the GPU, where torchvision is installed and the width is resnet18's (64); else the same network in
+    torch.nn.functional (conv2d, batch_norm, relu, max_pool2d).  Returns ``run(x)``: x a CuPy float32
+    (N, 3, H, W) array; the logits as a torch tensor.  ``run.forward(h)`` takes a torch tensor;
+    ``run.source`` says which network ran."""
+    import torch
+    import torch.nn.functional as F
+    _setup_torch(tf32)
+    state = {k: torch.as_tensor(np.require(v, requirements="W"), device="cuda") for k, v in weights.items()}
+    width, classes = int(weights["conv1.weight"].shape[0]), int(weights["fc.weight"].shape[0])
+    try:
+        from torchvision.models import resnet18
+    except Exception:
+        resnet18 = None
+    if resnet18 is not None and width == 64:
+        model = resnet18(weights=None, num_classes=classes).cuda().eval()
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
+            raise ValueError(f"the weights do not fit torchvision's resnet18: missing {missing[:3]}, "
+                             f"unexpected {unexpected[:3]}")
+        net, source = model, "torchvision.models.resnet18 (eval)"
+    else:
+        def bn(h, prefix):
+            return F.batch_norm(h, state[f"{prefix}.running_mean"], state[f"{prefix}.running_var"],
+                                state[f"{prefix}.weight"], state[f"{prefix}.bias"], False, 0.0, resnet18_onnx.BN_EPS)
+
+        def net(h):
+            h = F.max_pool2d(F.relu(bn(F.conv2d(h, state["conv1.weight"], None, 2, 3), "bn1")), 3, 2, 1)
+            for prefix, c_in, c_out, stride in resnet18_onnx.blocks(width):
+                skip = h
+                h = F.relu(bn(F.conv2d(h, state[f"{prefix}.conv1.weight"], None, stride, 1), f"{prefix}.bn1"))
+                h = bn(F.conv2d(h, state[f"{prefix}.conv2.weight"], None, 1, 1), f"{prefix}.bn2")
+                if stride != 1 or c_in != c_out:
+                    skip = bn(F.conv2d(skip, state[f"{prefix}.downsample.0.weight"], None, stride),
+                              f"{prefix}.downsample.1")
+                h = F.relu(h + skip)
+            return F.linear(h.mean((2, 3)), state["fc.weight"], state["fc.bias"])
+        source = "torch.nn.functional " + ("(torchvision not installed)" if resnet18 is None else
+                                           f"(width {width}: not torchvision's resnet18)")
+
+    def forward(h):
+        torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = bool(tf32)
+        with torch.no_grad():
+            return net(h)
 
     def run(x):
         return forward(as_torch(x))

@@ -4,13 +4,18 @@
     logits = model(x)                         # eager: x (N, C, H, W) on the backend, step by step
     plan = model.plan(N); plan.x[...] = x; plan.run(); plan.out    # the whole pass as one CUDA graph
     print(model.describe(N))                  # per node: op, shapes, kernel, FLOPs, bytes (time=True: ms, % of floor)
+    step = model.step("layer3.0.conv1")       # one step: its op, inputs, weights (BN folded), geometry
+    model.replace("layer3.0.conv1", my_conv)  # that step run by my_conv(*inputs, out) instead; restore() undoes it
 
 The output is what the graph's output is (logits, for a classifier exported without its softmax).
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from ... import backends
 from ...checks import check_array, fast_input
@@ -18,10 +23,10 @@ from ...errors import OnnxImportError
 from ..plan import Plan, PlannedModel
 from .graph import as_float32, free_batch, fuse, infer, is_host, lower
 from .layers import Kernels
-from .nodes import check_finite, numel
+from .nodes import Conv, ConvTranspose, Gemm, check_finite, numel
 from .reader import MAX_BYTES, OnnxGraph, read_graph
 
-__all__ = ["OnnxModel", "GraphPlan", "Table", "import_onnx", "INDEX_LIMIT"]
+__all__ = ["OnnxModel", "GraphPlan", "Table", "Step", "import_onnx", "INDEX_LIMIT"]
 
 INDEX_LIMIT = 2**31 - 1     # values of one tensor the kernels index with int
 
@@ -55,7 +60,7 @@ class GraphPlan(Plan):
 class Table(list):
     """describe()'s rows (plain dicts); printed, a table."""
 
-    COLUMNS = (("node", 28), ("op", 30), ("output", 18), ("kernel", 46), ("MFLOP", 9), ("MB", 7))
+    COLUMNS = (("node", 28), ("op", 38), ("output", 18), ("kernel", 46), ("MFLOP", 9), ("MB", 7))
 
     def __str__(self) -> str:
         timed = bool(self) and "ms" in self[0]
@@ -69,6 +74,35 @@ class Table(list):
                           f"{r['percent_of_floor']:.1f}" if r["percent_of_floor"] is not None else "-"]
             lines.append("  ".join(f"{str(c)[:w]:<{w}}" for c, (_, w) in zip(cells, cols)))
         return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of an imported network, as its kernel runs it (``OnnxModel.step``).
+
+    ``name``: the step's (describe's "node" column); ``op``: its op with what was fused into it;
+    ``nodes``: the file's nodes it runs; ``inputs``: the values it reads, in the order a replacement
+    receives them (for a convolution with a fused residual: x, then the residual); ``input_shapes``
+    and ``output_shape`` at the batch asked for.  For a Conv, ConvTranspose or Gemm: ``weight`` and
+    ``bias`` in float32 as the kernels read them, batch normalization folded in (``bias`` never
+    None: zeros where the file has none; a Conv's weight (M, C/groups, KH, KW), a ConvTranspose's
+    (C, M/groups, KH, KW), a Gemm's (in, out) with y = x @ weight + bias); ``activation``: what the epilogue applies after the sum
+    and the residual (None, "relu", "relu6" or "tanh").  For a Conv also ``stride``, ``pads``
+    (top, left, bottom, right), ``dilation`` and ``groups``."""
+    name: str
+    op: str
+    nodes: tuple
+    inputs: tuple
+    input_shapes: tuple
+    output_shape: tuple
+    weight: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    activation: str | None = None
+    residual: bool = False
+    stride: tuple | None = None
+    pads: tuple | None = None
+    dilation: tuple | None = None
+    groups: int | None = None
 
 
 class OnnxModel(PlannedModel):
@@ -120,9 +154,80 @@ class OnnxModel(PlannedModel):
             if not s.view and not is_host(s):
                 self.kernels.prepare(s, [shapes[v] for v in s.inputs])
         self._plans: dict[int, GraphPlan] = {}
+        self._replaced: dict[str, Callable] = {}
 
     def replica(self) -> "OnnxModel":
-        return OnnxModel(self.graph, input_shape=self.input_shape)
+        twin = OnnxModel(self.graph, input_shape=self.input_shape)
+        twin._replaced = dict(self._replaced)
+        return twin
+
+    # --- one step, and running it with a kernel of one's own -------------------------------------
+    def _spec(self, name: str):
+        """The spec of step ``name``; ValueError, in words, for a name that is no step."""
+        if not isinstance(name, str):
+            raise TypeError(f"a step is named by a str (describe()'s node column), got {type(name).__name__}")
+        for s in self.specs:
+            if s.name == name:
+                return s
+        for s in self.specs:
+            if name in s.names:
+                raise ValueError(f"node {name!r} was fused into step {s.name!r} ({s.op}): name that step")
+        steps = [s.name for s in self.specs if not s.view and not is_host(s)]
+        raise ValueError(f"no step named {name!r}; the steps are {', '.join(steps[:8])}"
+                         f"{', ...' if len(steps) > 8 else ''} (describe()'s node column)")
+
+    def step(self, name: str, N: int = 1) -> Step:
+        """Step ``name`` as its kernel runs it (see ``Step``), its shapes at a batch of N."""
+        s = self._spec(name)
+        shapes = self.shapes(N)
+        info = dict(name=s.name, op=s.op, nodes=tuple(s.names), inputs=tuple(s.inputs),
+                    input_shapes=tuple(shapes[v] for v in s.inputs), output_shape=shapes[s.output])
+        if isinstance(s, (Conv, ConvTranspose, Gemm)):
+            # Conv (M, C/g, KH, KW); ConvTranspose (C, M/g, KH, KW); Gemm (in, out): y = x @ w + b
+            out_channels = {Conv: s.w.shape[0], ConvTranspose: s.w.shape[1] * getattr(s, "group", 1),
+                            Gemm: s.w.shape[-1]}[type(s)]
+            bias = np.zeros(out_channels) if s.b is None else s.b
+            info.update(weight=as_float32(s.w), bias=as_float32(bias),
+                        activation=None if s.activation is None else s.activation[0],
+                        residual=getattr(s, "residual", None) is not None)
+        if isinstance(s, Conv):
+            pads, _ = s.geometry(shapes[s.inputs[0]])
+            info.update(stride=tuple(s.strides), pads=tuple(pads), dilation=tuple(s.dilations), groups=s.group)
+        return Step(**info)
+
+    def replace(self, name: str, fn: Callable) -> None:
+        """Run step ``name`` with ``fn(*inputs, out)`` instead of labkit's kernel: ``inputs`` the step's
+        input arrays on the backend (``step(name).inputs``, in that order), ``out`` the output buffer it
+        must fill, of ``step(name, N).output_shape``, poisoned with NaN when a plan is made.  It does the
+        whole step: what was fused into it too (``step(name)``'s op: batch normalization folded into the
+        weights it gives, the activation, the residual).  Plans made before are dropped: the next call
+        or plan uses ``fn``, eager and in a CUDA graph alike (so ``fn`` must launch on the current
+        stream and allocate nothing for a graph to capture it)."""
+        s = self._spec(name)
+        if s.view or is_host(s):
+            raise ValueError(f"step {name!r} ({s.op}) runs no kernel: there is nothing to replace")
+        if not callable(fn):
+            raise TypeError(f"fn must be callable as fn(*inputs, out), got {type(fn).__name__}")
+        self._replaced[s.name] = fn
+        self.clear_plans()
+
+    def restore(self, name: str) -> None:
+        """Step ``name`` run by labkit's own kernel again (after ``replace``)."""
+        s = self._spec(name)
+        if self._replaced.pop(s.name, None) is None:
+            raise ValueError(f"step {name!r} was not replaced")
+        self.clear_plans()
+
+    def replaced(self) -> dict:
+        """{step name: the function that runs it} of the steps ``replace`` gave a function."""
+        return dict(self._replaced)
+
+    def _kernel_of(self, s, ins, out, alloc):
+        """(run(inputs, out), kernel()) of spec s: labkit's, or the function replace() gave it."""
+        fn = self._replaced.get(s.name)
+        if fn is None:
+            return self.kernels.runner(s, ins, out, alloc)
+        return (lambda inputs, o: fn(*inputs, o)), (lambda: f"replaced: {getattr(fn, '__name__', repr(fn))}")
 
     def shapes(self, N: int) -> dict:
         """{value name: shape} at a batch of N."""
@@ -145,7 +250,7 @@ class OnnxModel(PlannedModel):
 
             def alloc(tag, shape, name=s.name):
                 return p.add_workspace(f"{name}: {tag}", shape)
-            run, _kernel = self.kernels.runner(s, in_shapes, out_shape, alloc)
+            run, _kernel = self._kernel_of(s, in_shapes, out_shape, alloc)
             out = values[s.output] = p.buffer(s.name, out_shape)
             p.steps.append((s.name, _step(run, ins, out, source, p)))
         p.output = values[self.graph.output_name]
@@ -184,7 +289,7 @@ class OnnxModel(PlannedModel):
             if is_host(s):
                 kernel = "(shape arithmetic on the host)"
             elif has_step or not s.view:
-                kernel = self.kernels.runner(s, ins, out, lambda tag, shape: None)[1]()
+                kernel = self._kernel_of(s, ins, out, lambda tag, shape: None)[1]()
             else:
                 kernel = "(view: no kernel)"
             # What the step's kernel reads and writes once each; a view or shape arithmetic moves nothing.
