@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
-from labkit import measure, peers, plots  # noqa: E402
+from labkit import autotune, measure, peers, plots  # noqa: E402
 from labkit.backends.graph import Graph  # noqa: E402
 from labkit.checks import rel_error  # noqa: E402
 from labkit.models.resnet_small import BACKWARDS, ResNetSmall  # noqa: E402
@@ -57,7 +58,16 @@ def main() -> int:
             import torch
             tnet = peers.TorchResNetSmall(net.state(), lr=LR, momentum=MOMENTUM, weight_decay=WD)
             tx, tl = torch.as_tensor(x_h, device="cuda"), torch.as_tensor(y_h.astype(np.int64), device="cuda")
-            net.train_step(x, labels, lr=LR, momentum=MOMENTUM, weight_decay=WD)
+            before, start = len(autotune.history()), time.perf_counter()
+            net.train_step(x, labels, lr=LR, momentum=MOMENTUM, weight_decay=WD)   # where the autotuner searches
+            if dev.is_gpu:
+                labkit.xp.cuda.get_current_stream().synchronize()
+            decisions = autotune.history()[before:]
+            row["first_step_s"] = time.perf_counter() - start
+            row["autotune"] = {"searched": sum(d["source"] == "search" for d in decisions),
+                               "decisions": len(decisions),
+                               "search_s": sum(d.get("seconds") or 0.0 for d in decisions if d["source"] == "search"),
+                               "sources": sorted({d["source"] for d in decisions})}
             tnet.step(tx, tl)
             mine, theirs = net.state(), tnet.state()
             row["params_rel_diff_after_one_step"] = max(rel_error(mine[k], theirs[k]) for k in mine)
@@ -91,7 +101,9 @@ def main() -> int:
             row["anchor_pytorch_eager_ms"], row["anchor_pytorch_graph_ms"] = ANCHOR_MS[(c, N)]
         rows.append(row)
         print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in row.items()
-                        if k != "parts_ms"), flush=True)
+                        if k not in ("parts_ms", "autotune")), flush=True)
+        if "autotune" in row:
+            print(f"    first step {row['first_step_s']:.1f} s: {row['autotune']}", flush=True)
         print("    " + ", ".join(f"{k} {v:.4f} ms" for k, v in row["parts_ms"].items()), flush=True)
     out = Path(args.out)
     path = measure.save_rows(rows, out / f"resnet_{args.backward}.json", meta=meta)

@@ -42,8 +42,11 @@ def _plan(backend: str, shape: tuple, params: tuple) -> _Plan:
     def make():
         depth_radius, bias, alpha, beta = _check_params(*params)
         N, C, H, W = (int(v) for v in shape)
+        if N > 65535 or C > 65535:
+            raise ValueError(f"lrn runs one grid row per channel and one grid layer per image: at most 65535 "
+                             f"of each, got N={N}, C={C}: split the batch")
         return _Plan(load("lrn").get_function("lrn_across_channels").launcher(
-            (cdiv(N * C * H * W, THREADS),), (THREADS,),
+            (cdiv(H * W, THREADS), C, N), (THREADS,),
             (None, None) + ints(N, C, H * W, depth_radius) + (np.float32(bias), np.float32(alpha), np.float32(beta))),
             (N, C, H, W))
     return _PLANS.get_or_make(key, make)
