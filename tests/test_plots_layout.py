@@ -79,7 +79,7 @@ def test_timeline_shows_short_copies_and_keeps_its_legend_off_the_bars():
     fig = plot_timeline(rows, title="t")
     ax = fig.axes[0]
     widths = {matplotlib.colors.to_hex(p.get_facecolor()): p.get_width() for p in ax.patches}
-    assert min(widths.values()) >= 50.0 * 5e-3                           # each copy a visible sliver
+    assert min(widths.values()) >= 50.0 * 8e-3                           # each copy a visible sliver
     assert _legend_right_of_axes(ax) and _saved_width_px(fig) <= 1000
     plt.close(fig)
 
@@ -97,3 +97,13 @@ def test_bandwidth_plot_and_summary_say_what_was_measured():
                                                "D2H, 4 KiB to 1 MiB: pinned / pageable from 50.0x to 50.0x"]
     same = [dict(r, GBps=10.0 * (1.05 if "pinned" in r["label"] else 1.0)) for r in rows]
     assert streams.bandwidth_summary(same)[0] == "H2D, 4 KiB to 1 MiB: within 10% of each other at every size"
+
+
+def test_timeline_slivers_lie_over_their_neighbours():
+    rows = [{"lane": "s", "stage": s, "chunk": 0, "start_ms": a, "end_ms": b}
+            for s, a, b in (("H2D", 0.0, 0.001), ("forward", 0.001, 50.0))]
+    ax = plot_timeline(rows).axes[0]
+    copy, forward = ax.patches
+    assert copy.get_zorder() > forward.get_zorder() and copy.get_edgecolor()[3] == 0     # no edge over it
+    plt.close(ax.figure)
+
