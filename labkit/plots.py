@@ -172,7 +172,7 @@ def stacked_bars(categories: Sequence[str], parts: dict[str, Sequence[float]], t
         if len(vals) != n:
             raise ValueError(f"part {name!r} has {len(vals)} values for {n} categories")
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * n + 2.5), 4.2))
+        fig, ax = plt.subplots(figsize=(min(max(4.0, 1.1 * n + 2.5), MAX_WIDTH_IN - 1.5), 4.2))   # legend beside it
     else:
         fig = ax.figure
     x = list(range(n))
@@ -201,9 +201,10 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], 
             raise ValueError(f"series {name!r} has {len(vals)} values for {n} categories")
     wide = 0.35 * n * k + 3.0                  # inches a vertical chart needs for readable groups
     if horizontal is None:                     # too wide for the page: one row per category instead
-        horizontal = ax is None and wide > MAX_WIDTH_IN - 1.5
-    if ax is None:
-        size = (MAX_WIDTH_IN - 1.5, max(3.0, 0.12 * n * k + 1.5)) if horizontal else (max(5.0, wide), 4.2)
+        horizontal = ax is None and wide > MAX_WIDTH_IN
+    if ax is None:                             # the legend beside it takes the last 1.5 inches of the page
+        page = MAX_WIDTH_IN - 1.5
+        size = (page, max(3.0, 0.11 * n * k + 1.5)) if horizontal else (min(max(5.0, wide), page), 4.2)
         fig, ax = plt.subplots(figsize=size)
     else:
         fig = ax.figure

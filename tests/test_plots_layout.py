@@ -68,6 +68,10 @@ def test_grouped_bars_many_layers_turn_horizontal_and_fit_the_page():
     assert any(line.get_xdata()[0] == 1.0 for line in ax.get_lines())  # the reference line, vertical
     assert _legend_right_of_axes(ax)
     plt.close(fig)
+    steps = plots.grouped_bars(["c16 b64", "c16 b256", "c64 b1024"], {k: [1.0, 2.0, 3.0] for k in "abcd"})
+    assert [t.get_text() for t in steps.axes[0].get_xticklabels()] == ["c16 b64", "c16 b256", "c64 b1024"]   # 12 bars: upright
+    assert _saved_width_px(steps) <= 1000
+    plt.close(steps)
     few = plots.grouped_bars(["a", "b"], {"x": [1.0, 200.0]})
     assert few.axes[0].get_yscale() == "log" and [t.get_text() for t in few.axes[0].get_xticklabels()] == ["a", "b"]
     plt.close(few)
@@ -107,3 +111,9 @@ def test_timeline_slivers_lie_over_their_neighbours():
     assert copy.get_zorder() > forward.get_zorder() and copy.get_edgecolor()[3] == 0     # no edge over it
     plt.close(ax.figure)
 
+
+
+def test_stacked_bars_fit_the_page_with_their_legend():
+    fig = plots.stacked_bars([f"batch {2 ** i}" for i in range(9)], {"kernel": [1.0] * 9, "copy": [0.5] * 9})
+    assert _saved_width_px(fig) <= 1000 and _legend_right_of_axes(fig.axes[0])
+    plt.close(fig)
