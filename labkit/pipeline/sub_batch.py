@@ -121,7 +121,7 @@ class SubBatchPipeline:
             ids = list(range(count))
         elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
             if not 1 <= devices <= count:
-                raise ValueError(f"devices={devices}: this host has {count} GPU(s)")
+                raise ValueError(f"devices={devices}: this host has {_count(count, 'GPU', 'GPUs')}")
             ids = list(range(int(devices)))
         else:
             ids = [int(d) for d in devices]
@@ -135,7 +135,7 @@ class SubBatchPipeline:
             note = (f"{len(ids)} replicas on GPU(s) {sorted(set(ids))}: a device listed twice gets two "
                     "replicas (the multi-GPU path, exercised on fewer GPUs)")
         else:
-            note = f"{len(ids)} GPU(s): " + ", ".join(f"{d}: {n}" for d, n in zip(sorted(set(ids)), names))
+            note = f"{_count(len(ids), 'GPU', 'GPUs')}: " + ", ".join(f"{d}: {n}" for d, n in zip(sorted(set(ids)), names))
         return ids, note
 
     def _make_lanes(self) -> list[_Lane]:
