@@ -17,11 +17,14 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
-from matplotlib.transforms import offset_copy
 
 from .device_query import device
 
 DPI = 120
+# A figure at most this wide (inches, at DPI: 1,000 px) fits a notebook's page without being shrunk.
+MAX_WIDTH_IN = 1000 / DPI
+# Distinct colours, tab10's then tab20's lighter shades: a label keeps its colour across panels.
+PALETTE = [plt.get_cmap("tab10")(i) for i in range(10)] + [plt.get_cmap("tab20")(2 * i + 1) for i in range(10)]
 
 
 def _current_label() -> str:
@@ -42,21 +45,46 @@ def _titled(ax, title: str | None, device_text: str) -> None:
     ax.set_title(f"{title}\n{device_text}" if title else device_text, fontsize=10)
 
 
-def _finish_bars(fig: Figure, ax, title: str | None, ylabel: str, device: str | None) -> Figure:
-    """The bar charts' common finish: y label, horizontal grid, legend, title with the device."""
-    ax.set_ylabel(ylabel)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.legend(fontsize=8)
+def _finish_bars(fig: Figure, ax, title: str | None, ylabel: str, device: str | None, *,
+                 horizontal: bool = False) -> Figure:
+    """The bar charts' common finish: value label, grid along the values, the legend outside the
+    bars, title with the device."""
+    (ax.set_xlabel if horizontal else ax.set_ylabel)(ylabel)
+    ax.grid(True, axis="x" if horizontal else "y", alpha=0.3)
+    legend_outside(ax, fontsize=8)
     _titled(ax, title, device or _current_label())
     fig.tight_layout()
     return fig
 
 
+def colour_map(labels: Sequence[object]) -> dict:
+    """One colour per distinct label, in the order the labels first appear: draw every panel of a
+    figure from the same map and a run keeps its colour from one panel to the next.  More labels
+    than the palette's 20 colours cycle through it again."""
+    names = list(dict.fromkeys(labels))
+    return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
+
+
+def legend_outside(ax, *, fontsize: float = 7, **kwargs):
+    """The legend right of the axes, where it hides no data point; returns it (None without labels).
+    A saved or shown figure (bbox_inches="tight") grows to take it in."""
+    handles, names = ax.get_legend_handles_labels()
+    if not handles:
+        return None
+    return ax.legend(handles, names, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0,
+                     fontsize=fontsize, **kwargs)
+
+
+def spans_decades(values: Sequence[float], decades: float = 1.0) -> bool:
+    """True where the positive values span at least ``decades`` powers of ten (max >= 10**decades * min)."""
+    vals = [float(v) for v in values if v is not None and v == v and v > 0]
+    return bool(vals) and max(vals) >= 10 ** decades * min(vals)
+
+
 def _scale(ax, axis: str, values: Sequence[float], log: bool) -> None:
     """A log axis where the values span a decade or more; a linear one where they span less (a few
     CPU-sized points), whose log ticks would read 2x10^0, 3x10^0 or be missing altogether."""
-    vals = [v for v in values if v is not None and v > 0]
-    if log and vals and max(vals) >= 10 * min(vals):
+    if log and spans_decades(values):
         getattr(ax, f"set_{axis}scale")("log")
 
 
@@ -70,17 +98,16 @@ def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label
     device label of the rows (or of the current device).
     """
     if ax is None:
-        fig, ax = plt.subplots(figsize=(6.4, 4.2))
+        fig, ax = plt.subplots(figsize=(6.0, 4.2))
     else:
         fig = ax.figure
     groups: dict[object, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
         groups[r.get(by)].append((r["batch"], r[y]))
-    colours = {}
+    colours = colour_map(list(groups) + [r.get(by) for r in shipped])   # a shipped twin: its local line's colour
     for name, pts in groups.items():
         pts.sort()
-        (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=str(name))
-        colours[name] = line.get_color()
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=str(name), color=colours[name])
     other = shipped_lines(ax, shipped, x="batch", y=y, by=by, beside=rows, colours=colours)
     xs = [p[0] for pts in groups.values() for p in pts] + [r["batch"] for r in other]
     ys = [p[1] for pts in groups.values() for p in pts] + [r[y] for r in other]
@@ -91,11 +118,8 @@ def batch_curves(rows: Sequence[dict], *, y: str = "median_ms", by: str = "label
     ax.set_xlabel("batch size")
     ax.set_ylabel(ylabel)
     ax.grid(True, which="both", alpha=0.3)
-    if other:                          # many lines: the legend under the axes, where it hides no point
-        below = offset_copy(ax.transAxes, fig=fig, y=-40, units="points")   # past the tick labels and x label
-        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, 0.0), bbox_transform=below, ncol=2)
-    elif any(name is not None for name in groups):
-        ax.legend(fontsize=8)
+    if other or any(name is not None for name in groups):
+        legend_outside(ax)
     _titled(ax, title, _device_text(rows) + _shipped_text(other))
     fig.tight_layout()
     return fig
@@ -113,10 +137,16 @@ def shipped_lines(ax, shipped: Sequence[dict], *, x: str, y: str, by: str = "lab
     groups: dict[tuple, list[tuple[float, float]]] = defaultdict(list)
     for r in rows:
         groups[(r.get(by), r.get("device"))].append((r[x], r[y]))
+    # A shipped line without a local twin gets a colour no local line has.
+    colours = dict(colours or {})
+    spare = iter(c for c in PALETTE * 2 if c not in colours.values())
+    for name, _dev in groups:
+        if name not in colours:
+            colours[name] = next(spare)
     for (name, dev), pts in groups.items():
         pts.sort()
         ax.plot([p[0] for p in pts], [p[1] for p in pts], ls="--", marker="x", alpha=0.75,
-                color=(colours or {}).get(name), label=f"{name} — {_short(dev)}, shipped")
+                color=colours[name], label=f"{name} — {_short(dev)}, shipped")
     return rows
 
 
@@ -142,36 +172,59 @@ def stacked_bars(categories: Sequence[str], parts: dict[str, Sequence[float]], t
         if len(vals) != n:
             raise ValueError(f"part {name!r} has {len(vals)} values for {n} categories")
     if ax is None:
-        fig, ax = plt.subplots(figsize=(max(4.0, 1.1 * n + 2.5), 4.2))
+        fig, ax = plt.subplots(figsize=(min(max(4.0, 1.1 * n + 2.5), MAX_WIDTH_IN - 1.5), 4.2))   # legend beside it
     else:
         fig = ax.figure
     x = list(range(n))
     bottom = [0.0] * n
+    colours = colour_map(list(parts))
     for name, vals in parts.items():
         vals = [float(v) for v in vals]
-        ax.bar(x, vals, bottom=bottom, label=name, width=0.6)
+        ax.bar(x, vals, bottom=bottom, label=name, width=0.6, color=colours[name])
         bottom = [b + v for b, v in zip(bottom, vals)]
     ax.set_xticks(x, list(categories))
     return _finish_bars(fig, ax, title, ylabel, device)
 
 
 def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], title: str | None = None,
-                 ylabel: str = "time (ms)", *, ax=None, device: str | None = None) -> Figure:
-    """Side-by-side bars, one group per category and one bar per series (e.g. labkit vs cuDNN per layer)."""
+                 ylabel: str = "time (ms)", *, ax=None, device: str | None = None, horizontal: bool | None = None,
+                 log: bool = True, reference: float | None = None) -> Figure:
+    """Side-by-side bars, one group per category and one bar per series (e.g. labkit vs cuDNN per layer).
+
+    ``horizontal``: a row per category, for many categories (None: chosen, for a figure of its own,
+    when a vertical chart would be wider than the page, MAX_WIDTH_IN).  ``log``: a log value axis where the values span a
+    decade or more.  ``reference``: a line at that value (1.0 for ratios to a floor).  One colour per
+    series (``colour_map``)."""
     n, k = len(categories), len(series)
     for name, vals in series.items():
         if len(vals) != n:
             raise ValueError(f"series {name!r} has {len(vals)} values for {n} categories")
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(max(5.0, 0.35 * n * k + 3.0), 4.2))
+    wide = 0.35 * n * k + 3.0                  # inches a vertical chart needs for readable groups
+    if horizontal is None:                     # too wide for the page: one row per category instead
+        horizontal = ax is None and wide > MAX_WIDTH_IN
+    if ax is None:                             # the legend beside it takes the last 1.5 inches of the page
+        page = MAX_WIDTH_IN - 1.5
+        size = (page, max(3.0, 0.11 * n * k + 1.5)) if horizontal else (min(max(5.0, wide), page), 4.2)
+        fig, ax = plt.subplots(figsize=size)
     else:
         fig = ax.figure
     width = 0.8 / max(k, 1)
+    colours = colour_map(list(series))
+    values = []
     for i, (name, vals) in enumerate(series.items()):
-        ax.bar([j + (i - (k - 1) / 2) * width for j in range(n)], [float(v) for v in vals], width=width,
-               label=name)
-    ax.set_xticks(list(range(n)), list(categories))
-    return _finish_bars(fig, ax, title, ylabel, device)
+        pos = [j + (i - (k - 1) / 2) * width for j in range(n)]
+        vals = [float(v) for v in vals]
+        values += vals
+        (ax.barh if horizontal else ax.bar)(pos, vals, width, label=name, color=colours[name])
+    if horizontal:
+        ax.set_yticks(list(range(n)), list(categories), fontsize=7)
+        ax.invert_yaxis()                      # the first category on top, as a table reads
+    else:
+        ax.set_xticks(list(range(n)), list(categories))
+    if reference is not None:                  # e.g. 1.0 on a chart of ratios to a floor
+        (ax.axvline if horizontal else ax.axhline)(reference, color="k", lw=0.8)
+    _scale(ax, "x" if horizontal else "y", values, log)
+    return _finish_bars(fig, ax, title, ylabel, device, horizontal=horizontal)
 
 
 # A per-kernel / per-memcpy breakdown is drawn as stacked bars.

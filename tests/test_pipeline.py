@@ -344,3 +344,12 @@ def test_an_enqueue_recorded_on_stand_ins_is_replayed_on_the_real_pipeline():
     forged = [[["copy_in", {"array": "np.ones", "index": []}, {"array": "x", "index": []}, None]]] * 3
     with pytest.raises(RecordingError, match="does not know"):
         check_enqueue(across(right, forged), FashionNet(), 7)
+
+
+def test_pipeline_describe_counts_in_the_right_number():
+    from labkit.models.fashion_mnist import FashionNet
+    one = SubBatchPipeline(FashionNet(), streams=1, sub_batch=4)
+    assert one.describe(3).startswith("batch 3: 1 sub-batch (3) on 1 stream per device;")
+    many = SubBatchPipeline(FashionNet(), streams=2, sub_batch=2)
+    assert many.describe(5).startswith("batch 5: 3 sub-batches (2, 2, 1) on 2 streams per device;")
+    one.release(); many.release()

@@ -22,7 +22,7 @@ from ..device_query import device
 from ..pipeline import SubBatchPipeline, Timeline, copy_bandwidth, pinned_empty
 from .harness import check_output
 
-__all__ = ["COPY_SIZES", "bandwidth_rows", "host_batch", "pipeline_rows", "timeline_rows", "sub_batch_rows",
+__all__ = ["COPY_SIZES", "bandwidth_rows", "plot_bandwidth", "bandwidth_summary", "host_batch", "pipeline_rows", "timeline_rows", "sub_batch_rows",
            "torch_serial", "schedule_label", "tuned_rows",
            "check_enqueue", "host_rows"]
 
@@ -35,6 +35,58 @@ def bandwidth_rows(sizes: Sequence[int] = COPY_SIZES, *, repeat: int = 10) -> li
     for r in rows:
         r.update(kind="bandwidth", device=device().label)
     return rows
+
+
+def plot_bandwidth(rows: Sequence[dict], *, shipped: Sequence[dict] = (), title: str = "host <-> device bandwidth"):
+    """GB/s against bytes per copy, a line per label of ``rows`` (bandwidth_rows), ``shipped`` rows
+    of another device dashed beside them in the same colours; log bytes, log GB/s where the values
+    span a decade or more, the legend beside the axes.  Returns the figure."""
+    import matplotlib.pyplot as plt
+    from .. import plots
+    fig, ax = plt.subplots(figsize=(6.0, 4.2))
+    labels = list(dict.fromkeys(r["label"] for r in rows))
+    colours = plots.colour_map(labels + [r["label"] for r in shipped])
+    for lab in labels:
+        sel = sorted((r["bytes"], r["GBps"]) for r in rows if r["label"] == lab)
+        ax.plot(*zip(*sel), marker="o", color=colours[lab], label=f"{lab}, this run")
+    other = plots.shipped_lines(ax, shipped, x="bytes", y="GBps", beside=rows, colours=colours)
+    ax.set_xscale("log")
+    if plots.spans_decades([r["GBps"] for r in list(rows) + other]):
+        ax.set_yscale("log")
+    ax.set(xlabel="bytes per copy", ylabel="GB/s")
+    ax.grid(True, which="both", alpha=0.3)
+    devices = list(dict.fromkeys([r.get("device") or device().label for r in rows] + [r["device"] for r in other]))
+    ax.set_title(f"{title}\n{', '.join(devices)}" + (" (dashed: shipped)" if other else ""), fontsize=10)
+    plots.legend_outside(ax)
+    fig.tight_layout()
+    return fig
+
+
+def bandwidth_summary(rows: Sequence[dict], *, within: float = 0.1) -> list[str]:
+    """One line per direction of ``rows`` (bandwidth_rows): how pinned and pageable copies compare
+    at each size, in words from the measured values ("within 10%" or "pinned 3.2x faster")."""
+    lines = []
+    for direction in ("H2D", "D2H"):
+        pinned = {r["bytes"]: r["GBps"] for r in rows if r["label"] == f"{direction} pinned"}
+        pageable = {r["bytes"]: r["GBps"] for r in rows if r["label"] == f"{direction} pageable"}
+        common = sorted(set(pinned) & set(pageable))
+        if not common:
+            continue
+        ratios = [pinned[b] / pageable[b] for b in common]
+        lo, hi = min(ratios), max(ratios)
+        if all(abs(q - 1) <= within for q in ratios):
+            verdict = f"within {100 * within:.0f}% of each other at every size"
+        else:
+            verdict = f"pinned / pageable from {lo:.1f}x to {hi:.1f}x"
+        lines.append(f"{direction}, {_size(common[0])} to {_size(common[-1])}: {verdict}")
+    return lines
+
+
+def _size(nbytes: int) -> str:
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes / (1 << shift):g} {unit}"
+    return f"{nbytes} B"
 
 
 def host_batch(model, N: int, *, seed: int = 0, source: np.ndarray | None = None) -> np.ndarray:

@@ -94,7 +94,7 @@ def find_algorithms(layer: ConvLayer, N: int, maths=("fp32", "tf32"), lib=None) 
     than WORKSPACE) are left out.  Needs a GPU with libcudnn."""
     lib = lib or load_cudnn()
     if lib is None or backends.current() != "cuda":
-        raise RuntimeError("cuDNN's find API needs a GPU and libcudnn: use stored_table() for the H100's")
+        raise RuntimeError("cuDNN's find API needs a GPU and libcudnn; stored_table() holds an H100's table")
     import cupy as cp
     layer = ConvLayer(*layer)
     layer.require_square("cuDNN's algorithm table")

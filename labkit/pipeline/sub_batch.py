@@ -110,7 +110,7 @@ class SubBatchPipeline:
             k = 1 if devices in (None, "all") else (devices if isinstance(devices, int) else len(devices))
             if isinstance(k, bool) or k < 1:
                 raise ValueError(f"devices must be 'all', a positive count or a list of ids, got {devices!r}")
-            return list(range(k)), (f"CPU executor: {k} replica(s) of the model, run one after the other "
+            return list(range(k)), (f"CPU executor: {_count(k, 'replica', 'replicas')} of the model, run one after the other "
                                     "(no streams, no GPUs: the stages serialise)")
         import cupy
         count = cupy.cuda.runtime.getDeviceCount()
@@ -121,7 +121,7 @@ class SubBatchPipeline:
             ids = list(range(count))
         elif isinstance(devices, (int, np.integer)) and not isinstance(devices, bool):
             if not 1 <= devices <= count:
-                raise ValueError(f"devices={devices}: this host has {count} GPU(s)")
+                raise ValueError(f"devices={devices}: this host has {_count(count, 'GPU', 'GPUs')}")
             ids = list(range(int(devices)))
         else:
             ids = [int(d) for d in devices]
@@ -135,7 +135,7 @@ class SubBatchPipeline:
             note = (f"{len(ids)} replicas on GPU(s) {sorted(set(ids))}: a device listed twice gets two "
                     "replicas (the multi-GPU path, exercised on fewer GPUs)")
         else:
-            note = f"{len(ids)} GPU(s): " + ", ".join(f"{d}: {n}" for d, n in zip(sorted(set(ids)), names))
+            note = f"{_count(len(ids), 'GPU', 'GPUs')}: " + ", ".join(f"{d}: {n}" for d, n in zip(sorted(set(ids)), names))
         return ids, note
 
     def _make_lanes(self) -> list[_Lane]:
@@ -428,8 +428,14 @@ class SubBatchPipeline:
         """One line: the sub-batches of N, the streams, graphs or eager, and the devices used."""
         sizes = [b - a for a, b in self.chunks(N)]
         shown = ", ".join(map(str, sizes[:6])) + (", ..." if len(sizes) > 6 else "")
-        return (f"batch {N}: {len(sizes)} sub-batches ({shown}) on {self.streams} stream(s) per device; "
+        return (f"batch {N}: {_count(len(sizes), 'sub-batch', 'sub-batches')} ({shown}) on "
+                f"{_count(self.streams, 'stream', 'streams')} per device; "
                 f"{'CUDA graphs' if self.graphs else 'eager launches'}; {self.note}")
+
+
+def _count(n: int, one: str, many: str) -> str:
+    """"1 sub-batch", "5 sub-batches": a count with its noun in the right number."""
+    return f"{n} {one if n == 1 else many}"
 
 
 def _span(timeline, lane: _Lane, stage: str, chunk: int, *, name: str | None = None, stream=None):
