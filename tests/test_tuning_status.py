@@ -69,3 +69,20 @@ def test_an_unknown_gpu_and_ignored_tables(monkeypatch, tmp_path):
     assert "no entry for this GPU" in autotune.describe(s)
     monkeypatch.setenv(tuned.SHIPPED_ENV, "0")
     assert "ignored ($LABKIT_SHIPPED_TABLES=0)" in autotune.describe()
+
+
+def test_history_table_shows_each_decision():
+    rows = [{"family": "conv_tuned", "key": "C1_H48_W48_M6_K5_N512_tanh", "source": "search",
+             "config": {"threads": 64, "weights": "shared"}, "candidates": 36, "ms": 0.0123, "first_ms": 0.02,
+             "timed": 16, "failed": 0, "seconds": 1.5},
+            {"family": "gemm", "key": "M512_N140_K5184_bias1", "source": "cache", "config": {"bm": 64},
+             "candidates": 12, "ms": 0.5, "first_ms": 0.75, "timed": 12, "seconds": 2.0},
+            {"family": "gemm", "key": "M512_N10_K140_bias1", "source": "default", "config": {"bm": 32},
+             "candidates": 1}]
+    lines = autotune.history_table(rows).splitlines()
+    assert lines[0].split() == ["family", "key", "source", "config", "ms", "first", "ms", "timed"]
+    assert lines[1].split() == ["conv_tuned", "C1_H48_W48_M6_K5_N512_tanh", "search", "threads=64",
+                                "weights=shared", "0.012", "0.020", "16/36"]
+    assert lines[2].split()[2:] == ["cache", "bm=64", "0.500", "0.750", "12/12"]
+    assert lines[3].split()[2:] == ["default", "bm=32", "-", "-", "-"]
+    assert "nothing asked the autotuner" in autotune.history_table([])

@@ -27,10 +27,10 @@ from .. import backends
 from .cache import DiskCache, candidates_hash, fingerprint, source_hash
 from .search import Bench, Outcome, search
 from .settings import BUDGET_ENV, MODE_ENV, budget_s, mode
-from .status import describe, tuning_status
+from .status import describe, history_table, tuning_status
 
 __all__ = ["Problem", "Bench", "Outcome", "choose", "history", "clear_history", "forced", "disk_cache",
-           "fingerprint", "mode", "budget_s", "MODE_ENV", "BUDGET_ENV", "tuning_status", "describe"]
+           "fingerprint", "mode", "budget_s", "MODE_ENV", "BUDGET_ENV", "tuning_status", "describe", "history_table"]
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
     status = tuning_status()       # a dict: gpu, fingerprint, shipped entries per table, mode, cache
     print(describe(status))        # the same, in sentences
+    print(history_table(autotune.history()))   # the decisions made, one row each (notebook 05)
 
 On the CPU executor nothing is tuned (its times say nothing about a GPU): every op runs its default.
 """
@@ -14,7 +15,7 @@ from .. import tuned
 from .cache import DiskCache
 from .settings import budget_s, mode
 
-__all__ = ["SHIPPED_TABLES", "tuning_status", "describe"]
+__all__ = ["SHIPPED_TABLES", "tuning_status", "describe", "history_table"]
 
 # The shipped tables by the name status reports them under.
 SHIPPED_TABLES = {"conv_tuned": tuned.CONV_TUNED, "conv_implicit": tuned.CONV_IMPLICIT, "gemm": tuned.GEMM,
@@ -67,3 +68,23 @@ def describe(status: dict | None = None) -> str:
         lines.append(f"LABKIT_AUTOTUNE=auto: a shape that neither the disk cache nor a shipped table knows "
                      f"is searched on first use (budget {s['budget_s']:g} s a search); winners go to the disk cache.")
     return "\n".join(lines)
+
+
+def _ms(v) -> str:
+    return f"{v:.3f}" if isinstance(v, (int, float)) else "-"
+
+
+def history_table(rows: list[dict]) -> str:
+    """labkit.autotune.history() rows as a text table: family, key, where the answer came from, the
+    configuration, and for a search (or a cached search's winner) the winner's and the first
+    candidate's times (ms) and the candidates timed of those offered."""
+    if not rows:
+        return "(no decisions: nothing asked the autotuner, or it ran on the CPU executor)"
+    table = [("family", "key", "source", "config", "ms", "first ms", "timed")]
+    for r in rows:
+        cfg = " ".join(f"{k}={v}" for k, v in (r.get("config") or {}).items())
+        timed = f"{r['timed']}/{r.get('candidates', '?')}" if isinstance(r.get("timed"), int) else "-"
+        table.append((str(r.get("family")), str(r.get("key")), str(r.get("source")), cfg,
+                      _ms(r.get("ms")), _ms(r.get("first_ms")), timed))
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in table)
