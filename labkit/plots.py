@@ -183,7 +183,8 @@ def _cost_text(ins: dict) -> str:
     lanes = len(ins["offsets"])
     if "sectors" in ins:
         need = -(-len(set(ins["offsets"].values())) * ins["size"] // 32)
-        return (f"{lanes} lanes, {len(ins['sectors'])} sectors of 32 B "
+        n = len(ins["sectors"])
+        return (f"{lanes} lanes, {n} sector{'s' if n != 1 else ''} of 32 B "
                 f"(its {len(set(ins['offsets'].values()))} distinct elements fit in {need})")
     return (f"{lanes} lanes, {ins['wavefronts']} wavefronts (fewest possible {ins['ideal']}: "
             f"{ins['wavefronts'] - ins['ideal']} bank conflicts)")

@@ -48,7 +48,8 @@ def test_a_gpu_sees_its_shipped_entries_and_its_disk_cache(monkeypatch, tmp_path
     text = autotune.describe(s)
     assert f"GPU: {H100} (compute capability 9.0, 132 SMs" in text
     assert f"conv_tuned ({want['conv_tuned']} shapes)" in text
-    assert "(1 winners so far)" in text and "LABKIT_AUTOTUNE=0: no search" in text
+    assert "Disk cache: autotune/fp.json in the kernel cache folder" in text and str(tmp_path) not in text
+    assert "1 winners so far." in text and "LABKIT_AUTOTUNE=0: no search" in text
 
 
 @pytest.mark.parametrize("raw, words", [("1", "LABKIT_AUTOTUNE=1: each shape the disk cache lacks is searched"),
@@ -58,7 +59,7 @@ def test_the_mode_and_budget_are_said(monkeypatch, tmp_path, raw, words):
     monkeypatch.setenv(autotune.MODE_ENV, raw)
     monkeypatch.setenv(autotune.BUDGET_ENV, "2.5")
     text = autotune.describe()
-    assert words in text and "budget 2.5 s a search" in text and "(0 winners so far)" in text
+    assert words in text and "budget 2.5 s a search" in text and "0 winners so far." in text
 
 
 def test_an_unknown_gpu_and_ignored_tables(monkeypatch, tmp_path):

@@ -9,10 +9,11 @@ On the CPU executor nothing is tuned (its times say nothing about a GPU): every 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from .. import backends
 from .. import tuned
-from .cache import DiskCache
+from .cache import FOLDER, DiskCache
 from .settings import budget_s, mode
 
 __all__ = ["SHIPPED_TABLES", "tuning_status", "describe", "history_table"]
@@ -57,7 +58,9 @@ def describe(status: dict | None = None) -> str:
                      + ", ".join(f"{k} ({n} shapes)" for k, n in known.items()) + ".")
     else:
         lines.append("Shipped tables: no entry for this GPU (labkit/tuned/*.json know other GPUs).")
-    lines.append(f"Disk cache: {s['cache_path']} ({s['cache_entries']} winners so far).")
+    # The file by its place in the kernel cache folder, not by a path of this machine.
+    lines.append(f"Disk cache: {FOLDER}/{Path(s['cache_path']).name} in the kernel cache folder "
+                 f"($LABKIT_CACHE_DIR, else ~/.cache/labkit), {s['cache_entries']} winners so far.")
     if s["mode"] == "off":
         lines.append("LABKIT_AUTOTUNE=0: no search; the disk cache's winners, else the shipped tables' "
                      "entries, else defaults derived from the device's properties.")
