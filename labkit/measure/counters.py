@@ -67,7 +67,9 @@ def warp_accesses(fn, *args, launch: int = 0, block=(0, 0, 0), warp: int = 0, **
     ``lane``, ``kind`` ("global load", "global store", "shared load", "shared store"), ``array``
     ("argument i" of the kernel, a __device__ variable, or "shared"), ``offset`` (bytes from the
     array's start: a global array's allocation, a shared array's first byte) and ``size`` (bytes; a
-    shared vector load nvcc would make, merged).  Sectors are offset // 32; banks (offset // 4) % 32."""
+    shared vector load nvcc would make, merged).  Sectors are offset // 32; banks (offset // 4) % 32
+    (labkit.measure.warp.warp_instructions groups them).  fn's own keyword arguments cannot be named
+    launch, block or warp: pass a lambda then."""
     if not callable(fn):
         raise TypeError(f"warp_accesses(fn, *args): fn must be callable, got {type(fn).__name__}")
     b = tuple(block) if isinstance(block, (tuple, list)) else ()
