@@ -4,6 +4,7 @@
     plots.save_figure(fig, results_dir() / "conv_layer1.png")
     fig = plots.stacked_bars(["batch 100", "batch 1000"],
                              {"H2D": [..], "kernel": [..], "D2H": [..]}, "where the time goes", "ms")
+    fig = plots.warp_picture(labkit.measure.warp.warp_instructions(rows))   # one warp's addresses
 
 Every figure names the device it was measured on; on the CPU executor that name says
 the timings are not GPU timings.  Functions return the Figure (assign it, e.g.
@@ -229,6 +230,55 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], 
 
 # A per-kernel / per-memcpy breakdown is drawn as stacked bars.
 bar_breakdown = stacked_bars
+
+
+def _cost_text(ins: dict) -> str:
+    lanes = len(ins["offsets"])
+    if "sectors" in ins:
+        need = -(-len(set(ins["offsets"].values())) * ins["size"] // 32)
+        n = len(ins["sectors"])
+        return (f"{lanes} lanes, {n} sector{'s' if n != 1 else ''} of 32 B "
+                f"(its {len(set(ins['offsets'].values()))} distinct elements fit in {need})")
+    return (f"{lanes} lanes, {ins['wavefronts']} wavefronts (fewest possible {ins['ideal']}: "
+            f"{ins['wavefronts'] - ins['ideal']} bank conflicts)")
+
+
+def warp_picture(instructions: Sequence[dict], titles: Sequence[str] | None = None, *,
+                 label=None, title: str | None = None) -> Figure:
+    """One strip per warp instruction (labkit.measure.warp.warp_instructions' dicts): a cell per lane,
+    which element it touches written in it (``label(lane, ins)`` if given, else the flat index),
+    coloured by the 32-byte sector (global memory; the sector number below) or the bank (shared
+    memory; the bank below), and the cost in the strip's title.  Lanes that do not take part are
+    blank.  Not a timing: no device name."""
+    if not instructions:
+        raise ValueError("warp_picture: no warp instruction to draw (warp_instructions returned none)")
+    fig, axes = plt.subplots(len(instructions), 1, figsize=(13, 1.25 * len(instructions) + 0.4), squeeze=False)
+    cmap = plt.get_cmap("tab20")
+    for k, (ax, ins) in enumerate(zip(axes[:, 0], instructions)):
+        glob = "sectors" in ins
+        for lane in range(32):
+            if lane not in ins["offsets"]:
+                ax.add_patch(plt.Rectangle((lane, 0), 1, 1, fill=False, ec="0.85", lw=0.5))
+                continue
+            off = ins["offsets"][lane]
+            group = off // 32 if glob else ins["banks"][lane]
+            ax.add_patch(plt.Rectangle((lane, 0), 1, 1, color=cmap(group % 20), ec="white", lw=0.5))
+            text = label(lane, ins) if label else str(ins["elements"][lane])
+            ax.text(lane + 0.5, 0.5, text, ha="center", va="center", fontsize=6, rotation=90 if len(text) > 3 else 0)
+            ax.text(lane + 0.5, -0.3, f"s{group}" if glob else f"b{group}", ha="center", va="center", fontsize=5)
+        ax.set_xlim(0, 32)
+        ax.set_ylim(-0.6, 1)
+        ax.set_yticks([])
+        ax.set_xticks([i + 0.5 for i in range(0, 32, 4)], [str(i) for i in range(0, 32, 4)], fontsize=7)
+        for side in ("left", "right", "top"):
+            ax.spines[side].set_visible(False)
+        head = titles[k] if titles and k < len(titles) else f"{ins['kind']} of {ins['array']}"
+        ax.set_title(f"{head}: {_cost_text(ins)}", fontsize=8, loc="left")
+    axes[-1, 0].set_xlabel("lane (cells: the element it touches; below: its sector s, or bank b)", fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def save_figure(fig: Figure, path: str | Path) -> Path:

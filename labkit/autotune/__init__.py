@@ -13,7 +13,8 @@ about a GPU), and never while a CUDA graph is being captured (a search launches 
 tune ahead with ``labkit.tune``.
 
 ``history()`` lists the decisions of this process (where each answer came from, the search's cost):
-notebook 05 shows it.
+notebook 05 shows it.  ``tuning_status()`` / ``describe()``: what is tuned for this GPU and what the
+autotuner will do on it (notebook 00).
 """
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ from .. import backends
 from .cache import DiskCache, candidates_hash, fingerprint, source_hash
 from .search import Bench, Outcome, search
 from .settings import BUDGET_ENV, MODE_ENV, budget_s, mode
+from .status import describe, history_table, tuning_status
 
 __all__ = ["Problem", "Bench", "Outcome", "choose", "history", "clear_history", "forced", "disk_cache",
-           "fingerprint", "mode", "budget_s", "MODE_ENV", "BUDGET_ENV"]
+           "fingerprint", "mode", "budget_s", "MODE_ENV", "BUDGET_ENV", "tuning_status", "describe", "history_table"]
 
 
 @dataclass

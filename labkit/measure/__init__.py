@@ -3,6 +3,8 @@
     from labkit.measure import time_fn, sweep, conv2d_cost, floor_ms, percent_of_floor
     from labkit.measure import breakdown           # kernels vs copies, nvprof-style
     from labkit.measure import host_us             # what a call costs the CPU, in µs
+    labkit.measure.counters.warp_accesses(fn)      # one warp's addresses (labkit.measure.warp: its sectors, banks)
+    labkit.measure.ncu_stored.stored_case(case)    # ncu's stored H100 counts, beside labkit.counters'
 
 On a GPU, times come from CUDA events after warm-up (the median of the runs); on
 the CPU executor from the monotonic clock, and are labelled as not GPU timings.

@@ -9,6 +9,7 @@ record's ``notes`` what each number models).  Keys are Nsight Compute's metric n
 sits beside ``ncu --metrics ...`` output (benchmarks/counters_ncu.py).
 
     labkit.measure.counters.l2_resident(records[0], l2_bytes=50 * 2**20)   # DRAM during the launch
+    rows = labkit.measure.counters.warp_accesses(fn, x, w, block=(0, 0, 0), warp=0)   # one warp's accesses
 
 A record's DRAM bytes are compulsory traffic, what the launch's data costs in the end; a profiler
 counts what moves while the launch runs, and a GPU's L2 (write-back, 50 MB on an H100) keeps a
@@ -56,3 +57,35 @@ def l2_resident(record: dict, l2_bytes: int) -> dict:
     if missing:
         raise ValueError(f"l2_resident: the record has no {', '.join(missing)} (a labkit.counters record needed)")
     return {DRAM_READ: record[DRAM_READ], DRAM_WRITE: max(0, record[DRAM_WRITE] - l2_bytes)}
+
+
+def warp_accesses(fn, *args, launch: int = 0, block=(0, 0, 0), warp: int = 0, **kwargs) -> list[dict]:
+    """The accesses one warp makes: run ``fn(*args, **kwargs)`` as ``counters`` does, keeping, for
+    launch number ``launch`` (0: the first fn makes), the accesses of warp ``warp`` (threads 32·warp
+    to 32·warp + 31 in linear thread index) of block ``block`` (x, y, z).  One row per lane per warp
+    instruction, as counting matched them: ``instruction`` (0, 1, ... in the order counted),
+    ``lane``, ``kind`` ("global load", "global store", "shared load", "shared store"), ``array``
+    ("argument i" of the kernel, a __device__ variable, or "shared"), ``offset`` (bytes from the
+    array's start: a global array's allocation, a shared array's first byte) and ``size`` (bytes; a
+    shared vector load nvcc would make, merged).  Sectors are offset // 32; banks (offset // 4) % 32
+    (labkit.measure.warp.warp_instructions groups them).  fn's own keyword arguments cannot be named
+    launch, block or warp: pass a lambda then."""
+    if not callable(fn):
+        raise TypeError(f"warp_accesses(fn, *args): fn must be callable, got {type(fn).__name__}")
+    b = tuple(block) if isinstance(block, (tuple, list)) else ()
+    if len(b) != 3 or not all(isinstance(v, int) and v >= 0 for v in b):
+        raise ValueError(f"warp_accesses: block must be three non-negative ints (x, y, z), got {block!r}")
+    for name, v in (("launch", launch), ("warp", warp)):
+        if not isinstance(v, int) or isinstance(v, bool) or v < 0:
+            raise ValueError(f"warp_accesses: {name} must be a non-negative int, got {v!r}")
+    with backends.use("cpu"), counting.session(trace={"launch": launch, "block": b, "warp": warp}) as records:
+        fn(*args, **kwargs)
+    if len(records) <= launch:
+        raise LaunchError(f"warp_accesses: fn made {len(records)} launch(es) on the CPU executor; there is no "
+                          f"launch {launch} (counted from 0)")
+    rec = records[launch]
+    threads = rec["block"][0] * rec["block"][1] * rec["block"][2]
+    if any(v >= g for v, g in zip(b, rec["grid"])) or 32 * warp >= threads:
+        raise ValueError(f"warp_accesses: launch {launch} ({rec['kernel']}) has grid {tuple(rec['grid'])} and "
+                         f"{threads} threads a block ({(threads + 31) // 32} warps): no block {b}, warp {warp}")
+    return rec["warp_accesses"]

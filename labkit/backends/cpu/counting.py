@@ -61,6 +61,9 @@ NOTES = {
 }
 
 _records: list[dict] | None = None     # the open session's records; None outside one
+_trace: dict | None = None             # the open session's warp to keep the accesses of (session(trace=))
+KIND_NAMES = ("global load", "global store", "shared load", "shared store")   # labkit_count.h's Kind
+MAX_TRACED = 1 << 16                   # labkit_count.h's MAX_TRACED
 
 # nvcc honours `#pragma unroll` (bare: unroll fully a loop whose trip count it knows); GCC ignores it.
 # The counting build unrolls where nvcc does, as GCC's own pragma: its code is then nearer the GPU's,
@@ -76,17 +79,39 @@ def unrolled_as_nvcc(tu: str) -> str:
 
 
 @contextlib.contextmanager
-def session():
+def session(trace: dict | None = None):
     """Count every launch of the CPU executor made inside; yields the list of records, filled as
-    launches run."""
-    global _records
+    launches run.  ``trace``: {"launch": k, "block": (x, y, z), "warp": w}: launch k's record also
+    gets ``warp_accesses``, that warp's accesses (warp_accesses' rows)."""
+    global _records, _trace
     if _records is not None:
         raise RuntimeError("labkit.counters: already counting (a call inside the function being counted)")
-    _records = []
+    _records, _trace = [], trace
     try:
         yield _records
     finally:
-        _records = None
+        _records, _trace = None, None
+
+
+def _traced(lib, names: list[str]) -> list[dict]:
+    """The kept warp's accesses (labkit_count_traced), one row per lane per warp instruction:
+    ``instruction`` (its order in the warp), ``lane``, ``kind`` (KIND_NAMES), ``array`` (which
+    argument or __device__ variable; shared: "shared"), ``offset`` (bytes from the array's start)
+    and ``size`` (bytes)."""
+    lib.labkit_count_traced.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.labkit_count_traced.restype = ctypes.c_size_t
+    out = (ctypes.c_uint64 * (6 * MAX_TRACED))()
+    n = min(int(lib.labkit_count_traced(out, MAX_TRACED)), MAX_TRACED)
+    rows = []
+    for i in range(n):
+        instr, lane, kind, region, offset, size = (int(v) for v in out[6 * i:6 * i + 6])
+        if kind >= 2:
+            array = "shared" if region == 0 else f"__shared__ #{region}"
+        else:
+            array = names[region] if region < len(names) else f"region {region}"
+        rows.append({"instruction": instr, "lane": lane, "kind": KIND_NAMES[kind], "array": array,
+                     "offset": offset, "size": size})
+    return rows
 
 
 def active() -> bool:
@@ -216,10 +241,12 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         if not lib.labkit_count_region(lo, hi, origin):
             raise LaunchError(f"labkit.counters: kernel '{fn.name}' is passed more arrays (with the module's "
                               "__device__ variables) than counting can tell apart (255)")
-    for _obj, arr in packed:
+    names = []             # each region's array, for a warp's trace
+    for i, (_obj, arr) in enumerate(packed):
         if arr is not None and arr.nbytes:
             lo = arr.__array_interface__["data"][0]
             region(lo, lo + arr.nbytes, _origin(arr))
+            names.append(f"argument {i}")
     # The counting build is a library of its own: its __constant__ and __device__ variables take the
     # module's values before the launch, and give the __device__ ones back after it.
     symbols = list(fn.module.symbols.values())
@@ -231,6 +258,11 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         ctypes.memmove(addrs[i], s.ptr, s.nbytes)
         if not s.constant:
             region(addrs[i], addrs[i] + s.nbytes, addrs[i])
+            names.append(f"__device__ {list(fn.module.symbols)[i]}")
+    tracing = _trace is not None and _records is not None and _trace["launch"] == len(_records)
+    if tracing:
+        lib.labkit_count_trace.argtypes = [ctypes.c_uint] * 4
+        lib.labkit_count_trace(*(int(v) for v in _trace["block"]), int(_trace["warp"]))
     launch = getattr(lib, f"labkit_launch_{fn.index}")
     launch.restype = ctypes.c_int
     ptrs = (ctypes.c_void_p * max(1, len(packed)))(*[ctypes.addressof(obj) for obj, _ in packed])
@@ -261,6 +293,8 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     record.update(zip(DRAM, (SECTOR * int(totals[len(TOTALS)]), SECTOR * int(totals[len(TOTALS) + 1]))))
     record["footprint_bytes"] = SECTOR * int(totals[len(TOTALS) + 2])
     record["notes"] = {**NOTES, "fp32": fp_note}
+    if tracing:
+        record["warp_accesses"] = _traced(lib, names)
     if _records is not None:
         _records.append(record)
     return record

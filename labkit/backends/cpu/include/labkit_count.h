@@ -77,6 +77,7 @@ struct State {
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
   bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
+  bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
   std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
   std::vector<unsigned long long> scratch;
@@ -102,6 +103,20 @@ inline unsigned g_nstates = 0;
 // call is longer: no two blocks share one), so that the hook at every block costs an increment, not
 // a lookup.
 inline uintptr_t g_text_lo = 0, g_text_hi = 0;
+
+// One warp's accesses, kept for a picture (labkit.measure.warp_trace): the warp g_trace_warp of the
+// block g_trace_block, each lane's part of each of its warp instructions, as matched for counting
+// (at most MAX_TRACED).  Only the worker running that block writes them.
+struct Traced {
+  uint64_t offset;     // bytes from the start of its array (global: the allocation; shared: the array)
+  uint32_t instr;      // which warp instruction of the warp, in the order they were counted
+  uint16_t size;       // bytes (a merged vector load's width)
+  uint8_t lane, kind, region;
+};
+constexpr size_t MAX_TRACED = 1 << 16;
+inline bool g_trace_on = false;
+inline unsigned g_trace_block[3] = {0, 0, 0}, g_trace_warp = 0, g_trace_instr = 0;
+inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 
 // Which worker, and which of its threads, is running: found from the stack the hook runs on (each
 // thread has a stack of its own), not from thread-local variables, which cost a call into the
@@ -198,8 +213,19 @@ inline void distinct(std::vector<unsigned long long>& v) {
 
 // One warp instruction: the accesses of the lanes that executed it (lane, access); `width` bytes from
 // each lane's address (its own access's size, or the vector load it is the first part of: merged).
+inline uintptr_t shared_offset(const State& S, const Access& x);
 inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc, size_t n, unsigned width) {
   const Kind kind = acc[0].second->kind;
+  if (S.tracing) {
+    for (size_t i = 0; i < n && traced().size() < MAX_TRACED; ++i) {
+      const Access& x = *acc[i].second;
+      const bool global = kind == GLOBAL_LD || kind == GLOBAL_ST;
+      const uint64_t off = global ? x.addr - g_regions[x.region].origin : shared_offset(S, x);
+      traced().push_back({off, g_trace_instr, uint16_t(global ? x.size : width),
+                          uint8_t(acc[i].first), uint8_t(kind), x.region});
+    }
+    ++g_trace_instr;
+  }
   auto& ids = S.scratch;
   ids.clear();
   if (kind == GLOBAL_LD || kind == GLOBAL_ST) {
@@ -372,6 +398,8 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
 inline void flush_warp(State& S, unsigned first, unsigned last) {
+  S.tracing = g_trace_on && first / 32 == g_trace_warp && S.W->block_idx.x == g_trace_block[0] &&
+              S.W->block_idx.y == g_trace_block[1] && S.W->block_idx.z == g_trace_block[2];
   if (S.loads32) merge_vector_loads(S, first, last);   // nothing to merge without them
   auto& group = S.group;
   int lead = -1;
@@ -527,6 +555,25 @@ LABKIT_API void labkit_count_blocks(unsigned long long* hits) {
   std::fill(hits, hits + n, 0ull);
   for (unsigned k = 0; k < g_nstates; ++k)
     for (size_t i = 0; i < n && i < g_states[k]->hits.size(); ++i) hits[i] += g_states[k]->hits[i];
+}
+// Keep the accesses of one warp (block bx, by, bz; warp: its threads 32 * warp ..) of the next launch.
+LABKIT_API void labkit_count_trace(unsigned bx, unsigned by, unsigned bz, unsigned warp) {
+  using namespace ::labkit::count;
+  g_trace_on = true, g_trace_block[0] = bx, g_trace_block[1] = by, g_trace_block[2] = bz;
+  g_trace_warp = warp, g_trace_instr = 0;
+  traced().clear();
+}
+// The kept accesses, up to `max` of them, as 6 numbers each: instruction, lane, kind (Kind), region,
+// offset, size; how many were kept.  Tracing stops.
+LABKIT_API size_t labkit_count_traced(unsigned long long* out, size_t max) {
+  using namespace ::labkit::count;
+  const auto& t = traced();
+  for (size_t i = 0; i < t.size() && i < max; ++i) {
+    unsigned long long* o = out + 6 * i;
+    o[0] = t[i].instr, o[1] = t[i].lane, o[2] = t[i].kind, o[3] = t[i].region, o[4] = t[i].offset, o[5] = t[i].size;
+  }
+  g_trace_on = false;
+  return t.size();
 }
 // Where this library is loaded: a basic block's address minus this is its address in the file.
 LABKIT_API uintptr_t labkit_count_base() {
