@@ -17,9 +17,9 @@ labkit.measure.breakdown (CUDA events around each step, the median of ``--repeat
 weight and bias read once and the output written once) and its floor: the larger of bytes at the
 measured copy bandwidth and FLOPs at the measured GEMM peak of the precision the step runs in (the
 device's ceilings, ``labkit.device().ceilings()``; TF32: cuBLAS's float32 GEMM with CUPY_TF32=1, timed
-in a child process so that this one stays in plain FP32).  A step whose kernels hold no FLOPs of
-the precision (pooling, LRN, softmax, depthwise, the training's element-wise kernels) still has its
-floor computed at that precision's peak; they are memory-bound by orders of magnitude.
+in a child process so that this one stays in plain FP32).  In a TF32 network only the convolutions
+run on the tensor cores: the dense layers, pooling, LRN and softmax keep plain FP32, and their floors
+use the FP32 peak (each row's ``floor_precision``).
 
 Writes roofline_<gpu>.json (every row), roofline_<gpu>.md (the tables) and roofline_<gpu>.png (% of
 floor per step, grouped by network).  On the CPU executor it runs tiny sizes (batch 1-4, MobileNetV2
@@ -107,6 +107,17 @@ def cases(nets, quick: bool, gpu: bool) -> list[tuple[str, str, int]]:
     return [(net, prec, n) for net in nets for prec, n in table[net]]
 
 
+def tensor_core_steps(net: str, names: list[str]) -> list[str]:
+    """The steps that take a TF32 network's precision: its implicit-GEMM convolutions (AlexNet's five;
+    MobileNetV2's stem, expansions, projections and head).  Depthwise, dense, pooling, LRN and softmax
+    kernels are plain FP32 in either network."""
+    if net == "alexnet":
+        return [n for n in names if re.fullmatch(r"conv\d", n)]
+    if net == "mobilenet":
+        return [n for n in names if n in ("stem", "head") or n.endswith((".expand", ".project"))]
+    return []
+
+
 def build(net: str, precision: str, N: int, gpu: bool, rng):
     """(steps [(name, fn)], {name: Cost}, notes, the model) of one case, its inputs filled with random
     data (a plan's buffers start as NaN, and a kernel may run at another speed on NaN)."""
@@ -118,7 +129,8 @@ def build(net: str, precision: str, N: int, gpu: bool, rng):
         x = xp.asarray(rng.random((N, 1, 28, 28), dtype=np.float32))
         labels = xp.asarray(rng.integers(0, 10, N).astype(np.int32))
         steps = model.step_list(x, labels, lr=LR, momentum=MOMENTUM, weight_decay=WD)
-        return steps, model.step_costs(N), {"channels": c, "input_hw": [28, 28], "backward": model.backward}, model
+        notes = {"channels": c, "input_hw": [28, 28], "backward": model.backward, "tensor_core_steps": []}
+        return steps, model.step_costs(N), notes, model
     if net == "fashion":
         model, notes = fm.FashionNet(fm.load_weights()), {"variant": "fused"}
         fill = lambda shape: rng.random(shape, dtype=np.float32)                       # noqa: E731
@@ -133,6 +145,7 @@ def build(net: str, precision: str, N: int, gpu: bool, rng):
         fill = lambda shape: rng.standard_normal(shape, dtype=np.float32)              # noqa: E731
     plan = model.plan(N)
     plan.x[...] = xp.asarray(fill(plan.x.shape))
+    notes["tensor_core_steps"] = tensor_core_steps(net, [name for name, _ in plan.steps]) if precision == "tf32" else []
     return list(plan.steps), model.step_costs(N), notes, model
 
 
@@ -141,13 +154,16 @@ def rows_of(net, precision, N, steps, costs, ceil, bd, notes) -> list[dict]:
     if missing:
         raise RuntimeError(f"{net}: steps without a cost: {missing}")
     out = []
+    tensor_cores = set(notes["tensor_core_steps"])
     for part in bd.parts:
         c = costs[part.name]
+        fp = precision if part.name in tensor_cores else "fp32"
         out.append({"network": net, "precision": precision, "batch": N, "step": part.name, "kernel": None,
-                    "flops": c.flops, "bytes": c.bytes, "intensity": c.intensity,
-                    "floor_ms": rf.floor_ms(c, ceil, precision), "bound": rf.bound(c, ceil, precision),
+                    "flops": c.flops, "bytes": c.bytes, "intensity": c.intensity, "floor_precision": fp,
+                    "floor_ms": rf.floor_ms(c, ceil, fp), "bound": rf.bound(c, ceil, fp),
                     "measured_ms": part.median_ms,
-                    "percent_of_floor": rf.percent_of_floor(part.median_ms, c, ceil, precision), **notes})
+                    "percent_of_floor": rf.percent_of_floor(part.median_ms, c, ceil, fp),
+                    **{k: v for k, v in notes.items() if k != "tensor_core_steps"}})
     return out
 
 
@@ -169,7 +185,7 @@ def markdown(rows: list[dict], doc_head: dict) -> str:
                   "| step | GFLOP | MB | floor ms | bound | measured ms | % of floor |",
                   "|---|---:|---:|---:|---|---:|---:|"]
         lines += [f"| {r['step']} | {r['flops'] / 1e9:.4g} | {r['bytes'] / 1e6:.4g} | {r['floor_ms']:.4g} | "
-                  f"{r['bound']} | {r['measured_ms']:.4g} | {r['percent_of_floor']:.3g} |" for r in sel]
+                  f"{r['bound']}{' (TF32)' if r['floor_precision'] == 'tf32' else ''} | {r['measured_ms']:.4g} | {r['percent_of_floor']:.3g} |" for r in sel]
         lines += [f"| **all steps** | {sum(r['flops'] for r in sel) / 1e9:.4g} | "
                   f"{sum(r['bytes'] for r in sel) / 1e6:.4g} | {floor:.4g} | | {ms:.4g} | {100 * floor / ms:.3g} |", ""]
     return "\n".join(lines)
