@@ -9,7 +9,7 @@ For each network, precision and batch size (GPU defaults; ``--quick``: smaller b
     alexnet    AlexNet FP32 and TF32, batch 1,024 and 64 (synthetic weights unless $LABKIT_ALEXNET_WEIGHTS)
     resnet     the small ResNet's training step, 64 channels, batch 1,024, 28x28: forward, loss, backward
                (data and weight of every convolution), SGD, kernel by kernel (ResNetSmall.step_list)
-    mobilenet  MobileNetV2 FP32, batch 256 (synthetic weights: the time does not depend on them)
+    mobilenet  MobileNetV2 FP32, batch 256 (synthetic weights, seeded)
 
 each step of the network's plan (``model.plan(N).steps``; the ResNet's ``step_list``) is timed alone by
 labkit.measure.breakdown (CUDA events around each step, the median of ``--repeat`` runs after
@@ -185,7 +185,8 @@ def markdown(rows: list[dict], doc_head: dict) -> str:
                   "| step | GFLOP | MB | floor ms | bound | measured ms | % of floor |",
                   "|---|---:|---:|---:|---|---:|---:|"]
         lines += [f"| {r['step']} | {r['flops'] / 1e9:.4g} | {r['bytes'] / 1e6:.4g} | {r['floor_ms']:.4g} | "
-                  f"{r['bound']}{' (TF32)' if r['floor_precision'] == 'tf32' else ''} | {r['measured_ms']:.4g} | {r['percent_of_floor']:.3g} |" for r in sel]
+                  f"{r['bound']}{' (TF32)' if r['floor_precision'] == 'tf32' else ''} | "
+                  f"{r['measured_ms']:.4g} | {r['percent_of_floor']:.3g} |" for r in sel]
         lines += [f"| **all steps** | {sum(r['flops'] for r in sel) / 1e9:.4g} | "
                   f"{sum(r['bytes'] for r in sel) / 1e6:.4g} | {floor:.4g} | | {ms:.4g} | {100 * floor / ms:.3g} |", ""]
     return "\n".join(lines)
@@ -235,8 +236,9 @@ def main() -> int:
             "ceilings_measured_with": c.measured_with, "tf32_ceiling": tf32, "repeat": repeat, "warmup": warmup,
             "quick": args.quick, "statistic": "median of the repeats, each step timed alone (labkit.measure.breakdown)",
             "note": note,
-            "steps": "the network's plan steps (model.plan(N).steps); a step is one kernel launch, or two where "
-                     "split-K adds its reduction; kernel names are not recorded (null)",
+            "steps": "the network's plan steps (model.plan(N).steps), each one layer's call: mostly one kernel "
+                     "launch; a split-K layer adds its reduction, a Winograd layer its weight transform or "
+                     "reduction, within the same step; kernel names are not recorded (null)",
             "resnet": "the training step kernel by kernel (ResNetSmall.step_list, the 'small' rung): each "
                       "convolution's forward, backward data (the ReLU's gate, and the skip's gradient, fused) and "
                       "backward weight (with the bias gradient), the pooling, dense layer, loss and ReLU backward "
