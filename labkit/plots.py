@@ -228,6 +228,36 @@ def grouped_bars(categories: Sequence[str], series: dict[str, Sequence[float]], 
     return _finish_bars(fig, ax, title, ylabel, device, horizontal=horizontal)
 
 
+def grouped_hbars(groups: dict[str, dict[str, float]], title: str | None = None, xlabel: str = "",
+                  *, log: bool = False, ref: float | None = None, device: str | None = None) -> Figure:
+    """Horizontal bars, one per item, in groups (``{group: {item: value}}``) read top to bottom, each
+    group's name on its first bar's row; ``ref``: a vertical line (e.g. 100% of a floor)."""
+    labels, values, colors, starts = [], [], [], []
+    for i, (g, items) in enumerate(groups.items()):
+        starts.append((len(labels), g))
+        labels += list(items)
+        values += [float(v) for v in items.values()]
+        colors += [f"C{i % 10}"] * len(items)
+    if not labels:
+        raise ValueError("grouped_hbars needs at least one item")
+    fig, ax = plt.subplots(figsize=(8.0, max(3.0, 0.17 * len(labels) + 1.5)))
+    y = list(range(len(labels)))
+    ax.barh(y, values, color=colors, height=0.75)
+    ax.set_yticks(y, labels, fontsize=6)
+    ax.invert_yaxis()
+    for start, g in starts:
+        ax.axhline(start - 0.5, color="0.6", lw=0.6)
+        ax.text(1.01, start, g, transform=ax.get_yaxis_transform(), fontsize=7, va="top", ha="left")
+    if ref is not None:
+        ax.axvline(ref, color="0.3", ls="--", lw=0.8)
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    _titled(ax, title, device or _current_label())
+    fig.tight_layout()
+    return fig
+
+
 # A per-kernel / per-memcpy breakdown is drawn as stacked bars.
 bar_breakdown = stacked_bars
 

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import backends, layers, reference
 from ..checks import check_array, fast_input
+from ..measure.roofline import Cost, conv2d_cost, dense_cost, lrn_cost, pool2d_cost, softmax_cost
 from ..results import DATA_DIR
 from ..shapes import ALEXNET_CONVS
 from .alexnet_weights import WEIGHTS_ENV, read_bvlc_npy, synthetic_weights, to_labkit
@@ -172,6 +173,22 @@ class AlexNet(PlannedModel):
             h = p.add(name, (N, fc.out_features), lambda src, out, fc=fc, ws=ws: fc(src, out, workspace=ws), source=h)
         p.add("softmax", (N, 1000), self.softmax)
         return p
+
+    def step_costs(self, N: int) -> dict[str, Cost]:
+        """Each step of ``plan(N)`` by name -> its FLOPs and least bytes (labkit.measure.roofline);
+        float32 storage at either precision (TF32 rounds the operands inside the tensor cores)."""
+        out: dict[str, Cost] = {}
+        for name, L in ALEXNET_CONVS.items():
+            c = out[name] = conv2d_cost(N, L.C, L.H, L.W, L.M, L.K, stride=L.stride, pad=L.pad, groups=L.groups)
+            shape = c.out_shape
+            if name in LRN_AFTER:
+                out[f"lrn{name[-1]}"] = lrn_cost(*shape, LRN["depth_radius"])
+            if name in POOL_AFTER:
+                out[f"pool{name[-1]}"] = pool2d_cost(*shape, 3, 2)
+        for name, fc in self.fcs.items():
+            out[name] = dense_cost(N, fc.in_features, fc.out_features)
+        out["softmax"] = softmax_cost(N, self.fcs["fc8"].out_features)
+        return out
 
     def _check(self, x) -> int:
         if not (fast_input(x, self._kind) and x.shape[1:] == INPUT_SHAPE):

@@ -27,6 +27,7 @@ from .. import backends, layers
 from ..checks import check_array
 from ..results import DATA_DIR
 from ..data import ArrayFileError, read_npz, resize_images
+from ..measure.roofline import Cost, conv2d_cost, dense_cost, pool2d_cost, softmax_cost
 from ..reference import conv2d, dense, max_pool2d, tanh
 from .plan import Plan, PlannedModel
 
@@ -263,6 +264,27 @@ class FashionNet(PlannedModel):
             p.add(name, (N, width), lambda src, out, fc=fc, ws=ws: fc(src, out, workspace=ws), source=src)
         p.add("softmax", (N, 10), self.softmax)
         return p
+
+    def step_costs(self, N: int) -> dict[str, Cost]:
+        """Each step of ``plan(N)`` by name -> its FLOPs and least bytes (labkit.measure.roofline).
+        The fused layer 1 moves the input, weights and pooled output only: the 44x44 planes never
+        leave the chip."""
+        C, H, W = INPUT_SHAPE
+        conv1 = conv2d_cost(N, C, H, W, 6, 5)
+        pool1 = pool2d_cost(N, 6, 44, 44, 2, 2)
+        out: dict[str, Cost] = {}
+        if self.variant == "fused":
+            out["conv1 + tanh + pool (fused)"] = Cost(conv1.flops + pool1.flops,
+                                                      conv1.bytes - 4 * N * 6 * 44 * 44 + 4 * N * 6 * 22 * 22,
+                                                      pool1.out_shape)
+        else:
+            out[f"conv1 + tanh ({self.variant})"] = conv1
+            out["max-pool 2x2"] = pool1
+        out[f"conv2 + tanh ({self.v2})"] = conv2d_cost(N, 6, 22, 22, 16, 5)
+        out["dense 5184->140 + tanh"] = dense_cost(N, 5184, 140)
+        out["dense 140->10"] = dense_cost(N, 140, 10)
+        out["softmax"] = softmax_cost(N, 10)
+        return out
 
     def _check(self, x) -> int:
         _check_model_input(x)

@@ -33,6 +33,7 @@ from .. import backends, layers, reference
 from ..backends.parallel import run_parallel
 from ..checks import check_array, fast_input
 from ..layers import DepthwiseConv2d, DepthwiseProject
+from ..measure.roofline import Cost, conv2d_cost, dense_cost, global_avg_pool_cost, softmax_cost
 from ..ops.depthwise import depthwise_layer
 from ..ops.dw_project import ProjectTiles
 from ..shapes import ConvLayer, out_size
@@ -334,6 +335,32 @@ class MobileNetV2(PlannedModel):
               lambda src, out, fc=self.classifier, ws=ws: fc(src, out, workspace=ws))
         p.add("softmax", (N, self.num_classes), self.softmax)
         return p
+
+    def step_costs(self, N: int) -> dict[str, Cost]:
+        """Each step of ``plan(N)`` by name -> its FLOPs and least bytes (labkit.measure.roofline).  A
+        projection that adds its block's input reads it once more; a fused depthwise + projection
+        moves the block's expanded activations in only (its depthwise output stays on the chip)."""
+        def conv(L: ConvLayer, residual: bool = False) -> Cost:
+            return conv2d_cost(N, L.C, L.H, L.W, L.M, L.K, stride=L.stride, pad=L.pad, groups=L.groups,
+                               residual=residual)
+
+        out = {"stem": conv(self.stem.layer)}
+        for b in self.blocks:
+            layers_ = {kind: L for kind, (_prefix, L) in b.convs().items()}
+            if "expand" in layers_:
+                out[f"{b.name}.expand"] = conv(layers_["expand"])
+            dw, proj = conv(layers_["dw"]), conv(layers_["project"], residual=b.residual)
+            if b.name in self.fused:
+                between = 4 * N * b.hidden * b.out_hw[0] * b.out_hw[1]    # dw's output, written and read
+                out[f"{b.name}.dw_project"] = Cost(dw.flops + proj.flops, dw.bytes + proj.bytes - 2 * between,
+                                                   proj.out_shape)
+            else:
+                out[f"{b.name}.dw"], out[f"{b.name}.project"] = dw, proj
+        out["head"] = conv(self.head.layer)
+        out["pool"] = global_avg_pool_cost(*out["head"].out_shape)
+        out["classifier"] = dense_cost(N, HEAD_CHANNELS, self.num_classes)
+        out["softmax"] = softmax_cost(N, self.num_classes)
+        return out
 
     def _check(self, x) -> int:
         if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):

@@ -29,6 +29,9 @@ from .. import backends, reference
 from ..backends.parallel import run_parallel
 from ..checks import array_module, check_array, check_int, is_cupy, to_numpy
 from ..loader import load
+from ..measure.roofline import (Cost, conv2d_backward_data_cost, conv2d_backward_weight_cost, conv2d_cost,
+                                dense_backward_cost, dense_cost, elementwise_cost, global_avg_pool_cost,
+                                sgd_momentum_cost, softmax_cross_entropy_cost)
 from ..ops import conv_backward as cb
 from ..ops import training as tr
 from ..layers import (Auto3x3, AutoWeightGrad3x3, ImplicitConv2d, SmallConv3x3, SmallWeightGrad, WinogradConv3x3,
@@ -335,6 +338,69 @@ class ResNetSmall:
             self.bwd_data[name](dy, out=dx)
         elif dx is not None:
             cb.conv2d_backward_data(dy, self.params[f"{name}.w"], L, layout="CKKM", out=dx)
+
+    # --- one step, kernel by kernel -----------------------------------------------------------------
+    def step_list(self, x, labels, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0) -> list:
+        """``train_step`` on the "small" rung as [(name, zero-argument callable)], one kernel launch each,
+        in the order the step runs them (what a per-kernel breakdown times); running them all is one
+        training step.  The hyperparameters are set here, once (a copy, when they change)."""
+        if self.backward != "small":
+            raise ValueError(f"step_list follows the 'small' rung's kernels; this network's is {self.backward!r}")
+        N = self._check_input(x)
+        b, cv, g, p = self._bufs(N), self.convs, self.grads, self.params
+        c, (H, W) = self.channels, self.input_hw
+        self.sgd.set(lr=lr, momentum=momentum, weight_decay=weight_decay)
+        wg = lambda n, a, dy: lambda: self._weight_grads(n, a, dy)   # noqa: E731
+        steps = [("stem forward", lambda: cv["stem"](x, b["a0"])),
+                 ("block1.conv1 forward", lambda: cv["block1.conv1"](b["a0"], b["h1"])),
+                 ("block1.conv2 forward", lambda: cv["block1.conv2"](b["h1"], b["a1"], residual=b["a0"])),
+                 ("block2.conv1 forward", lambda: cv["block2.conv1"](b["a1"], b["h2"])),
+                 ("block2.conv2 forward", lambda: cv["block2.conv2"](b["h2"], b["a2"], residual=b["a1"])),
+                 ("global avg pool", lambda: global_avg_pool(b["a2"], out=b["g"])),
+                 ("dense forward", lambda: tr.dense_forward(b["g"], p["fc.w"], p["fc.b"], out=b["logits"])),
+                 ("softmax cross-entropy",
+                  lambda: tr.softmax_cross_entropy(b["logits"], labels, out=(b["loss"], b["dz"], b["rows"]))),
+                 ("dense backward", lambda: tr.dense_backward(b["g"], p["fc.w"], b["dz"],
+                                                              out=(b["dg"], g["fc.w"], g["fc.b"]))),
+                 ("global avg pool backward", lambda: tr.gap_backward(b["dg"], (N, c, H, W), out=b["d1"])),
+                 ("relu backward", lambda: tr.relu_backward(b["a2"], b["d1"], out=b["d2"]))]
+        # _small_backward's buffers, unrolled: block2 reads dL/ds in d2 and leaves it in d3, block1 back in d2.
+        for blk, a_in, h, ds, spare in (("block2", "a1", "h2", "d2", "d3"), ("block1", "a0", "h1", "d3", "d2")):
+            conv1, conv2 = f"{blk}.conv1", f"{blk}.conv2"
+            steps += [(f"{conv2} backward weight", wg(conv2, b[h], b[ds])),
+                      (f"{conv2} backward data",
+                       lambda conv2=conv2, h=h, ds=ds: self.bwd_data[conv2](b[ds], b["d4"], gate=b[h])),
+                      (f"{conv1} backward weight", wg(conv1, b[a_in], b["d4"])),
+                      (f"{conv1} backward data",
+                       lambda conv1=conv1, a_in=a_in, ds=ds, spare=spare:
+                       self.bwd_data[conv1](b["d4"], b[spare], residual=b[ds], gate=b[a_in]))]
+        steps += [("stem backward weight", wg("stem", x, b["d2"])), ("SGD update", self.sgd.step)]
+        return steps
+
+    def step_costs(self, N: int) -> dict[str, Cost]:
+        """Each step of ``step_list`` by name -> its FLOPs and least bytes (labkit.measure.roofline).
+        A convolution's FLOPs are the direct convolution's, whichever kernel runs it (Winograd's
+        transforms do fewer multiplications)."""
+        c, (H, W), cin = self.channels, self.input_hw, self.in_channels
+        act = (N, c, H, W)
+        out = {}
+        for name in CONVS:
+            out[f"{name} forward"] = conv2d_cost(N, cin if name == "stem" else c, H, W, c, 3, pad=1,
+                                                 residual=name.endswith("conv2"))
+        out["global avg pool"] = global_avg_pool_cost(*act)
+        out["dense forward"] = dense_cost(N, c, CLASSES)
+        out["softmax cross-entropy"] = softmax_cross_entropy_cost(N, CLASSES)
+        out["dense backward"] = dense_backward_cost(N, c, CLASSES)
+        out["global avg pool backward"] = Cost(float(N * c * H * W), float(4 * (N * c + N * c * H * W)), act)
+        out["relu backward"] = elementwise_cost(act, inputs=2)
+        for blk in ("block2", "block1"):
+            for conv, extra in (("conv2", 1), ("conv1", 2)):   # the ReLU's gate; conv1 also the skip's gradient
+                out[f"{blk}.{conv} backward weight"] = conv2d_backward_weight_cost(N, c, H, W, c, 3, pad=1)
+                out[f"{blk}.{conv} backward data"] = conv2d_backward_data_cost(N, c, H, W, c, 3, pad=1,
+                                                                               extra_reads=extra)
+        out["stem backward weight"] = conv2d_backward_weight_cost(N, cin, H, W, c, 3, pad=1)
+        out["SGD update"] = sgd_momentum_cost(self.params.size)
+        return out
 
     def train_step(self, x, labels, *, lr: float, momentum: float = 0.9, weight_decay: float = 0.0):
         """One SGD step on a batch (x float32 (N, 1, H, W), labels int32 (N,)); the loss before it."""
