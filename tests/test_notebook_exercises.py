@@ -20,10 +20,17 @@ from labkit.course.grading.notebook_exercises import is_check_cell
 from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import student_notebook, strip_written_answers
 from labkit.course.grade import EXERCISES
+from labkit.course.series import notebooks as series_notebooks, number
 
 ROOT = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOKS = sorted(ROOT.glob("[0-9][0-9]_*.ipynb"))
-KERNEL_CHECK = re.compile(r'check_\w+_kernel\("exercises/([\w.]+)"')
+NOTEBOOKS = series_notebooks(ROOT)
+KERNEL_CHECK = re.compile(r'check_\w+_(?:kernel|program)\("exercises/([\w.]+)"')
+# The notebook of an exercise whose file's number is not its notebook's (an appendix's program).
+EXERCISE_NOTEBOOK = {"02_host_code.cu": "02b"}
+
+
+def notebook_of(exercise_file: str) -> str:
+    return EXERCISE_NOTEBOOK.get(exercise_file, exercise_file[:2])
 
 
 def nbgrader(cell) -> dict:
@@ -62,7 +69,7 @@ def test_every_kernel_exercise_is_checked_in_its_notebook():
     on_disk = {p.name for p in (ROOT / "exercises").glob("*.cu")}
     assert on_disk == checked == {e.file for e in EXERCISES.values()}
     for name in checked:
-        notebook = next(p for p in NOTEBOOKS if p.name[:2] == name[:2])
+        notebook = next(p for p in NOTEBOOKS if number(p) == notebook_of(name))
         assert name in "".join(c.source for c in nbformat.read(notebook, 4).cells), (name, notebook.name)
 
 
@@ -251,7 +258,7 @@ def test_the_nbgrader_course_holds_no_instructor_kernel_and_keeps_the_students_f
     # Each notebook's own kernel exercise; notebook 13 runs a layer with the im2col kernel written in 06,
     # so its assignment carries the student's copy of that file too (never overwritten by autograde).
     reused = {"13_your_network": ["06_im2col.cu"]}
-    assert made == {p.stem: [e.file for e in EXERCISES.values() if e.file[:2] == p.name[:2]] + reused.get(p.stem, [])
+    assert made == {p.stem: [e.file for e in EXERCISES.values() if notebook_of(e.file) == number(p)] + reused.get(p.stem, [])
                     for p in NOTEBOOKS}
     for name, files in made.items():
         for f in files:

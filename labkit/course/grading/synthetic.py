@@ -27,6 +27,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from ..series import notebooks as series_notebooks
 from ..student_copy import strip_cu_solutions, strip_solutions
 from .notebook_exercises import KERNEL_CHECK
 
@@ -131,7 +132,7 @@ def write_synthetic(out: Path, notebooks: Path, kernel_exercises: dict, python_p
                 if e == name:
                     text = _replace(text, old, new, ex.file)
             (folder / "exercises" / ex.file).write_text(text)
-        for path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
+        for path in series_notebooks(notebooks):
             nb = json.loads(path.read_text())
             (folder / path.name).write_text(json.dumps(_notebook_for(student, nb), indent=1))
         expected[student] = expected_points(student, {**kernel_points, **python_points})
