@@ -79,9 +79,12 @@ def test_each_mistake_is_named(tmp_path, what, old, new, words):
     assert str(tmp_path) not in v.message       # the file's name, not where it lies
 
 
-def test_the_student_copy_builds_and_is_told_nothing_came_back(tmp_path):
+def test_the_student_copy_is_not_attempted_and_an_empty_main_gets_nothing_back(tmp_path):
     p = tmp_path / "02_host_code.cu"
     p.write_text(strip_cu_solutions(SOURCE)[0])
+    v = check_host_program(p, cases=ONE)
+    assert not v.ok and "not attempted" in v.message and "// BEGIN YOUR CODE" in v.message, v.message
+    p.write_text(strip_cu_solutions(SOURCE)[0].replace("// YOUR CODE HERE", "(void)d_x;"))
     v = check_host_program(p, cases=ONE)
     assert not v.ok and "no output came back from the device" in v.message, v.message
 

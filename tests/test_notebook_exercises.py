@@ -37,7 +37,7 @@ def nbgrader(cell) -> dict:
     return cell.metadata.get("nbgrader", {})
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=number)
 def test_solution_cells_are_followed_by_locked_graded_checks(path):
     cells = [c for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
     ids = [nbgrader(c)["grade_id"] for c in cells if nbgrader(c)]
@@ -74,8 +74,8 @@ def test_every_kernel_exercise_is_checked_in_its_notebook():
 
 
 # The notebooks that must have written questions: every one but 00 (setup).
-WRITTEN_DUE = {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13"}
-QUESTION = re.compile(r"^\*\*Question (\d+)\.(\d+) — predict, then measure\.\*\*")
+WRITTEN_DUE = {"01", "02", "02b", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13"}
+QUESTION = re.compile(r"^\*\*Question (\d+[a-z]?)\.(\d+) — predict, then measure\.\*\*")
 RUBRIC = re.compile(r"\*\*Rubric \((\d+) points?\)\.\*\*")
 
 
@@ -84,12 +84,12 @@ def written_answers(cells) -> list:
 
 
 def test_every_notebook_is_due_for_written_questions():
-    assert WRITTEN_DUE == {p.name[:2] for p in NOTEBOOKS} - {"00"}
+    assert WRITTEN_DUE == {number(p) for p in NOTEBOOKS} - {"00"}
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if number(p) != "00"], ids=number)
 def test_written_questions_are_manually_graded_answers_with_a_rubric(path):
-    nn = path.name[:2]
+    nn = number(path)
     cells = nbformat.read(path, 4).cells
     answers = written_answers(cells)
     assert nn in WRITTEN_DUE and answers, \
@@ -112,8 +112,10 @@ def test_written_questions_are_manually_graded_answers_with_a_rubric(path):
             j -= 1
         assert j < i - 1, f"{path.name} {meta['grade_id']}: no measurement (code cell) before the answer"
         m = QUESTION.match(cells[j].source) if j >= 0 else None
-        assert m and (int(m[1]), int(m[2])) == (int(nn), k) and not nbgrader(cells[j]), \
-            f"{path.name} {meta['grade_id']}: the cell before its measurement is not Question {int(nn)}.{k}"
+        # Question 2.1 in notebook 02, Question 2b.1 in its appendix 02b
+        said = nn.lstrip("0") or "0"
+        assert m and (m[1], int(m[2])) == (said, k) and not nbgrader(cells[j]), \
+            f"{path.name} {meta['grade_id']}: the cell before its measurement is not Question {said}.{k}"
 
 
 def test_the_student_version_shows_no_model_answer_or_rubric(tmp_path):
@@ -159,7 +161,7 @@ def test_the_student_version_shows_no_verdict_but_keeps_the_lessons_outputs(tmp_
 VERDICT_LINE = re.compile(r": True\s*$")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=number)
 def test_every_check_raises_on_a_wrong_answer_and_run_all_goes_on(path):
     """A check that prints False passes under nbgrader (a test cell passes when it raises nothing):
     each verdict a check cell shows comes from labkit.verdict.require, which raises CheckFailed on a

@@ -237,6 +237,15 @@ def _code_of(text: str) -> str:
     return re.sub(r'"(?:\\.|[^"\\\n])*"', '""', code)
 
 
+def _unanswered(text: str) -> bool:
+    """Whether the student's regions hold nothing but the student copy's placeholder (comments only)."""
+    try:
+        found = regions(text, "the program")
+    except RegionError:
+        return False
+    return bool(found) and not _code_of(text).strip()
+
+
 def required_calls_missing(text: str, kernel: str = KERNEL) -> list[str]:
     """What the exercise asks for that the student's code never does (``kernel``: the one it launches), in words."""
     code = _code_of(text)
@@ -294,6 +303,10 @@ def check_host_program(path: str | Path, kernel: str = KERNEL, *, cases=None, rn
         text = p.read_text()
     except (OSError, UnicodeDecodeError) as exc:
         return Verdict(False, f"{p.name}: cannot be read ({type(exc).__name__})")
+    if _unanswered(text):
+        return Verdict(False, f"{p.name}: not attempted: main() still says // YOUR CODE HERE between "
+                              "// BEGIN YOUR CODE and // END YOUR CODE.  Write the host code there, then run "
+                              "this check again.")
     outcome = runner(p, cases) if runner is not None else _local_runner(p, cases, timeout=timeout)
     if isinstance(outcome, Verdict):           # the runner's own refusal (a region it does not take, a limit)
         return outcome
