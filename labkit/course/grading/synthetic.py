@@ -42,7 +42,9 @@ KERNEL_MISTAKES = {
     "out_of_bounds": [("02_conv_naive", "  if (n >= N || h >= Ho || w >= Wo) return;", ""),
                       ("08_lrn", "d <= min(c + r, C - 1)", "d <= c + r"),
                       ("09_preprocess", "i < total; i += stride", "i <= total; i += stride"),
-                      ("12_conv_transpose", "if (th < 0 || th % SH != 0) continue;", "if (th % SH != 0) continue;")],
+                      ("12_conv_transpose", "if (th < 0 || th % SH != 0) continue;", "if (th % SH != 0) continue;"),
+                      ("02_host_code", "CHECK(cudaMalloc(&d_x, x_count * sizeof(float)));",
+                       "CHECK(cudaMalloc(&d_x, x_count));")],
     "endless_loop": [("02_conv_naive", "  n = blockIdx.x;", "  for (volatile int spin = 0; spin >= 0;) {}\n  n = blockIdx.x;")],
 }
 _WRONG_PYTHON = [("01_conv2d_einsum", " + b[None, :, None, None]", ""),
