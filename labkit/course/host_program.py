@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .. import cuda
 from ..errors import KernelCompileError, UnsupportedOnCPU
 from ..reference.layers import conv2d
 from ..verdict import Verdict, describe_mismatch
@@ -114,7 +115,6 @@ def run_cases(path: str | Path, cases, out_dir: str | Path, *, timeout: float = 
     """Build ``path`` for the CPU executor (memory check) and run it on each case, y written into
     ``out_dir``: the outcome as plain data.  A run that fails still lets the next one run; a build that
     fails stops everything (the compiler's words)."""
-    from .. import cuda                     # the program builder: only where a program is run
     outcome = ProgramOutcome(file_name=Path(path).name)
     for i, case in enumerate(cases):
         out = Path(out_dir) / f"y{i}.bin"
@@ -161,6 +161,10 @@ def _hint(labkit_line: str) -> str:
         return "free each device array once, after its last use (after y is copied back)"
     if "the kind says" in labkit_line:
         return "cudaMemcpy's last argument says which way: cudaMemcpyHostToDevice in, cudaMemcpyDeviceToHost back"
+    if "ran longer than" in labkit_line:
+        return "a loop that never ends? (a launch is waited for at the next synchronising call)"
+    if "segmentation fault" in labkit_line:
+        return "the host dereferenced a pointer it must not: a device pointer (d_y[i] on the host) or one past an array"
     if "never recorded" in labkit_line:
         return "record both events (cudaEventRecord(start) before the launch, cudaEventRecord(stop) after)"
     return ""
@@ -276,8 +280,9 @@ def _judged(file_name: str, text: str, cases: list, outcome: ProgramOutcome, ker
     missing = required_calls_missing(text, kernel)
     if missing:
         return Verdict(False, f"{file_name}: y is right, but your code never calls " + "; never calls ".join(missing))
-    return Verdict(True, f"{file_name}: built and ran on the CPU executor under the memory check on {len(cases)} "
-                         "sizes, y right against the float64 reference, errors checked, time printed: True")
+    sizes = f"{len(cases)} sizes" if len(cases) != 1 else "one size"
+    return Verdict(True, f"{file_name}: built and ran on the CPU executor under the memory check on {sizes}, "
+                         "y right against the float64 reference, errors checked, time printed: True")
 
 
 def _local_runner(path, cases, *, timeout: float) -> ProgramOutcome:
