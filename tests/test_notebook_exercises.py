@@ -20,17 +20,24 @@ from labkit.course.grading.notebook_exercises import is_check_cell
 from labkit.course.student_copy import main as make_student_version
 from labkit.course.student_copy import student_notebook, strip_written_answers
 from labkit.course.grade import EXERCISES
+from labkit.course.series import notebooks as series_notebooks, number
 
 ROOT = Path(__file__).resolve().parent.parent / "notebooks"
-NOTEBOOKS = sorted(ROOT.glob("[0-9][0-9]_*.ipynb"))
-KERNEL_CHECK = re.compile(r'check_\w+_kernel\("exercises/([\w.]+)"')
+NOTEBOOKS = series_notebooks(ROOT)
+KERNEL_CHECK = re.compile(r'check_\w+_(?:kernel|program)\("exercises/([\w.]+)"')
+# The notebook of an exercise whose file's number is not its notebook's (an appendix's program).
+EXERCISE_NOTEBOOK = {"02_host_code.cu": "02b"}
+
+
+def notebook_of(exercise_file: str) -> str:
+    return EXERCISE_NOTEBOOK.get(exercise_file, exercise_file[:2])
 
 
 def nbgrader(cell) -> dict:
     return cell.metadata.get("nbgrader", {})
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=number)
 def test_solution_cells_are_followed_by_locked_graded_checks(path):
     cells = [c for c in nbformat.read(path, 4).cells if c.cell_type == "code"]
     ids = [nbgrader(c)["grade_id"] for c in cells if nbgrader(c)]
@@ -62,13 +69,13 @@ def test_every_kernel_exercise_is_checked_in_its_notebook():
     on_disk = {p.name for p in (ROOT / "exercises").glob("*.cu")}
     assert on_disk == checked == {e.file for e in EXERCISES.values()}
     for name in checked:
-        notebook = next(p for p in NOTEBOOKS if p.name[:2] == name[:2])
+        notebook = next(p for p in NOTEBOOKS if number(p) == notebook_of(name))
         assert name in "".join(c.source for c in nbformat.read(notebook, 4).cells), (name, notebook.name)
 
 
 # The notebooks that must have written questions: every one but 00 (setup).
-WRITTEN_DUE = {"01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13"}
-QUESTION = re.compile(r"^\*\*Question (\d+)\.(\d+) — predict, then measure\.\*\*")
+WRITTEN_DUE = {"01", "02", "02b", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13"}
+QUESTION = re.compile(r"^\*\*Question (\d+[a-z]?)\.(\d+) — predict, then measure\.\*\*")
 RUBRIC = re.compile(r"\*\*Rubric \((\d+) points?\)\.\*\*")
 
 
@@ -77,12 +84,12 @@ def written_answers(cells) -> list:
 
 
 def test_every_notebook_is_due_for_written_questions():
-    assert WRITTEN_DUE == {p.name[:2] for p in NOTEBOOKS} - {"00"}
+    assert WRITTEN_DUE == {number(p) for p in NOTEBOOKS} - {"00"}
 
 
-@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if p.name[:2] != "00"], ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if number(p) != "00"], ids=number)
 def test_written_questions_are_manually_graded_answers_with_a_rubric(path):
-    nn = path.name[:2]
+    nn = number(path)
     cells = nbformat.read(path, 4).cells
     answers = written_answers(cells)
     assert nn in WRITTEN_DUE and answers, \
@@ -105,8 +112,10 @@ def test_written_questions_are_manually_graded_answers_with_a_rubric(path):
             j -= 1
         assert j < i - 1, f"{path.name} {meta['grade_id']}: no measurement (code cell) before the answer"
         m = QUESTION.match(cells[j].source) if j >= 0 else None
-        assert m and (int(m[1]), int(m[2])) == (int(nn), k) and not nbgrader(cells[j]), \
-            f"{path.name} {meta['grade_id']}: the cell before its measurement is not Question {int(nn)}.{k}"
+        # Question 2.1 in notebook 02, Question 2b.1 in its appendix 02b
+        said = nn.lstrip("0") or "0"
+        assert m and (m[1], int(m[2])) == (said, k) and not nbgrader(cells[j]), \
+            f"{path.name} {meta['grade_id']}: the cell before its measurement is not Question {said}.{k}"
 
 
 def test_the_student_version_shows_no_model_answer_or_rubric(tmp_path):
@@ -152,7 +161,7 @@ def test_the_student_version_shows_no_verdict_but_keeps_the_lessons_outputs(tmp_
 VERDICT_LINE = re.compile(r": True\s*$")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name[:2])
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=number)
 def test_every_check_raises_on_a_wrong_answer_and_run_all_goes_on(path):
     """A check that prints False passes under nbgrader (a test cell passes when it raises nothing):
     each verdict a check cell shows comes from labkit.verdict.require, which raises CheckFailed on a
@@ -251,7 +260,7 @@ def test_the_nbgrader_course_holds_no_instructor_kernel_and_keeps_the_students_f
     # Each notebook's own kernel exercise; notebook 13 runs a layer with the im2col kernel written in 06,
     # so its assignment carries the student's copy of that file too (never overwritten by autograde).
     reused = {"13_your_network": ["06_im2col.cu"]}
-    assert made == {p.stem: [e.file for e in EXERCISES.values() if e.file[:2] == p.name[:2]] + reused.get(p.stem, [])
+    assert made == {p.stem: [e.file for e in EXERCISES.values() if notebook_of(e.file) == number(p)] + reused.get(p.stem, [])
                     for p in NOTEBOOKS}
     for name, files in made.items():
         for f in files:

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from labkit.course.series import notebooks as series_notebooks
+
+NOTEBOOKS = series_notebooks(Path(__file__).resolve().parent.parent / "notebooks")
 
 
 def _code(cell_source: str) -> str:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+from labkit.course.series import notebooks as series_notebooks
+
+NOTEBOOKS = series_notebooks(Path(__file__).resolve().parent.parent / "notebooks")
 VERDICT = re.compile(r"^(?P<what>[^\n]*?): (?P<verdict>True|False)\s*$")
 
 
@@ -85,3 +87,15 @@ def test_stored_kernelspec_is_the_installed_kernel(path):
     notebook modified the moment it opens."""
     spec = json.loads(path.read_text())["metadata"]["kernelspec"]
     assert spec == installed_kernel(), f"{path.name}: stored kernelspec {spec}, `make lab` runs {installed_kernel()}"
+
+
+@pytest.mark.check
+def test_an_appendix_follows_its_notebook_and_is_chosen_by_its_number():
+    """02b (an appendix to 02) runs right after 02; `--only 02` runs 02 alone, `--only 02b` the appendix."""
+    from labkit.course.series import chosen, number
+    names = [p.name for p in NOTEBOOKS]
+    assert names.index("02b_host_code.ipynb") == names.index("02_naive_gpu_convolution.ipynb") + 1
+    two, appendix = (next(p for p in NOTEBOOKS if p.name.startswith(n)) for n in ("02_", "02b_"))
+    assert (number(two), number(appendix)) == ("02", "02b")
+    assert chosen(two, ["02"]) and not chosen(appendix, ["02"]) and chosen(appendix, ["02b"])
+    assert chosen(two, ["02_naive"]) and not chosen(two, ["02b"]) and chosen(appendix, None)

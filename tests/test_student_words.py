@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from labkit.course.series import notebooks as series_notebooks
 from labkit.course.student_copy import CU_PLACEHOLDER, strip_cu_solutions
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-PATHS = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+PATHS = series_notebooks(NOTEBOOKS)
 QUOTED_LINE = re.compile(r"`(//[^`]*)`")
 
 

@@ -10,6 +10,10 @@ Two kinds of exercise, each graded by the instructor's check, never by anything 
 * kernel exercises (notebooks/exercises/*.cu): the check of labkit.course.kernel_checks (odd shapes,
   a poisoned output, the float64 reference; on the CPU executor the memory, barrier and race checks)
   runs on the *student's* .cu file;
+* the whole-program exercise of notebook 02b (notebooks/exercises/02_host_code.cu: the host side of
+  the naive convolution): the student's regions spliced into the instructor's program, which the
+  sandbox builds and runs on the CPU executor under the memory check, on the student's own sizes and
+  seeds; y is judged here against the float64 reference (labkit.course.host_program);
 * Python exercises (a solution cell followed by its locked check cell in notebooks 01-10, 12 and 13): the
   instructor's cells the exercise needs, then the student's solution cell, then the instructor's
   check cell, in a fresh process (labkit.course.grading.notebook_exercises): deleted, skipped, edited or
@@ -56,7 +60,8 @@ from ..device_query import device
 from . import kernel_checks, sandbox
 from ..results import REPO_ROOT
 from .regions import RegionError
-from .sandboxed import sandboxed_runner, spliced_source
+from .series import notebooks as series_notebooks
+from .sandboxed import sandboxed_program_runner, sandboxed_runner, spliced_source
 
 __all__ = ["EXERCISES", "Exercise", "BACKENDS", "INSTRUCTOR_NOTEBOOKS", "grade_file", "grade_folder", "main"]
 
@@ -66,12 +71,15 @@ INSTRUCTOR_NOTEBOOKS = REPO_ROOT / "notebooks"
 @dataclass(frozen=True)
 class Exercise:
     """A kernel exercise: its file name, the kernel, the check (a function of labkit.course.kernel_checks
-    and its keyword arguments, by name: they cross a process boundary), points."""
+    and its keyword arguments, by name: they cross a process boundary), points; ``program``: the file
+    is a whole CUDA program (host code and kernel), built and run as one in the sandbox
+    (labkit.course.host_program), not a kernel the check launches."""
     file: str
     kernel: str
     check: str
     points: int
     options: tuple = ()
+    program: bool = False
 
     def check_options(self) -> dict:
         """The check's keyword arguments, names resolved (shared_mem names a function of kernel_checks)."""
@@ -93,6 +101,7 @@ EXERCISES: dict[str, Exercise] = {
     "11_depthwise": Exercise("11_depthwise.cu", "depthwise_exercise", "check_depthwise_kernel", 2),
     "12_conv_transpose": Exercise("12_conv_transpose.cu", "conv_transpose_exercise", "check_conv_transpose_kernel",
                                   2),
+    "02_host_code": Exercise("02_host_code.cu", "conv_naive", "check_host_program", 2, program=True),
 }
 
 
@@ -163,8 +172,9 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
     if sandboxed:
         rng = np.random.default_rng(seed)              # the shapes, then the inputs: the same again for the seed
         options = {**ex.check_options(), **kernel_checks.fresh_options(ex.check, rng), "rng": rng}
-        runner = sandboxed_runner(instructor, limits=sandbox.Limits(seconds=timeout,
-                                                                    memory_gib=memory_gib or DEFAULT_MEMORY_GIB))
+        limits = sandbox.Limits(seconds=timeout, memory_gib=memory_gib or DEFAULT_MEMORY_GIB)
+        runner = (sandboxed_program_runner(instructor, limits=limits) if ex.program
+                  else sandboxed_runner(instructor, limits=limits))
         verdict = getattr(kernel_checks, ex.check)(path, ex.kernel, **options, runner=runner)
         result = {"ok": bool(verdict.ok), "message": verdict.message}
     else:
@@ -172,7 +182,7 @@ def grade_file(name: str, path: str | os.PathLike | None, *, timeout: float = 12
         if failed:
             return {**row, "message": f"{ex.file}: {failed}"}
     row = {**row, **result, "points": ex.points if result["ok"] else 0}
-    if result["ok"] and backend == "cuda":
+    if result["ok"] and backend == "cuda" and not ex.program:      # a whole program runs on the executor only
         # A second process, on the spliced file (the student's regions in the instructor's file), which
         # CuPy compiles with NVRTC: device code only.  A GPU run that hangs or crashes costs the
         # leaderboard entry, never the points the executor's checks gave; a wrong answer there is wrong.
@@ -236,7 +246,7 @@ def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, op
                 n, p, timeout=opts["timeout"], backend=backend, memory_gib=opts["memory_gib"],
                 time_it=opts["leaderboard"], seed=student_seed(opts["seed"], student.name),
                 sandboxed=opts["sandboxed"], exercises_dir=notebooks / "exercises"))
-    for nb_path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
+    for nb_path in series_notebooks(notebooks):
         exercises, questions = cache[nb_path]
         wanted = [e for e in exercises if names is None or e.grade_id in names]
         asked = [q for q in questions if names is None or q.grade_id in names]
@@ -264,7 +274,7 @@ def _jobs(student: Student, names: set | None, notebooks: Path, backend: str, op
 
 def instructor_exercises(notebooks: Path) -> dict:
     """{notebook path: (its Python exercises, its written questions)} of the instructor's notebooks."""
-    return {p: (exercises_of(p), written_questions_of(p)) for p in sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))}
+    return {p: (exercises_of(p), written_questions_of(p)) for p in series_notebooks(notebooks)}
 
 
 def grade_folder(submissions: str | os.PathLike, out: str | os.PathLike, *, exercises=None, timeout: float = 120.0,

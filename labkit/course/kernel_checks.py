@@ -41,13 +41,14 @@ from ..ops.plans import ints
 from ..reference import backward as rb
 from ..ladder.harness import random_layer, reference_activation
 from ..verdict import Verdict, describe_mismatch
+from .host_program import check_host_program, fresh_cases
 
 __all__ = ["Verdict", "Case", "run_here", "launch_case", "judge", "executor_error", "LAUNCH_ERRORS", "timed", "describe_mismatch", "check_conv_kernel", "check_depthwise_kernel", "check_backward_data_kernel",
            "check_im2col_kernel", "check_lrn_kernel", "check_constant_kernel", "check_rows_kernel",
            "check_conv_pool_kernel", "check_preprocess_kernel", "tile_bytes", "EXERCISE_LAYERS", "DEPTHWISE_CASES",
            "BACKWARD_DATA_CASES", "IM2COL_CASES", "LRN_CASES", "CONSTANT_LAYERS", "ROWS_CASES", "CONV_POOL_CASES",
            "PREPROCESS_CASES", "fresh_options", "FRESH", "check_find_the_bug_fix", "FIND_THE_BUG_CASES",
-           "FIND_THE_BUG_MODES", "check_conv_transpose_kernel", "CONV_TRANSPOSE_CASES", "phase_counts",
+           "FIND_THE_BUG_MODES", "check_host_program", "check_conv_transpose_kernel", "CONV_TRANSPOSE_CASES", "phase_counts",
            "tile_decode_error", "coalescing_note", "COALESCING_LAYER"]
 
 # Odd layers: no tile width divides their output planes, and C, M > 1 exercise every index.
@@ -701,6 +702,8 @@ FRESH = {
     "check_depthwise_kernel": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), _r(g, 1, 2)), DEPTHWISE_CASES, 4)},
     "check_conv_transpose_kernel": lambda rng: {"cases": _transpose_cases(rng)},
+    # Whole programs (notebook 02b): sizes and seeds of the student's own.
+    "check_host_program": lambda rng: {"cases": fresh_cases(rng)},
     # Several blocks, the last one cut short, few bins (many threads update one bin at once).
     "check_find_the_bug_fix": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 300, 2500), _r(g, 1, 12)), FIND_THE_BUG_CASES, 2)},

@@ -46,6 +46,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from .series import notebooks as series_notebooks
 from .student_copy import BEGIN, CU_BEGIN, CU_END, END, overlap, reveals_a_solution, strip_cu_solutions
 
 __all__ = ["assignments_in", "exercise_files", "make_course", "config_text", "release_leaks", "main"]
@@ -57,7 +58,7 @@ MINE = "# Settings of your own go below this line: laying out more assignments k
 
 def assignments_in(notebooks: Path) -> dict[str, Path]:
     """{assignment: notebook} for the series' notebooks (NN_*.ipynb) in folder ``notebooks``."""
-    return {p.stem: p for p in sorted(Path(notebooks).glob("[0-9][0-9]_*.ipynb"))}
+    return {p.stem: p for p in series_notebooks(notebooks)}
 
 
 def _cells(path: Path) -> list:

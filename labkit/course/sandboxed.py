@@ -21,6 +21,12 @@ reaches the student's feedback after every path outside the submission is cut fr
 
 ``file_runner`` does steps 2 to 4 for a kernel file the grader has built itself (the kernels' bodies
 a student's function returned, in the instructor's file: labkit.course.grading.source_exercises).
+
+``sandboxed_program_runner`` is the runner of a whole-program exercise (labkit.course.host_program:
+the host side of a CUDA program): the student's regions spliced into the instructor's program, which
+the sandbox builds for the CPU executor and runs on the check's cases
+(labkit.course.program_runner); this process reads back each run's exit status, what it printed and
+the bytes of its output, and judges them against answers the sandbox never sees.
 """
 from __future__ import annotations
 
@@ -42,11 +48,13 @@ from ..loader import load
 from ..verdict import Verdict
 from . import sandbox
 from .kernel_checks import Case, executor_error, judge
+from .host_program import ProgramOutcome, ProgramRun
 from .kernel_runner import INPUTS, JOB_JSON, SCALARS
+from .program_runner import JOB_JSON as PROGRAM_JOB_JSON
 from .regions import RegionError, splice
 
 __all__ = ["sandboxed_runner", "file_runner", "run_source", "read_submission", "warm_seed", "spliced_source",
-           "MAX_SOURCE_BYTES"]
+           "MAX_SOURCE_BYTES", "sandboxed_program_runner", "warm_program_seed"]
 
 MAX_SOURCE_BYTES = 256 << 10       # a kernel exercise is a page or two; a larger file is not one
 _STATUS_BYTES = 1 << 20
@@ -228,3 +236,94 @@ def _verdict(done: sandbox.Finished, cases: list[Case], kernel: str, file_name: 
         if wrong is not None:
             return wrong
     return Verdict(True, f"{name}: {right}")
+
+
+_PROGRAM_WARMUP = """__global__ void twice(float* v, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) v[i] *= 2; }
+int main() { float* d; cudaMalloc(&d, 64 * sizeof(float)); twice<<<2, 32>>>(d, 64); cudaDeviceSynchronize(); cudaFree(d); return 0; }
+"""
+
+
+def warm_program_seed() -> None:
+    """Build, in this (trusted) process's cache, the CPU executor's runtime for whole programs under the
+    memory check, by building a tiny program of labkit's own: a sandbox then starts from it, read-only,
+    and compiles only the student's program."""
+    if "program:memory" in _warmed:
+        return
+    from .. import cuda                  # the program builder: only where programs are graded
+    with tempfile.TemporaryDirectory(prefix="labkit-warm-") as tmp:
+        src = Path(tmp, "warm.cu")
+        src.write_text(_PROGRAM_WARMUP)
+        cuda.build_program(src, check="memory")
+    _warmed.add("program:memory")
+
+
+def sandboxed_program_runner(instructor: Path, *, limits: sandbox.Limits = sandbox.Limits()):
+    """A runner for labkit.course.host_program.check_host_program (``runner=``): the student's regions
+    spliced into the instructor's program, built and run in the sandbox on the cases; the outcome as
+    plain data (a Verdict where there is none: a region refused, a limit reached, no result)."""
+    instructor = Path(instructor)
+
+    def run(path, cases) -> ProgramOutcome | Verdict:
+        try:
+            text = spliced_source(instructor, path)
+        except RegionError as exc:
+            return Verdict(False, f"{instructor.name}: {exc}")
+        return run_program_source(text, instructor.name, cases, limits=limits)
+    return run
+
+
+def run_program_source(text: str, file_name: str, cases, *, limits: sandbox.Limits = sandbox.Limits()
+                       ) -> ProgramOutcome | Verdict:
+    """Build and run the program ``text`` (named ``file_name``) in the sandbox on ``cases`` ((seed, N, C,
+    H, W, M, K) each): what came back, read as plain data."""
+    cases = [tuple(int(v) for v in c) for c in cases]
+    warm_program_seed()
+    out_bytes = sum(4 * c[1] * c[5] * (c[3] - c[6] + 1) * (c[4] - c[6] + 1) + 1 for c in cases)
+    with tempfile.TemporaryDirectory(prefix="labkit-job-") as tmp:
+        job_dir = Path(tmp, "job")
+        job_dir.mkdir()
+        (job_dir / file_name).write_text(text)
+        (job_dir / PROGRAM_JOB_JSON).write_text(json.dumps(
+            {"file": file_name, "cases": cases, "timeout": max(5, int(limits.seconds * 0.8) // max(1, len(cases)))}))
+        for p in [Path(tmp), job_dir, *job_dir.iterdir()]:
+            p.chmod(0o755 if p.is_dir() else 0o644)      # readable by the sandbox's own user
+        done = sandbox.run([sys.executable, "-m", "labkit.course.program_runner", "/job"],
+                           jobs={"/job": job_dir, "/seed": cache_dir()},
+                           env={"LABKIT_BACKEND": "cpu", "LABKIT_CACHE_DIR": "/tmp/labkit-cache",
+                                SEED_ENV: "/seed", "PYTHONDONTWRITEBYTECODE": "1"},
+                           limits=sandbox.Limits(**{**limits.__dict__,
+                                                    "result_bytes": out_bytes + 2 * _STATUS_BYTES}))
+        return _program_outcome(done, file_name, limits, tmp, len(cases))
+
+
+def _program_outcome(done: sandbox.Finished, file_name: str, limits: sandbox.Limits, tmp: str,
+                     n_cases: int) -> ProgramOutcome | Verdict:
+    if done.limit == "time":
+        return Verdict(False, f"{file_name}: the check did not finish within {limits.seconds:.0f} s (a program "
+                              "that never ends: a loop whose exit is never reached?)")
+    if done.limit == "memory":
+        return Verdict(False, f"{file_name}: the check used more than {limits.memory_gib:g} GiB of memory")
+    if done.limit == "result" or not done.result:
+        tail = _plain("\n".join((done.stderr or done.stdout).strip().splitlines()[-8:]), file_name)
+        return Verdict(False, f"{file_name}: the check's process ended with code {done.returncode} and no result "
+                              f"(a crash?):\n{tail}")
+    back = Path(tmp, "result.npz")
+    back.write_bytes(done.result)
+    unreadable = Verdict(False, f"{file_name}: the check's result could not be read")
+    try:
+        arrays = read_npz(back, max_bytes=len(done.result))
+        status = json.loads(arrays.pop("status").tobytes().decode())
+    except (ArrayFileError, KeyError, ValueError, UnicodeDecodeError):
+        return unreadable
+    if not isinstance(status, dict) or not isinstance(status.get("runs"), list) or len(status["runs"]) > n_cases:
+        return unreadable
+    error = status.get("compile_error")
+    outcome = ProgramOutcome(compile_error=None if error is None else _plain(str(error), file_name), file_name=file_name)
+    for i, r in enumerate(status["runs"]):
+        if not isinstance(r, dict) or not isinstance(r.get("returncode"), int) or \
+                not all(isinstance(r.get(k), str) for k in ("stdout", "stderr")):
+            return unreadable
+        out = arrays.get(f"out{i}")
+        data = None if out is None or out.dtype != np.uint8 or out.ndim != 1 else out.tobytes()
+        outcome.runs.append(ProgramRun(r["returncode"], r["stdout"][-8000:], r["stderr"][-8000:], data))
+    return outcome

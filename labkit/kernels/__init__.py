@@ -6,7 +6,9 @@ Notebooks show a kernel by reading it from here (never a pasted copy):
 """
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from ..loader import KERNEL_DIR, kernel_path
 
@@ -45,6 +47,31 @@ def excerpt(family: str, kernel: str | None = None) -> str:
     # include template lines and the comment block just above
     while start > 0 and (lines[start - 1].startswith(("//", "template")) or
                          lines[start - 1].strip().startswith("extern")):
+        start -= 1
+    depth, end, opened = 0, start, False
+    for i in range(start, len(lines)):
+        depth += lines[i].count("{") - lines[i].count("}")
+        opened = opened or "{" in lines[i]
+        if opened and depth <= 0:
+            end = i
+            break
+    return "\n".join(lines[start:end + 1])
+
+
+def excerpt_file(path: str | os.PathLike, name: str | None = None) -> str:
+    """One function of a CUDA C file outside labkit/kernels (a kernel exercise, a whole program beside
+    the notebooks: ``excerpt_file("exercises/02_host_code.cu", "main")``), with the comment block
+    above it; the whole file if name is None.  The function is found by its definition: a line that
+    starts at the margin and names it before a parenthesis.  Raises KeyError if there is none."""
+    text = Path(path).read_text()
+    if name is None:
+        return text
+    lines = text.splitlines()
+    pat = re.compile(rf"^(?!\s|//|#).*\b{re.escape(name)}\s*\(")
+    start = next((i for i, ln in enumerate(lines) if pat.search(ln) and not ln.rstrip().endswith(";")), None)
+    if start is None:
+        raise KeyError(f"{Path(path).name} defines no function {name!r}")
+    while start > 0 and lines[start - 1].startswith(("//", "template")):
         start -= 1
     depth, end, opened = 0, start, False
     for i in range(start, len(lines)):

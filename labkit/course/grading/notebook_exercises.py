@@ -35,7 +35,7 @@ __all__ = ["NotebookExercise", "WrittenQuestion", "exercises_of", "written_quest
            "program_for", "student_cell", "sanitizer", "is_check_cell", "MAX_NOTEBOOK_BYTES", "NotebookError"]
 
 MAX_NOTEBOOK_BYTES = 64 << 20       # a notebook of text and a few plots is far below this
-KERNEL_CHECK = re.compile(r'check_\w+_kernel\("exercises/')     # graded from the .cu file instead
+KERNEL_CHECK = re.compile(r'check_\w+_(?:kernel|program)\("exercises/')     # graded from the .cu file instead
 
 
 def read_notebook(path: str | Path) -> dict:

@@ -27,6 +27,7 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+from ..series import notebooks as series_notebooks
 from ..student_copy import strip_cu_solutions, strip_solutions
 from .notebook_exercises import KERNEL_CHECK
 
@@ -41,7 +42,9 @@ KERNEL_MISTAKES = {
     "out_of_bounds": [("02_conv_naive", "  if (n >= N || h >= Ho || w >= Wo) return;", ""),
                       ("08_lrn", "d <= min(c + r, C - 1)", "d <= c + r"),
                       ("09_preprocess", "i < total; i += stride", "i <= total; i += stride"),
-                      ("12_conv_transpose", "if (th < 0 || th % SH != 0) continue;", "if (th % SH != 0) continue;")],
+                      ("12_conv_transpose", "if (th < 0 || th % SH != 0) continue;", "if (th % SH != 0) continue;"),
+                      ("02_host_code", "CHECK(cudaMalloc(&d_x, x_count * sizeof(float)));",
+                       "CHECK(cudaMalloc(&d_x, x_count));")],
     "endless_loop": [("02_conv_naive", "  n = blockIdx.x;", "  for (volatile int spin = 0; spin >= 0;) {}\n  n = blockIdx.x;")],
 }
 _WRONG_PYTHON = [("01_conv2d_einsum", " + b[None, :, None, None]", ""),
@@ -131,7 +134,7 @@ def write_synthetic(out: Path, notebooks: Path, kernel_exercises: dict, python_p
                 if e == name:
                     text = _replace(text, old, new, ex.file)
             (folder / "exercises" / ex.file).write_text(text)
-        for path in sorted(notebooks.glob("[0-9][0-9]_*.ipynb")):
+        for path in series_notebooks(notebooks):
             nb = json.loads(path.read_text())
             (folder / path.name).write_text(json.dumps(_notebook_for(student, nb), indent=1))
         expected[student] = expected_points(student, {**kernel_points, **python_points})
