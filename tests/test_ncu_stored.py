@@ -16,6 +16,7 @@ from labkit.shapes import SEED_LAYERS
 SECTORS_LD = "l1tex__t_sectors_pipe_lsu_mem_global_op_ld.sum"
 
 
+@pytest.mark.check
 def test_a_stored_case_is_the_files_ncu_side():
     raw = json.loads((SHIPPED_DIR / "counters_h100.json").read_text())
     case = next(c for c in raw["cases"] if c["case"] == "ladder/tiled")

@@ -30,6 +30,7 @@ def _vector_add(n=1000):
     return lambda: fn(((n + 255) // 256,), (256,), (x, y, np.float32(2.0), np.int32(n)))
 
 
+@pytest.mark.check
 def test_vector_add_one_warp_is_three_coalesced_instructions():
     rows = warp_accesses(_vector_add(), block=(1, 0, 0), warp=2)      # threads 320 .. 351
     assert len(rows) == 96
