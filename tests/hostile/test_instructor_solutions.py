@@ -25,7 +25,7 @@ NOTE = "checked beside the solution in one sandbox"
 
 def test_every_notebook_with_exercises_is_found():
     # 11 asks only written questions and a kernel exercise: no Python exercise
-    want = {f"{n:02d}" for n in (*range(1, 11), 12)}
+    want = {f"{n:02d}" for n in (*range(1, 11), 12, 13)}
     assert {e.notebook[:2] for e in EXERCISES} == want, sorted({e.notebook for e in EXERCISES})
 
 
