@@ -62,7 +62,8 @@ def main() -> int:
                     tiles = study.candidates(kind, *shape, algorithm=algorithm)
                     if not tiles:      # Winograd's weight gradient of the stem: one input channel, no tile
                         continue
-                    got = study.sweep_pass(kind, layer, N, tiles, repeat=args.repeat, algorithm=algorithm)
+                    got = study.sweep_pass(kind, layer, N, tiles, repeat=args.repeat, algorithm=algorithm,
+                                           progress=False)     # a line per sweep is printed below
                     cudnn = study.cudnn_pass_ms(kind, layer, N, repeat=args.repeat)
                     for r in got:
                         r["cudnn_ms"] = cudnn

@@ -21,6 +21,7 @@ import numpy as np
 from .. import backends, measure, peers, reference
 from ..checks import to_numpy
 from ..device_query import device
+from ..measure.sweep import progress_bar
 from ..models.mobilenet_v2 import HEAD_CHANNELS, STEM, MobileNetV2, blocks
 from ..backends.parallel import run_parallel
 from ..ops.depthwise import DepthwiseConv2d, floor_bytes, tiling_for
@@ -112,15 +113,16 @@ def copy_ms(nbytes: int, *, repeat: int = 10) -> float:
     return measure.per_launch_ms(lambda: dst.data.copy_from_device_async(src.data, half), repeat=repeat)
 
 
-def depthwise_rows(cases, *, repeat: int = 10) -> list[dict]:
+def depthwise_rows(cases, *, repeat: int = 10, progress: bool = True) -> list[dict]:
     """For each (name, batch, layer): labkit's naive and tiled rungs (bias and ReLU6 fused), cuDNN's
     depthwise convolution with bias (PyTorch, FP32, its fastest algorithm), the floor and, on a GPU,
-    a copy of the floor's bytes (``copy_ms``); GPU time per launch (``per_launch_ms``)."""
+    a copy of the floor's bytes (``copy_ms``); GPU time per launch (``per_launch_ms``).  A bar over
+    the cases shows progress unless ``progress=False``."""
     xp = backends.xp()
     rng = np.random.default_rng(0)
     no_peer = peers.cudnn_available()
     rows = []
-    for name, N, L in cases:
+    for name, N, L in progress_bar(list(cases), desc="depthwise layers", show=progress):
         w = (rng.standard_normal((L.C, 1, 3, 3)) / 3).astype(np.float32)
         b = rng.standard_normal(L.C).astype(np.float32)
         xs = rng.standard_normal((2, L.C, L.H, L.W)).astype(np.float32)       # the check's two images
@@ -173,13 +175,15 @@ def layer_kinds(net: MobileNetV2, N: int, *, repeat: int = 10) -> dict:
     return {"batch": N, **out, "steps": {p.name: p.median_ms for p in bd.parts}, "device": bd.device}
 
 
-def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10, torch_label: str = "fp32") -> list[dict]:
+def network_rows(net: MobileNetV2, torch_run, batches, *, repeat: int = 10, torch_label: str = "fp32",
+                 progress: bool = True) -> list[dict]:
     """Forward pass (softmax included) per batch: labkit eager (each kernel launched from Python) and
     as one CUDA graph; PyTorch eager and as a CUDA graph (``torch_run``: peers.torch_mobilenet_v2, or
-    None; ``torch_label``: its precision, for the rows' labels).  The plans are let go after each batch."""
+    None; ``torch_label``: its precision, for the rows' labels).  The plans are let go after each batch.
+    A bar over the batches shows progress unless ``progress=False``."""
     xp = backends.xp()
     rows = []
-    for N in batches:
+    for N in progress_bar(list(batches), desc=f"MobileNetV2 {net.precision} batches", show=progress):
         x = xp.asarray(np.random.default_rng(N).standard_normal((N, 3) + net.input_hw, dtype=np.float32))
         plan = net.plan(N)
         plan.x[...] = x

@@ -20,6 +20,7 @@ from .. import backends, layers, measure
 from ..device_query import device
 from ..data import load_fashion_mnist
 from ..loader import load_source
+from ..measure.sweep import progress_bar
 from ..models import alexnet, fashion_mnist as fm
 from ..ops.gemm import gemm
 from ..ops.rungs import conv2d
@@ -137,13 +138,14 @@ def _fashion_images(batch: int) -> np.ndarray:
 
 
 def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, precision: str = "fp32",
-                  peers: bool = True, weights: dict | None = None) -> list[dict]:
+                  peers: bool = True, weights: dict | None = None, progress: bool = True) -> list[dict]:
     """Time per forward pass (ms, CUDA events, calls queued back to back) of ``model`` ("fashion" or
     "alexnet") at each batch: labkit eager (each kernel launched from Python), labkit as one CUDA
     graph, the host's own time for an eager forward (its floor: no eager pass runs faster), and on a
     GPU with PyTorch the same network in PyTorch, eager and as a CUDA graph, in this same run.  The
     graph's output is checked against the eager pass's first (the same kernels: the same bits).
-    ``weights``: the model's (default: the shipped Fashion-MNIST weights, AlexNet's load_weights)."""
+    ``weights``: the model's (default: the shipped Fashion-MNIST weights, AlexNet's load_weights).
+    A bar over the batches shows progress unless ``progress=False``."""
     xp = backends.xp()
     settle = _settle()
     use_peer = peers and cudnn_available() is None
@@ -157,7 +159,7 @@ def forward_times(model: str, batches, *, repeat: int = 20, warmup: int = 3, pre
         weights = weights or alexnet.load_weights()[0]
         net = alexnet.AlexNet(weights, precision=precision)
         run_torch = torch_alexnet(weights, tf32=tf32) if use_peer else None
-    for N in batches:
+    for N in progress_bar(list(batches), desc=f"{model} {precision} forward", show=progress):
         if model == "fashion":
             x_h = _fashion_images(N)
             graph_torch = (lambda: cudnn_fashion_net_graph(weights, N, tf32=tf32)) if use_peer else None

@@ -19,6 +19,7 @@ from .. import backends, measure, peers, reference
 from ..backends.parallel import run_parallel
 from ..checks import rel_error, to_numpy
 from ..device_query import device
+from ..measure.sweep import progress_bar
 from ..models.resnet_small import to_ckkm, to_mckk
 from ..ops.conv_small import (SmallConv3x3, SmallWeightGrad, direct_candidates, tile_for, weight_candidates,
                                weight_tile_for)
@@ -88,9 +89,12 @@ def _check(kind: str, layer: ConvLayer, op, wt, rng) -> float:
     return rel_error(op(f32(x), f32(dy)), to_ckkm(dw))
 
 
-def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10, algorithm: str = "direct") -> list[dict]:
+def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10, algorithm: str = "direct",
+               progress: bool = True) -> list[dict]:
     """Each tile of the pass's kernel: checked against float64 at batch 3 (a wrong kernel never wins),
-    then GPU ms per launch at batch N (a CUDA graph of launches, inputs L2-warm as in the network)."""
+    then GPU ms per launch at batch N (a CUDA graph of launches, inputs L2-warm as in the network).
+    A bar over the tiles shows progress unless ``progress=False`` (the compiles before it run in
+    parallel, with no bar)."""
     xp = backends.xp()
     rng = np.random.default_rng(0)
     ops = [make_pass(kind, layer, t, algorithm) for t in tiles]
@@ -103,7 +107,7 @@ def sweep_pass(kind: str, layer: ConvLayer, N: int, tiles, *, repeat: int = 10, 
                                        dtype=np.float32))
     dy = xp.asarray(rng.standard_normal((N, layer.M, layer.H, layer.W), dtype=np.float32))
     rows, floor = [], measure.floor_ms(pass_cost(kind, layer, N), device().ceilings())
-    for t, (op, wt) in zip(tiles, ops):
+    for t, (op, wt) in progress_bar(list(zip(tiles, ops)), desc=f"{kind} pass tiles, batch {N}", show=progress):
         err = agrees(f"{kind} pass of {layer} with {t}", _check(kind, layer, op, wt, rng), 1e-5)
         run = (lambda op=op: op(a, dy)) if kind == "weight" else (lambda op=op: op(a))
         ms = measure.per_launch_ms(run, repeat=repeat)

@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import backends, measure
 from ..device_query import device
+from ..measure.sweep import progress_bar
 from ..pipeline import SubBatchPipeline, Timeline, copy_bandwidth, pinned_empty
 from .harness import check_output
 
@@ -107,14 +108,15 @@ def schedule_label(streams: int, sub_batch, graphs: bool = True) -> str:
 
 
 def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int = 10, warmup: int = 2,
-                  baselines: bool = True, peer: Callable[[np.ndarray], dict] | None = None) -> list[dict]:
+                  baselines: bool = True, peer: Callable[[np.ndarray], dict] | None = None,
+                  progress: bool = True) -> list[dict]:
     """The forward of host batch ``x`` timed: with ``baselines``, the compute alone (one CUDA graph,
     input already on the device) and the serial pass (copy in, graph, copy out); then the pipeline
     in each configuration (SubBatchPipeline's keyword arguments).  ``peer(x)``: more rows (PyTorch).
     Each pipeline's output is checked against the serial pass's before it is timed: the same kernels
     on the same images, but a sub-batch's size may pick other tiles or splits of K, so float32's
     rounding apart (1e-4 of the largest output, as tests/test_pipeline.py holds AlexNet's), TF32's
-    where the model runs it)."""
+    where the model runs it).  A bar over the configurations shows progress unless ``progress=False``."""
     N = int(x.shape[0])
     dev = device().label
     common = {"kind": "forward", "batch": N, "device": dev}
@@ -134,7 +136,7 @@ def pipeline_rows(model, x: np.ndarray, configs: Sequence[dict], *, repeat: int 
     base.release()
     del base
     measure.release_gpu_memory()
-    for cfg in configs:
+    for cfg in progress_bar(list(configs), desc=f"pipelines, batch {N}", show=progress):
         pipe = SubBatchPipeline(model, **cfg)
         out = pinned_empty((N,) + pipe.output_shape)
         pipe.prepare(N)
@@ -172,23 +174,24 @@ def timeline_rows(model, x: np.ndarray, *, serial: bool = False, **config) -> li
 
 
 def tuned_rows(model, x: np.ndarray, *, streams: Sequence[int] = (4, 8), repeat: int = 10, warmup: int = 2,
-               tune_repeat: int = 5, candidates=None) -> list[dict]:
+               tune_repeat: int = 5, candidates=None, progress: bool = True) -> list[dict]:
     """For each stream count: ``SubBatchPipeline.tune`` over its candidate schedules, then the kept
     schedule timed again (``repeat``), and the fastest schedule that really splits the batch (two
     sub-batches or more) beside it: what overlap buys at this batch, even where it loses.
-    ``candidates``: the schedules to try (default: ``SubBatchPipeline.candidates``)."""
+    ``candidates``: the schedules to try (default: ``SubBatchPipeline.candidates``).  A bar over the
+    candidates of each tune shows progress unless ``progress=False``."""
     N = int(x.shape[0])
     common = {"kind": "forward", "batch": N, "device": device().label}
     rows = []
     for S in streams:
         pipe = SubBatchPipeline(model, streams=S)
-        tried = pipe.tune(x, candidates, repeat=tune_repeat)
+        tried = pipe.tune(x, candidates, repeat=tune_repeat, progress=progress)
         split = next((r for r in tried if r["sub_batches"] > 1), None)
         out = pinned_empty((N,) + pipe.output_shape)
         for what, sched in (("tuned", tried[0]["schedule"]), ("best split", split and split["schedule"])):
             if sched is None:
                 continue
-            pipe.tune(x, candidates=[sched], repeat=1, warmup=0)      # keep this one, drop the other plans
+            pipe.tune(x, candidates=[sched], repeat=1, warmup=0, progress=False)   # keep this one, drop the other plans
             pipe.prepare(N)
             ms = measure.time_fn(lambda: pipe.run(x, out, sync=False), repeat=repeat, warmup=warmup, sync=True).median_ms
             rows.append({**common, "label": f"pipeline, {S} streams, {what}", "median_ms": ms, "streams": S,
@@ -201,12 +204,12 @@ def tuned_rows(model, x: np.ndarray, *, streams: Sequence[int] = (4, 8), repeat:
 
 
 def sub_batch_rows(model, x: np.ndarray, *, streams: int, sizes: Sequence[int], graphs: bool = True,
-                   repeat: int = 10, warmup: int = 2) -> list[dict]:
+                   repeat: int = 10, warmup: int = 2, progress: bool = True) -> list[dict]:
     """The pipeline at each sub-batch size (``streams`` streams): too small and each sub-batch's
     kernels are too short to fill the GPU, and launches set the pace; too large and the first copy,
     which nothing hides, grows."""
     rows = pipeline_rows(model, x, [dict(streams=streams, sub_batch=int(s), graphs=graphs) for s in sizes],
-                         repeat=repeat, warmup=warmup, baselines=False)
+                         repeat=repeat, warmup=warmup, baselines=False, progress=progress)
     for r in rows:
         r["kind"] = "sub_batch"
     return rows

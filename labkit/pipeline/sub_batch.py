@@ -45,6 +45,7 @@ import numpy as np
 from ..errors import check_int
 from .. import backends
 from ..backends.clock import times_ms
+from ..measure.sweep import progress_bar
 from .host_memory import copy_in, copy_out, pinned_empty
 from .timeline import Timeline
 
@@ -191,18 +192,20 @@ class SubBatchPipeline:
                 unique.append(c)
         return unique
 
-    def tune(self, x: np.ndarray, candidates=None, *, repeat: int = 5, warmup: int = 1) -> list[dict]:
+    def tune(self, x: np.ndarray, candidates=None, *, repeat: int = 5, warmup: int = 1,
+             progress: bool = True) -> list[dict]:
         """Time each candidate schedule (``candidates(N)`` by default) on host batch ``x`` and keep the
         fastest for its N: later runs of N use it.  Returns a row per candidate (ms, schedule),
         fastest first.  The plans of the schedules not kept are dropped.  Bad arguments are refused
         before anything is timed, and a tune that fails midway (a plan that cannot be made, a
-        kernel's error, an interrupt) puts every schedule and plan back as they were."""
+        kernel's error, an interrupt) puts every schedule and plan back as they were.  A bar over the
+        candidates shows progress unless ``progress=False``."""
         repeat, warmup = check_int(repeat, "repeat"), check_int(warmup, "warmup", low=0)
         saved = self._saved()
         try:
             N, out = self._check(x, None)           # may make N's output buffer: put back too
             candidates = self._checked_candidates(N, self.candidates(N) if candidates is None else candidates)
-            rows = self._time_candidates(x, out, N, candidates, repeat, warmup)
+            rows = self._time_candidates(x, out, N, candidates, repeat, warmup, progress)
         except BaseException:
             self._restore(saved)
             raise
@@ -230,10 +233,11 @@ class SubBatchPipeline:
                 raise ValueError(f"candidate {cand!r} is not a schedule: {e}") from None
         return list(candidates)
 
-    def _time_candidates(self, x, out, N: int, candidates: list, repeat: int, warmup: int) -> list[dict]:
+    def _time_candidates(self, x, out, N: int, candidates: list, repeat: int, warmup: int,
+                         progress: bool) -> list[dict]:
         """A row per candidate: its median time over ``repeat`` runs of ``x`` after ``warmup``."""
         rows = []
-        for cand in candidates:
+        for cand in progress_bar(candidates, desc=f"tuning schedules, batch {N}", show=progress):
             self._tuned[N] = cand
             self._prepared.discard(N)
             ms = sorted(times_ms(lambda: self.run(x, out, sync=False), warmup=warmup, repeat=repeat, sync=True,
