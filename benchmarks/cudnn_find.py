@@ -65,7 +65,8 @@ def main() -> int:
             layer = ConvLayer(cin, 28, 28, c, 3, 1, 1)
             ours, algorithms = labkit_ms(layer, N, args.repeat)
             row = {"layer": f"{name} {cin}->{c}", "channels": c, "batch": N, "key": layer.key,
-                   **ca.find_algorithms(layer, N, lib=lib), "labkit_ms": ours, "labkit_algorithm": algorithms,
+                   **ca.find_algorithms(layer, N, lib=lib, progress=False),      # a line per pass is printed below
+                   "labkit_ms": ours, "labkit_algorithm": algorithms,
                    "floor_ms": {p: measure.floor_ms(rk.pass_cost(k, layer, N), labkit.device().ceilings()) for p, k in PASSES.items()}}
             rows.append(row)
             for p in ca.PASS_NAMES:

@@ -12,13 +12,15 @@ import pytest
 from labkit.ladder import mobilenet, overhead, resnet_kernels, streams
 from labkit.models import fashion_mnist as fm
 from labkit.models import mobilenet_v2 as mb
+from labkit.peers import cudnn
 from labkit.pipeline import SubBatchPipeline, pinned_empty, sub_batch
 from labkit.shapes import ConvLayer
 
 pytestmark = pytest.mark.check
 
 BARRED = [overhead.forward_times, streams.pipeline_rows, streams.sub_batch_rows, streams.tuned_rows,
-          SubBatchPipeline.tune, resnet_kernels.sweep_pass, mobilenet.depthwise_rows, mobilenet.network_rows]
+          SubBatchPipeline.tune, resnet_kernels.sweep_pass, mobilenet.depthwise_rows, mobilenet.network_rows,
+          cudnn.find_algorithms]        # (cuDNN's needs a GPU: its loop is not run here)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from .. import backends
+from ..measure.sweep import progress_bar
 from ..results import SHIPPED_DIR
 from ..shapes import ConvLayer
 
@@ -88,10 +89,11 @@ def _descriptors(lib, layer: ConvLayer, N: int, math: int):
     return x, y, w, conv
 
 
-def find_algorithms(layer: ConvLayer, N: int, maths=("fp32", "tf32"), lib=None) -> dict:
+def find_algorithms(layer: ConvLayer, N: int, maths=("fp32", "tf32"), lib=None, progress: bool = True) -> dict:
     """Every algorithm cuDNN has for the three passes of ``layer`` at batch N, fastest first:
     {math: {pass: [{"algo", "ms", "workspace_MiB", "math"}]}}; algorithms that fail (or want more
-    than WORKSPACE) are left out.  Needs a GPU with libcudnn."""
+    than WORKSPACE) are left out.  Needs a GPU with libcudnn.  A bar over each math's passes (cuDNN
+    times every algorithm of a pass: about a second each) shows progress unless ``progress=False``."""
     lib = lib or load_cudnn()
     if lib is None or backends.current() != "cuda":
         raise RuntimeError("cuDNN's find API needs a GPU and libcudnn; stored_table() holds an H100's table")
@@ -114,7 +116,7 @@ def find_algorithms(layer: ConvLayer, N: int, maths=("fp32", "tf32"), lib=None) 
         for math in maths:
             xd, yd, wd, conv = _descriptors(lib, layer, N, MATH[math])
             rows = {}
-            for name in PASS_NAMES:
+            for name in progress_bar(PASS_NAMES, desc=f"cuDNN's algorithms, {math}, batch {N}", show=progress):
                 perf = (_Perf * 16)()
                 count = ctypes.c_int()
                 if name == "fwd":
