@@ -19,7 +19,7 @@ launch configuration and the arguments as the CUDA runtime would, and runs the g
 Before anything is compiled, what the executor does not model is refused by name, with advice:
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
 access, dynamic parallelism (a launch from device code), CUDA graphs, inter-process memory, and the
-CUDA libraries (cuBLAS, cuFFT, ...).
+CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h).
 """
 from __future__ import annotations
 
@@ -47,6 +47,10 @@ _HOST_UNSUPPORTED = [
      "peer access between GPUs", "the CPU executor models one device"),
     (re.compile(r"\bcuda(?:Graph\w*|StreamBeginCapture\w*|StreamEndCapture)\s*\("), "CUDA graphs",
      "launch the kernels one by one"),
+    (re.compile(r"\bcurandState(?:MRG32k3a|Mtgp32|Scrambled\w*)\w*|\bCURAND_RNG_(?:PSEUDO_MRG32K3A|PSEUDO_MTGP32|"
+                r"PSEUDO_MT19937|QUASI_SCRAMBLED_\w+)|\bcurandMakeMTGP32\w*|\bCURAND_SCRAMBLED_\w+"),
+     "a cuRAND generator the CPU executor does not provide (MRG32k3a, MTGP32, MT19937, scrambled Sobol)",
+     "use XORWOW (curandState, CURAND_RNG_PSEUDO_DEFAULT), Philox4_32_10 or Sobol"),
     (re.compile(r"\bcudaIpc\w*\s*\("), "inter-process memory (cudaIpc*)", "the CPU executor models one process"),
     (re.compile(r"\bcudaLaunchCooperativeKernel\w*\s*\("), "cooperative launches (grid-wide sync)",
      "split the kernel at the grid-wide barrier into two launches"),
@@ -57,7 +61,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp16|cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|curand\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp16|cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
