@@ -108,6 +108,30 @@ def test_constant_symbols_and_integer_intrinsics():
     assert "cudaMemcpyToSymbol of 16 bytes at offset 0: the symbol holds 12 bytes" in err
 
 
+def test_tiles_of_several_warps_synchronise_and_reduce():
+    rc, out, err = run_program(DATA / "multi_warp_tiles.cu")
+    assert rc == 0, err
+    assert out.splitlines() == ["tiles of 64: first sum 0, 0 wrong", "tiles of 128: first sum -6, 0 wrong",
+                                "tiles of 256: first sum -10, 0 wrong", "PASSED"]
+
+
+def test_a_tile_sync_that_part_of_the_tile_never_reaches_is_a_deadlock(tmp_path):
+    p = tmp_path / "tile_deadlock.cu"
+    p.write_text("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+                 "__global__ void k() {\n  auto t = cg::tiled_partition<64>(cg::this_thread_block());\n"
+                 "  if (t.thread_rank() < 40) t.sync();\n  __syncthreads();\n}\n"
+                 "int main() { k<<<1, 128>>>(); return cudaDeviceSynchronize() == cudaSuccess ? 0 : 3; }\n")
+    rc, out, err = run_program(p)
+    assert rc == 3
+    assert "deadlock in kernel 'k'" in err and "at a tile's sync()" in err
+
+
+def test_host_threads_stream_callbacks_and_the_device_clock():
+    rc, out, err = run_program(DATA / "callbacks_threads.cu")
+    assert rc == 0, err
+    assert "stream 3: sum 4000" in out and "waited 20 ms of cycles: yes" in out and "PASSED" in out
+
+
 def test_device_properties_describe_the_executor(tmp_path):
     p = tmp_path / "props.cu"
     p.write_text('#include <cstdio>\nint main() {\n  cudaDeviceProp p; int n = -1;\n  cudaGetDeviceCount(&n);\n'

@@ -276,7 +276,20 @@ def rewrite_launches(src: str, path: str = "<program>") -> str:
     return kernel_source.apply_edits(src, edits)
 
 
+_DEVICE_CLOCK = re.compile(r"(?<![\w:.>])clock\s*\(\s*\)")
+
+
+def rewrite_device_clock(src: str) -> str:
+    """``clock()`` in device code -> ``::labkit::device_clock()``: the SM's cycle counter, not the C
+    library's processor time that the same name means in host code."""
+    text = _blank(src)
+    edits = {(m.start(), m.end(), "::labkit::device_clock()")
+             for a, b in device_spans(text) for m in _DEVICE_CLOCK.finditer(text, a, b)}   # spans may nest
+    return kernel_source.apply_edits(src, edits)
+
+
 def rewrite_program(src: str, path: str) -> str:
     """A program file as the host compiler reads it: its __shared__ declarations as for kernels
-    (kernel_source.rewrite), its launches as calls (rewrite_launches)."""
-    return rewrite_launches(kernel_source.rewrite(src), path)
+    (kernel_source.rewrite), its launches as calls (rewrite_launches), clock() in device code as the
+    SM's counter (rewrite_device_clock)."""
+    return rewrite_launches(rewrite_device_clock(kernel_source.rewrite(src)), path)

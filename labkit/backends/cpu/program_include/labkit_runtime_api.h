@@ -429,6 +429,10 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   cfg.seed = env_ull("LABKIT_CPU_SEED", (unsigned long long)std::chrono::steady_clock::now().time_since_epoch().count());
   cfg.stack_bytes = std::max(env_ull("LABKIT_CPU_STACK_KIB", 128) * 1024, env_ull("LABKIT_CPU_STACK_NEED", 0));
   cfg.timeout_ms = (unsigned long long)(1000 * std::atof(std::getenv("LABKIT_CPU_TIMEOUT_S") ? std::getenv("LABKIT_CPU_TIMEOUT_S") : "300"));
+  // The executor runs one grid at a time (its workers serve one launch): launches from several host
+  // threads (OpenMP, pthreads, a callback's thread) take turns, one valid order of concurrent streams.
+  static std::mutex one_grid;
+  std::lock_guard<std::mutex> turn(one_grid);
   unguard_all();
   std::fflush(stdout);
   int rc = ::labkit::run_grid(&cfg, L.name, body, ctx);
@@ -992,11 +996,18 @@ inline cudaError_t cudaStreamGetAttribute(cudaStream_t, cudaStreamAttrID, cudaSt
 }
 inline cudaError_t cudaCtxResetPersistingL2Cache() { return cudaSuccess; }
 inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+// A callback runs once the stream's work before it is done: here at once, with that work's pinned
+// memory released first (the callback, or a thread it starts, may read what the stream copied).
 inline cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* data, unsigned) {
+  ::labkit::rt::release(s, s == nullptr || s == cudaStreamLegacy);
   cb(s, ::labkit::rt::st().sticky, data);
   return cudaSuccess;
 }
-inline cudaError_t cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void* data) { fn(data); return cudaSuccess; }
+inline cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  ::labkit::rt::release(s, s == nullptr || s == cudaStreamLegacy);
+  fn(data);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void*, size_t = 0, unsigned = cudaMemAttachSingle) {
   return cudaSuccess;
 }
