@@ -245,6 +245,36 @@ def test_branches_for_an_older_cuda_are_not_refused():
         program_source.check_program_supported(src.replace("< 5000", ">= 5000", 1), "v.cu")
 
 
+def test_architecture_comparisons_take_the_device_pass_branch(tmp_path):
+    src = ("#if __CUDA_ARCH__ >= 800\n__device__ int f(unsigned m, int v) { return __reduce_add_sync(m, v); }\n"
+           "#else\n__device__ int f(unsigned, int) { return -1; }\n#endif\n"
+           "#ifdef __CUDA_ARCH__\nconst char* pass = \"device\";\n#else\nconst char* pass = \"host\";\n#endif\n")
+    assert program_source.rewrite_arch_conditions(src).splitlines()[0] == "#if 800 >= 800"
+    p = tmp_path / "arch.cu"
+    p.write_text(src + "#include <cstdio>\n__global__ void k(int* o) { o[threadIdx.x] = f(0xffffffffu, 2); }\n"
+                 "int main() { int* o; cudaMallocManaged(&o, 32 * sizeof(int)); k<<<1, 32>>>(o);\n"
+                 "  cudaDeviceSynchronize(); printf(\"%d %s\\n\", o[5], pass); }\n")
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out == "64 host\n"     # the sm_80 intrinsic's branch; #ifdef keeps the host pass's meaning
+
+
+def test_managed_memory_hints_that_name_a_location(tmp_path):
+    p = tmp_path / "hints.cu"
+    p.write_text("#include <cstdio>\n__global__ void k(float* a) { a[threadIdx.x] *= 2; }\n"
+                 "int main() {\n  float* a; cudaMallocManaged(&a, 64 * sizeof(float));\n"
+                 "  for (int i = 0; i < 64; ++i) a[i] = i;\n"
+                 "  cudaMemLocation dev; dev.type = cudaMemLocationTypeDevice; dev.id = 0;\n"
+                 "  cudaMemAdvise(a, 64 * sizeof(float), cudaMemAdviseSetReadMostly, dev);\n"
+                 "  cudaMemPrefetchAsync(a, 64 * sizeof(float), dev, 0, 0);\n  k<<<1, 64>>>(a);\n"
+                 "  cudaMemLocation host; host.type = cudaMemLocationTypeHost;\n"
+                 "  printf(\"%s \", cudaGetErrorName(cudaMemPrefetchAsync(a, 64 * sizeof(float), host, 0)));\n"
+                 "  cudaDeviceSynchronize(); printf(\"%g\\n\", a[63]);\n}\n")
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out == "cudaSuccess 126\n"
+
+
 def test_stream_ordered_allocation_clock64_and_the_peer_query(tmp_path):
     p = tmp_path / "misc.cu"
     p.write_text('#include <cstdio>\n__global__ void t(long long* out) {\n  long long a = clock64();\n'

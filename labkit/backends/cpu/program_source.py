@@ -288,8 +288,26 @@ def rewrite_device_clock(src: str) -> str:
     return kernel_source.apply_edits(src, edits)
 
 
+# `#if __CUDA_ARCH__ >= 800` (a comparison, alone on its line): nvcc's device pass takes the branch for
+# the GPU's architecture and its host pass the other, since there __CUDA_ARCH__ is undefined.  Such a
+# branch guards device code (an intrinsic of newer GPUs), so the one pass of a program takes the device
+# pass's branch, for the architecture kernels are compiled for (labkit_cpu.h's LABKIT_CUDA_ARCH).
+# `#ifdef __CUDA_ARCH__` and `defined(__CUDA_ARCH__)` keep the host pass's meaning.
+DEVICE_ARCH = 800
+_ARCH_IF = re.compile(r"^([ \t]*#[ \t]*(?:if|elif)[ \t]+\(?[ \t]*)__CUDA_ARCH__(?=[ \t]*(?:<=|>=|==|!=|<|>)[ \t]*\d+[ \t]*\)?[ \t]*$)",
+                      re.M)
+
+
+def rewrite_arch_conditions(src: str) -> str:
+    """``#if __CUDA_ARCH__ >= 800`` -> ``#if 800 >= 800`` (see DEVICE_ARCH), keeping every line."""
+    text = kernel_source.strip_comments(src)
+    edits = [(m.start() + len(m.group(1)), m.end(), str(DEVICE_ARCH)) for m in _ARCH_IF.finditer(text)]
+    return kernel_source.apply_edits(src, edits)
+
+
 def rewrite_program(src: str, path: str) -> str:
     """A program file as the host compiler reads it: its __shared__ declarations as for kernels
     (kernel_source.rewrite), its launches as calls (rewrite_launches), clock() in device code as the
-    SM's counter (rewrite_device_clock)."""
-    return rewrite_launches(rewrite_device_clock(kernel_source.rewrite(src)), path)
+    SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the device pass reads them
+    (rewrite_arch_conditions)."""
+    return rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_arch_conditions(src))), path)

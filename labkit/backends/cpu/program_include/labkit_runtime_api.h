@@ -1165,3 +1165,9 @@ template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStrea
 inline cudaError_t cudaFreeAsync(void* p, cudaStream_t = 0, LABKIT_SITE) { return cudaFree(p, labkit_file, labkit_line); }
 inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t = 0) { return cudaSuccess; }
 inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { return cudaSuccess; }
+// The forms that name a location (CUDA 12.2 and later).
+enum cudaMemLocationType { cudaMemLocationTypeInvalid = 0, cudaMemLocationTypeDevice = 1, cudaMemLocationTypeHost = 2,
+                           cudaMemLocationTypeHostNuma = 3, cudaMemLocationTypeHostNumaCurrent = 4 };
+struct cudaMemLocation { cudaMemLocationType type; int id; };
+inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned, cudaStream_t = 0) { return cudaSuccess; }
+inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) { return cudaSuccess; }
