@@ -28,6 +28,7 @@ def test_captured_and_built_graphs():
         "PASSED"]
 
 
+@pytest.mark.check
 def test_kernels_are_registered_by_address_unless_templates_or_overloads():
     src = ("template <class T> __global__ void t(T* x) {}\n__global__ void __launch_bounds__(256) k(int* a) {\n}\n"
            "__global__ void d(int);\n__global__ void o(int) {}\n__global__ void o(float) {}\n")
@@ -47,6 +48,7 @@ def test_a_template_kernel_by_address_is_reported(tmp_path):
     assert out == "cudaErrorInvalidDeviceFunction\n" and "a template kernel's instance" in err
 
 
+@pytest.mark.check
 def test_graph_facilities_not_modelled_are_refused_by_name():
     src = "void f(cudaGraph_t g) { cudaGraphNode_t n; cudaGraphAddMemAllocNode(&n, g, 0, 0, 0); }\n"
     with pytest.raises(UnsupportedOnCPU, match=r"g.cu:1 uses a CUDA graph facility the CPU executor does not model"):

@@ -30,6 +30,7 @@ def test_device_and_host_generators():
     assert out.rstrip().endswith("PASSED")
 
 
+@pytest.mark.check
 def test_generators_not_provided_are_refused_by_name():
     src = "#include <curand_kernel.h>\n__global__ void k(curandStateMRG32k3a* s) { curand_init(1, 0, 0, s); }\n"
     with pytest.raises(UnsupportedOnCPU, match=r"r.cu:2 uses a cuRAND generator the CPU executor does not provide"):
