@@ -108,6 +108,30 @@ def test_constant_symbols_and_integer_intrinsics():
     assert "cudaMemcpyToSymbol of 16 bytes at offset 0: the symbol holds 12 bytes" in err
 
 
+def test_tiles_of_several_warps_synchronise_and_reduce():
+    rc, out, err = run_program(DATA / "multi_warp_tiles.cu")
+    assert rc == 0, err
+    assert out.splitlines() == ["tiles of 64: first sum 0, 0 wrong", "tiles of 128: first sum -6, 0 wrong",
+                                "tiles of 256: first sum -10, 0 wrong", "PASSED"]
+
+
+def test_a_tile_sync_that_part_of_the_tile_never_reaches_is_a_deadlock(tmp_path):
+    p = tmp_path / "tile_deadlock.cu"
+    p.write_text("#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n"
+                 "__global__ void k() {\n  auto t = cg::tiled_partition<64>(cg::this_thread_block());\n"
+                 "  if (t.thread_rank() < 40) t.sync();\n  __syncthreads();\n}\n"
+                 "int main() { k<<<1, 128>>>(); return cudaDeviceSynchronize() == cudaSuccess ? 0 : 3; }\n")
+    rc, out, err = run_program(p)
+    assert rc == 3
+    assert "deadlock in kernel 'k'" in err and "at a tile's sync()" in err
+
+
+def test_host_threads_stream_callbacks_and_the_device_clock():
+    rc, out, err = run_program(DATA / "callbacks_threads.cu")
+    assert rc == 0, err
+    assert "stream 3: sum 4000" in out and "waited 20 ms of cycles: yes" in out and "PASSED" in out
+
+
 def test_device_properties_describe_the_executor(tmp_path):
     p = tmp_path / "props.cu"
     p.write_text('#include <cstdio>\nint main() {\n  cudaDeviceProp p; int n = -1;\n  cudaGetDeviceCount(&n);\n'
@@ -219,6 +243,36 @@ def test_branches_for_an_older_cuda_are_not_refused():
     program_source.check_program_supported(src, "v.cu")          # the driver call is in a dropped branch
     with pytest.raises(UnsupportedOnCPU, match="v.cu:2 uses the CUDA driver API"):
         program_source.check_program_supported(src.replace("< 5000", ">= 5000", 1), "v.cu")
+
+
+def test_architecture_comparisons_take_the_device_pass_branch(tmp_path):
+    src = ("#if __CUDA_ARCH__ >= 800\n__device__ int f(unsigned m, int v) { return __reduce_add_sync(m, v); }\n"
+           "#else\n__device__ int f(unsigned, int) { return -1; }\n#endif\n"
+           "#ifdef __CUDA_ARCH__\nconst char* pass = \"device\";\n#else\nconst char* pass = \"host\";\n#endif\n")
+    assert program_source.rewrite_arch_conditions(src).splitlines()[0] == "#if 800 >= 800"
+    p = tmp_path / "arch.cu"
+    p.write_text(src + "#include <cstdio>\n__global__ void k(int* o) { o[threadIdx.x] = f(0xffffffffu, 2); }\n"
+                 "int main() { int* o; cudaMallocManaged(&o, 32 * sizeof(int)); k<<<1, 32>>>(o);\n"
+                 "  cudaDeviceSynchronize(); printf(\"%d %s\\n\", o[5], pass); }\n")
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out == "64 host\n"     # the sm_80 intrinsic's branch; #ifdef keeps the host pass's meaning
+
+
+def test_managed_memory_hints_that_name_a_location(tmp_path):
+    p = tmp_path / "hints.cu"
+    p.write_text("#include <cstdio>\n__global__ void k(float* a) { a[threadIdx.x] *= 2; }\n"
+                 "int main() {\n  float* a; cudaMallocManaged(&a, 64 * sizeof(float));\n"
+                 "  for (int i = 0; i < 64; ++i) a[i] = i;\n"
+                 "  cudaMemLocation dev; dev.type = cudaMemLocationTypeDevice; dev.id = 0;\n"
+                 "  cudaMemAdvise(a, 64 * sizeof(float), cudaMemAdviseSetReadMostly, dev);\n"
+                 "  cudaMemPrefetchAsync(a, 64 * sizeof(float), dev, 0, 0);\n  k<<<1, 64>>>(a);\n"
+                 "  cudaMemLocation host; host.type = cudaMemLocationTypeHost;\n"
+                 "  printf(\"%s \", cudaGetErrorName(cudaMemPrefetchAsync(a, 64 * sizeof(float), host, 0)));\n"
+                 "  cudaDeviceSynchronize(); printf(\"%g\\n\", a[63]);\n}\n")
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out == "cudaSuccess 126\n"
 
 
 def test_stream_ordered_allocation_clock64_and_the_peer_query(tmp_path):

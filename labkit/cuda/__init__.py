@@ -7,9 +7,9 @@
 
 The program is built with the host C++ compiler against labkit's own ``cuda_runtime.h`` and the
 cuda-samples' common headers (``helper_cuda.h``, ``helper_string.h``, ``helper_timer.h``,
-``helper_functions.h``), and runs in a child process.  What the executor does not model (textures,
-graphics interop, the driver API, several GPUs, dynamic parallelism, CUDA libraries) is refused
-before anything is compiled, by name.  The device the program sees is one modelled on an H100 whose
+``helper_functions.h``) and cuRAND's (``curand.h``, ``curand_kernel.h``), and runs in a child process.
+What the executor does not model (textures, graphics interop, the driver API, several GPUs, dynamic
+parallelism, the CUDA libraries other than cuRAND) is refused before anything is compiled, by name.  The device the program sees is one modelled on an H100 whose
 name says it is the CPU executor (``cudaDeviceProp::labkitCpuExecutor`` is 1).
 """
 from __future__ import annotations

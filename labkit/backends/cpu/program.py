@@ -79,6 +79,40 @@ def _headers(folders: list[Path]) -> dict[str, Path]:
     return out
 
 
+_QUOTED_INCLUDE = re.compile(r'^[ \t]*#\s*include\s*"([^"]+)"', re.M)
+
+
+def _outside_headers(sources: list[Path], headers: dict[str, Path]) -> dict[str, Path]:
+    """Headers that the program's files include by a path leaving their folders (``"../inc/x.h"``, as
+    the cuda-samples keep ``src/`` and ``inc/`` side by side), found transitively: {name under the
+    build's include folder (the path, normalised), path}.  A rewritten copy
+    placed there is found first through ``-I include``, as the original is found beside ``src/``."""
+    out: dict[str, Path] = {}
+    todo = list(sources) + list(headers.values())
+    seen: set[Path] = set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        try:
+            text = f.read_text(errors="replace")
+        except OSError:
+            continue
+        for m in _QUOTED_INCLUDE.finditer(text):
+            rel = m.group(1)
+            if ".." not in Path(rel).parts:
+                continue
+            target = (f.parent / rel).resolve()
+            name = os.path.normpath(rel)
+            if (not target.is_file() or not name.startswith("../") or name.startswith("../../")
+                    or not any(target.name.endswith(x) for x in HEADER_SUFFIXES)):
+                continue
+            out.setdefault(name, target)
+            todo.append(target)
+    return out
+
+
 def _line_directive(path: Path) -> str:
     return '#line 1 "' + str(path).replace("\\", "/").replace('"', "'") + '"\n'
 
@@ -99,6 +133,8 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
     build_kind = CHECK_BUILDS.get(check or "")
     folders = sorted({s.resolve().parent for s in sources})
     headers = _headers(folders)
+    for name, h in _outside_headers(sources, headers).items():
+        headers.setdefault(name, h)
     texts: dict[str, str] = {}
     for s in sources:
         src = s.read_text(errors="replace")
@@ -119,7 +155,7 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
                                  "labkit.CPUModule to see the compiler's message")
     flags.append(compiler.RUNTIME_LINKED)
     key = compiler.cache_key(compiler.EXECUTOR_VERSION, "program", *sorted(f"{k}\0{v}" for k, v in texts.items()),
-                        compiler.headers_text(), "".join(p.read_text() for p in sorted(PROGRAM_INCLUDE.glob("*.h"))),
+                        compiler.headers_text(), "".join(p.read_text() for p in sorted(PROGRAM_INCLUDE.glob("*.*"))),
                         " ".join(flags), version, runtime.name, *(str(f) for f in folders))
     out_dir = compiler.cache_dir() / "programs"
     out_dir.mkdir(exist_ok=True)

@@ -18,8 +18,9 @@ launch configuration and the arguments as the CUDA runtime would, and runs the g
 
 Before anything is compiled, what the executor does not model is refused by name, with advice:
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
-access, dynamic parallelism (a launch from device code), CUDA graphs, inter-process memory, and the
-CUDA libraries (cuBLAS, cuFFT, ...).
+access, dynamic parallelism (a launch from device code), the graph nodes beyond kernels, copies, memsets
+and host functions, inter-process memory, and the
+CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h).
 """
 from __future__ import annotations
 
@@ -37,16 +38,24 @@ _HOST_UNSUPPORTED = [
      "the CUDA driver API (cu* calls)", "use the runtime API (cudaMalloc, <<<>>> launches) instead"),
     (re.compile(r"\bcuda(?:Graphics\w*|GL\w*|D3D\w*|EGL\w*|VDPAU\w*)\s*\("), "graphics interop",
      "the CPU executor has no display; compute into device memory and copy it back"),
-    (re.compile(r"\bcudaMemcpy3D\w*|\bcudaMalloc3D\b"), "3D copies and allocations (cudaMemcpy3D, cudaMalloc3D)",
-     "allocate with cudaMalloc or cudaMallocPitch, and copy plane by plane with cudaMemcpy2D"),
+    (re.compile(r"\bcudaMemset3D\w*\s*\(|\bcudaMemcpy3DPeer\w*\s*\("), "3D memsets and peer copies (cudaMemset3D, "
+     "cudaMemcpy3DPeer)", "set plane by plane with cudaMemset2D; the CPU executor models one device"),
     (re.compile(r"\bcuda(?:CreateTextureObject|CreateSurfaceObject|BindTexture\w*|MallocArray|Malloc3DArray|"
                 r"MallocMipmappedArray|MemcpyToArray\w*|Memcpy2DToArray\w*|CreateChannelDesc)\b|"
                 r"\btexture\s*<|\bsurface\s*<|\bcudaArray_t\b|\bcudaArray\b"),
      "textures, surfaces and CUDA arrays", "read the data through a plain pointer (cudaMalloc) instead"),
     (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
      "peer access between GPUs", "the CPU executor models one device"),
-    (re.compile(r"\bcuda(?:Graph\w*|StreamBeginCapture\w*|StreamEndCapture)\s*\("), "CUDA graphs",
-     "launch the kernels one by one"),
+    (re.compile(r"\bcudaGraph(?=[A-Z])(?!(?:Create|Destroy|AddKernelNode|KernelNodeSetParams|AddMemcpyNode|AddMemcpyNode1D|"
+                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
+                r"Instantiate|InstantiateWithFlags|Upload|Launch|ExecDestroy|ExecKernelNodeSetParams|ExecUpdate)\s*\()"
+                r"\w+\s*\(|\bcudaStreamBeginCaptureToGraph\s*\(|\bcudaGraphConditional\w*|\bcudaGraphMem\w*"),
+     "a CUDA graph facility the CPU executor does not model (memory, event, child-graph or conditional nodes)",
+     "build the graph from kernel, memcpy, memset and host nodes, or by stream capture"),
+    (re.compile(r"\bcurandState(?:MRG32k3a|Mtgp32|Scrambled\w*)\w*|\bCURAND_RNG_(?:PSEUDO_MRG32K3A|PSEUDO_MTGP32|"
+                r"PSEUDO_MT19937|QUASI_SCRAMBLED_\w+)|\bcurandMakeMTGP32\w*|\bCURAND_SCRAMBLED_\w+"),
+     "a cuRAND generator the CPU executor does not provide (MRG32k3a, MTGP32, MT19937, scrambled Sobol)",
+     "use XORWOW (curandState, CURAND_RNG_PSEUDO_DEFAULT), Philox4_32_10 or Sobol"),
     (re.compile(r"\bcudaIpc\w*\s*\("), "inter-process memory (cudaIpc*)", "the CPU executor models one process"),
     (re.compile(r"\bcudaLaunchCooperativeKernel\w*\s*\("), "cooperative launches (grid-wide sync)",
      "split the kernel at the grid-wide barrier into two launches"),
@@ -57,7 +66,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp16|cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|curand\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp16|cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
@@ -272,7 +281,94 @@ def rewrite_launches(src: str, path: str = "<program>") -> str:
     return kernel_source.apply_edits(src, edits)
 
 
+_DEVICE_CLOCK = re.compile(r"(?<![\w:.>])clock\s*\(\s*\)")
+
+
+def rewrite_device_clock(src: str) -> str:
+    """``clock()`` in device code -> ``::labkit::device_clock()``: the SM's cycle counter, not the C
+    library's processor time that the same name means in host code."""
+    text = _blank(src)
+    edits = {(m.start(), m.end(), "::labkit::device_clock()")
+             for a, b in device_spans(text) for m in _DEVICE_CLOCK.finditer(text, a, b)}   # spans may nest
+    return kernel_source.apply_edits(src, edits)
+
+
+# `#if __CUDA_ARCH__ >= 800` (a comparison, alone on its line): nvcc's device pass takes the branch for
+# the GPU's architecture and its host pass the other, since there __CUDA_ARCH__ is undefined.  Such a
+# branch guards device code (an intrinsic of newer GPUs), so the one pass of a program takes the device
+# pass's branch, for the architecture kernels are compiled for (labkit_cpu.h's LABKIT_CUDA_ARCH).
+# `#ifdef __CUDA_ARCH__` and `defined(__CUDA_ARCH__)` keep the host pass's meaning.
+DEVICE_ARCH = 800
+_ARCH_IF = re.compile(r"^([ \t]*#[ \t]*(?:if|elif)[ \t]+\(?[ \t]*)__CUDA_ARCH__(?=[ \t]*(?:<=|>=|==|!=|<|>)[ \t]*\d+[ \t]*\)?[ \t]*$)",
+                      re.M)
+
+
+def rewrite_arch_conditions(src: str) -> str:
+    """``#if __CUDA_ARCH__ >= 800`` -> ``#if 800 >= 800`` (see DEVICE_ARCH), keeping every line."""
+    text = kernel_source.strip_comments(src)
+    edits = [(m.start() + len(m.group(1)), m.end(), str(DEVICE_ARCH)) for m in _ARCH_IF.finditer(text)]
+    return kernel_source.apply_edits(src, edits)
+
+
+# A kernel defined here, by name: `__global__ void name(` with launch bounds or specifiers around.
+_KERNEL_DEF = re.compile(r"\b__global__\s+(?:(?:__launch_bounds__\s*\([^()]*\)|static|inline|__forceinline__|__noinline__)\s+)*"
+                         r"void\s+(?:__launch_bounds__\s*\([^()]*\)\s*)?(\w+)\s*\(")
+
+
+def rewrite_kernel_registrations(src: str) -> str:
+    """After the body of each kernel defined in ``src`` that is not a template (nor overloaded), a
+    registration of its address and parameter types (labkit_graphs.h), on the same line: what lets a
+    graph's kernel node or ``cudaLaunchKernel((void*)kernel, ...)`` launch it by its address."""
+    text = _blank(src)
+    found: dict[str, list[tuple[int, bool]]] = {}
+    for m in _KERNEL_DEF.finditer(text):
+        start = max(text.rfind(c, 0, m.start()) for c in ";{}")
+        is_template = re.search(r"\btemplate\b", text[start + 1:m.start()]) is not None
+        depth, i = 0, m.end() - 1
+        while i < len(text):          # the parameter list's close
+            depth += {"(": 1, ")": -1}.get(text[i], 0)
+            if depth == 0:
+                break
+            i += 1
+        j = i + 1
+        while j < len(text) and text[j].isspace():
+            j += 1
+        end = -1
+        if j < len(text) and text[j] == "{":
+            depth = 0
+            for k in range(j, len(text)):
+                depth += {"{": 1, "}": -1}.get(text[k], 0)
+                if depth == 0:
+                    end = k + 1
+                    break
+        found.setdefault(m.group(1), []).append((end, is_template))
+    edits = []
+    for name, defs in found.items():
+        if len(defs) != 1 or defs[0][1] or defs[0][0] < 0:
+            continue
+        edits.append((defs[0][0], defs[0][0], f" static const bool labkit_kernel_registered_{name} = "
+                                              f'::labkit::rt::register_kernel(&{name}, "{name}");'))
+    return kernel_source.apply_edits(src, edits)
+
+
+# `params.gridDim`, `p->blockDim`, `{.gridDim = ...}`: a member of the runtime's structures
+# (cudaKernelNodeParams), which the executor's gridDim and blockDim (macros, for kernels) would replace.
+_DIM_MEMBER = re.compile(r"(?:\.|->)\s*(gridDim|blockDim)\b")
+
+
+def rewrite_dim_members(src: str) -> str:
+    """``x.gridDim`` -> ``x.labkit_gridDim`` (and blockDim): the members' names in labkit_graphs.h."""
+    text = kernel_source.strip_comments(src)
+    return kernel_source.apply_edits(src, [(m.start(1), m.start(1), "labkit_") for m in _DIM_MEMBER.finditer(text)])
+
+
 def rewrite_program(src: str, path: str) -> str:
     """A program file as the host compiler reads it: its __shared__ declarations as for kernels
-    (kernel_source.rewrite), its launches as calls (rewrite_launches)."""
-    return rewrite_launches(kernel_source.rewrite(src), path)
+    (kernel_source.rewrite), its launches as calls (rewrite_launches), clock() in device code as the
+    SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the device pass reads them
+    (rewrite_arch_conditions), and each kernel registered by its address (rewrite_kernel_registrations)."""
+    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_dim_members(rewrite_arch_conditions(src)))),
+                           path)
+    if path.endswith((".cpp", ".cc", ".cxx", ".c")):    # C++ files hold no kernels
+        return src
+    return rewrite_kernel_registrations(src)

@@ -1,7 +1,9 @@
 // cooperative_groups for the CPU executor: the thread block, tiles of up to 32 threads with their
-// shuffles, votes and sync, thread_group (either, chosen at run time), and cg::reduce.  Grid-wide groups (this_grid, grid_group), coalesced
-// groups and tiles made at run time (tiled_partition(g, n)) are not modelled: labkit refuses a file
-// that uses them, saying so, before compiling it.
+// shuffles, votes and sync, tiles of several warps (64 to 1024 threads: sync, ranks and cg::reduce,
+// as CUDA gives them with block_tile_memory), thread_group (either, chosen at run time), and
+// cg::reduce.  Grid-wide groups (this_grid, grid_group), coalesced groups and tiles made at run time
+// (tiled_partition(g, n)) are not modelled: labkit refuses a file that uses them, saying so, before
+// compiling it.
 #pragma once
 #include "labkit_cpu.h"
 
@@ -18,19 +20,27 @@ struct thread_block {
   dim3 dim_threads() const { return blockDim; }
 };
 inline thread_block this_thread_block() { return thread_block{}; }
+// The scratch memory CUDA's multi-warp tiles need (declared __shared__ by the kernel); the executor's
+// tiles keep theirs per block themselves, so it only has to exist.
+template <unsigned MaxBlockSize = 1024> struct block_tile_memory { unsigned char reserved[8]; };
+template <unsigned M> inline thread_block this_thread_block(block_tile_memory<M>&) { return thread_block{}; }
 inline void sync(const thread_block& g, int line = __builtin_LINE()) { g.sync(line); }
 
 template <unsigned N> struct thread_block_tile {
-  static_assert(N >= 1 && N <= 32 && (N & (N - 1)) == 0, "a tile holds 1, 2, 4, 8, 16 or 32 threads");
+  static_assert(N >= 1 && N <= 1024 && (N & (N - 1)) == 0, "a tile holds a power of two threads, up to 1024");
   static constexpr unsigned size_v = N;
   unsigned thread_rank() const { return ::labkit::tl_fiber->linear % N; }
   unsigned size() const { return N; }
   unsigned num_threads() const { return N; }
   unsigned meta_group_rank() const { return ::labkit::tl_fiber->linear / N; }
   unsigned meta_group_size() const { return (blockDim.x * blockDim.y * blockDim.z + N - 1) / N; }
-  unsigned base() const { return (::labkit::tl_fiber->lane / N) * N; }   // its first lane in the warp
-  unsigned mask() const { return N == 32 ? 0xffffffffu : (((1u << N) - 1u) << base()); }
-  void sync() const { ::labkit::warp_sync(mask(), true); }   // orders memory, as __syncwarp
+  unsigned base() const { return N >= 32 ? 0u : (::labkit::tl_fiber->lane / N) * N; }   // its first lane in the warp
+  unsigned mask() const { return N >= 32 ? 0xffffffffu : (((1u << (N % 32)) - 1u) << base()); }
+  // Orders memory, as __syncwarp; a tile of several warps waits for all of its threads.
+  void sync() const {
+    if constexpr (N > 32) ::labkit::tile_sync(N);
+    else ::labkit::warp_sync(mask(), true);
+  }
   // A tile shuffles a value of any size (uint4, a struct), as CUDA's does: in 8-byte pieces.
   template <class T, class F> static T by_pieces(const T& v, F shuffle_piece) {
     if constexpr (sizeof(T) <= 8) {
@@ -46,18 +56,23 @@ template <unsigned N> struct thread_block_tile {
     }
   }
   template <class T> T shfl(T v, int src, int line = __builtin_LINE()) const {
+    static_assert(N <= 32, "a tile of several warps has no shuffles (as in CUDA)");
     return by_pieces(v, [&](auto p) { return __shfl_sync(mask(), p, src, int(N), line); });
   }
   template <class T> T shfl_down(T v, unsigned d, int line = __builtin_LINE()) const {
+    static_assert(N <= 32, "a tile of several warps has no shuffles (as in CUDA)");
     return by_pieces(v, [&](auto p) { return __shfl_down_sync(mask(), p, d, int(N), line); });
   }
   template <class T> T shfl_up(T v, unsigned d, int line = __builtin_LINE()) const {
+    static_assert(N <= 32, "a tile of several warps has no shuffles (as in CUDA)");
     return by_pieces(v, [&](auto p) { return __shfl_up_sync(mask(), p, d, int(N), line); });
   }
   template <class T> T shfl_xor(T v, int m, int line = __builtin_LINE()) const {
+    static_assert(N <= 32, "a tile of several warps has no shuffles (as in CUDA)");
     return by_pieces(v, [&](auto p) { return __shfl_xor_sync(mask(), p, m, int(N), line); });
   }
   unsigned ballot(int pred) const {
+    static_assert(N <= 32, "a tile of several warps has no votes here: use cg::reduce");
     unsigned b = __ballot_sync(mask(), pred) >> base();
     return N == 32 ? b : (b & ((1u << N) - 1u));
   }
@@ -78,6 +93,7 @@ class thread_group {
   template <unsigned N> thread_group(const thread_block_tile<N>& t) : tile_(N), mask_(t.mask()) {}
   void sync(int line = __builtin_LINE()) const {
     if (tile_ == 0) ::labkit::syncthreads(line);
+    else if (tile_ > 32) ::labkit::tile_sync(tile_);
     else ::labkit::warp_sync(mask_, true);
   }
   unsigned thread_rank() const { return tile_ ? ::labkit::tl_fiber->linear % tile_ : ::labkit::tl_fiber->linear; }
@@ -93,10 +109,27 @@ template <class T> struct bit_and { T operator()(T a, T b) const { return a & b;
 template <class T> struct bit_or { T operator()(T a, T b) const { return a | b; } };
 template <class T> struct bit_xor { T operator()(T a, T b) const { return a ^ b; } };
 
-// cg::reduce over a tile: every thread gets the result (a butterfly of xor shuffles).
+// cg::reduce over a tile: every thread gets the result (a butterfly of xor shuffles).  A tile of
+// several warps: each warp's result in the block's scratch (one slot per warp, per worker as
+// __shared__ memory is), then every thread combines its tile's slots in warp order.
 template <unsigned N, class T, class Op> inline T reduce(const thread_block_tile<N>& t, T v, Op op) {
-  for (unsigned o = N / 2; o > 0; o /= 2) v = op(v, t.shfl_xor(v, int(o)));
-  return v;
+  if constexpr (N <= 32) {
+    for (unsigned o = N / 2; o > 0; o /= 2) v = op(v, t.shfl_xor(v, int(o)));
+    return v;
+  } else {
+    alignas(T) static thread_local unsigned char scratch[32 * sizeof(T)];
+    T* slot = reinterpret_cast<T*>(scratch);
+    v = reduce(thread_block_tile<32>{}, v, op);
+    const unsigned warp = ::labkit::tl_fiber->warp;
+    if (::labkit::tl_fiber->lane == 0) slot[warp] = v;
+    t.sync();
+    const unsigned first = t.meta_group_rank() * (N / 32), threads = blockDim.x * blockDim.y * blockDim.z;
+    const unsigned last = std::min(first + N / 32, (threads + 31) / 32);
+    T r = slot[first];
+    for (unsigned w = first + 1; w < last; ++w) r = op(r, slot[w]);
+    t.sync();   // the slots may be written again by the next reduce
+    return r;
+  }
 }
 
 }  // namespace cooperative_groups

@@ -220,7 +220,7 @@ struct __attribute__((visibility("default"))) LaunchConfig {
   unsigned long long timeout_ms;  // the watchdog: a launch running longer is stopped (0: never)
 };
 
-enum class St : unsigned char { Ready, BlockBar, WarpBar, Done };
+enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, Done };
 
 struct Fiber {
   void* sp = nullptr;
@@ -279,6 +279,7 @@ struct Worker {
   std::vector<WarpState> warps;
   uint3 block_idx{0, 0, 0};
   unsigned live = 0, at_bar = 0;
+  unsigned tile_n = 0;            // the size of the multi-warp tiles the block's threads last synchronised
   int bar_line = 0;
   unsigned long long bar_count[2] = {0, 0}, bar_seen[2] = {0, 0};  // __syncthreads_count's sums
   bool aborted = false;
@@ -370,6 +371,7 @@ LABKIT_RUNTIME_FN std::string block_name(const Worker* W);
 [[noreturn]] LABKIT_RUNTIME_FN void fail_from_fiber(const std::string& msg);
 LABKIT_RUNTIME_FN void syncthreads(int line);
 LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
+LABKIT_RUNTIME_FN void tile_sync(unsigned n);
 LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
@@ -612,6 +614,37 @@ LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory) {
   if (orders_memory && sync) race_acquire(sync);
 }
 
+// A tile of n threads, a multiple of a warp (cooperative_groups' thread_block_tile<64> ... <1024>): the
+// threads of linear ranks [lo, lo + n) wait until every one of them that has not returned has arrived.
+// True if the tile was complete and its waiting threads are released.
+inline bool release_tile(Worker* W, unsigned lo, unsigned n) {
+  const unsigned hi = std::min<unsigned>(lo + n, unsigned(W->fibers.size()));
+  unsigned waiting = 0;
+  for (unsigned i = lo; i < hi; ++i) {
+    if (W->fibers[i].state == St::TileBar) ++waiting;
+    else if (W->fibers[i].state != St::Done) return false;
+  }
+  if (!waiting) return false;
+  for (unsigned i = lo; i < hi; ++i)
+    if (W->fibers[i].state == St::TileBar) W->fibers[i].state = St::Ready;
+  ++W->warps[lo / 32].gen[0];
+  return true;
+}
+LABKIT_RUNTIME_FN void tile_sync(unsigned n) {
+  Bookkeeping quiet;
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  W->tile_n = n;
+  const unsigned lo = f->linear / n * n;
+  // The race check's sync object: the tile's first warp's, by the parity of the barriers it passed.
+  WarpState& first = W->warps[lo / 32];
+  void* sync = &first.race_sync[0][first.gen[0] & 1u];
+  race_release(sync);
+  f->state = St::TileBar;
+  if (!release_tile(W, lo, n)) yield_to_scheduler();
+  race_acquire(sync);
+}
+
 // Called when a fiber's kernel body returns.
 inline void thread_exit() {
   Bookkeeping quiet;
@@ -644,6 +677,8 @@ inline void thread_exit() {
     release_block_barrier(W);
   }
   try_release_warp(W, ws, f->warp);
+  // Nor does a multi-warp tile's barrier wait for them.
+  if (W->tile_n) release_tile(W, f->linear / W->tile_n * W->tile_n, W->tile_n);
 }
 
 inline void fiber_main() {
@@ -774,6 +809,7 @@ inline void run_block(Worker& W, unsigned long long b) {
   race_release(&W.race_block_start);
   W.live = n;
   W.at_bar = 0;
+  W.tile_n = 0;
   W.aborted = false;
   W.bar_count[0] = W.bar_count[1] = W.bar_seen[0] = W.bar_seen[1] = 0;
   const bool shuffle = L.cfg.flags & CHECK_SHUFFLE;
@@ -800,15 +836,17 @@ inline void run_block(Worker& W, unsigned long long b) {
       ran = true;
     }
     if (!ran && W.live > 0 && !W.aborted) {
-      unsigned at_block = 0, at_warp = 0;
+      unsigned at_block = 0, at_warp = 0, at_tile = 0;
       for (auto& f : W.fibers) {
         at_block += f.state == St::BlockBar;
         at_warp += f.state == St::WarpBar;
+        at_tile += f.state == St::TileBar;
       }
       L.fail("deadlock in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ": " +
-             std::to_string(at_block) + " threads wait at __syncthreads() and " +
-             std::to_string(at_warp) +
-             " at a warp barrier (shuffle, vote or __syncwarp) that the others never reach");
+             std::to_string(at_block) + " threads wait at __syncthreads(), " + std::to_string(at_warp) +
+             " at a warp barrier (shuffle, vote or __syncwarp)" +
+             (at_tile ? " and " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
+             " that the others never reach");
       W.aborted = true;
     }
   }
@@ -1120,10 +1158,16 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 
 #if defined(LABKIT_PROGRAM)
 // A whole program may time its kernels (or wait a while) with the SM cycle counter: here it counts the
-// host's steady clock in nanoseconds, so differences are durations, not a GPU's cycles.  (clock() is
-// the C library's: the process's processor time.)  A kernel compiled on its own is refused instead,
-// since its results would depend on the count.
-inline long long clock64() { return (long long)std::chrono::steady_clock::now().time_since_epoch().count(); }
+// host's steady clock in cycles of the modelled device's clock rate (1.98 GHz, cudaDeviceProp::clockRate),
+// so that a kernel spinning for `ms * clockRate` cycles waits that many milliseconds.  clock() in device
+// code is this counter's low bits (the launch rewrite calls labkit::device_clock there); on the host
+// it stays the C library's.  A kernel compiled on its own is refused instead, since its results would
+// depend on the count.
+inline long long clock64() {
+  long long ns = (long long)std::chrono::steady_clock::now().time_since_epoch().count();
+  return ns / 50 * 99 + ns % 50 * 99 / 50;   // ns * 1.98 without overflow
+}
+namespace labkit { inline long device_clock() { return long((unsigned int)clock64()); } }
 #endif
 #define threadIdx (::labkit::tl_fiber->tid)
 #define blockIdx (::labkit::tl_worker->block_idx)

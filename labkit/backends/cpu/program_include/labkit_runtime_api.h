@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -74,7 +75,9 @@ enum cudaError {
   cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701,
   cudaErrorLaunchTimeout = 702, cudaErrorSetOnActiveProcess = 708, cudaErrorAssert = 710,
   cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713,
-  cudaErrorLaunchFailure = 719, cudaErrorNotPermitted = 800, cudaErrorNotSupported = 801, cudaErrorUnknown = 999
+  cudaErrorLaunchFailure = 719, cudaErrorNotPermitted = 800, cudaErrorNotSupported = 801,
+  cudaErrorIllegalState = 401, cudaErrorStreamCaptureUnsupported = 900, cudaErrorStreamCaptureUnmatched = 903,
+  cudaErrorGraphExecUpdateFailure = 910, cudaErrorUnknown = 999
 };
 typedef enum cudaError cudaError_t;
 
@@ -162,6 +165,20 @@ typedef CUstream_st* cudaStream_t;
 typedef CUevent_st* cudaEvent_t;
 typedef void (*cudaHostFn_t)(void* userData);
 typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, void* userData);
+// A CUDA graph (labkit_graphs.h): nodes that each do one piece of stream work, and the nodes each
+// waits for.  Declared here: a stream being captured records its work as nodes (rt::capture).
+enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemcpy = 1, cudaGraphNodeTypeMemset = 2,
+                         cudaGraphNodeTypeHost = 3, cudaGraphNodeTypeGraph = 4, cudaGraphNodeTypeEmpty = 5 };
+struct CUgraphNode_st;
+struct CUgraph_st { std::vector<CUgraphNode_st*> nodes; };
+struct CUgraphNode_st {
+  cudaGraphNodeType type;
+  std::function<cudaError_t()> run;
+  std::vector<CUgraphNode_st*> deps;
+  CUgraph_st* graph;
+};
+typedef CUgraph_st* cudaGraph_t;
+typedef CUgraphNode_st* cudaGraphNode_t;
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
 
@@ -190,6 +207,11 @@ struct State {
   struct sigaction old_segv {};
   bool handler = false;
   std::map<const void*, int> max_dynamic_shared;   // cudaFuncSetAttribute's opt-in, by kernel
+  // Stream capture: the graph being recorded, the streams recording into it (the one that began the
+  // capture and those that joined it by waiting for one of its events), the last node recorded.
+  CUgraph_st* capture = nullptr;
+  std::vector<cudaStream_t> capture_streams;
+  CUgraphNode_st* capture_last = nullptr;
 };
 inline State& st() { static State* s = new State(); return *s; }   // never destroyed: atexit order
 
@@ -349,6 +371,31 @@ inline void guard_async(void* dst, size_t n, cudaStream_t stream, const char* fi
 // made accessible first (the stream order makes them legal on a GPU).
 inline void unguard_all() { if (!st().pending.empty()) release(nullptr, true); }
 
+// --- Stream capture ----------------------------------------------------------------------------
+inline bool capturing(cudaStream_t s) {
+  auto& c = st();
+  if (!c.capture) return false;
+  for (cudaStream_t x : c.capture_streams)
+    if (x == s) return true;
+  return false;
+}
+inline CUgraphNode_st* add_node(CUgraph_st* g, cudaGraphNodeType type, std::function<cudaError_t()> run,
+                                const std::vector<CUgraphNode_st*>& deps) {
+  auto* n = new CUgraphNode_st{type, std::move(run), deps, g};
+  g->nodes.push_back(n);
+  return n;
+}
+// Work issued to a capturing stream becomes a node of the graph (after the one recorded before it: the
+// order work was issued in is one its dependencies allow) instead of being done.  True if recorded.
+inline bool record(cudaStream_t s, cudaGraphNodeType type, std::function<cudaError_t()> run) {
+  if (!capturing(s)) return false;
+  auto& c = st();
+  std::vector<CUgraphNode_st*> deps;
+  if (c.capture_last) deps.push_back(c.capture_last);
+  c.capture_last = add_node(c.capture, type, std::move(run), deps);
+  return true;
+}
+
 // --- Launches ----------------------------------------------------------------------------------
 inline unsigned long long env_ull(const char* name, unsigned long long dflt) {
   const char* v = std::getenv(name);
@@ -429,6 +476,10 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   cfg.seed = env_ull("LABKIT_CPU_SEED", (unsigned long long)std::chrono::steady_clock::now().time_since_epoch().count());
   cfg.stack_bytes = std::max(env_ull("LABKIT_CPU_STACK_KIB", 128) * 1024, env_ull("LABKIT_CPU_STACK_NEED", 0));
   cfg.timeout_ms = (unsigned long long)(1000 * std::atof(std::getenv("LABKIT_CPU_TIMEOUT_S") ? std::getenv("LABKIT_CPU_TIMEOUT_S") : "300"));
+  // The executor runs one grid at a time (its workers serve one launch): launches from several host
+  // threads (OpenMP, pthreads, a callback's thread) take turns, one valid order of concurrent streams.
+  static std::mutex one_grid;
+  std::lock_guard<std::mutex> turn(one_grid);
   unguard_all();
   std::fflush(stdout);
   int rc = ::labkit::run_grid(&cfg, L.name, body, ctx);
@@ -462,14 +513,21 @@ template <class Call> struct KernelCall {
     }, values);
     if (!ok) { fail_sticky(cudaErrorIllegalAddress); return; }
     using Values = std::tuple<std::decay_t<A>...>;
-    struct Ctx { const Call* call; Values* args; } ctx{&call, &values};
+    if (record(spec.stream, cudaGraphNodeTypeKernel, [call = call, spec = spec, values]() {
+          return launch(call, spec, values);
+        }))
+      return;
+    launch(call, spec, values);
+  }
+  template <class Values> static cudaError_t launch(const Call& call, const LaunchSpec& spec, const Values& values) {
+    struct Ctx { const Call* call; const Values* args; } ctx{&call, &values};
     auto body = [](void* p) {
       auto* c = static_cast<Ctx*>(p);
       // Each thread's own copies of the arguments, as each GPU thread reads its parameters.
       Values mine = *c->args;
       std::apply(*c->call, mine);
     };
-    run(spec, +body, &ctx);
+    return run(spec, +body, &ctx);
   }
 };
 
@@ -498,6 +556,8 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     LABKIT_E(cudaErrorIllegalAddress) LABKIT_E(cudaErrorLaunchOutOfResources) LABKIT_E(cudaErrorLaunchTimeout)
     LABKIT_E(cudaErrorSetOnActiveProcess) LABKIT_E(cudaErrorAssert) LABKIT_E(cudaErrorHostMemoryAlreadyRegistered)
     LABKIT_E(cudaErrorHostMemoryNotRegistered) LABKIT_E(cudaErrorLaunchFailure) LABKIT_E(cudaErrorNotPermitted)
+    LABKIT_E(cudaErrorIllegalState) LABKIT_E(cudaErrorStreamCaptureUnsupported)
+    LABKIT_E(cudaErrorStreamCaptureUnmatched) LABKIT_E(cudaErrorGraphExecUpdateFailure)
     LABKIT_E(cudaErrorNotSupported) LABKIT_E(cudaErrorUnknown)
 #undef LABKIT_E
   }
@@ -863,6 +923,9 @@ inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKi
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = 0,
                                    LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemcpy, [=] {
+        return ::labkit::rt::copy(dst, src, n, kind, "cudaMemcpyAsync", labkit_file, labkit_line); }))
+    return cudaSuccess;
   cudaError_t e = ::labkit::rt::copy(dst, src, n, kind, "cudaMemcpyAsync", labkit_file, labkit_line);
   if (e == cudaSuccess && (kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDefault))
     ::labkit::rt::guard_async(dst, n, s, labkit_file, labkit_line);
@@ -879,7 +942,10 @@ inline cudaError_t cudaMemcpy2D(void* dst, size_t dpitch, const void* src, size_
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy2DAsync(void* dst, size_t dpitch, const void* src, size_t spitch, size_t width,
-                                     size_t height, cudaMemcpyKind kind, cudaStream_t = 0, LABKIT_SITE) {
+                                     size_t height, cudaMemcpyKind kind, cudaStream_t s = 0, LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemcpy, [=] {
+        return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind, labkit_file, labkit_line); }))
+    return cudaSuccess;
   return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind, labkit_file, labkit_line);
 }
 inline cudaError_t cudaMemset(void* p, int v, size_t n, LABKIT_SITE) {
@@ -890,7 +956,9 @@ inline cudaError_t cudaMemset(void* p, int v, size_t n, LABKIT_SITE) {
   std::memset(p, v, n);
   return cudaSuccess;
 }
-inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t = 0, LABKIT_SITE) {
+inline cudaError_t cudaMemsetAsync(void* p, int v, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemset, [=] { return cudaMemset(p, v, n, labkit_file, labkit_line); }))
+    return cudaSuccess;
   return cudaMemset(p, v, n, labkit_file, labkit_line);
 }
 inline cudaError_t cudaMemset2D(void* p, size_t pitch, int v, size_t width, size_t height, LABKIT_SITE) {
@@ -964,7 +1032,13 @@ struct CUevent_st {
   bool recorded;
   unsigned flags;
   cudaStream_t stream;
+  bool captured = false;   // recorded in a capturing stream
 };
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  if (e && e->captured && ::labkit::rt::st().capture && !::labkit::rt::capturing(s))
+    ::labkit::rt::st().capture_streams.push_back(s);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned f) { *s = new CUstream_st{f, 0}; return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned f, int p) { *s = new CUstream_st{f, p}; return cudaSuccess; }
@@ -991,12 +1065,24 @@ inline cudaError_t cudaStreamGetAttribute(cudaStream_t, cudaStreamAttrID, cudaSt
   return cudaSuccess;
 }
 inline cudaError_t cudaCtxResetPersistingL2Cache() { return cudaSuccess; }
-inline cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned = 0) { return cudaSuccess; }
+// Work is done when issued, so a wait is already over; under capture, a stream that waits for an event
+// recorded in a capturing stream joins the capture (as CUDA's fork of a captured stream does).
+inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned = 0);
+// A callback runs once the stream's work before it is done: here at once, with that work's pinned
+// memory released first (the callback, or a thread it starts, may read what the stream copied).
 inline cudaError_t cudaStreamAddCallback(cudaStream_t s, cudaStreamCallback_t cb, void* data, unsigned) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeHost, [=] { cb(s, ::labkit::rt::st().sticky, data); return cudaSuccess; }))
+    return cudaSuccess;
+  ::labkit::rt::release(s, s == nullptr || s == cudaStreamLegacy);
   cb(s, ::labkit::rt::st().sticky, data);
   return cudaSuccess;
 }
-inline cudaError_t cudaLaunchHostFunc(cudaStream_t, cudaHostFn_t fn, void* data) { fn(data); return cudaSuccess; }
+inline cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void* data) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeHost, [=] { fn(data); return cudaSuccess; })) return cudaSuccess;
+  ::labkit::rt::release(s, s == nullptr || s == cudaStreamLegacy);
+  fn(data);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamAttachMemAsync(cudaStream_t, void*, size_t = 0, unsigned = cudaMemAttachSingle) {
   return cudaSuccess;
 }
@@ -1011,6 +1097,8 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned f) {
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
   if (!e) return ::labkit::rt::fail(cudaErrorInvalidResourceHandle);
+  e->captured = ::labkit::rt::capturing(s);
+  if (e->captured) return cudaSuccess;
   e->t = std::chrono::steady_clock::now();
   e->recorded = true;
   e->stream = s;
@@ -1087,18 +1175,38 @@ template <class F> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* mi
   return cudaSuccess;
 }
 // cudaLaunchKernel(kernel, grid, block, args, shared, stream): args[i] points at parameter i.
+// The parameters' values are read when the call is made (CUDA copies them then), so that a captured
+// launch or a graph's kernel node runs with the values of that moment.
+namespace labkit {
+namespace rt {
+template <class... P> using ArgValues = std::tuple<std::remove_cv_t<std::remove_reference_t<P>>...>;
+template <class... P, size_t... I> inline ArgValues<P...> read_args(void** args, std::index_sequence<I...>) {
+  return ArgValues<P...>(*static_cast<std::tuple_element_t<I, ArgValues<P...>>*>(args[I])...);
+}
+template <class... P>
+inline cudaError_t launch_values(void (*k)(P...), const LaunchSpec& spec, const ArgValues<P...>& values) {
+  LABKIT_STICKY();
+  if (check_config(spec, reinterpret_cast<const void*>(k)) != cudaSuccess) return cudaErrorInvalidConfiguration;
+  struct Ctx { void (*k)(P...); const ArgValues<P...>* values; } ctx{k, &values};
+  auto body = [](void* p) {
+    auto* c = static_cast<Ctx*>(p);
+    ArgValues<P...> mine = *c->values;
+    std::apply([c](auto&... v) { c->k(v...); }, mine);
+  };
+  return run(spec, +body, &ctx);
+}
+}  // namespace rt
+}  // namespace labkit
 template <class... P>
 inline cudaError_t cudaLaunchKernel(void (*k)(P...), dim3 grid, dim3 block, void** args, size_t shared = 0,
                                     cudaStream_t stream = 0) {
   LABKIT_STICKY();
   ::labkit::rt::LaunchSpec spec{"(cudaLaunchKernel)", grid, block, shared, stream, "", 0};
-  if (::labkit::rt::check_config(spec, reinterpret_cast<const void*>(k)) != cudaSuccess) return cudaErrorInvalidConfiguration;
-  struct Ctx { void (*k)(P...); void** args; } ctx{k, args};
-  auto body = [](void* p) {
-    auto* c = static_cast<Ctx*>(p);
-    ::labkit::call_kernel(c->k, c->args, std::index_sequence_for<P...>{});
-  };
-  return ::labkit::rt::run(spec, +body, &ctx);
+  auto values = ::labkit::rt::read_args<P...>(args, std::index_sequence_for<P...>{});
+  if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel,
+                           [=] { return ::labkit::rt::launch_values(k, spec, values); }))
+    return cudaSuccess;
+  return ::labkit::rt::launch_values(k, spec, values);
 }
 
 // assert() in a kernel: as on a GPU, the failing thread's message names its block and thread, the
@@ -1154,3 +1262,11 @@ template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStrea
 inline cudaError_t cudaFreeAsync(void* p, cudaStream_t = 0, LABKIT_SITE) { return cudaFree(p, labkit_file, labkit_line); }
 inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t = 0) { return cudaSuccess; }
 inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { return cudaSuccess; }
+// The forms that name a location (CUDA 12.2 and later).
+enum cudaMemLocationType { cudaMemLocationTypeInvalid = 0, cudaMemLocationTypeDevice = 1, cudaMemLocationTypeHost = 2,
+                           cudaMemLocationTypeHostNuma = 3, cudaMemLocationTypeHostNumaCurrent = 4 };
+struct cudaMemLocation { cudaMemLocationType type; int id; };
+inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, cudaMemLocation, unsigned, cudaStream_t = 0) { return cudaSuccess; }
+inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, cudaMemLocation) { return cudaSuccess; }
+
+#include "labkit_graphs.h"

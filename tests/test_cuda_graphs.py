@@ -1,0 +1,64 @@
+"""CUDA graphs in whole programs on the CPU executor (labkit.cuda): stream capture, graphs built node by
+node, kernel nodes and cudaLaunchKernel by a kernel's address, and NVIDIA's simpleCudaGraphs, unchanged."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from labkit.backends.cpu import program_source
+from labkit.cuda import run_program
+from labkit.errors import UnsupportedOnCPU
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
+
+DATA = Path(__file__).parent / "data" / "cuda_programs"
+
+
+def test_captured_and_built_graphs():
+    rc, out, err = run_program(DATA / "graphs.cu")
+    assert rc == 0, err
+    assert out.splitlines() == [
+        "captured 6 nodes, host function called 0 times before a launch",
+        "after 3 launches: x[10] = 20, host function called 3 times",
+        "built graph: x[10] = 5, y[999] = 3",
+        "with the kernel node's scale set to 10: x[10] = 100",
+        "cudaLaunchKernel by address: x[10] = 103",
+        "PASSED"]
+
+
+@pytest.mark.check
+def test_kernels_are_registered_by_address_unless_templates_or_overloads():
+    src = ("template <class T> __global__ void t(T* x) {}\n__global__ void __launch_bounds__(256) k(int* a) {\n}\n"
+           "__global__ void d(int);\n__global__ void o(int) {}\n__global__ void o(float) {}\n")
+    out = program_source.rewrite_kernel_registrations(src)
+    assert out.splitlines()[2] == ('} static const bool labkit_kernel_registered_k = '
+                                   '::labkit::rt::register_kernel(&k, "k");')
+    assert out.count("register_kernel") == 1 and len(out.splitlines()) == len(src.splitlines())
+
+
+def test_a_template_kernel_by_address_is_reported(tmp_path):
+    p = tmp_path / "by_address.cu"
+    p.write_text("#include <cstdio>\ntemplate <class T> __global__ void k(T* x) { x[0] = 1; }\n"
+                 "int main() {\n  int* d; cudaMalloc(&d, 4); void* args[] = {&d};\n"
+                 "  printf(\"%s\\n\", cudaGetErrorName(cudaLaunchKernel((const void*)k<int>, dim3(1), dim3(1), args)));\n}\n")
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out == "cudaErrorInvalidDeviceFunction\n" and "a template kernel's instance" in err
+
+
+@pytest.mark.check
+def test_graph_facilities_not_modelled_are_refused_by_name():
+    src = "void f(cudaGraph_t g) { cudaGraphNode_t n; cudaGraphAddMemAllocNode(&n, g, 0, 0, 0); }\n"
+    with pytest.raises(UnsupportedOnCPU, match=r"g.cu:1 uses a CUDA graph facility the CPU executor does not model"):
+        program_source.check_program_supported(src, "g.cu")
+    program_source.check_program_supported("void cudaGraphsManual();\nvoid g() { cudaGraphsManual(); }\n", "g.cu")
+
+
+def test_simple_cuda_graphs_sample_runs_unchanged():
+    rc, out, err = run_program(DATA / "cuda-samples" / "simpleCudaGraphs")
+    assert rc == 0, err[-2000:]
+    assert out.count("[cudaGraphsManual] Host callback final reduced sum = 0.996214") == 6
+    assert out.count("[cudaGraphsUsingStreamCapture] Host callback final reduced sum = 0.996214") == 6
+    assert "Num of nodes in the graph created manually = 7" in out and out.count("Cloned Graph Output..") == 2
