@@ -10,10 +10,9 @@
 //
 // The conversions follow cuRAND's documented ones: a uniform float is x * 2^-32 + 2^-33 (in (0, 1]),
 // a normal pair from two numbers by Box-Muller (the second one kept for the next call), a quasi-random
-// normal by the inverse of the normal distribution function.  The 32-bit numbers of the device API's
-// XORWOW and Philox states (after curand_init with a subsequence and an offset) and of the Sobol
-// sequences were compared with NVIDIA's cuRAND on an H200 for a few seeds and were equal, and so were
-// curand_uniform and the double-precision conversions; a float normal may differ in its last bits
+// normal by the inverse of the normal distribution function.  These follow cuRAND's documentation; that
+// the device API's streams (after curand_init with a subsequence and an offset) equal NVIDIA's cuRAND
+// bit for bit has not been checked on a GPU yet.  A float normal would differ in its last bits anyway
 // (the GPU's sinf, cosf and logf are not the C library's), a quasi-random normal more (another inverse
 // of the distribution function).  The host API's pseudo-random generators are not NVIDIA's layout
 // (curand.h).  So a program that checks statistics (an estimate of pi, an option's price within its
