@@ -205,10 +205,10 @@ def test_race_check_finds_a_missing_barrier():
     assert "__shared__ array 'buf'" in err
 
 
-def test_race_check_orders_launches_and_still_finds_a_race_between_blocks():
+def test_race_check_orders_launches_and_still_finds_a_race_after_them():
     """Each launch comes after the last: no report for three launches in turn, each run by new worker
-    threads (whose thread-local storage may sit where the last launch's did); blocks of one launch
-    writing one element are still a race."""
+    threads (whose thread-local storage may sit where the last launch's did); threads of a fourth
+    launch writing one element are still a race."""
     rc, out, err = run_program(DATA / "launches_in_turn.cu", check="race")
     assert rc == 0 and out.split() == ["3", "3"] and "race" not in err, err[-2000:]
     rc, out, err = run_program(DATA / "launches_in_turn.cu", ["1"], check="race")

@@ -1,5 +1,5 @@
 // Three launches of one kernel, each after the last: the race check must stay quiet.  With argument 1,
-// a kernel whose blocks all write one element runs first: the race check must name it.
+// a fourth kernel whose threads all write one element follows: the race check must name it.
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
@@ -9,8 +9,8 @@ __global__ void add_one(float* a, int n) {
   if (i < n) a[i] += 1.0f;
 }
 
-__global__ void every_block_writes(float* a) {
-  if (threadIdx.x == 0) a[0] = (float)blockIdx.x;
+__global__ void every_thread_writes(float* a) {
+  a[0] = (float)threadIdx.x;
 }
 
 int main(int argc, char** argv) {
@@ -19,8 +19,8 @@ int main(int argc, char** argv) {
   float* d;
   cudaMalloc(&d, n * sizeof(float));
   cudaMemset(d, 0, n * sizeof(float));
-  if (racy) every_block_writes<<<16, 32>>>(d);
   for (int k = 0; k < 3; ++k) add_one<<<(n + 255) / 256, 256>>>(d, n);
+  if (racy) every_thread_writes<<<1, 64>>>(d);
   float h[n];
   cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
   printf("%g %g\n", h[1], h[n - 1]);
