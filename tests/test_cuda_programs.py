@@ -238,6 +238,7 @@ def test_correct_programs_pass_every_check():
                           "simpleAssert completed, returned OK"]),
     ("deviceQuery", [], ['Device 0: "NVIDIA H100 80GB HBM3 (labkit CPU executor)"',
                          "(132) Multiprocessors, (128) CUDA Cores/MP:", "Result = PASS"]),
+    ("fp16ScalarProduct", [], ["Result intrinsics", "&&&& fp16ScalarProduct PASSED"]),   # cuda_fp16.h's half2
 ])
 def test_cuda_samples_run_unchanged(sample, args, expect):
     rc, out, err = run_program(SAMPLES / sample, args)
