@@ -1,0 +1,40 @@
+// Rounding of doubles to the 16-bit floating-point formats of cuda_fp16.h (binary16: 10 significand
+// bits, bias 15) and cuda_bf16.h (bfloat16: 7 bits, bias 127): to nearest, ties to even, with
+// subnormals, overflow to infinity and NaN.  Why computing in double and rounding once gives what a GPU
+// gives is argued in cuda_fp16.h.
+#pragma once
+#include <cmath>
+
+namespace labkit {
+namespace fp16 {
+template <int M, int BIAS> inline unsigned short round_double(double v) {
+  unsigned short sign = std::signbit(v) ? 0x8000 : 0;
+  if (std::isnan(v)) return 0x7fff;          // the canonical NaN a GPU's conversion gives
+  double a = std::fabs(v);
+  const unsigned short inf = static_cast<unsigned short>((2 * BIAS + 1) << M);
+  // The midpoint of the largest finite value and 2^(BIAS+1) ties to even, which is infinity
+  // (65520 for binary16).
+  if (a >= std::ldexp(2.0 - std::ldexp(1.0, -(M + 1)), BIAS)) return sign | inf;
+  if (a < std::ldexp(1.0, 1 - BIAS)) {       // subnormal (or zero): multiples of 2^(1-BIAS-M)
+    // The scaling is exact; nearbyint rounds ties to even in the default rounding mode.  2^M is the
+    // smallest normal's bits, as it should be.
+    return sign | static_cast<unsigned short>(std::nearbyint(std::ldexp(a, BIAS - 1 + M)));
+  }
+  int k;
+  std::frexp(a, &k);                          // a = m * 2^k, m in [0.5, 1)
+  double r = std::nearbyint(std::ldexp(a, M + 1 - k));   // the significand, in [2^M, 2^(M+1)]
+  if (r == std::ldexp(1.0, M + 1)) { r = std::ldexp(1.0, M); ++k; }
+  unsigned e = static_cast<unsigned>(k - 1 + BIAS);
+  return sign | static_cast<unsigned short>((e << M) | (static_cast<unsigned>(r) - (1u << M)));
+}
+template <int M, int BIAS> inline double widen(unsigned short h) {
+  unsigned e = (h >> M) & ((2u * BIAS) + 1), m = h & ((1u << M) - 1);
+  double s = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == 2u * BIAS + 1) return m ? NAN : s * INFINITY;
+  if (e == 0) return s * std::ldexp(double(m), 1 - BIAS - M);
+  return s * std::ldexp(double(m | (1u << M)), int(e) - BIAS - M);
+}
+// make<H>(v): v rounded to the type H; d(h): h's value.  Each header adds its type's pair.
+template <class H> H make(double v);
+}  // namespace fp16
+}  // namespace labkit
