@@ -142,7 +142,7 @@ def test_a_shuffle_outside_its_mask_is_an_error():
 
 @pytest.mark.check
 @pytest.mark.parametrize("code, what", [
-    ('#include <cuda_bf16.h>\nextern "C" __global__ void k(__nv_bfloat16* x) { }', "bfloat16 and fp8 types"),
+    ('#include <cuda_fp8.h>\nextern "C" __global__ void k(__nv_fp8_e4m3* x) { }', "fp8 types"),
     ('extern "C" __global__ void k(cudaTextureObject_t t, float* y) { y[0] = tex1Dfetch<float>(t, 0); }',
      "textures and surfaces"),
     ('#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n'

@@ -1,7 +1,8 @@
 """Half precision (cuda_fp16.h) on the CPU executor: conversions on the host against known bit patterns,
 and the device's arithmetic, comparisons and conversions against numpy's float16 (which rounds to
 nearest even) on random halves, subnormals, infinities and NaN among them; NVIDIA's fp16ScalarProduct
-runs in test_cuda_programs.  Kernels (CPUModule) take the same header."""
+runs in test_cuda_programs.  Kernels (CPUModule) take the same header, and cuda_bf16.h's bfloat16,
+checked against exact rational results rounded to nearest even."""
 from __future__ import annotations
 
 import shutil
@@ -90,11 +91,12 @@ def test_half_arithmetic_matches_float16_rounded_once(tmp_path):
 
 
 @pytest.mark.check
-def test_bfloat16_is_still_refused_by_name():
-    src = "#include <cuda_bf16.h>\n__global__ void k(__nv_bfloat16* x) { }\n"
-    with pytest.raises(UnsupportedOnCPU, match=r"h.cu:1 includes <cuda_bf16.h>, bfloat16 and fp8 types"):
+def test_fp8_is_still_refused_by_name():
+    src = "#include <cuda_fp8.h>\n__global__ void k(__nv_fp8_e4m3* x) { }\n"
+    with pytest.raises(UnsupportedOnCPU, match=r"h.cu:1 includes <cuda_fp8.h>, fp8 types"):
         program_source.check_program_supported(src, "h.cu")
-    program_source.check_program_supported("#include <cuda_fp16.h>\n__global__ void k(__half2* x) { }\n", "h.cu")
+    program_source.check_program_supported("#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
+                                           "__global__ void k(__half2* x, __nv_bfloat162* y) { }\n", "h.cu")
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
@@ -110,3 +112,67 @@ extern "C" __global__ void axpy(const __half2* x, __half2* y, float a, int n) {
     # a * x + 1 is exact in float64 (a and x halves): one rounding to half, as the GPU's fma.
     want = (np.float64(np.float16(0.3)) * x.astype(np.float64) + 1).astype(np.float16)
     assert (y.view(np.uint16) == want.view(np.uint16)).all()
+
+
+def _bfloat16_of(x: Fraction) -> int | None:
+    """The bfloat16 bits nearest the exact x (ties to even), or None outside the normal range."""
+    if x == 0:
+        return None
+    sign, x = (0x8000 if x < 0 else 0), abs(x)
+    e = x.numerator.bit_length() - x.denominator.bit_length()
+    if Fraction(2) ** e > x:
+        e -= 1
+    r = round(x / Fraction(2) ** (e - 7))        # 8 significand bits; round() ties to even
+    if r == 256:
+        r, e = 128, e + 1
+    return None if not -126 <= e <= 127 else sign | (e + 127) << 7 | (r - 128)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
+def test_bfloat16_arithmetic_and_conversions_round_once():
+    code = r'''#include <cuda_bf16.h>
+extern "C" __global__ void ops(const unsigned short* a, const unsigned short* b, const float* f,
+                               unsigned short* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  __nv_bfloat16 x = __ushort_as_bfloat16(a[i]), y = __ushort_as_bfloat16(b[i]);
+  out[i] = __bfloat16_as_ushort(x + y);
+  out[n + i] = __bfloat16_as_ushort(__hmul(x, y));
+  __nv_bfloat162 p = __hfma2(__halves2bfloat162(x, y), __halves2bfloat162(y, x), __bfloat162bfloat162(x));
+  out[2 * n + i] = __bfloat16_as_ushort(__low2bfloat16(p));       // x * y + x
+  out[3 * n + i] = __bfloat16_as_ushort(__float2bfloat16_rn(f[i]));
+  if (i == 0)   // 1.5 * (1 + 2^-7) - 2^-100
+    out[4 * n] = __bfloat16_as_ushort(__hfma(__ushort_as_bfloat16(0x3fc0), __ushort_as_bfloat16(0x3f81),
+                                             __ushort_as_bfloat16(0x8d80)));
+}'''
+    rng = np.random.default_rng(3)
+    n = 1024
+    a = rng.integers(0, 1 << 16, n, dtype=np.uint16)
+    b = rng.integers(0, 1 << 16, n, dtype=np.uint16)
+    a[:n // 2], b[:n // 2] = rng.integers(0x3f00, 0x4000, n // 2), rng.integers(0x3b00, 0x3f80, n // 2)
+    f = (rng.standard_normal(n) * 10).astype(np.float32)
+    f[:4] = [1 + 2 ** -8, 1 + 3 * 2 ** -8, 3.4e38, -2.0 ** -130]     # ties to even, overflow, subnormal
+    out = np.zeros(4 * n + 1, np.uint16)
+    CPUModule(code, path="bf16.cu").get_function("ops")((n // 64,), (64,), [a, b, f, out, np.int32(n)])
+    assert list(out[3 * n:3 * n + 4]) == [0x3f80, 0x3f82, 0x7f80, 0x8008]
+    # 1.5 * (1 + 2^-7) is a midpoint between bfloat16s; less 2^-100 it rounds down, where the sum
+    # rounded to nearest double would be the midpoint itself and tie to even (0x3fc2).
+    assert out[4 * n] == 0x3fc1
+
+    def value(u):
+        return float(np.array([int(u) << 16], np.uint32).view(np.float32)[0])
+    checked = 0
+    for i in range(n):
+        x, y = value(a[i]), value(b[i])
+        if not (np.isfinite(x) and np.isfinite(y)):
+            continue
+        for k, exact in enumerate([Fraction(x) + Fraction(y), Fraction(x) * Fraction(y),
+                                   Fraction(x) * Fraction(y) + Fraction(x)]):
+            want = _bfloat16_of(exact)
+            if want is not None:
+                checked += 1
+                assert out[k * n + i] == want, (k, hex(a[i]), hex(b[i]), hex(out[k * n + i]), hex(want))
+        want = _bfloat16_of(Fraction(float(f[i])))
+        if want is not None and i >= 4:
+            assert out[3 * n + i] == want, (f[i], hex(out[3 * n + i]), hex(want))
+    assert checked > 1500

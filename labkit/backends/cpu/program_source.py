@@ -21,7 +21,7 @@ textures and surfaces, graphics interop, the driver API (``cu*`` calls), several
 access, dynamic parallelism (a launch from device code), the graph nodes beyond kernels, copies, memsets
 and host functions, inter-process memory, and the
 CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h), and
-bfloat16 and fp8 types (cuda_fp16.h's __half and __half2 are provided: include/cuda_fp16.h).
+fp8 types (cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided: include/).
 """
 from __future__ import annotations
 
@@ -67,14 +67,14 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_bf16|cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
 
 def _header_words(name: str) -> str:
-    if name.startswith(("cuda_bf16", "cuda_fp8")):
-        return "bfloat16 and fp8 types (__nv_bfloat16, __nv_fp8_e4m3; cuda_fp16.h's __half is provided)"
+    if name.startswith("cuda_fp8"):
+        return "fp8 types (__nv_fp8_e4m3; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"
     if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
         return "graphics interop"
     if name.startswith(("cuda/", "cuda_pipeline", "mma")):

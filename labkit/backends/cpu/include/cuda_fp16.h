@@ -3,21 +3,17 @@
 // C++, so host and device code of a program share it, as they do on a GPU.
 //
 // Rounding.  A GPU computes each half operation in fp16 with one rounding to nearest even (fma: one
-// rounding of a*b+c).  Here each is computed in double and the result rounded once to half.  That
-// double rounding (exact result -> double -> half) gives the correctly rounded half in every case:
+// rounding of a*b+c).  Here each is computed in double and the result rounded once to half, which
+// gives the correctly rounded half in every case:
 //  - add, sub, mul, div: double's 53 bits are at least 2*11+1, so rounding to double and then to half
 //    is the same as rounding once (Figueroa, "When is double rounding innocuous?", 1995); add, sub
 //    and mul of two halves are even exact in double (a sum spans at most 40 bits, a product 22).
-//  - fma: a*b is exact in double (22 bits).  Rounding twice goes wrong only where the exact x = a*b+c
-//    rounds to double exactly onto a midpoint between two halves without being one: x = mid + d with
-//    0 < |d| <= 2^(e-53) where |x| is about 2^e (a double's half ulp), so a*b = (mid - c) + d.  Midpoints
-//    are odd multiples of 2^(e-11).  If c has no bits below 2^(e-11), mid - c is a nonzero multiple of
-//    2^(e-11) and a*b would span from 2^(e-11) down to d, over 40 bits.  If c has bits below 2^(e-11),
-//    |c| < 2^(e-1), so |mid - c| > 2^(e-2) and a*b would span over 50 bits.  A product of two halves
-//    spans 22 at most: rounding the double to half is the one correct rounding.  (Below 2^-14, x is
-//    a multiple of 2^-48 of at most 35 bits, exact in double.)
-// Float would not do for fma: (2^-11 (1 + 2^-10)) (1 - 2^-10) + (1 + 2^-10) = 1 + 3 * 2^-11 - 2^-31 rounds to
-// the midpoint 1 + 3 * 2^-11 in float, which ties to even (0x3c02) where the fma gives 0x3c01.
+//  - fma: a*b is exact in double (22 bits), and a*b + c is rounded to odd in double (sum_to_odd in
+//    labkit_half_round.h) before it is rounded to half: rounding to odd with 2 bits or more to spare
+//    makes the second rounding the one correct rounding.  Rounded to nearest instead, the sum can land
+//    on a midpoint between two halves that it is not: in float, (2^-11 (1 + 2^-10)) (1 - 2^-10) +
+//    (1 + 2^-10) = 1 + 3 * 2^-11 - 2^-31 becomes 1 + 3 * 2^-11, which ties to even (0x3c02) where the
+//    fma gives 0x3c01.
 // Conversions from float or double go straight to half (not through float, which could round twice).
 #pragma once
 #include <cmath>

@@ -16,7 +16,8 @@ inline LABKIT_H __hsub(LABKIT_H a, LABKIT_H b) { return ::labkit::fp16::make<LAB
 inline LABKIT_H __hmul(LABKIT_H a, LABKIT_H b) { return ::labkit::fp16::make<LABKIT_H>(::labkit::fp16::d(a) * ::labkit::fp16::d(b)); }
 inline LABKIT_H __hdiv(LABKIT_H a, LABKIT_H b) { return ::labkit::fp16::make<LABKIT_H>(::labkit::fp16::d(a) / ::labkit::fp16::d(b)); }
 inline LABKIT_H __hfma(LABKIT_H a, LABKIT_H b, LABKIT_H c) {
-  return ::labkit::fp16::make<LABKIT_H>(::labkit::fp16::d(a) * ::labkit::fp16::d(b) + ::labkit::fp16::d(c));
+  return ::labkit::fp16::make<LABKIT_H>(::labkit::fp16::sum_to_odd(::labkit::fp16::d(a) * ::labkit::fp16::d(b),
+                                                                   ::labkit::fp16::d(c)));
 }
 inline LABKIT_H __hneg(LABKIT_H a) { a.__x ^= 0x8000; return a; }
 inline LABKIT_H __habs(LABKIT_H a) { a.__x &= 0x7fff; return a; }

@@ -4,6 +4,7 @@
 // gives is argued in cuda_fp16.h.
 #pragma once
 #include <cmath>
+#include <cstring>
 
 namespace labkit {
 namespace fp16 {
@@ -33,6 +34,21 @@ template <int M, int BIAS> inline double widen(unsigned short h) {
   if (e == 2u * BIAS + 1) return m ? NAN : s * INFINITY;
   if (e == 0) return s * std::ldexp(double(m), 1 - BIAS - M);
   return s * std::ldexp(double(m | (1u << M)), int(e) - BIAS - M);
+}
+// p + c rounded to odd in double: where the sum is not exact, the double next to it whose last bit is
+// 1.  Rounding that to a format of 2 or more bits fewer (half, bfloat16) is the one correct rounding of
+// the exact sum (Boldo and Melquiond, "Emulation of FMA and correctly rounded sums", 2008): an inexact
+// sum can never land on a midpoint between two halves, which have a 0 last bit in double.
+inline double sum_to_odd(double p, double c) {
+  double s = p + c;
+  double pp = s - c;                                   // Knuth's TwoSum: t = (p + c) - s exactly
+  double t = (p - pp) + (c - (s - pp));
+  if (t != 0 && std::isfinite(s)) {
+    unsigned long long bits;
+    std::memcpy(&bits, &s, sizeof bits);
+    if ((bits & 1) == 0) s = std::nextafter(s, t > 0 ? INFINITY : -INFINITY);
+  }
+  return s;
 }
 // make<H>(v): v rounded to the type H; d(h): h's value.  Each header adds its type's pair.
 template <class H> H make(double v);
