@@ -105,7 +105,8 @@ def test_alexnet_pipeline_with_remainder_matches_serial(alex, graphs):
     assert not np.isnan(out).any()
     assert np.array_equal(out, one_by_one(alex, x, pipe.chunks(N)))
     serial = pipe.serial(x, poisoned_output((N, 1000)))     # the whole batch at once: other split-K sums
-    assert rel_error(out, serial) < 1e-4
+    # Each is held to 1e-4 of the float64 reference below, so the two may differ by up to twice that.
+    assert rel_error(out, serial) < 2e-4
     # Both against the float64 reference.  The synthetic weights' logits are large (hundreds), so the
     # softmax magnifies float32 rounding of the logits: 1e-4 on probabilities, as for PyTorch's.
     idx = rng.choice(N, 3, replace=False)
