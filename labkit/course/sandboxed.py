@@ -198,11 +198,12 @@ def run_source(text: str, file_name: str, kernel: str, cases, *, checks: str, ri
         return _verdict(done, cases, kernel, file_name, right, limits, tmp)
 
 
-def _verdict(done: sandbox.Finished, cases: list[Case], kernel: str, file_name: str, right: str,
-             limits: sandbox.Limits, tmp: str) -> Verdict:
-    name = f"{file_name}: {kernel}"
+def _read_back(done: sandbox.Finished, name: str, file_name: str, what: str, limits: sandbox.Limits,
+               tmp: str) -> tuple[dict, dict] | Verdict:
+    """What the sandbox sent back, as (arrays, status: a dict), or the Verdict of why there is none: a
+    limit reached, no result, or one that does not read as an .npz with a JSON status."""
     if done.limit == "time":
-        return Verdict(False, f"{name}: the check did not finish within {limits.seconds:.0f} s (a kernel that never "
+        return Verdict(False, f"{name}: the check did not finish within {limits.seconds:.0f} s (a {what} that never "
                               "ends: a loop whose exit is never reached?)")
     if done.limit == "memory":
         return Verdict(False, f"{name}: the check used more than {limits.memory_gib:g} GiB of memory")
@@ -217,7 +218,19 @@ def _verdict(done: sandbox.Finished, cases: list[Case], kernel: str, file_name: 
         status = json.loads(arrays.pop("status").tobytes().decode())
     except (ArrayFileError, KeyError, ValueError, UnicodeDecodeError) as exc:
         return Verdict(False, f"{name}: the check's result could not be read ({type(exc).__name__})")
-    if not isinstance(status, dict) or not isinstance(status.get("cases"), list):
+    if not isinstance(status, dict):
+        return Verdict(False, f"{name}: the check's result could not be read")
+    return arrays, status
+
+
+def _verdict(done: sandbox.Finished, cases: list[Case], kernel: str, file_name: str, right: str,
+             limits: sandbox.Limits, tmp: str) -> Verdict:
+    name = f"{file_name}: {kernel}"
+    back = _read_back(done, name, file_name, "kernel", limits, tmp)
+    if isinstance(back, Verdict):
+        return back
+    arrays, status = back
+    if not isinstance(status.get("cases"), list):
         return Verdict(False, f"{name}: the check's result could not be read")
     if status.get("compile_error"):
         return Verdict(False, f"{name}: does not compile:\n{_plain(str(status['compile_error']), file_name)}")
@@ -298,24 +311,12 @@ def run_program_source(text: str, file_name: str, cases, *, limits: sandbox.Limi
 
 def _program_outcome(done: sandbox.Finished, file_name: str, limits: sandbox.Limits, tmp: str,
                      n_cases: int) -> ProgramOutcome | Verdict:
-    if done.limit == "time":
-        return Verdict(False, f"{file_name}: the check did not finish within {limits.seconds:.0f} s (a program "
-                              "that never ends: a loop whose exit is never reached?)")
-    if done.limit == "memory":
-        return Verdict(False, f"{file_name}: the check used more than {limits.memory_gib:g} GiB of memory")
-    if done.limit == "result" or not done.result:
-        tail = _plain("\n".join((done.stderr or done.stdout).strip().splitlines()[-8:]), file_name)
-        return Verdict(False, f"{file_name}: the check's process ended with code {done.returncode} and no result "
-                              f"(a crash?):\n{tail}")
-    back = Path(tmp, "result.npz")
-    back.write_bytes(done.result)
+    back = _read_back(done, file_name, file_name, "program", limits, tmp)
+    if isinstance(back, Verdict):
+        return back
+    arrays, status = back
     unreadable = Verdict(False, f"{file_name}: the check's result could not be read")
-    try:
-        arrays = read_npz(back, max_bytes=len(done.result))
-        status = json.loads(arrays.pop("status").tobytes().decode())
-    except (ArrayFileError, KeyError, ValueError, UnicodeDecodeError):
-        return unreadable
-    if not isinstance(status, dict) or not isinstance(status.get("runs"), list) or len(status["runs"]) > n_cases:
+    if not isinstance(status.get("runs"), list) or len(status["runs"]) > n_cases:
         return unreadable
     error = status.get("compile_error")
     outcome = ProgramOutcome(compile_error=None if error is None else _plain(str(error), file_name), file_name=file_name)

@@ -48,6 +48,11 @@ def excerpt(family: str, kernel: str | None = None) -> str:
     while start > 0 and (lines[start - 1].startswith(("//", "template")) or
                          lines[start - 1].strip().startswith("extern")):
         start -= 1
+    return _through_body(lines, start)
+
+
+def _through_body(lines: list[str], start: int) -> str:
+    """lines[start:] up to the line that closes the first brace opened from ``start`` on."""
     depth, end, opened = 0, start, False
     for i in range(start, len(lines)):
         depth += lines[i].count("{") - lines[i].count("}")
@@ -73,11 +78,4 @@ def excerpt_file(path: str | os.PathLike, name: str | None = None) -> str:
         raise KeyError(f"{Path(path).name} defines no function {name!r}")
     while start > 0 and lines[start - 1].startswith(("//", "template")):
         start -= 1
-    depth, end, opened = 0, start, False
-    for i in range(start, len(lines)):
-        depth += lines[i].count("{") - lines[i].count("}")
-        opened = opened or "{" in lines[i]
-        if opened and depth <= 0:
-            end = i
-            break
-    return "\n".join(lines[start:end + 1])
+    return _through_body(lines, start)
