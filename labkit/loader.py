@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import os
 import threading
 from pathlib import Path
 from typing import Iterable, Mapping, Sequence
@@ -30,6 +31,10 @@ _key_locks: dict[tuple, threading.Lock] = {}
 _dependents: list = []
 CONSTANT_DTYPES = (np.dtype(np.float32), np.dtype(np.int32), np.dtype(np.uint32))
 _instances = itertools.count()
+# Compiles at once, process-wide: one per core.  Threads compile side by side (a network's layers, an
+# autotuning search's candidates, both at once); unbounded, hundreds of NVRTC or g++ runs would hold
+# their memory together for no more speed.  Only a compile holds a slot, never a wait for one.
+COMPILE_SLOTS = threading.BoundedSemaphore(max(1, os.cpu_count() or 1))
 
 
 def register_cache(cache) -> None:
@@ -112,8 +117,9 @@ def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None
             # its own (a comment, so the code is unchanged; each instance compiles once, then comes
             # from CuPy's cache on disk).  The CPU executor loads a private copy per module already.
             code += f"\n// labkit: a module of its own, instance {next(_instances)}\n"
-        return Module(code, path=str(path), name_expressions=tuple(name_expressions),
-                      options=tuple(options), check=sorted(checks))
+        with COMPILE_SLOTS:
+            return Module(code, path=str(path), name_expressions=tuple(name_expressions),
+                          options=tuple(options), check=sorted(checks))
     # One lock per key: two threads asking for the same module wait for one compile, while modules of
     # different keys compile side by side (labkit.backends.parallel).
     with _lock:
@@ -124,8 +130,9 @@ def load_source(path: str | Path, *, defines: Mapping[str, object] | None = None
     with key_lock:
         mod = _cache.get(key)
         if mod is None:
-            mod = Module(code, path=str(path), name_expressions=tuple(name_expressions),
-                         options=tuple(options), check=sorted(checks))
+            with COMPILE_SLOTS:
+                mod = Module(code, path=str(path), name_expressions=tuple(name_expressions),
+                             options=tuple(options), check=sorted(checks))
             with _lock:
                 _cache[key] = mod
     return mod

@@ -164,6 +164,93 @@ def test_the_budget_stops_the_search_after_its_first_round_which_holds_the_first
     assert len(o.rows) == 51
 
 
+def test_a_hopeless_candidate_is_timed_once_not_repeated():
+    calls = {}
+
+    class Counting(FakeBench):
+        def build(self, config):
+            run = super().build(config)
+            def counted():
+                calls[config["cost"]] = calls.get(config["cost"], 0) + 1
+                run()
+            return counted
+    o = search([{"v": "good", "cost": 2}, {"v": "good", "cost": 40}], Counting(), budget_s=60, workers=1)
+    assert o.config["cost"] == 2 and [r["ms"] > 0 for r in o.rows] == [True, True]
+    # each: one check; the slow one a warm-up and one timed launch, the fast one those and its repeats
+    assert calls[40] == 3 and calls[2] > calls[40] + 2
+
+
+def test_compiles_side_by_side_are_bounded_by_the_compile_slots(monkeypatch):
+    """Many threads loading modules (a network's layers, each search's candidates) compile at most
+    COMPILE_SLOTS at once; a thread waiting for another's compile of the same module holds no slot."""
+    import threading
+    import time as clock
+    from labkit import loader
+    from labkit.backends import cpu
+    monkeypatch.setattr(loader, "COMPILE_SLOTS", threading.BoundedSemaphore(2))
+    state = {"now": 0, "most": 0, "made": 0}
+    lock = threading.Lock()
+
+    class SlowModule:
+        def __init__(self, code, **kw):
+            with lock:
+                state["now"] += 1
+                state["most"] = max(state["most"], state["now"])
+                state["made"] += 1
+            clock.sleep(0.05)
+            with lock:
+                state["now"] -= 1
+    monkeypatch.setattr(cpu, "CPUModule", SlowModule)
+    monkeypatch.setattr(loader.backends, "current", lambda: "cpu")
+    loader.reload()
+    tasks = [lambda i=i: loader.load("vector_add", defines={"LABKIT_TEST_SLOT": i % 6}) for i in range(18)]
+    threads = [threading.Thread(target=t) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    loader.reload()
+    assert state["made"] == 6 and state["most"] == 2
+
+
+def test_layers_of_one_shape_choosing_together_search_once(tmp_path, monkeypatch):
+    """A network plans its layers in threads: four layers of one problem make one search."""
+    import threading
+    import time as clock
+    from labkit.autotune.search import Outcome
+    monkeypatch.setattr(autotune.backends, "current", lambda: "cuda")
+    monkeypatch.setattr(autotune, "_capturing", lambda: False)
+    disk = DiskCache(tmp_path / "x.json", FP)
+    monkeypatch.setattr(autotune, "disk_cache", lambda: disk)
+    searches = []
+
+    def fake_search(candidates, bench, budget):
+        searches.append(bench)
+        clock.sleep(0.2)
+        return Outcome(candidates[1], 1.0, 2.0, [{"config": c, "ms": 1.0} for c in candidates], 0.2, len(candidates))
+    monkeypatch.setattr(autotune, "search", fake_search)
+    autotune.clear_history()
+    p = autotune.Problem("test", ("gemm",), "shape", [{"a": 1}, {"a": 2}], lambda: "bench")
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(autotune.choose(p))) for _ in range(4)]
+    with autotune.forced("on"):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert len(searches) == 1 and got == [{"a": 2}] * 4
+    assert sorted(r["source"] for r in autotune.history()) == ["cache"] * 3 + ["search"]
+    # a problem whose search found nothing right is not searched again in this process
+    none = autotune.Problem("test", ("gemm",), "none", [{"a": 1}, {"a": 2}], lambda: "bench")
+    monkeypatch.setattr(autotune, "search", lambda c, b, t: (searches.append(b), Outcome(None, None, None, [
+        {"config": c[0], "error": "wrong values"}], 0.0, 2))[1])
+    with autotune.forced("on"), pytest.warns(UserWarning, match="no candidate"):
+        assert autotune.choose(none) == {"a": 1}
+    with autotune.forced("on"):
+        assert autotune.choose(none) == {"a": 1}
+    assert len(searches) == 2
+
+
 def test_a_search_with_no_right_candidate_has_no_winner():
     o = search([{"v": "bad", "cost": 0}], FakeBench(), budget_s=10)
     assert o.config is None and o.ms is None

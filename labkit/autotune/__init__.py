@@ -51,6 +51,8 @@ _HISTORY: list[dict] = []
 _LOCK = threading.Lock()
 _CACHES: dict[str, DiskCache] = {}
 _FORCED: list[str] = []
+_SEARCHING: dict[str, threading.Lock] = {}     # one lock per problem key: one search per problem at a time
+_NO_WINNER: set = set()                        # keys whose search found no right candidate
 _WARNED: set = set()
 
 
@@ -121,20 +123,40 @@ def choose(problem: Problem) -> dict:
     if how == "off" or (how == "auto" and problem.shipped) or len(candidates) == 1:
         _note(problem, "shipped table" if problem.shipped else "default", first)
         return first
+    # Layers of one shape (a ResNet's blocks, MobileNetV2's repeated bottlenecks) plan side by side in
+    # threads: one searches, the others wait for its winner in the cache instead of searching too.
+    with _LOCK:
+        same = _SEARCHING.setdefault(key, threading.Lock())
+    with same:
+        hit = cache.get(key)
+        if hit is not None and hit["config"] in candidates:
+            _note(problem, "cache", hit["config"], entry=hit)
+            return hit["config"]
+        if key in _NO_WINNER:       # searched in this process, nothing passed: not again
+            _note(problem, "default (no candidate passed)", first)
+            return first
+        return _search(problem, cache, key)
+
+
+def _search(problem: Problem, cache: DiskCache, key: str) -> dict:
+    """A search now (or the default where none can run), its winner put in the disk cache."""
+    candidates = problem.candidates
+    first = candidates[0]
     if _capturing():
         if problem.family not in _WARNED:
             _WARNED.add(problem.family)
             warnings.warn(f"labkit.autotune: {problem.family} {problem.key} is first met inside a CUDA graph "
                           "capture, where nothing can be timed: it runs its default; tune ahead with "
-                          "labkit.tune(model, batch_sizes)", stacklevel=3)
+                          "labkit.tune(model, batch_sizes)", stacklevel=4)
         _note(problem, "default (capturing)", first)
         return first
     outcome = search(candidates, problem.prepare(), budget_s())
     if outcome.config is None:
         reasons = "; ".join(r["error"] for r in outcome.rows[:3])
         warnings.warn(f"labkit.autotune: no candidate of {problem.family} {problem.key} passed its check "
-                      f"({reasons}): running the default", stacklevel=3)
+                      f"({reasons}): running the default", stacklevel=4)
         _note(problem, "default (no candidate passed)", first, outcome)
+        _NO_WINNER.add(key)
         return first
     cache.put(key, outcome.entry())
     _note(problem, "search", outcome.config, outcome)

@@ -2,11 +2,12 @@
 events, until the time budget is spent; the fastest right one wins.
 
 A candidate that fails to compile or launch, writes NaN anywhere (an output never written), or
-differs from the float64 samples is dropped with its reason.  The candidates build in rounds, as
-many at once as there are workers (a compile takes seconds: NVRTC on a specialised kernel); the
-first round always runs, whatever the budget, and holds the first candidate (what labkit runs
-untuned), so a search never ends with less than the default; the budget decides whether another
-round starts.
+differs from the float64 samples is dropped with its reason.  The candidates build side by side, as
+many at once as there are workers (a compile takes seconds: NVRTC on a specialised kernel), and each
+is checked and timed as soon as it is built; the first ``workers`` always build, whatever the budget,
+the first candidate (what labkit runs untuned) among them, so a search never ends with less than the
+default; the budget decides whether another build starts.  A candidate whose first launch is far
+slower than the best so far is timed once, not repeated (HOPELESS).
 """
 from __future__ import annotations
 
@@ -14,19 +15,21 @@ import os
 import statistics
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
 from .. import backends
 from ..backends.clock import times_ms
-from ..backends.parallel import run_parallel
+from ..backends.parallel import on_this_device
 
 __all__ = ["Bench", "Outcome", "search", "GPU_TIMING"]
 
 # Searches may run side by side (a network makes its layers' plans in threads, labkit.backends.parallel):
 # their builds do, but their checks and timings take turns, so no candidate is timed while another
-# search's kernels share the GPU with it.
-GPU_TIMING = threading.Lock()
+# search's kernels share the GPU with it.  Reentrant: a thread that holds it to run a network (tune)
+# may meet a layer that chooses on its first call, and search.
+GPU_TIMING = threading.RLock()
 
 
 class Bench(Protocol):
@@ -49,13 +52,18 @@ class Outcome:
     seconds: float = 0.0
     candidates: int = 0
     build_seconds: float = 0.0      # summed over the candidates (they build side by side)
+    # Where the search's wall time went: its rounds of builds, waiting for another search's turn on
+    # the GPU, checking and timing.
+    wall: dict = field(default_factory=dict)
 
     def entry(self) -> dict:
         """The disk cache's record of it."""
         tried = [r for r in self.rows if "ms" in r]
         return {"config": self.config, "ms": self.ms, "first_ms": self.first_ms, "timed": len(tried),
                 "failed": len(self.rows) - len(tried), "candidates": self.candidates,
-                "seconds": round(self.seconds, 3), "build_seconds": round(self.build_seconds, 3)}
+                "seconds": round(self.seconds, 3), "build_seconds": round(self.build_seconds, 3),
+                "wall": {k: round(v, 3) for k, v in self.wall.items()},
+                "checks_s": [round(r.get("check_s", 0.0), 3) for r in self.rows]}
 
 
 def _build(bench: Bench, config: dict):
@@ -67,42 +75,68 @@ def _build(bench: Bench, config: dict):
         return None, f"{type(e).__name__}: {e}"[:300], time.perf_counter() - t
 
 
-def _time(launch: Callable[[], None]) -> float:
-    """Median ms of a launch: a few back to back (the first is a warm-up); fewer where one is long.
-    CUDA events on a GPU (the CPU executor's clock where a test runs a search there)."""
+# A candidate whose first timed launch takes this many times the best median so far cannot win: its
+# one time stands (the repeats would only cost the search time on a large batch).  One launch of a
+# kernel over LONG_MS varies by a few percent at most, so there a quarter slower is already out.
+HOPELESS = 3.0
+HOPELESS_LONG = 1.25
+LONG_MS = 0.05
+
+
+def _time(launch: Callable[[], None], best: float | None = None) -> float:
+    """Median ms of a launch: a few back to back (the first is a warm-up); fewer where one is long,
+    none where the first is HOPELESS times ``best``.  CUDA events on a GPU (the CPU executor's clock
+    where a test runs a search there)."""
     gpu = backends.current() == "cuda"
     once = times_ms(launch, warmup=1, repeat=1, sync=True, on_gpu=gpu)[0]
+    if best is not None and once > (HOPELESS_LONG if once > LONG_MS else HOPELESS) * best:
+        return once
     repeat = 3 if once > 2.0 else 9
     return statistics.median(times_ms(launch, warmup=1, repeat=repeat, sync=False, on_gpu=gpu))
 
 
 def search(candidates: list[dict], bench: Bench, budget_s: float, *, workers: int | None = None) -> Outcome:
-    """Check and time ``candidates`` (the first always, the rest while ``budget_s`` lasts)."""
+    """Check and time ``candidates`` (the first ``workers`` always, the rest while ``budget_s`` lasts).
+
+    Builds run ``workers`` at a time in threads and never wait for a round to finish: each candidate,
+    taken in order, is checked and timed as soon as it is built, while later ones build; a new build
+    starts as one is taken, until the budget is spent."""
     start = time.perf_counter()
     workers = max(1, workers or min(16, os.cpu_count() or 1))
     rows: list[dict] = []
     building = 0.0
-    i = 0
-    while i < len(candidates):
-        if i and time.perf_counter() - start > budget_s:
-            break
-        chunk = candidates[i:i + workers]      # one round of builds side by side, the first candidate's among them
-        built = run_parallel([lambda c=c: _build(bench, c) for c in chunk], workers)
-        for config, (launch, error, build_s) in zip(chunk, built):
+    wall = dict.fromkeys(("build", "wait", "check", "time"), 0.0)
+    with ThreadPoolExecutor(workers) as pool:
+        pending = [pool.submit(on_this_device(lambda c=c: _build(bench, c))) for c in candidates[:workers]]
+        for i, config in enumerate(candidates):
+            if i >= len(pending):
+                break
+            t0 = time.perf_counter()
+            launch, error, build_s = pending[i].result()
+            t1 = time.perf_counter()
+            wall["build"] += t1 - t0           # waiting for this candidate's build (the others overlap)
             building += build_s
+            nxt = len(pending)
+            if nxt < len(candidates) and t1 - start <= budget_s:
+                pending.append(pool.submit(on_this_device(lambda c=candidates[nxt]: _build(bench, c))))
             with GPU_TIMING:          # one search times at a time (a network plans its layers in threads)
+                t2 = time.perf_counter()
+                wall["wait"] += t2 - t1
                 if error is None:
                     try:
                         error = bench.check(launch)
                     except Exception as e:
                         error = f"{type(e).__name__}: {e}"[:300]
+                t3 = time.perf_counter()
+                wall["check"] += t3 - t2
                 if error is not None:
-                    rows.append({"config": config, "error": error})
+                    rows.append({"config": config, "error": error, "check_s": t3 - t2})
                     continue
-                rows.append({"config": config, "ms": _time(launch)})
-        i += len(chunk)
+                best = min((r["ms"] for r in rows if "ms" in r), default=None)
+                rows.append({"config": config, "ms": _time(launch, best), "check_s": t3 - t2})
+                wall["time"] += time.perf_counter() - t3
     timed = [r for r in rows if "ms" in r]
     best = min(timed, key=lambda r: r["ms"]) if timed else None
     first = rows[0].get("ms") if rows else None
     return Outcome(best and best["config"], best and best["ms"], first, rows, time.perf_counter() - start,
-                   len(candidates), building)
+                   len(candidates), building, wall)

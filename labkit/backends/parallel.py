@@ -15,7 +15,7 @@ from typing import Callable, Sequence
 
 from . import current
 
-__all__ = ["run_parallel"]
+__all__ = ["run_parallel", "on_this_device"]
 
 
 def run_parallel(tasks: Sequence[Callable[[], object]], workers: int | None = None) -> list:
@@ -24,16 +24,21 @@ def run_parallel(tasks: Sequence[Callable[[], object]], workers: int | None = No
     workers = min(len(tasks), workers or os.cpu_count() or 1)
     if workers <= 1:
         return [t() for t in tasks]
-    if current() == "cuda":
-        import cupy
-        device_id = cupy.cuda.Device().id
-
-        def on_device(task):
-            with cupy.cuda.Device(device_id):
-                return task()
-        wrapped = [lambda t=t: on_device(t) for t in tasks]
-    else:
-        wrapped = tasks
+    wrapped = [on_this_device(t) for t in tasks]
     with ThreadPoolExecutor(workers) as pool:
         futures = [pool.submit(t) for t in wrapped]
         return [f.result() for f in futures]
+
+
+def on_this_device(task: Callable[[], object]) -> Callable[[], object]:
+    """``task`` made to run on the caller's GPU in whatever thread runs it (the current device is per
+    thread in CUDA); unchanged on the CPU executor."""
+    if current() != "cuda":
+        return task
+    import cupy
+    device_id = cupy.cuda.Device().id
+
+    def on_device():
+        with cupy.cuda.Device(device_id):
+            return task()
+    return on_device

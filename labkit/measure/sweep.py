@@ -47,10 +47,11 @@ def sweep(run: Callable[[object], Callable[[], object]], batches: Iterable, *, l
     return rows
 
 
-def progress_bar(items, *, desc: str, show: bool = True):
+def progress_bar(items, *, desc: str, show: bool = True, total: int | None = None):
     """``items`` behind a tqdm bar when ``show``: a widget in a notebook that has ipywidgets, text
     in a terminal.  A notebook without ipywidgets gets no bar (tqdm's text bar and its warning would
-    land in the notebook's stderr, in red); nor does ``show=False`` (tqdm is not even imported)."""
+    land in the notebook's stderr, in red); nor does ``show=False`` (tqdm is not even imported).
+    ``total``: the count, for items without a length (a generator)."""
     if not show:
         return items
     if "ipykernel" in sys.modules:
@@ -59,7 +60,7 @@ def progress_bar(items, *, desc: str, show: bool = True):
         from tqdm.auto import tqdm
     else:
         from tqdm.std import tqdm
-    return tqdm(items, desc=desc, leave=False)
+    return tqdm(items, desc=desc, leave=False, total=total)
 
 
 def release_gpu_memory() -> None:

@@ -61,6 +61,8 @@ def tune(model, batch_sizes, *, progress: bool = True) -> TuneReport:
     before = len(autotune.history())
     start = time.perf_counter()
     with autotune.forced("on"):          # asked for by name: it searches even where $LABKIT_AUTOTUNE=0
+        # One batch size after another: side by side, the searches of the later ones would spend
+        # their budgets waiting for the compiles all of them share, and try fewer candidates.
         for n in progress_bar(sizes, desc="tuning", show=progress):
             model.plan(n).eager()
     if backends.current() == "cuda":
