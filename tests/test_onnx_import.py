@@ -218,6 +218,22 @@ def test_clip_general_bounds_and_opset_forms(tmp_path, opset):
     check(old, x, np.clip(x.astype(np.float64), -1.0, 0.5))
 
 
+@pytest.mark.parametrize("inputs, lo, hi", [(["x", "lo"], 0.0, np.inf), (["x", "lo"], -0.5, np.inf),
+                                            (["x", "", "hi"], -np.inf, 0.75)])
+def test_clip_with_one_bound(tmp_path, inputs, lo, hi):
+    """A Clip with only a min (ReLU when it is 0) or only a max: the missing bound is infinite."""
+    inits = {k: np.float32(v) for k, v in (("lo", lo), ("hi", hi)) if k in inputs}
+    path = save(tmp_path, [helper.make_node("Clip", inputs, ["y"])], inits, [2, 3, 4, 5])
+    x = randn(2, 3, 4, 5) * 2
+    check(path, x, np.clip(x.astype(np.float64), lo, hi))
+    w = randn(4, 3, 3, 3)
+    conv = save(tmp_path, [helper.make_node("Conv", ["x", "w"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                           helper.make_node("Clip", ["c"] + inputs[1:], ["y"])],
+                {"w": w, **inits}, [2, 3, 6, 5], name="conv.onnx")
+    x = randn(2, 3, 6, 5)
+    check(conv, x, np.clip(conv_ref(x, w, None, pads=(1, 1, 1, 1)), lo, hi))
+
+
 @pytest.mark.parametrize("mode,k,s,pads,ceil,include,dil", [
     ("max", (3, 3), (2, 2), (1, 1, 1, 1), False, False, (1, 1)),
     ("max", (3, 2), (2, 2), (0, 0, 0, 0), True, False, (1, 1)),       # ceil_mode: a partial last window

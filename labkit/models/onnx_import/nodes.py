@@ -57,7 +57,8 @@ def check_finite(spec) -> None:
     below -epsilon, say, would make every output of the channel NaN."""
     for name in ("w", "b", "scale", "shift"):
         a = getattr(spec, name, None)
-        if a is not None and not np.isfinite(a).all():
+        # Arrays only: a Clip's bounds (floats named a and b) may be infinite, where it has no bound.
+        if isinstance(a, np.ndarray) and not np.isfinite(a).all():
             refuse(spec.node, f"its {name} holds NaN or infinity (after folding batch normalization, if any)")
 
 
