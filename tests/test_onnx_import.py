@@ -183,6 +183,35 @@ def test_conv_transpose_with_batch_norm_folded(tmp_path, group):
     assert model.describe(2)[0]["op"] == "ConvTranspose+BatchNormalization+Relu"
 
 
+@pytest.mark.parametrize("pads, group, dil", [((2, 0, 1, 0), 1, (1, 1)), ((0, 1, 1, 0), 2, (1, 1)),
+                                               ((1, 1, 2, 3), 1, (2, 1)), ((0, 0, 0, 1), 2, (1, 2))])
+def test_conv_transpose_with_uneven_pads_crops_each_end(tmp_path, pads, group, dil):
+    """Pads that differ between the two ends of an axis (as a converter writes for SAME padding): the
+    even part runs in the kernel, the rest is cropped from the end that has more."""
+    w, b = randn(4, 3, 3, 2), randn(3 * group)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 1], pads=list(pads),
+                            output_padding=[1, 0], dilations=list(dil), group=group)
+    path = save(tmp_path, [node], dict(w=w, b=b), [1, 4, 5, 6])
+    x = randn(2, 4, 5, 6)
+    full = reference.conv_transpose2d(x, w, b, stride=(2, 1), pad=0, output_padding=(1, 0), dilation=dil,
+                                      groups=group)
+    t, l, bo, r = pads
+    model = check(path, x, full[:, :, t:full.shape[2] - bo, l:full.shape[3] - r])
+    assert "crop" in model.describe(2)[0]["kernel"]
+
+
+def test_pad_with_negative_pads_crops(tmp_path):
+    path = save(tmp_path, [helper.make_node("Pad", ["x", "p"], ["y"], mode="constant")],
+                dict(p=np.array([0, 0, -1, 2, 0, 0, 1, -2], np.int64)), [2, 3, 6, 7])
+    x = randn(2, 3, 6, 7)
+    ref = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (0, 1), (2, 0)))[:, :, 1:, :-2]
+    check(path, x, ref)
+    bad = save(tmp_path, [helper.make_node("Pad", ["x", "p"], ["y"], mode="constant")],
+               dict(p=np.array([0, 0, -3, 0, 0, 0, -3, 0], np.int64)), [2, 3, 6, 7], name="bad.onnx")
+    with pytest.raises(OnnxImportError, match="to nothing"):
+        labkit.import_onnx(bad)
+
+
 def test_a_file_exported_at_a_fixed_batch_runs_at_any(tmp_path):
     # x.view(x.size(0), -1) traced at batch 2 writes Reshape [2, -1]: the importer keeps the batch axis.
     w = randn(12, 4)

@@ -68,8 +68,15 @@ def test_pad_and_concat_copy():
     assert np.array_equal(to_numpy(out), np.concatenate([x, x[:, :2], x[:, :2]], axis=1))
     with pytest.raises(ValueError, match="cannot copy"):
         copy(dev(x), out, 5)
-    with pytest.raises(ValueError, match="ints >= 0"):
-        Pad4((0, -1), (0, 0))
+    # negative pads crop: a poisoned output, every element written
+    crop = Pad4((0, -1, 1, -2), (0, 0, -2, 1))
+    out = dev(np.full((2, 2, 3, 4), np.nan, dtype=np.float32))
+    got = to_numpy(crop(dev(x), out))
+    assert np.array_equal(got, np.pad(x, ((0, 0), (0, 0), (1, 0), (0, 1)))[:, 1:, :-2, 2:])
+    with pytest.raises(ValueError, match="to nothing"):
+        Pad4((0, -3), (0, 0))(dev(x[:, :, 0, 0].copy()))
+    with pytest.raises(ValueError, match="one per dim"):
+        Pad4((0, 1), (0,))
 
 
 def test_bad_pool_arguments_are_refused():

@@ -103,13 +103,14 @@ class Pool2d(_Layer):
 
 
 class Pad4(_Layer):
-    """Constant padding of a tensor of up to 4 dims: ``before`` and ``after`` one int >= 0 per dim."""
+    """Constant padding of a tensor of up to 4 dims: ``before`` and ``after`` one int per dim; a
+    negative one crops that many from that end (ONNX's Pad; a transposed convolution's uneven crop)."""
 
     def __init__(self, before, after, value: float = 0.0):
         super().__init__()
         before, after = tuple(int(v) for v in before), tuple(int(v) for v in after)
-        if len(before) != len(after) or not 1 <= len(before) <= 4 or min(before + after) < 0:
-            raise ValueError(f"before and after must be 1 to 4 ints >= 0 each (one per dim), got {before}, {after}")
+        if len(before) != len(after) or not 1 <= len(before) <= 4:
+            raise ValueError(f"before and after must be 1 to 4 ints each (one per dim), got {before}, {after}")
         if not np.isfinite(value) and not np.isinf(value):
             raise ValueError(f"value must be a number, got {value!r}")
         self.before, self.after, self.value = before, after, np.float32(value)
@@ -117,7 +118,10 @@ class Pad4(_Layer):
     def out_shape(self, shape: tuple) -> tuple:
         if len(shape) != len(self.before):
             raise ValueError(f"x has {len(shape)} dims, the pads {len(self.before)}")
-        return tuple(int(n) + b + a for n, b, a in zip(shape, self.before, self.after))
+        out = tuple(int(n) + b + a for n, b, a in zip(shape, self.before, self.after))
+        if min(out) < 1:
+            raise ValueError(f"pads {self.before}, {self.after} crop x of shape {tuple(shape)} to nothing ({out})")
+        return out
 
     def __call__(self, x, out=None):
         self._in(x, len(self.before), "any layout")

@@ -112,11 +112,22 @@ class Kernels:
         geo = TransposeGeometry.of(x[1], x[2], x[3], spec.w.shape[1] * spec.group, spec.kernel, spec.strides, spec.pad,
                                    spec.output_padding, spec.dilations, spec.group)
         act = None if spec.activation is None else spec.activation[0]
-        return layers.ConvTranspose2d(self._dev(spec.w), self._dev(spec.b), geo, activation=act)
+        conv = layers.ConvTranspose2d(self._dev(spec.w), self._dev(spec.b), geo, activation=act)
+        t, l, b, r = spec.crop
+        # uneven pads: the even part's output, then pad4 with negative pads crops the rest
+        crop = Pad4((0, 0, -t, -l), (0, 0, -b, -r)) if any(spec.crop) else None
+        return conv, crop, (x[0], geo.M) + geo.out_hw
 
-    def _run_convtranspose(self, spec, conv, in_shapes, out_shape, alloc):
-        return (lambda ins, out: conv(ins[0], out)), (lambda: "transposed conv: implicit GEMM per phase "
-                                                              "(conv_implicit.cu)")
+    def _run_convtranspose(self, spec, made, in_shapes, out_shape, alloc):
+        conv, crop, even_shape = made
+        name = "transposed conv: implicit GEMM per phase (conv_implicit.cu)"
+        if crop is None:
+            return (lambda ins, out: conv(ins[0], out)), (lambda: name)
+        even = alloc("uncropped output", (out_shape[0],) + even_shape[1:])
+
+        def run(ins, out):
+            crop(conv(ins[0], even), out)
+        return run, (lambda: name + " + pad4 crop")
 
     def _make_gemm(self, spec: nodes.Gemm, in_shapes):
         act = None if spec.activation is None else spec.activation[0]

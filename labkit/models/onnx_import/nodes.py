@@ -240,10 +240,12 @@ class ConvTranspose(Spec):
             refuse(node, f"auto_pad {node.attrs['auto_pad']!r}: labkit runs ConvTranspose with explicit pads only")
         if node.attrs.get("auto_pad") == "VALID":
             pads = (0, 0, 0, 0)
-        if pads[:2] != pads[2:]:
-            refuse(node, f"asymmetric pads {pads}: labkit's transposed convolution crops the same on both sides of "
-                         "an axis")
-        self.pad = pads[:2]
+        if min(pads) < 0:
+            refuse(node, f"pads {pads} must not be negative")
+        # labkit's transposed convolution crops both ends of an axis alike: it runs the even part,
+        # min(begin, end), and ``crop`` (top, left, bottom, right) takes the rest off afterwards.
+        self.pad = (min(pads[0], pads[2]), min(pads[1], pads[3]))
+        self.crop = tuple(p - self.pad[i % 2] for i, p in enumerate(pads))
 
     def fold_batch_norm(self, scale: np.ndarray, shift: np.ndarray) -> None:
         """As Conv's: the weights (C_in, M/g, KH, KW) of output channel g * M/g + j are w[group g's
@@ -259,8 +261,9 @@ class ConvTranspose(Spec):
         self._rank(x, (4,))
         if x[1] != self.w.shape[0]:
             refuse(self.node, f"input of {x[1]} channels, but the weight {self.w.shape} takes {self.w.shape[0]}")
-        hw = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, k, s, p, op, d in
-                   zip(x[2:], self.kernel, self.strides, self.pad, self.output_padding, self.dilations))
+        even = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, k, s, p, op, d in
+                     zip(x[2:], self.kernel, self.strides, self.pad, self.output_padding, self.dilations))
+        hw = (even[0] - self.crop[0] - self.crop[2], even[1] - self.crop[1] - self.crop[3])
         if min(hw) < 1:
             refuse(self.node, f"output plane {hw} is empty")
         return (x[0], self.w.shape[1] * self.group) + hw
@@ -654,8 +657,8 @@ class Pad(Spec):
                 refuse(node, "the axes input is not supported: give pads for every axis")
         else:
             pads, self.value = node.attrs.get("pads", ()), float(node.attrs.get("value", 0.0))
-        if len(pads) % 2 or min(pads, default=0) < 0:
-            refuse(node, f"pads {pads}: two per axis, none negative (cropping is not run)")
+        if len(pads) % 2:
+            refuse(node, f"pads {pads}: two per axis")      # a negative one crops
         n = len(pads) // 2
         self.before, self.after = pads[:n], pads[n:]
         if n and (self.before[0] or self.after[0]):
@@ -666,7 +669,10 @@ class Pad(Spec):
         if len(self.before) != len(x) or len(x) > 4:
             refuse(self.node, f"pads {self.before + self.after} for input {tuple(x)}: labkit pads tensors of up to "
                               "4 axes, two pads per axis")
-        return tuple(n + b + a for n, b, a in zip(x, self.before, self.after))
+        out = tuple(n + b + a for n, b, a in zip(x, self.before, self.after))
+        if min(out) < 1:
+            refuse(self.node, f"pads {self.before + self.after} crop input {tuple(x)} to nothing ({out})")
+        return out
 
 
 SPECS = {"Conv": Conv, "ConvTranspose": ConvTranspose, "BatchNormalization": BatchNorm,
