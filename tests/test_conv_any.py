@@ -285,20 +285,23 @@ def test_one_image_past_32_bit_offsets_is_refused_before_anything_runs(monkeypat
 @pytest.mark.check
 @pytest.mark.parametrize("kw", [dict(kernel=3, pad=1), dict(kernel=(3, 5), pad=(0, 2), dilation=(2, 1), groups=2),
                                 dict(kernel=3, pad=(1, 0), groups=6), dict(kernel=(2, 3), pad=(1, 3)),
-                                dict(kernel=3, pad=(3, 1), dilation=(1, 2))])
+                                dict(kernel=3, pad=(3, 1), dilation=(1, 2)),
+                                dict(kernel=(1, 3), pad=(0, 1), dilation=(1, 2), output_padding=(0, 1))])
 def test_a_stride_1_transposed_convolution_runs_as_its_equivalent_convolution(kw):
     """Stride 1: the kernel turned, C_in and C_out swapped per group, padding D(K-1) - P on auto's
-    convolution families; a padding past D(K-1) keeps the phase path.  Both against the reference."""
+    convolution families; a padding past D(K-1), or an output padding (at stride 1 only where
+    dilated: one more row at the end), keeps the phase path.  Both against the reference."""
     xp = labkit.xp
     kw = dict(kw)
     K = kw.pop("kernel")
     g = kw.get("groups", 1)
     geo = conv_transpose.TransposeGeometry.of(6, 9, 11, 6, K, **kw)
     x, w, b = _data(4, (2, 6, 9, 11), (6, 6 // g) + geo.kernel, (6,))
-    ref = reference.relu(reference.conv_transpose2d(x, w, b, pad=geo.pad, dilation=geo.dilation, groups=g))
+    ref = reference.relu(reference.conv_transpose2d(x, w, b, pad=geo.pad, dilation=geo.dilation, groups=g,
+                                                    output_padding=geo.output_padding))
     up = ConvTranspose2d(xp.asarray(w), xp.asarray(b), geo, activation="relu")
     negative = any(p > d * (k - 1) for k, p, d in zip(geo.kernel, geo.pad, geo.dilation))
-    assert (up.as_conv is None) == negative
+    assert (up.as_conv is None) == (negative or any(geo.output_padding))
     out = xp.full(ref.shape, np.nan, dtype=xp.float32)
     _close(up(xp.asarray(x), out), ref, geo.key)
 

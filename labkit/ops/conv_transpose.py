@@ -298,9 +298,10 @@ def equivalent_conv(w, geo: TransposeGeometry):
     """(w2, layer): the convolution a stride-1 transposed convolution is, its kernel turned 180 degrees
     and C_in, C_out swapped per group (w2 (C_out, C_in/groups, KH, KW), contiguous, on w's backend),
     its padding D * (K - 1) - P; None at a stride above 1, or a padding past D * (K - 1) (a negative
-    padding there)."""
+    padding there), or with an output padding (allowed at stride 1 when dilated: the convolution
+    would need more padding at the end than at the start)."""
     pads = [d * (k - 1) - p for k, p, d in zip(geo.kernel, geo.pad, geo.dilation)]
-    if tuple(geo.stride) != (1, 1) or min(pads) < 0:
+    if tuple(geo.stride) != (1, 1) or min(pads) < 0 or any(geo.output_padding):
         return None
     xp = array_module(backends.current())
     g, cig, cog = geo.groups, geo.C // geo.groups, geo.M // geo.groups
