@@ -12,6 +12,8 @@ from labkit import reference
 from labkit.checks import to_numpy
 from labkit.errors import OnnxImportError
 
+from helpers import pool_ref
+
 onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the 'reference' extra)")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
@@ -57,33 +59,6 @@ def check(path, x, ref, **kw):
 
 
 # --- float64 references of what labkit.reference does not have -----------------------------------
-def pool_ref(x, mode, k, s=(1, 1), pads=(0, 0, 0, 0), d=(1, 1), ceil=False, include_pad=False):
-    """ONNX MaxPool / AveragePool, written out window by window."""
-    x = x.astype(np.float64)
-    N, C, H, W = x.shape
-    t, l, b, r = pads
-
-    def size(n, k, s, d, p0, p1):
-        span = d * (k - 1) + 1
-        out = (np.ceil if ceil else np.floor)((n + p0 + p1 - span) / s).astype(int) + 1
-        return out - 1 if ceil and (out - 1) * s >= n + p0 else out
-    Ho, Wo = size(H, k[0], s[0], d[0], t, b), size(W, k[1], s[1], d[1], l, r)
-    y = np.empty((N, C, Ho, Wo))
-    for i in range(Ho):
-        for j in range(Wo):
-            rows = [i * s[0] - t + p * d[0] for p in range(k[0])]
-            cols = [j * s[1] - l + q * d[1] for q in range(k[1])]
-            ri, ci = [h for h in rows if 0 <= h < H], [w for w in cols if 0 <= w < W]
-            win = x[:, :, ri][:, :, :, ci]
-            if mode == "max":
-                y[:, :, i, j] = win.max(axis=(2, 3))
-            else:
-                count = (sum(-t <= h < H + b for h in rows) * sum(-l <= w < W + r for w in cols) if include_pad
-                         else len(ri) * len(ci))
-                y[:, :, i, j] = win.sum(axis=(2, 3)) / count
-    return y
-
-
 def conv_ref(x, w, b=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), groups=1):
     t, l, bo, r = pads
     xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (t, bo), (l, r)))

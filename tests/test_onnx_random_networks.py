@@ -28,7 +28,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 from onnx.reference.op_run import OpRun  # noqa: E402
 
-from test_onnx_import import pool_ref  # noqa: E402
+from helpers import pool_ref  # noqa: E402
 
 NETWORKS = 12          # per run, each a fresh draw
 TOL = 1e-4             # of the largest output: float32 through a few layers
