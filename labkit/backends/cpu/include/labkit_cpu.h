@@ -4,7 +4,8 @@
 // in front of it.  The header turns the CUDA C vocabulary into plain C++:
 //
 //   * a grid runs block by block; blocks are spread over worker threads
-//     (one per core), each worker runs one block at a time;
+//     (one per core), each worker runs one block at a time; a cooperative launch's blocks are all
+//     resident (a worker puts each aside at a grid sync and runs its next: "Cooperative launches");
 //   * the threads of a block are fibers: each has its own small stack and runs
 //     until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, a vote)
 //     or returns; then the next fiber runs.  A switch saves six registers and
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LABKIT_ASAN 1
 #else
@@ -206,6 +208,9 @@ namespace labkit {
 // Launch state
 // ---------------------------------------------------------------------------
 enum CheckFlags : unsigned { CHECK_BARRIER = 1u, CHECK_SHUFFLE = 2u };
+// A cooperative launch (cudaLaunchCooperativeKernel): every block of the grid is resident at once, so
+// that its threads may wait at a grid-wide sync (see "Cooperative launches" below).  A flag of `flags`.
+enum LaunchFlags : unsigned { LAUNCH_COOPERATIVE = 4u };
 
 // Shared with Python (ctypes): keep the layout in step with cpu/module.py.  Of default visibility:
 // the entry points Python calls take it, and a hidden parameter type would hide them too.
@@ -220,7 +225,7 @@ struct __attribute__((visibility("default"))) LaunchConfig {
   unsigned long long timeout_ms;  // the watchdog: a launch running longer is stopped (0: never)
 };
 
-enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, Done };
+enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, GridBar, CoalBar, Done };
 
 struct Fiber {
   void* sp = nullptr;
@@ -235,6 +240,10 @@ struct Fiber {
   void* race = nullptr;       // race check: this thread's ThreadSanitizer fiber
   int race_quiet = 0;         // race check: Bookkeeping scopes open while it was switched out
   int quiet = 0;              // shuffled schedule: > 0 inside the executor's own code (no switch there)
+  unsigned grid_gen = 0;      // grid syncs passed: the race check alternates two sync objects
+  unsigned coal_mask = 0;     // coalesced_threads(): the lanes of its warp that arrived with it
+  const char* coal_file = nullptr;   // coalesced_threads(): where it waits (lanes that arrive at
+  int coal_line = 0;                 // one place together form one group)
 };
 
 struct WarpState {
@@ -259,6 +268,14 @@ struct Launch {
   std::atomic<int> failed{0};
   std::atomic<unsigned long long> switches{0};
   std::atomic<int> cancel{0};            // why the launch was stopped: 1 watchdog, 2 Ctrl-C, 3 stack overflow
+  // A cooperative launch's grid-wide sync: the workers meet once each has brought every block it runs
+  // to the sync (or to its end); `grid_parked` counts the blocks that wait there.
+  std::mutex grid_mu;
+  std::condition_variable grid_cv;
+  unsigned grid_workers = 0, grid_arrived = 0;
+  unsigned long long grid_round = 0, grid_parked = 0, grid_waiting = 0;
+  std::atomic<int> grid_line{0};          // the line of the grid sync last reached (for the reports)
+  char race_grid[2] = {0, 0};             // race check: the sync objects of grid syncs (alternating)
   std::vector<pthread_t> thread_ids;     // the workers' threads, for the signals that stop them
   unsigned race_fibers = 0;              // race check: ThreadSanitizer fibers per worker (race_fiber_count)
   std::mutex err_mu;
@@ -281,6 +298,10 @@ struct Worker {
   unsigned live = 0, at_bar = 0;
   unsigned tile_n = 0;            // the size of the multi-warp tiles the block's threads last synchronised
   int bar_line = 0;
+  unsigned at_grid = 0;           // threads of the running block waiting at a grid sync
+  int grid_line = 0;
+  unsigned coal_waiting = 0;      // threads of the running block waiting in coalesced_threads()
+  unsigned index = 0;             // which worker of the launch (a cooperative launch's blocks are dealt out)
   unsigned long long bar_count[2] = {0, 0}, bar_seen[2] = {0, 0};  // __syncthreads_count's sums
   bool aborted = false;
   unsigned long long switches = 0;
@@ -372,6 +393,8 @@ LABKIT_RUNTIME_FN std::string block_name(const Worker* W);
 LABKIT_RUNTIME_FN void syncthreads(int line);
 LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
 LABKIT_RUNTIME_FN void tile_sync(unsigned n);
+LABKIT_RUNTIME_FN void grid_sync(int line);
+LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line);
 LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
@@ -645,6 +668,65 @@ LABKIT_RUNTIME_FN void tile_sync(unsigned n) {
   race_acquire(sync);
 }
 
+// A grid-wide sync (cooperative_groups' grid.sync()): only in a cooperative launch, where every block
+// is resident.  The thread waits (GridBar); once every live thread of its block waits, the worker puts
+// the block aside and runs its next one; once every block of the grid waits, the workers meet and all
+// go on (cooperative_blocks).  The meeting is a mutex: everything written before the sync, by any
+// block, is visible after it, as on a GPU.
+LABKIT_RUNTIME_FN void grid_sync(int line) {
+  Bookkeeping quiet;
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  Launch& L = *W->L;
+  if (!(L.cfg.flags & LAUNCH_COOPERATIVE))
+    fail_from_fiber("in kernel '" + std::string(L.kernel) + "', block " + block_name(W) +
+                    ": a grid-wide sync (grid.sync()) at line " + std::to_string(line) +
+                    " in a launch that is not cooperative: it needs every block of the grid resident at once, "
+                    "which only cudaLaunchCooperativeKernel guarantees (a <<<>>> launch fails or hangs on a GPU); "
+                    "launch the kernel with cudaLaunchCooperativeKernel");
+  if (L.cfg.flags & CHECK_BARRIER) {
+    if (W->at_grid == 0) W->grid_line = line;
+    else if (W->grid_line != line)
+      fail_from_fiber("barrier check: in kernel '" + std::string(L.kernel) + "', block " + block_name(W) +
+                      ", threads wait at two different grid syncs (lines " + std::to_string(W->grid_line) +
+                      " and " + std::to_string(line) + "): a grid sync inside divergent code");
+    if (W->live < L.nthreads)
+      fail_from_fiber("barrier check: in kernel '" + std::string(L.kernel) + "', block " + block_name(W) +
+                      ", the grid sync at line " + std::to_string(line) + " is reached by only " +
+                      std::to_string(W->live) + " of " + std::to_string(L.nthreads) +
+                      " threads: the others returned before it (a grid sync inside divergent code)");
+  }
+  L.grid_line.store(line, std::memory_order_relaxed);
+  // Race check: released by every thread that arrives, acquired by each that leaves; two objects in
+  // turn (as for __syncthreads).  The block's end and start objects order the blocks that one worker
+  // runs in turn between two syncs (as it orders the blocks of a plain launch).
+  void* sync = &L.race_grid[f->grid_gen++ & 1u];
+  race_release(sync);
+  race_release(&W->race_block_end);
+  f->state = St::GridBar;
+  f->line = line;
+  ++W->at_grid;
+  yield_to_scheduler();
+  race_acquire(&W->race_block_start);
+  race_acquire(sync);
+}
+
+// coalesced_threads(): the thread waits (CoalBar) until no lane of its warp can run any more (each
+// waits somewhere or has returned); then the lanes that wait here, at this same call, are the group:
+// the threads of the warp that reached the call together (form_coalesced, in the scheduler).
+LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line) {
+  Bookkeeping quiet;
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  f->coal_file = file;
+  f->coal_line = line;
+  f->coal_mask = 0;
+  f->state = St::CoalBar;
+  ++W->coal_waiting;
+  yield_to_scheduler();
+  return f->coal_mask;
+}
+
 // Called when a fiber's kernel body returns.
 inline void thread_exit() {
   Bookkeeping quiet;
@@ -679,6 +761,14 @@ inline void thread_exit() {
   try_release_warp(W, ws, f->warp);
   // Nor does a multi-warp tile's barrier wait for them.
   if (W->tile_n) release_tile(W, f->linear / W->tile_n * W->tile_n, W->tile_n);
+  // A grid sync that the rest of the block waits at: the barrier check reports it, as for __syncthreads.
+  if (W->at_grid > 0 && W->at_grid == W->live && (W->L->cfg.flags & CHECK_BARRIER)) {
+    W->L->fail("barrier check: in kernel '" + std::string(W->L->kernel) + "', block " + block_name(W) +
+               ", the grid sync at line " + std::to_string(W->grid_line) + " is reached by only " +
+               std::to_string(W->at_grid) + " of " + std::to_string(W->L->nthreads) +
+               " threads: the others returned before it (a grid sync inside divergent code)");
+    W->aborted = true;
+  }
 }
 
 inline void fiber_main() {
@@ -788,7 +878,7 @@ inline void prepare_worker(Worker& W, Launch& L) {
   count_attach(&W);
 }
 
-inline void run_block(Worker& W, unsigned long long b) {
+inline void begin_block(Worker& W, unsigned long long b) {
   Launch& L = *W.L;
   W.block_idx = uint3{unsigned(b % L.grid.x), unsigned((b / L.grid.x) % L.grid.y),
                       unsigned(b / (unsigned long long)(L.grid.x) / L.grid.y)};
@@ -796,6 +886,7 @@ inline void run_block(Worker& W, unsigned long long b) {
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = W.fibers[i];
     f.state = St::Ready;
+    f.grid_gen = 0;            // every block of the grid starts at the first grid sync's object
     f.sp = initial_stack(f.stack_lo, f.stack_size);
     W.order[i] = i;
   }
@@ -818,9 +909,53 @@ inline void run_block(Worker& W, unsigned long long b) {
   race_release(&W.race_block_start);
   W.live = n;
   W.at_bar = 0;
+  W.at_grid = 0;
+  W.coal_waiting = 0;
   W.tile_n = 0;
   W.aborted = false;
   W.bar_count[0] = W.bar_count[1] = W.bar_seen[0] = W.bar_seen[1] = 0;
+}
+
+// The groups of coalesced_threads(): in each warp none of whose lanes can run, the lanes waiting at
+// one call are one group.  True if any group was formed (its lanes are ready again).
+inline bool form_coalesced(Worker& W) {
+  bool formed = false;
+  const unsigned n = unsigned(W.fibers.size());
+  for (unsigned w = 0; w < W.warps.size(); ++w) {
+    unsigned waiting = 0;
+    bool ready = false;
+    for (unsigned lane = 0; lane < 32 && w * 32 + lane < n; ++lane) {
+      const St st = W.fibers[w * 32 + lane].state;
+      ready |= st == St::Ready;
+      if (st == St::CoalBar) waiting |= 1u << lane;
+    }
+    if (ready) continue;
+    while (waiting) {
+      const Fiber& first = W.fibers[w * 32 + __builtin_ctz(waiting)];
+      unsigned group = 0;
+      for (unsigned lane = 0; lane < 32; ++lane) {
+        const Fiber& f = W.fibers[w * 32 + lane < n ? w * 32 + lane : 0];
+        if (((waiting >> lane) & 1u) && f.coal_line == first.coal_line && f.coal_file == first.coal_file)
+          group |= 1u << lane;
+      }
+      for (unsigned lane = 0; lane < 32; ++lane)
+        if ((group >> lane) & 1u) {
+          W.fibers[w * 32 + lane].coal_mask = group;
+          W.fibers[w * 32 + lane].state = St::Ready;
+        }
+      W.coal_waiting -= unsigned(__builtin_popcount(group));
+      waiting &= ~group;
+      formed = true;
+    }
+  }
+  return formed;
+}
+
+// Run the block's threads until all have returned (false) or every live one waits at a grid sync
+// (true: a cooperative launch's block, put aside until the whole grid is there).
+inline bool run_fibers(Worker& W) {
+  Launch& L = *W.L;
+  const unsigned n = L.nthreads;
   const bool shuffle = L.cfg.flags & CHECK_SHUFFLE;
   while (W.live > 0 && !W.aborted) {
     if (shuffle) std::shuffle(W.order.begin(), W.order.end(), W.rng);
@@ -844,22 +979,35 @@ inline void run_block(Worker& W, unsigned long long b) {
       switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size, false, f.race);
       ran = true;
     }
+    if (W.coal_waiting && !W.aborted && form_coalesced(W)) continue;
     if (!ran && W.live > 0 && !W.aborted) {
-      unsigned at_block = 0, at_warp = 0, at_tile = 0;
+      if (W.at_grid == W.live) {
+        count_flush(&W);
+        return true;
+      }
+      unsigned at_block = 0, at_warp = 0, at_tile = 0, at_grid = 0;
       for (auto& f : W.fibers) {
         at_block += f.state == St::BlockBar;
         at_warp += f.state == St::WarpBar;
         at_tile += f.state == St::TileBar;
+        at_grid += f.state == St::GridBar;
       }
       L.fail("deadlock in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ": " +
              std::to_string(at_block) + " threads wait at __syncthreads(), " + std::to_string(at_warp) +
              " at a warp barrier (shuffle, vote or __syncwarp)" +
-             (at_tile ? " and " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
+             (at_tile ? ", " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
+             (at_grid ? ", " + std::to_string(at_grid) + " at a grid sync" : std::string()) +
              " that the others never reach");
       W.aborted = true;
     }
   }
   count_flush(&W);
+  return false;
+}
+
+inline void run_block(Worker& W, unsigned long long b) {
+  begin_block(W, b);
+  run_fibers(W);   // a plain launch: a grid sync has failed its block already
 }
 
 // --- stopping a launch: the watchdog, Ctrl-C, a fiber's stack overflow --------------------------
@@ -933,6 +1081,179 @@ inline void ensure_signal_stack() {
   sigaltstack(&ss, nullptr);
 }
 
+// A block stopped by a signal (watchdog, Ctrl-C, stack overflow): what the launch reports.
+inline void stopped_by_signal(Worker& W) {
+  Launch& L = *W.L;
+  W.aborted = true;
+  if (W.overflow_fiber >= 0) {
+    const Fiber& f = W.fibers[size_t(W.overflow_fiber)];
+    L.fail("stack overflow in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ", thread (" +
+           std::to_string(f.tid.x) + "," + std::to_string(f.tid.y) + "," + std::to_string(f.tid.z) +
+           "): its locals (arrays declared in the kernel) need more than the " +
+           std::to_string((W.stack_size - size_t(sysconf(_SC_PAGESIZE))) / 1024) +
+           " KiB each thread has here; a GPU gives a thread far more local memory. Set "
+           "LABKIT_CPU_STACK_KIB higher (or keep large arrays in shared or global memory)");
+    W.overflow_fiber = -1;
+  }
+}
+
+// --- Cooperative launches ------------------------------------------------------------------------
+// Every block is resident at once: worker w runs blocks w, w + workers, ...  It runs each until its
+// threads all wait at the grid sync (or have returned), then puts it aside: its threads' stacks (the
+// bytes in use, from each one's stack pointer up), their state, and its shared memory are copied out,
+// so that the same fibers run the worker's next block.  Once every block of the grid waits, each
+// worker copies its blocks back in turn, at the same addresses, and runs them on to the next sync.
+struct ParkedBlock {
+  unsigned long long b = 0;
+  bool started = false, finished = false;
+  uint3 block_idx{0, 0, 0};
+  std::vector<Fiber> fibers;
+  std::vector<WarpState> warps;
+  unsigned live = 0, tile_n = 0;
+  unsigned long long bar_count[2] = {0, 0}, bar_seen[2] = {0, 0};
+  std::vector<size_t> stack_at;             // fiber i's bytes: stack[stack_at[i], stack_at[i + 1])
+  std::vector<unsigned char> stack;
+  std::vector<std::pair<void*, std::vector<unsigned char>>> shared;
+  std::vector<unsigned char> dyn;
+};
+
+inline char* stack_top(const Fiber& f) { return f.stack_lo + f.stack_size; }
+
+inline void stack_copy(void* to, const void* from, size_t n) {
+#if LABKIT_ASAN   // the frames' redzones are poisoned: the bytes are copied whole, and unchecked after
+  __asan_unpoison_memory_region(to, n);
+  __asan_unpoison_memory_region(from, n);
+#endif
+  std::memcpy(to, from, n);
+}
+
+inline void park_block(Worker& W, ParkedBlock& p) {
+  Launch& L = *W.L;
+  p.block_idx = W.block_idx;
+  p.fibers = W.fibers;
+  p.warps = W.warps;
+  p.live = W.live;
+  p.tile_n = W.tile_n;
+  std::copy(W.bar_count, W.bar_count + 2, p.bar_count);
+  std::copy(W.bar_seen, W.bar_seen + 2, p.bar_seen);
+  p.stack_at.assign(W.fibers.size() + 1, 0);
+  size_t total = 0;
+  for (size_t i = 0; i < W.fibers.size(); ++i) {
+    const Fiber& f = W.fibers[i];
+    p.stack_at[i] = total;
+    if (f.state != St::Done) total += size_t(stack_top(f) - static_cast<char*>(f.sp));
+  }
+  p.stack_at[W.fibers.size()] = total;
+  p.stack.resize(total);
+  for (size_t i = 0; i < W.fibers.size(); ++i)
+    if (W.fibers[i].state != St::Done)
+      stack_copy(p.stack.data() + p.stack_at[i], W.fibers[i].sp, p.stack_at[i + 1] - p.stack_at[i]);
+  p.shared.clear();
+  for (auto& r : W.shared_regions) {
+    const auto* bytes = static_cast<const unsigned char*>(r.first);
+    p.shared.emplace_back(r.first, std::vector<unsigned char>(bytes, bytes + r.second));
+  }
+  p.dyn.assign(W.dyn, W.dyn + L.cfg.shared_mem);
+}
+
+inline void resume_block(Worker& W, ParkedBlock& p) {
+  Launch& L = *W.L;
+  race_acquire(&W.race_block_end);      // the threads of the block that ran before, all waiting or done
+  W.block_idx = p.block_idx;
+  std::copy(p.fibers.begin(), p.fibers.end(), W.fibers.begin());   // the same addresses: a waiting
+  std::copy(p.warps.begin(), p.warps.end(), W.warps.begin());      // frame may hold a pointer to them
+  for (size_t i = 0; i < W.fibers.size(); ++i)
+    if (W.fibers[i].state != St::Done)
+      stack_copy(W.fibers[i].sp, p.stack.data() + p.stack_at[i], p.stack_at[i + 1] - p.stack_at[i]);
+  for (auto& r : W.shared_regions) {   // an array first declared by a later block: undefined again
+    auto it = std::find_if(p.shared.begin(), p.shared.end(), [&](const auto& s) { return s.first == r.first; });
+    if (it != p.shared.end()) std::memcpy(r.first, it->second.data(), r.second);
+    else std::memset(r.first, 0xff, r.second);
+  }
+  std::memcpy(W.dyn, p.dyn.data(), L.cfg.shared_mem);
+  W.live = p.live;
+  W.tile_n = p.tile_n;
+  std::copy(p.bar_count, p.bar_count + 2, W.bar_count);
+  std::copy(p.bar_seen, p.bar_seen + 2, W.bar_seen);
+  W.at_bar = 0;
+  W.at_grid = 0;
+  W.coal_waiting = 0;
+  W.aborted = false;
+  for (auto& f : W.fibers)
+    if (f.state == St::GridBar) f.state = St::Ready;
+#if LABKIT_TSAN
+  W.race_named.assign(W.race_named.size(), -1);
+#endif
+  race_release(&W.race_block_start);
+  // Its memory is in the heap now: the parked copy is not needed until the block waits again.
+  p.stack = std::vector<unsigned char>();
+  p.shared.clear();
+}
+
+// The workers meet at a grid sync: `parked` of this worker's blocks wait there.  True when every
+// block of the grid waits (all go on); false when the launch is over, has failed, or some blocks
+// returned without reaching the sync, which a GPU would wait for forever (reported).
+inline bool grid_meet(Launch& L, unsigned long long parked) {
+  std::unique_lock<std::mutex> g(L.grid_mu);
+  L.grid_parked += parked;
+  const unsigned long long round = L.grid_round;
+  if (++L.grid_arrived == L.grid_workers) {
+    const unsigned long long waiting = L.grid_parked;
+    if (waiting > 0 && waiting < L.nblocks)
+      L.fail("deadlock in kernel '" + std::string(L.kernel) + "': " + std::to_string(waiting) + " of " +
+             std::to_string(L.nblocks) + " blocks wait at the grid sync at line " +
+             std::to_string(L.grid_line.load()) + "; the others returned without reaching it (every block "
+             "of the grid must reach each grid sync: a grid sync inside divergent code)");
+    L.grid_waiting = waiting;
+    L.grid_parked = 0;
+    L.grid_arrived = 0;
+    ++L.grid_round;
+    L.grid_cv.notify_all();
+  } else {
+    while (round == L.grid_round) {
+      if (L.failed.load() || L.cancel.load()) return false;
+      L.grid_cv.wait_for(g, std::chrono::milliseconds(20));
+    }
+  }
+  return L.grid_waiting > 0 && !L.failed.load() && !L.cancel.load();
+}
+
+inline void cooperative_blocks(Worker& W) {
+  Launch& L = *W.L;
+  std::vector<ParkedBlock> mine;
+  for (unsigned long long b = W.index; b < L.nblocks; b += L.grid_workers) {
+    mine.emplace_back();
+    mine.back().b = b;
+  }
+  for (;;) {
+    unsigned long long parked = 0;
+    for (auto& p : mine) {
+      if (p.finished) continue;
+      if (L.failed.load(std::memory_order_relaxed) || L.cancel.load(std::memory_order_relaxed)) return;
+      bool waits = false;
+      if (sigsetjmp(W.escape, 1) == 0) {
+        W.escape_ready = 1;
+        if (p.started) resume_block(W, p);
+        else begin_block(W, p.b);
+        p.started = true;
+        waits = run_fibers(W);
+        W.escape_ready = 0;
+      } else {
+        stopped_by_signal(W);
+        return;
+      }
+      if (W.aborted) return;
+      if (waits) {
+        park_block(W, p);
+        ++parked;
+      } else {
+        p.finished = true;
+      }
+    }
+    if (!grid_meet(L, parked)) return;
+  }
+}
+
 inline void worker_loop(Worker& W) {
 #if LABKIT_TSAN
   // The scheduler's own accesses are bookkeeping; the kernel's threads run as fibers of their own.
@@ -947,7 +1268,9 @@ inline void worker_loop(Worker& W) {
   for (auto& h : W.shared_heap) std::free(h.second);
   W.shared_heap.clear();
   Launch& L = *W.L;
+  if (L.cfg.flags & LAUNCH_COOPERATIVE) cooperative_blocks(W);
   for (;;) {
+    if (L.cfg.flags & LAUNCH_COOPERATIVE) break;
     if (L.failed.load(std::memory_order_relaxed) || L.cancel.load(std::memory_order_relaxed)) break;
     unsigned long long b = L.next_block.fetch_add(1);
     if (b >= L.nblocks) break;
@@ -956,17 +1279,7 @@ inline void worker_loop(Worker& W) {
       run_block(W, b);
       W.escape_ready = 0;
     } else {          // a signal stopped the block (watchdog, Ctrl-C, stack overflow)
-      W.aborted = true;
-      if (W.overflow_fiber >= 0) {
-        const Fiber& f = W.fibers[size_t(W.overflow_fiber)];
-        L.fail("stack overflow in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ", thread (" +
-               std::to_string(f.tid.x) + "," + std::to_string(f.tid.y) + "," + std::to_string(f.tid.z) +
-               "): its locals (arrays declared in the kernel) need more than the " +
-               std::to_string((W.stack_size - size_t(sysconf(_SC_PAGESIZE))) / 1024) +
-               " KiB each thread has here; a GPU gives a thread far more local memory. Set "
-               "LABKIT_CPU_STACK_KIB higher (or keep large arrays in shared or global memory)");
-        W.overflow_fiber = -1;
-      }
+      stopped_by_signal(W);
       break;
     }
   }
@@ -1020,6 +1333,8 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
   auto& pool = worker_pool();
   while (pool.size() < nw) pool.push_back(new Worker());
   L.race_fibers = race_fiber_count(nw);
+  L.grid_workers = nw;
+  for (unsigned w = 0; w < nw; ++w) pool[w]->index = w;
 #if LABKIT_TSAN
   std::fprintf(stderr, "LABKIT-RACE-FIBERS %u %u %u %u\n", L.race_fibers, L.nthreads, L.block.x,
                L.block.y);
