@@ -274,6 +274,16 @@ def test_the_race_check_sees_a_grid_sync_order_memory_and_a_missing_one():
     assert rc != 0 and "data race" in err and "grid_partials.cu:8" in err, err[-2000:]
 
 
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_race_check_finds_a_race_between_two_blocks_that_one_worker_runs_in_turn(monkeypatch, workers):
+    """Consecutive blocks of one worker run on two sets of the checker's fibers, stacks and shared memory,
+    unordered, as two blocks are on a GPU."""
+    monkeypatch.setenv("LABKIT_CPU_WORKERS", workers)
+    rc, out, err = run_program(MISTAKES / "race_between_blocks.cu", check="race")
+    assert rc != 0 and "data race" in err, err[-2000:]
+    assert "race_between_blocks.cu:6" in err and "race_between_blocks.cu:7" in err, err[-2000:]
+
+
 # --- NVIDIA's cuda-samples, unchanged -------------------------------------------------------------
 @pytest.mark.parametrize("sample, args, expect", [
     ("vectorAdd", [], ["[Vector addition of 50000 elements]", "Test PASSED"]),

@@ -204,8 +204,8 @@ template <unsigned N, class T, class Op> inline T reduce(const thread_block_tile
     for (unsigned o = N / 2; o > 0; o /= 2) v = op(v, t.shfl_xor(v, int(o)));
     return v;
   } else {
-    alignas(T) static thread_local unsigned char scratch[32 * sizeof(T)];
-    T* slot = reinterpret_cast<T*>(scratch);
+    alignas(T) static thread_local unsigned char scratch[::labkit::RACE_SETS][32 * sizeof(T)];
+    T* slot = reinterpret_cast<T*>(scratch[::labkit::tl_worker->race_set]);   // the race check's set
     v = reduce(thread_block_tile<32>{}, v, op);
     const unsigned warp = ::labkit::tl_fiber->warp;
     if (::labkit::tl_fiber->lane == 0) slot[warp] = v;

@@ -225,6 +225,11 @@ struct __attribute__((visibility("default"))) LaunchConfig {
   unsigned long long timeout_ms;  // the watchdog: a launch running longer is stopped (0: never)
 };
 
+// Race check: the blocks one worker runs in turn use two sets of everything a block's threads touch
+// that the worker keeps (the checker's fibers, stacks, shared memory, sync objects), in turn, so that
+// two consecutive blocks are as unordered as on a GPU (see begin_block).  One set elsewhere.
+constexpr unsigned RACE_SETS = LABKIT_TSAN ? 2u : 1u;
+
 enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, GridBar, CoalBar, Done };
 
 struct Fiber {
@@ -253,7 +258,7 @@ struct WarpState {
                               // mask are one group (tiles of one warp synchronise apart, as on a GPU)
   unsigned long long slot[32];  // the values a shuffle or vote exchanges
   unsigned gen[32];           // group barriers released, by the group's lowest lane (race check)
-  char race_sync[32][2];      // race check: sync objects of __syncwarp, by lowest lane and parity
+  char race_sync[RACE_SETS][32][2];   // race check: sync objects of __syncwarp, by set, lowest lane and parity
 };
 
 struct Launch {
@@ -277,7 +282,7 @@ struct Launch {
   std::atomic<int> grid_line{0};          // the line of the grid sync last reached (for the reports)
   char race_grid[2] = {0, 0};             // race check: the sync objects of grid syncs (alternating)
   std::vector<pthread_t> thread_ids;     // the workers' threads, for the signals that stop them
-  unsigned race_fibers = 0;              // race check: ThreadSanitizer fibers per worker (race_fiber_count)
+  unsigned race_fibers = 0;              // race check: ThreadSanitizer fibers per worker and set (race_fiber_count)
   std::mutex err_mu;
   std::string error;
   void fail(const std::string& msg) {
@@ -308,9 +313,12 @@ struct Worker {
   char* stacks = nullptr;
   size_t stacks_bytes = 0, stack_size = 0;
   unsigned nstacks = 0;
-  unsigned char* dyn = nullptr;   // dynamic shared memory of the running block
+  unsigned char* dyn = nullptr;   // dynamic shared memory of the running block (in dyn_base)
+  unsigned char* dyn_base = nullptr;   // the worker's dynamic shared memory, RACE_SETS buffers
+  size_t dyn_stride = 0;
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
-  std::vector<std::pair<void*, void*>> shared_heap;      // memory check: storage -> its heap block
+  struct SharedCopy { void* storage; unsigned set; void* block; };
+  std::vector<SharedCopy> shared_heap;   // memory and race checks: storage (and set) -> its heap block
   std::mt19937_64 rng;
   unsigned long long preempt_state = 1;   // shuffled schedule: a xorshift for the switch points
   // Stopping a block from a signal handler: the handler jumps back to the scheduler's loop (the
@@ -320,13 +328,16 @@ struct Worker {
   volatile int overflow_fiber = -1;      // the fiber whose stack ran into its guard page
   // Race check: the sync objects of __syncthreads (two, alternating) and of a block's start and end.
   void* race_sched = nullptr;
-  char race_bar[2] = {0, 0}, race_block_start = 0, race_block_end = 0;
+  // Each of these by set (RACE_SETS); race_bar also by parity.
+  char race_bar[2 * RACE_SETS] = {}, race_block_start[RACE_SETS] = {}, race_block_end[RACE_SETS] = {};
+  unsigned race_set = 0;                 // the set of the running block
+  unsigned long long blocks_begun = 0;   // blocks this worker has begun in this launch (sets alternate)
   std::vector<void*> race_fibers;        // the ThreadSanitizer fibers that the block's threads share
   std::vector<int> race_named;           // which thread (linear index) each is named for now
 
   ~Worker() {
     if (stacks) munmap(stacks, stacks_bytes);
-    std::free(dyn);
+    std::free(dyn_base);
 #if LABKIT_TSAN
     for (void* r : race_fibers) __tsan_destroy_fiber(r);
 #endif
@@ -422,10 +433,10 @@ template <class T> inline T& shared_var(T& storage, const char* name) {
 #if LABKIT_ASAN || LABKIT_TSAN   // the race check names shared arrays in its report the same way
   Worker* W = tl_worker;
   for (auto& r : W->shared_heap)
-    if (r.first == key) return *static_cast<T*>(r.second);
+    if (r.storage == key && r.set == W->race_set) return *static_cast<T*>(r.block);
   void* block = nullptr;
   if (posix_memalign(&block, std::max(alignof(T), sizeof(void*)), sizeof(T)) != 0) std::abort();
-  W->shared_heap.emplace_back(key, block);
+  W->shared_heap.push_back(Worker::SharedCopy{key, W->race_set, block});
   std::fprintf(stderr, "LABKIT-SHARED %s %p %zu\n", name, block, sizeof(T));   // for the report
   shared_register(block, sizeof(T));
   return *static_cast<T*>(block);
@@ -589,7 +600,7 @@ LABKIT_RUNTIME_FN void syncthreads(int line) {
   }
   // Race check: two sync objects in turn, so that a thread already past this barrier (and on its way
   // to the next) cannot order its new accesses before those of a thread still leaving this one.
-  void* sync = &W->race_bar[f->bar_gen++ & 1u];
+  void* sync = &W->race_bar[2 * W->race_set + (f->bar_gen++ & 1u)];
   race_release(sync);
   if (++W->at_bar == W->live) {  // last to arrive: everyone may go on
     count_flush(W);
@@ -626,7 +637,7 @@ LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory) {
     }
   }
   // The group's sync object: by its lowest lane and the parity of the group barriers it has passed.
-  void* sync = mask ? &ws.race_sync[__builtin_ctz(mask)][ws.gen[__builtin_ctz(mask)] & 1u] : nullptr;
+  void* sync = mask ? &ws.race_sync[W->race_set][__builtin_ctz(mask)][ws.gen[__builtin_ctz(mask)] & 1u] : nullptr;
   if (orders_memory && sync) race_release(sync);
   ws.arrived |= 1u << f->lane;
   ws.lane_mask[f->lane] = mask;
@@ -661,7 +672,7 @@ LABKIT_RUNTIME_FN void tile_sync(unsigned n) {
   const unsigned lo = f->linear / n * n;
   // The race check's sync object: the tile's first warp's, by the parity of the barriers it passed.
   WarpState& first = W->warps[lo / 32];
-  void* sync = &first.race_sync[0][first.gen[0] & 1u];
+  void* sync = &first.race_sync[W->race_set][0][first.gen[0] & 1u];
   race_release(sync);
   f->state = St::TileBar;
   if (!release_tile(W, lo, n)) yield_to_scheduler();
@@ -702,12 +713,12 @@ LABKIT_RUNTIME_FN void grid_sync(int line) {
   // runs in turn between two syncs (as it orders the blocks of a plain launch).
   void* sync = &L.race_grid[f->grid_gen++ & 1u];
   race_release(sync);
-  race_release(&W->race_block_end);
+  race_release(&W->race_block_end[W->race_set]);
   f->state = St::GridBar;
   f->line = line;
   ++W->at_grid;
   yield_to_scheduler();
-  race_acquire(&W->race_block_start);
+  race_acquire(&W->race_block_start[W->race_set]);
   race_acquire(sync);
 }
 
@@ -737,8 +748,8 @@ inline void thread_exit() {
   // the last barrier acquire, and they must not be ordered after this thread's accesses since then.
   // Later barriers see it through those who pass the next one; the block's end orders its accesses
   // before the next block on this worker.
-  race_release(&W->race_bar[f->bar_gen & 1u]);
-  race_release(&W->race_block_end);
+  race_release(&W->race_bar[2 * W->race_set + (f->bar_gen & 1u)]);
+  race_release(&W->race_block_end[W->race_set]);
   f->state = St::Done;
   --W->live;
   WarpState& ws = W->warps[f->warp];
@@ -785,7 +796,7 @@ inline void fiber_main() {
 #if LABKIT_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &W->sched_bottom, &W->sched_size);
 #endif
-  race_acquire(&W->race_block_start);
+  race_acquire(&W->race_block_start[W->race_set]);
   W->L->body(W->L->ctx);
   thread_exit();
   Bookkeeping quiet;   // done: no switch point on the way out
@@ -819,7 +830,7 @@ inline void* initial_stack(char* lo, size_t size) {
 #endif
 }
 
-// Race check: how many ThreadSanitizer fibers each of nw workers gets.  GCC 13's ThreadSanitizer (and
+// Race check: how many ThreadSanitizer fibers each of nw workers gets for each of its RACE_SETS sets.  GCC 13's ThreadSanitizer (and
 // LLVM's since 14) gives at most 255 threads and fibers a vector-clock slot each; one more takes over
 // another's slot and counts as coming after everything that one did, hiding races.  So a block's
 // threads share fewer fibers: thread i runs as fiber i mod F.  F is prime: threads a power of two apart
@@ -827,7 +838,8 @@ inline void* initial_stack(char* lo, size_t size) {
 // against each other.  The runner prints F for the report (LABKIT-RACE-FIBERS).
 inline unsigned race_fiber_count(unsigned nw) {
   static const unsigned primes[] = {233, 113, 73, 53, 43, 37, 31, 23, 19, 13, 11, 7, 5, 3, 2};
-  const unsigned room = (240 - 1 - nw) / std::max(1u, nw);    // the main thread and the workers have slots too
+  // the main thread and the workers have slots too; each worker has RACE_SETS sets of fibers
+  const unsigned room = (240 - 1 - nw) / std::max(1u, nw * RACE_SETS);
   for (unsigned p : primes)
     if (p <= room) return p;
   return 1;
@@ -838,16 +850,16 @@ inline void prepare_worker(Worker& W, Launch& L) {
   const unsigned n = L.nthreads;
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   size_t want = (L.cfg.stack_bytes + page - 1) / page * page;
-  if (W.nstacks < n || W.stack_size != want + page) {
+  if (W.nstacks < n * RACE_SETS || W.stack_size != want + page) {
     if (W.stacks) munmap(W.stacks, W.stacks_bytes);
     W.stack_size = want + page;  // one guard page below each stack
-    W.stacks_bytes = W.stack_size * n;
+    W.stacks_bytes = W.stack_size * n * RACE_SETS;
     void* m = mmap(nullptr, W.stacks_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) { W.stacks = nullptr; W.nstacks = 0; L.fail("cannot map fiber stacks"); return; }
     W.stacks = static_cast<char*>(m);
-    W.nstacks = n;
-    for (unsigned i = 0; i < n; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
+    W.nstacks = n * RACE_SETS;
+    for (unsigned i = 0; i < n * RACE_SETS; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
   }
   W.fibers.assign(n, Fiber{});
   W.order.resize(n);
@@ -863,16 +875,23 @@ inline void prepare_worker(Worker& W, Launch& L) {
   }
   // Exactly the bytes asked for (so that AddressSanitizer sees an overrun), 16-byte aligned,
   // NaN-filled: shared memory starts undefined.
-  std::free(W.dyn);
-  W.dyn = nullptr;
-  if (posix_memalign(reinterpret_cast<void**>(&W.dyn), 16, std::max<size_t>(L.cfg.shared_mem, 1)) != 0) {
+  // (Under the race check, one buffer per set, one after the other.)
+  std::free(W.dyn_base);
+  W.dyn = W.dyn_base = nullptr;
+  W.dyn_stride = (L.cfg.shared_mem + 15) / 16 * 16;
+  if (posix_memalign(reinterpret_cast<void**>(&W.dyn_base), 16,
+                     std::max<size_t>((RACE_SETS - 1) * W.dyn_stride + L.cfg.shared_mem, 1)) != 0) {
     L.fail("cannot allocate dynamic shared memory");
     return;
   }
-  std::memset(W.dyn, 0xff, L.cfg.shared_mem);
+  W.dyn = W.dyn_base;
+  std::memset(W.dyn_base, 0xff, (RACE_SETS - 1) * W.dyn_stride + L.cfg.shared_mem);
 #if LABKIT_ASAN || LABKIT_TSAN
-  if (L.cfg.shared_mem) std::fprintf(stderr, "LABKIT-SHARED (dynamic) %p %llu\n", (void*)W.dyn, L.cfg.shared_mem);
+  for (unsigned set = 0; set < RACE_SETS && L.cfg.shared_mem; ++set)
+    std::fprintf(stderr, "LABKIT-SHARED (dynamic) %p %llu\n", (void*)(W.dyn_base + set * W.dyn_stride),
+                 L.cfg.shared_mem);
 #endif
+  W.blocks_begun = 0;
   W.rng.seed(L.cfg.seed ^ (0x9e3779b97f4a7c15ull * (reinterpret_cast<uintptr_t>(&W) >> 4)));
   W.preempt_state = W.rng() | 1;
   count_attach(&W);
@@ -883,9 +902,16 @@ inline void begin_block(Worker& W, unsigned long long b) {
   W.block_idx = uint3{unsigned(b % L.grid.x), unsigned((b / L.grid.x) % L.grid.y),
                       unsigned(b / (unsigned long long)(L.grid.x) / L.grid.y)};
   const unsigned n = L.nthreads;
+  // The race check's set: consecutive blocks of this worker alternate, each set's last block ordered
+  // before its next (the same fibers, stacks and shared memory), but two consecutive blocks not.
+  const unsigned set = unsigned(W.blocks_begun++ % RACE_SETS);
+  W.race_set = set;
+  W.dyn = W.dyn_base + set * W.dyn_stride;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = W.fibers[i];
     f.state = St::Ready;
+    f.stack_lo = W.stacks + (size_t(set) * n + i) * W.stack_size + page;
     f.grid_gen = 0;            // every block of the grid starts at the first grid sync's object
     f.sp = initial_stack(f.stack_lo, f.stack_size);
     W.order[i] = i;
@@ -895,18 +921,19 @@ inline void begin_block(Worker& W, unsigned long long b) {
     W.warps[w].live = lanes == 32 ? ~0u : ((1u << lanes) - 1);
     W.warps[w].arrived = 0;
   }
-  race_acquire(&W.race_block_end);      // the previous block's threads, all done
+  race_acquire(&W.race_block_end[set]);      // the threads of this set's previous block, all done
   std::memset(W.dyn, 0xff, L.cfg.shared_mem);
   for (auto& r : W.shared_regions) std::memset(r.first, 0xff, r.second);
 #if LABKIT_TSAN
-  // Thread i runs as ThreadSanitizer fiber i mod race_fibers (see race_fiber_count); the fibers are
-  // made here, on the worker's own thread, and kept for its later blocks (a block's end orders them).
+  // Thread i runs as ThreadSanitizer fiber i mod race_fibers of the block's set (see race_fiber_count);
+  // the fibers are made here, on the worker's own thread, and kept for the set's later blocks (a
+  // block's end orders them before the set's next block).
   const unsigned nf = std::min(n, L.race_fibers);
-  while (W.race_fibers.size() < nf) W.race_fibers.push_back(__tsan_create_fiber(0));
-  for (unsigned i = 0; i < n; ++i) W.fibers[i].race = W.race_fibers[i % nf];
-  W.race_named.assign(nf, -1);                                // named anew for this block
+  while (W.race_fibers.size() < RACE_SETS * nf) W.race_fibers.push_back(__tsan_create_fiber(0));
+  for (unsigned i = 0; i < n; ++i) W.fibers[i].race = W.race_fibers[set * nf + i % nf];
+  W.race_named.assign(RACE_SETS * nf, -1);                    // named anew for this block
 #endif
-  race_release(&W.race_block_start);
+  race_release(&W.race_block_start[set]);
   W.live = n;
   W.at_bar = 0;
   W.at_grid = 0;
@@ -967,7 +994,8 @@ inline bool run_fibers(Worker& W) {
       ++W.switches;
 #if LABKIT_TSAN
       // A report names the thread its fiber ran last: name the fiber for the thread it runs now.
-      int& named = W.race_named[f.linear % W.race_named.size()];
+      int& named = W.race_named[W.race_set * (W.race_named.size() / RACE_SETS) +
+                                f.linear % (W.race_named.size() / RACE_SETS)];
       if (named != int(f.linear)) {
         named = int(f.linear);
         char name[96];
@@ -1106,6 +1134,7 @@ inline void stopped_by_signal(Worker& W) {
 struct ParkedBlock {
   unsigned long long b = 0;
   bool started = false, finished = false;
+  unsigned race_set = 0;
   uint3 block_idx{0, 0, 0};
   std::vector<Fiber> fibers;
   std::vector<WarpState> warps;
@@ -1130,6 +1159,7 @@ inline void stack_copy(void* to, const void* from, size_t n) {
 inline void park_block(Worker& W, ParkedBlock& p) {
   Launch& L = *W.L;
   p.block_idx = W.block_idx;
+  p.race_set = W.race_set;
   p.fibers = W.fibers;
   p.warps = W.warps;
   p.live = W.live;
@@ -1158,7 +1188,9 @@ inline void park_block(Worker& W, ParkedBlock& p) {
 
 inline void resume_block(Worker& W, ParkedBlock& p) {
   Launch& L = *W.L;
-  race_acquire(&W.race_block_end);      // the threads of the block that ran before, all waiting or done
+  W.race_set = p.race_set;
+  W.dyn = W.dyn_base + p.race_set * W.dyn_stride;
+  race_acquire(&W.race_block_end[p.race_set]);   // this set's block that ran before, all waiting or done
   W.block_idx = p.block_idx;
   std::copy(p.fibers.begin(), p.fibers.end(), W.fibers.begin());   // the same addresses: a waiting
   std::copy(p.warps.begin(), p.warps.end(), W.warps.begin());      // frame may hold a pointer to them
@@ -1184,7 +1216,7 @@ inline void resume_block(Worker& W, ParkedBlock& p) {
 #if LABKIT_TSAN
   W.race_named.assign(W.race_named.size(), -1);
 #endif
-  race_release(&W.race_block_start);
+  race_release(&W.race_block_start[p.race_set]);
   // Its memory is in the heap now: the parked copy is not needed until the block waits again.
   p.stack = std::vector<unsigned char>();
   p.shared.clear();
@@ -1265,7 +1297,7 @@ inline void worker_loop(Worker& W) {
   ensure_signal_stack();
   // __shared__ arrays are thread_local: a launch may run on other OS threads than the last.
   W.shared_regions.clear();
-  for (auto& h : W.shared_heap) std::free(h.second);
+  for (auto& h : W.shared_heap) std::free(h.block);
   W.shared_heap.clear();
   Launch& L = *W.L;
   if (L.cfg.flags & LAUNCH_COOPERATIVE) cooperative_blocks(W);
@@ -1291,7 +1323,8 @@ inline void worker_loop(Worker& W) {
   AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
   AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
 #endif
-  race_acquire(&W.race_block_end);   // whoever reads the results after the launch comes after them
+  for (unsigned set = 0; set < RACE_SETS; ++set)
+    race_acquire(&W.race_block_end[set]);   // whoever reads the results after the launch comes after them
 }
 
 // Workers (and their stacks) are kept between launches of a module, until the Python side calls
