@@ -5,6 +5,8 @@ Teaching programs written for these tests (tests/data/cuda_programs/*.cu), progr
 the executor refuses by name."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import shutil
 import subprocess
 import sys
@@ -303,6 +305,25 @@ def test_cuda_samples_run_unchanged(sample, args, expect):
     for line in expect:
         assert line in out, out[-2000:]
     assert "Hopper" in out or sample in ("vectorAdd", "deviceQuery")
+
+
+def test_cuda_samples_with_grid_syncs_and_coalesced_groups_run_unchanged():
+    """reductionMultiBlockCG: one cooperative launch with a grid sync reduces the array (a smaller one and
+    4 blocks here; unchanged, it launches 264 blocks of 1024 threads, as the modelled device holds);
+    binaryPartitionCG: a grid-stride loop, binary_partition of a warp and cg::reduce, its counts against
+    the same rand() numbers made here."""
+    rc, out, err = run_program(SAMPLES / "reductionMultiBlockCG", ["--n=65536", "--maxblocks=4"])
+    assert rc == 0, err[-2000:]
+    assert "numThreads: 1024\nnumBlocks: 4" in out
+    assert "GPU result = 0.003899649251\nCPU result = 0.003899649251" in out
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.srand(1)
+    values = [libc.rand() % 50 for _ in range(102400)]
+    odd = [v for v in values if v & 1]
+    rc, out, err = run_program(SAMPLES / "binaryPartitionCG")
+    assert rc == 0, err[-2000:]
+    assert (f"Array size = 102400 Num of Odds = {len(odd)} Sum of Odds = {sum(odd)} "
+            f"Sum of Evens {sum(values) - sum(odd)}") in out
 
 
 def test_branches_for_an_older_cuda_are_not_refused():
