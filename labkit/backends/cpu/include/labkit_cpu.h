@@ -709,8 +709,8 @@ LABKIT_RUNTIME_FN void grid_sync(int line) {
   }
   L.grid_line.store(line, std::memory_order_relaxed);
   // Race check: released by every thread that arrives, acquired by each that leaves; two objects in
-  // turn (as for __syncthreads).  The block's end and start objects order the blocks that one worker
-  // runs in turn between two syncs (as it orders the blocks of a plain launch).
+  // turn (as for __syncthreads).  The block's end and start objects (of its set) order it before the
+  // worker's next block of the same set, which reuses its stacks and shared memory (RACE_SETS).
   void* sync = &L.race_grid[f->grid_gen++ & 1u];
   race_release(sync);
   race_release(&W->race_block_end[W->race_set]);
@@ -747,7 +747,7 @@ inline void thread_exit() {
   // It releases into the next barrier's object only: the other one is what threads still leaving
   // the last barrier acquire, and they must not be ordered after this thread's accesses since then.
   // Later barriers see it through those who pass the next one; the block's end orders its accesses
-  // before the next block on this worker.
+  // before the next block of its set on this worker (RACE_SETS).
   race_release(&W->race_bar[2 * W->race_set + (f->bar_gen & 1u)]);
   race_release(&W->race_block_end[W->race_set]);
   f->state = St::Done;
