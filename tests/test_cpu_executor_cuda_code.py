@@ -141,6 +141,36 @@ def test_a_shuffle_outside_its_mask_is_an_error():
 
 
 @pytest.mark.check
+def test_a_kernel_s_grid_ranks_and_coalesced_groups_run_and_its_grid_sync_needs_a_cooperative_launch():
+    """A kernel launched from Python is not cooperative: its grid's ranks hold, its coalesced groups
+    aggregate an atomic, and a grid sync is refused in words while it runs."""
+    code = '''#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+extern "C" __global__ void ranks(unsigned long long* rank, int* slot, int* count, int* largest) {
+  cg::grid_group grid = cg::this_grid();
+  rank[grid.thread_rank()] = grid.size() * 1000 + grid.block_rank();
+  if (threadIdx.x % 3 != 0) {
+    cg::coalesced_group g = cg::coalesced_threads();
+    int first = 0;
+    if (g.thread_rank() == 0) { first = atomicAdd(count, int(g.size())); atomicMax(largest, int(g.size())); }
+    slot[grid.thread_rank()] = g.shfl(first, 0) + int(g.thread_rank());
+  }
+}
+extern "C" __global__ void syncs(int* y) { cg::this_grid().sync(); y[0] = 1; }'''
+    mod = CPUModule(code, path="grid.cu")
+    rank, slot = np.zeros(256, np.uint64), np.full(256, -1, np.int32)
+    count, largest = np.zeros(1, np.int32), np.zeros(1, np.int32)
+    mod.get_function("ranks")((4,), (64,), [rank, slot, count, largest])
+    assert np.array_equal(rank, 256 * 1000 + np.arange(256) // 64)
+    taking = np.arange(256) % 64 % 3 != 0
+    assert count[0] == taking.sum() and np.array_equal(np.sort(slot[taking]), np.arange(taking.sum()))
+    assert (slot[~taking] == -1).all() and 1 < largest[0] <= 32
+    with pytest.raises(LaunchError, match=r"grid-wide sync \(grid.sync\(\)\) at line 13 in a launch that is not "
+                                          r"cooperative.*cudaLaunchCooperativeKernel"):
+        mod.get_function("syncs")((2,), (32,), [np.zeros(1, np.int32)])
+
+
+@pytest.mark.check
 @pytest.mark.parametrize("code, what", [
     ('#include <cuda_fp8.h>\nextern "C" __global__ void k(__nv_fp8_e4m3* x) { }', "fp8 types"),
     ('extern "C" __global__ void k(cudaTextureObject_t t, float* y) { y[0] = tex1Dfetch<float>(t, 0); }',
@@ -149,7 +179,7 @@ def test_a_shuffle_outside_its_mask_is_an_error():
      'extern "C" __global__ void k(int* y) { auto t = cg::tiled_partition(cg::this_thread_block(), 8); }',
      r"tiles sized at run time .*tiled_partition<N>\(g\) runs here"),
     ('#include <cooperative_groups.h>\nnamespace cg = cooperative_groups;\n'
-     'extern "C" __global__ void k(int* y) { cg::this_grid().sync(); }', "grid-wide cooperative synchronisation"),
+     'extern "C" __global__ void k(int* y) { cg::this_multi_grid().sync(); }', "multi-device grid groups"),
 ])
 def test_what_the_executor_does_not_model_is_refused_by_name(code, what):
     with pytest.raises(UnsupportedOnCPU, match=rf"uses {what}.*needs a GPU"):

@@ -5,6 +5,8 @@ Teaching programs written for these tests (tests/data/cuda_programs/*.cu), progr
 the executor refuses by name."""
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import shutil
 import subprocess
 import sys
@@ -227,6 +229,63 @@ def test_correct_programs_pass_every_check():
     assert "PASSED" in out
 
 
+# --- grid-wide syncs (cooperative launches) and coalesced groups ----------------------------------
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_cooperative_launch_syncs_the_whole_grid_and_a_grid_too_large_is_refused(monkeypatch, workers):
+    """Every block waits at each grid sync, whether one worker runs them all (each put aside at the sync,
+    its stacks and shared memory copied out and back) or two share them."""
+    monkeypatch.setenv("LABKIT_CPU_WORKERS", workers)
+    rc, out, err = run_program(DATA / "grid_sync.cu")
+    assert rc == 0, err[-2000:]
+    assert out.splitlines() == ["cooperative 1: cudaSuccess cudaSuccess total -69 want -69, 0 blocks wrong",
+                                "265 blocks of 1024: cudaErrorCooperativeLaunchTooLarge", "PASSED"]
+    assert "the device holds at most 2 such blocks per multiprocessor, 264 in all" in err
+
+
+def test_coalesced_groups_aggregate_atomics_and_partition_a_warp():
+    rc, out, err = run_program(DATA / "coalesced.cu", check="barrier,shuffle")
+    assert rc == 0, err[-2000:]
+    lines = out.splitlines()
+    assert lines[0].startswith("kept 24874 of 24874 positive, 0 values misplaced, largest group ")
+    assert 1 < int(lines[0].split()[-1]) <= 32
+    assert lines[1:] == ["buckets 6030 6281 6281 6282 (0 wrong), odd sum -44 want -44, even sum -18 want -18",
+                         "PASSED"]
+
+
+def test_a_grid_sync_in_a_plain_launch_is_refused_in_words():
+    rc, out, err = run_program(MISTAKES / "grid_sync_in_a_plain_launch.cu")
+    assert rc == 0 and out.strip() == "cudaErrorLaunchFailure"
+    assert ("in kernel 'k', block (0,0,0): a grid-wide sync (grid.sync()) at line 9 in a launch that is not "
+            "cooperative") in err and "launch the kernel with cudaLaunchCooperativeKernel" in err
+
+
+def test_a_grid_sync_in_divergent_code_is_reported():
+    rc, out, err = run_program(MISTAKES / "divergent_grid_sync.cu", check="barrier")
+    assert rc == 0 and out.strip() == "cudaErrorLaunchFailure"
+    assert "the grid sync at line 8 is reached by only 16 of 32 threads" in err
+    rc, out, err = run_program(MISTAKES / "divergent_grid_sync.cu", ["by-block"])
+    assert rc == 0 and out.strip() == "cudaErrorLaunchFailure"
+    assert ("deadlock in kernel 'k': 1 of 2 blocks wait at the grid sync at line 8; the others returned "
+            "without reaching it") in err
+
+
+def test_the_race_check_sees_a_grid_sync_order_memory_and_a_missing_one():
+    rc, out, err = run_program(DATA / "grid_partials.cu", check="race,memory")
+    assert rc == 0 and out.strip() == "10" and "race" not in err, err[-2000:]
+    rc, out, err = run_program(DATA / "grid_partials.cu", ["unsynced"], check="race")
+    assert rc != 0 and "data race" in err and "grid_partials.cu:8" in err, err[-2000:]
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_the_race_check_finds_a_race_between_two_blocks_that_one_worker_runs_in_turn(monkeypatch, workers):
+    """Consecutive blocks of one worker run on two sets of the checker's fibers, stacks and shared memory,
+    unordered, as two blocks are on a GPU."""
+    monkeypatch.setenv("LABKIT_CPU_WORKERS", workers)
+    rc, out, err = run_program(MISTAKES / "race_between_blocks.cu", check="race")
+    assert rc != 0 and "data race" in err, err[-2000:]
+    assert "race_between_blocks.cu:6" in err and "race_between_blocks.cu:7" in err, err[-2000:]
+
+
 # --- NVIDIA's cuda-samples, unchanged -------------------------------------------------------------
 @pytest.mark.parametrize("sample, args, expect", [
     ("vectorAdd", [], ["[Vector addition of 50000 elements]", "Test PASSED"]),
@@ -246,6 +305,25 @@ def test_cuda_samples_run_unchanged(sample, args, expect):
     for line in expect:
         assert line in out, out[-2000:]
     assert "Hopper" in out or sample in ("vectorAdd", "deviceQuery")
+
+
+def test_cuda_samples_with_grid_syncs_and_coalesced_groups_run_unchanged():
+    """reductionMultiBlockCG: one cooperative launch with a grid sync reduces the array (a smaller one and
+    4 blocks here; unchanged, it launches 264 blocks of 1024 threads, as the modelled device holds);
+    binaryPartitionCG: a grid-stride loop, binary_partition of a warp and cg::reduce, its counts against
+    the same rand() numbers made here."""
+    rc, out, err = run_program(SAMPLES / "reductionMultiBlockCG", ["--n=65536", "--maxblocks=4"])
+    assert rc == 0, err[-2000:]
+    assert "numThreads: 1024\nnumBlocks: 4" in out
+    assert "GPU result = 0.003899649251\nCPU result = 0.003899649251" in out
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.srand(1)
+    values = [libc.rand() % 50 for _ in range(102400)]
+    odd = [v for v in values if v & 1]
+    rc, out, err = run_program(SAMPLES / "binaryPartitionCG")
+    assert rc == 0, err[-2000:]
+    assert (f"Array size = 102400 Num of Odds = {len(odd)} Sum of Odds = {sum(odd)} "
+            f"Sum of Evens {sum(values) - sum(odd)}") in out
 
 
 def test_branches_for_an_older_cuda_are_not_refused():

@@ -6,7 +6,7 @@ The executor compiles the kernel file's own text with a header in front
 * finds the ``extern "C" __global__`` kernels, the ``__constant__`` and
   ``__device__`` variables (the names Python may ask for);
 * refuses constructs the executor cannot model (tensor-core ``mma``/``wmma``,
-  inline PTX, ``clock64``, grid-wide cooperative sync), naming them, and honours
+  inline PTX, ``clock64``, multi-device grid groups), naming them, and honours
   a kernel file's declaration that it needs a GPU
   (a comment ``// labkit: requires-gpu <why>``);
 * rewrites ``extern __shared__ T name[];`` (dynamic shared memory, sized at
@@ -86,14 +86,13 @@ UNSUPPORTED = [
     (re.compile(r"\bwmma::"), "tensor-core matrix operations (wmma)"),
     (re.compile(r"\bmma_sync\b|\bmma\.sync\b"), "tensor-core matrix operations (mma)"),
     (re.compile(r"\bclock64\s*\(|\bclock\s*\(\s*\)"), "the SM cycle counter (clock64)"),
-    (re.compile(r"\bthis_grid\s*\(|\bgrid_group\b"), "grid-wide cooperative synchronisation"),
+    (re.compile(r"\bthis_multi_grid\s*\(|\bmulti_grid_group\b"), "multi-device grid groups (this_multi_grid)"),
     (re.compile(r"\b__nanosleep\s*\("), "__nanosleep"),
     (re.compile(r"\bcp\.async\b|\b__pipeline_memcpy_async\b"), "asynchronous copies (cp.async)"),
     (re.compile(r"#\s*include\s*[<\"]cuda_fp8\.h[>\"]|\b__nv_fp8\w*"),
      "fp8 types (cuda_fp8.h; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"),
     (re.compile(r"\btex[123]D\w*\s*[<(]|\btex1Dfetch\b|\bcudaTextureObject_t\b|\bcudaSurfaceObject_t\b"),
      "textures and surfaces"),
-    (re.compile(r"\bcoalesced_threads\s*\(|\bcoalesced_group\b"), "coalesced groups (cooperative_groups)"),
     (re.compile(r"\btiled_partition\s*\("), "tiles sized at run time (tiled_partition(g, n); "
      "tiled_partition<N>(g) runs here)"),
     (re.compile(r"\bthis_cluster\s*\(|\bcluster_group\b|__cluster_dims__"), "thread-block clusters (sm_90)"),

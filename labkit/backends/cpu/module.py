@@ -376,7 +376,8 @@ class CPUFunction:
                 for c in runs:
                     keep = c == runs[-1]
                     if c == "race":
-                        # Two workers: races between blocks show where blocks run side by side, and
+                        # Two workers: races between blocks show where blocks run side by side (and
+                        # between the blocks one worker runs in turn: labkit_cpu.h, RACE_SETS), and
                         # each thread of a running block costs the checker about 1 MB.
                         race_cfg = _LaunchConfig.from_buffer_copy(cfg)
                         race_cfg.workers = 2

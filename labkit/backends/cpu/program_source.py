@@ -58,8 +58,8 @@ _HOST_UNSUPPORTED = [
      "a cuRAND generator the CPU executor does not provide (MRG32k3a, MTGP32, MT19937, scrambled Sobol)",
      "use XORWOW (curandState, CURAND_RNG_PSEUDO_DEFAULT), Philox4_32_10 or Sobol"),
     (re.compile(r"\bcudaIpc\w*\s*\("), "inter-process memory (cudaIpc*)", "the CPU executor models one process"),
-    (re.compile(r"\bcudaLaunchCooperativeKernel\w*\s*\("), "cooperative launches (grid-wide sync)",
-     "split the kernel at the grid-wide barrier into two launches"),
+    (re.compile(r"\bcudaLaunchCooperativeKernelMultiDevice\s*\("), "cooperative launches on several devices",
+     "the CPU executor models one device: launch with cudaLaunchCooperativeKernel"),
     (re.compile(r"\bcudaMem(?:PoolCreate|PoolImport\w*|PoolExport\w*|PoolSetAccess|Create|Map|AddressReserve|"
                 r"Unmap|Release|SetAccess)\w*\s*\("),
      "virtual memory management and memory pools of one's own", "use cudaMalloc, cudaMallocAsync or cudaMallocManaged"),

@@ -1,9 +1,10 @@
 // cooperative_groups for the CPU executor: the thread block, tiles of up to 32 threads with their
 // shuffles, votes and sync, tiles of several warps (64 to 1024 threads: sync, ranks and cg::reduce,
-// as CUDA gives them with block_tile_memory), thread_group (either, chosen at run time), and
-// cg::reduce.  Grid-wide groups (this_grid, grid_group), coalesced groups and tiles made at run time
-// (tiled_partition(g, n)) are not modelled: labkit refuses a file that uses them, saying so, before
-// compiling it.
+// as CUDA gives them with block_tile_memory), thread_group (either, chosen at run time), the grid
+// (this_grid: ranks in any launch; sync() in a cooperative launch, cudaLaunchCooperativeKernel),
+// coalesced groups (coalesced_threads, labeled_partition, binary_partition) and cg::reduce.  Tiles
+// made at run time (tiled_partition(g, n)) are not modelled: labkit refuses a file that uses them,
+// saying so, before compiling it.
 #pragma once
 #include "labkit_cpu.h"
 
@@ -102,6 +103,92 @@ class thread_group {
 };
 inline void sync(const thread_group& g, int line = __builtin_LINE()) { g.sync(line); }
 
+// The grid: every thread of the launch.  Its ranks hold in any launch; sync() waits for every thread of
+// every block, which needs a cooperative launch (labkit_cpu.h, grid_sync, says so otherwise).
+class grid_group {
+ public:
+  bool is_valid() const { return (::labkit::g_launch->cfg.flags & ::labkit::LAUNCH_COOPERATIVE) != 0; }
+  void sync(int line = __builtin_LINE()) const { ::labkit::grid_sync(line); }
+  unsigned long long num_blocks() const { return (unsigned long long)gridDim.x * gridDim.y * gridDim.z; }
+  unsigned long long block_rank() const {
+    return blockIdx.x + (unsigned long long)gridDim.x * (blockIdx.y + (unsigned long long)gridDim.y * blockIdx.z);
+  }
+  unsigned long long thread_rank() const {
+    return block_rank() * (blockDim.x * blockDim.y * blockDim.z) + ::labkit::tl_fiber->linear;
+  }
+  unsigned long long size() const { return num_blocks() * (blockDim.x * blockDim.y * blockDim.z); }
+  unsigned long long num_threads() const { return size(); }
+  dim3 dim_blocks() const { return gridDim; }
+  dim3 block_index() const { return dim3(blockIdx.x, blockIdx.y, blockIdx.z); }
+};
+inline grid_group this_grid() { return grid_group{}; }
+inline void sync(const grid_group& g, int line = __builtin_LINE()) { g.sync(line); }
+
+// A coalesced group: lanes of one warp, any of them (its mask), ranked in lane order.  Shuffles name a
+// rank; a ballot comes back packed by rank, as CUDA's.
+class coalesced_group {
+  unsigned mask_;
+  static unsigned lane() { return ::labkit::tl_fiber->lane; }
+ public:
+  explicit coalesced_group(unsigned mask) : mask_(mask) {}
+  unsigned mask() const { return mask_; }
+  unsigned size() const { return unsigned(__builtin_popcount(mask_)); }
+  unsigned num_threads() const { return size(); }
+  unsigned thread_rank() const { return unsigned(__builtin_popcount(mask_ & ((1u << lane()) - 1u))); }
+  unsigned meta_group_rank() const { return 0; }
+  unsigned meta_group_size() const { return 1; }
+  void sync() const { ::labkit::warp_sync(mask_, true); }
+  // The lane of rank r (r < size()).
+  unsigned lane_of(unsigned r) const {
+    unsigned m = mask_;
+    for (unsigned k = 0; k < r; ++k) m &= m - 1u;
+    return unsigned(__builtin_ctz(m));
+  }
+  template <class T> T shfl(T v, unsigned src_rank, int line = __builtin_LINE()) const {
+    const unsigned src = lane_of(src_rank % size());
+    return thread_block_tile<32>::by_pieces(v, [&](auto p) { return __shfl_sync(mask_, p, int(src), 32, line); });
+  }
+  template <class T> T shfl_down(T v, unsigned d, int line = __builtin_LINE()) const {
+    const unsigned r = thread_rank() + d, src = r < size() ? lane_of(r) : lane();
+    return thread_block_tile<32>::by_pieces(v, [&](auto p) { return __shfl_sync(mask_, p, int(src), 32, line); });
+  }
+  template <class T> T shfl_up(T v, unsigned d, int line = __builtin_LINE()) const {
+    const unsigned r = thread_rank(), src = r >= d ? lane_of(r - d) : lane();
+    return thread_block_tile<32>::by_pieces(v, [&](auto p) { return __shfl_sync(mask_, p, int(src), 32, line); });
+  }
+  unsigned ballot(int pred) const {
+    const unsigned b = __ballot_sync(mask_, pred);
+    unsigned packed = 0, k = 0;
+    for (unsigned l = 0; l < 32; ++l)
+      if ((mask_ >> l) & 1u) packed |= ((b >> l) & 1u) << k++;
+    return packed;
+  }
+  int any(int pred) const { return __ballot_sync(mask_, pred) != 0; }
+  int all(int pred) const { return __ballot_sync(mask_, pred) == (mask_ & __activemask()); }
+};
+// The lanes of the caller's warp that reach this call together (labkit_cpu.h, coalesce).
+inline coalesced_group coalesced_threads(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+  return coalesced_group(::labkit::coalesce(file, line));
+}
+inline void sync(const coalesced_group& g) { g.sync(); }
+// The lanes of a group (a coalesced group, or a tile of up to a warp) with the same label / predicate.
+template <class Label> inline coalesced_group labeled_partition(const coalesced_group& g, Label label) {
+  return coalesced_group(__match_any_sync(g.mask(), label));
+}
+template <unsigned N, class Label> inline coalesced_group labeled_partition(const thread_block_tile<N>& t, Label label) {
+  static_assert(N <= 32, "labeled_partition splits a tile of up to a warp");
+  return coalesced_group(__match_any_sync(t.mask(), label));
+}
+inline coalesced_group binary_partition(const coalesced_group& g, bool pred) {
+  const unsigned b = __ballot_sync(g.mask(), pred);
+  return coalesced_group(pred ? (g.mask() & b) : (g.mask() & ~b));
+}
+template <unsigned N> inline coalesced_group binary_partition(const thread_block_tile<N>& t, bool pred) {
+  static_assert(N <= 32, "binary_partition splits a tile of up to a warp");
+  const unsigned b = __ballot_sync(t.mask(), pred);
+  return coalesced_group(pred ? (t.mask() & b) : (t.mask() & ~b));
+}
+
 template <class T> struct plus { T operator()(T a, T b) const { return a + b; } };
 template <class T> struct less { T operator()(T a, T b) const { return b < a ? b : a; } };
 template <class T> struct greater { T operator()(T a, T b) const { return a < b ? b : a; } };
@@ -117,8 +204,8 @@ template <unsigned N, class T, class Op> inline T reduce(const thread_block_tile
     for (unsigned o = N / 2; o > 0; o /= 2) v = op(v, t.shfl_xor(v, int(o)));
     return v;
   } else {
-    alignas(T) static thread_local unsigned char scratch[32 * sizeof(T)];
-    T* slot = reinterpret_cast<T*>(scratch);
+    alignas(T) static thread_local unsigned char scratch[::labkit::RACE_SETS][32 * sizeof(T)];
+    T* slot = reinterpret_cast<T*>(scratch[::labkit::tl_worker->race_set]);   // the race check's set
     v = reduce(thread_block_tile<32>{}, v, op);
     const unsigned warp = ::labkit::tl_fiber->warp;
     if (::labkit::tl_fiber->lane == 0) slot[warp] = v;
@@ -130,6 +217,12 @@ template <unsigned N, class T, class Op> inline T reduce(const thread_block_tile
     t.sync();   // the slots may be written again by the next reduce
     return r;
   }
+}
+
+// cg::reduce over a coalesced group: every lane's value combined in lane order; every lane gets it.
+template <class T, class Op> inline T reduce(const coalesced_group& g, T v, Op op) {
+  static_assert(sizeof(T) <= 8, "cg::reduce over a coalesced group combines values of up to 8 bytes here");
+  return ::labkit::warp_reduce(g.mask(), v, op);
 }
 
 }  // namespace cooperative_groups

@@ -4,7 +4,8 @@
 // in front of it.  The header turns the CUDA C vocabulary into plain C++:
 //
 //   * a grid runs block by block; blocks are spread over worker threads
-//     (one per core), each worker runs one block at a time;
+//     (one per core), each worker runs one block at a time; a cooperative launch's blocks are all
+//     resident (a worker puts each aside at a grid sync and runs its next: "Cooperative launches");
 //   * the threads of a block are fibers: each has its own small stack and runs
 //     until it reaches a barrier (__syncthreads, __syncwarp, a shuffle, a vote)
 //     or returns; then the next fiber runs.  A switch saves six registers and
@@ -47,6 +48,7 @@
 #include <unistd.h>
 
 #if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #define LABKIT_ASAN 1
 #else
@@ -206,6 +208,9 @@ namespace labkit {
 // Launch state
 // ---------------------------------------------------------------------------
 enum CheckFlags : unsigned { CHECK_BARRIER = 1u, CHECK_SHUFFLE = 2u };
+// A cooperative launch (cudaLaunchCooperativeKernel): every block of the grid is resident at once, so
+// that its threads may wait at a grid-wide sync (see "Cooperative launches" below).  A flag of `flags`.
+enum LaunchFlags : unsigned { LAUNCH_COOPERATIVE = 4u };
 
 // Shared with Python (ctypes): keep the layout in step with cpu/module.py.  Of default visibility:
 // the entry points Python calls take it, and a hidden parameter type would hide them too.
@@ -220,7 +225,12 @@ struct __attribute__((visibility("default"))) LaunchConfig {
   unsigned long long timeout_ms;  // the watchdog: a launch running longer is stopped (0: never)
 };
 
-enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, Done };
+// Race check: the blocks one worker runs in turn use two sets of everything a block's threads touch
+// that the worker keeps (the checker's fibers, stacks, shared memory, sync objects), in turn, so that
+// two consecutive blocks are as unordered as on a GPU (see begin_block).  One set elsewhere.
+constexpr unsigned RACE_SETS = LABKIT_TSAN ? 2u : 1u;
+
+enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, GridBar, CoalBar, Done };
 
 struct Fiber {
   void* sp = nullptr;
@@ -235,6 +245,10 @@ struct Fiber {
   void* race = nullptr;       // race check: this thread's ThreadSanitizer fiber
   int race_quiet = 0;         // race check: Bookkeeping scopes open while it was switched out
   int quiet = 0;              // shuffled schedule: > 0 inside the executor's own code (no switch there)
+  unsigned grid_gen = 0;      // grid syncs passed: the race check alternates two sync objects
+  unsigned coal_mask = 0;     // coalesced_threads(): the lanes of its warp that arrived with it
+  const char* coal_file = nullptr;   // coalesced_threads(): where it waits (lanes that arrive at
+  int coal_line = 0;                 // one place together form one group)
 };
 
 struct WarpState {
@@ -244,7 +258,7 @@ struct WarpState {
                               // mask are one group (tiles of one warp synchronise apart, as on a GPU)
   unsigned long long slot[32];  // the values a shuffle or vote exchanges
   unsigned gen[32];           // group barriers released, by the group's lowest lane (race check)
-  char race_sync[32][2];      // race check: sync objects of __syncwarp, by lowest lane and parity
+  char race_sync[RACE_SETS][32][2];   // race check: sync objects of __syncwarp, by set, lowest lane and parity
 };
 
 struct Launch {
@@ -259,8 +273,16 @@ struct Launch {
   std::atomic<int> failed{0};
   std::atomic<unsigned long long> switches{0};
   std::atomic<int> cancel{0};            // why the launch was stopped: 1 watchdog, 2 Ctrl-C, 3 stack overflow
+  // A cooperative launch's grid-wide sync: the workers meet once each has brought every block it runs
+  // to the sync (or to its end); `grid_parked` counts the blocks that wait there.
+  std::mutex grid_mu;
+  std::condition_variable grid_cv;
+  unsigned grid_workers = 0, grid_arrived = 0;
+  unsigned long long grid_round = 0, grid_parked = 0, grid_waiting = 0;
+  std::atomic<int> grid_line{0};          // the line of the grid sync last reached (for the reports)
+  char race_grid[2] = {0, 0};             // race check: the sync objects of grid syncs (alternating)
   std::vector<pthread_t> thread_ids;     // the workers' threads, for the signals that stop them
-  unsigned race_fibers = 0;              // race check: ThreadSanitizer fibers per worker (race_fiber_count)
+  unsigned race_fibers = 0;              // race check: ThreadSanitizer fibers per worker and set (race_fiber_count)
   std::mutex err_mu;
   std::string error;
   void fail(const std::string& msg) {
@@ -281,15 +303,22 @@ struct Worker {
   unsigned live = 0, at_bar = 0;
   unsigned tile_n = 0;            // the size of the multi-warp tiles the block's threads last synchronised
   int bar_line = 0;
+  unsigned at_grid = 0;           // threads of the running block waiting at a grid sync
+  int grid_line = 0;
+  unsigned coal_waiting = 0;      // threads of the running block waiting in coalesced_threads()
+  unsigned index = 0;             // which worker of the launch (a cooperative launch's blocks are dealt out)
   unsigned long long bar_count[2] = {0, 0}, bar_seen[2] = {0, 0};  // __syncthreads_count's sums
   bool aborted = false;
   unsigned long long switches = 0;
   char* stacks = nullptr;
   size_t stacks_bytes = 0, stack_size = 0;
   unsigned nstacks = 0;
-  unsigned char* dyn = nullptr;   // dynamic shared memory of the running block
+  unsigned char* dyn = nullptr;   // dynamic shared memory of the running block (in dyn_base)
+  unsigned char* dyn_base = nullptr;   // the worker's dynamic shared memory, RACE_SETS buffers
+  size_t dyn_stride = 0;
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
-  std::vector<std::pair<void*, void*>> shared_heap;      // memory check: storage -> its heap block
+  struct SharedCopy { void* storage; unsigned set; void* block; };
+  std::vector<SharedCopy> shared_heap;   // memory and race checks: storage (and set) -> its heap block
   std::mt19937_64 rng;
   unsigned long long preempt_state = 1;   // shuffled schedule: a xorshift for the switch points
   // Stopping a block from a signal handler: the handler jumps back to the scheduler's loop (the
@@ -299,13 +328,16 @@ struct Worker {
   volatile int overflow_fiber = -1;      // the fiber whose stack ran into its guard page
   // Race check: the sync objects of __syncthreads (two, alternating) and of a block's start and end.
   void* race_sched = nullptr;
-  char race_bar[2] = {0, 0}, race_block_start = 0, race_block_end = 0;
+  // Each of these by set (RACE_SETS); race_bar also by parity.
+  char race_bar[2 * RACE_SETS] = {}, race_block_start[RACE_SETS] = {}, race_block_end[RACE_SETS] = {};
+  unsigned race_set = 0;                 // the set of the running block
+  unsigned long long blocks_begun = 0;   // blocks this worker has begun in this launch (sets alternate)
   std::vector<void*> race_fibers;        // the ThreadSanitizer fibers that the block's threads share
   std::vector<int> race_named;           // which thread (linear index) each is named for now
 
   ~Worker() {
     if (stacks) munmap(stacks, stacks_bytes);
-    std::free(dyn);
+    std::free(dyn_base);
 #if LABKIT_TSAN
     for (void* r : race_fibers) __tsan_destroy_fiber(r);
 #endif
@@ -372,6 +404,8 @@ LABKIT_RUNTIME_FN std::string block_name(const Worker* W);
 LABKIT_RUNTIME_FN void syncthreads(int line);
 LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
 LABKIT_RUNTIME_FN void tile_sync(unsigned n);
+LABKIT_RUNTIME_FN void grid_sync(int line);
+LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line);
 LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
@@ -399,10 +433,10 @@ template <class T> inline T& shared_var(T& storage, const char* name) {
 #if LABKIT_ASAN || LABKIT_TSAN   // the race check names shared arrays in its report the same way
   Worker* W = tl_worker;
   for (auto& r : W->shared_heap)
-    if (r.first == key) return *static_cast<T*>(r.second);
+    if (r.storage == key && r.set == W->race_set) return *static_cast<T*>(r.block);
   void* block = nullptr;
   if (posix_memalign(&block, std::max(alignof(T), sizeof(void*)), sizeof(T)) != 0) std::abort();
-  W->shared_heap.emplace_back(key, block);
+  W->shared_heap.push_back(Worker::SharedCopy{key, W->race_set, block});
   std::fprintf(stderr, "LABKIT-SHARED %s %p %zu\n", name, block, sizeof(T));   // for the report
   shared_register(block, sizeof(T));
   return *static_cast<T*>(block);
@@ -566,7 +600,7 @@ LABKIT_RUNTIME_FN void syncthreads(int line) {
   }
   // Race check: two sync objects in turn, so that a thread already past this barrier (and on its way
   // to the next) cannot order its new accesses before those of a thread still leaving this one.
-  void* sync = &W->race_bar[f->bar_gen++ & 1u];
+  void* sync = &W->race_bar[2 * W->race_set + (f->bar_gen++ & 1u)];
   race_release(sync);
   if (++W->at_bar == W->live) {  // last to arrive: everyone may go on
     count_flush(W);
@@ -603,7 +637,7 @@ LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory) {
     }
   }
   // The group's sync object: by its lowest lane and the parity of the group barriers it has passed.
-  void* sync = mask ? &ws.race_sync[__builtin_ctz(mask)][ws.gen[__builtin_ctz(mask)] & 1u] : nullptr;
+  void* sync = mask ? &ws.race_sync[W->race_set][__builtin_ctz(mask)][ws.gen[__builtin_ctz(mask)] & 1u] : nullptr;
   if (orders_memory && sync) race_release(sync);
   ws.arrived |= 1u << f->lane;
   ws.lane_mask[f->lane] = mask;
@@ -638,11 +672,70 @@ LABKIT_RUNTIME_FN void tile_sync(unsigned n) {
   const unsigned lo = f->linear / n * n;
   // The race check's sync object: the tile's first warp's, by the parity of the barriers it passed.
   WarpState& first = W->warps[lo / 32];
-  void* sync = &first.race_sync[0][first.gen[0] & 1u];
+  void* sync = &first.race_sync[W->race_set][0][first.gen[0] & 1u];
   race_release(sync);
   f->state = St::TileBar;
   if (!release_tile(W, lo, n)) yield_to_scheduler();
   race_acquire(sync);
+}
+
+// A grid-wide sync (cooperative_groups' grid.sync()): only in a cooperative launch, where every block
+// is resident.  The thread waits (GridBar); once every live thread of its block waits, the worker puts
+// the block aside and runs its next one; once every block of the grid waits, the workers meet and all
+// go on (cooperative_blocks).  The meeting is a mutex: everything written before the sync, by any
+// block, is visible after it, as on a GPU.
+LABKIT_RUNTIME_FN void grid_sync(int line) {
+  Bookkeeping quiet;
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  Launch& L = *W->L;
+  if (!(L.cfg.flags & LAUNCH_COOPERATIVE))
+    fail_from_fiber("in kernel '" + std::string(L.kernel) + "', block " + block_name(W) +
+                    ": a grid-wide sync (grid.sync()) at line " + std::to_string(line) +
+                    " in a launch that is not cooperative: it needs every block of the grid resident at once, "
+                    "which only cudaLaunchCooperativeKernel guarantees (a <<<>>> launch fails or hangs on a GPU); "
+                    "launch the kernel with cudaLaunchCooperativeKernel");
+  if (L.cfg.flags & CHECK_BARRIER) {
+    if (W->at_grid == 0) W->grid_line = line;
+    else if (W->grid_line != line)
+      fail_from_fiber("barrier check: in kernel '" + std::string(L.kernel) + "', block " + block_name(W) +
+                      ", threads wait at two different grid syncs (lines " + std::to_string(W->grid_line) +
+                      " and " + std::to_string(line) + "): a grid sync inside divergent code");
+    if (W->live < L.nthreads)
+      fail_from_fiber("barrier check: in kernel '" + std::string(L.kernel) + "', block " + block_name(W) +
+                      ", the grid sync at line " + std::to_string(line) + " is reached by only " +
+                      std::to_string(W->live) + " of " + std::to_string(L.nthreads) +
+                      " threads: the others returned before it (a grid sync inside divergent code)");
+  }
+  L.grid_line.store(line, std::memory_order_relaxed);
+  // Race check: released by every thread that arrives, acquired by each that leaves; two objects in
+  // turn (as for __syncthreads).  The block's end and start objects (of its set) order it before the
+  // worker's next block of the same set, which reuses its stacks and shared memory (RACE_SETS).
+  void* sync = &L.race_grid[f->grid_gen++ & 1u];
+  race_release(sync);
+  race_release(&W->race_block_end[W->race_set]);
+  f->state = St::GridBar;
+  f->line = line;
+  ++W->at_grid;
+  yield_to_scheduler();
+  race_acquire(&W->race_block_start[W->race_set]);
+  race_acquire(sync);
+}
+
+// coalesced_threads(): the thread waits (CoalBar) until no lane of its warp can run any more (each
+// waits somewhere or has returned); then the lanes that wait here, at this same call, are the group:
+// the threads of the warp that reached the call together (form_coalesced, in the scheduler).
+LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line) {
+  Bookkeeping quiet;
+  Worker* W = tl_worker;
+  Fiber* f = tl_fiber;
+  f->coal_file = file;
+  f->coal_line = line;
+  f->coal_mask = 0;
+  f->state = St::CoalBar;
+  ++W->coal_waiting;
+  yield_to_scheduler();
+  return f->coal_mask;
 }
 
 // Called when a fiber's kernel body returns.
@@ -654,9 +747,9 @@ inline void thread_exit() {
   // It releases into the next barrier's object only: the other one is what threads still leaving
   // the last barrier acquire, and they must not be ordered after this thread's accesses since then.
   // Later barriers see it through those who pass the next one; the block's end orders its accesses
-  // before the next block on this worker.
-  race_release(&W->race_bar[f->bar_gen & 1u]);
-  race_release(&W->race_block_end);
+  // before the next block of its set on this worker (RACE_SETS).
+  race_release(&W->race_bar[2 * W->race_set + (f->bar_gen & 1u)]);
+  race_release(&W->race_block_end[W->race_set]);
   f->state = St::Done;
   --W->live;
   WarpState& ws = W->warps[f->warp];
@@ -679,6 +772,14 @@ inline void thread_exit() {
   try_release_warp(W, ws, f->warp);
   // Nor does a multi-warp tile's barrier wait for them.
   if (W->tile_n) release_tile(W, f->linear / W->tile_n * W->tile_n, W->tile_n);
+  // A grid sync that the rest of the block waits at: the barrier check reports it, as for __syncthreads.
+  if (W->at_grid > 0 && W->at_grid == W->live && (W->L->cfg.flags & CHECK_BARRIER)) {
+    W->L->fail("barrier check: in kernel '" + std::string(W->L->kernel) + "', block " + block_name(W) +
+               ", the grid sync at line " + std::to_string(W->grid_line) + " is reached by only " +
+               std::to_string(W->at_grid) + " of " + std::to_string(W->L->nthreads) +
+               " threads: the others returned before it (a grid sync inside divergent code)");
+    W->aborted = true;
+  }
 }
 
 inline void fiber_main() {
@@ -695,7 +796,7 @@ inline void fiber_main() {
 #if LABKIT_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &W->sched_bottom, &W->sched_size);
 #endif
-  race_acquire(&W->race_block_start);
+  race_acquire(&W->race_block_start[W->race_set]);
   W->L->body(W->L->ctx);
   thread_exit();
   Bookkeeping quiet;   // done: no switch point on the way out
@@ -729,7 +830,7 @@ inline void* initial_stack(char* lo, size_t size) {
 #endif
 }
 
-// Race check: how many ThreadSanitizer fibers each of nw workers gets.  GCC 13's ThreadSanitizer (and
+// Race check: how many ThreadSanitizer fibers each of nw workers gets for each of its RACE_SETS sets.  GCC 13's ThreadSanitizer (and
 // LLVM's since 14) gives at most 255 threads and fibers a vector-clock slot each; one more takes over
 // another's slot and counts as coming after everything that one did, hiding races.  So a block's
 // threads share fewer fibers: thread i runs as fiber i mod F.  F is prime: threads a power of two apart
@@ -737,7 +838,8 @@ inline void* initial_stack(char* lo, size_t size) {
 // against each other.  The runner prints F for the report (LABKIT-RACE-FIBERS).
 inline unsigned race_fiber_count(unsigned nw) {
   static const unsigned primes[] = {233, 113, 73, 53, 43, 37, 31, 23, 19, 13, 11, 7, 5, 3, 2};
-  const unsigned room = (240 - 1 - nw) / std::max(1u, nw);    // the main thread and the workers have slots too
+  // the main thread and the workers have slots too; each worker has RACE_SETS sets of fibers
+  const unsigned room = (240 - 1 - nw) / std::max(1u, nw * RACE_SETS);
   for (unsigned p : primes)
     if (p <= room) return p;
   return 1;
@@ -748,16 +850,16 @@ inline void prepare_worker(Worker& W, Launch& L) {
   const unsigned n = L.nthreads;
   size_t page = size_t(sysconf(_SC_PAGESIZE));
   size_t want = (L.cfg.stack_bytes + page - 1) / page * page;
-  if (W.nstacks < n || W.stack_size != want + page) {
+  if (W.nstacks < n * RACE_SETS || W.stack_size != want + page) {
     if (W.stacks) munmap(W.stacks, W.stacks_bytes);
     W.stack_size = want + page;  // one guard page below each stack
-    W.stacks_bytes = W.stack_size * n;
+    W.stacks_bytes = W.stack_size * n * RACE_SETS;
     void* m = mmap(nullptr, W.stacks_bytes, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (m == MAP_FAILED) { W.stacks = nullptr; W.nstacks = 0; L.fail("cannot map fiber stacks"); return; }
     W.stacks = static_cast<char*>(m);
-    W.nstacks = n;
-    for (unsigned i = 0; i < n; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
+    W.nstacks = n * RACE_SETS;
+    for (unsigned i = 0; i < n * RACE_SETS; ++i) mprotect(W.stacks + i * W.stack_size, page, PROT_NONE);
   }
   W.fibers.assign(n, Fiber{});
   W.order.resize(n);
@@ -773,29 +875,44 @@ inline void prepare_worker(Worker& W, Launch& L) {
   }
   // Exactly the bytes asked for (so that AddressSanitizer sees an overrun), 16-byte aligned,
   // NaN-filled: shared memory starts undefined.
-  std::free(W.dyn);
-  W.dyn = nullptr;
-  if (posix_memalign(reinterpret_cast<void**>(&W.dyn), 16, std::max<size_t>(L.cfg.shared_mem, 1)) != 0) {
+  // (Under the race check, one buffer per set, one after the other.)
+  std::free(W.dyn_base);
+  W.dyn = W.dyn_base = nullptr;
+  W.dyn_stride = (L.cfg.shared_mem + 15) / 16 * 16;
+  if (posix_memalign(reinterpret_cast<void**>(&W.dyn_base), 16,
+                     std::max<size_t>((RACE_SETS - 1) * W.dyn_stride + L.cfg.shared_mem, 1)) != 0) {
     L.fail("cannot allocate dynamic shared memory");
     return;
   }
-  std::memset(W.dyn, 0xff, L.cfg.shared_mem);
+  W.dyn = W.dyn_base;
+  std::memset(W.dyn_base, 0xff, (RACE_SETS - 1) * W.dyn_stride + L.cfg.shared_mem);
 #if LABKIT_ASAN || LABKIT_TSAN
-  if (L.cfg.shared_mem) std::fprintf(stderr, "LABKIT-SHARED (dynamic) %p %llu\n", (void*)W.dyn, L.cfg.shared_mem);
+  for (unsigned set = 0; set < RACE_SETS && L.cfg.shared_mem; ++set)
+    std::fprintf(stderr, "LABKIT-SHARED (dynamic) %p %llu\n", (void*)(W.dyn_base + set * W.dyn_stride),
+                 L.cfg.shared_mem);
 #endif
+  W.blocks_begun = 0;
   W.rng.seed(L.cfg.seed ^ (0x9e3779b97f4a7c15ull * (reinterpret_cast<uintptr_t>(&W) >> 4)));
   W.preempt_state = W.rng() | 1;
   count_attach(&W);
 }
 
-inline void run_block(Worker& W, unsigned long long b) {
+inline void begin_block(Worker& W, unsigned long long b) {
   Launch& L = *W.L;
   W.block_idx = uint3{unsigned(b % L.grid.x), unsigned((b / L.grid.x) % L.grid.y),
                       unsigned(b / (unsigned long long)(L.grid.x) / L.grid.y)};
   const unsigned n = L.nthreads;
+  // The race check's set: consecutive blocks of this worker alternate, each set's last block ordered
+  // before its next (the same fibers, stacks and shared memory), but two consecutive blocks not.
+  const unsigned set = unsigned(W.blocks_begun++ % RACE_SETS);
+  W.race_set = set;
+  W.dyn = W.dyn_base + set * W.dyn_stride;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
   for (unsigned i = 0; i < n; ++i) {
     Fiber& f = W.fibers[i];
     f.state = St::Ready;
+    f.stack_lo = W.stacks + (size_t(set) * n + i) * W.stack_size + page;
+    f.grid_gen = 0;            // every block of the grid starts at the first grid sync's object
     f.sp = initial_stack(f.stack_lo, f.stack_size);
     W.order[i] = i;
   }
@@ -804,23 +921,68 @@ inline void run_block(Worker& W, unsigned long long b) {
     W.warps[w].live = lanes == 32 ? ~0u : ((1u << lanes) - 1);
     W.warps[w].arrived = 0;
   }
-  race_acquire(&W.race_block_end);      // the previous block's threads, all done
+  race_acquire(&W.race_block_end[set]);      // the threads of this set's previous block, all done
   std::memset(W.dyn, 0xff, L.cfg.shared_mem);
   for (auto& r : W.shared_regions) std::memset(r.first, 0xff, r.second);
 #if LABKIT_TSAN
-  // Thread i runs as ThreadSanitizer fiber i mod race_fibers (see race_fiber_count); the fibers are
-  // made here, on the worker's own thread, and kept for its later blocks (a block's end orders them).
+  // Thread i runs as ThreadSanitizer fiber i mod race_fibers of the block's set (see race_fiber_count);
+  // the fibers are made here, on the worker's own thread, and kept for the set's later blocks (a
+  // block's end orders them before the set's next block).
   const unsigned nf = std::min(n, L.race_fibers);
-  while (W.race_fibers.size() < nf) W.race_fibers.push_back(__tsan_create_fiber(0));
-  for (unsigned i = 0; i < n; ++i) W.fibers[i].race = W.race_fibers[i % nf];
-  W.race_named.assign(nf, -1);                                // named anew for this block
+  while (W.race_fibers.size() < RACE_SETS * nf) W.race_fibers.push_back(__tsan_create_fiber(0));
+  for (unsigned i = 0; i < n; ++i) W.fibers[i].race = W.race_fibers[set * nf + i % nf];
+  W.race_named.assign(RACE_SETS * nf, -1);                    // named anew for this block
 #endif
-  race_release(&W.race_block_start);
+  race_release(&W.race_block_start[set]);
   W.live = n;
   W.at_bar = 0;
+  W.at_grid = 0;
+  W.coal_waiting = 0;
   W.tile_n = 0;
   W.aborted = false;
   W.bar_count[0] = W.bar_count[1] = W.bar_seen[0] = W.bar_seen[1] = 0;
+}
+
+// The groups of coalesced_threads(): in each warp none of whose lanes can run, the lanes waiting at
+// one call are one group.  True if any group was formed (its lanes are ready again).
+inline bool form_coalesced(Worker& W) {
+  bool formed = false;
+  const unsigned n = unsigned(W.fibers.size());
+  for (unsigned w = 0; w < W.warps.size(); ++w) {
+    unsigned waiting = 0;
+    bool ready = false;
+    for (unsigned lane = 0; lane < 32 && w * 32 + lane < n; ++lane) {
+      const St st = W.fibers[w * 32 + lane].state;
+      ready |= st == St::Ready;
+      if (st == St::CoalBar) waiting |= 1u << lane;
+    }
+    if (ready) continue;
+    while (waiting) {
+      const Fiber& first = W.fibers[w * 32 + __builtin_ctz(waiting)];
+      unsigned group = 0;
+      for (unsigned lane = 0; lane < 32; ++lane) {
+        const Fiber& f = W.fibers[w * 32 + lane < n ? w * 32 + lane : 0];
+        if (((waiting >> lane) & 1u) && f.coal_line == first.coal_line && f.coal_file == first.coal_file)
+          group |= 1u << lane;
+      }
+      for (unsigned lane = 0; lane < 32; ++lane)
+        if ((group >> lane) & 1u) {
+          W.fibers[w * 32 + lane].coal_mask = group;
+          W.fibers[w * 32 + lane].state = St::Ready;
+        }
+      W.coal_waiting -= unsigned(__builtin_popcount(group));
+      waiting &= ~group;
+      formed = true;
+    }
+  }
+  return formed;
+}
+
+// Run the block's threads until all have returned (false) or every live one waits at a grid sync
+// (true: a cooperative launch's block, put aside until the whole grid is there).
+inline bool run_fibers(Worker& W) {
+  Launch& L = *W.L;
+  const unsigned n = L.nthreads;
   const bool shuffle = L.cfg.flags & CHECK_SHUFFLE;
   while (W.live > 0 && !W.aborted) {
     if (shuffle) std::shuffle(W.order.begin(), W.order.end(), W.rng);
@@ -832,7 +994,8 @@ inline void run_block(Worker& W, unsigned long long b) {
       ++W.switches;
 #if LABKIT_TSAN
       // A report names the thread its fiber ran last: name the fiber for the thread it runs now.
-      int& named = W.race_named[f.linear % W.race_named.size()];
+      int& named = W.race_named[W.race_set * (W.race_named.size() / RACE_SETS) +
+                                f.linear % (W.race_named.size() / RACE_SETS)];
       if (named != int(f.linear)) {
         named = int(f.linear);
         char name[96];
@@ -844,22 +1007,35 @@ inline void run_block(Worker& W, unsigned long long b) {
       switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size, false, f.race);
       ran = true;
     }
+    if (W.coal_waiting && !W.aborted && form_coalesced(W)) continue;
     if (!ran && W.live > 0 && !W.aborted) {
-      unsigned at_block = 0, at_warp = 0, at_tile = 0;
+      if (W.at_grid == W.live) {
+        count_flush(&W);
+        return true;
+      }
+      unsigned at_block = 0, at_warp = 0, at_tile = 0, at_grid = 0;
       for (auto& f : W.fibers) {
         at_block += f.state == St::BlockBar;
         at_warp += f.state == St::WarpBar;
         at_tile += f.state == St::TileBar;
+        at_grid += f.state == St::GridBar;
       }
       L.fail("deadlock in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ": " +
              std::to_string(at_block) + " threads wait at __syncthreads(), " + std::to_string(at_warp) +
              " at a warp barrier (shuffle, vote or __syncwarp)" +
-             (at_tile ? " and " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
+             (at_tile ? ", " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
+             (at_grid ? ", " + std::to_string(at_grid) + " at a grid sync" : std::string()) +
              " that the others never reach");
       W.aborted = true;
     }
   }
   count_flush(&W);
+  return false;
+}
+
+inline void run_block(Worker& W, unsigned long long b) {
+  begin_block(W, b);
+  run_fibers(W);   // a plain launch: a grid sync has failed its block already
 }
 
 // --- stopping a launch: the watchdog, Ctrl-C, a fiber's stack overflow --------------------------
@@ -933,6 +1109,183 @@ inline void ensure_signal_stack() {
   sigaltstack(&ss, nullptr);
 }
 
+// A block stopped by a signal (watchdog, Ctrl-C, stack overflow): what the launch reports.
+inline void stopped_by_signal(Worker& W) {
+  Launch& L = *W.L;
+  W.aborted = true;
+  if (W.overflow_fiber >= 0) {
+    const Fiber& f = W.fibers[size_t(W.overflow_fiber)];
+    L.fail("stack overflow in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ", thread (" +
+           std::to_string(f.tid.x) + "," + std::to_string(f.tid.y) + "," + std::to_string(f.tid.z) +
+           "): its locals (arrays declared in the kernel) need more than the " +
+           std::to_string((W.stack_size - size_t(sysconf(_SC_PAGESIZE))) / 1024) +
+           " KiB each thread has here; a GPU gives a thread far more local memory. Set "
+           "LABKIT_CPU_STACK_KIB higher (or keep large arrays in shared or global memory)");
+    W.overflow_fiber = -1;
+  }
+}
+
+// --- Cooperative launches ------------------------------------------------------------------------
+// Every block is resident at once: worker w runs blocks w, w + workers, ...  It runs each until its
+// threads all wait at the grid sync (or have returned), then puts it aside: its threads' stacks (the
+// bytes in use, from each one's stack pointer up), their state, and its shared memory are copied out,
+// so that the same fibers run the worker's next block.  Once every block of the grid waits, each
+// worker copies its blocks back in turn, at the same addresses, and runs them on to the next sync.
+struct ParkedBlock {
+  unsigned long long b = 0;
+  bool started = false, finished = false;
+  unsigned race_set = 0;
+  uint3 block_idx{0, 0, 0};
+  std::vector<Fiber> fibers;
+  std::vector<WarpState> warps;
+  unsigned live = 0, tile_n = 0;
+  unsigned long long bar_count[2] = {0, 0}, bar_seen[2] = {0, 0};
+  std::vector<size_t> stack_at;             // fiber i's bytes: stack[stack_at[i], stack_at[i + 1])
+  std::vector<unsigned char> stack;
+  std::vector<std::pair<void*, std::vector<unsigned char>>> shared;
+  std::vector<unsigned char> dyn;
+};
+
+inline char* stack_top(const Fiber& f) { return f.stack_lo + f.stack_size; }
+
+inline void stack_copy(void* to, const void* from, size_t n) {
+#if LABKIT_ASAN   // the frames' redzones are poisoned: the bytes are copied whole, and unchecked after
+  __asan_unpoison_memory_region(to, n);
+  __asan_unpoison_memory_region(from, n);
+#endif
+  std::memcpy(to, from, n);
+}
+
+inline void park_block(Worker& W, ParkedBlock& p) {
+  Launch& L = *W.L;
+  p.block_idx = W.block_idx;
+  p.race_set = W.race_set;
+  p.fibers = W.fibers;
+  p.warps = W.warps;
+  p.live = W.live;
+  p.tile_n = W.tile_n;
+  std::copy(W.bar_count, W.bar_count + 2, p.bar_count);
+  std::copy(W.bar_seen, W.bar_seen + 2, p.bar_seen);
+  p.stack_at.assign(W.fibers.size() + 1, 0);
+  size_t total = 0;
+  for (size_t i = 0; i < W.fibers.size(); ++i) {
+    const Fiber& f = W.fibers[i];
+    p.stack_at[i] = total;
+    if (f.state != St::Done) total += size_t(stack_top(f) - static_cast<char*>(f.sp));
+  }
+  p.stack_at[W.fibers.size()] = total;
+  p.stack.resize(total);
+  for (size_t i = 0; i < W.fibers.size(); ++i)
+    if (W.fibers[i].state != St::Done)
+      stack_copy(p.stack.data() + p.stack_at[i], W.fibers[i].sp, p.stack_at[i + 1] - p.stack_at[i]);
+  p.shared.clear();
+  for (auto& r : W.shared_regions) {
+    const auto* bytes = static_cast<const unsigned char*>(r.first);
+    p.shared.emplace_back(r.first, std::vector<unsigned char>(bytes, bytes + r.second));
+  }
+  p.dyn.assign(W.dyn, W.dyn + L.cfg.shared_mem);
+}
+
+inline void resume_block(Worker& W, ParkedBlock& p) {
+  Launch& L = *W.L;
+  W.race_set = p.race_set;
+  W.dyn = W.dyn_base + p.race_set * W.dyn_stride;
+  race_acquire(&W.race_block_end[p.race_set]);   // this set's block that ran before, all waiting or done
+  W.block_idx = p.block_idx;
+  std::copy(p.fibers.begin(), p.fibers.end(), W.fibers.begin());   // the same addresses: a waiting
+  std::copy(p.warps.begin(), p.warps.end(), W.warps.begin());      // frame may hold a pointer to them
+  for (size_t i = 0; i < W.fibers.size(); ++i)
+    if (W.fibers[i].state != St::Done)
+      stack_copy(W.fibers[i].sp, p.stack.data() + p.stack_at[i], p.stack_at[i + 1] - p.stack_at[i]);
+  for (auto& r : W.shared_regions) {   // an array first declared by a later block: undefined again
+    auto it = std::find_if(p.shared.begin(), p.shared.end(), [&](const auto& s) { return s.first == r.first; });
+    if (it != p.shared.end()) std::memcpy(r.first, it->second.data(), r.second);
+    else std::memset(r.first, 0xff, r.second);
+  }
+  std::memcpy(W.dyn, p.dyn.data(), L.cfg.shared_mem);
+  W.live = p.live;
+  W.tile_n = p.tile_n;
+  std::copy(p.bar_count, p.bar_count + 2, W.bar_count);
+  std::copy(p.bar_seen, p.bar_seen + 2, W.bar_seen);
+  W.at_bar = 0;
+  W.at_grid = 0;
+  W.coal_waiting = 0;
+  W.aborted = false;
+  for (auto& f : W.fibers)
+    if (f.state == St::GridBar) f.state = St::Ready;
+#if LABKIT_TSAN
+  W.race_named.assign(W.race_named.size(), -1);
+#endif
+  race_release(&W.race_block_start[p.race_set]);
+  // Its memory is in the heap now: the parked copy is not needed until the block waits again.
+  p.stack = std::vector<unsigned char>();
+  p.shared.clear();
+}
+
+// The workers meet at a grid sync: `parked` of this worker's blocks wait there.  True when every
+// block of the grid waits (all go on); false when the launch is over, has failed, or some blocks
+// returned without reaching the sync, which a GPU would wait for forever (reported).
+inline bool grid_meet(Launch& L, unsigned long long parked) {
+  std::unique_lock<std::mutex> g(L.grid_mu);
+  L.grid_parked += parked;
+  const unsigned long long round = L.grid_round;
+  if (++L.grid_arrived == L.grid_workers) {
+    const unsigned long long waiting = L.grid_parked;
+    if (waiting > 0 && waiting < L.nblocks)
+      L.fail("deadlock in kernel '" + std::string(L.kernel) + "': " + std::to_string(waiting) + " of " +
+             std::to_string(L.nblocks) + " blocks wait at the grid sync at line " +
+             std::to_string(L.grid_line.load()) + "; the others returned without reaching it (every block "
+             "of the grid must reach each grid sync: a grid sync inside divergent code)");
+    L.grid_waiting = waiting;
+    L.grid_parked = 0;
+    L.grid_arrived = 0;
+    ++L.grid_round;
+    L.grid_cv.notify_all();
+  } else {
+    while (round == L.grid_round) {
+      if (L.failed.load() || L.cancel.load()) return false;
+      L.grid_cv.wait_for(g, std::chrono::milliseconds(20));
+    }
+  }
+  return L.grid_waiting > 0 && !L.failed.load() && !L.cancel.load();
+}
+
+inline void cooperative_blocks(Worker& W) {
+  Launch& L = *W.L;
+  std::vector<ParkedBlock> mine;
+  for (unsigned long long b = W.index; b < L.nblocks; b += L.grid_workers) {
+    mine.emplace_back();
+    mine.back().b = b;
+  }
+  for (;;) {
+    unsigned long long parked = 0;
+    for (auto& p : mine) {
+      if (p.finished) continue;
+      if (L.failed.load(std::memory_order_relaxed) || L.cancel.load(std::memory_order_relaxed)) return;
+      bool waits = false;
+      if (sigsetjmp(W.escape, 1) == 0) {
+        W.escape_ready = 1;
+        if (p.started) resume_block(W, p);
+        else begin_block(W, p.b);
+        p.started = true;
+        waits = run_fibers(W);
+        W.escape_ready = 0;
+      } else {
+        stopped_by_signal(W);
+        return;
+      }
+      if (W.aborted) return;
+      if (waits) {
+        park_block(W, p);
+        ++parked;
+      } else {
+        p.finished = true;
+      }
+    }
+    if (!grid_meet(L, parked)) return;
+  }
+}
+
 inline void worker_loop(Worker& W) {
 #if LABKIT_TSAN
   // The scheduler's own accesses are bookkeeping; the kernel's threads run as fibers of their own.
@@ -944,10 +1297,12 @@ inline void worker_loop(Worker& W) {
   ensure_signal_stack();
   // __shared__ arrays are thread_local: a launch may run on other OS threads than the last.
   W.shared_regions.clear();
-  for (auto& h : W.shared_heap) std::free(h.second);
+  for (auto& h : W.shared_heap) std::free(h.block);
   W.shared_heap.clear();
   Launch& L = *W.L;
+  if (L.cfg.flags & LAUNCH_COOPERATIVE) cooperative_blocks(W);
   for (;;) {
+    if (L.cfg.flags & LAUNCH_COOPERATIVE) break;
     if (L.failed.load(std::memory_order_relaxed) || L.cancel.load(std::memory_order_relaxed)) break;
     unsigned long long b = L.next_block.fetch_add(1);
     if (b >= L.nblocks) break;
@@ -956,17 +1311,7 @@ inline void worker_loop(Worker& W) {
       run_block(W, b);
       W.escape_ready = 0;
     } else {          // a signal stopped the block (watchdog, Ctrl-C, stack overflow)
-      W.aborted = true;
-      if (W.overflow_fiber >= 0) {
-        const Fiber& f = W.fibers[size_t(W.overflow_fiber)];
-        L.fail("stack overflow in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ", thread (" +
-               std::to_string(f.tid.x) + "," + std::to_string(f.tid.y) + "," + std::to_string(f.tid.z) +
-               "): its locals (arrays declared in the kernel) need more than the " +
-               std::to_string((W.stack_size - size_t(sysconf(_SC_PAGESIZE))) / 1024) +
-               " KiB each thread has here; a GPU gives a thread far more local memory. Set "
-               "LABKIT_CPU_STACK_KIB higher (or keep large arrays in shared or global memory)");
-        W.overflow_fiber = -1;
-      }
+      stopped_by_signal(W);
       break;
     }
   }
@@ -978,7 +1323,8 @@ inline void worker_loop(Worker& W) {
   AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
   AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
 #endif
-  race_acquire(&W.race_block_end);   // whoever reads the results after the launch comes after them
+  for (unsigned set = 0; set < RACE_SETS; ++set)
+    race_acquire(&W.race_block_end[set]);   // whoever reads the results after the launch comes after them
 }
 
 // Workers (and their stacks) are kept between launches of a module, until the Python side calls
@@ -1020,6 +1366,8 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
   auto& pool = worker_pool();
   while (pool.size() < nw) pool.push_back(new Worker());
   L.race_fibers = race_fiber_count(nw);
+  L.grid_workers = nw;
+  for (unsigned w = 0; w < nw; ++w) pool[w]->index = w;
 #if LABKIT_TSAN
   std::fprintf(stderr, "LABKIT-RACE-FIBERS %u %u %u %u\n", L.race_fibers, L.nthreads, L.block.x,
                L.block.y);

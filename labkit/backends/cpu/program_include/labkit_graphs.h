@@ -21,7 +21,7 @@
 namespace labkit {
 namespace rt {
 using MakeLaunch = std::function<cudaError_t(cudaStream_t)> (*)(const void* k, dim3 grid, dim3 block, size_t shared,
-                                                              void** args, const char* name);
+                                                              void** args, const char* name, bool cooperative);
 struct RegisteredKernel { const char* name; MakeLaunch make; };
 inline std::map<const void*, RegisteredKernel>& kernels() {
   static auto* m = new std::map<const void*, RegisteredKernel>();
@@ -30,11 +30,11 @@ inline std::map<const void*, RegisteredKernel>& kernels() {
 // A launch of k with the parameters' values read now, for any stream later.
 template <class... P>
 inline std::function<cudaError_t(cudaStream_t)> make_launch(const void* k, dim3 grid, dim3 block, size_t shared,
-                                                            void** args, const char* name) {
+                                                            void** args, const char* name, bool cooperative) {
   auto fn = reinterpret_cast<void (*)(P...)>(const_cast<void*>(k));
   auto values = read_args<P...>(args, std::index_sequence_for<P...>{});
-  return [fn, values, grid, block, shared, name](cudaStream_t s) {
-    return launch_values(fn, LaunchSpec{name, grid, block, shared, s, "", 0}, values);
+  return [fn, values, grid, block, shared, name, cooperative](cudaStream_t s) {
+    return launch_values(fn, LaunchSpec{name, grid, block, shared, s, "", 0, cooperative}, values);
   };
 }
 template <class... P> inline bool register_kernel(void (*k)(P...), const char* name) {
@@ -58,7 +58,17 @@ inline cudaError_t cudaLaunchKernel(const void* k, dim3 grid, dim3 block, void**
   LABKIT_STICKY();
   const auto* r = ::labkit::rt::registered(k, "cudaLaunchKernel");
   if (!r) return cudaErrorInvalidDeviceFunction;
-  auto launch = r->make(k, grid, block, shared, args, r->name);
+  auto launch = r->make(k, grid, block, shared, args, r->name, false);
+  if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel, [=] { return launch(stream); })) return cudaSuccess;
+  return launch(stream);
+}
+// cudaLaunchCooperativeKernel((void*)kernel, ...): the same, every block resident at once (grid syncs).
+inline cudaError_t cudaLaunchCooperativeKernel(const void* k, dim3 grid, dim3 block, void** args, size_t shared = 0,
+                                               cudaStream_t stream = 0) {
+  LABKIT_STICKY();
+  const auto* r = ::labkit::rt::registered(k, "cudaLaunchCooperativeKernel");
+  if (!r) return cudaErrorInvalidDeviceFunction;
+  auto launch = r->make(k, grid, block, shared, args, r->name, true);
   if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel, [=] { return launch(stream); })) return cudaSuccess;
   return launch(stream);
 }
@@ -156,7 +166,8 @@ inline std::vector<CUgraphNode_st*> deps_of(const cudaGraphNode_t* deps, size_t 
 inline std::function<cudaError_t()> kernel_work(const cudaKernelNodeParams* p, const char* call) {
   const RegisteredKernel* r = registered(p->func, call);
   if (!r) return nullptr;
-  auto launch = r->make(p->func, p->labkit_gridDim, p->labkit_blockDim, p->sharedMemBytes, p->kernelParams, r->name);
+  auto launch = r->make(p->func, p->labkit_gridDim, p->labkit_blockDim, p->sharedMemBytes, p->kernelParams, r->name,
+                        false);
   return [launch] { return launch(nullptr); };
 }
 inline cudaError_t memset_elements(const cudaMemsetParams p) {

@@ -72,7 +72,7 @@ enum cudaError {
   cudaErrorInvalidSymbol = 13, cudaErrorInvalidHostPointer = 16, cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100,
   cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorInvalidResourceHandle = 400,
-  cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701,
+  cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701, cudaErrorCooperativeLaunchTooLarge = 720,
   cudaErrorLaunchTimeout = 702, cudaErrorSetOnActiveProcess = 708, cudaErrorAssert = 710,
   cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713,
   cudaErrorLaunchFailure = 719, cudaErrorNotPermitted = 800, cudaErrorNotSupported = 801,
@@ -409,7 +409,10 @@ inline unsigned check_flags() {
   return f;
 }
 
-struct LaunchSpec { const char* name; dim3 grid, block; size_t shared; cudaStream_t stream; const char* file; int line; };
+struct LaunchSpec {
+  const char* name; dim3 grid, block; size_t shared; cudaStream_t stream; const char* file; int line;
+  bool cooperative = false;   // cudaLaunchCooperativeKernel: every block resident at once (grid syncs)
+};
 
 // A pointer argument must point at memory a kernel can read: device, managed or pinned memory.
 template <class T> inline bool check_pointer_arg(const LaunchSpec& L, unsigned i, const T& v) {
@@ -471,7 +474,7 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   cfg.grid[0] = L.grid.x; cfg.grid[1] = L.grid.y; cfg.grid[2] = L.grid.z;
   cfg.block[0] = L.block.x; cfg.block[1] = L.block.y; cfg.block[2] = L.block.z;
   cfg.shared_mem = L.shared;
-  cfg.flags = check_flags();
+  cfg.flags = check_flags() | (L.cooperative ? ::labkit::LAUNCH_COOPERATIVE : 0u);
   cfg.workers = unsigned(env_ull("LABKIT_CPU_WORKERS", 0));
   cfg.seed = env_ull("LABKIT_CPU_SEED", (unsigned long long)std::chrono::steady_clock::now().time_since_epoch().count());
   cfg.stack_bytes = std::max(env_ull("LABKIT_CPU_STACK_KIB", 128) * 1024, env_ull("LABKIT_CPU_STACK_NEED", 0));
@@ -558,6 +561,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     LABKIT_E(cudaErrorHostMemoryNotRegistered) LABKIT_E(cudaErrorLaunchFailure) LABKIT_E(cudaErrorNotPermitted)
     LABKIT_E(cudaErrorIllegalState) LABKIT_E(cudaErrorStreamCaptureUnsupported)
     LABKIT_E(cudaErrorStreamCaptureUnmatched) LABKIT_E(cudaErrorGraphExecUpdateFailure)
+    LABKIT_E(cudaErrorCooperativeLaunchTooLarge)
     LABKIT_E(cudaErrorNotSupported) LABKIT_E(cudaErrorUnknown)
 #undef LABKIT_E
   }
@@ -581,6 +585,7 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorNotReady: return "device not ready";
     case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     case cudaErrorLaunchOutOfResources: return "too many resources requested for launch";
+    case cudaErrorCooperativeLaunchTooLarge: return "too many blocks in cooperative launch";
     case cudaErrorLaunchTimeout: return "the launch timed out and was terminated";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotSupported: return "operation not supported";
@@ -1183,10 +1188,28 @@ template <class... P> using ArgValues = std::tuple<std::remove_cv_t<std::remove_
 template <class... P, size_t... I> inline ArgValues<P...> read_args(void** args, std::index_sequence<I...>) {
   return ArgValues<P...>(*static_cast<std::tuple_element_t<I, ArgValues<P...>>*>(args[I])...);
 }
+// A cooperative launch's grid must fit on the device at once: as many blocks per multiprocessor as the
+// occupancy calculation gives (threads and dynamic shared memory), times its 132 multiprocessors.
+template <class F> inline cudaError_t check_resident(const LaunchSpec& spec, F* k) {
+  const unsigned long long threads = (unsigned long long)spec.block.x * spec.block.y * spec.block.z;
+  const unsigned long long blocks = (unsigned long long)spec.grid.x * spec.grid.y * spec.grid.z;
+  int per_sm = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, int(threads), spec.shared);
+  const unsigned long long most = (unsigned long long)per_sm * 132;
+  if (blocks > most) {
+    say("kernel '%s': a cooperative launch of %llu blocks of %llu threads (%zu bytes of dynamic shared memory): "
+        "the device holds at most %d such blocks per multiprocessor, %llu in all (132 multiprocessors), and every "
+        "block of a cooperative launch must be resident at once (cudaOccupancyMaxActiveBlocksPerMultiprocessor "
+        "times multiProcessorCount is the largest grid)", spec.name, blocks, threads, spec.shared, per_sm, most);
+    return fail(cudaErrorCooperativeLaunchTooLarge);
+  }
+  return cudaSuccess;
+}
 template <class... P>
 inline cudaError_t launch_values(void (*k)(P...), const LaunchSpec& spec, const ArgValues<P...>& values) {
   LABKIT_STICKY();
   if (check_config(spec, reinterpret_cast<const void*>(k)) != cudaSuccess) return cudaErrorInvalidConfiguration;
+  if (spec.cooperative && check_resident(spec, k) != cudaSuccess) return cudaErrorCooperativeLaunchTooLarge;
   struct Ctx { void (*k)(P...); const ArgValues<P...>* values; } ctx{k, &values};
   auto body = [](void* p) {
     auto* c = static_cast<Ctx*>(p);
@@ -1202,6 +1225,20 @@ inline cudaError_t cudaLaunchKernel(void (*k)(P...), dim3 grid, dim3 block, void
                                     cudaStream_t stream = 0) {
   LABKIT_STICKY();
   ::labkit::rt::LaunchSpec spec{"(cudaLaunchKernel)", grid, block, shared, stream, "", 0};
+  auto values = ::labkit::rt::read_args<P...>(args, std::index_sequence_for<P...>{});
+  if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel,
+                           [=] { return ::labkit::rt::launch_values(k, spec, values); }))
+    return cudaSuccess;
+  return ::labkit::rt::launch_values(k, spec, values);
+}
+// cudaLaunchCooperativeKernel: as cudaLaunchKernel, with every block of the grid resident at once, so
+// that its threads may sync the whole grid (cg::this_grid().sync()).  A grid larger than the device
+// holds at once is refused (cudaErrorCooperativeLaunchTooLarge), as on a GPU.
+template <class... P>
+inline cudaError_t cudaLaunchCooperativeKernel(void (*k)(P...), dim3 grid, dim3 block, void** args, size_t shared = 0,
+                                               cudaStream_t stream = 0) {
+  LABKIT_STICKY();
+  ::labkit::rt::LaunchSpec spec{"(cudaLaunchCooperativeKernel)", grid, block, shared, stream, "", 0, true};
   auto values = ::labkit::rt::read_args<P...>(args, std::index_sequence_for<P...>{});
   if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel,
                            [=] { return ::labkit::rt::launch_values(k, spec, values); }))
