@@ -220,7 +220,33 @@ struct __attribute__((visibility("default"))) LaunchConfig {
   unsigned long long timeout_ms;  // the watchdog: a launch running longer is stopped (0: never)
 };
 
-enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, Done };
+enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, AwBar, Done };
+
+// A split arrive/wait barrier (libcu++'s cuda::barrier, <cuda/barrier>): plain data, so that it may
+// live in __shared__ memory, which starts undefined (filled with 0xff bytes for each block); init()
+// sets `magic`, and an arrival at a barrier without it is reported rather than counted.
+struct AwBarrier {
+  unsigned magic;
+  unsigned expected;          // arrivals that complete a phase (arrive_and_drop lowers it)
+  unsigned pending;           // arrivals the current phase still waits for
+  unsigned long long phase;   // phases completed
+  char race_sync[2];          // race check: sync objects, by the parity of the phase
+};
+constexpr unsigned AW_MAGIC = 0x6c61776bu;
+
+// A copy of memcpy_async (<cuda/pipeline>, <cuda_pipeline.h>), kept pending until what completes it:
+// the phase `tag` of the barrier `key`, or the batch `tag` of a pipeline.  Copied only then, so that
+// a kernel reading the destination before it waits reads shared memory's undefined bytes (NaN), not
+// the data, as it might on a GPU.
+struct AsyncCopy {
+  const void* key;
+  unsigned long long tag;
+  void* dst;
+  const void* src;
+  size_t n;                   // bytes copied from src
+  size_t fill;                // bytes after them set to zero (__pipeline_memcpy_async's zfill)
+};
+
 
 struct Fiber {
   void* sp = nullptr;
@@ -235,6 +261,8 @@ struct Fiber {
   void* race = nullptr;       // race check: this thread's ThreadSanitizer fiber
   int race_quiet = 0;         // race check: Bookkeeping scopes open while it was switched out
   int quiet = 0;              // shuffled schedule: > 0 inside the executor's own code (no switch there)
+  const AwBarrier* aw = nullptr;  // the cuda::barrier it waits at (state AwBar)
+  unsigned long long pipe_commits = 0;  // __pipeline_commit() calls: the C-style pipeline's batches
 };
 
 struct WarpState {
@@ -288,6 +316,7 @@ struct Worker {
   size_t stacks_bytes = 0, stack_size = 0;
   unsigned nstacks = 0;
   unsigned char* dyn = nullptr;   // dynamic shared memory of the running block
+  std::vector<AsyncCopy> async_copies;   // memcpy_async copies of the running block not yet done
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
   std::vector<std::pair<void*, void*>> shared_heap;      // memory check: storage -> its heap block
   std::mt19937_64 rng;
@@ -336,6 +365,17 @@ inline int& race_quiet_depth() {
   return depth;
 }
 #endif
+// The shuffled schedule switches at no memory access while one is alive, and the race check still
+// sees those accesses (unlike Bookkeeping): for the executor's steps made of the kernel's accesses,
+// such as the copies that complete a barrier's phase.
+struct NoSwitch {
+#if LABKIT_PREEMPT
+  Fiber* f = tl_in_fiber ? tl_fiber : nullptr;
+  NoSwitch() { if (f) ++f->quiet; }
+  ~NoSwitch() { if (f) --f->quiet; }
+  NoSwitch(const NoSwitch&) = delete;
+#endif
+};
 struct Bookkeeping {
 #if LABKIT_PREEMPT   // the shuffled schedule never switches threads inside the executor's own code
   Fiber* f = tl_in_fiber ? tl_fiber : nullptr;
@@ -376,6 +416,46 @@ LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
 LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx);
+// cuda::barrier (labkit_barrier.h): init, an arrival of n (returns the phase it arrived in; the last
+// arrival completes the phase: its pending copies are made and its waiters released), the drop of one
+// expected arrival, and a wait until phase `phase` has completed (or, parity_only, the phase of that
+// parity).
+LABKIT_RUNTIME_FN void aw_init(AwBarrier* b, long long expected, int line);
+LABKIT_RUNTIME_FN unsigned long long aw_arrive(AwBarrier* b, long long n, bool drop, int line);
+LABKIT_RUNTIME_FN void aw_wait(AwBarrier* b, unsigned long long phase, bool parity_only, int line);
+
+// Make the pending copies that `done` selects, in the order they were issued, and forget them.  The
+// list is the executor's (taken apart with no switch to another thread and unseen by the race check);
+// the copies are the kernel's accesses, which the checks see.
+template <class Done> inline void finish_copies(std::vector<AsyncCopy>& copies, Done done) {
+  std::vector<AsyncCopy> now;
+  {
+    Bookkeeping quiet;
+    size_t keep = 0;
+    for (size_t i = 0; i < copies.size(); ++i) {
+      if (done(copies[i])) now.push_back(copies[i]);
+      else copies[keep++] = copies[i];
+    }
+    copies.resize(keep);
+  }
+  for (const AsyncCopy& c : now) {
+    std::memcpy(c.dst, c.src, c.n);
+    if (c.fill) std::memset(static_cast<char*>(c.dst) + c.n, 0, c.fill);
+  }
+  Bookkeeping quiet;
+  now.clear();
+  now.shrink_to_fit();
+}
+// Queue a copy (an AsyncCopy) on `copies`: the executor's own list.
+inline void add_copy(std::vector<AsyncCopy>& copies, const AsyncCopy& c) {
+  Bookkeeping quiet;
+  copies.push_back(c);
+}
+// Queue a copy that the current phase of barrier `b` completes (its phase read with no switch between).
+inline void add_barrier_copy(AwBarrier* b, void* dst, const void* src, size_t n) {
+  Bookkeeping quiet;
+  tl_worker->async_copies.push_back({b, b->phase, dst, src, n, 0});
+}
 #if LABKIT_COUNT
 // Counting: every thread of the block has made all its accesses up to here (a completed barrier, the
 // block's end); group them into warp instructions (labkit_count.h).
@@ -645,6 +725,75 @@ LABKIT_RUNTIME_FN void tile_sync(unsigned n) {
   race_acquire(sync);
 }
 
+// --- cuda::barrier ------------------------------------------------------------------------------
+inline std::string aw_where(const Worker* W, int line) {
+  return "in kernel '" + std::string(W->L->kernel) + "', block " + block_name(W) + ", a cuda::barrier at line " +
+         std::to_string(line);
+}
+LABKIT_RUNTIME_FN void aw_init(AwBarrier* b, long long expected, int line) {
+  Bookkeeping quiet;
+  if (expected < 0 || expected > (1ll << 30))
+    fail_from_fiber("barrier check: " + aw_where(tl_worker, line) + " is initialised with " +
+                    std::to_string(expected) + " expected arrivals (0 to 2^30 are allowed)");
+  b->magic = AW_MAGIC;
+  b->expected = b->pending = unsigned(expected);
+  b->phase = 0;
+  b->race_sync[0] = b->race_sync[1] = 0;
+}
+LABKIT_RUNTIME_FN unsigned long long aw_arrive(AwBarrier* b, long long n, bool drop, int line) {
+  // One step of the shuffled schedule: no other thread runs between this arrival and, if it is the
+  // last, the phase's copies and the release of its waiters.
+  NoSwitch hold;
+  Worker* W = tl_worker;
+  {
+    Bookkeeping quiet;
+    if (b->magic != AW_MAGIC)
+      fail_from_fiber("barrier check: " + aw_where(W, line) + " is used before init(&bar, count) "
+                      "(a __shared__ barrier is undefined until one thread initialises it, and the others "
+                      "must wait for that, e.g. at a __syncthreads())");
+    if (n < 1 || (unsigned long long)n > b->pending)
+      fail_from_fiber("barrier check: " + aw_where(W, line) + " gets " + std::to_string(n) +
+                      " arrival(s) in a phase that waits for only " + std::to_string(b->pending) +
+                      " more (of " + std::to_string(b->expected) + "): more threads arrive than init() counted");
+    if (drop) --b->expected;
+  }
+  race_release(&b->race_sync[b->phase & 1u]);   // what this thread wrote is seen by those who wait
+  const unsigned long long phase = b->phase;
+  bool complete;
+  {
+    Bookkeeping quiet;
+    b->pending -= unsigned(n);
+    complete = b->pending == 0;
+  }
+  if (!complete) return phase;
+  // The last arrival: the phase's copies are made (the race check sees them released with the
+  // arrivals), then the next phase begins and everyone waiting on this one may go on.
+  finish_copies(W->async_copies, [&](const AsyncCopy& c) { return c.key == b && c.tag == phase; });
+  race_release(&b->race_sync[phase & 1u]);
+  Bookkeeping quiet;
+  b->pending = b->expected;
+  ++b->phase;
+  for (auto& f : W->fibers)
+    if (f.state == St::AwBar && f.aw == b) f.state = St::Ready;
+  race_acquire(&b->race_sync[phase & 1u]);
+  return phase;
+}
+LABKIT_RUNTIME_FN void aw_wait(AwBarrier* b, unsigned long long phase, bool parity_only, int line) {
+  Bookkeeping quiet;
+  Fiber* f = tl_fiber;
+  if (b->magic != AW_MAGIC)
+    fail_from_fiber("barrier check: " + aw_where(tl_worker, line) + " is waited on before init(&bar, count)");
+  auto waiting = [&] { return parity_only ? ((b->phase ^ phase) & 1u) == 0 : b->phase == phase; };
+  while (waiting()) {
+    f->state = St::AwBar;
+    f->aw = b;
+    f->line = line;
+    yield_to_scheduler();
+  }
+  f->aw = nullptr;
+  race_acquire(&b->race_sync[phase & 1u]);
+}
+
 // Called when a fiber's kernel body returns.
 inline void thread_exit() {
   Bookkeeping quiet;
@@ -821,6 +970,7 @@ inline void run_block(Worker& W, unsigned long long b) {
   W.tile_n = 0;
   W.aborted = false;
   W.bar_count[0] = W.bar_count[1] = W.bar_seen[0] = W.bar_seen[1] = 0;
+  W.async_copies.clear();
   const bool shuffle = L.cfg.flags & CHECK_SHUFFLE;
   while (W.live > 0 && !W.aborted) {
     if (shuffle) std::shuffle(W.order.begin(), W.order.end(), W.rng);
@@ -845,16 +995,23 @@ inline void run_block(Worker& W, unsigned long long b) {
       ran = true;
     }
     if (!ran && W.live > 0 && !W.aborted) {
-      unsigned at_block = 0, at_warp = 0, at_tile = 0;
+      unsigned at_block = 0, at_warp = 0, at_tile = 0, at_aw = 0;
+      const Fiber* aw = nullptr;   // one thread waiting at a cuda::barrier, to name it
       for (auto& f : W.fibers) {
         at_block += f.state == St::BlockBar;
         at_warp += f.state == St::WarpBar;
         at_tile += f.state == St::TileBar;
+        if (f.state == St::AwBar) { ++at_aw; if (!aw) aw = &f; }
       }
+      std::string aw_words;
+      if (aw)
+        aw_words = ", " + std::to_string(at_aw) + " at a cuda::barrier (line " + std::to_string(aw->line) +
+                   ") whose phase still waits for " + std::to_string(aw->aw->pending) + " of its " +
+                   std::to_string(aw->aw->expected) + " expected arrivals";
       L.fail("deadlock in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ": " +
              std::to_string(at_block) + " threads wait at __syncthreads(), " + std::to_string(at_warp) +
              " at a warp barrier (shuffle, vote or __syncwarp)" +
-             (at_tile ? " and " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
+             (at_tile ? ", " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) + aw_words +
              " that the others never reach");
       W.aborted = true;
     }
