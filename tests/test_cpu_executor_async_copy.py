@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from labkit.backends.cpu import BarrierError, CPUModule, LaunchError
+from labkit.errors import KernelMemoryError
 
 SOURCE = Path(__file__).resolve().parent / "cuda" / "async_copy_kernels.cu"
 rng = np.random.default_rng()
@@ -97,6 +98,12 @@ def test_a_copy_read_before_its_wait_is_not_there_yet():
     _, early, late = run("pipe_read_too_soon", (1,), (64,), [x, early, late])
     assert np.isnan(early).all()
     np.testing.assert_array_equal(late, x)
+
+
+def test_the_memory_check_finds_a_copy_past_a_shared_array():
+    x = np.zeros(65, np.float32)
+    with pytest.raises(KernelMemoryError, match=r"0 bytes past the end of the 256-byte __shared__ array 's'"):
+        run("pipe_copy_past_end", (1,), (64,), [x, np.zeros(64, np.float32)], check="memory")
 
 
 @pytest.mark.parametrize("where, check", WHERE + [pytest.param("cpu", "race", id="cpu-race")])
