@@ -1,7 +1,8 @@
 """libcu++'s asynchronous primitives on the CPU executor: cuda::barrier (<cuda/barrier>) between warps
 and over several phases with split arrive/wait tokens, arrive_and_drop, a phase that never completes
 reported in words (not a hang), cuda::memcpy_async completed by a barrier or by a thread's or a block's
-pipeline (<cuda/pipeline>), and the C-style primitives (<cuda_pipeline.h>).  Each kernel of
+pipeline (<cuda/pipeline>), the C-style primitives (<cuda_pipeline.h>) and cooperative groups' collective copies
+(<cooperative_groups/memcpy_async.h>).  Each kernel of
 tests/cuda/async_copy_kernels.cu against NumPy, on the GPU too where there is one."""
 from __future__ import annotations
 
@@ -143,3 +144,15 @@ def test_pipeline_primitive_of_a_size_not_copied_is_refused():
     x = np.zeros(2 * 128, np.float32)   # one block, two tiles
     with pytest.raises(LaunchError, match="copies 4, 8 or 16 bytes"):
         CPUModule(src, path=str(SOURCE)).get_function("pipe_primitives")((1,), (128,), [x, np.zeros_like(x), np.int32(2)])
+
+
+@pytest.mark.parametrize("where, check", WHERE + [pytest.param("cpu", "race", id="cpu-race")])
+def test_cooperative_groups_collective_copies(where, check):
+    blocks, warps = 2, 8
+    tiles = rng.standard_normal(blocks * warps * 64).astype(np.float32)
+    rows = rng.standard_normal(blocks * warps * 32).astype(np.float32)
+    out = np.full(blocks * warps * 32, np.nan, np.float32)
+    _, _, out = run("cg_copies", (blocks,), (warps * 32,), [tiles, rows, out], check, where == "gpu")
+    t = tiles.reshape(blocks, warps, 2, 32)
+    want = t[:, :, 0, :] + t[:, :, 1, ::-1] + rows.reshape(blocks, warps, 32)
+    np.testing.assert_array_equal(out.reshape(blocks, warps, 32), want)

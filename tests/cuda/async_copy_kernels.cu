@@ -221,3 +221,23 @@ extern "C" __global__ void pipe_copy_past_end(const float* __restrict__ x, float
   __syncthreads();
   out[threadIdx.x] = s[threadIdx.x];
 }
+
+// cooperative_groups' collective copies: each warp copies two tiles of 32 floats (the second in flight
+// while it waits for the first, wait_prior<1>), the block a row of its own (cg::wait).
+// out[w][j] = tile 2w's element j + tile 2w+1's element 31-j + the row's element w*32+j.
+#include <cooperative_groups/memcpy_async.h>
+extern "C" __global__ void cg_copies(const float* __restrict__ tiles, const float* __restrict__ rows, float* __restrict__ out) {
+  __shared__ alignas(16) float t[8][2][32];
+  __shared__ alignas(16) float row[256];
+  cg::thread_block block = cg::this_thread_block();
+  cg::thread_block_tile<32> warp = cg::tiled_partition<32>(block);
+  const int w = warp.meta_group_rank(), j = warp.thread_rank(), n = block.size();
+  const float* mine = tiles + (blockIdx.x * 8 + w) * 64;
+  cg::memcpy_async(warp, t[w][0], mine, cuda::aligned_size_t<16>(32 * sizeof(float)));
+  cg::memcpy_async(warp, t[w][1], 32, mine + 32, 32);
+  cg::memcpy_async(block, row, rows + blockIdx.x * n, sizeof(float) * n);
+  cg::wait_prior<2>(warp);         // the warp's first tile is in
+  const float first = t[w][0][j];
+  cg::wait(block);                 // and the rest
+  out[blockIdx.x * n + w * 32 + j] = first + t[w][1][31 - j] + row[w * 32 + j];
+}
