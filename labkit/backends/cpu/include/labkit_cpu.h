@@ -13,6 +13,10 @@
 //     hence one per running block (heap blocks under the memory check); dynamic shared memory is a per-worker buffer;
 //   * __constant__ and __device__ variables are ordinary globals, which the
 //     Python side finds by name (as CuPy's RawModule.get_global does).
+//   * a thread waiting for a phase of a cuda::barrier (labkit_barrier.h) is a
+//     fiber switched out until the phase's last arrival; the copies of
+//     memcpy_async (labkit_pipeline.h, cuda_pipeline.h) wait, pending, for
+//     that arrival or the pipeline's wait, and are made then.
 //
 // Checking modes (chosen per launch): a barrier check that reports a
 // __syncthreads() reached by part of a block, and a shuffled schedule that runs
@@ -428,23 +432,29 @@ LABKIT_RUNTIME_FN void aw_wait(AwBarrier* b, unsigned long long phase, bool pari
 // list is the executor's (taken apart with no switch to another thread and unseen by the race check);
 // the copies are the kernel's accesses, which the checks see.
 template <class Done> inline void finish_copies(std::vector<AsyncCopy>& copies, Done done) {
-  std::vector<AsyncCopy> now;
+  AsyncCopy few[8];                 // a wait's copies: most often a few (no allocation then)
+  size_t nfew = 0;
+  std::vector<AsyncCopy> more;
   {
     Bookkeeping quiet;
     size_t keep = 0;
     for (size_t i = 0; i < copies.size(); ++i) {
-      if (done(copies[i])) now.push_back(copies[i]);
-      else copies[keep++] = copies[i];
+      if (!done(copies[i])) copies[keep++] = copies[i];
+      else if (nfew < 8) few[nfew++] = copies[i];
+      else more.push_back(copies[i]);
     }
     copies.resize(keep);
   }
-  for (const AsyncCopy& c : now) {
+  auto make = [](const AsyncCopy& c) {
     std::memcpy(c.dst, c.src, c.n);
     if (c.fill) std::memset(static_cast<char*>(c.dst) + c.n, 0, c.fill);
+  };
+  for (size_t i = 0; i < nfew; ++i) make(few[i]);
+  for (const AsyncCopy& c : more) make(c);
+  if (!more.empty()) {
+    Bookkeeping quiet;
+    std::vector<AsyncCopy>().swap(more);
   }
-  Bookkeeping quiet;
-  now.clear();
-  now.shrink_to_fit();
 }
 // Queue a copy (an AsyncCopy) on `copies`: the executor's own list.
 inline void add_copy(std::vector<AsyncCopy>& copies, const AsyncCopy& c) {
