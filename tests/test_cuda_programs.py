@@ -326,6 +326,25 @@ def test_cuda_samples_with_grid_syncs_and_coalesced_groups_run_unchanged():
             f"Sum of Evens {sum(values) - sum(odd)}") in out
 
 
+# Its eight kernels in turn (8 x 8 tiles of 64 x 64 matrices: the default 1,280 x 1,280, a hundred
+# times over, is hours here): memcpy_async into a thread's pipeline (0, 1, 4, 5), with a block's
+# cuda::barrier (2), into a block's pipeline shared by a producer warp and consumer warps (3), and
+# without (6, 7).
+@pytest.mark.parametrize("kernel", range(8))
+def test_global_to_shared_async_copy_sample_runs_unchanged(kernel):
+    args = ["-wA=64", "-hA=64", "-wB=64", "-hB=64", f"-kernel={kernel}"]
+    rc, out, err = run_program(SAMPLES / "globalToShmemAsyncCopy", args)
+    assert rc == 0, err[-2000:]
+    assert "Checking computed result for correctness: Result = PASS" in out, out[-2000:]
+
+
+def test_libcu_headers_beyond_barrier_and_pipeline_are_refused_by_name(tmp_path):
+    p = tmp_path / "annotated.cu"
+    p.write_text("#include <cuda/barrier>\n#include <cuda/annotated_ptr>\nint main() {}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"annotated.cu:2 includes <cuda/annotated_ptr>, a device facility"):
+        run_program(p)
+
+
 def test_branches_for_an_older_cuda_are_not_refused():
     src = ("#if CUDART_VERSION < 5000\nvoid f() { cuDeviceGetAttribute(0, 0, 0); }\n#else\nint g;\n#endif\n"
            "#if CUDART_VERSION >= 5000\nint h;\n#endif\n")

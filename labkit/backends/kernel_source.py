@@ -88,7 +88,8 @@ UNSUPPORTED = [
     (re.compile(r"\bclock64\s*\(|\bclock\s*\(\s*\)"), "the SM cycle counter (clock64)"),
     (re.compile(r"\bthis_multi_grid\s*\(|\bmulti_grid_group\b"), "multi-device grid groups (this_multi_grid)"),
     (re.compile(r"\b__nanosleep\s*\("), "__nanosleep"),
-    (re.compile(r"\bcp\.async\b|\b__pipeline_memcpy_async\b"), "asynchronous copies (cp.async)"),
+    (re.compile(r"\bcp\.async\b"), "asynchronous copies in PTX (cp.async; cuda::memcpy_async and "
+     "__pipeline_memcpy_async run here)"),
     (re.compile(r"#\s*include\s*[<\"]cuda_fp8\.h[>\"]|\b__nv_fp8\w*"),
      "fp8 types (cuda_fp8.h; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"),
     (re.compile(r"\btex[123]D\w*\s*[<(]|\btex1Dfetch\b|\bcudaTextureObject_t\b|\bcudaSurfaceObject_t\b"),
@@ -117,6 +118,9 @@ _EXTERN_SHARED = re.compile(
 _ALIGN = re.compile(r"__align__\s*\(\s*\d+\s*\)")
 # `static` beside `__shared__` (either side): CUDA allows it; the executor's __shared__ is already static.
 _STATIC_BY_SHARED = re.compile(r"\bstatic(\s+)(?=(?:[\w:]+\s+)*?__shared__\b)|(?<=__shared__)(\s+)static\b")
+# `__shared__ alignas(16) float s[...]` (cuda-samples write it): alignas may not follow `thread_local`
+# in C++, so it is moved in front of __shared__ (the same characters, swapped: columns stay in place).
+_SHARED_ALIGNAS = re.compile(r"\b__shared__(\s+)(alignas\s*\((?:[^()]|\([^()]*\))*\))")
 
 
 # A kernel file may keep a GPU-only path (cp.async, inline PTX) beside a plain one for the executor,
@@ -283,6 +287,7 @@ def rewrite(src: str) -> str:
     """
     # Blank a `static` beside `__shared__` (same length: every line and column stays in place).
     src = _STATIC_BY_SHARED.sub(lambda m: " " * len(m.group(0)), src)
+    src = _SHARED_ALIGNAS.sub(lambda m: m.group(2) + m.group(1) + "__shared__", src)
     text = strip_comments(src)
     depth = _depths(text)
     edits: list[tuple[int, int, str]] = []

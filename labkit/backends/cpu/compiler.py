@@ -93,9 +93,10 @@ INSTRUMENTATION = {"count": ("-fsanitize=thread", "--param=tsan-instrument-func-
 
 
 def headers_text() -> str:
-    """Every header the executor compiles kernels against (the execution model, cooperative_groups):
-    part of each cached module's key, so that an edit to any of them compiles again."""
-    return "".join(p.read_text() for p in sorted(HEADER.parent.rglob("*.h")))
+    """Every header the executor compiles kernels against (the execution model, cooperative_groups,
+    <cuda/barrier>: some have no .h): part of each cached module's key, so that an edit to any of them
+    compiles again."""
+    return "".join(p.read_text() for p in sorted(HEADER.parent.rglob("*")) if p.is_file() and p.suffix != ".gch")
 
 
 def cache_dir() -> Path:

@@ -67,9 +67,9 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|mma|cuda_pipeline\w*|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|mma|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
-                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
+                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"])\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
 
 def _header_words(name: str) -> str:
@@ -77,8 +77,8 @@ def _header_words(name: str) -> str:
         return "fp8 types (__nv_fp8_e4m3; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"
     if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
         return "graphics interop"
-    if name.startswith(("cuda/", "cuda_pipeline", "mma")):
-        return "a device facility (libcu++ barriers, pipelines, tensor cores)"
+    if name.startswith(("cuda/", "mma")):
+        return "a device facility (libcu++ beyond <cuda/barrier> and <cuda/pipeline>, tensor cores)"
     if name == "mpi":
         return "MPI (several processes, one GPU each)"
     return "a CUDA library"

@@ -14,6 +14,10 @@
 //     hence one per running block (heap blocks under the memory check); dynamic shared memory is a per-worker buffer;
 //   * __constant__ and __device__ variables are ordinary globals, which the
 //     Python side finds by name (as CuPy's RawModule.get_global does).
+//   * a thread waiting for a phase of a cuda::barrier (labkit_barrier.h) is a
+//     fiber switched out until the phase's last arrival; the copies of
+//     memcpy_async (labkit_pipeline.h, cuda_pipeline.h) wait, pending, for
+//     that arrival or the pipeline's wait, and are made then.
 //
 // Checking modes (chosen per launch): a barrier check that reports a
 // __syncthreads() reached by part of a block, and a shuffled schedule that runs
@@ -230,7 +234,33 @@ struct __attribute__((visibility("default"))) LaunchConfig {
 // two consecutive blocks are as unordered as on a GPU (see begin_block).  One set elsewhere.
 constexpr unsigned RACE_SETS = LABKIT_TSAN ? 2u : 1u;
 
-enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, GridBar, CoalBar, Done };
+enum class St : unsigned char { Ready, BlockBar, WarpBar, TileBar, GridBar, CoalBar, AwBar, Done };
+
+// A split arrive/wait barrier (libcu++'s cuda::barrier, <cuda/barrier>): plain data, so that it may
+// live in __shared__ memory, which starts undefined (filled with 0xff bytes for each block); init()
+// sets `magic`, and an arrival at a barrier without it is reported rather than counted.
+struct AwBarrier {
+  unsigned magic;
+  unsigned expected;          // arrivals that complete a phase (arrive_and_drop lowers it)
+  unsigned pending;           // arrivals the current phase still waits for
+  unsigned long long phase;   // phases completed
+  char race_sync[2];          // race check: sync objects, by the parity of the phase
+};
+constexpr unsigned AW_MAGIC = 0x6c61776bu;
+
+// A copy of memcpy_async (<cuda/pipeline>, <cuda_pipeline.h>), kept pending until what completes it:
+// the phase `tag` of the barrier `key`, or the batch `tag` of a pipeline.  Copied only then, so that
+// a kernel reading the destination before it waits reads shared memory's undefined bytes (NaN), not
+// the data, as it might on a GPU.
+struct AsyncCopy {
+  const void* key;
+  unsigned long long tag;
+  void* dst;
+  const void* src;
+  size_t n;                   // bytes copied from src
+  size_t fill;                // bytes after them set to zero (__pipeline_memcpy_async's zfill)
+};
+
 
 struct Fiber {
   void* sp = nullptr;
@@ -249,6 +279,8 @@ struct Fiber {
   unsigned coal_mask = 0;     // coalesced_threads(): the lanes of its warp that arrived with it
   const char* coal_file = nullptr;   // coalesced_threads(): where it waits (lanes that arrive at
   int coal_line = 0;                 // one place together form one group)
+  const AwBarrier* aw = nullptr;  // the cuda::barrier it waits at (state AwBar)
+  unsigned long long pipe_commits = 0;  // __pipeline_commit() calls: the C-style pipeline's batches
 };
 
 struct WarpState {
@@ -316,6 +348,7 @@ struct Worker {
   unsigned char* dyn = nullptr;   // dynamic shared memory of the running block (in dyn_base)
   unsigned char* dyn_base = nullptr;   // the worker's dynamic shared memory, RACE_SETS buffers
   size_t dyn_stride = 0;
+  std::vector<AsyncCopy> async_copies;   // memcpy_async copies of the running block not yet done
   std::vector<std::pair<void*, size_t>> shared_regions;  // this worker's __shared__ arrays
   struct SharedCopy { void* storage; unsigned set; void* block; };
   std::vector<SharedCopy> shared_heap;   // memory and race checks: storage (and set) -> its heap block
@@ -368,6 +401,17 @@ inline int& race_quiet_depth() {
   return depth;
 }
 #endif
+// The shuffled schedule switches at no memory access while one is alive, and the race check still
+// sees those accesses (unlike Bookkeeping): for the executor's steps made of the kernel's accesses,
+// such as the copies that complete a barrier's phase.
+struct NoSwitch {
+#if LABKIT_PREEMPT
+  Fiber* f = tl_in_fiber ? tl_fiber : nullptr;
+  NoSwitch() { if (f) ++f->quiet; }
+  ~NoSwitch() { if (f) --f->quiet; }
+  NoSwitch(const NoSwitch&) = delete;
+#endif
+};
 struct Bookkeeping {
 #if LABKIT_PREEMPT   // the shuffled schedule never switches threads inside the executor's own code
   Fiber* f = tl_in_fiber ? tl_fiber : nullptr;
@@ -410,6 +454,52 @@ LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
 LABKIT_RUNTIME_FN unsigned long long& last_switches();
 LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void (*body)(void*), void* ctx);
+// cuda::barrier (labkit_barrier.h): init, an arrival of n (returns the phase it arrived in; the last
+// arrival completes the phase: its pending copies are made and its waiters released), the drop of one
+// expected arrival, and a wait until phase `phase` has completed (or, parity_only, the phase of that
+// parity).
+LABKIT_RUNTIME_FN void aw_init(AwBarrier* b, long long expected, int line);
+LABKIT_RUNTIME_FN unsigned long long aw_arrive(AwBarrier* b, long long n, bool drop, int line);
+LABKIT_RUNTIME_FN void aw_wait(AwBarrier* b, unsigned long long phase, bool parity_only, int line);
+
+// Make the pending copies that `done` selects, in the order they were issued, and forget them.  The
+// list is the executor's (taken apart with no switch to another thread and unseen by the race check);
+// the copies are the kernel's accesses, which the checks see.
+template <class Done> inline void finish_copies(std::vector<AsyncCopy>& copies, Done done) {
+  AsyncCopy few[8];                 // a wait's copies: most often a few (no allocation then)
+  size_t nfew = 0;
+  std::vector<AsyncCopy> more;
+  {
+    Bookkeeping quiet;
+    size_t keep = 0;
+    for (size_t i = 0; i < copies.size(); ++i) {
+      if (!done(copies[i])) copies[keep++] = copies[i];
+      else if (nfew < 8) few[nfew++] = copies[i];
+      else more.push_back(copies[i]);
+    }
+    copies.resize(keep);
+  }
+  auto make = [](const AsyncCopy& c) {
+    std::memcpy(c.dst, c.src, c.n);
+    if (c.fill) std::memset(static_cast<char*>(c.dst) + c.n, 0, c.fill);
+  };
+  for (size_t i = 0; i < nfew; ++i) make(few[i]);
+  for (const AsyncCopy& c : more) make(c);
+  if (!more.empty()) {
+    Bookkeeping quiet;
+    std::vector<AsyncCopy>().swap(more);
+  }
+}
+// Queue a copy (an AsyncCopy) on `copies`: the executor's own list.
+inline void add_copy(std::vector<AsyncCopy>& copies, const AsyncCopy& c) {
+  Bookkeeping quiet;
+  copies.push_back(c);
+}
+// Queue a copy that the current phase of barrier `b` completes (its phase read with no switch between).
+inline void add_barrier_copy(AwBarrier* b, void* dst, const void* src, size_t n) {
+  Bookkeeping quiet;
+  tl_worker->async_copies.push_back({b, b->phase, dst, src, n, 0});
+}
 #if LABKIT_COUNT
 // Counting: every thread of the block has made all its accesses up to here (a completed barrier, the
 // block's end); group them into warp instructions (labkit_count.h).
@@ -738,6 +828,75 @@ LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line) {
   return f->coal_mask;
 }
 
+// --- cuda::barrier ------------------------------------------------------------------------------
+inline std::string aw_where(const Worker* W, int line) {
+  return "in kernel '" + std::string(W->L->kernel) + "', block " + block_name(W) + ", a cuda::barrier at line " +
+         std::to_string(line);
+}
+LABKIT_RUNTIME_FN void aw_init(AwBarrier* b, long long expected, int line) {
+  Bookkeeping quiet;
+  if (expected < 0 || expected > (1ll << 30))
+    fail_from_fiber("barrier check: " + aw_where(tl_worker, line) + " is initialised with " +
+                    std::to_string(expected) + " expected arrivals (0 to 2^30 are allowed)");
+  b->magic = AW_MAGIC;
+  b->expected = b->pending = unsigned(expected);
+  b->phase = 0;
+  b->race_sync[0] = b->race_sync[1] = 0;
+}
+LABKIT_RUNTIME_FN unsigned long long aw_arrive(AwBarrier* b, long long n, bool drop, int line) {
+  // One step of the shuffled schedule: no other thread runs between this arrival and, if it is the
+  // last, the phase's copies and the release of its waiters.
+  NoSwitch hold;
+  Worker* W = tl_worker;
+  {
+    Bookkeeping quiet;
+    if (b->magic != AW_MAGIC)
+      fail_from_fiber("barrier check: " + aw_where(W, line) + " is used before init(&bar, count) "
+                      "(a __shared__ barrier is undefined until one thread initialises it, and the others "
+                      "must wait for that, e.g. at a __syncthreads())");
+    if (n < 1 || (unsigned long long)n > b->pending)
+      fail_from_fiber("barrier check: " + aw_where(W, line) + " gets " + std::to_string(n) +
+                      " arrival(s) in a phase that waits for only " + std::to_string(b->pending) +
+                      " more (of " + std::to_string(b->expected) + "): more threads arrive than init() counted");
+    if (drop) --b->expected;
+  }
+  race_release(&b->race_sync[b->phase & 1u]);   // what this thread wrote is seen by those who wait
+  const unsigned long long phase = b->phase;
+  bool complete;
+  {
+    Bookkeeping quiet;
+    b->pending -= unsigned(n);
+    complete = b->pending == 0;
+  }
+  if (!complete) return phase;
+  // The last arrival: the phase's copies are made (the race check sees them released with the
+  // arrivals), then the next phase begins and everyone waiting on this one may go on.
+  finish_copies(W->async_copies, [&](const AsyncCopy& c) { return c.key == b && c.tag == phase; });
+  race_release(&b->race_sync[phase & 1u]);
+  Bookkeeping quiet;
+  b->pending = b->expected;
+  ++b->phase;
+  for (auto& f : W->fibers)
+    if (f.state == St::AwBar && f.aw == b) f.state = St::Ready;
+  race_acquire(&b->race_sync[phase & 1u]);
+  return phase;
+}
+LABKIT_RUNTIME_FN void aw_wait(AwBarrier* b, unsigned long long phase, bool parity_only, int line) {
+  Bookkeeping quiet;
+  Fiber* f = tl_fiber;
+  if (b->magic != AW_MAGIC)
+    fail_from_fiber("barrier check: " + aw_where(tl_worker, line) + " is waited on before init(&bar, count)");
+  auto waiting = [&] { return parity_only ? ((b->phase ^ phase) & 1u) == 0 : b->phase == phase; };
+  while (waiting()) {
+    f->state = St::AwBar;
+    f->aw = b;
+    f->line = line;
+    yield_to_scheduler();
+  }
+  f->aw = nullptr;
+  race_acquire(&b->race_sync[phase & 1u]);
+}
+
 // Called when a fiber's kernel body returns.
 inline void thread_exit() {
   Bookkeeping quiet;
@@ -941,6 +1100,7 @@ inline void begin_block(Worker& W, unsigned long long b) {
   W.tile_n = 0;
   W.aborted = false;
   W.bar_count[0] = W.bar_count[1] = W.bar_seen[0] = W.bar_seen[1] = 0;
+  W.async_copies.clear();
 }
 
 // The groups of coalesced_threads(): in each warp none of whose lanes can run, the lanes waiting at
@@ -1013,18 +1173,25 @@ inline bool run_fibers(Worker& W) {
         count_flush(&W);
         return true;
       }
-      unsigned at_block = 0, at_warp = 0, at_tile = 0, at_grid = 0;
+      unsigned at_block = 0, at_warp = 0, at_tile = 0, at_grid = 0, at_aw = 0;
+      const Fiber* aw = nullptr;   // one thread waiting at a cuda::barrier, to name it
       for (auto& f : W.fibers) {
         at_block += f.state == St::BlockBar;
         at_warp += f.state == St::WarpBar;
         at_tile += f.state == St::TileBar;
         at_grid += f.state == St::GridBar;
+        if (f.state == St::AwBar) { ++at_aw; if (!aw) aw = &f; }
       }
+      std::string aw_words;
+      if (aw)
+        aw_words = ", " + std::to_string(at_aw) + " at a cuda::barrier (line " + std::to_string(aw->line) +
+                   ") whose phase still waits for " + std::to_string(aw->aw->pending) + " of its " +
+                   std::to_string(aw->aw->expected) + " expected arrivals";
       L.fail("deadlock in kernel '" + std::string(L.kernel) + "', block " + block_name(&W) + ": " +
              std::to_string(at_block) + " threads wait at __syncthreads(), " + std::to_string(at_warp) +
              " at a warp barrier (shuffle, vote or __syncwarp)" +
              (at_tile ? ", " + std::to_string(at_tile) + " at a tile's sync()" : std::string()) +
-             (at_grid ? ", " + std::to_string(at_grid) + " at a grid sync" : std::string()) +
+             (at_grid ? ", " + std::to_string(at_grid) + " at a grid sync" : std::string()) + aw_words +
              " that the others never reach");
       W.aborted = true;
     }
