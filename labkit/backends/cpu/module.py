@@ -366,6 +366,7 @@ class CPUFunction:
             so, lib = self.module.counting_build()
             with _LAUNCH_LOCK:
                 counting.run(self, cfg, packed, so, lib)
+                _held(lib)
             return
         # Checks that run in a process of their own: the race check, the shuffled schedule (with its
         # switch points at memory accesses), the memory check.  The last to run gives the results;

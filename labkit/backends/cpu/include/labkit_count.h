@@ -139,9 +139,15 @@ struct Busy {
   ~Busy() { S.busy = false; }
 };
 
+// The workers' states stay from launch to launch (their logs' buffers with them: a launch's threads
+// would otherwise grow them again from nothing); begin() zeroes what a launch counts.
 inline void begin() {
-  for (unsigned i = 0; i < g_nstates; ++i) delete g_states[i];
-  g_nstates = 0;
+  for (unsigned i = 0; i < g_nstates; ++i) {
+    State& S = *g_states[i];
+    std::fill(S.m, S.m + NMETRICS, 0ull);
+    S.W = nullptr;
+    S.stacks = S.stacks_end = 0;
+  }
   regions().clear();
   g_regions = nullptr;
   g_nregions = 0;
@@ -149,8 +155,8 @@ inline void begin() {
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
   State* S = nullptr;
-  for (unsigned i = 0; i < g_nstates; ++i)
-    if (g_states[i]->W == W) S = g_states[i];
+  for (unsigned i = 0; i < g_nstates && S == nullptr; ++i)
+    if (g_states[i]->W == nullptr || g_states[i]->W == W) S = g_states[i];
   if (S == nullptr) {
     if (g_nstates == MAX_WORKERS) return;   // more workers than any machine has cores: not counted
     S = g_states[g_nstates++] = new State;
@@ -160,7 +166,9 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   S->stacks_end = S->stacks + W->stacks_bytes;
   S->stack_size = W->stack_size;
   S->per_stack = ~0ull / W->stack_size + 1;
-  S->log.assign(W->L->nthreads, {});
+  if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
+  for (auto& l : S->log) l.clear();
+  S->loads32 = false;
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
 }
 
@@ -486,7 +494,7 @@ LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp) {
   count::State* S = count::of(W);
   if (S == nullptr) return;
   count::Busy busy(*S);
-  const unsigned first = warp * 32, last = std::min<unsigned>(first + 32, unsigned(S->log.size()));
+  const unsigned first = warp * 32, last = std::min<unsigned>(first + 32, W->L->nthreads);
   if (first >= last) return;
   count::flush_warp(*S, first, last);
   for (unsigned t = first; t < last; ++t) S->log[t].clear();
