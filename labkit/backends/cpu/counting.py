@@ -269,23 +269,21 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     cfg.flags &= ~2          # the shuffled schedule is a check of its own; counting runs the plain one
     rc = launch(ctypes.byref(cfg), ptrs)
     err = lib.labkit_error().decode()
-    try:
-        if rc == 2:
-            raise KeyboardInterrupt(err)
-        if rc != 0:
-            raise (BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError)(err)
-        for s, addr in zip(symbols, addrs):
-            if not s.constant:
-                ctypes.memmove(s.ptr, addr, s.nbytes)
-        totals = (ctypes.c_uint64 * (len(TOTALS) + 3))()
-        lib.labkit_count_totals(totals)
-        fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
-        if fp[-1]:
-            fp_note += (f"; short for this launch: its threads ran {fp[-1]} divisions, square roots or maths "
-                        "calls (expf, tanhf, ...), which a GPU computes with FFMA and FMUL instructions not "
-                        "counted here")
-    finally:
-        pass
+    # The workers keep their stacks for the next launch (module._held bounds how many modules do).
+    if rc == 2:
+        raise KeyboardInterrupt(err)
+    if rc != 0:
+        raise (BarrierError if ("barrier" in err or "deadlock" in err) else LaunchError)(err)
+    for s, addr in zip(symbols, addrs):
+        if not s.constant:
+            ctypes.memmove(s.ptr, addr, s.nbytes)
+    totals = (ctypes.c_uint64 * (len(TOTALS) + 3))()
+    lib.labkit_count_totals(totals)
+    fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
+    if fp[-1]:
+        fp_note += (f"; short for this launch: its threads ran {fp[-1]} divisions, square roots or maths "
+                    "calls (expf, tanhf, ...), which a GPU computes with FFMA and FMUL instructions not "
+                    "counted here")
     record = {"kernel": fn.name, "grid": tuple(cfg.grid), "block": tuple(cfg.block),
               "shared_mem": int(cfg.shared_mem)}
     record.update(zip(TOTALS, (int(v) for v in totals[:len(TOTALS)])))

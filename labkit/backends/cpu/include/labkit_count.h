@@ -58,6 +58,57 @@ struct Access {
   uint8_t region;       // which of the launch's arrays (global); shared: SHARED_DYN or 1 + which array
   Kind kind;
 };
+static_assert(sizeof(Access) == 16, "an access is two 8-byte words");
+
+// One thread's accesses since the last flush.  The hook appends with two 8-byte stores and a pointer
+// bump (std::vector's emplace_back zeroes the element first, then stores field by field and reads
+// its end pointer back: half of the hook's time); it grows, rarely, out of line.
+class ThreadLog {
+ public:
+  ThreadLog() = default;
+  ThreadLog(const ThreadLog&) = delete;
+  ThreadLog& operator=(const ThreadLog&) = delete;
+  ThreadLog(ThreadLog&& o) noexcept : b_(o.b_), e_(o.e_), cap_(o.cap_) { o.b_ = o.e_ = o.cap_ = nullptr; }
+  ~ThreadLog() { std::free(b_); }
+  __attribute__((always_inline)) void push(uintptr_t addr, uint64_t rest) {
+    if (__builtin_expect(e_ == cap_, 0)) grow();
+    uint64_t* w = reinterpret_cast<uint64_t*>(e_);
+    w[0] = addr;
+    w[1] = rest;
+    ++e_;
+  }
+  size_t size() const { return size_t(e_ - b_); }
+  bool empty() const { return e_ == b_; }
+  void clear() { e_ = b_; }
+  void resize(size_t n) { e_ = b_ + n; }      // shrinks only (merge_vector_loads)
+  Access* data() { return b_; }
+  const Access* data() const { return b_; }
+  Access* begin() { return b_; }
+  Access* end() { return e_; }
+  const Access* begin() const { return b_; }
+  const Access* end() const { return e_; }
+  Access& operator[](size_t i) { return b_[i]; }
+  const Access& operator[](size_t i) const { return b_[i]; }
+
+ private:
+  __attribute__((noinline, cold)) void grow() {
+    const size_t n = size(), cap = std::max<size_t>(256, 2 * size_t(cap_ - b_));
+    Access* b = static_cast<Access*>(std::realloc(b_, cap * sizeof(Access)));
+    if (b == nullptr) std::abort();
+    b_ = b, e_ = b + n, cap_ = b + cap;
+  }
+  Access *b_ = nullptr, *e_ = nullptr, *cap_ = nullptr;
+};
+// The second word of an access as the hook stores it (little-endian: site, size, region, kind).
+__attribute__((always_inline)) inline uint64_t access_word(uint32_t site, size_t size, unsigned region, Kind kind) {
+  return uint64_t(site) | uint64_t(size < 65535 ? size : 65535) << 32 | uint64_t(region) << 48 | uint64_t(kind) << 56;
+}
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "access_word's layout");
+
+// An array of the launch as the hook tests it: [lo, lo + span).
+struct Span {
+  uintptr_t lo, span;
+};
 
 // An array of the launch (an argument, a __device__ variable): [lo, hi), its sectors counted from
 // `origin`; which of them the launch read and wrote.
@@ -72,6 +123,7 @@ struct State {
   Worker* W = nullptr;
   uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
   unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
+  uintptr_t dyn = 0, dyn_bytes = 0;   // the worker's dynamic shared memory (its address and the launch's size)
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
@@ -79,7 +131,7 @@ struct State {
   bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
-  std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
+  std::vector<ThreadLog> log;   // per thread of the running block, since the last flush
   std::vector<unsigned long long> scratch;
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
@@ -92,8 +144,9 @@ struct State {
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
-inline Region* g_regions = nullptr;   // regions()' elements, as the hooks read them (no static's guard)
+inline Region* g_regions = nullptr;   // regions()' elements, as the flush reads them (no static's guard)
 inline unsigned g_nregions = 0;
+inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests them: 16 bytes each
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
@@ -166,58 +219,94 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   S->stacks_end = S->stacks + W->stacks_bytes;
   S->stack_size = W->stack_size;
   S->per_stack = ~0ull / W->stack_size + 1;
+  S->dyn = reinterpret_cast<uintptr_t>(W->dyn);
+  S->dyn_bytes = W->L->cfg.shared_mem;
   if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
   for (auto& l : S->log) l.clear();
   S->loads32 = false;
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
 }
 
-inline void on_access(void* p, size_t size, bool write, void* site) {
+// Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
+// here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
+__attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
   State* S = here();
   if (S == nullptr || size == 0) return;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  if (a - S->stacks < S->stacks_end - S->stacks) return;   // a thread's own array (registers on a GPU)
-  Busy busy(*S);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), stacks = S->stacks;
+  if (a - stacks < S->stacks_end - stacks) return;   // a thread's own array (registers on a GPU)
   // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
   const unsigned thread = unsigned(
-      (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(&busy) - S->stacks) * S->per_stack) >> 64);
+      (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) - stacks) *
+       S->per_stack) >> 64);
   Worker* W = S->W;
-  Kind kind;
-  unsigned region = 0;
-  const uintptr_t dyn = reinterpret_cast<uintptr_t>(W->dyn);
-  bool shared = a >= dyn && a < dyn + W->L->cfg.shared_mem;
-  for (size_t i = 0; !shared && i < W->shared_regions.size(); ++i) {
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
-    shared = a >= lo && a < lo + W->shared_regions[i].second;
-    if (shared) region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
-  }
-  if (shared) {
-    kind = write ? SHARED_ST : SHARED_LD;
+  const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
+  if (a - S->dyn < S->dyn_bytes) {
     S->loads32 = S->loads32 || (!write && size == 4);
-  } else {
-    while (region < g_nregions && !(a - g_regions[region].lo < g_regions[region].hi - g_regions[region].lo)) ++region;
-    if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
-    kind = write ? GLOBAL_ST : GLOBAL_LD;
+    S->log[thread].push(a, access_word(at, size, SHARED_DYN, write ? SHARED_ST : SHARED_LD));
+    return;
   }
-  // Field by field into the log: an Access built on the stack and copied as one 16-byte value
-  // stalls on reading back its narrower stores (a third of this function's time).
-  Access& e = S->log[thread].emplace_back();
-  e.addr = a;
-  e.site = uint32_t(reinterpret_cast<uintptr_t>(site));
-  e.size = uint16_t(std::min<size_t>(size, 65535));
-  e.region = uint8_t(region);
-  e.kind = kind;
+  const size_t nshared = W->shared_regions.size();
+  for (size_t i = 0; i < nshared; ++i) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
+    if (a - lo < W->shared_regions[i].second) {
+      S->loads32 = S->loads32 || (!write && size == 4);
+      const unsigned region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
+      S->log[thread].push(a, access_word(at, size, region, write ? SHARED_ST : SHARED_LD));
+      return;
+    }
+  }
+  const unsigned n = g_nregions;
+  for (unsigned r = 0; r < n; ++r)
+    if (a - g_spans[r].lo < g_spans[r].span) {
+      S->log[thread].push(a, access_word(at, size, r, write ? GLOBAL_ST : GLOBAL_LD));
+      return;
+    }
+  // Elsewhere: a stack, __constant__ memory, the executor's own data.
 }
 
+// Other workers mark too: a byte already set is only read, so that the cache line it lies on is not
+// written back and forth between cores for sectors that every block reads (a filter's weights).
 inline void mark(std::vector<unsigned char>& bits, size_t i) {
-  if (i < bits.size()) __atomic_store_n(&bits[i], 1, __ATOMIC_RELAXED);   // other workers mark too
+  if (i < bits.size() && !__atomic_load_n(&bits[i], __ATOMIC_RELAXED)) __atomic_store_n(&bits[i], 1, __ATOMIC_RELAXED);
 }
 
-// Keep each value once, in order.  Lanes mostly go up through memory (no sort needed then).
-inline void distinct(std::vector<unsigned long long>& v) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
-}
+// The distinct values of one warp instruction's sectors or words, in a buffer on the stack while
+// they fit (a warp touches few), in `spill` beyond.  Lanes mostly repeat the last value or go up
+// through memory: a repeat is dropped as it comes, and a rising sequence needs no sort.
+class Distinct {
+ public:
+  explicit Distinct(std::vector<unsigned long long>& spill) : spill_(spill) {}
+  __attribute__((always_inline)) void add(unsigned long long v) {
+    if (n_ && v == last_) return;
+    sorted_ = sorted_ && (n_ == 0 || v > last_);
+    last_ = v;
+    if (__builtin_expect(n_ < N, 1)) {
+      buf_[n_++] = v;
+      return;
+    }
+    if (n_ == N) spill_.assign(buf_, buf_ + N);
+    spill_.push_back(v);
+    ++n_;
+  }
+  bool empty() const { return n_ == 0; }
+  // The distinct values, ascending: where they start, how many.
+  std::pair<const unsigned long long*, size_t> values() {
+    unsigned long long* p = n_ <= N ? buf_ : spill_.data();
+    if (!sorted_) {
+      std::sort(p, p + n_);
+      n_ = size_t(std::unique(p, p + n_) - p);
+      sorted_ = true;
+    }
+    return {p, n_};
+  }
+
+ private:
+  static constexpr size_t N = 128;
+  std::vector<unsigned long long>& spill_;
+  unsigned long long buf_[N], last_ = 0;
+  size_t n_ = 0;
+  bool sorted_ = true;
+};
 
 // One warp instruction: the accesses of the lanes that executed it (lane, access); `width` bytes from
 // each lane's address (its own access's size, or the vector load it is the first part of: merged).
@@ -234,20 +323,18 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
     }
     ++g_trace_instr;
   }
-  auto& ids = S.scratch;
-  ids.clear();
   if (kind == GLOBAL_LD || kind == GLOBAL_ST) {
+    Distinct ids(S.scratch);   // (region << 48) | sector
     for (size_t i = 0; i < n; ++i) {
       const Access& x = *acc[i].second;
-      const Region& r = g_regions[x.region];
-      for (size_t s = (x.addr - r.origin) >> 5; s <= (x.addr + x.size - 1 - r.origin) >> 5; ++s)
-        ids.push_back((static_cast<unsigned long long>(x.region) << 48) | s);
+      const uintptr_t origin = g_regions[x.region].origin;
+      const unsigned long long region = static_cast<unsigned long long>(x.region) << 48;
+      for (size_t s = (x.addr - origin) >> 5; s <= (x.addr + x.size - 1 - origin) >> 5; ++s) ids.add(region | s);
     }
-    distinct(ids);
-    const size_t sectors = ids.size();
-    for (unsigned long long id : ids) {
-      Region& r = g_regions[id >> 48];
-      mark(kind == GLOBAL_LD ? r.read : r.written, (id & ((1ull << 48) - 1)) - r.first_sector());
+    const auto [id, sectors] = ids.values();
+    for (size_t i = 0; i < sectors; ++i) {
+      Region& r = g_regions[id[i] >> 48];
+      mark(kind == GLOBAL_LD ? r.read : r.written, (id[i] & ((1ull << 48) - 1)) - r.first_sector());
     }
     S.m[kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
     S.m[kind == GLOBAL_LD ? SEC_LD : SEC_ST] += sectors;
@@ -259,25 +346,25 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
   const unsigned lanes_per_phase = width > 4 ? 16 : 32;
   unsigned long long wavefronts = 0, ideal = 0;
   for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
-    ids.clear();
+    Distinct ids(S.scratch);   // one word read by many lanes: a broadcast
     for (size_t i = 0; i < n; ++i) {
       if (acc[i].first / lanes_per_phase != phase) continue;
       const Access& x = *acc[i].second;
-      for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.push_back(w);
+      for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.add(w);
     }
     if (ids.empty()) continue;
-    distinct(ids);   // one word read by many lanes: a broadcast
+    const auto [word, words] = ids.values();
     unsigned per_bank[32] = {};
     unsigned most = 0;
-    for (unsigned long long w : ids) most = std::max(most, ++per_bank[w & 31]);
+    for (size_t i = 0; i < words; ++i) most = std::max(most, ++per_bank[word[i] & 31]);
     wavefronts += most;
-    ideal += (ids.size() + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
+    ideal += (words + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
   }
   S.m[kind == SHARED_LD ? WF_LD : WF_ST] += wavefronts;
   S.m[kind == SHARED_LD ? BC_LD : BC_ST] += wavefronts - ideal;
 }
 
-inline bool same_sites(const std::vector<Access>& a, const std::vector<Access>& b) {
+inline bool same_sites(const ThreadLog& a, const ThreadLog& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].site != b[i].site) return false;
@@ -330,7 +417,7 @@ constexpr unsigned MAX_PARTS = 4;
 
 // Where in log[i + 1 ..] the loads of the words after log[i]'s are (up to parts - 1 of them, none
 // already `taken` into another vector); how many were found.
-inline unsigned next_words(const std::vector<Access>& log, size_t i, unsigned parts, size_t* at,
+inline unsigned next_words(const ThreadLog& log, size_t i, unsigned parts, size_t* at,
                            const unsigned char* taken = nullptr) {
   const Access& x = log[i];
   unsigned got = 1;
@@ -355,7 +442,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
   size_t at[MAX_PARTS];
   // Pass 1: which sites start a vector, over every execution by every lane.
   for (unsigned t = first; t < last; ++t) {
-    const std::vector<Access>& log = S.log[t];
+    const ThreadLog& log = S.log[t];
     for (size_t i = 0; i < log.size(); ++i) {
       const Access& x = log[i];
       if (x.kind != SHARED_LD || x.size != 4) continue;
@@ -382,7 +469,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
     return;
   // Pass 2, lane by lane: each vector's first load takes its width; the others leave the log.
   for (unsigned t = first; t < last; ++t) {
-    std::vector<Access>& log = S.log[t];
+    ThreadLog& log = S.log[t];
     S.taken.assign(log.size(), 0);
     size_t out = 0;
     for (size_t i = 0; i < log.size(); ++i) {
@@ -419,11 +506,14 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   }
   if (lead < 0) return;
   if (same) {
-    for (size_t k = 0; k < S.log[unsigned(lead)].size(); ++k) {
-      group.clear();
-      for (unsigned t = first; t < last; ++t)
-        if (!S.log[t].empty()) group.emplace_back(t - first, &S.log[t][k]);
-      instruction(S, group.data(), group.size(), S.log[unsigned(lead)][k].size);
+    unsigned lanes = 0;
+    const Access* log[32];
+    std::pair<unsigned, const Access*> acc[32];
+    for (unsigned t = first; t < last; ++t)
+      if (!S.log[t].empty()) acc[lanes].first = t - first, log[lanes++] = S.log[t].data();
+    for (size_t k = 0, n = S.log[unsigned(lead)].size(); k < n; ++k) {
+      for (unsigned i = 0; i < lanes; ++i) acc[i].second = log[i] + k;
+      instruction(S, acc, lanes, log[0][k].size);
     }
     return;
   }
@@ -536,6 +626,7 @@ LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
   r.read.assign(sectors, 0);
   r.written.assign(sectors, 0);
+  ::labkit::count::g_spans[::labkit::count::regions().size()] = {lo, hi - lo};
   ::labkit::count::regions().push_back(std::move(r));
   ::labkit::count::g_regions = ::labkit::count::regions().data();
   ::labkit::count::g_nregions = unsigned(::labkit::count::regions().size());
