@@ -35,6 +35,7 @@
 #include <dlfcn.h>
 
 #include <array>
+#include <cstring>
 
 // Hidden: the hooks reach these directly, not through the library's global offset table.
 #pragma GCC visibility push(hidden)
@@ -308,28 +309,59 @@ class Distinct {
   bool sorted_ = true;
 };
 
-// One warp instruction: the accesses of the lanes that executed it (lane, access); `width` bytes from
-// each lane's address (its own access's size, or the vector load it is the first part of: merged).
+// The distinct words of one phase of a shared access, by bank: each bank's words in a list through
+// fixed arrays, so that a word already there (a broadcast) is found among its bank's few, with no
+// sort.  False where a phase has more distinct words than it holds (wide struct copies).
+class Banks {
+ public:
+  Banks() { std::memset(head_, 0xff, sizeof head_); }
+  __attribute__((always_inline)) bool add(unsigned long long w) {
+    const unsigned b = unsigned(w & 31);
+    for (unsigned i = head_[b]; i != NONE; i = next_[i])
+      if (word_[i] == w) return true;
+    if (n_ == CAP) return false;
+    word_[n_] = w, next_[n_] = head_[b], head_[b] = uint8_t(n_++);
+    most_ = std::max(most_, unsigned(++count_[b]));
+    return true;
+  }
+  unsigned words() const { return n_; }
+  unsigned most() const { return most_; }   // the busiest bank's distinct words
+
+ private:
+  static constexpr unsigned CAP = 160, NONE = 0xff;   // 32 lanes' 32-bit words, or 16 lanes' 16 bytes, unaligned
+  unsigned long long word_[CAP];
+  uint8_t next_[CAP], head_[32], count_[32] = {};
+  unsigned n_ = 0, most_ = 0;
+};
+
+// One warp instruction: the accesses of its n lanes, lane i being lane_of(i) and its access at(i);
+// `width` bytes from each lane's address (its own access's size, or the vector load it is the first
+// part of: merged).
 inline uintptr_t shared_offset(const State& S, const Access& x);
-inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc, size_t n, unsigned width) {
-  const Kind kind = acc[0].second->kind;
-  if (S.tracing) {
+template <class LaneOf, class At>
+inline void instruction(State& S, size_t n, LaneOf lane_of, At at, unsigned width) {
+  const Kind kind = at(0).kind;
+  if (__builtin_expect(S.tracing, 0)) {
     for (size_t i = 0; i < n && traced().size() < MAX_TRACED; ++i) {
-      const Access& x = *acc[i].second;
+      const Access& x = at(i);
       const bool global = kind == GLOBAL_LD || kind == GLOBAL_ST;
       const uint64_t off = global ? x.addr - g_regions[x.region].origin : shared_offset(S, x);
       traced().push_back({off, g_trace_instr, uint16_t(global ? x.size : width),
-                          uint8_t(acc[i].first), uint8_t(kind), x.region});
+                          uint8_t(lane_of(i)), uint8_t(kind), x.region});
     }
     ++g_trace_instr;
   }
   if (kind == GLOBAL_LD || kind == GLOBAL_ST) {
     Distinct ids(S.scratch);   // (region << 48) | sector
+    unsigned region = ~0u;
+    uintptr_t origin = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Access& x = *acc[i].second;
-      const uintptr_t origin = g_regions[x.region].origin;
-      const unsigned long long region = static_cast<unsigned long long>(x.region) << 48;
-      for (size_t s = (x.addr - origin) >> 5; s <= (x.addr + x.size - 1 - origin) >> 5; ++s) ids.add(region | s);
+      const Access& x = at(i);
+      if (x.region != region) region = x.region, origin = g_regions[region].origin;
+      const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
+      const size_t s0 = (x.addr - origin) >> 5, s1 = (x.addr + x.size - 1 - origin) >> 5;
+      ids.add(tag | s0);
+      for (size_t s = s0 + 1; s <= s1; ++s) ids.add(tag | s);
     }
     const auto [id, sectors] = ids.values();
     for (size_t i = 0; i < sectors; ++i) {
@@ -346,19 +378,31 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
   const unsigned lanes_per_phase = width > 4 ? 16 : 32;
   unsigned long long wavefronts = 0, ideal = 0;
   for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
-    Distinct ids(S.scratch);   // one word read by many lanes: a broadcast
+    Banks banks;   // one word read by many lanes: a broadcast
+    bool held = true;
+    for (size_t i = 0; i < n && held; ++i) {
+      if (lane_of(i) / lanes_per_phase != phase) continue;
+      const Access& x = at(i);
+      for (uintptr_t w = x.addr >> 2; held && w <= (x.addr + width - 1) >> 2; ++w) held = banks.add(w);
+    }
+    if (held) {
+      if (banks.words() == 0) continue;
+      wavefronts += banks.most();
+      ideal += (banks.words() + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
+      continue;
+    }
+    Distinct ids(S.scratch);   // more words than Banks holds: sorted, then counted bank by bank
     for (size_t i = 0; i < n; ++i) {
-      if (acc[i].first / lanes_per_phase != phase) continue;
-      const Access& x = *acc[i].second;
+      if (lane_of(i) / lanes_per_phase != phase) continue;
+      const Access& x = at(i);
       for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.add(w);
     }
-    if (ids.empty()) continue;
     const auto [word, words] = ids.values();
     unsigned per_bank[32] = {};
     unsigned most = 0;
-    for (size_t i = 0; i < words; ++i) most = std::max(most, ++per_bank[word[i] & 31]);
+    for (size_t k = 0; k < words; ++k) most = std::max(most, ++per_bank[word[k] & 31]);
     wavefronts += most;
-    ideal += (words + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
+    ideal += (words + 31) / 32;
   }
   S.m[kind == SHARED_LD ? WF_LD : WF_ST] += wavefronts;
   S.m[kind == SHARED_LD ? BC_LD : BC_ST] += wavefronts - ideal;
@@ -506,15 +550,13 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   }
   if (lead < 0) return;
   if (same) {
-    unsigned lanes = 0;
+    unsigned lanes = 0, lane[32];
     const Access* log[32];
-    std::pair<unsigned, const Access*> acc[32];
     for (unsigned t = first; t < last; ++t)
-      if (!S.log[t].empty()) acc[lanes].first = t - first, log[lanes++] = S.log[t].data();
-    for (size_t k = 0, n = S.log[unsigned(lead)].size(); k < n; ++k) {
-      for (unsigned i = 0; i < lanes; ++i) acc[i].second = log[i] + k;
-      instruction(S, acc, lanes, log[0][k].size);
-    }
+      if (!S.log[t].empty()) lane[lanes] = t - first, log[lanes++] = S.log[t].data();
+    for (size_t k = 0, n = S.log[unsigned(lead)].size(); k < n; ++k)
+      instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
+                  log[0][k].size);
     return;
   }
   if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
@@ -555,7 +597,11 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     }
   // start[b] is now where bucket b + 1 begins.
   for (unsigned b = 0, from = 0; b < buckets; from = S.start[b], ++b)
-    if (S.start[b] > from) instruction(S, group.data() + from, S.start[b] - from, group[from].second->size);
+    if (S.start[b] > from) {
+      const std::pair<unsigned, const Access*>* acc = group.data() + from;
+      instruction(S, S.start[b] - from, [acc](size_t i) { return acc[i].first; },
+                  [acc](size_t i) -> const Access& { return *acc[i].second; }, acc[0].second->size);
+    }
 }
 
 // A basic block starts (its address after the hook's call): one more run of it.
