@@ -137,6 +137,11 @@ struct State {
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
   std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
+  // The same, indexed by the site's distance from the warp's lowest site (open_sites), where its
+  // sites span at most DIRECT_SPAN bytes of code (one kernel's): a load, no search.
+  std::vector<uint32_t> direct_stamp, direct_ordinal;
+  uint32_t site_lo = 0;
+  bool direct = false;
   std::vector<unsigned> ordinal_of, runs, most, first_bucket, site_runs, start;
   // Merging vector loads (merge_vector_loads), kept from warp to warp likewise.
   std::vector<unsigned char> taken, vector_ok;
@@ -311,27 +316,33 @@ class Distinct {
 
 // The distinct words of one phase of a shared access, by bank: each bank's words in a list through
 // fixed arrays, so that a word already there (a broadcast) is found among its bank's few, with no
-// sort.  False where a phase has more distinct words than it holds (wide struct copies).
+// sort.  A key is a word, or, where every lane's access is aligned to its width (8 or 16 bytes), the
+// aligned 2 or 4 words it covers: these lie in as many neighbouring banks, which then hold the same
+// count, kept once for the group (1/4 of the work for a float4).  False where a phase has more
+// distinct keys than it holds (wide struct copies).
 class Banks {
  public:
   Banks() { std::memset(head_, 0xff, sizeof head_); }
-  __attribute__((always_inline)) bool add(unsigned long long w) {
-    const unsigned b = unsigned(w & 31);
-    for (unsigned i = head_[b]; i != NONE; i = next_[i])
-      if (word_[i] == w) return true;
+  __attribute__((always_inline)) bool add(unsigned long long key, unsigned bank) {
+    for (unsigned i = head_[bank]; i != NONE; i = next_[i])
+      if (key_[i] == key) return true;
     if (n_ == CAP) return false;
-    word_[n_] = w, next_[n_] = head_[b], head_[b] = uint8_t(n_++);
-    most_ = std::max(most_, unsigned(++count_[b]));
+    key_[n_] = key, next_[n_] = head_[bank], head_[bank] = uint8_t(n_++);
+    ++count_[bank];
     return true;
   }
-  unsigned words() const { return n_; }
-  unsigned most() const { return most_; }   // the busiest bank's distinct words
+  unsigned keys() const { return n_; }
+  unsigned most() const {   // the busiest bank's distinct keys
+    unsigned m = 0;
+    for (unsigned b = 0; b < 32; ++b) m = std::max(m, unsigned(count_[b]));
+    return m;
+  }
 
  private:
   static constexpr unsigned CAP = 160, NONE = 0xff;   // 32 lanes' 32-bit words, or 16 lanes' 16 bytes, unaligned
-  unsigned long long word_[CAP];
+  unsigned long long key_[CAP];
   uint8_t next_[CAP], head_[32], count_[32] = {};
-  unsigned n_ = 0, most_ = 0;
+  unsigned n_ = 0;
 };
 
 // One warp instruction: the accesses of its n lanes, lane i being lane_of(i) and its access at(i);
@@ -375,25 +386,37 @@ inline void instruction(State& S, size_t n, LaneOf lane_of, At at, unsigned widt
   // Shared memory: 32-bit accesses in one phase of 32 lanes, 64- and 128-bit ones in two of 16
   // (Nsight Compute's counts on an H100: a 128-bit load that two half-warps each read as one
   // broadcast costs 2 wavefronts, which phases of 8 lanes would make 4).
-  const unsigned lanes_per_phase = width > 4 ? 16 : 32;
+  const unsigned phase_shift = width > 4 ? 4 : 5, phases = 32u >> phase_shift;   // lanes per phase: 16 or 32
   unsigned long long wavefronts = 0, ideal = 0;
-  for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
-    Banks banks;   // one word read by many lanes: a broadcast
-    bool held = true;
-    for (size_t i = 0; i < n && held; ++i) {
-      if (lane_of(i) / lanes_per_phase != phase) continue;
-      const Access& x = at(i);
-      for (uintptr_t w = x.addr >> 2; held && w <= (x.addr + width - 1) >> 2; ++w) held = banks.add(w);
+  // Keys: aligned units of `width` bytes where each lane's access is one (4, 8, 16), else words.
+  unsigned unit_shift = width == 16 ? 4 : width == 8 ? 3 : width == 4 ? 2 : 0;
+  for (size_t i = 0; unit_shift && i < n; ++i)
+    if (at(i).addr & (width - 1)) unit_shift = 0;
+  const unsigned per_unit = unit_shift ? width / 4 : 1, groups = 32 / per_unit;   // words per key; bank groups
+  Banks banks[2];   // one word read by many lanes: a broadcast
+  bool held = true;
+  uintptr_t last[2] = {0, 0};   // each phase's last address: a lane with the same adds no word
+  for (size_t i = 0; i < n && held; ++i) {
+    const unsigned phase = lane_of(i) >> phase_shift;
+    const Access& x = at(i);
+    if (x.addr == last[phase]) continue;
+    last[phase] = x.addr;
+    if (unit_shift) {
+      const uintptr_t u = x.addr >> unit_shift;
+      held = banks[phase].add(u, unsigned(u & (groups - 1)));
+      continue;
     }
+    for (uintptr_t w = x.addr >> 2; held && w <= (x.addr + width - 1) >> 2; ++w) held = banks[phase].add(w, unsigned(w & 31));
+  }
+  for (unsigned phase = 0; phase < phases; ++phase) {
     if (held) {
-      if (banks.words() == 0) continue;
-      wavefronts += banks.most();
-      ideal += (banks.words() + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
+      wavefronts += banks[phase].most();
+      ideal += (banks[phase].keys() * per_unit + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
       continue;
     }
     Distinct ids(S.scratch);   // more words than Banks holds: sorted, then counted bank by bank
     for (size_t i = 0; i < n; ++i) {
-      if (lane_of(i) / lanes_per_phase != phase) continue;
+      if (lane_of(i) >> phase_shift != phase) continue;
       const Access& x = at(i);
       for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.add(w);
     }
@@ -415,8 +438,33 @@ inline bool same_sites(const ThreadLog& a, const ThreadLog& b) {
   return true;
 }
 
+constexpr uint32_t DIRECT_SPAN = 1u << 20;
+
+// Start numbering the sites of the accesses of threads [first, last) (site_ordinal): every earlier
+// entry of either table is forgotten (a new stamp); the direct table is used where the sites span at
+// most DIRECT_SPAN bytes.
+inline void open_sites(State& S, unsigned first, unsigned last) {
+  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
+    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
+    std::fill(S.direct_stamp.begin(), S.direct_stamp.end(), 0u);
+    S.warp_stamp = 1;
+  }
+  uint32_t lo = ~0u, hi = 0;
+  for (unsigned t = first; t < last; ++t)
+    for (const Access& x : S.log[t]) lo = std::min(lo, x.site), hi = std::max(hi, x.site);
+  S.direct = lo <= hi && hi - lo < DIRECT_SPAN;
+  if (!S.direct) return;
+  S.site_lo = lo;
+  if (S.direct_stamp.size() <= hi - lo) S.direct_stamp.resize(size_t(hi - lo) + 1, 0), S.direct_ordinal.resize(size_t(hi - lo) + 1);
+}
+
 // The ordinal of `site` among the sites of the warp being matched (a new one: the next free).
 inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
+  if (S.direct) {
+    const size_t j = site - S.site_lo;
+    if (S.direct_stamp[j] != S.warp_stamp) S.direct_stamp[j] = S.warp_stamp, S.direct_ordinal[j] = sites++;
+    return S.direct_ordinal[j];
+  }
   if (2 * (sites + 1) > S.site_of.size()) {       // keep the table at most half full
     std::vector<uint32_t> old_site(std::move(S.site_of)), old_stamp(std::move(S.stamp));
     std::vector<unsigned> old_ordinal(std::move(S.ordinal_of));
@@ -476,10 +524,7 @@ inline unsigned next_words(const ThreadLog& log, size_t i, unsigned parts, size_
 }
 
 inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
-  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
-    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
-    S.warp_stamp = 1;
-  }
+  open_sites(S, first, last);
   unsigned sites = 0;
   auto& ok = S.vector_ok;              // per site ordinal: bit 0, a 2-word vector fits; bit 1, a 4-word one
   auto& partner = S.vector_partner;    // per site ordinal: the sites of its words 2..4 (0: none seen yet)
@@ -559,10 +604,7 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
                   log[0][k].size);
     return;
   }
-  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
-    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
-    S.warp_stamp = 1;
-  }
+  open_sites(S, first, last);
   unsigned sites = 0;
   S.site_runs.clear();
   S.most.clear();
