@@ -70,6 +70,18 @@ def test_lanes_that_loop_unequally_are_matched_by_iteration():
     np.testing.assert_array_equal(y, np.where(np.arange(64) % 2, 2.0, 1.0))
 
 
+def test_lanes_reaching_a_load_at_different_points_are_matched_by_its_executions():
+    x = np.arange(128, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    r = count("diverge_then_loop", (1,), (64,), (x, y))     # 2 warps
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 5, 2 * 14)
+    assert (r[ST_REQ], r[ST_SEC]) == (2, 8)
+    assert r[DRAM_RD] == 32 * 12
+    lane = np.arange(64) % 32
+    want = np.where(lane % 2, 64 + lane, 0) + sum(np.where(j < 1 + lane // 8, 32 * j + lane, 0) for j in range(4))
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
 @pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (32, 32), (0, 1)],
                          ids=["stride-1", "stride-2", "stride-32", "broadcast"])
 def test_shared_bank_conflicts_of_32_bit_accesses(stride, wavefronts):
