@@ -87,6 +87,17 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 #define LABKIT_MO __ATOMIC_RELAXED
 #endif
 
+// The executor's own code in a kernel's translation unit that each thread runs (unpacking the
+// launch's arguments): without the access and basic-block hooks of the builds that have them.  Its
+// reads are not the kernel's, and in the counting build each cost a hook's full search for an array.
+#if defined(__clang__)
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize("thread", "coverage")))
+#elif __GNUC__ >= 12
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize("thread"), no_sanitize_coverage))
+#else
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
+#endif
+
 // ---------------------------------------------------------------------------
 // Qualifiers and attributes
 // ---------------------------------------------------------------------------
@@ -1108,14 +1119,14 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
 
 // --- argument unpacking: args[i] points at the value of parameter i (as for cuLaunchKernel)
 template <class... A, size_t... I>
-inline void call_kernel(void (*k)(A...), void** args, std::index_sequence<I...>) {
+LABKIT_UNINSTRUMENTED inline void call_kernel(void (*k)(A...), void** args, std::index_sequence<I...>) {
   k(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(args[I])...);
 }
 
 template <class... A>
 inline int launch(void (*k)(A...), const char* name, const LaunchConfig* cfg, void** args) {
   struct Ctx { void (*k)(A...); void** args; } ctx{k, args};
-  auto body = [](void* p) {
+  auto body = [](void* p) LABKIT_UNINSTRUMENTED {
     auto* c = static_cast<Ctx*>(p);
     call_kernel(c->k, c->args, std::index_sequence_for<A...>{});
   };
