@@ -119,6 +119,14 @@ struct Region {
   size_t first_sector() const { return (lo - origin) >> 5; }
 };
 
+// One warp instruction's global sectors as global_by_lanes counts them.
+struct ByLanes {
+  unsigned long long last;    // the highest sector counted so far ((region << 48) | sector)
+  unsigned long long sectors;
+  Kind kind;
+  bool unsorted;              // counted by instruction() instead
+};
+
 // One per worker (the blocks it runs), merged when Python asks.
 struct State {
   Worker* W = nullptr;
@@ -147,6 +155,7 @@ struct State {
   std::vector<unsigned char> taken, vector_ok;
   std::vector<std::array<uint32_t, 3>> vector_partner;
   unsigned warp_stamp = 0;
+  std::vector<ByLanes> by_lanes;   // global_by_lanes' instructions, kept from warp to warp likewise
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
@@ -581,6 +590,54 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
+// The global accesses of a warp whose lanes made the same sequence of sites, lane by lane: each
+// log read once, in order, where instruction by instruction would read the 32 logs side by side.
+// Instruction k's lanes come in lane order; where each one's sectors start at or after the last
+// sector counted so far (lanes going up through memory, or repeating), the sectors it adds are
+// counted as they come, as instruction() would count them.  Elsewhere the instruction is marked
+// `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter).
+// Shared accesses are left to instruction() (marked unsorted).
+inline void global_by_lanes(State& S, const Access* const* log, unsigned lanes, size_t n) {
+  auto& by = S.by_lanes;
+  if (by.size() < n) by.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Kind kind = log[0][k].kind;   // instruction()'s: its first lane's
+    by[k] = {0, 0, kind, kind == SHARED_LD || kind == SHARED_ST};
+  }
+  for (unsigned i = 0; i < lanes; ++i) {
+    const Access* x = log[i];
+    unsigned region = ~0u;
+    Region* r = nullptr;
+    uintptr_t origin = 0;
+    for (size_t k = 0; k < n; ++k) {
+      ByLanes& b = by[k];
+      if (b.unsorted) continue;
+      const Access& a = x[k];
+      if (a.region != region) region = a.region, r = &g_regions[region], origin = r->origin;
+      const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
+      unsigned long long id = tag | ((a.addr - origin) >> 5);
+      const unsigned long long id1 = tag | ((a.addr + a.size - 1 - origin) >> 5);
+      if (b.sectors != 0) {
+        if (id < b.last) {
+          b.unsorted = true;
+          continue;
+        }
+        if (id == b.last) ++id;     // its first sector is counted already
+      }
+      if (id > id1) continue;
+      std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r->read : r->written;
+      for (unsigned long long s = id; s <= id1; ++s) mark(bits, (s & ((1ull << 48) - 1)) - r->first_sector());
+      b.sectors += id1 - id + 1;
+      b.last = id1;
+    }
+  }
+  for (size_t k = 0; k < n; ++k)
+    if (!by[k].unsorted) {
+      S.m[by[k].kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
+      S.m[by[k].kind == GLOBAL_LD ? SEC_LD : SEC_ST] += by[k].sectors;
+    }
+}
+
 inline void flush_warp(State& S, unsigned first, unsigned last) {
   S.tracing = g_trace_on && first / 32 == g_trace_warp && S.W->block_idx.x == g_trace_block[0] &&
               S.W->block_idx.y == g_trace_block[1] && S.W->block_idx.z == g_trace_block[2];
@@ -599,9 +656,12 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     const Access* log[32];
     for (unsigned t = first; t < last; ++t)
       if (!S.log[t].empty()) lane[lanes] = t - first, log[lanes++] = S.log[t].data();
-    for (size_t k = 0, n = S.log[unsigned(lead)].size(); k < n; ++k)
-      instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
-                  log[0][k].size);
+    const size_t n = S.log[unsigned(lead)].size();
+    if (!S.tracing) global_by_lanes(S, log, lanes, n);
+    for (size_t k = 0; k < n; ++k)
+      if (S.tracing || S.by_lanes[k].unsorted)
+        instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
+                    log[0][k].size);
     return;
   }
   open_sites(S, first, last);
