@@ -33,6 +33,7 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <array>
 #include <cstring>
@@ -145,11 +146,10 @@ struct State {
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
   std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
-  // The same, indexed by the site's distance from the warp's lowest site (open_sites), where its
-  // sites span at most DIRECT_SPAN bytes of code (one kernel's): a load, no search.
+  // The same, indexed by the site's distance from the start of this library's code (g_code_lo): a
+  // load, no search.
   std::vector<uint32_t> direct_stamp, direct_ordinal;
-  uint32_t site_lo = 0;
-  bool direct = false;
+  std::vector<unsigned long long> run_of;   // flush_warp: whose executions runs[o] counts (stamp, thread)
   std::vector<unsigned> ordinal_of, runs, most, first_bucket, site_runs, start;
   // Merging vector loads (merge_vector_loads), kept from warp to warp likewise.
   std::vector<unsigned char> taken, vector_ok;
@@ -447,33 +447,32 @@ inline bool same_sites(const ThreadLog& a, const ThreadLog& b) {
   return true;
 }
 
-constexpr uint32_t DIRECT_SPAN = 1u << 20;
+// This library's code, where every site lies (the hooks' callers are its instrumented functions):
+// the low halves of its bounds (sites are), and its size.  Set by labkit_count_begin; a span of 0
+// (not found) leaves every site to the hash table.
+inline uint32_t g_code_lo = 0, g_code_span = 0;
 
-// Start numbering the sites of the accesses of threads [first, last) (site_ordinal): every earlier
-// entry of either table is forgotten (a new stamp); the direct table is used where the sites span at
-// most DIRECT_SPAN bytes.
-inline void open_sites(State& S, unsigned first, unsigned last) {
+// Start numbering the sites of a warp (site_ordinal): every earlier entry of either table is
+// forgotten (a new stamp).
+inline void open_sites(State& S) {
   if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
     std::fill(S.stamp.begin(), S.stamp.end(), 0u);
     std::fill(S.direct_stamp.begin(), S.direct_stamp.end(), 0u);
     S.warp_stamp = 1;
   }
-  uint32_t lo = ~0u, hi = 0;
-  for (unsigned t = first; t < last; ++t)
-    for (const Access& x : S.log[t]) lo = std::min(lo, x.site), hi = std::max(hi, x.site);
-  S.direct = lo <= hi && hi - lo < DIRECT_SPAN;
-  if (!S.direct) return;
-  S.site_lo = lo;
-  if (S.direct_stamp.size() <= hi - lo) S.direct_stamp.resize(size_t(hi - lo) + 1, 0), S.direct_ordinal.resize(size_t(hi - lo) + 1);
+  if (S.direct_stamp.size() < g_code_span) S.direct_stamp.resize(g_code_span, 0), S.direct_ordinal.resize(g_code_span);
 }
 
+inline unsigned hashed_ordinal(State& S, uint32_t site, unsigned& sites);
 // The ordinal of `site` among the sites of the warp being matched (a new one: the next free).
-inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
-  if (S.direct) {
-    const size_t j = site - S.site_lo;
-    if (S.direct_stamp[j] != S.warp_stamp) S.direct_stamp[j] = S.warp_stamp, S.direct_ordinal[j] = sites++;
-    return S.direct_ordinal[j];
-  }
+__attribute__((always_inline)) inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
+  const uint32_t j = site - g_code_lo;
+  if (__builtin_expect(j >= g_code_span, 0)) return hashed_ordinal(S, site, sites);
+  if (S.direct_stamp[j] != S.warp_stamp) S.direct_stamp[j] = S.warp_stamp, S.direct_ordinal[j] = sites++;
+  return S.direct_ordinal[j];
+}
+
+__attribute__((noinline)) inline unsigned hashed_ordinal(State& S, uint32_t site, unsigned& sites) {
   if (2 * (sites + 1) > S.site_of.size()) {       // keep the table at most half full
     std::vector<uint32_t> old_site(std::move(S.site_of)), old_stamp(std::move(S.stamp));
     std::vector<unsigned> old_ordinal(std::move(S.ordinal_of));
@@ -533,7 +532,7 @@ inline unsigned next_words(const ThreadLog& log, size_t i, unsigned parts, size_
 }
 
 inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
-  open_sites(S, first, last);
+  open_sites(S);
   unsigned sites = 0;
   auto& ok = S.vector_ok;              // per site ordinal: bit 0, a 2-word vector fits; bit 1, a 4-word one
   auto& partner = S.vector_partner;    // per site ordinal: the sites of its words 2..4 (0: none seen yet)
@@ -664,19 +663,25 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
                     log[0][k].size);
     return;
   }
-  open_sites(S, first, last);
+  open_sites(S);
   unsigned sites = 0;
-  S.site_runs.clear();
-  S.most.clear();
+  size_t total = 0;
+  for (unsigned t = first; t < last; ++t) total += S.log[t].size();
+  S.site_runs.resize(2 * total);
   // Pass 1: each access's site ordinal and which execution of that site by its lane it is (pairs,
   // in `site_runs`); the most executions of each site by one lane.
+  unsigned* pair = S.site_runs.data();
   for (unsigned t = first; t < last; ++t) {
-    S.runs.assign(sites, 0);
+    const unsigned long long who = static_cast<unsigned long long>(S.warp_stamp) << 32 | t;
     for (const Access& x : S.log[t]) {
-      const unsigned o = site_ordinal(S, x.site, sites);
-      if (o >= S.runs.size()) S.runs.resize(o + 1, 0), S.most.resize(o + 1, 0);
-      S.site_runs.push_back(o);
-      S.site_runs.push_back(S.runs[o]++);
+      const unsigned seen = sites, o = site_ordinal(S, x.site, sites);
+      if (sites != seen) {   // a new site: its entries start afresh
+        if (S.most.size() < sites) S.most.resize(sites), S.runs.resize(sites), S.run_of.resize(sites);
+        S.most[o] = 0, S.run_of[o] = ~0ull;
+      }
+      if (S.run_of[o] != who) S.run_of[o] = who, S.runs[o] = 0;
+      *pair++ = o;
+      *pair++ = S.runs[o]++;
       S.most[o] = std::max(S.most[o], S.runs[o]);
     }
   }
@@ -762,8 +767,31 @@ extern "C" __attribute__((visibility("hidden"))) void __sanitizer_cov_trace_pc()
 
 // What the Python side calls (counting.py).
 #define LABKIT_API extern "C" __attribute__((visibility("default")))
+LABKIT_API uintptr_t labkit_count_base();
 LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
   ::labkit::count::begin();
+  // This library's executable segment, once: where its code, and so every site, lies.
+  static const std::pair<uintptr_t, uintptr_t> code = [] {
+    std::pair<uintptr_t, uintptr_t> found{0, 0};
+    dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
+      const uintptr_t me = reinterpret_cast<uintptr_t>(&labkit_count_base);
+      for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && me - lo < ph.p_memsz) {
+          *static_cast<std::pair<uintptr_t, uintptr_t>*>(out) = {lo, lo + ph.p_memsz};
+          return 1;
+        }
+      }
+      return 0;
+    }, &found);
+    return found;
+  }();
+  // Sites keep an address's low 32 bits: the table serves where the segment does not cross 4 GiB.
+  const bool fits = code.second > code.first && (code.first >> 32) == ((code.second - 1) >> 32) &&
+                    code.second - code.first <= (1u << 26);
+  ::labkit::count::g_code_lo = uint32_t(code.first);
+  ::labkit::count::g_code_span = fits ? uint32_t(code.second - code.first) : 0;
   ::labkit::count::g_text_lo = text_lo;
   ::labkit::count::g_text_hi = text_hi;
 }
