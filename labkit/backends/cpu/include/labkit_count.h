@@ -135,6 +135,8 @@ struct State {
   unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
   uintptr_t dyn = 0, dyn_bytes = 0;   // the worker's dynamic shared memory (its address and the launch's size)
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
+  unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
+  size_t nhits = 0;
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
@@ -166,6 +168,12 @@ inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests t
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
 inline State* g_states[MAX_WORKERS];
+// Each state's fiber stacks, [lo, lo + span), side by side: a hook finds its worker reading these
+// alone, not each state's fields in turn.
+struct Stacks {
+  uintptr_t lo, span;
+};
+inline Stacks g_stacks[MAX_WORKERS];
 inline unsigned g_nstates = 0;
 // The addresses of the kernel's basic blocks, [g_text_lo, g_text_hi): one counter per 4 bytes (a
 // call is longer: no two blocks share one), so that the hook at every block costs an increment, not
@@ -192,10 +200,11 @@ inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 // on no fiber's stack is the scheduler's.
 __attribute__((always_inline)) inline State* here() {
   const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  for (unsigned i = 0; i < g_nstates; ++i) {
-    State* S = g_states[i];
-    if (sp - S->stacks < S->stacks_end - S->stacks) return S->busy ? nullptr : S;
-  }
+  for (unsigned i = 0; i < g_nstates; ++i)
+    if (sp - g_stacks[i].lo < g_stacks[i].span) {
+      State* S = g_states[i];
+      return S->busy ? nullptr : S;
+    }
   return nullptr;
 }
 
@@ -215,6 +224,7 @@ inline void begin() {
     std::fill(S.m, S.m + NMETRICS, 0ull);
     S.W = nullptr;
     S.stacks = S.stacks_end = 0;
+    g_stacks[i] = {0, 0};
   }
   regions().clear();
   g_regions = nullptr;
@@ -223,15 +233,18 @@ inline void begin() {
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
   State* S = nullptr;
-  for (unsigned i = 0; i < g_nstates && S == nullptr; ++i)
-    if (g_states[i]->W == nullptr || g_states[i]->W == W) S = g_states[i];
+  unsigned at = 0;
+  for (; at < g_nstates && S == nullptr; ++at)
+    if (g_states[at]->W == nullptr || g_states[at]->W == W) S = g_states[at];
   if (S == nullptr) {
     if (g_nstates == MAX_WORKERS) return;   // more workers than any machine has cores: not counted
     S = g_states[g_nstates++] = new State;
+    at = g_nstates;
   }
   S->W = W;
   S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
   S->stacks_end = S->stacks + W->stacks_bytes;
+  g_stacks[at - 1] = {S->stacks, S->stacks_end - S->stacks};
   S->stack_size = W->stack_size;
   S->per_stack = ~0ull / W->stack_size + 1;
   S->dyn = reinterpret_cast<uintptr_t>(W->dyn);
@@ -240,6 +253,7 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   for (auto& l : S->log) l.clear();
   S->loads32 = false;
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
+  S->hit = S->hits.data(), S->nhits = S->hits.size();
 }
 
 // Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
@@ -716,7 +730,7 @@ inline void on_block(uintptr_t pc) {
   State* S = here();
   if (S == nullptr) return;
   const size_t i = (pc - g_text_lo) / 4;
-  if (i < S->hits.size()) ++S->hits[i];
+  if (i < S->nhits) ++S->hit[i];
 }
 
 }  // namespace count
