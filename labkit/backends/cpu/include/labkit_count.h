@@ -684,10 +684,25 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   S.site_runs.resize(2 * total);
   // Pass 1: each access's site ordinal and which execution of that site by its lane it is (pairs,
   // in `site_runs`); the most executions of each site by one lane.
-  unsigned* pair = S.site_runs.data();
+  // A lane whose sites are those of an earlier lane (most lanes, in a warp where a few skip an
+  // access) has its pairs: they are copied from the first such lane, one of up to REPS kept.
+  constexpr unsigned REPS = 4;
+  unsigned* const pairs = S.site_runs.data();
+  unsigned* pair = pairs;
+  struct Rep { size_t at; unsigned t; } reps[REPS];
+  unsigned nreps = 0;
   for (unsigned t = first; t < last; ++t) {
+    const ThreadLog& log = S.log[t];
+    unsigned r = 0;
+    while (r < nreps && !same_sites(log, S.log[reps[r].t])) ++r;
+    if (r < nreps) {
+      std::memcpy(pair, pairs + reps[r].at, 2 * log.size() * sizeof(unsigned));
+      pair += 2 * log.size();
+      continue;
+    }
+    if (nreps < REPS && !log.empty()) reps[nreps++] = {size_t(pair - pairs), t};
     const unsigned long long who = static_cast<unsigned long long>(S.warp_stamp) << 32 | t;
-    for (const Access& x : S.log[t]) {
+    for (const Access& x : log) {
       const unsigned seen = sites, o = site_ordinal(S, x.site, sites);
       if (sites != seen) {   // a new site: its entries start afresh
         if (S.most.size() < sites) S.most.resize(sites), S.runs.resize(sites), S.run_of.resize(sites);
