@@ -351,11 +351,12 @@ class Banks {
       if (key_[i] == key) return true;
     if (n_ == CAP) return false;
     key_[n_] = key, next_[n_] = head_[bank], head_[bank] = uint8_t(n_++);
-    ++count_[bank];
+    shared_bank_ |= count_[bank]++;
     return true;
   }
   unsigned keys() const { return n_; }
-  unsigned most() const {   // the busiest bank's distinct keys
+  unsigned most() const {   // the busiest bank's distinct keys: 1 unless two keys share a bank
+    if (!shared_bank_) return n_ ? 1 : 0;
     unsigned m = 0;
     for (unsigned b = 0; b < 32; ++b) m = std::max(m, unsigned(count_[b]));
     return m;
@@ -365,7 +366,7 @@ class Banks {
   static constexpr unsigned CAP = 160, NONE = 0xff;   // 32 lanes' 32-bit words, or 16 lanes' 16 bytes, unaligned
   unsigned long long key_[CAP];
   uint8_t next_[CAP], head_[32], count_[32] = {};
-  unsigned n_ = 0;
+  unsigned n_ = 0, shared_bank_ = 0;   // nonzero once a bank holds two keys
 };
 
 // One warp instruction: the accesses of its n lanes, lane i being lane_of(i) and its access at(i);
