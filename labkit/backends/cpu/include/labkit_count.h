@@ -132,7 +132,6 @@ struct ByLanes {
 struct State {
   Worker* W = nullptr;
   uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
-  unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
   uintptr_t dyn = 0, dyn_bytes = 0;   // the worker's dynamic shared memory (its address and the launch's size)
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
@@ -144,6 +143,7 @@ struct State {
   bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
   std::vector<ThreadLog> log;   // per thread of the running block, since the last flush
+  ThreadLog* running = nullptr;      // the log of the thread running now (count_enter)
   std::vector<unsigned long long> scratch;
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
@@ -194,10 +194,10 @@ inline bool g_trace_on = false;
 inline unsigned g_trace_block[3] = {0, 0, 0}, g_trace_warp = 0, g_trace_instr = 0;
 inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 
-// Which worker, and which of its threads, is running: found from the stack the hook runs on (each
-// thread has a stack of its own), not from thread-local variables, which cost a call into the
-// dynamic loader from a library loaded at run time -- at every access and every basic block.  Code
-// on no fiber's stack is the scheduler's.
+// Which worker is running: found from the stack the hook runs on (each worker's fibers have stacks
+// of their own), not from thread-local variables, which cost a call into the dynamic loader from a
+// library loaded at run time -- at every access and every basic block.  Code on no fiber's stack is
+// the scheduler's.  Which of its threads: the one the scheduler last switched to (count_enter).
 __attribute__((always_inline)) inline State* here() {
   const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
   for (unsigned i = 0; i < g_nstates; ++i)
@@ -246,7 +246,6 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   S->stacks_end = S->stacks + W->stacks_bytes;
   g_stacks[at - 1] = {S->stacks, S->stacks_end - S->stacks};
   S->stack_size = W->stack_size;
-  S->per_stack = ~0ull / W->stack_size + 1;
   S->dyn = reinterpret_cast<uintptr_t>(W->dyn);
   S->dyn_bytes = W->L->cfg.shared_mem;
   if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
@@ -264,14 +263,12 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
   const uintptr_t a = reinterpret_cast<uintptr_t>(p), stacks = S->stacks;
   if (a - stacks < S->stacks_end - stacks) return;   // a thread's own array (registers on a GPU)
   // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
-  const unsigned thread = unsigned(
-      (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(__builtin_frame_address(0)) - stacks) *
-       S->per_stack) >> 64);
+  ThreadLog& log = *S->running;
   Worker* W = S->W;
   const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
   if (a - S->dyn < S->dyn_bytes) {
     S->loads32 = S->loads32 || (!write && size == 4);
-    S->log[thread].push(a, access_word(at, size, SHARED_DYN, write ? SHARED_ST : SHARED_LD));
+    log.push(a, access_word(at, size, SHARED_DYN, write ? SHARED_ST : SHARED_LD));
     return;
   }
   const size_t nshared = W->shared_regions.size();
@@ -280,14 +277,14 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
     if (a - lo < W->shared_regions[i].second) {
       S->loads32 = S->loads32 || (!write && size == 4);
       const unsigned region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
-      S->log[thread].push(a, access_word(at, size, region, write ? SHARED_ST : SHARED_LD));
+      log.push(a, access_word(at, size, region, write ? SHARED_ST : SHARED_LD));
       return;
     }
   }
   const unsigned n = g_nregions;
   for (unsigned r = 0; r < n; ++r)
     if (a - g_spans[r].lo < g_spans[r].span) {
-      S->log[thread].push(a, access_word(at, size, r, write ? GLOBAL_ST : GLOBAL_LD));
+      log.push(a, access_word(at, size, r, write ? GLOBAL_ST : GLOBAL_LD));
       return;
     }
   // Elsewhere: a stack, __constant__ memory, the executor's own data.
@@ -760,6 +757,12 @@ inline State* of(Worker* W) {
   return nullptr;
 }
 }  // namespace count
+
+// The scheduler switches to `thread`: the hooks append to its log from now on.
+LABKIT_RUNTIME_FN void count_enter(Worker* W, unsigned thread) {
+  count::State* S = count::of(W);
+  if (S != nullptr && thread < S->log.size()) S->running = &S->log[thread];
+}
 
 // A warp whose lanes have all returned is complete: counted now, so that a block without barriers
 // keeps one warp's log at a time, not the whole block's.

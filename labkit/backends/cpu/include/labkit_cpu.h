@@ -393,7 +393,9 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
 LABKIT_RUNTIME_FN void count_flush(Worker* W);
 LABKIT_RUNTIME_FN void count_attach(Worker* W);   // a worker's stacks are ready for this launch
 LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp);   // every lane of `warp` has returned
+LABKIT_RUNTIME_FN void count_enter(Worker* W, unsigned thread);      // `thread` of the block runs next
 #else
+inline void count_enter(Worker*, unsigned) {}
 inline void count_flush(Worker*) {}
 inline void count_attach(Worker*) {}
 inline void count_warp_done(Worker*, unsigned) {}
@@ -852,6 +854,7 @@ inline void run_block(Worker& W, unsigned long long b) {
         __tsan_set_fiber_name(f.race, name);
       }
 #endif
+      count_enter(&W, f.linear);
       switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size, false, f.race);
       ran = true;
     }
