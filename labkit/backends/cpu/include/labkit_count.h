@@ -607,23 +607,29 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // sector counted so far (lanes going up through memory, or repeating), the sectors it adds are
 // counted as they come, as instruction() would count them.  Elsewhere the instruction is marked
 // `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter).
-// Shared accesses are left to instruction() (marked unsorted).
-inline void global_by_lanes(State& S, const Access* const* log, unsigned lanes, size_t n) {
+// Shared accesses are left to instruction() (marked unsorted).  False, and nothing counted, where
+// a lane's sites differ from the first lane's (a divergent warp; what it marked is marked again).
+inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* lane, unsigned first,
+                            unsigned lanes, size_t n) {
+  for (unsigned i = 1; i < lanes; ++i)
+    if (S.log[first + lane[i]].size() != n) return false;
   auto& by = S.by_lanes;
   if (by.size() < n) by.resize(n);
   for (size_t k = 0; k < n; ++k) {
     const Kind kind = log[0][k].kind;   // instruction()'s: its first lane's
     by[k] = {0, 0, kind, kind == SHARED_LD || kind == SHARED_ST};
   }
+  const Access* lead = log[0];
   for (unsigned i = 0; i < lanes; ++i) {
     const Access* x = log[i];
     unsigned region = ~0u;
     Region* r = nullptr;
     uintptr_t origin = 0;
     for (size_t k = 0; k < n; ++k) {
+      const Access& a = x[k];
+      if (a.site != lead[k].site) return false;
       ByLanes& b = by[k];
       if (b.unsorted) continue;
-      const Access& a = x[k];
       if (a.region != region) region = a.region, r = &g_regions[region], origin = r->origin;
       const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
       unsigned long long id = tag | ((a.addr - origin) >> 5);
@@ -647,6 +653,7 @@ inline void global_by_lanes(State& S, const Access* const* log, unsigned lanes, 
       S.m[by[k].kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
       S.m[by[k].kind == GLOBAL_LD ? SEC_LD : SEC_ST] += by[k].sectors;
     }
+  return true;
 }
 
 inline void flush_warp(State& S, unsigned first, unsigned last) {
@@ -654,21 +661,20 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
               S.W->block_idx.y == g_trace_block[1] && S.W->block_idx.z == g_trace_block[2];
   if (S.loads32) merge_vector_loads(S, first, last);   // nothing to merge without them
   auto& group = S.group;
-  int lead = -1;
-  bool same = true;
-  for (unsigned t = first; t < last; ++t) {
-    if (S.log[t].empty()) continue;
-    if (lead < 0) lead = int(t);
-    else same = same && same_sites(S.log[t], S.log[unsigned(lead)]);
+  // The lanes that made accesses; where each made the same sequence of sites (no divergence), the
+  // k-th access of each is one instruction.  global_by_lanes checks that as it counts.
+  unsigned lanes = 0, lane[32];
+  const Access* log[32];
+  for (unsigned t = first; t < last; ++t)
+    if (!S.log[t].empty()) lane[lanes] = t - first, log[lanes++] = S.log[t].data();
+  if (lanes == 0) return;
+  const size_t n = S.log[first + lane[0]].size();
+  bool same = !S.tracing && global_by_lanes(S, log, lane, first, lanes, n);
+  if (S.tracing) {
+    same = true;
+    for (unsigned i = 1; i < lanes && same; ++i) same = same_sites(S.log[first + lane[i]], S.log[first + lane[0]]);
   }
-  if (lead < 0) return;
   if (same) {
-    unsigned lanes = 0, lane[32];
-    const Access* log[32];
-    for (unsigned t = first; t < last; ++t)
-      if (!S.log[t].empty()) lane[lanes] = t - first, log[lanes++] = S.log[t].data();
-    const size_t n = S.log[unsigned(lead)].size();
-    if (!S.tracing) global_by_lanes(S, log, lanes, n);
     for (size_t k = 0; k < n; ++k)
       if (S.tracing || S.by_lanes[k].unsorted)
         instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
