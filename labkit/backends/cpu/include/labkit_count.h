@@ -122,7 +122,7 @@ struct Region {
 
 // One warp instruction's global sectors as global_by_lanes counts them.
 struct ByLanes {
-  unsigned long long last;    // the highest sector counted so far ((region << 48) | sector)
+  unsigned long long next;    // one past the highest sector counted so far ((region << 48) | sector)
   unsigned long long sectors;
   Kind kind;
   bool unsorted;              // counted by instruction() instead
@@ -632,20 +632,18 @@ inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* 
       if (b.unsorted) continue;
       if (a.region != region) region = a.region, r = &g_regions[region], origin = r->origin;
       const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
-      unsigned long long id = tag | ((a.addr - origin) >> 5);
+      const unsigned long long id = tag | ((a.addr - origin) >> 5);
       const unsigned long long id1 = tag | ((a.addr + a.size - 1 - origin) >> 5);
-      if (b.sectors != 0) {
-        if (id < b.last) {
-          b.unsorted = true;
-          continue;
-        }
-        if (id == b.last) ++id;     // its first sector is counted already
+      if (id + 1 < b.next) {    // it starts below the last sector counted
+        b.unsorted = true;
+        continue;
       }
-      if (id > id1) continue;
+      const unsigned long long from = std::max(id, b.next);   // its first sector may be counted already
+      if (from > id1) continue;
       std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r->read : r->written;
-      for (unsigned long long s = id; s <= id1; ++s) mark(bits, (s & ((1ull << 48) - 1)) - r->first_sector());
-      b.sectors += id1 - id + 1;
-      b.last = id1;
+      for (unsigned long long s = from; s <= id1; ++s) mark(bits, (s & ((1ull << 48) - 1)) - r->first_sector());
+      b.sectors += id1 - from + 1;
+      b.next = id1 + 1;
     }
   }
   for (size_t k = 0; k < n; ++k)
