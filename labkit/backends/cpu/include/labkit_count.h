@@ -74,9 +74,9 @@ class ThreadLog {
   ~ThreadLog() { std::free(b_); }
   __attribute__((always_inline)) void push(uintptr_t addr, uint64_t rest) {
     if (__builtin_expect(e_ == cap_, 0)) grow();
-    uint64_t* w = reinterpret_cast<uint64_t*>(e_);
-    w[0] = addr;
-    w[1] = rest;
+    char* w = reinterpret_cast<char*>(e_);
+    std::memcpy(w, &addr, 8);
+    std::memcpy(w + 8, &rest, 8);
     ++e_;
   }
   size_t size() const { return size_t(e_ - b_); }
@@ -131,7 +131,7 @@ struct ByLanes {
 // One per worker (the blocks it runs), merged when Python asks.
 struct State {
   Worker* W = nullptr;
-  uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
+  uintptr_t stacks = 0, stacks_end = 0;   // its fibers' stacks
   uintptr_t dyn = 0, dyn_bytes = 0;   // the worker's dynamic shared memory (its address and the launch's size)
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
@@ -245,7 +245,6 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
   S->stacks_end = S->stacks + W->stacks_bytes;
   g_stacks[at - 1] = {S->stacks, S->stacks_end - S->stacks};
-  S->stack_size = W->stack_size;
   S->dyn = reinterpret_cast<uintptr_t>(W->dyn);
   S->dyn_bytes = W->L->cfg.shared_mem;
   if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
