@@ -3,6 +3,7 @@ are known by construction (tests/cuda/counting_kernels.cu), and on the ladder's 
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -111,6 +112,30 @@ def test_fp32_instructions_of_a_known_kernel():
     if r[FFMA] is None:
         pytest.skip(f"FP32 instructions are not counted here: {r['notes']['fp32']}")
     assert (r[FFMA], r[FADD], r[FMUL]) == (k * threads, threads, threads)
+
+
+def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
+    """The counting build is loaded with the block hook's call a 5-byte no-op wherever its block has
+    no FP32 instruction (counting.lean_build): every other byte is the build's own, and the blocks
+    with FP32 instructions keep their hooks and their counts."""
+    from labkit.backends.cpu import counting
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the lean build is made on x86-64 only (5-byte calls)")
+    with labkit.backends.use("cpu"):
+        so, _lib = labkit.load_source(KERNELS).counting_build()
+    lean = counting.lean_build(so)
+    if lean is None:
+        pytest.skip("no disassembly here (objdump): the build is loaded as it is")
+    old, new = Path(so).read_bytes(), Path(lean).read_bytes()
+    assert len(old) == len(new)
+    nop = bytes.fromhex("0f1f440000")
+    sites = [i for i in range(len(new) - 4) if new[i:i + 5] == nop and old[i] == 0xE8]
+    covered = {i + k for i in sites for k in range(5)}
+    changed = {i for i in range(len(old)) if old[i] != new[i]}
+    assert changed and changed <= covered
+    table, _lo, _hi = counting.fp_table(so)    # the lean build's hooks: exactly these blocks'
+    assert table and counting.fp_table(str(lean)) == (table, min(table), max(table) + 1)
+    test_fp32_instructions_of_a_known_kernel()     # counted by the lean build, as before
 
 
 def test_the_ladder_counts_are_consistent():

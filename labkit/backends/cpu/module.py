@@ -261,7 +261,11 @@ class CPUModule:
         if self._counting is None:
             tu = counting.unrolled_as_nvcc(self._tu)
             so = compiler.build(tu, self.path, sanitizer="count")
-            lib = compiler.load_private(so, rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))
+            # Loaded without the block hooks that count nothing (counting.lean_build); the
+            # disassembly that says what each block counts is the build's own.
+            lean = counting.lean_build(str(so))
+            lib = compiler.load_private(lean or so,
+                                        rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))
             self._counting = (str(so), lib)
         return self._counting
 
