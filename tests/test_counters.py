@@ -114,6 +114,25 @@ def test_fp32_instructions_of_a_known_kernel():
     assert (r[FFMA], r[FADD], r[FMUL]) == (k * threads, threads, threads)
 
 
+def test_a_launch_counts_the_same_after_the_workers_were_given_back():
+    """Counting keeps its workers, their stacks and logs from launch to launch; given back (as the
+    executor does beyond its KEEP_STACKS modules), they are made anew and count the same."""
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    with labkit.backends.use("cpu"):
+        mod = labkit.load_source(KERNELS)
+        fn = mod.get_function("copy_strided")
+        launch = lambda: fn((2,), (128,), (x, y, np.int32(1), np.int32(n)))   # noqa: E731
+        first, = labkit.counters(launch)
+        kept, = labkit.counters(launch)
+        mod.counting_build()[1].labkit_release()
+        again, = labkit.counters(launch)
+    for r in (first, kept, again):
+        assert (r[LD_REQ], r[LD_SEC], r[ST_REQ], r[ST_SEC]) == (8, 32, 8, 32)
+        assert (r[DRAM_RD], r[DRAM_WR]) == (4 * n, 4 * n)
+
+
 def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
     """The counting build is loaded with the block hook's call a 5-byte no-op wherever its block has
     no FP32 instruction (counting.lean_build): every other byte is the build's own, and the blocks

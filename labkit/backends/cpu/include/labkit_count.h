@@ -761,6 +761,12 @@ inline State* of(Worker* W) {
 }
 }  // namespace count
 
+// The workers' states (their logs, their tables) kept from launch to launch go with the workers.
+LABKIT_RUNTIME_FN void count_release() {
+  for (unsigned i = 0; i < count::g_nstates; ++i) delete count::g_states[i];
+  count::g_nstates = 0;
+}
+
 // The scheduler switches to `thread`: the hooks append to its log from now on.
 LABKIT_RUNTIME_FN void count_enter(Worker* W, unsigned thread) {
   count::State* S = count::of(W);

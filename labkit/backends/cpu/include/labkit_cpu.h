@@ -394,8 +394,10 @@ LABKIT_RUNTIME_FN void count_flush(Worker* W);
 LABKIT_RUNTIME_FN void count_attach(Worker* W);   // a worker's stacks are ready for this launch
 LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp);   // every lane of `warp` has returned
 LABKIT_RUNTIME_FN void count_enter(Worker* W, unsigned thread);      // `thread` of the block runs next
+LABKIT_RUNTIME_FN void count_release();   // the workers are given back: so is what counting kept for them
 #else
 inline void count_enter(Worker*, unsigned) {}
+inline void count_release() {}
 inline void count_flush(Worker*) {}
 inline void count_attach(Worker*) {}
 inline void count_warp_done(Worker*, unsigned) {}
@@ -1006,6 +1008,7 @@ inline std::vector<Worker*>& worker_pool() {
 LABKIT_RUNTIME_FN void release_workers() {
   for (Worker* w : worker_pool()) delete w;
   worker_pool().clear();
+  count_release();
 }
 
 LABKIT_RUNTIME_FN std::string& last_error() {
