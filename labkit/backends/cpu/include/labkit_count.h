@@ -158,6 +158,7 @@ struct State {
   std::vector<std::array<uint32_t, 3>> vector_partner;
   unsigned warp_stamp = 0;
   std::vector<ByLanes> by_lanes;   // global_by_lanes' instructions, kept from warp to warp likewise
+  std::vector<uint32_t> class_pos;  // flush_warp: each bucket's place in each kept lane's sequence
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
@@ -692,16 +693,30 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   unsigned* pair = pairs;
   struct Rep { size_t at; unsigned t; } reps[REPS];
   unsigned nreps = 0;
+  constexpr uint8_t EMPTY = 0xfe, ALONE = 0xff;   // a lane without accesses; a lane like no kept one
+  uint8_t cls[32];                                // each lane's: the kept lane it is like, or those
+  bool classed = true;                            // every lane with accesses is like a kept lane
   for (unsigned t = first; t < last; ++t) {
     const ThreadLog& log = S.log[t];
+    if (log.empty()) {
+      cls[t - first] = EMPTY;
+      continue;
+    }
     unsigned r = 0;
     while (r < nreps && !same_sites(log, S.log[reps[r].t])) ++r;
     if (r < nreps) {
+      cls[t - first] = uint8_t(r);
       std::memcpy(pair, pairs + reps[r].at, 2 * log.size() * sizeof(unsigned));
       pair += 2 * log.size();
       continue;
     }
-    if (nreps < REPS && !log.empty()) reps[nreps++] = {size_t(pair - pairs), t};
+    if (nreps < REPS) {
+      cls[t - first] = uint8_t(nreps);
+      reps[nreps++] = {size_t(pair - pairs), t};
+    } else {
+      cls[t - first] = ALONE;
+      classed = false;
+    }
     const unsigned long long who = static_cast<unsigned long long>(S.warp_stamp) << 32 | t;
     for (const Access& x : log) {
       const unsigned seen = sites, o = site_ordinal(S, x.site, sites);
@@ -719,6 +734,31 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   S.first_bucket.assign(sites + 1, 0);
   for (unsigned o = 0; o < sites; ++o) S.first_bucket[o + 1] = S.first_bucket[o] + S.most[o];
   const unsigned buckets = S.first_bucket[sites];
+  if (classed) {
+    // Where each bucket lies in each kept lane's sequence; then, bucket by bucket, the lanes like a
+    // kept lane that has it, in lane order (as pass 2 below would place them, without placing).
+    constexpr uint32_t NONE = ~0u;
+    auto& pos = S.class_pos;
+    pos.assign(size_t(nreps) * buckets, NONE);
+    for (unsigned c = 0; c < nreps; ++c) {
+      const unsigned* p = pairs + reps[c].at;
+      uint32_t* row = pos.data() + size_t(c) * buckets;
+      for (size_t k = 0, len = S.log[reps[c].t].size(); k < len; ++k) row[S.first_bucket[p[2 * k]] + p[2 * k + 1]] = uint32_t(k);
+    }
+    unsigned lane[32];
+    const Access* acc[32];
+    for (unsigned b = 0; b < buckets; ++b) {
+      unsigned n = 0;
+      for (unsigned i = 0; i < last - first; ++i) {
+        if (cls[i] == EMPTY) continue;
+        const uint32_t k = pos[size_t(cls[i]) * buckets + b];
+        if (k != NONE) lane[n] = i, acc[n++] = S.log[first + i].data() + k;
+      }
+      instruction(S, n, [&](size_t j) { return lane[j]; }, [&](size_t j) -> const Access& { return *acc[j]; },
+                  acc[0]->size);
+    }
+    return;
+  }
   S.start.assign(buckets + 1, 0);
   for (size_t i = 0; i < S.site_runs.size(); i += 2)
     ++S.start[S.first_bucket[S.site_runs[i]] + S.site_runs[i + 1] + 1];
