@@ -3,6 +3,7 @@ are known by construction (tests/cuda/counting_kernels.cu), and on the ladder's 
 from __future__ import annotations
 
 import os
+import platform
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,18 @@ def test_lanes_that_loop_unequally_are_matched_by_iteration():
     np.testing.assert_array_equal(y, np.where(np.arange(64) % 2, 2.0, 1.0))
 
 
+def test_lanes_reaching_a_load_at_different_points_are_matched_by_its_executions():
+    x = np.arange(128, dtype=np.float32)
+    y = np.zeros(64, np.float32)
+    r = count("diverge_then_loop", (1,), (64,), (x, y))     # 2 warps
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 5, 2 * 14)
+    assert (r[ST_REQ], r[ST_SEC]) == (2, 8)
+    assert r[DRAM_RD] == 32 * 12
+    lane = np.arange(64) % 32
+    want = np.where(lane % 2, 64 + lane, 0) + sum(np.where(j < 1 + lane // 8, 32 * j + lane, 0) for j in range(4))
+    np.testing.assert_array_equal(y, want.astype(np.float32))
+
+
 @pytest.mark.parametrize("stride, wavefronts", [(1, 1), (2, 2), (32, 32), (0, 1)],
                          ids=["stride-1", "stride-2", "stride-32", "broadcast"])
 def test_shared_bank_conflicts_of_32_bit_accesses(stride, wavefronts):
@@ -99,6 +112,49 @@ def test_fp32_instructions_of_a_known_kernel():
     if r[FFMA] is None:
         pytest.skip(f"FP32 instructions are not counted here: {r['notes']['fp32']}")
     assert (r[FFMA], r[FADD], r[FMUL]) == (k * threads, threads, threads)
+
+
+def test_a_launch_counts_the_same_after_the_workers_were_given_back():
+    """Counting keeps its workers, their stacks and logs from launch to launch; given back (as the
+    executor does beyond its KEEP_STACKS modules), they are made anew and count the same."""
+    n = 256
+    x = np.arange(n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    with labkit.backends.use("cpu"):
+        mod = labkit.load_source(KERNELS)
+        fn = mod.get_function("copy_strided")
+        launch = lambda: fn((2,), (128,), (x, y, np.int32(1), np.int32(n)))   # noqa: E731
+        first, = labkit.counters(launch)
+        kept, = labkit.counters(launch)
+        mod.counting_build()[1].labkit_release()
+        again, = labkit.counters(launch)
+    for r in (first, kept, again):
+        assert (r[LD_REQ], r[LD_SEC], r[ST_REQ], r[ST_SEC]) == (8, 32, 8, 32)
+        assert (r[DRAM_RD], r[DRAM_WR]) == (4 * n, 4 * n)
+
+
+def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
+    """The counting build is loaded with the block hook's call a 5-byte no-op wherever its block has
+    no FP32 instruction (counting.lean_build): every other byte is the build's own, and the blocks
+    with FP32 instructions keep their hooks and their counts."""
+    from labkit.backends.cpu import counting
+    if platform.machine() not in ("x86_64", "AMD64"):
+        pytest.skip("the lean build is made on x86-64 only (5-byte calls)")
+    with labkit.backends.use("cpu"):
+        so, _lib = labkit.load_source(KERNELS).counting_build()
+    lean = counting.lean_build(so)
+    if lean is None:
+        pytest.skip("no disassembly here (objdump): the build is loaded as it is")
+    old, new = Path(so).read_bytes(), Path(lean).read_bytes()
+    assert len(old) == len(new)
+    nop = bytes.fromhex("0f1f440000")
+    sites = [i for i in range(len(new) - 4) if new[i:i + 5] == nop and old[i] == 0xE8]
+    covered = {i + k for i in sites for k in range(5)}
+    changed = {i for i in range(len(old)) if old[i] != new[i]}
+    assert changed and changed <= covered
+    table, _lo, _hi = counting.fp_table(so)    # the lean build's hooks: exactly these blocks'
+    assert table and counting.fp_table(str(lean)) == (table, min(table), max(table) + 1)
+    test_fp32_instructions_of_a_known_kernel()     # counted by the lean build, as before
 
 
 def test_the_ladder_counts_are_consistent():

@@ -47,6 +47,20 @@ extern "C" __global__ void ragged(const float* __restrict__ x, float* __restrict
   y[blockIdx.x * blockDim.x + t] = acc;
 }
 
+// Lanes that reach one load at different points of their own sequences: odd lanes first make a
+// load of their own (1 request, floats 65..95: 4 sectors), then every lane runs the loop 1 + lane / 8
+// times.  The loop's j-th iteration is one instruction of the lanes that run it, whatever each
+// did before: j = 0, all 32 lanes (floats 0..31: 4 sectors); j = 1, lanes 8..31 (floats 40..63:
+// 3); j = 2, lanes 16..31 (floats 80..95: 2); j = 3, lanes 24..31 (floats 120..127: 1).  Per warp:
+// 5 requests, 14 sectors; the sectors read, 12 distinct (0-3, 5-11, 15).
+extern "C" __global__ void diverge_then_loop(const float* __restrict__ x, float* __restrict__ y) {
+  const int t = threadIdx.x, lane = t % 32;
+  float acc = 0.0f;
+  if (lane & 1) acc = x[64 + lane];
+  for (int j = 0; j < 1 + lane / 8; ++j) acc += x[j * 32 + lane];
+  y[blockIdx.x * blockDim.x + t] = acc;
+}
+
 // One fused multiply-add, then a division and an expf: work a GPU does with FFMA/FMUL sequences
 // that the executor cannot count (its record says so).
 extern "C" __global__ void with_maths(const float* __restrict__ x, float* __restrict__ y) {

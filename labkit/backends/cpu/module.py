@@ -261,7 +261,11 @@ class CPUModule:
         if self._counting is None:
             tu = counting.unrolled_as_nvcc(self._tu)
             so = compiler.build(tu, self.path, sanitizer="count")
-            lib = compiler.load_private(so, rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))
+            # Loaded without the block hooks that count nothing (counting.lean_build); the
+            # disassembly that says what each block counts is the build's own.
+            lean = counting.lean_build(str(so))
+            lib = compiler.load_private(lean or so,
+                                        rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))
             self._counting = (str(so), lib)
         return self._counting
 
@@ -366,6 +370,7 @@ class CPUFunction:
             so, lib = self.module.counting_build()
             with _LAUNCH_LOCK:
                 counting.run(self, cfg, packed, so, lib)
+                _held(lib)
             return
         # Checks that run in a process of their own: the race check, the shuffled schedule (with its
         # switch points at memory accesses), the memory check.  The last to run gives the results;

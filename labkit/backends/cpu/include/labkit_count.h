@@ -33,8 +33,10 @@
 #pragma once
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <array>
+#include <cstring>
 
 // Hidden: the hooks reach these directly, not through the library's global offset table.
 #pragma GCC visibility push(hidden)
@@ -58,6 +60,57 @@ struct Access {
   uint8_t region;       // which of the launch's arrays (global); shared: SHARED_DYN or 1 + which array
   Kind kind;
 };
+static_assert(sizeof(Access) == 16, "an access is two 8-byte words");
+
+// One thread's accesses since the last flush.  The hook appends with two 8-byte stores and a pointer
+// bump (std::vector's emplace_back zeroes the element first, then stores field by field and reads
+// its end pointer back: half of the hook's time); it grows, rarely, out of line.
+class ThreadLog {
+ public:
+  ThreadLog() = default;
+  ThreadLog(const ThreadLog&) = delete;
+  ThreadLog& operator=(const ThreadLog&) = delete;
+  ThreadLog(ThreadLog&& o) noexcept : b_(o.b_), e_(o.e_), cap_(o.cap_) { o.b_ = o.e_ = o.cap_ = nullptr; }
+  ~ThreadLog() { std::free(b_); }
+  __attribute__((always_inline)) void push(uintptr_t addr, uint64_t rest) {
+    if (__builtin_expect(e_ == cap_, 0)) grow();
+    char* w = reinterpret_cast<char*>(e_);
+    std::memcpy(w, &addr, 8);
+    std::memcpy(w + 8, &rest, 8);
+    ++e_;
+  }
+  size_t size() const { return size_t(e_ - b_); }
+  bool empty() const { return e_ == b_; }
+  void clear() { e_ = b_; }
+  void resize(size_t n) { e_ = b_ + n; }      // shrinks only (merge_vector_loads)
+  Access* data() { return b_; }
+  const Access* data() const { return b_; }
+  Access* begin() { return b_; }
+  Access* end() { return e_; }
+  const Access* begin() const { return b_; }
+  const Access* end() const { return e_; }
+  Access& operator[](size_t i) { return b_[i]; }
+  const Access& operator[](size_t i) const { return b_[i]; }
+
+ private:
+  __attribute__((noinline, cold)) void grow() {
+    const size_t n = size(), cap = std::max<size_t>(256, 2 * size_t(cap_ - b_));
+    Access* b = static_cast<Access*>(std::realloc(b_, cap * sizeof(Access)));
+    if (b == nullptr) std::abort();
+    b_ = b, e_ = b + n, cap_ = b + cap;
+  }
+  Access *b_ = nullptr, *e_ = nullptr, *cap_ = nullptr;
+};
+// The second word of an access as the hook stores it (little-endian: site, size, region, kind).
+__attribute__((always_inline)) inline uint64_t access_word(uint32_t site, size_t size, unsigned region, Kind kind) {
+  return uint64_t(site) | uint64_t(size < 65535 ? size : 65535) << 32 | uint64_t(region) << 48 | uint64_t(kind) << 56;
+}
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "access_word's layout");
+
+// An array of the launch as the hook tests it: [lo, lo + span).
+struct Span {
+  uintptr_t lo, span;
+};
 
 // An array of the launch (an argument, a __device__ variable): [lo, hi), its sectors counted from
 // `origin`; which of them the launch read and wrote.
@@ -67,37 +120,61 @@ struct Region {
   size_t first_sector() const { return (lo - origin) >> 5; }
 };
 
+// One warp instruction's global sectors as global_by_lanes counts them.
+struct ByLanes {
+  unsigned long long next;    // one past the highest sector counted so far ((region << 48) | sector)
+  unsigned long long sectors;
+  Kind kind;
+  bool unsorted;              // counted by instruction() instead
+};
+
 // One per worker (the blocks it runs), merged when Python asks.
 struct State {
   Worker* W = nullptr;
-  uintptr_t stacks = 0, stacks_end = 0, stack_size = 0;   // its fibers' stacks: thread i's is the i-th
-  unsigned long long per_stack = 0;   // 2^64 / stack_size, rounded up: a thread's index without a division
+  uintptr_t stacks = 0, stacks_end = 0;   // its fibers' stacks
+  uintptr_t dyn = 0, dyn_bytes = 0;   // the worker's dynamic shared memory (its address and the launch's size)
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
+  unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
+  size_t nhits = 0;
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
   bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
-  std::vector<std::vector<Access>> log;   // per thread of the running block, since the last flush
+  std::vector<ThreadLog> log;   // per thread of the running block, since the last flush
+  ThreadLog* running = nullptr;      // the log of the thread running now (count_enter)
   std::vector<unsigned long long> scratch;
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
   std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
+  // The same, indexed by the site's distance from the start of this library's code (g_code_lo): a
+  // load, no search.
+  std::vector<uint32_t> direct_stamp, direct_ordinal;
+  std::vector<unsigned long long> run_of;   // flush_warp: whose executions runs[o] counts (stamp, thread)
   std::vector<unsigned> ordinal_of, runs, most, first_bucket, site_runs, start;
   // Merging vector loads (merge_vector_loads), kept from warp to warp likewise.
   std::vector<unsigned char> taken, vector_ok;
   std::vector<std::array<uint32_t, 3>> vector_partner;
   unsigned warp_stamp = 0;
+  std::vector<ByLanes> by_lanes;   // global_by_lanes' instructions, kept from warp to warp likewise
+  std::vector<uint32_t> class_pos;  // flush_warp: each bucket's place in each kept lane's sequence
 };
 
 inline std::vector<Region>& regions() { static std::vector<Region> r; return r; }
-inline Region* g_regions = nullptr;   // regions()' elements, as the hooks read them (no static's guard)
+inline Region* g_regions = nullptr;   // regions()' elements, as the flush reads them (no static's guard)
 inline unsigned g_nregions = 0;
+inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests them: 16 bytes each
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
 inline State* g_states[MAX_WORKERS];
+// Each state's fiber stacks, [lo, lo + span), side by side: a hook finds its worker reading these
+// alone, not each state's fields in turn.
+struct Stacks {
+  uintptr_t lo, span;
+};
+inline Stacks g_stacks[MAX_WORKERS];
 inline unsigned g_nstates = 0;
 // The addresses of the kernel's basic blocks, [g_text_lo, g_text_hi): one counter per 4 bytes (a
 // call is longer: no two blocks share one), so that the hook at every block costs an increment, not
@@ -118,16 +195,17 @@ inline bool g_trace_on = false;
 inline unsigned g_trace_block[3] = {0, 0, 0}, g_trace_warp = 0, g_trace_instr = 0;
 inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 
-// Which worker, and which of its threads, is running: found from the stack the hook runs on (each
-// thread has a stack of its own), not from thread-local variables, which cost a call into the
-// dynamic loader from a library loaded at run time -- at every access and every basic block.  Code
-// on no fiber's stack is the scheduler's.
+// Which worker is running: found from the stack the hook runs on (each worker's fibers have stacks
+// of their own), not from thread-local variables, which cost a call into the dynamic loader from a
+// library loaded at run time -- at every access and every basic block.  Code on no fiber's stack is
+// the scheduler's.  Which of its threads: the one the scheduler last switched to (count_enter).
 __attribute__((always_inline)) inline State* here() {
   const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  for (unsigned i = 0; i < g_nstates; ++i) {
-    State* S = g_states[i];
-    if (sp - S->stacks < S->stacks_end - S->stacks) return S->busy ? nullptr : S;
-  }
+  for (unsigned i = 0; i < g_nstates; ++i)
+    if (sp - g_stacks[i].lo < g_stacks[i].span) {
+      State* S = g_states[i];
+      return S->busy ? nullptr : S;
+    }
   return nullptr;
 }
 
@@ -139,9 +217,16 @@ struct Busy {
   ~Busy() { S.busy = false; }
 };
 
+// The workers' states stay from launch to launch (their logs' buffers with them: a launch's threads
+// would otherwise grow them again from nothing); begin() zeroes what a launch counts.
 inline void begin() {
-  for (unsigned i = 0; i < g_nstates; ++i) delete g_states[i];
-  g_nstates = 0;
+  for (unsigned i = 0; i < g_nstates; ++i) {
+    State& S = *g_states[i];
+    std::fill(S.m, S.m + NMETRICS, 0ull);
+    S.W = nullptr;
+    S.stacks = S.stacks_end = 0;
+    g_stacks[i] = {0, 0};
+  }
   regions().clear();
   g_regions = nullptr;
   g_nregions = 0;
@@ -149,97 +234,171 @@ inline void begin() {
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
   State* S = nullptr;
-  for (unsigned i = 0; i < g_nstates; ++i)
-    if (g_states[i]->W == W) S = g_states[i];
+  unsigned at = 0;
+  for (; at < g_nstates && S == nullptr; ++at)
+    if (g_states[at]->W == nullptr || g_states[at]->W == W) S = g_states[at];
   if (S == nullptr) {
     if (g_nstates == MAX_WORKERS) return;   // more workers than any machine has cores: not counted
     S = g_states[g_nstates++] = new State;
+    at = g_nstates;
   }
   S->W = W;
   S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
   S->stacks_end = S->stacks + W->stacks_bytes;
-  S->stack_size = W->stack_size;
-  S->per_stack = ~0ull / W->stack_size + 1;
-  S->log.assign(W->L->nthreads, {});
+  g_stacks[at - 1] = {S->stacks, S->stacks_end - S->stacks};
+  S->dyn = reinterpret_cast<uintptr_t>(W->dyn);
+  S->dyn_bytes = W->L->cfg.shared_mem;
+  if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
+  for (auto& l : S->log) l.clear();
+  S->loads32 = false;
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
+  S->hit = S->hits.data(), S->nhits = S->hits.size();
 }
 
-inline void on_access(void* p, size_t size, bool write, void* site) {
+// Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
+// here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
+__attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
   State* S = here();
   if (S == nullptr || size == 0) return;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-  if (a - S->stacks < S->stacks_end - S->stacks) return;   // a thread's own array (registers on a GPU)
-  Busy busy(*S);
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p), stacks = S->stacks;
+  if (a - stacks < S->stacks_end - stacks) return;   // a thread's own array (registers on a GPU)
   // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
-  const unsigned thread = unsigned(
-      (static_cast<unsigned __int128>(reinterpret_cast<uintptr_t>(&busy) - S->stacks) * S->per_stack) >> 64);
+  ThreadLog& log = *S->running;
   Worker* W = S->W;
-  Kind kind;
-  unsigned region = 0;
-  const uintptr_t dyn = reinterpret_cast<uintptr_t>(W->dyn);
-  bool shared = a >= dyn && a < dyn + W->L->cfg.shared_mem;
-  for (size_t i = 0; !shared && i < W->shared_regions.size(); ++i) {
-    const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
-    shared = a >= lo && a < lo + W->shared_regions[i].second;
-    if (shared) region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
-  }
-  if (shared) {
-    kind = write ? SHARED_ST : SHARED_LD;
+  const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
+  if (a - S->dyn < S->dyn_bytes) {
     S->loads32 = S->loads32 || (!write && size == 4);
-  } else {
-    while (region < g_nregions && !(a - g_regions[region].lo < g_regions[region].hi - g_regions[region].lo)) ++region;
-    if (region == g_nregions) return;      // a stack, __constant__ memory, the executor's own data
-    kind = write ? GLOBAL_ST : GLOBAL_LD;
+    log.push(a, access_word(at, size, SHARED_DYN, write ? SHARED_ST : SHARED_LD));
+    return;
   }
-  // Field by field into the log: an Access built on the stack and copied as one 16-byte value
-  // stalls on reading back its narrower stores (a third of this function's time).
-  Access& e = S->log[thread].emplace_back();
-  e.addr = a;
-  e.site = uint32_t(reinterpret_cast<uintptr_t>(site));
-  e.size = uint16_t(std::min<size_t>(size, 65535));
-  e.region = uint8_t(region);
-  e.kind = kind;
+  const size_t nshared = W->shared_regions.size();
+  for (size_t i = 0; i < nshared; ++i) {
+    const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
+    if (a - lo < W->shared_regions[i].second) {
+      S->loads32 = S->loads32 || (!write && size == 4);
+      const unsigned region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
+      log.push(a, access_word(at, size, region, write ? SHARED_ST : SHARED_LD));
+      return;
+    }
+  }
+  const unsigned n = g_nregions;
+  for (unsigned r = 0; r < n; ++r)
+    if (a - g_spans[r].lo < g_spans[r].span) {
+      log.push(a, access_word(at, size, r, write ? GLOBAL_ST : GLOBAL_LD));
+      return;
+    }
+  // Elsewhere: a stack, __constant__ memory, the executor's own data.
 }
 
+// Other workers mark too: a byte already set is only read, so that the cache line it lies on is not
+// written back and forth between cores for sectors that every block reads (a filter's weights).
 inline void mark(std::vector<unsigned char>& bits, size_t i) {
-  if (i < bits.size()) __atomic_store_n(&bits[i], 1, __ATOMIC_RELAXED);   // other workers mark too
+  if (i < bits.size() && !__atomic_load_n(&bits[i], __ATOMIC_RELAXED)) __atomic_store_n(&bits[i], 1, __ATOMIC_RELAXED);
 }
 
-// Keep each value once, in order.  Lanes mostly go up through memory (no sort needed then).
-inline void distinct(std::vector<unsigned long long>& v) {
-  if (!std::is_sorted(v.begin(), v.end())) std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
-}
+// The distinct values of one warp instruction's sectors or words, in a buffer on the stack while
+// they fit (a warp touches few), in `spill` beyond.  Lanes mostly repeat the last value or go up
+// through memory: a repeat is dropped as it comes, and a rising sequence needs no sort.
+class Distinct {
+ public:
+  explicit Distinct(std::vector<unsigned long long>& spill) : spill_(spill) {}
+  __attribute__((always_inline)) void add(unsigned long long v) {
+    if (n_ && v == last_) return;
+    sorted_ = sorted_ && (n_ == 0 || v > last_);
+    last_ = v;
+    if (__builtin_expect(n_ < N, 1)) {
+      buf_[n_++] = v;
+      return;
+    }
+    if (n_ == N) spill_.assign(buf_, buf_ + N);
+    spill_.push_back(v);
+    ++n_;
+  }
+  bool empty() const { return n_ == 0; }
+  // The distinct values, ascending: where they start, how many.
+  std::pair<const unsigned long long*, size_t> values() {
+    unsigned long long* p = n_ <= N ? buf_ : spill_.data();
+    if (!sorted_) {
+      std::sort(p, p + n_);
+      n_ = size_t(std::unique(p, p + n_) - p);
+      sorted_ = true;
+    }
+    return {p, n_};
+  }
 
-// One warp instruction: the accesses of the lanes that executed it (lane, access); `width` bytes from
-// each lane's address (its own access's size, or the vector load it is the first part of: merged).
+ private:
+  static constexpr size_t N = 128;
+  std::vector<unsigned long long>& spill_;
+  unsigned long long buf_[N], last_ = 0;
+  size_t n_ = 0;
+  bool sorted_ = true;
+};
+
+// The distinct words of one phase of a shared access, by bank: each bank's words in a list through
+// fixed arrays, so that a word already there (a broadcast) is found among its bank's few, with no
+// sort.  A key is a word, or, where every lane's access is aligned to its width (8 or 16 bytes), the
+// aligned 2 or 4 words it covers: these lie in as many neighbouring banks, which then hold the same
+// count, kept once for the group (1/4 of the work for a float4).  False where a phase has more
+// distinct keys than it holds (wide struct copies).
+class Banks {
+ public:
+  Banks() { std::memset(head_, 0xff, sizeof head_); }
+  __attribute__((always_inline)) bool add(unsigned long long key, unsigned bank) {
+    for (unsigned i = head_[bank]; i != NONE; i = next_[i])
+      if (key_[i] == key) return true;
+    if (n_ == CAP) return false;
+    key_[n_] = key, next_[n_] = head_[bank], head_[bank] = uint8_t(n_++);
+    shared_bank_ |= count_[bank]++;
+    return true;
+  }
+  unsigned keys() const { return n_; }
+  unsigned most() const {   // the busiest bank's distinct keys: 1 unless two keys share a bank
+    if (!shared_bank_) return n_ ? 1 : 0;
+    unsigned m = 0;
+    for (unsigned b = 0; b < 32; ++b) m = std::max(m, unsigned(count_[b]));
+    return m;
+  }
+
+ private:
+  static constexpr unsigned CAP = 160, NONE = 0xff;   // 32 lanes' 32-bit words, or 16 lanes' 16 bytes, unaligned
+  unsigned long long key_[CAP];
+  uint8_t next_[CAP], head_[32], count_[32] = {};
+  unsigned n_ = 0, shared_bank_ = 0;   // nonzero once a bank holds two keys
+};
+
+// One warp instruction: the accesses of its n lanes, lane i being lane_of(i) and its access at(i);
+// `width` bytes from each lane's address (its own access's size, or the vector load it is the first
+// part of: merged).
 inline uintptr_t shared_offset(const State& S, const Access& x);
-inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc, size_t n, unsigned width) {
-  const Kind kind = acc[0].second->kind;
-  if (S.tracing) {
+template <class LaneOf, class At>
+inline void instruction(State& S, size_t n, LaneOf lane_of, At at, unsigned width) {
+  const Kind kind = at(0).kind;
+  if (__builtin_expect(S.tracing, 0)) {
     for (size_t i = 0; i < n && traced().size() < MAX_TRACED; ++i) {
-      const Access& x = *acc[i].second;
+      const Access& x = at(i);
       const bool global = kind == GLOBAL_LD || kind == GLOBAL_ST;
       const uint64_t off = global ? x.addr - g_regions[x.region].origin : shared_offset(S, x);
       traced().push_back({off, g_trace_instr, uint16_t(global ? x.size : width),
-                          uint8_t(acc[i].first), uint8_t(kind), x.region});
+                          uint8_t(lane_of(i)), uint8_t(kind), x.region});
     }
     ++g_trace_instr;
   }
-  auto& ids = S.scratch;
-  ids.clear();
   if (kind == GLOBAL_LD || kind == GLOBAL_ST) {
+    Distinct ids(S.scratch);   // (region << 48) | sector
+    unsigned region = ~0u;
+    uintptr_t origin = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Access& x = *acc[i].second;
-      const Region& r = g_regions[x.region];
-      for (size_t s = (x.addr - r.origin) >> 5; s <= (x.addr + x.size - 1 - r.origin) >> 5; ++s)
-        ids.push_back((static_cast<unsigned long long>(x.region) << 48) | s);
+      const Access& x = at(i);
+      if (x.region != region) region = x.region, origin = g_regions[region].origin;
+      const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
+      const size_t s0 = (x.addr - origin) >> 5, s1 = (x.addr + x.size - 1 - origin) >> 5;
+      ids.add(tag | s0);
+      for (size_t s = s0 + 1; s <= s1; ++s) ids.add(tag | s);
     }
-    distinct(ids);
-    const size_t sectors = ids.size();
-    for (unsigned long long id : ids) {
-      Region& r = g_regions[id >> 48];
-      mark(kind == GLOBAL_LD ? r.read : r.written, (id & ((1ull << 48) - 1)) - r.first_sector());
+    const auto [id, sectors] = ids.values();
+    for (size_t i = 0; i < sectors; ++i) {
+      Region& r = g_regions[id[i] >> 48];
+      mark(kind == GLOBAL_LD ? r.read : r.written, (id[i] & ((1ull << 48) - 1)) - r.first_sector());
     }
     S.m[kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
     S.m[kind == GLOBAL_LD ? SEC_LD : SEC_ST] += sectors;
@@ -248,36 +407,84 @@ inline void instruction(State& S, const std::pair<unsigned, const Access*>* acc,
   // Shared memory: 32-bit accesses in one phase of 32 lanes, 64- and 128-bit ones in two of 16
   // (Nsight Compute's counts on an H100: a 128-bit load that two half-warps each read as one
   // broadcast costs 2 wavefronts, which phases of 8 lanes would make 4).
-  const unsigned lanes_per_phase = width > 4 ? 16 : 32;
+  const unsigned phase_shift = width > 4 ? 4 : 5, phases = 32u >> phase_shift;   // lanes per phase: 16 or 32
   unsigned long long wavefronts = 0, ideal = 0;
-  for (unsigned phase = 0; phase < 32 / lanes_per_phase; ++phase) {
-    ids.clear();
-    for (size_t i = 0; i < n; ++i) {
-      if (acc[i].first / lanes_per_phase != phase) continue;
-      const Access& x = *acc[i].second;
-      for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.push_back(w);
+  // Keys: aligned units of `width` bytes where each lane's access is one (4, 8, 16), else words.
+  unsigned unit_shift = width == 16 ? 4 : width == 8 ? 3 : width == 4 ? 2 : 0;
+  for (size_t i = 0; unit_shift && i < n; ++i)
+    if (at(i).addr & (width - 1)) unit_shift = 0;
+  const unsigned per_unit = unit_shift ? width / 4 : 1, groups = 32 / per_unit;   // words per key; bank groups
+  Banks banks[2];   // one word read by many lanes: a broadcast
+  bool held = true;
+  uintptr_t last[2] = {0, 0};   // each phase's last address: a lane with the same adds no word
+  for (size_t i = 0; i < n && held; ++i) {
+    const unsigned phase = lane_of(i) >> phase_shift;
+    const Access& x = at(i);
+    if (x.addr == last[phase]) continue;
+    last[phase] = x.addr;
+    if (unit_shift) {
+      const uintptr_t u = x.addr >> unit_shift;
+      held = banks[phase].add(u, unsigned(u & (groups - 1)));
+      continue;
     }
-    if (ids.empty()) continue;
-    distinct(ids);   // one word read by many lanes: a broadcast
+    for (uintptr_t w = x.addr >> 2; held && w <= (x.addr + width - 1) >> 2; ++w) held = banks[phase].add(w, unsigned(w & 31));
+  }
+  for (unsigned phase = 0; phase < phases; ++phase) {
+    if (held) {
+      wavefronts += banks[phase].most();
+      ideal += (banks[phase].keys() * per_unit + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
+      continue;
+    }
+    Distinct ids(S.scratch);   // more words than Banks holds: sorted, then counted bank by bank
+    for (size_t i = 0; i < n; ++i) {
+      if (lane_of(i) >> phase_shift != phase) continue;
+      const Access& x = at(i);
+      for (uintptr_t w = x.addr >> 2; w <= (x.addr + width - 1) >> 2; ++w) ids.add(w);
+    }
+    const auto [word, words] = ids.values();
     unsigned per_bank[32] = {};
     unsigned most = 0;
-    for (unsigned long long w : ids) most = std::max(most, ++per_bank[w & 31]);
+    for (size_t k = 0; k < words; ++k) most = std::max(most, ++per_bank[word[k] & 31]);
     wavefronts += most;
-    ideal += (ids.size() + 31) / 32;   // a wavefront moves one word of each bank: 128 bytes
+    ideal += (words + 31) / 32;
   }
   S.m[kind == SHARED_LD ? WF_LD : WF_ST] += wavefronts;
   S.m[kind == SHARED_LD ? BC_LD : BC_ST] += wavefronts - ideal;
 }
 
-inline bool same_sites(const std::vector<Access>& a, const std::vector<Access>& b) {
+inline bool same_sites(const ThreadLog& a, const ThreadLog& b) {
   if (a.size() != b.size()) return false;
   for (size_t i = 0; i < a.size(); ++i)
     if (a[i].site != b[i].site) return false;
   return true;
 }
 
+// This library's code, where every site lies (the hooks' callers are its instrumented functions):
+// the low halves of its bounds (sites are), and its size.  Set by labkit_count_begin; a span of 0
+// (not found) leaves every site to the hash table.
+inline uint32_t g_code_lo = 0, g_code_span = 0;
+
+// Start numbering the sites of a warp (site_ordinal): every earlier entry of either table is
+// forgotten (a new stamp).
+inline void open_sites(State& S) {
+  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
+    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
+    std::fill(S.direct_stamp.begin(), S.direct_stamp.end(), 0u);
+    S.warp_stamp = 1;
+  }
+  if (S.direct_stamp.size() < g_code_span) S.direct_stamp.resize(g_code_span, 0), S.direct_ordinal.resize(g_code_span);
+}
+
+inline unsigned hashed_ordinal(State& S, uint32_t site, unsigned& sites);
 // The ordinal of `site` among the sites of the warp being matched (a new one: the next free).
-inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
+__attribute__((always_inline)) inline unsigned site_ordinal(State& S, uint32_t site, unsigned& sites) {
+  const uint32_t j = site - g_code_lo;
+  if (__builtin_expect(j >= g_code_span, 0)) return hashed_ordinal(S, site, sites);
+  if (S.direct_stamp[j] != S.warp_stamp) S.direct_stamp[j] = S.warp_stamp, S.direct_ordinal[j] = sites++;
+  return S.direct_ordinal[j];
+}
+
+__attribute__((noinline)) inline unsigned hashed_ordinal(State& S, uint32_t site, unsigned& sites) {
   if (2 * (sites + 1) > S.site_of.size()) {       // keep the table at most half full
     std::vector<uint32_t> old_site(std::move(S.site_of)), old_stamp(std::move(S.stamp));
     std::vector<unsigned> old_ordinal(std::move(S.ordinal_of));
@@ -322,7 +529,7 @@ constexpr unsigned MAX_PARTS = 4;
 
 // Where in log[i + 1 ..] the loads of the words after log[i]'s are (up to parts - 1 of them, none
 // already `taken` into another vector); how many were found.
-inline unsigned next_words(const std::vector<Access>& log, size_t i, unsigned parts, size_t* at,
+inline unsigned next_words(const ThreadLog& log, size_t i, unsigned parts, size_t* at,
                            const unsigned char* taken = nullptr) {
   const Access& x = log[i];
   unsigned got = 1;
@@ -337,17 +544,14 @@ inline unsigned next_words(const std::vector<Access>& log, size_t i, unsigned pa
 }
 
 inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
-  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
-    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
-    S.warp_stamp = 1;
-  }
+  open_sites(S);
   unsigned sites = 0;
   auto& ok = S.vector_ok;              // per site ordinal: bit 0, a 2-word vector fits; bit 1, a 4-word one
   auto& partner = S.vector_partner;    // per site ordinal: the sites of its words 2..4 (0: none seen yet)
   size_t at[MAX_PARTS];
   // Pass 1: which sites start a vector, over every execution by every lane.
   for (unsigned t = first; t < last; ++t) {
-    const std::vector<Access>& log = S.log[t];
+    const ThreadLog& log = S.log[t];
     for (size_t i = 0; i < log.size(); ++i) {
       const Access& x = log[i];
       if (x.kind != SHARED_LD || x.size != 4) continue;
@@ -374,7 +578,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
     return;
   // Pass 2, lane by lane: each vector's first load takes its width; the others leave the log.
   for (unsigned t = first; t < last; ++t) {
-    std::vector<Access>& log = S.log[t];
+    ThreadLog& log = S.log[t];
     S.taken.assign(log.size(), 0);
     size_t out = 0;
     for (size_t i = 0; i < log.size(); ++i) {
@@ -397,44 +601,132 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
+// The global accesses of a warp whose lanes made the same sequence of sites, lane by lane: each
+// log read once, in order, where instruction by instruction would read the 32 logs side by side.
+// Instruction k's lanes come in lane order; where each one's sectors start at or after the last
+// sector counted so far (lanes going up through memory, or repeating), the sectors it adds are
+// counted as they come, as instruction() would count them.  Elsewhere the instruction is marked
+// `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter).
+// Shared accesses are left to instruction() (marked unsorted).  False, and nothing counted, where
+// a lane's sites differ from the first lane's (a divergent warp; what it marked is marked again).
+inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* lane, unsigned first,
+                            unsigned lanes, size_t n) {
+  for (unsigned i = 1; i < lanes; ++i)
+    if (S.log[first + lane[i]].size() != n) return false;
+  auto& by = S.by_lanes;
+  if (by.size() < n) by.resize(n);
+  for (size_t k = 0; k < n; ++k) {
+    const Kind kind = log[0][k].kind;   // instruction()'s: its first lane's
+    by[k] = {0, 0, kind, kind == SHARED_LD || kind == SHARED_ST};
+  }
+  const Access* lead = log[0];
+  for (unsigned i = 0; i < lanes; ++i) {
+    const Access* x = log[i];
+    unsigned region = ~0u;
+    Region* r = nullptr;
+    uintptr_t origin = 0;
+    for (size_t k = 0; k < n; ++k) {
+      const Access& a = x[k];
+      if (a.site != lead[k].site) return false;
+      ByLanes& b = by[k];
+      if (b.unsorted) continue;
+      if (a.region != region) region = a.region, r = &g_regions[region], origin = r->origin;
+      const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
+      const unsigned long long id = tag | ((a.addr - origin) >> 5);
+      const unsigned long long id1 = tag | ((a.addr + a.size - 1 - origin) >> 5);
+      if (id + 1 < b.next) {    // it starts below the last sector counted
+        b.unsorted = true;
+        continue;
+      }
+      const unsigned long long from = std::max(id, b.next);   // its first sector may be counted already
+      if (from > id1) continue;
+      std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r->read : r->written;
+      for (unsigned long long s = from; s <= id1; ++s) mark(bits, (s & ((1ull << 48) - 1)) - r->first_sector());
+      b.sectors += id1 - from + 1;
+      b.next = id1 + 1;
+    }
+  }
+  for (size_t k = 0; k < n; ++k)
+    if (!by[k].unsorted) {
+      S.m[by[k].kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
+      S.m[by[k].kind == GLOBAL_LD ? SEC_LD : SEC_ST] += by[k].sectors;
+    }
+  return true;
+}
+
 inline void flush_warp(State& S, unsigned first, unsigned last) {
   S.tracing = g_trace_on && first / 32 == g_trace_warp && S.W->block_idx.x == g_trace_block[0] &&
               S.W->block_idx.y == g_trace_block[1] && S.W->block_idx.z == g_trace_block[2];
   if (S.loads32) merge_vector_loads(S, first, last);   // nothing to merge without them
   auto& group = S.group;
-  int lead = -1;
-  bool same = true;
-  for (unsigned t = first; t < last; ++t) {
-    if (S.log[t].empty()) continue;
-    if (lead < 0) lead = int(t);
-    else same = same && same_sites(S.log[t], S.log[unsigned(lead)]);
+  // The lanes that made accesses; where each made the same sequence of sites (no divergence), the
+  // k-th access of each is one instruction.  global_by_lanes checks that as it counts.
+  unsigned lanes = 0, lane[32];
+  const Access* log[32];
+  for (unsigned t = first; t < last; ++t)
+    if (!S.log[t].empty()) lane[lanes] = t - first, log[lanes++] = S.log[t].data();
+  if (lanes == 0) return;
+  const size_t n = S.log[first + lane[0]].size();
+  bool same = !S.tracing && global_by_lanes(S, log, lane, first, lanes, n);
+  if (S.tracing) {
+    same = true;
+    for (unsigned i = 1; i < lanes && same; ++i) same = same_sites(S.log[first + lane[i]], S.log[first + lane[0]]);
   }
-  if (lead < 0) return;
   if (same) {
-    for (size_t k = 0; k < S.log[unsigned(lead)].size(); ++k) {
-      group.clear();
-      for (unsigned t = first; t < last; ++t)
-        if (!S.log[t].empty()) group.emplace_back(t - first, &S.log[t][k]);
-      instruction(S, group.data(), group.size(), S.log[unsigned(lead)][k].size);
-    }
+    for (size_t k = 0; k < n; ++k)
+      if (S.tracing || S.by_lanes[k].unsorted)
+        instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
+                    log[0][k].size);
     return;
   }
-  if (++S.warp_stamp == 0) {                 // stamps wrapped: forget every entry
-    std::fill(S.stamp.begin(), S.stamp.end(), 0u);
-    S.warp_stamp = 1;
-  }
+  open_sites(S);
   unsigned sites = 0;
-  S.site_runs.clear();
-  S.most.clear();
+  size_t total = 0;
+  for (unsigned t = first; t < last; ++t) total += S.log[t].size();
+  S.site_runs.resize(2 * total);
   // Pass 1: each access's site ordinal and which execution of that site by its lane it is (pairs,
   // in `site_runs`); the most executions of each site by one lane.
+  // A lane whose sites are those of an earlier lane (most lanes, in a warp where a few skip an
+  // access) has its pairs: they are copied from the first such lane, one of up to REPS kept.
+  constexpr unsigned REPS = 4;
+  unsigned* const pairs = S.site_runs.data();
+  unsigned* pair = pairs;
+  struct Rep { size_t at; unsigned t; } reps[REPS];
+  unsigned nreps = 0;
+  constexpr uint8_t EMPTY = 0xfe, ALONE = 0xff;   // a lane without accesses; a lane like no kept one
+  uint8_t cls[32];                                // each lane's: the kept lane it is like, or those
+  bool classed = true;                            // every lane with accesses is like a kept lane
   for (unsigned t = first; t < last; ++t) {
-    S.runs.assign(sites, 0);
-    for (const Access& x : S.log[t]) {
-      const unsigned o = site_ordinal(S, x.site, sites);
-      if (o >= S.runs.size()) S.runs.resize(o + 1, 0), S.most.resize(o + 1, 0);
-      S.site_runs.push_back(o);
-      S.site_runs.push_back(S.runs[o]++);
+    const ThreadLog& log = S.log[t];
+    if (log.empty()) {
+      cls[t - first] = EMPTY;
+      continue;
+    }
+    unsigned r = 0;
+    while (r < nreps && !same_sites(log, S.log[reps[r].t])) ++r;
+    if (r < nreps) {
+      cls[t - first] = uint8_t(r);
+      std::memcpy(pair, pairs + reps[r].at, 2 * log.size() * sizeof(unsigned));
+      pair += 2 * log.size();
+      continue;
+    }
+    if (nreps < REPS) {
+      cls[t - first] = uint8_t(nreps);
+      reps[nreps++] = {size_t(pair - pairs), t};
+    } else {
+      cls[t - first] = ALONE;
+      classed = false;
+    }
+    const unsigned long long who = static_cast<unsigned long long>(S.warp_stamp) << 32 | t;
+    for (const Access& x : log) {
+      const unsigned seen = sites, o = site_ordinal(S, x.site, sites);
+      if (sites != seen) {   // a new site: its entries start afresh
+        if (S.most.size() < sites) S.most.resize(sites), S.runs.resize(sites), S.run_of.resize(sites);
+        S.most[o] = 0, S.run_of[o] = ~0ull;
+      }
+      if (S.run_of[o] != who) S.run_of[o] = who, S.runs[o] = 0;
+      *pair++ = o;
+      *pair++ = S.runs[o]++;
       S.most[o] = std::max(S.most[o], S.runs[o]);
     }
   }
@@ -442,6 +734,31 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   S.first_bucket.assign(sites + 1, 0);
   for (unsigned o = 0; o < sites; ++o) S.first_bucket[o + 1] = S.first_bucket[o] + S.most[o];
   const unsigned buckets = S.first_bucket[sites];
+  if (classed) {
+    // Where each bucket lies in each kept lane's sequence; then, bucket by bucket, the lanes like a
+    // kept lane that has it, in lane order (as pass 2 below would place them, without placing).
+    constexpr uint32_t NONE = ~0u;
+    auto& pos = S.class_pos;
+    pos.assign(size_t(nreps) * buckets, NONE);
+    for (unsigned c = 0; c < nreps; ++c) {
+      const unsigned* p = pairs + reps[c].at;
+      uint32_t* row = pos.data() + size_t(c) * buckets;
+      for (size_t k = 0, len = S.log[reps[c].t].size(); k < len; ++k) row[S.first_bucket[p[2 * k]] + p[2 * k + 1]] = uint32_t(k);
+    }
+    unsigned lane[32];
+    const Access* acc[32];
+    for (unsigned b = 0; b < buckets; ++b) {
+      unsigned n = 0;
+      for (unsigned i = 0; i < last - first; ++i) {
+        if (cls[i] == EMPTY) continue;
+        const uint32_t k = pos[size_t(cls[i]) * buckets + b];
+        if (k != NONE) lane[n] = i, acc[n++] = S.log[first + i].data() + k;
+      }
+      instruction(S, n, [&](size_t j) { return lane[j]; }, [&](size_t j) -> const Access& { return *acc[j]; },
+                  acc[0]->size);
+    }
+    return;
+  }
   S.start.assign(buckets + 1, 0);
   for (size_t i = 0; i < S.site_runs.size(); i += 2)
     ++S.start[S.first_bucket[S.site_runs[i]] + S.site_runs[i + 1] + 1];
@@ -457,7 +774,11 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
     }
   // start[b] is now where bucket b + 1 begins.
   for (unsigned b = 0, from = 0; b < buckets; from = S.start[b], ++b)
-    if (S.start[b] > from) instruction(S, group.data() + from, S.start[b] - from, group[from].second->size);
+    if (S.start[b] > from) {
+      const std::pair<unsigned, const Access*>* acc = group.data() + from;
+      instruction(S, S.start[b] - from, [acc](size_t i) { return acc[i].first; },
+                  [acc](size_t i) -> const Access& { return *acc[i].second; }, acc[0].second->size);
+    }
 }
 
 // A basic block starts (its address after the hook's call): one more run of it.
@@ -465,7 +786,7 @@ inline void on_block(uintptr_t pc) {
   State* S = here();
   if (S == nullptr) return;
   const size_t i = (pc - g_text_lo) / 4;
-  if (i < S->hits.size()) ++S->hits[i];
+  if (i < S->nhits) ++S->hit[i];
 }
 
 }  // namespace count
@@ -480,13 +801,25 @@ inline State* of(Worker* W) {
 }
 }  // namespace count
 
+// The workers' states (their logs, their tables) kept from launch to launch go with the workers.
+LABKIT_RUNTIME_FN void count_release() {
+  for (unsigned i = 0; i < count::g_nstates; ++i) delete count::g_states[i];
+  count::g_nstates = 0;
+}
+
+// The scheduler switches to `thread`: the hooks append to its log from now on.
+LABKIT_RUNTIME_FN void count_enter(Worker* W, unsigned thread) {
+  count::State* S = count::of(W);
+  if (S != nullptr && thread < S->log.size()) S->running = &S->log[thread];
+}
+
 // A warp whose lanes have all returned is complete: counted now, so that a block without barriers
 // keeps one warp's log at a time, not the whole block's.
 LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp) {
   count::State* S = count::of(W);
   if (S == nullptr) return;
   count::Busy busy(*S);
-  const unsigned first = warp * 32, last = std::min<unsigned>(first + 32, unsigned(S->log.size()));
+  const unsigned first = warp * 32, last = std::min<unsigned>(first + 32, W->L->nthreads);
   if (first >= last) return;
   count::flush_warp(*S, first, last);
   for (unsigned t = first; t < last; ++t) S->log[t].clear();
@@ -516,8 +849,31 @@ extern "C" __attribute__((visibility("hidden"))) void __sanitizer_cov_trace_pc()
 
 // What the Python side calls (counting.py).
 #define LABKIT_API extern "C" __attribute__((visibility("default")))
+LABKIT_API uintptr_t labkit_count_base();
 LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
   ::labkit::count::begin();
+  // This library's executable segment, once: where its code, and so every site, lies.
+  static const std::pair<uintptr_t, uintptr_t> code = [] {
+    std::pair<uintptr_t, uintptr_t> found{0, 0};
+    dl_iterate_phdr([](dl_phdr_info* info, size_t, void* out) {
+      const uintptr_t me = reinterpret_cast<uintptr_t>(&labkit_count_base);
+      for (int i = 0; i < info->dlpi_phnum; ++i) {
+        const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+        const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+        if (ph.p_type == PT_LOAD && (ph.p_flags & PF_X) && me - lo < ph.p_memsz) {
+          *static_cast<std::pair<uintptr_t, uintptr_t>*>(out) = {lo, lo + ph.p_memsz};
+          return 1;
+        }
+      }
+      return 0;
+    }, &found);
+    return found;
+  }();
+  // Sites keep an address's low 32 bits: the table serves where the segment does not cross 4 GiB.
+  const bool fits = code.second > code.first && (code.first >> 32) == ((code.second - 1) >> 32) &&
+                    code.second - code.first <= (1u << 26);
+  ::labkit::count::g_code_lo = uint32_t(code.first);
+  ::labkit::count::g_code_span = fits ? uint32_t(code.second - code.first) : 0;
   ::labkit::count::g_text_lo = text_lo;
   ::labkit::count::g_text_hi = text_hi;
 }
@@ -528,6 +884,7 @@ LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
   r.read.assign(sectors, 0);
   r.written.assign(sectors, 0);
+  ::labkit::count::g_spans[::labkit::count::regions().size()] = {lo, hi - lo};
   ::labkit::count::regions().push_back(std::move(r));
   ::labkit::count::g_regions = ::labkit::count::regions().data();
   ::labkit::count::g_nregions = unsigned(::labkit::count::regions().size());

@@ -93,6 +93,17 @@ void AnnotateIgnoreWritesEnd(const char* file, int line);
 #define LABKIT_MO __ATOMIC_RELAXED
 #endif
 
+// The executor's own code in a kernel's translation unit that each thread runs (unpacking the
+// launch's arguments): without the access and basic-block hooks of the builds that have them.  Its
+// reads are not the kernel's, and in the counting build each cost a hook's full search for an array.
+#if defined(__clang__)
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize("thread", "coverage")))
+#elif __GNUC__ >= 12
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize("thread"), no_sanitize_coverage))
+#else
+#define LABKIT_UNINSTRUMENTED __attribute__((no_sanitize("thread")))
+#endif
+
 // ---------------------------------------------------------------------------
 // Qualifiers and attributes
 // ---------------------------------------------------------------------------
@@ -506,7 +517,11 @@ inline void add_barrier_copy(AwBarrier* b, void* dst, const void* src, size_t n)
 LABKIT_RUNTIME_FN void count_flush(Worker* W);
 LABKIT_RUNTIME_FN void count_attach(Worker* W);   // a worker's stacks are ready for this launch
 LABKIT_RUNTIME_FN void count_warp_done(Worker* W, unsigned warp);   // every lane of `warp` has returned
+LABKIT_RUNTIME_FN void count_enter(Worker* W, unsigned thread);      // `thread` of the block runs next
+LABKIT_RUNTIME_FN void count_release();   // the workers are given back: so is what counting kept for them
 #else
+inline void count_enter(Worker*, unsigned) {}
+inline void count_release() {}
 inline void count_flush(Worker*) {}
 inline void count_attach(Worker*) {}
 inline void count_warp_done(Worker*, unsigned) {}
@@ -1164,6 +1179,7 @@ inline bool run_fibers(Worker& W) {
         __tsan_set_fiber_name(f.race, name);
       }
 #endif
+      count_enter(&W, f.linear);
       switch_to(&W.sched_sp, f.sp, f.stack_lo, f.stack_size, false, f.race);
       ran = true;
     }
@@ -1505,6 +1521,7 @@ inline std::vector<Worker*>& worker_pool() {
 LABKIT_RUNTIME_FN void release_workers() {
   for (Worker* w : worker_pool()) delete w;
   worker_pool().clear();
+  count_release();
 }
 
 LABKIT_RUNTIME_FN std::string& last_error() {
@@ -1623,14 +1640,14 @@ LABKIT_RUNTIME_FN int run_grid(const LaunchConfig* cfg, const char* kernel, void
 
 // --- argument unpacking: args[i] points at the value of parameter i (as for cuLaunchKernel)
 template <class... A, size_t... I>
-inline void call_kernel(void (*k)(A...), void** args, std::index_sequence<I...>) {
+LABKIT_UNINSTRUMENTED inline void call_kernel(void (*k)(A...), void** args, std::index_sequence<I...>) {
   k(*static_cast<std::remove_cv_t<std::remove_reference_t<A>>*>(args[I])...);
 }
 
 template <class... A>
 inline int launch(void (*k)(A...), const char* name, const LaunchConfig* cfg, void** args) {
   struct Ctx { void (*k)(A...); void** args; } ctx{k, args};
-  auto body = [](void* p) {
+  auto body = [](void* p) LABKIT_UNINSTRUMENTED {
     auto* c = static_cast<Ctx*>(p);
     call_kernel(c->k, c->args, std::index_sequence_for<A...>{});
   };
