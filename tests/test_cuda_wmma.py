@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from labkit.backends.cpu import CPUModule, program_source
-from labkit.errors import LaunchError, UnsupportedOnCPU
+from labkit.errors import KernelRaceError, LaunchError, UnsupportedOnCPU
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
 
@@ -15,16 +15,16 @@ pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU exe
 # C0 is loaded row-major and D stored with STORE (the accumulator's layout argument).
 GEMM = r'''#include <mma.h>
 using namespace nvcuda;
-extern "C" __global__ void gemm(const TIN* a, const TIN* b, const TACC* c0, TACC* d, int M, int N, int K) {
+extern "C" __global__ void gemm(const TPTR* a, const TPTR* b, const TACC* c0, TACC* d, int M, int N, int K) {
   const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
   const int ti = warp / (N / TM_N), tj = warp % (N / TM_N);
   if (ti * TM_M >= M) return;
-  wmma::fragment<wmma::matrix_a, TM_M, TM_N, 16, TIN, wmma::LA> fa;
-  wmma::fragment<wmma::matrix_b, TM_M, TM_N, 16, TIN, wmma::LB> fb;
-  wmma::fragment<wmma::accumulator, TM_M, TM_N, 16, TACC> acc;
+  wmma::fragment<wmma::matrix_a, TM_M, TM_N, TK, TIN, wmma::LA> fa;
+  wmma::fragment<wmma::matrix_b, TM_M, TM_N, TK, TIN, wmma::LB> fb;
+  wmma::fragment<wmma::accumulator, TM_M, TM_N, TK, TACC> acc;
   wmma::load_matrix_sync(acc, c0 + ti * TM_M * N + tj * TM_N, N, wmma::mem_row_major);
   const bool ra = LA_ROW, rb = LB_ROW;
-  for (int k = 0; k < K; k += 16) {
+  for (int k = 0; k < K; k += TK) {
     wmma::load_matrix_sync(fa, ra ? a + ti * TM_M * K + k : a + ti * TM_M + k * M, ra ? K : M);
     wmma::load_matrix_sync(fb, rb ? b + k * N + tj * TM_N : b + k + tj * TM_N * K, rb ? N : K);
     wmma::mma_sync(acc, fa, fb, acc);
@@ -36,8 +36,8 @@ extern "C" __global__ void gemm(const TIN* a, const TIN* b, const TACC* c0, TACC
 '''
 
 
-def _gemm(tin: str, tacc: str, la: str, lb: str, store_row: bool, tm=(16, 16), check=None):
-    defs = {"TIN": tin, "TACC": tacc, "LA": la, "LB": lb, "LA_ROW": str(la == "row_major").lower(),
+def _gemm(tin: str, tacc: str, la: str, lb: str, store_row: bool, tm=(16, 16), check=None, tk=16):
+    defs = {"TK": str(tk), "TPTR": "float" if "tf32" in tin else tin, "TIN": tin, "TACC": tacc, "LA": la, "LB": lb, "LA_ROW": str(la == "row_major").lower(),
             "LB_ROW": str(lb == "row_major").lower(), "STORE_ROW": str(store_row).lower(),
             "TM_M": str(tm[0]), "TM_N": str(tm[1])}
     src = GEMM
@@ -77,6 +77,29 @@ def test_half_gemm_with_float_accumulators_matches_float64(la, lb, store_row, tm
     assert np.abs(d - 2 * exact).max() < 1e-4 and np.abs(d).max() > 1
 
 
+def test_bf16_and_tf32_inputs_multiply_exactly():
+    rng = np.random.default_rng(6)
+    M, N, K = 16, 32, 32
+    # bf16 (m8n32k16): floats whose low 16 bits are zero are bf16 values; their bits go in as uint16.
+    a = (rng.uniform(-1, 1, (M, K)).astype(np.float32).view(np.uint32) & 0xffff0000).view(np.float32)
+    b = (rng.uniform(-1, 1, (K, N)).astype(np.float32).view(np.uint32) & 0xffff0000).view(np.float32)
+    c0 = np.zeros((M, N), np.float32)
+    fn = _gemm("__nv_bfloat16", "float", "row_major", "col_major", True, tm=(8, 32))
+    d = _run(fn, (a.view(np.uint32) >> 16).astype(np.uint16), (b.view(np.uint32) >> 16).astype(np.uint16), c0,
+             "row_major", "col_major", True, tm=(8, 32))
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert np.abs(d - 2 * exact).max() <= 2 * (K + 1) * 2.0 ** -24 * (np.abs(a) @ np.abs(b)).max()
+    # tf32 (m16n16k8): the low 13 bits of each float are not read.
+    a32 = rng.uniform(-1, 1, (M, K)).astype(np.float32)
+    b32 = rng.uniform(-1, 1, (K, N)).astype(np.float32)
+    fn = _gemm("wmma::precision::tf32", "float", "col_major", "row_major", False, tk=8)
+    d = _run(fn, a32, b32, c0, "col_major", "row_major", False)
+    tf = lambda x: (x.view(np.uint32) & ~np.uint32(0x1fff)).view(np.float32).astype(np.float64)  # noqa: E731
+    exact = tf(a32) @ tf(b32)
+    assert np.abs(d - 2 * exact).max() <= 2 * (K + 1) * 2.0 ** -24 * (np.abs(a32) @ np.abs(b32)).max()
+    assert np.abs(d - 2 * a32.astype(np.float64) @ b32).max() > 1e-5    # the dropped bits do count
+
+
 @pytest.mark.parametrize("tin, dtype, la, lb, store_row", [
     ("signed char", np.int8, "row_major", "col_major", True),
     ("unsigned char", np.uint8, "col_major", "col_major", False),
@@ -101,6 +124,38 @@ def test_a_correct_wmma_gemm_is_silent_under_the_race_check():
     fn = _gemm("signed char", "int", "row_major", "col_major", True, check="race")
     d = _run(fn, a, b, c0, "row_major", "col_major", True)
     assert (d == 2 * (a.astype(np.int64) @ b.astype(np.int64))).all()
+
+
+HANDOFF = r'''#include <mma.h>
+using namespace nvcuda;
+// Warp 0 stores a tile to shared memory; warp 1 loads it (after a barrier, or not) and stores it out.
+extern "C" __global__ void k(int* out) {
+  __shared__ int tile[256];
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> f;
+  if (threadIdx.x < 32) {
+    wmma::fill_fragment(f, 7);
+    wmma::store_matrix_sync(tile, f, 16, wmma::mem_row_major);
+  }
+  BARRIER
+  if (threadIdx.x >= 32) {
+    wmma::load_matrix_sync(f, tile, 16, wmma::mem_col_major);
+    wmma::store_matrix_sync(out, f, 16, wmma::mem_row_major);
+  }
+}
+'''
+
+
+@pytest.mark.parametrize("barrier", [True, False])
+def test_the_race_check_sees_a_tile_handed_between_warps_without_a_barrier(barrier):
+    src = HANDOFF.replace("BARRIER", "__syncthreads();" if barrier else "")
+    fn = CPUModule(src, path="handoff.cu", check="race").get_function("k")
+    out = np.zeros(256, np.int32)
+    if barrier:
+        fn((1,), (64,), [out])
+        assert (out == 7).all()
+    else:
+        with pytest.raises(KernelRaceError, match="data race"):
+            fn((1,), (64,), [out])
 
 
 PARTIAL = r'''#include <mma.h>

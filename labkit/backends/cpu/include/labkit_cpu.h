@@ -247,6 +247,12 @@ struct WarpState {
   char race_sync[32][2];      // race check: sync objects of __syncwarp, by lowest lane and parity
   int collective_line[32];    // the line of the wmma operation each waiting lane called (0: none; mma.h)
   unsigned collective_calls[32];  // wmma operations each lane has entered (mma.h)
+  // mma.h: the last product one of the warp's lanes computed, by its inputs' bytes (the largest tiles:
+  // 32x16 half or 16x8 tf32 inputs, 32x8 float accumulators), which other lanes holding the same tiles take.
+  const void* mma_instance = nullptr;
+  unsigned char mma_flag = 0;
+  alignas(16) unsigned char mma_key[3 * 1024];
+  alignas(16) unsigned char mma_result[1024];
 };
 
 struct Launch {
