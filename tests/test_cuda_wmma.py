@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from labkit.backends.cpu import CPUModule, program_source
+from labkit.cuda import run_program
 from labkit.errors import KernelRaceError, LaunchError, UnsupportedOnCPU
 
 pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
@@ -114,6 +115,32 @@ def test_int8_gemm_with_int_accumulators_is_exact(tin, dtype, la, lb, store_row)
     d = _run(_gemm(tin, "int", la, lb, store_row), a, b, c0, la, lb, store_row)
     want = 2 * (c0.astype(np.int64) + a.astype(np.int64) @ b.astype(np.int64))
     assert (d.astype(np.int64) == want).all()
+
+
+def test_int_mma_wraps_or_saturates_with_satf():
+    src = r'''#include <mma.h>
+using namespace nvcuda;
+extern "C" __global__ void k(const signed char* a, const int* c, int* d) {
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, signed char, wmma::row_major> fa;
+  wmma::fragment<wmma::matrix_b, 16, 16, 16, signed char, wmma::col_major> fb;
+  wmma::fragment<wmma::accumulator, 16, 16, 16, int> fc, fd;
+  wmma::load_matrix_sync(fa, a, 16);
+  wmma::load_matrix_sync(fb, a, 16);
+  wmma::load_matrix_sync(fc, c, 16, wmma::mem_row_major);
+  wmma::mma_sync(fd, fa, fb, fc);
+  wmma::store_matrix_sync(d, fd, 16, wmma::mem_row_major);
+  wmma::mma_sync(fd, fa, fb, fc, true);
+  wmma::store_matrix_sync(d + 256, fd, 16, wmma::mem_row_major);
+}
+'''
+    a = np.full(256, -128, np.int8)                   # each sum of products: 16 * 2^14 = 2^18
+    c = np.where(np.arange(256) % 2 == 0, 2**31 - 2**17, 7).astype(np.int32)
+    d = np.zeros(512, np.int32)
+    CPUModule(src, path="satf.cu").get_function("k")((1,), (32,), [a, c, d])
+    exact = c.astype(np.int64) + 2**18
+    assert (d[:256] == ((exact + 2**31) % 2**32 - 2**31)).all()      # wraps modulo 2^32
+    assert (d[256:] == np.minimum(exact, 2**31 - 1)).all()            # saturates
+    assert d[0] < 0 and d[256] == 2**31 - 1
 
 
 def test_a_correct_wmma_gemm_is_silent_under_the_race_check():
@@ -235,3 +262,38 @@ def test_other_inline_ptx_is_still_refused():
     program_source.check_program_supported(
         '__global__ void k(long long* y) { long long t;\n asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); '
         "y[0] = t; }\n", "t.cu")
+
+
+def test_a_program_reads_special_registers_and_clocks(tmp_path):
+    p = tmp_path / "sreg.cu"
+    p.write_text(r'''#include <cstdio>
+__global__ void k(unsigned* out, unsigned long long* t) {
+  unsigned lane, sm, nsm, clk;
+  unsigned long long c0, c1, g;
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c0));
+  asm("mov.u32 %0, %%laneid;" : "=r"(lane));
+  asm("mov.u32 %0, %%smid;" : "=r"(sm));
+  asm("mov.u32 %0, %%nsmid;" : "=r"(nsm));
+  asm volatile("mov.u32 %0, %%clock;" : "=r"(clk));
+  (void)clk;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(g));
+  asm volatile("mov.u64 %0, %%clock64;" : "=l"(c1));
+  const unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = lane == threadIdx.x % 32 && sm < nsm && nsm > 0;
+  t[i] = (c1 >= c0) + 2 * (g > 1500000000ull * 1000000000ull);
+}
+int main() {
+  unsigned* out; unsigned long long* t;
+  cudaMallocManaged(&out, 128 * sizeof(unsigned));
+  cudaMallocManaged(&t, 128 * sizeof(unsigned long long));
+  k<<<2, 64>>>(out, t);
+  cudaDeviceSynchronize();
+  int ok = 0;
+  for (int i = 0; i < 128; ++i) ok += out[i] == 1 && t[i] == 3;
+  printf("%d\n", ok);
+  return 0;
+}
+''')
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out.strip() == "128"
