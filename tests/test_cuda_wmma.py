@@ -38,7 +38,8 @@ extern "C" __global__ void gemm(const TPTR* a, const TPTR* b, const TACC* c0, TA
 
 
 def _gemm(tin: str, tacc: str, la: str, lb: str, store_row: bool, tm=(16, 16), check=None, tk=16):
-    defs = {"TK": str(tk), "TPTR": "float" if "tf32" in tin else tin, "TIN": tin, "TACC": tacc, "LA": la, "LB": lb, "LA_ROW": str(la == "row_major").lower(),
+    defs = {"TK": str(tk), "TPTR": "float" if "tf32" in tin else tin, "TIN": tin, "TACC": tacc, "LA": la, "LB": lb,
+            "LA_ROW": str(la == "row_major").lower(),
             "LB_ROW": str(lb == "row_major").lower(), "STORE_ROW": str(store_row).lower(),
             "TM_M": str(tm[0]), "TM_N": str(tm[1])}
     src = GEMM

@@ -369,8 +369,9 @@ def rewrite_dim_members(src: str) -> str:
 def rewrite_program(src: str, path: str) -> str:
     """A program file as the host compiler reads it: its __shared__ declarations and its inline PTX reads
     of special registers as for kernels (kernel_source.rewrite), its launches as calls (rewrite_launches),
-    clock() in device code as the SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the device pass reads them
-    (rewrite_arch_conditions), and each kernel registered by its address (rewrite_kernel_registrations)."""
+    clock() in device code as the SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the
+    device pass reads them (rewrite_arch_conditions), and each kernel registered by its address
+    (rewrite_kernel_registrations)."""
     src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_dim_members(rewrite_arch_conditions(src)),
                                                                     time_registers=True)),
                            path)

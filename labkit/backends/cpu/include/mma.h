@@ -287,7 +287,8 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
       else out[i] = int(uint32_t(uint64_t(v)));
     } else {
       float v = s[i];
-      if (satf) v = std::isnan(v) ? 0.0f : std::isinf(v) ? std::copysign(std::is_same<TD, __half>::value ? 65504.0f : FLT_MAX, v) : v;
+      const float largest = std::is_same<TD, __half>::value ? 65504.0f : FLT_MAX;
+      if (satf) v = std::isnan(v) ? 0.0f : std::isinf(v) ? std::copysign(largest, v) : v;
       TD r = TD(v);
       if (satf && std::is_same<TD, __half>::value && std::isinf(static_cast<float>(r)))
         r = TD(std::copysign(65504.0f, v));   // a finite float beyond half's range: the largest half
