@@ -259,7 +259,8 @@ def test_compile_error_names_the_kernel_file_and_line(tmp_path):
 @pytest.mark.parametrize("body, what", [
     ('asm volatile("mov.u32 %0, 0;" : "=r"(x));', "inline PTX"),
     ("long long t = clock64();", "clock64"),
-    ("wmma::fragment<int> f;", "wmma"),
+    ("wmma::fragment<wmma::matrix_a, 8, 8, 32, wmma::experimental::precision::b1, wmma::row_major> f;",
+     "sub-byte tensor-core"),
 ])
 def test_unsupported_constructs_are_named(body, what):
     src = f'extern "C" __global__ void k(int* y) {{ int x = 0; {body} y[0] = x; }}\n'

@@ -5,8 +5,9 @@ The executor compiles the kernel file's own text with a header in front
 
 * finds the ``extern "C" __global__`` kernels, the ``__constant__`` and
   ``__device__`` variables (the names Python may ask for);
-* refuses constructs the executor cannot model (tensor-core ``mma``/``wmma``,
-  inline PTX, ``clock64``, multi-device grid groups), naming them, and honours
+* refuses constructs the executor cannot model (sub-byte and double tensor-core operations,
+  inline PTX but the reads of special registers that rewrite_special_registers turns into
+  the executor's calls, ``clock64``, multi-device grid groups), naming them, and honours
   a kernel file's declaration that it needs a GPU
   (a comment ``// labkit: requires-gpu <why>``);
 * rewrites ``extern __shared__ T name[];`` (dynamic shared memory, sized at
@@ -83,8 +84,11 @@ def _line_of(text: str, pos: int) -> int:
 # Constructs a CPU cannot model, each with the words used to name it.
 UNSUPPORTED = [
     (re.compile(r"\basm\s*(volatile\s*)?\("), "inline PTX assembly (asm)"),
-    (re.compile(r"\bwmma::"), "tensor-core matrix operations (wmma)"),
-    (re.compile(r"\bmma_sync\b|\bmma\.sync\b"), "tensor-core matrix operations (mma)"),
+    (re.compile(r"\bexperimental::precision\b|\bprecision::(?:u4|s4|b1)\b|\bbmma_sync\b"),
+     "sub-byte tensor-core operations (wmma::experimental::precision u4, s4, b1; half, bf16, tf32 and 8-bit "
+     "inputs are modelled by mma.h)"),
+    (re.compile(r"\bwmma::fragment\s*<[^;{}]*?\bdouble\b"), "double tensor-core operations (wmma m8n8k4 double)"),
+    (re.compile(r"\b__(?:h|i|b|d)?mma_\w+"), "the tensor cores' builtins (__hmma_*, __imma_*; nvcuda::wmma is modelled)"),
     (re.compile(r"\bclock64\s*\(|\bclock\s*\(\s*\)"), "the SM cycle counter (clock64)"),
     (re.compile(r"\bthis_multi_grid\s*\(|\bmulti_grid_group\b"), "multi-device grid groups (this_multi_grid)"),
     (re.compile(r"\b__nanosleep\s*\("), "__nanosleep"),
@@ -111,10 +115,11 @@ STORAGE_SUFFIX = "_labkit_storage"   # a __shared__ variable's storage, renamed 
 # Parentheses, one level deep, may stand in the declaration: `__align__(16)`, `float s[(N + 1) * 2]`.
 _STATIC_SHARED = re.compile(r"(?<!extern)(?<!extern )\b__shared__\b((?:\([^;{}()]*\)|[^;{}()])*);")
 # `extern __shared__ T name[];` with its specifiers in any order (`extern T __shared__ name[]`,
-# `extern __shared__ __align__(16) T name[]`): the type is the words around __shared__.
+# `extern __shared__ __align__(16) T name[]`): the type is the words around __shared__.  Rows of a fixed
+# length may follow (`extern __shared__ half tile[][64 + 8];`): the name then points to such rows.
 _SPECIFIER = r"(?:__align__\s*\(\s*\d+\s*\)|[\w:]+)"
 _EXTERN_SHARED = re.compile(
-    rf"extern\s+((?:{_SPECIFIER}\s+)*?)__shared__\s+((?:{_SPECIFIER}\s+)*?)(\w+)\s*\[\s*\]\s*;")
+    rf"extern\s+((?:{_SPECIFIER}\s+)*?)__shared__\s+((?:{_SPECIFIER}\s+)*?)(\w+)\s*\[\s*\]((?:\s*\[[^\[\];{{}}]+\])*)\s*;")
 _ALIGN = re.compile(r"__align__\s*\(\s*\d+\s*\)")
 # `static` beside `__shared__` (either side): CUDA allows it; the executor's __shared__ is already static.
 _STATIC_BY_SHARED = re.compile(r"\bstatic(\s+)(?=(?:[\w:]+\s+)*?__shared__\b)|(?<=__shared__)(\s+)static\b")
@@ -154,6 +159,45 @@ def blank_gpu_only(text: str) -> str:
     return "\n".join(lines)
 
 
+# Inline PTX that only reads a special register into a variable, the form teaching code and samples use:
+#   asm("mov.u32 %0, %%laneid;" : "=r"(lane));   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+# rewrite_special_registers turns it into an assignment from the executor's call (labkit_cpu.h's
+# labkit::sreg); every other asm statement is refused (UNSUPPORTED).
+SPECIAL_REGISTERS = {
+    "laneid": "::labkit::sreg::laneid()", "warpid": "::labkit::sreg::warpid()",
+    "nwarpid": "::labkit::sreg::nwarpid()", "smid": "::labkit::sreg::smid()", "nsmid": "::labkit::sreg::nsmid()",
+    **{f"lanemask_{w}": f"::labkit::sreg::lanemask_{w}()" for w in ("eq", "lt", "le", "ge", "gt")},
+    **{f"{reg}.{c}": f"{name}.{c}" for reg, name in (("tid", "threadIdx"), ("ntid", "blockDim"),
+                                                       ("ctaid", "blockIdx"), ("nctaid", "gridDim")) for c in "xyz"},
+}
+# Counters of time: a whole program may read them (labkit_cpu.h models them there); a kernel compiled on
+# its own is refused them, as it is clock64(), since its results would depend on the count.
+TIME_REGISTERS = {"clock": "::labkit::sreg::clock()", "clock64": "::labkit::sreg::clock64()",
+                  "globaltimer": "::labkit::sreg::globaltimer()"}
+_SPECIAL_ASM = re.compile(
+    r'\b(?:asm|__asm__)\s*(?:(?:volatile|__volatile__)\s*)?\(\s*"\s*mov\.([usb])(32|64)\s+%0\s*,\s*%%([\w.]+)\s*;?\s*"'
+    r'\s*:\s*"=([rl])"\s*\(((?:[^()]|\([^()]*\))*)\)\s*\)')
+
+
+def rewrite_special_registers(src: str, *, time_registers: bool = False) -> str:
+    """``asm("mov.u32 %0, %%laneid;" : "=r"(x))`` -> ``(x) = (unsigned int)::labkit::sreg::laneid()``, for the
+    registers of SPECIAL_REGISTERS (and TIME_REGISTERS where ``time_registers``), keeping every line in
+    place; other asm statements are left for check_supported to refuse."""
+    text = strip_comments(src)
+    regs = {**SPECIAL_REGISTERS, **(TIME_REGISTERS if time_registers else {})}
+    edits = []
+    for m in re.finditer(r"\b(?:asm|__asm__)\b", text):
+        k = _SPECIAL_ASM.match(src, m.start())
+        if not k or k.group(3) not in regs or (k.group(2) == "64") != (k.group(4) == "l"):
+            continue
+        ctype = {("u", "32"): "unsigned int", ("b", "32"): "unsigned int", ("s", "32"): "int",
+                 ("u", "64"): "unsigned long long", ("b", "64"): "unsigned long long",
+                 ("s", "64"): "long long"}[k.group(1), k.group(2)]
+        repl = f"(({k.group(5).strip()}) = ({ctype}){regs[k.group(3)]})"
+        edits.append((k.start(), k.end(), repl + "\n" * src.count("\n", k.start(), k.end())))
+    return apply_edits(src, edits)
+
+
 def check_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU if the file declares or uses what the executor cannot model."""
     m = REQUIRES_GPU.search(src)
@@ -162,7 +206,7 @@ def check_supported(src: str, path: str) -> None:
         raise UnsupportedOnCPU(
             f"{path} declares that it needs a GPU ({why}); the CPU executor does not run it. "
             "Run it where CuPy sees a GPU.")
-    text = blank_gpu_only(strip_comments(src))
+    text = blank_gpu_only(strip_comments(rewrite_special_registers(src)))
     for pattern, what in UNSUPPORTED:
         m = pattern.search(text)
         if m:
@@ -272,8 +316,11 @@ def _declared_names(decl: str) -> list[tuple[str, int]]:
     return names
 
 
-def rewrite(src: str) -> str:
+def rewrite(src: str, *, time_registers: bool = False) -> str:
     """Adapt a kernel source for the CPU executor's header, keeping every line in place.
+
+    * inline PTX that reads a special register becomes the executor's call (rewrite_special_registers;
+      the counters of time too where ``time_registers``, as for a whole program);
 
     * `extern __shared__ T name[];` (dynamic shared memory, sized at launch) becomes a
       pointer to the worker's buffer: a local pointer inside a function, a macro at
@@ -285,6 +332,7 @@ def rewrite(src: str) -> str:
       barrier), or under the memory check a heap block of exactly its size, whose edges
       AddressSanitizer guards.
     """
+    src = rewrite_special_registers(src, time_registers=time_registers)
     # Blank a `static` beside `__shared__` (same length: every line and column stays in place).
     src = _STATIC_BY_SHARED.sub(lambda m: " " * len(m.group(0)), src)
     src = _SHARED_ALIGNAS.sub(lambda m: m.group(2) + m.group(1) + "__shared__", src)
@@ -294,11 +342,14 @@ def rewrite(src: str) -> str:
     for m in _EXTERN_SHARED.finditer(text):
         ty = " ".join(_ALIGN.sub(" ", m.group(1) + " " + m.group(2)).split())
         name = m.group(3)
+        rows = " ".join(m.group(4).split())     # the fixed extents of a row, if any: `[64 + 8]`
+        ptr = f"{ty} (*)" + rows if rows else f"{ty}*"
         if depth[m.start()] > 0:
-            repl = f"{ty}* const {name} = reinterpret_cast<{ty}*>(::labkit::dyn_shared());"
+            decl = f"{ty} (* const {name}){rows}" if rows else f"{ty}* const {name}"
+            repl = f"{decl} = reinterpret_cast<{ptr}>(::labkit::dyn_shared());"
         else:
             # a macro needs lines of its own; #line puts the numbering back
-            repl = (f"\n#define {name} (reinterpret_cast<{ty}*>(::labkit::dyn_shared()))\n"
+            repl = (f"\n#define {name} (reinterpret_cast<{ptr}>(::labkit::dyn_shared()))\n"
                     f"#line {_line_of(text, m.end())}\n")
         edits.append((m.start(), m.end(), repl))
     extern_spans = [(a, b) for a, b, _ in edits]

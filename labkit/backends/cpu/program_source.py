@@ -21,7 +21,9 @@ textures and surfaces, graphics interop, the driver API (``cu*`` calls), several
 access, dynamic parallelism (a launch from device code), the graph nodes beyond kernels, copies, memsets
 and host functions, inter-process memory, and the
 CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h), and
-fp8 types (cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided: include/).
+fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
+include/), and inline PTX other than the reads of special registers that the rewrite turns into the
+executor's calls (kernel_source.rewrite_special_registers).
 """
 from __future__ import annotations
 
@@ -67,7 +69,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|mma|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"])\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
@@ -77,8 +79,8 @@ def _header_words(name: str) -> str:
         return "fp8 types (__nv_fp8_e4m3; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"
     if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
         return "graphics interop"
-    if name.startswith(("cuda/", "mma")):
-        return "a device facility (libcu++ beyond <cuda/barrier> and <cuda/pipeline>, tensor cores)"
+    if name.startswith("cuda/"):
+        return "a device facility (libcu++ beyond <cuda/barrier> and <cuda/pipeline>)"
     if name == "mpi":
         return "MPI (several processes, one GPU each)"
     return "a CUDA library"
@@ -222,7 +224,8 @@ def check_program_supported(src: str, path: str) -> None:
     executor does not model."""
     if kernel_source.REQUIRES_GPU.search(src):
         kernel_source.check_supported(src, path)
-    text = _blank(src)
+    # The reads of special registers that the rewrite accepts are not asm statements to refuse.
+    text = _blank(kernel_source.rewrite_special_registers(src, time_registers=True))
     m = _HEADERS.search(src)   # the names are in quotes or brackets: searched in the text itself
     if m:
         raise UnsupportedOnCPU(
@@ -364,11 +367,13 @@ def rewrite_dim_members(src: str) -> str:
 
 
 def rewrite_program(src: str, path: str) -> str:
-    """A program file as the host compiler reads it: its __shared__ declarations as for kernels
-    (kernel_source.rewrite), its launches as calls (rewrite_launches), clock() in device code as the
-    SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the device pass reads them
-    (rewrite_arch_conditions), and each kernel registered by its address (rewrite_kernel_registrations)."""
-    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_dim_members(rewrite_arch_conditions(src)))),
+    """A program file as the host compiler reads it: its __shared__ declarations and its inline PTX reads
+    of special registers as for kernels (kernel_source.rewrite), its launches as calls (rewrite_launches),
+    clock() in device code as the SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the
+    device pass reads them (rewrite_arch_conditions), and each kernel registered by its address
+    (rewrite_kernel_registrations)."""
+    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_dim_members(rewrite_arch_conditions(src)),
+                                                                    time_registers=True)),
                            path)
     if path.endswith((".cpp", ".cc", ".cxx", ".c")):    # C++ files hold no kernels
         return src

@@ -302,6 +302,14 @@ struct WarpState {
   unsigned long long slot[32];  // the values a shuffle or vote exchanges
   unsigned gen[32];           // group barriers released, by the group's lowest lane (race check)
   char race_sync[RACE_SETS][32][2];   // race check: sync objects of __syncwarp, by set, lowest lane and parity
+  int collective_line[32];    // the line of the wmma operation each waiting lane called (0: none; mma.h)
+  unsigned collective_calls[32];  // wmma operations each lane has entered (mma.h)
+  // mma.h: the last product one of the warp's lanes computed, by its inputs' bytes (the largest tiles:
+  // 32x16 half or 16x8 tf32 inputs, 32x8 float accumulators), which other lanes holding the same tiles take.
+  const void* mma_instance = nullptr;
+  unsigned char mma_flag = 0;
+  alignas(16) unsigned char mma_key[3 * 1024];
+  alignas(16) unsigned char mma_result[1024];
 };
 
 struct Launch {
@@ -1725,6 +1733,38 @@ inline unsigned __activemask() {
   ::labkit::Bookkeeping quiet;
   return ::labkit::tl_worker->warps[::labkit::tl_fiber->warp].live;
 }
+
+// The special registers that inline PTX reads (`asm("mov.u32 %0, %%laneid;" : "=r"(x))`): the kernel
+// source's rewrite (kernel_source.rewrite_special_registers) turns such a statement into a call of one
+// of these.  Where a GPU's value depends on where the hardware put the block, a value it could have is
+// given: %warpid is the warp's index in its block, %smid the block's linear index modulo %nsmid, the
+// modelled device's SM count (cudaDeviceProp::multiProcessorCount).
+namespace labkit {
+namespace sreg {
+inline unsigned laneid() { return tl_fiber->lane; }
+inline unsigned warpid() { return tl_fiber->warp; }
+inline unsigned nwarpid() { return 64; }
+inline unsigned nsmid() { return 132; }
+inline unsigned smid() {
+  const auto& g = g_launch->grid;
+  const auto& b = tl_worker->block_idx;
+  return unsigned((b.x + (unsigned long long)g.x * (b.y + (unsigned long long)g.y * b.z)) % nsmid());
+}
+inline unsigned lanemask_eq() { return 1u << tl_fiber->lane; }
+inline unsigned lanemask_lt() { return lanemask_eq() - 1u; }
+inline unsigned lanemask_le() { return lanemask_lt() | lanemask_eq(); }
+inline unsigned lanemask_ge() { return ~lanemask_lt(); }
+inline unsigned lanemask_gt() { return ~lanemask_le(); }
+#if defined(LABKIT_PROGRAM)
+inline unsigned clock() { return unsigned(::clock64()); }
+inline unsigned long long clock64() { return (unsigned long long)::clock64(); }
+inline unsigned long long globaltimer() {   // nanoseconds, as the GPU's global timer counts them
+  return (unsigned long long)std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::system_clock::now().time_since_epoch()).count();
+}
+#endif
+}  // namespace sreg
+}  // namespace labkit
 
 namespace labkit {
 template <class T>

@@ -743,7 +743,10 @@ inline cudaError_t cudaMalloc(void** p, size_t n, LABKIT_SITE) {
                       labkit_line, n);
     return ::labkit::rt::fail(cudaErrorMemoryAllocation);
   }
-  void* m = std::malloc(n ? n : 1);
+  // Aligned as cudaMalloc's memory is (256 bytes; samples assert 128), and a heap block of exactly n
+  // bytes, whose edges the memory check guards.
+  void* m = nullptr;
+  if (posix_memalign(&m, 256, n ? n : 1) != 0) m = nullptr;
   if (!m) { *p = nullptr; return ::labkit::rt::fail(cudaErrorMemoryAllocation); }
   // Device memory starts undefined: all-ones bytes (NaN as floats), so that a result read before any
   // kernel wrote it shows, as the executor fills shared memory.
@@ -768,8 +771,10 @@ template <class T> inline cudaError_t cudaMallocPitch(T** p, size_t* pitch, size
 }
 inline cudaError_t cudaMallocManaged(void** p, size_t n, unsigned = cudaMemAttachGlobal, LABKIT_SITE) {
   LABKIT_STICKY();
-  void* m = std::calloc(n ? n : 1, 1);
+  void* m = nullptr;   // aligned as cudaMalloc's
+  if (posix_memalign(&m, 256, n ? n : 1) != 0) m = nullptr;
   if (!m) return ::labkit::rt::fail(cudaErrorMemoryAllocation);
+  std::memset(m, 0, n ? n : 1);
   ::labkit::rt::add(m, n, ::labkit::rt::Mem::Managed, labkit_file, labkit_line);
   *p = m;
   return cudaSuccess;
