@@ -8,10 +8,11 @@ transposed convolutions (uneven pads, dilation, groups), broadcast adds and mult
 then a head (global pooling or flatten, Gemm or MatMul + Add, ReLU, softmax).  The network runs
 eagerly and as a plan on the backend, and must match within 1e-4 of the largest output.
 
-onnx.reference is the operator definitions in NumPy, with three known gaps, replaced here by direct
-float64 definitions: its LRN loops over the batch instead of the channels, its pooling computes
-another output size for pads as large as the kernel's reach allows, and its grouped ConvTranspose
-reshapes the weights wrongly.
+onnx.reference is the operator definitions in NumPy, with four known gaps, replaced here by
+labkit.reference's float64 layers (and tests/helpers.py's pooling): its LRN loops over the batch
+instead of the channels, its pooling computes another output size for pads as large as the kernel's
+reach allows, its grouped ConvTranspose reshapes the weights wrongly, and its Pad hands negative pads
+(a crop) to np.pad.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 import labkit
+from labkit import reference
 from labkit.checks import to_numpy
 
 onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the 'reference' extra)")
@@ -36,13 +38,8 @@ TOL = 1e-4             # of the largest output: float32 through a few layers
 
 # --- the operators' definitions where onnx.reference departs from them ---------------------------
 class LRN(OpRun):
-    def _run(self, x, alpha=None, beta=None, bias=None, size=None):
-        sq = x.astype(np.float64) ** 2
-        s = np.zeros_like(sq)
-        lo, hi = math.floor((size - 1) / 2), math.ceil((size - 1) / 2) + 1
-        for c in range(x.shape[1]):
-            s[:, c] = sq[:, max(0, c - lo):min(x.shape[1], c + hi)].sum(axis=1)
-        return ((x / (bias + alpha / size * s) ** beta).astype(x.dtype),)
+    def _run(self, x, alpha=None, beta=None, bias=None, size=None):    # the draws use odd sizes
+        return (reference.lrn(x, (size - 1) // 2, bias, alpha / size, beta).astype(x.dtype),)
 
 
 class MaxPool(OpRun):
@@ -61,21 +58,10 @@ class AveragePool(OpRun):
 class ConvTranspose(OpRun):
     def _run(self, x, w, b=None, auto_pad=None, dilations=None, group=1, kernel_shape=None, output_padding=None,
              output_shape=None, pads=None, strides=None):
-        N, C, H, W = x.shape
-        cg, mg, (kh, kw) = C // group, w.shape[1], w.shape[2:]
-        s, op, d = strides or (1, 1), output_padding or (0, 0), dilations or (1, 1)
-        hf, wf = (H - 1) * s[0] + d[0] * (kh - 1) + 1 + op[0], (W - 1) * s[1] + d[1] * (kw - 1) + 1 + op[1]
-        full = np.zeros((N, mg * group, hf, wf))
-        for g in range(group):
-            for c in range(cg):
-                for m in range(mg):
-                    for i in range(kh):
-                        for j in range(kw):
-                            full[:, g * mg + m, i * d[0]:i * d[0] + (H - 1) * s[0] + 1:s[0],
-                                 j * d[1]:j * d[1] + (W - 1) * s[1] + 1:s[1]] += x[:, g * cg + c] * float(w[g * cg + c, m, i, j])
-        t, l, bo, r = pads or (0, 0, 0, 0)
-        y = full[:, :, t:hf - bo, l:wf - r]
-        return ((y if b is None else y + b[None, :, None, None]).astype(x.dtype),)
+        full = reference.conv_transpose2d(x, w, b, stride=tuple(strides or (1, 1)), dilation=tuple(dilations or (1, 1)),
+                                          output_padding=tuple(output_padding or (0, 0)), groups=group)
+        t, l, bo, r = pads or (0, 0, 0, 0)       # uneven pads: the full output cropped at each end
+        return (full[:, :, t:full.shape[2] - bo, l:full.shape[3] - r].astype(x.dtype),)
 
 
 class Pad(OpRun):

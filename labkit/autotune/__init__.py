@@ -115,10 +115,9 @@ def choose(problem: Problem) -> dict:
     # The kernels' source and the candidate list both decide: a winner found among fewer candidates
     # (before a family offered new tiles) is searched again, not looked up.
     key = f"{problem.family}|{source_hash(tuple(problem.kernels))}|{candidates_hash(candidates)}|{problem.key}"
-    hit = cache.get(key)
-    if hit is not None and hit["config"] in candidates:    # a forged or stale winner is never launched
-        _note(problem, "cache", hit["config"], entry=hit)
-        return hit["config"]
+    hit = _cached(problem, cache, key)
+    if hit is not None:
+        return hit
     how = _mode()
     if how == "off" or (how == "auto" and problem.shipped) or len(candidates) == 1:
         _note(problem, "shipped table" if problem.shipped else "default", first)
@@ -128,14 +127,23 @@ def choose(problem: Problem) -> dict:
     with _LOCK:
         same = _SEARCHING.setdefault(key, threading.Lock())
     with same:
-        hit = cache.get(key)
-        if hit is not None and hit["config"] in candidates:
-            _note(problem, "cache", hit["config"], entry=hit)
-            return hit["config"]
+        hit = _cached(problem, cache, key)     # another layer's search may have found it meanwhile
+        if hit is not None:
+            return hit
         if key in _NO_WINNER:       # searched in this process, nothing passed: not again
             _note(problem, "default (no candidate passed)", first)
             return first
         return _search(problem, cache, key)
+
+
+def _cached(problem: Problem, cache: DiskCache, key: str) -> dict | None:
+    """The disk cache's winner for ``key`` (noted in the history), or None.  A winner that is not one
+    of today's candidates (forged, or stale) is never launched."""
+    hit = cache.get(key)
+    if hit is None or hit["config"] not in problem.candidates:
+        return None
+    _note(problem, "cache", hit["config"], entry=hit)
+    return hit["config"]
 
 
 def _search(problem: Problem, cache: DiskCache, key: str) -> dict:
