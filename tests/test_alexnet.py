@@ -15,6 +15,7 @@ from labkit import layers, reference
 from labkit.checks import rel_error, to_numpy
 from labkit.models import alexnet
 from labkit.models import alexnet_weights as aw
+from labkit.ops import lrn as lrn_ops
 
 
 rng = np.random.default_rng()
@@ -269,3 +270,26 @@ def test_an_array_the_pickle_builds_itself_is_refused_before_it_is_allocated(tmp
     finally:
         tracemalloc.stop()
     assert peak < 10 * 2**20, f"{peak:,} bytes allocated while refusing"
+
+
+@pytest.mark.parametrize("chunk", [1, 2, 3, 4, 7])
+@pytest.mark.parametrize("shape,r", [((2, 7, 5, 3), 2), ((1, 9, 3, 4), 1), ((3, 1, 2, 3), 2), ((1, 5, 3, 3), 0),
+                                     ((2, 6, 1, 5), 3)])
+def test_lrn_kernel_at_every_chunk_of_channels(shape, r, chunk):
+    """The kernel itself at chunks the op may not pick: windows across a chunk's edges, C not a multiple
+    of the chunk, fewer channels than the window; every output written (NaN-poisoned), no read outside x."""
+    from labkit.loader import load
+    N, C, H, W = shape
+    x = rng.standard_normal(shape).astype(np.float32) * 3
+    y = labkit.xp.full(shape, np.nan, dtype=labkit.xp.float32)
+    fn = load("lrn", defines={"LRN_R": r}, check="memory").get_function("lrn_across_channels")
+    fn(((H * W + 255) // 256, -(-C // chunk), N), (256,),
+       (labkit.xp.asarray(x), y, np.int32(N), np.int32(C), np.int32(H * W), np.int32(chunk), np.float32(1.0),
+        np.float32(1e-2), np.float32(0.75)))
+    assert rel_error(y, reference.lrn(x, r, 1.0, 1e-2, 0.75)) < 1e-5
+
+
+def test_lrn_channel_chunk_keeps_the_gpu_full():
+    assert lrn_ops.channel_chunk(1024, 96, 55 * 55, 132) == 4
+    assert lrn_ops.channel_chunk(64, 96, 55 * 55, 132) == 4
+    assert lrn_ops.channel_chunk(1, 96, 55 * 55, 132) == 2
