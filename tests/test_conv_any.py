@@ -158,6 +158,41 @@ def test_every_family_auto_may_choose_is_right_on_its_shapes():
     assert {"implicit", "depthwise", "depthwise3x3", "winograd", "tuned"} <= tried
 
 
+@pytest.mark.parametrize("L, activation", [(ConvLayer.of(5, 9, 7, 6, 3, 1, 1), "relu"),
+                                           (ConvLayer.of(3, 11, 10, 5, 3, 2, 1), None),
+                                           (ConvLayer.of(4, 8, 9, 8, 1), "relu")], ids=lambda v: str(v))
+def test_a_residual_is_added_by_every_family_that_offers_one(L, activation):
+    """y = act(conv(x) + b + residual) from each candidate of the families whose epilogue adds one
+    (the implicit GEMM; Winograd and conv_small's direct kernel on 3x3, stride 1, padding 1), on a
+    poisoned output; the families that cannot add one are not offered."""
+    xp = labkit.xp
+    seed = int(np.random.SeedSequence().entropy % 2**32)
+    x, w, b = _data(seed, (3, L.C, L.H, L.W), (L.M, L.C // L.groups) + L.kernel_hw, (L.M,))
+    conv = conv_auto.AutoConv2d(xp.asarray(w), xp.asarray(b), L, activation=activation, residual=True)
+    plain = reference.conv2d(x, w, b, stride=L.stride_hw, pad=L.pad_hw, dilation=L.dilation_hw, groups=L.groups)
+    (res,) = _data(seed + 1, plain.shape)
+    ref = _activate(plain + res.astype(np.float64), activation)
+    families = {c["family"] for c in conv.candidates(3)}
+    same_3x3 = L.K == 3 and L.stride == 1 and L.pad == 1
+    assert families == ({"implicit", "winograd"} if same_3x3 else {"implicit"})
+    tried = 0
+    for c in conv.candidates(3)[:6]:
+        out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+        run = conv.make(c)
+        run.prepare(3)
+        _close(run(xp.asarray(x), out, xp.asarray(res)), ref, f"{L.key} {c} (data seed {seed})")
+        tried += 1
+    out = xp.full(ref.shape, np.nan, dtype=xp.float32)
+    _close(conv(xp.asarray(x), out, residual=xp.asarray(res)), ref, f"{L.key} auto (data seed {seed})")
+    assert tried >= 2
+    with pytest.raises(ValueError, match="adds a residual"):
+        conv(xp.asarray(x))
+    with pytest.raises(ValueError, match="without residual=True"):
+        conv_auto.AutoConv2d(xp.asarray(w), xp.asarray(b), L, activation=activation)(xp.asarray(x), residual=xp.asarray(res))
+    with pytest.raises(TypeError, match="residual must be True or False"):
+        conv_auto.AutoConv2d(xp.asarray(w), xp.asarray(b), L, residual="yes")
+
+
 def test_auto_times_winograd_tiles_of_both_transforms_and_each_is_right():
     """auto's Winograd candidates carry their tiles (F(2x2) only: F(4x4) spreads a NaN beyond the windows
     that hold it), and every one of them, and conv_small's kernel, matches the reference on a 3x3

@@ -26,6 +26,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Callable, NamedTuple
 
+import numpy as np
+
 from .. import autotune, backends
 from ..checks import array_module, check_activation, check_array, fast_input
 from ..reference.samples import conv_samples, sample_positions
@@ -47,12 +49,14 @@ Runner = Callable  # run(x, out) -> y
 
 class Family(NamedTuple):
     """A kernel family as ``auto`` sees it: can it run the layer, its candidates at a batch of N
-    (JSON-able dicts, its untuned choice first), and a runner made from one candidate."""
+    (JSON-able dicts, its untuned choice first), and a runner made from one candidate; ``residual``:
+    its epilogue can add a residual (a skip connection)."""
     name: str
     kernels: tuple                                   # labkit/kernels/ files whose source decides
     applies: Callable[[ConvLayer, str | None], bool]
     candidates: Callable[["AutoConv2d", int], list]
     make: Callable[["AutoConv2d", dict], Runner]
+    residual: bool = False
 
 
 def _dense_3x3_same(L: ConvLayer) -> bool:
@@ -61,23 +65,27 @@ def _dense_3x3_same(L: ConvLayer) -> bool:
 
 # --- the families ------------------------------------------------------------------------------------
 def _runner(layer, prepare: Callable[[int], object] | None = None, **call) -> Runner:
-    """run(x, out=None) -> layer(x, out=out, **call), with ``run.prepare(N)``: the layer's plan for a
-    batch of N made (its kernels compiled) without launching.  The search builds candidates side by
-    side in threads and checks and times them one at a time; a kernel compiled at its first launch
-    would compile inside that one-at-a-time part (2 to 3 s each on a large layer)."""
-    def run(x, out=None):
+    """run(x, out=None, residual=None) -> layer(x, out=out, **call) (and ``residual=`` where given),
+    with ``run.prepare(N)``: the layer's plan for a batch of N made (its kernels compiled) without
+    launching.  The search builds candidates side by side in threads and checks and times them one
+    at a time; a kernel compiled at its first launch would compile inside that one-at-a-time part
+    (2 to 3 s each on a large layer)."""
+    def run(x, out=None, residual=None):
+        if residual is not None:
+            return layer(x, out=out, residual=residual, **call)
         return layer(x, out=out, **call)
     run.prepare = prepare or (lambda N: layer.plan(N))
     return run
 
 
 def _implicit_candidates(conv: "AutoConv2d", N: int) -> list:
-    base = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation)
+    base = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, residual=conv.residual)
     return [{"tiles": asdict(t), "splits": n} for t, n in base.tuning_candidates(N)]
 
 
 def _implicit_make(conv: "AutoConv2d", config: dict) -> Runner:
-    layer = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, tiles=Tiles(**config["tiles"]))
+    layer = ImplicitConv2d(conv.w, conv.b, conv.layer, activation=conv.activation, tiles=Tiles(**config["tiles"]),
+                           residual=conv.residual)
     splits = int(config["splits"])
     # A batch past the 32-bit offsets runs as sub-batches, planned at the call.
     return _runner(layer, lambda N: layer.plan(N, splits) if N <= layer.max_batch else None, splits=splits)
@@ -105,9 +113,10 @@ def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
     L = conv.layer
     wt = prepare_weights(conv.w, 1).reshape(L.C * 9, L.M)   # (C*9, M): the forward layer's layout
     if config["kernel"] == "winograd":
-        layer = WinogradConv3x3(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]))
+        layer = WinogradConv3x3(wt, conv.b, L, activation=conv.activation, tile=WinogradTile(**config["tile"]),
+                                residual=conv.residual)
     else:
-        layer = SmallConv3x3(wt, conv.b, L, activation=conv.activation)
+        layer = SmallConv3x3(wt, conv.b, L, activation=conv.activation, residual=conv.residual)
     return _runner(layer)
 
 
@@ -124,7 +133,7 @@ def _phased_make(conv: "AutoConv2d", config: dict) -> Runner:
 
 def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:
     layer = direct.Conv2d(conv.w, conv.b, variant="tuned", activation=conv.activation)
-    return lambda x, out=None: layer(x, out=out)
+    return lambda x, out=None, residual=None: layer(x, out=out)     # never asked for a residual (not its family)
 
 
 FAMILIES: tuple[Family, ...] = (
@@ -137,10 +146,11 @@ FAMILIES: tuple[Family, ...] = (
                          and a in DEPTHWISE_3X3_ACTIVATIONS),
            lambda conv, N: [{"tiling": asdict(t)} for t in tiling_candidates(conv.layer, N)],
            _depthwise3x3_make),
-    Family("implicit", ("conv_implicit",), lambda L, a: a in ACTIVATIONS, _implicit_candidates, _implicit_make),
+    Family("implicit", ("conv_implicit",), lambda L, a: a in ACTIVATIONS, _implicit_candidates, _implicit_make,
+           residual=True),
     Family("winograd", ("conv_winograd", "conv_small"),
            lambda L, a: _dense_3x3_same(L) and a in (None, "relu"),
-           _winograd_candidates, _winograd_make),
+           _winograd_candidates, _winograd_make, residual=True),
     Family("phased", ("conv_winograd",),
            lambda L, a: phased_geometry(L) is not None and a in (None, "relu"),
            _phased_candidates, _phased_make),
@@ -150,9 +160,10 @@ FAMILIES: tuple[Family, ...] = (
 )
 
 
-def families_for(layer: ConvLayer, activation: str | None) -> list[Family]:
-    """The families that can run ``layer`` with ``activation``, in the order of their untuned preference."""
-    return [f for f in FAMILIES if f.applies(layer, activation)]
+def families_for(layer: ConvLayer, activation: str | None, residual: bool = False) -> list[Family]:
+    """The families that can run ``layer`` with ``activation`` (and a residual added before it), in the
+    order of their untuned preference."""
+    return [f for f in FAMILIES if f.applies(layer, activation) and (f.residual or not residual)]
 
 
 def _interleave(lists: list[list]) -> list:
@@ -168,10 +179,12 @@ class AutoConv2d:
     """A convolution layer on the fastest correct kernel for its shape and batch size.
 
     Args: w float32 (M, C/groups, KH, KW), b (M,) or None, on the backend; ``layer`` its ConvLayer
-    (``ConvLayer.of``); ``activation`` None, "tanh", "relu" or "relu6" (what the chosen family fuses).
+    (``ConvLayer.of``); ``activation`` None, "tanh", "relu" or "relu6" (what the chosen family fuses);
+    ``residual``: y = act(conv(x) + b + residual), each call passing ``residual=`` an array of y's
+    shape (a ResNet's skip connection, added in the chosen kernel's epilogue).
     """
 
-    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None):
+    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, residual: bool = False):
         self.backend = backend = backends.current()
         xp = array_module(backend)
         layer = ConvLayer(*layer).canonical()
@@ -185,8 +198,10 @@ class AutoConv2d:
             check_array(b, "b", "(M,)", 1, backend, xp)
             if tuple(b.shape) != (layer.M,):
                 raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
-        self.w, self.b, self.layer, self.activation = w, b, layer, activation
-        self.families = families_for(layer, activation)
+        if not isinstance(residual, (bool, np.bool_)):
+            raise TypeError(f"residual must be True or False, got {residual!r}")
+        self.w, self.b, self.layer, self.activation, self.residual = w, b, layer, activation, bool(residual)
+        self.families = families_for(layer, activation, self.residual)
         self._kind = xp.ndarray
         self._x_shape = (layer.C, layer.H, layer.W)
         self._runners: dict[int, Runner] = {}
@@ -216,20 +231,24 @@ class AutoConv2d:
             kernels = tuple(k for f in self.families for k in f.kernels)
             L = self.layer
             problem = autotune.Problem("conv2d_auto", kernels,
-                                       f"{L.key}_N{N}_bias{int(self.b is not None)}_{self.activation}",
+                                       f"{L.key}_N{N}_bias{int(self.b is not None)}_{self.activation}"
+                                       f"{'_res' if self.residual else ''}",
                                        configs, lambda: _AutoBench(self, N))
             config = self._choices[N] = autotune.choose(problem)
             runner = self._runners[N] = self.make(config)
         return runner
 
-    def __call__(self, x, out=None):
+    def __call__(self, x, out=None, *, residual=None):
         if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
             check_array(x, "x", "NCHW", 4, self.backend)
             if tuple(x.shape[1:]) != self._x_shape:
                 raise ValueError(f"x must be (N, {', '.join(map(str, self._x_shape))}) for {self.layer.key}, "
                                  f"got {tuple(x.shape)}")
+        if (residual is None) == self.residual:      # the chosen kernel checks its shape and dtype
+            raise ValueError("this layer adds a residual: pass residual= an array of y's shape" if self.residual
+                             else "this layer was made without residual=True: it adds none")
         runner = self._runners.get(x.shape[0]) or self.plan(int(x.shape[0]))
-        return runner(x, out)
+        return runner(x, out, residual)
 
 
 class _AutoBench:
@@ -242,7 +261,9 @@ class _AutoBench:
         self.x = rng.standard_normal((N, L.C, L.H, L.W), dtype=xp.float32)
         self.y = xp.empty((N, L.M) + L.out_hw, dtype=xp.float32)
         self.idx = sample_positions(xp, self.y.size)
-        self.ref, self.terms = conv_samples(xp, self.x, conv.w, conv.b, L, self.idx, conv.activation)
+        self.residual = rng.standard_normal(self.y.shape, dtype=xp.float32) if conv.residual else None
+        self.ref, self.terms = conv_samples(xp, self.x, conv.w, conv.b, L, self.idx, conv.activation,
+                                            residual=self.residual)
         self.tol = 4 * TOLERANCE["fp32"]
 
     def build(self, config: dict):
@@ -250,8 +271,8 @@ class _AutoBench:
         prepare = getattr(runner, "prepare", None)
         if prepare is not None:
             prepare(int(self.x.shape[0]))   # compiled here, in the search's threads
-        x, y = self.x, self.y
-        return lambda: runner(x, y)
+        x, y, res = self.x, self.y, self.residual
+        return lambda: runner(x, y, res)
 
     def check(self, launch) -> str | None:
         return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, self.tol)

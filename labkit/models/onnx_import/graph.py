@@ -9,8 +9,9 @@ Fusions, each only where the value between the two is read by nothing else (and 
 graph's output):
 
 * BatchNormalization after a Conv or ConvTranspose: folded into its weights and bias (float64);
-* Add after a Conv, the other operand of the conv's output shape: the residual the implicit GEMM
-  adds in its epilogue (ResNet's skips), the step running where the Add was (both operands ready);
+* Add after a Conv, the other operand of the conv's output shape: the residual the convolution's
+  kernel adds in its epilogue (ResNet's skips: the implicit GEMM or, for 3x3 convolutions, Winograd),
+  the step running where the Add was (both operands ready);
 * Add of a constant after a MatMul (or Gemm): its bias;
 * an activation after a Conv, ConvTranspose or Gemm (ReLU, ReLU6, tanh; ReLU and tanh for Gemm), or
   after an Add, Mul or a standalone batch normalization (any of pointwise.cu's).

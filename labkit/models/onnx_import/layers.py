@@ -8,8 +8,9 @@ uploaded once), and per batch size a step that launches them into the plan's buf
 Which kernel runs what:
 
     Conv                  labkit.conv2d's auto choice (AutoConv2d: implicit GEMM, depthwise, Winograd, ...)
-                          with bias and ReLU/ReLU6/tanh fused; with a residual fused, the implicit GEMM
-                          (its epilogue adds it); asymmetric pads: pad_concat's pad4 first, then pad 0
+                          with bias and ReLU/ReLU6/tanh fused; with a residual fused, the families whose
+                          epilogue adds one (implicit GEMM, Winograd and conv_small's direct 3x3);
+                          asymmetric pads: pad_concat's pad4 first, then pad 0
     ConvTranspose         ConvTranspose2d (each output phase an implicit GEMM)
     Gemm, MatMul          Dense (gemm.cu), bias and ReLU/tanh fused
     MaxPool               max_pool2d (square window, no padding, floor) or pool_any
@@ -79,17 +80,13 @@ class Kernels:
             sym = (t, l)
         geo = ConvLayer.of(x[1], H, W, spec.w.shape[0], spec.kernel, spec.strides, sym, spec.dilations, spec.group)
         geo.check()
-        if spec.residual is not None:
-            conv = layers.ImplicitConv2d(w, bias, geo, activation=act, residual=True)
-        else:
-            conv = layers.AutoConv2d(w, bias, geo, activation=act)
+        conv = layers.AutoConv2d(w, bias, geo, activation=act, residual=spec.residual is not None)
         return conv, pad
 
     def _run_conv(self, spec, made, in_shapes, out_shape, alloc):
         conv, pad = made
         N = out_shape[0]
         residual = spec.residual is not None
-        ws = alloc("split-K workspace", conv.workspace_shape(N)) if residual else None
         padded = alloc("padded input", pad.out_shape(in_shapes[0])) if pad is not None else None
 
         def run(ins, out):
@@ -97,13 +94,12 @@ class Kernels:
             if pad is not None:
                 x = pad(x, padded)
             if residual:
-                conv(x, out, workspace=ws, residual=ins[1])
+                conv(x, out, residual=ins[1])
             else:
                 conv(x, out)
 
         def kernel():
-            name = "implicit + residual (conv_implicit.cu)" if residual else \
-                _auto_name(conv.choice(N))
+            name = _auto_name(conv.choice(N)) + (" + residual" if residual else "")
             return ("pad4 + " if pad is not None else "") + name
         return run, kernel
 
