@@ -279,6 +279,90 @@ def test_gemm_samples_agree_with_the_product():
     np.testing.assert_allclose(ref, np.tanh(a @ b + bias).reshape(-1)[idx], rtol=1e-12)
 
 
+@pytest.mark.parametrize("chunk", [None, 7])
+def test_conv_samples_of_any_shape_in_parts_with_a_residual(chunk, monkeypatch):
+    """Rectangular, dilated, strided, grouped; weights given as a non-contiguous view; the gathers cut
+    in parts of 7 values (a huge receptive field's way) give the same sums."""
+    from labkit.reference import samples
+    if chunk:
+        monkeypatch.setattr(samples, "HOST_GATHER_MAX", chunk)
+    r = rng()
+    layer = ConvLayer.of(6, 13, 10, 4, (3, 2), (2, 1), (1, 2), (2, 1), 2)
+    x = r.standard_normal((3, 6, 13, 10)).astype(np.float32)
+    w = np.ascontiguousarray(r.standard_normal((2, 3, 4, 3)).astype(np.float32).transpose(2, 1, 3, 0))[..., ::-1]
+    w = w[:, :, :, :2]                                   # (4, 3, 3, 2), not contiguous
+    assert not w.flags.c_contiguous
+    b = r.standard_normal(4).astype(np.float32)
+    full = conv2d(x, w, b, stride=(2, 1), pad=(1, 2), dilation=(2, 1), groups=2)
+    res = r.standard_normal(full.shape).astype(np.float32)
+    idx = sample_positions(np, full.size, 50, seed=5)
+    ref, terms = samples.conv_samples(np, x, w, b, layer, idx, "relu6", residual=res)
+    want = np.minimum(np.maximum(full + res, 0), 6).reshape(-1)[idx]
+    np.testing.assert_allclose(ref, want, rtol=1e-12, atol=1e-12)
+    assert (terms >= np.abs(full + res).reshape(-1)[idx] - 1e-9).all()
+
+
+@pytest.mark.parametrize("chunk", [None, 5])
+def test_conv_transpose_samples_agree_with_the_reference(chunk, monkeypatch):
+    from labkit.ops.conv_transpose import TransposeGeometry
+    from labkit.reference import conv_transpose2d, samples
+    if chunk:
+        monkeypatch.setattr(samples, "HOST_GATHER_MAX", chunk)
+    r = rng()
+    geo = TransposeGeometry.of(4, 5, 6, 6, (3, 2), (2, 3), (1, 0), (1, 2), (1, 2), 2)
+    x = r.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    w = r.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    b = r.standard_normal(6).astype(np.float32)
+    full = conv_transpose2d(x, w, b, stride=(2, 3), pad=(1, 0), output_padding=(1, 2), dilation=(1, 2), groups=2)
+    assert full.shape[2:] == geo.out_hw
+    idx = sample_positions(np, full.size, 60, seed=2)
+    ref, _ = samples.conv_transpose_samples(np, x, w, b, geo, idx, "relu")
+    np.testing.assert_allclose(ref, np.maximum(full, 0).reshape(-1)[idx], rtol=1e-12, atol=1e-12)
+
+
+def test_gemm_samples_with_a_transposed_operand_row_bias_and_parts(monkeypatch):
+    from labkit.reference import samples
+    monkeypatch.setattr(samples, "HOST_GATHER_MAX", 11)
+    r = rng()
+    a, bt, bias = r.standard_normal((7, 5)), r.standard_normal((9, 5)), r.standard_normal(7)
+    idx = sample_positions(np, 63, 30, seed=4)
+    ref, terms = samples.gemm_samples(np, a, bt.T, bias, idx, None, bias_per="row")
+    want = (a @ bt.T + bias[:, None]).reshape(-1)[idx]
+    np.testing.assert_allclose(ref, want, rtol=1e-12)
+    assert (terms >= np.abs(want) - 1e-12).all()
+
+
+def test_the_sampled_check_names_unwritten_wrong_and_nan_reference_outputs():
+    from labkit.ops.plans import sampled_mismatch
+    r = rng()
+    a, bm = r.standard_normal((6, 4)).astype(np.float32), r.standard_normal((4, 5)).astype(np.float32)
+    idx = sample_positions(np, 30, 30)
+    ref, terms = gemm_samples(np, a, bm, None, idx)
+    y = np.empty((6, 5), dtype=np.float32)
+
+    def right():
+        y[...] = a @ bm
+    assert sampled_mismatch(y, right, idx, ref, terms, 1e-5) is None
+
+    def one_unwritten():
+        right()
+        y[1, 2] = np.nan          # as if never written (the check filled y with NaN)
+    assert "1 of 30 outputs NaN" in sampled_mismatch(y, one_unwritten, idx, ref, terms, 1e-5)
+
+    def off_by_one():
+        y[...] = a @ bm
+        y[2, 3] += 1
+    assert "1 of 30 sampled outputs wrong (at flat position 13" in sampled_mismatch(y, off_by_one, idx, ref, terms, 1e-5)
+    nan_ref = ref.copy()
+    nan_ref[4] = np.nan
+    assert "1 of 30 sampled outputs wrong" in sampled_mismatch(y, right, idx, nan_ref, terms, 1e-5)
+    strided = np.empty((6, 10), dtype=np.float32)[:, ::2]        # not contiguous: checked as it is
+
+    def right_strided():
+        strided[...] = a @ bm
+    assert sampled_mismatch(strided, right_strided, idx, ref, terms, 1e-5) is None
+
+
 def test_sample_positions_take_the_ends_and_stay_inside():
     idx = sample_positions(np, 10_000, 64)
     assert idx[0] == 0 and idx[1] == 9_999 and idx.min() >= 0 and idx.max() < 10_000 and len(idx) == 64
