@@ -1,7 +1,8 @@
 """The numbers the notebooks' prose quotes are the numbers their stored outputs show.
 
-Notebooks 09 to 13 describe measurements: their stored outputs come from one run on an H100 (12 prints
-the H100 run of benchmarks/results it reads), and their prose quotes that run. A number in a summary
+Notebooks 09 to 13 describe measurements: their stored outputs come from a GPU run (an H100 for 09, 10
+and 12, which prints the H100 run of benchmarks/results it reads; an H200 for 11 and 13), and their
+prose quotes that run. A number in a summary
 that no stored output shows is a number a student cannot check, and usually one left over from an
 earlier run. This test reads each notebook's JSON (no kernel runs), takes its summary (the markdown
 under its "## Summary" heading) and, for every number quoted there, looks for the same number among
