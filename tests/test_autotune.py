@@ -164,6 +164,45 @@ def test_the_budget_stops_the_search_after_its_first_round_which_holds_the_first
     assert len(o.rows) == 51
 
 
+def test_a_smaller_first_round_builds_only_it_once_the_budget_is_spent():
+    bench = FakeBench()
+    cands = [{"v": "good", "cost": 1}] + [{"v": "good", "cost": 0, "i": i} for i in range(20)]
+    o = search(cands, bench, budget_s=1e-9, workers=8, first=3)
+    assert len(bench.built) == 3 and o.rows[0]["config"] == cands[0]
+
+
+def test_searches_at_once_share_the_first_round(tmp_path, monkeypatch):
+    """Two problems searching at the same time: the first promised all 16 workers, the second half."""
+    import threading
+    from labkit.autotune.search import Outcome
+    monkeypatch.setattr(autotune.backends, "current", lambda: "cuda")
+    monkeypatch.setattr(autotune, "_capturing", lambda: False)
+    disk = DiskCache(tmp_path / "c.json", FP)
+    monkeypatch.setattr(autotune, "disk_cache", lambda: disk)
+    monkeypatch.setattr(autotune, "default_workers", lambda: 16)
+    firsts, both_in, go = [], threading.Barrier(2), threading.Event()
+
+    def fake_search(candidates, bench, budget, first=None):
+        firsts.append(first)
+        if len(firsts) == 1:
+            both_in.wait(timeout=10)      # the first stays under way until the second has started
+            go.wait(timeout=10)
+        else:
+            both_in.wait(timeout=10)
+            go.set()
+        return Outcome(candidates[-1], 1.0, 2.0, [{"config": candidates[-1], "ms": 1.0}])
+    monkeypatch.setattr(autotune, "search", fake_search)
+    problems = [autotune.Problem("fam", ("conv_implicit",), f"share{i}", [{"a": 1}, {"a": 2}], lambda: None)
+                for i in range(2)]
+    first_thread = threading.Thread(target=autotune.choose, args=(problems[0],))
+    first_thread.start()
+    while not firsts:
+        pass
+    autotune.choose(problems[1])
+    first_thread.join(timeout=10)
+    assert firsts == [16, 8] and autotune._ACTIVE == [0]
+
+
 def test_a_hopeless_candidate_is_timed_once_not_repeated():
     calls = {}
 
@@ -224,7 +263,7 @@ def test_layers_of_one_shape_choosing_together_search_once(tmp_path, monkeypatch
     monkeypatch.setattr(autotune, "disk_cache", lambda: disk)
     searches = []
 
-    def fake_search(candidates, bench, budget):
+    def fake_search(candidates, bench, budget, first=None):
         searches.append(bench)
         clock.sleep(0.2)
         return Outcome(candidates[1], 1.0, 2.0, [{"config": c, "ms": 1.0} for c in candidates], 0.2, len(candidates))
@@ -242,7 +281,7 @@ def test_layers_of_one_shape_choosing_together_search_once(tmp_path, monkeypatch
     assert sorted(r["source"] for r in autotune.history()) == ["cache"] * 3 + ["search"]
     # a problem whose search found nothing right is not searched again in this process
     none = autotune.Problem("test", ("gemm",), "none", [{"a": 1}, {"a": 2}], lambda: "bench")
-    monkeypatch.setattr(autotune, "search", lambda c, b, t: (searches.append(b), Outcome(None, None, None, [
+    monkeypatch.setattr(autotune, "search", lambda c, b, t, first=None: (searches.append(b), Outcome(None, None, None, [
         {"config": c[0], "error": "wrong values"}], 0.0, 2))[1])
     with autotune.forced("on"), pytest.warns(UserWarning, match="no candidate"):
         assert autotune.choose(none) == {"a": 1}

@@ -25,7 +25,7 @@ from typing import Callable
 
 from .. import backends
 from .cache import DiskCache, candidates_hash, fingerprint, source_hash
-from .search import Bench, Outcome, search
+from .search import Bench, Outcome, default_workers, search
 from .settings import BUDGET_ENV, MODE_ENV, budget_s, mode
 from .status import describe, history_table, tuning_status
 
@@ -54,6 +54,12 @@ _FORCED: list[str] = []
 _SEARCHING: dict[str, threading.Lock] = {}     # one lock per problem key: one search per problem at a time
 _NO_WINNER: set = set()                        # keys whose search found no right candidate
 _WARNED: set = set()
+# Searches under way in this process.  Each is promised a first round of builds of the workers'
+# share it has when it starts (at least MIN_FIRST_ROUND), the rest only while its budget lasts:
+# thirty layers of MobileNetV2 searching at once, each promised sixteen compiles, made the host
+# compile 480 modules (a minute on 16 cores) before any search could end.
+_ACTIVE = [0]
+MIN_FIRST_ROUND = 4
 
 
 def disk_cache() -> DiskCache | None:
@@ -158,7 +164,14 @@ def _search(problem: Problem, cache: DiskCache, key: str) -> dict:
                           "labkit.tune(model, batch_sizes)", stacklevel=4)
         _note(problem, "default (capturing)", first)
         return first
-    outcome = search(candidates, problem.prepare(), budget_s())
+    with _LOCK:
+        _ACTIVE[0] += 1
+        share = max(MIN_FIRST_ROUND, default_workers() // _ACTIVE[0])
+    try:
+        outcome = search(candidates, problem.prepare(), budget_s(), first=share)
+    finally:
+        with _LOCK:
+            _ACTIVE[0] -= 1
     if outcome.config is None:
         reasons = "; ".join(r["error"] for r in outcome.rows[:3])
         warnings.warn(f"labkit.autotune: no candidate of {problem.family} {problem.key} passed its check "

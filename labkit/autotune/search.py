@@ -6,7 +6,9 @@ differs from the float64 samples is dropped with its reason.  The candidates bui
 many at once as there are workers (a compile takes seconds: NVRTC on a specialised kernel), and each
 is checked and timed as soon as it is built; the first ``workers`` always build, whatever the budget,
 the first candidate (what labkit runs untuned) among them, so a search never ends with less than the
-default; the budget decides whether another build starts.  A candidate whose first launch is far
+default; the budget decides whether another build starts.  Where several searches run at once (a
+network plans its layers side by side) each is promised a share of the workers, not all of them:
+the compiles they start are what the host's cores must get through before any of them ends.  A candidate whose first launch is far
 slower than the best so far is timed once, not repeated (HOPELESS).
 """
 from __future__ import annotations
@@ -23,7 +25,7 @@ from .. import backends
 from ..backends.clock import times_ms
 from ..backends.parallel import on_this_device
 
-__all__ = ["Bench", "Outcome", "search", "GPU_TIMING"]
+__all__ = ["Bench", "Outcome", "search", "default_workers", "GPU_TIMING"]
 
 # Searches may run side by side (a network makes its layers' plans in threads, labkit.backends.parallel):
 # their builds do, but their checks and timings take turns, so no candidate is timed while another
@@ -65,6 +67,11 @@ class Outcome:
                 "wall": {k: round(v, 3) for k, v in self.wall.items()}}
 
 
+def default_workers() -> int:
+    """Builds side by side: one per core, at most 16."""
+    return min(16, os.cpu_count() or 1)
+
+
 def _build(bench: Bench, config: dict):
     """(launch or None, error or None, seconds the build took)."""
     t = time.perf_counter()
@@ -94,19 +101,22 @@ def _time(launch: Callable[[], None], best: float | None = None) -> float:
     return statistics.median(times_ms(launch, warmup=1, repeat=repeat, sync=False, on_gpu=gpu))
 
 
-def search(candidates: list[dict], bench: Bench, budget_s: float, *, workers: int | None = None) -> Outcome:
-    """Check and time ``candidates`` (the first ``workers`` always, the rest while ``budget_s`` lasts).
+def search(candidates: list[dict], bench: Bench, budget_s: float, *, workers: int | None = None,
+           first: int | None = None) -> Outcome:
+    """Check and time ``candidates`` (the first ``first`` always, default ``workers``; the rest while
+    ``budget_s`` lasts).
 
     Builds run ``workers`` at a time in threads and never wait for a round to finish: each candidate,
     taken in order, is checked and timed as soon as it is built, while later ones build; a new build
     starts as one is taken, until the budget is spent."""
     start = time.perf_counter()
-    workers = max(1, workers or min(16, os.cpu_count() or 1))
+    workers = max(1, workers or default_workers())
+    first = max(1, min(workers, first or workers))
     rows: list[dict] = []
     building = 0.0
     wall = dict.fromkeys(("build", "wait", "check", "time"), 0.0)
     with ThreadPoolExecutor(workers) as pool:
-        pending = [pool.submit(on_this_device(lambda c=c: _build(bench, c))) for c in candidates[:workers]]
+        pending = [pool.submit(on_this_device(lambda c=c: _build(bench, c))) for c in candidates[:first]]
         for i, config in enumerate(candidates):
             if i >= len(pending):
                 break

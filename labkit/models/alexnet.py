@@ -28,6 +28,7 @@ import os
 import numpy as np
 
 from .. import backends, layers, reference
+from ..backends.parallel import run_parallel
 from ..checks import check_array, fast_input
 from ..measure.roofline import Cost, conv2d_cost, dense_cost, lrn_cost, pool2d_cost, softmax_cost
 from ..results import DATA_DIR
@@ -156,7 +157,15 @@ class AlexNet(PlannedModel):
         """The same network on the current device (its weights copied there from the host once)."""
         return AlexNet(self.host_weights, precision=self.precision)
 
+    def compile(self, N: int) -> None:
+        """Every layer's kernels for a batch of N compiled (or loaded) and its launch planned, side by
+        side in threads (run_parallel): on a GPU the layers' first searches (labkit.autotune) then
+        share the host's cores instead of taking turns.  ``plan(N)`` does this first."""
+        parts = [*self.convs.values(), *self.fcs.values()]
+        run_parallel([lambda c=c: c.plan(N) for c in parts])
+
     def _make_plan(self, N: int) -> Plan:
+        self.compile(N)
         p = Plan(N, INPUT_SHAPE, self.backend)
         for name, layer in ALEXNET_CONVS.items():
             conv = self.convs[name]
