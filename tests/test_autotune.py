@@ -203,6 +203,40 @@ def test_searches_at_once_share_the_first_round(tmp_path, monkeypatch):
     assert firsts == [16, 8] and autotune._ACTIVE == [0]
 
 
+def test_a_later_batch_size_of_one_shape_re_times_what_built_and_spends_what_is_left_of_the_budget(
+        tmp_path, monkeypatch):
+    """A candidate's kernel is compiled for the shape: at the next batch size the candidates that built
+    come first (all of them in the first round) and new builds get only the shape's budget left."""
+    from labkit.autotune.search import Outcome
+    monkeypatch.setattr(autotune.backends, "current", lambda: "cuda")
+    monkeypatch.setattr(autotune, "_capturing", lambda: False)
+    disk = DiskCache(tmp_path / "c.json", FP)
+    monkeypatch.setattr(autotune, "disk_cache", lambda: disk)
+    monkeypatch.setattr(autotune, "default_workers", lambda: 16)
+    monkeypatch.setenv("LABKIT_AUTOTUNE_BUDGET", "6")
+    calls = []
+
+    def fake_search(candidates, bench, budget, first=None):
+        calls.append((list(candidates), budget, first))
+        rows = [{"config": candidates[0], "ms": 2.0}, {"config": candidates[3], "ms": 1.0},
+                {"config": candidates[4], "error": "wrong values"}]
+        return Outcome(candidates[3], 1.0, 2.0, rows, seconds=4.0)
+    monkeypatch.setattr(autotune, "search", fake_search)
+    cands = [{"t": i} for i in range(8)]
+    for n in (1, 2, 4):
+        autotune.choose(autotune.Problem("fam", ("conv_implicit",), f"shapeX_N{n}", cands, lambda: None,
+                                         shape="shapeX"))
+    (c1, b1, f1), (c2, b2, f2), (c3, b3, f3) = calls
+    assert c1 == cands and b1 == 6 and f1 == 16
+    # {"t": 3} built at N=1 (and {"t": 0}, the default, always first); {"t": 4} failed: not promised again
+    assert c2[:2] == [{"t": 0}, {"t": 3}] and sorted(c["t"] for c in c2) == list(range(8))
+    assert b2 == 2.0 and f2 == 16
+    assert b3 == 0.0                               # 4 + 4 seconds spent: no new builds at N=4
+    # another shape has its own budget
+    autotune.choose(autotune.Problem("fam", ("conv_implicit",), "shapeY_N1", cands, lambda: None, shape="shapeY"))
+    assert calls[-1][1] == 6
+
+
 def test_a_hopeless_candidate_is_timed_once_not_repeated():
     calls = {}
 

@@ -45,6 +45,9 @@ class Problem:
     candidates: list
     prepare: Callable[[], Bench]
     shipped: bool = False
+    # The key without the batch size, where the candidates' kernels do not depend on it: the searches
+    # of one shape at several batch sizes then share one build budget (see _search).
+    shape: str | None = None
 
 
 _HISTORY: list[dict] = []
@@ -60,6 +63,12 @@ _WARNED: set = set()
 # compile 480 modules (a minute on 16 cores) before any search could end.
 _ACTIVE = [0]
 MIN_FIRST_ROUND = 4
+# Per shape (Problem.shape): the search seconds spent on it so far in this process, and the
+# candidates that built.  A candidate's kernel is compiled for the layer's shape, not its batch size:
+# the search at a later batch size re-times what earlier ones built (their builds are cache hits) and
+# compiles new candidates only while the shape's budget lasts.  Searched batch size by batch size
+# (labkit.tune), AlexNet's eleven otherwise each spent a budget compiling more of its layers' tiles.
+_SHAPES: dict[str, dict] = {}
 
 
 def disk_cache() -> DiskCache | None:
@@ -167,11 +176,23 @@ def _search(problem: Problem, cache: DiskCache, key: str) -> dict:
     with _LOCK:
         _ACTIVE[0] += 1
         share = max(MIN_FIRST_ROUND, default_workers() // _ACTIVE[0])
+        shape = _SHAPES.setdefault(f"{problem.family}|{key.split('|')[1]}|{problem.shape}", {"spent": 0.0, "built": []}) \
+            if problem.shape else None
+    budget = budget_s()
+    if shape is not None:
+        built = [c for c in candidates[1:] if c in shape["built"]]
+        candidates = [first] + built + [c for c in candidates[1:] if c not in shape["built"]]
+        share = max(share, 1 + len(built))
+        budget = max(0.0, budget - shape["spent"])
     try:
-        outcome = search(candidates, problem.prepare(), budget_s(), first=share)
+        outcome = search(candidates, problem.prepare(), budget, first=share)
     finally:
         with _LOCK:
             _ACTIVE[0] -= 1
+    if shape is not None:
+        with _LOCK:
+            shape["spent"] += outcome.seconds
+            shape["built"] += [r["config"] for r in outcome.rows if "ms" in r and r["config"] not in shape["built"]]
     if outcome.config is None:
         reasons = "; ".join(r["error"] for r in outcome.rows[:3])
         warnings.warn(f"labkit.autotune: no candidate of {problem.family} {problem.key} passed its check "

@@ -104,14 +104,14 @@ def _time(launch: Callable[[], None], best: float | None = None) -> float:
 def search(candidates: list[dict], bench: Bench, budget_s: float, *, workers: int | None = None,
            first: int | None = None) -> Outcome:
     """Check and time ``candidates`` (the first ``first`` always, default ``workers``; the rest while
-    ``budget_s`` lasts).
+    ``budget_s`` lasts: none past the first where it is 0).
 
     Builds run ``workers`` at a time in threads and never wait for a round to finish: each candidate,
     taken in order, is checked and timed as soon as it is built, while later ones build; a new build
     starts as one is taken, until the budget is spent."""
     start = time.perf_counter()
     workers = max(1, workers or default_workers())
-    first = max(1, min(workers, first or workers))
+    first = max(1, first or workers)
     rows: list[dict] = []
     building = 0.0
     wall = dict.fromkeys(("build", "wait", "check", "time"), 0.0)

@@ -40,6 +40,10 @@
 //   GEMM_TM, GEMM_TN            outputs per thread (default 4 x 4: 256 threads to a block)
 // TM, TN and BK must be multiples of 4 (the float4 versions read rows of 4), TM must divide BM and
 // TN divide BN.
+//   GEMM_TUNED_ONLY             defined: only gemm_dbuf (and its split-K), gemm_few_rows and the
+//                               reduce are compiled.  The dense layers and the autotuner run only
+//                               those; leaving the four teaching versions out makes each build
+//                               about a third cheaper (a search compiles one module per tile size).
 
 #ifndef GEMM_TILE
 #define GEMM_TILE 16
@@ -97,6 +101,7 @@ __device__ __forceinline__ float epilogue(float acc, const float* __restrict__ b
 // consecutive elements of B's row and writes consecutive elements of C (coalesced), and all of it
 // reads the same A[m, k] (a broadcast).  Each element of A is read N times, each of B M times:
 // two global loads per multiply-add, the caches absorb what they can.
+#ifndef GEMM_TUNED_ONLY
 extern "C" __global__ void gemm_naive(const float* __restrict__ A, const float* __restrict__ B,
                                       const float* __restrict__ bias, float* __restrict__ C,
                                       int M, int N, int K, int has_bias, int act) {
@@ -107,11 +112,13 @@ extern "C" __global__ void gemm_naive(const float* __restrict__ A, const float* 
   for (int k = 0; k < K; ++k) acc += A[(size_t)m * K + k] * B[(size_t)k * N + n];
   C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, m, n, act);
 }
+#endif  // GEMM_TUNED_ONLY
 
 // Version 2: shared-memory tiles.  The block loads a T x T tile of A and one of B (one element
 // per thread, coalesced), waits, and every thread then takes T multiply-adds from shared memory:
 // global traffic falls by a factor T.  Threads past the edge of C still load (zeros outside the
 // matrices) and reach every __syncthreads; they only skip the final store.
+#ifndef GEMM_TUNED_ONLY
 extern "C" __global__ void gemm_tiled(const float* __restrict__ A, const float* __restrict__ B,
                                       const float* __restrict__ bias, float* __restrict__ C,
                                       int M, int N, int K, int has_bias, int act) {
@@ -133,6 +140,7 @@ extern "C" __global__ void gemm_tiled(const float* __restrict__ A, const float* 
   }
   if (m < M && n < N) C[(size_t)m * N + n] = epilogue(acc, bias, has_bias, m, n, act);
 }
+#endif  // GEMM_TUNED_ONLY
 
 // The thread's TM x TN outputs, rows m0.., columns n0.. (register-tiled versions).
 __device__ __forceinline__ void store_tile(float* __restrict__ C, const float (&acc)[gemm::TM][gemm::TN],
@@ -153,6 +161,7 @@ __device__ __forceinline__ void store_tile(float* __restrict__ C, const float (&
 // step k of a BK-wide slice, it copies TM values of A's column and TN values of B's row from
 // shared memory to registers and does TM*TN multiply-adds with them: 2 shared loads per 2 FMAs in
 // gemm_tiled become TM + TN loads per TM*TN FMAs (8 per 16 with 4x4).
+#ifndef GEMM_TUNED_ONLY
 extern "C" __global__ void gemm_regtile(const float* __restrict__ A, const float* __restrict__ B,
                                         const float* __restrict__ bias, float* __restrict__ C,
                                         int M, int N, int K, int has_bias, int act) {
@@ -190,6 +199,7 @@ extern "C" __global__ void gemm_regtile(const float* __restrict__ A, const float
   }
   store_tile(C, acc, bias, has_bias, M, N, bm + tr * TM, bn + tc * TN, act);
 }
+#endif  // GEMM_TUNED_ONLY
 
 // --- helpers of the float4 versions -----------------------------------------------------------
 // Four neighbours row[col .. col+3] of a row `len` floats long, zeros past its end.  `vec`: the
@@ -288,6 +298,7 @@ __device__ __forceinline__ void store_groups(float* __restrict__ C, const float 
 // same answer for the whole launch; a view that starts mid-allocation may not be aligned), and
 // the inner loop reads shared memory with float4 too, thanks to the transposed A tile.
 // The shared tiles are declared float4 so that they are 16-byte aligned on every compiler.
+#ifndef GEMM_TUNED_ONLY
 extern "C" __global__ void gemm_vec(const float* __restrict__ A, const float* __restrict__ B,
                                     const float* __restrict__ bias, float* __restrict__ C,
                                     int M, int N, int K, int has_bias, int act) {
@@ -311,6 +322,7 @@ extern "C" __global__ void gemm_vec(const float* __restrict__ A, const float* __
   }
   store_groups(C, acc, bias, has_bias, M, N, bm, bn, tr, tc, act);
 }
+#endif  // GEMM_TUNED_ONLY
 
 // Version 5: gemm_vec with double buffering.  Each thread first issues the global loads of tile
 // t+1 into registers, then computes tile t from shared stage t % 2 (the loads' latency hides

@@ -280,7 +280,8 @@ class DepthwiseConv2d:
         cands = [first] + [t for t in tiling_candidates(L, N) if t != first]
         configs = [asdict(t) for t in cands]
         problem = autotune.Problem("depthwise", ("depthwise",), f"{L.key}_N{N}_{self.activation}", configs,
-                                   lambda: _DepthwiseBench(self, N), lookup(DEPTHWISE, L.key) is not None)
+                                   lambda: _DepthwiseBench(self, N), lookup(DEPTHWISE, L.key) is not None,
+                                   shape=f"{L.key}_{self.activation}")
         return cands[configs.index(autotune.choose(problem))]
 
     def _bias_in(self, module) -> tuple[int, int]:

@@ -302,9 +302,19 @@ def _reduce(mod, M: int, N: int, slices: int, has_bias: int, act: int) -> tuple[
             ints(M, N, slices, has_bias, act))
 
 
+# The ladder's teaching versions left out of the modules the dense layers and the autotuner build
+# (NVRTC builds a third faster).  On the GPU only: the CPU executor makes an entry point for every
+# kernel the file declares, whatever the preprocessor keeps.
+def _tuned_only() -> dict:
+    return {"GEMM_TUNED_ONLY": 1} if backends.current() == "cuda" else {}
+
+
 def _tile_plan(variant, M, N, K, p, splits, has_bias, act, check) -> _Plan:
     keys = _TILE_KEYS if variant in ("naive", "tiled") else _BLOCK_KEYS
-    mod = load("gemm", defines={k: p[k] for k in keys}, check=check)
+    defines = {k: p[k] for k in keys}
+    if variant == "dbuf":
+        defines.update(_tuned_only())
+    mod = load("gemm", defines=defines, check=check)
     grid, block, _shared = gemm_launch_config(variant, M, N, K, p)
     if splits == 1:
         return _Plan((mod.get_function(f"gemm_{variant}"), grid, block), ints(M, N, K, has_bias, act), (M, N),
@@ -322,7 +332,7 @@ def _few_rows_plan(M, N, K, slices, has_bias, act, check) -> _Plan:
     else:
         slices, per = _slices_of(K, int(slices))
     rows = 1 << (M - 1).bit_length()                     # 1, 2, 4, 8 or 16: one module each
-    mod = load("gemm", defines={"GEMM_ROWS": rows}, check=check)
+    mod = load("gemm", defines={"GEMM_ROWS": rows, **_tuned_only()}, check=check)
     warps = 8 if rows <= 8 else 4
     reduce, tail = _reduce(mod, M, N, slices, has_bias, act)
     return _Plan((mod.get_function("gemm_few_rows"), (cdiv(N, _ROWS_COLS), slices, 1), (32 * warps, 1, 1)),

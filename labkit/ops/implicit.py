@@ -494,7 +494,8 @@ class ImplicitConv2d:
         problem = autotune.Problem(
             f"conv_implicit_{self.precision}", ("conv_implicit", "conv_implicit_tf32"),
             f"{L.key}_N{N}_bias{int(self.b is not None)}_res{int(self.residual)}_round{int(self._round)}",
-            configs, lambda: _ImplicitBench(self, N), shipped)
+            configs, lambda: _ImplicitBench(self, N), shipped,
+            shape=f"{L.key}_bias{int(self.b is not None)}_res{int(self.residual)}_round{int(self._round)}")
         chosen = autotune.choose(problem)
         tiles, n = cands[configs.index(chosen)]
         # The weights packed for candidates that lost are dropped; those of plans made stay.

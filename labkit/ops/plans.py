@@ -129,7 +129,7 @@ def sampled_mismatch(y, launch, idx, ref, terms, tol: float) -> str | None:
     within ``tol`` of the float64 ``ref``, relative to ``terms`` (labkit.reference.samples).  None if
     right, else what is wrong.  The comparison runs on the host: on a GPU, the device work is the
     fill, a NaN count over the flat output and one gather, the same few kernels for every family."""
-    xp = backends.xp()
+    xp = np if isinstance(y, np.ndarray) else backends.xp()
     # a contiguous output's flat view (the same 1-D kernels for every family's output); else y itself
     flat = y.reshape(-1) if y.flags.c_contiguous else y
     flat.fill(xp.nan)
