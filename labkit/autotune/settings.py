@@ -6,8 +6,9 @@ may change them between cells).
     LABKIT_AUTOTUNE=1        search every problem the disk cache has no winner for, even where a shipped
                              table has an entry (its entry is then the first candidate)
     (unset, or "auto")       search where neither the disk cache nor a shipped table has an entry
-    LABKIT_AUTOTUNE_BUDGET   seconds after which a search starts no new round of candidates; default 6
-                             (its first round always runs: a compile takes seconds)
+    LABKIT_AUTOTUNE_BUDGET   seconds after which a search starts no new build of a candidate; default 6
+                             (its first round always runs: a compile takes seconds).  A layer's
+                             searches at several batch sizes share it (their kernels compile per shape)
     LABKIT_SHIPPED_TABLES=0  ignore labkit/tuned/*.json (a GPU measured as if it had no entries)
 """
 from __future__ import annotations
