@@ -175,6 +175,39 @@ def test_conv_transpose_with_uneven_pads_crops_each_end(tmp_path, pads, group, d
     assert "crop" in model.describe(2)[0]["kernel"]
 
 
+@pytest.mark.parametrize("attrs, out_hw", [
+    (dict(auto_pad="SAME_UPPER"), None), (dict(auto_pad="SAME_LOWER"), None),
+    (dict(output_shape=[11, 7]), (11, 7)), (dict(output_shape=[2, 6, 9, 12], auto_pad="SAME_UPPER"), (9, 12)),
+    (dict(output_shape=[10, 12], output_padding=[1, 0]), (10, 12))])
+def test_conv_transpose_output_size_from_output_shape_or_same(tmp_path, attrs, out_hw):
+    """ONNX's rule: the total padding is the full output's size less the one asked for (the input's
+    size times the stride for SAME); SAME_UPPER takes the smaller half off the beginning, the others
+    the larger."""
+    w, b = randn(4, 3, 3, 4), randn(6)
+    stride, dil = (2, 2), (1, 2)
+    node = helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=list(stride), dilations=list(dil),
+                            group=2, **attrs)
+    path = save(tmp_path, [node], dict(w=w, b=b), [1, 4, 5, 6])
+    x = randn(2, 4, 5, 6)
+    op = tuple(attrs.get("output_padding", (0, 0)))
+    full = reference.conv_transpose2d(x, w, b, stride=stride, pad=0, output_padding=op, dilation=dil, groups=2)
+    want = out_hw or (5 * 2, 6 * 2)
+    cut = []
+    for axis, size in enumerate(want):
+        total = full.shape[2 + axis] - size
+        small, big = total // 2, total - total // 2
+        cut.append((small, big) if attrs.get("auto_pad") == "SAME_UPPER" else (big, small))
+    (t, bo), (l, r) = cut
+    check(path, x, full[:, :, t:full.shape[2] - bo, l:full.shape[3] - r])
+
+
+def test_conv_transpose_asking_more_than_it_makes_is_refused(tmp_path):
+    node = helper.make_node("ConvTranspose", ["x", "w"], ["y"], strides=[1, 1], output_shape=[9, 4])
+    path = save(tmp_path, [node], dict(w=randn(2, 2, 3, 3)), [1, 2, 4, 4])
+    with pytest.raises(OnnxImportError, match="more than the 6"):
+        labkit.import_onnx(path)
+
+
 def test_pad_with_negative_pads_crops(tmp_path):
     path = save(tmp_path, [helper.make_node("Pad", ["x", "p"], ["y"], mode="constant")],
                 dict(p=np.array([0, 0, -1, 2, 0, 0, 1, -2], np.int64)), [2, 3, 6, 7])

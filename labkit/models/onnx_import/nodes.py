@@ -213,7 +213,7 @@ class Conv(Spec):
 
 
 class ConvTranspose(Spec):
-    ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "pads", "strides")
+    ATTRS = ("auto_pad", "dilations", "group", "kernel_shape", "output_padding", "output_shape", "pads", "strides")
     FUSABLE = ("relu", "relu6", "tanh")
 
     def __init__(self, node, ctx):
@@ -236,16 +236,44 @@ class ConvTranspose(Spec):
         self.dilations = _ints(node, "dilations", 2, (1, 1))
         self.output_padding = _ints(node, "output_padding", 2, (0, 0))
         pads = _ints(node, "pads", 4, (0, 0, 0, 0))
-        if node.attrs.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", ""):
-            refuse(node, f"auto_pad {node.attrs['auto_pad']!r}: labkit runs ConvTranspose with explicit pads only")
-        if node.attrs.get("auto_pad") == "VALID":
+        self.auto_pad = node.attrs.get("auto_pad", "NOTSET") or "NOTSET"
+        if self.auto_pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            refuse(node, f"auto_pad {self.auto_pad!r} is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER")
+        if self.auto_pad == "VALID":
             pads = (0, 0, 0, 0)
         if min(pads) < 0:
             refuse(node, f"pads {pads} must not be negative")
+        # output_shape (the output's H, W, or its whole shape) or auto_pad SAME_*: the pads follow from
+        # the input's size (ONNX's ConvTranspose: they are then computed, and pads is ignored)
+        self.output_shape = None
+        if "output_shape" in node.attrs:
+            raw = node.attrs["output_shape"]
+            if not (isinstance(raw, (list, tuple)) and len(raw) in (2, 4) and all(isinstance(v, int) and v > 0 for v in raw)):
+                refuse(node, f"output_shape {raw!r} must be 2 (H, W) or 4 positive ints")
+            self.output_shape = tuple(raw[-2:])
+        self._set_pads(pads)
+
+    def _set_pads(self, pads) -> None:
         # labkit's transposed convolution crops both ends of an axis alike: it runs the even part,
         # min(begin, end), and ``crop`` (top, left, bottom, right) takes the rest off afterwards.
         self.pad = (min(pads[0], pads[2]), min(pads[1], pads[3]))
         self.crop = tuple(p - self.pad[i % 2] for i, p in enumerate(pads))
+
+    def pads_for(self, size) -> tuple:
+        """(begin_h, begin_w, end_h, end_w) for an input plane ``size`` where output_shape or auto_pad
+        SAME_* asks for an output size (ONNX's rule: the total padding is the full output's size less
+        the one asked for; SAME_UPPER puts the smaller half first, the others the larger)."""
+        target = self.output_shape or tuple(n * s for n, s in zip(size, self.strides))
+        begin, end = [], []
+        for n, k, s, d, op, want in zip(size, self.kernel, self.strides, self.dilations, self.output_padding, target):
+            total = s * (n - 1) + op + (k - 1) * d + 1 - want
+            if total < 0:
+                refuse(self.node, f"an output of {want} rows or columns asked for, more than the {want + total} a "
+                                  "transposed convolution of this input makes (the rest would be bias alone)")
+            small, big = total // 2, total - total // 2
+            begin.append(small if self.auto_pad == "SAME_UPPER" else big)
+            end.append(big if self.auto_pad == "SAME_UPPER" else small)
+        return (begin[0], begin[1], end[0], end[1])
 
     def fold_batch_norm(self, scale: np.ndarray, shift: np.ndarray) -> None:
         """As Conv's: the weights (C_in, M/g, KH, KW) of output channel g * M/g + j are w[group g's
@@ -261,6 +289,8 @@ class ConvTranspose(Spec):
         self._rank(x, (4,))
         if x[1] != self.w.shape[0]:
             refuse(self.node, f"input of {x[1]} channels, but the weight {self.w.shape} takes {self.w.shape[0]}")
+        if self.output_shape is not None or self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            self._set_pads(self.pads_for(x[2:]))
         even = tuple((n - 1) * s - 2 * p + d * (k - 1) + op + 1 for n, k, s, p, op, d in
                      zip(x[2:], self.kernel, self.strides, self.pad, self.output_padding, self.dilations))
         hw = (even[0] - self.crop[0] - self.crop[2], even[1] - self.crop[1] - self.crop[3])
