@@ -120,10 +120,13 @@ struct Region {
   size_t first_sector() const { return (lo - origin) >> 5; }
 };
 
-// One warp instruction's global sectors as global_by_lanes counts them.
+// One warp instruction's global sectors as global_by_lanes counts them: those of one array (its
+// first lane's), counted from its origin.
 struct ByLanes {
-  unsigned long long next;    // one past the highest sector counted so far ((region << 48) | sector)
+  uintptr_t origin;           // the array's origin (Region::origin)
+  unsigned long long next;    // one past the highest sector counted so far
   unsigned long long sectors;
+  uint8_t region;
   Kind kind;
   bool unsorted;              // counted by instruction() instead
 };
@@ -606,44 +609,62 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // Instruction k's lanes come in lane order; where each one's sectors start at or after the last
 // sector counted so far (lanes going up through memory, or repeating), the sectors it adds are
 // counted as they come, as instruction() would count them.  Elsewhere the instruction is marked
-// `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter).
-// Shared accesses are left to instruction() (marked unsorted).  False, and nothing counted, where
-// a lane's sites differ from the first lane's (a divergent warp; what it marked is marked again).
+// `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter); so
+// is one whose lanes differ from its first lane in array, size or kind.  A lane's access that is its
+// first lane's, byte for byte (an address every lane reads: a weight, a bias), adds nothing, and is
+// passed over at the cost of a comparison.  Shared accesses are left to instruction() (marked
+// unsorted).  False, and nothing counted, where a lane's sites differ from the first lane's (a
+// divergent warp; what it marked is marked again).
 inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* lane, unsigned first,
                             unsigned lanes, size_t n) {
   for (unsigned i = 1; i < lanes; ++i)
     if (S.log[first + lane[i]].size() != n) return false;
   auto& by = S.by_lanes;
   if (by.size() < n) by.resize(n);
-  for (size_t k = 0; k < n; ++k) {
-    const Kind kind = log[0][k].kind;   // instruction()'s: its first lane's
-    by[k] = {0, 0, kind, kind == SHARED_LD || kind == SHARED_ST};
-  }
   const Access* lead = log[0];
-  for (unsigned i = 0; i < lanes; ++i) {
+  // Each lane's sectors from `from` (at or after where instruction k's counted ones end) to s1.
+  const auto add = [&](ByLanes& b, unsigned long long from, unsigned long long s1) {
+    Region& r = g_regions[b.region];
+    std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r.read : r.written;
+    const size_t first_sector = r.first_sector();
+    for (unsigned long long s = from; s <= s1; ++s) mark(bits, s - first_sector);
+    b.sectors += s1 - from + 1;
+    b.next = s1 + 1;
+  };
+  for (size_t k = 0; k < n; ++k) {     // the first lane: every global instruction's first sectors
+    const Access& a = lead[k];
+    ByLanes& b = by[k];
+    b.kind = a.kind, b.region = a.region, b.next = 0, b.sectors = 0;
+    b.unsorted = a.kind == SHARED_LD || a.kind == SHARED_ST;
+    if (b.unsorted) continue;
+    b.origin = g_regions[a.region].origin;
+    add(b, (a.addr - b.origin) >> 5, (a.addr + a.size - 1 - b.origin) >> 5);
+  }
+  for (unsigned i = 1; i < lanes; ++i) {
     const Access* x = log[i];
-    unsigned region = ~0u;
-    Region* r = nullptr;
-    uintptr_t origin = 0;
     for (size_t k = 0; k < n; ++k) {
       const Access& a = x[k];
-      if (a.site != lead[k].site) return false;
+      const Access& l = lead[k];
+      uint64_t aw, lw;
+      std::memcpy(&aw, reinterpret_cast<const char*>(&a) + 8, 8);
+      std::memcpy(&lw, reinterpret_cast<const char*>(&l) + 8, 8);
       ByLanes& b = by[k];
-      if (b.unsorted) continue;
-      if (a.region != region) region = a.region, r = &g_regions[region], origin = r->origin;
-      const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
-      const unsigned long long id = tag | ((a.addr - origin) >> 5);
-      const unsigned long long id1 = tag | ((a.addr + a.size - 1 - origin) >> 5);
-      if (id + 1 < b.next) {    // it starts below the last sector counted
+      if (__builtin_expect(aw != lw, 0)) {   // site, size, array and kind: the first lane's?
+        if (a.site != l.site) return false;
         b.unsorted = true;
         continue;
       }
-      const unsigned long long from = std::max(id, b.next);   // its first sector may be counted already
-      if (from > id1) continue;
-      std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r->read : r->written;
-      for (unsigned long long s = from; s <= id1; ++s) mark(bits, (s & ((1ull << 48) - 1)) - r->first_sector());
-      b.sectors += id1 - from + 1;
-      b.next = id1 + 1;
+      if (a.addr == l.addr || b.unsorted) continue;
+      const unsigned long long s0 = (a.addr - b.origin) >> 5, s1 = (a.addr + a.size - 1 - b.origin) >> 5;
+      if (s1 < b.next) {                 // nothing new, unless it lies below what is counted
+        b.unsorted = b.unsorted || s0 + 1 < b.next;
+        continue;
+      }
+      if (s0 + 1 < b.next) {
+        b.unsorted = true;
+        continue;
+      }
+      add(b, std::max(s0, b.next), s1);
     }
   }
   for (size_t k = 0; k < n; ++k)
