@@ -365,3 +365,43 @@ def test_a_records_footprint_is_the_sectors_it_reads_or_writes():
     y = np.zeros(n, np.float32)
     r = count("copy_strided", (2,), (128,), (x, y, np.int32(1), np.int32(n)))
     assert r["footprint_bytes"] == 2 * 4 * n
+
+
+PICK_ORDER = (0, 1, 2, 0, 3, 2, 1)        # a, b, shared, a, the thread's own, shared, b
+
+
+def pick_source(a, b) -> tuple[dict, np.ndarray]:
+    """pick_source's record and output, reading a[t] and b[t] twice each, the shared array twice and
+    the thread's own array once, all at one load instruction."""
+    y = np.zeros(64, np.float32)
+    order = sum(k << (2 * j) for j, k in enumerate(PICK_ORDER))
+    r = count("pick_source", (1,), (64,), (a, b, y, np.uint32(order), np.int32(len(PICK_ORDER))))
+    return r, y
+
+
+def test_a_load_that_reads_another_array_each_time_is_counted_for_each():
+    """The hook remembers which array a load instruction read last (the site's memo): the same
+    instruction then reading another array, shared memory or the thread's own array is still counted
+    as that one."""
+    a = np.arange(64, dtype=np.float32)
+    b = np.arange(64, dtype=np.float32) * 10
+    r, y = pick_source(a, b)
+    t = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(y, 2 * a + 2 * b + 2 * t + 100)
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 4, 2 * 4 * 4)        # 2 warps, 4 global steps, 4 sectors each
+    assert (r[SH_LD_WF], r[SH_LD_BC], r[SH_ST_WF]) == (2 * 2, 0, 2)
+    assert (r[ST_REQ], r[ST_SEC]) == (2, 8)
+    assert (r[DRAM_RD], r[DRAM_WR]) == (2 * 4 * 64, 4 * 64)
+
+
+def test_arguments_that_view_one_buffer_count_its_sectors_once():
+    """a and b overlap (b starts 8 floats into a's buffer): an address in both is a's, as the search
+    finds it, whichever array the load instruction read before; b's last 8 floats are b's own."""
+    buf = np.arange(72, dtype=np.float32)
+    a, b = buf[:64], buf[8:]
+    r, y = pick_source(a, b)
+    t = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(y, 2 * a + 2 * b + 2 * t + 100)
+    # Warp 0 reads sectors 0-3 (a) and 1-4 (b), warp 1 sectors 4-7 (a) and 5-8 (b).
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 4, 2 * 4 * 4)
+    assert r[DRAM_RD] == 9 * 32                                 # the buffer's 288 bytes, once

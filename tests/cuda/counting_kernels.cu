@@ -129,3 +129,23 @@ extern "C" __global__ void shared_rows2_ragged(float* __restrict__ y) {
   }
   y[t] = sum;
 }
+
+// One load instruction that reads another array from step to step, the same in every lane: `order`
+// names each step's array with two bits (0: a, 1: b, 2: the shared array, 3: the thread's own
+// array, not counted), steps being a run-time count so that the loop stays one load.  64 threads.
+extern "C" __global__ void pick_source(const float* a, const float* b, float* __restrict__ y, unsigned order,
+                                       int steps) {
+  __shared__ float s[64];
+  float mine[64];
+  const int t = threadIdx.x;
+  s[t] = float(t);
+  mine[t] = 100.0f;
+  __syncthreads();
+  float sum = 0.0f;
+  for (int j = 0; j < steps; ++j) {
+    const unsigned k = (order >> (2 * j)) & 3u;
+    const float* p = k == 0 ? a : k == 1 ? b : k == 2 ? s : mine;
+    sum += p[t];
+  }
+  y[t] = sum;
+}

@@ -131,6 +131,20 @@ struct ByLanes {
   bool unsorted;              // counted by instruction() instead
 };
 
+// Where a site's accesses went last: each access instruction reads one array, nearly always, so the
+// hook tests that array's bounds first, and logs the access with the array and kind found before,
+// not searching the stacks, shared memory and the launch's arrays again.  A miss (another array, a
+// stack, __constant__ memory) takes the search, which fills the entry.  Kept per worker (shared
+// memory is per worker), emptied at each launch's start; the arrays of a launch stay where they are
+// through it (a __shared__ array, once registered, too).
+struct SiteMemo {
+  uint32_t site;
+  bool shared_load;     // a shared load (merge_vector_loads looks for 32-bit ones)
+  uintptr_t lo, span;   // the array: [lo, lo + span)
+  uint64_t word;        // access_word's region and kind bits
+};
+constexpr unsigned SITE_MEMO = 256;   // entries, by the site's low bits (sites lie 5 bytes apart or more)
+
 // One per worker (the blocks it runs), merged when Python asks.
 struct State {
   Worker* W = nullptr;
@@ -139,6 +153,7 @@ struct State {
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
   size_t nhits = 0;
+  SiteMemo memo[SITE_MEMO];   // written by the hook on a miss only: the worker's own
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
@@ -168,6 +183,9 @@ inline std::vector<Region>& regions() { static std::vector<Region> r; return r; 
 inline Region* g_regions = nullptr;   // regions()' elements, as the flush reads them (no static's guard)
 inline unsigned g_nregions = 0;
 inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests them: 16 bytes each
+// No two of the launch's arrays overlap (two arguments that view one buffer do): only then is an
+// address's array the same whichever array the hook tests first, and a site's memo serves.
+inline bool g_regions_apart = true;
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
@@ -203,7 +221,12 @@ inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 // library loaded at run time -- at every access and every basic block.  Code on no fiber's stack is
 // the scheduler's.  Which of its threads: the one the scheduler last switched to (count_enter).
 __attribute__((always_inline)) inline State* here() {
+#if defined(__x86_64__)
+  uintptr_t sp;   // the stack pointer as it is: a frame pointer would cost the hooks a frame
+  asm("mov %%rsp, %0" : "=r"(sp));
+#else
   const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+#endif
   for (unsigned i = 0; i < g_nstates; ++i)
     if (sp - g_stacks[i].lo < g_stacks[i].span) {
       State* S = g_states[i];
@@ -233,6 +256,7 @@ inline void begin() {
   regions().clear();
   g_regions = nullptr;
   g_nregions = 0;
+  g_regions_apart = true;
 }
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
@@ -254,24 +278,25 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
   for (auto& l : S->log) l.clear();
   S->loads32 = false;
+  for (SiteMemo& e : S->memo) e = {0, false, 0, 0, 0};   // a span of 0: no access hits
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
   S->hit = S->hits.data(), S->nhits = S->hits.size();
 }
 
-// Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
-// here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
-__attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
-  State* S = here();
-  if (S == nullptr || size == 0) return;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p), stacks = S->stacks;
+// The search for an access's array (on_access), out of line: the stacks, the dynamic and __shared__
+// arrays, the launch's arrays in turn.  Fills the site's memo where it finds an array.
+__attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
+  const uintptr_t stacks = S->stacks;
   if (a - stacks < S->stacks_end - stacks) return;   // a thread's own array (registers on a GPU)
-  // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
   ThreadLog& log = *S->running;
   Worker* W = S->W;
-  const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
+  SiteMemo& e = S->memo[at % SITE_MEMO];
+  const Kind shared_kind = write ? SHARED_ST : SHARED_LD;
   if (a - S->dyn < S->dyn_bytes) {
     S->loads32 = S->loads32 || (!write && size == 4);
-    log.push(a, access_word(at, size, SHARED_DYN, write ? SHARED_ST : SHARED_LD));
+    const uint64_t word = access_word(0, 0, SHARED_DYN, shared_kind);
+    e = {at, !write, S->dyn, S->dyn_bytes, word};
+    log.push(a, word | access_word(at, size, 0, Kind(0)));
     return;
   }
   const size_t nshared = W->shared_regions.size();
@@ -280,17 +305,37 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
     if (a - lo < W->shared_regions[i].second) {
       S->loads32 = S->loads32 || (!write && size == 4);
       const unsigned region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
-      log.push(a, access_word(at, size, region, write ? SHARED_ST : SHARED_LD));
+      const uint64_t word = access_word(0, 0, region, shared_kind);
+      e = {at, !write, lo, W->shared_regions[i].second, word};
+      log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
   }
   const unsigned n = g_nregions;
   for (unsigned r = 0; r < n; ++r)
     if (a - g_spans[r].lo < g_spans[r].span) {
-      log.push(a, access_word(at, size, r, write ? GLOBAL_ST : GLOBAL_LD));
+      const uint64_t word = access_word(0, 0, r, write ? GLOBAL_ST : GLOBAL_LD);
+      if (g_regions_apart) e = {at, false, g_spans[r].lo, g_spans[r].span, word};
+      log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
-  // Elsewhere: a stack, __constant__ memory, the executor's own data.
+  // Elsewhere: __constant__ memory, the executor's own data.
+}
+
+// Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
+// here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
+__attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
+  State* S = here();
+  if (S == nullptr || size == 0) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
+  const SiteMemo& e = S->memo[at % SITE_MEMO];
+  if (__builtin_expect(e.site == at && a - e.lo < e.span, 1)) {   // the array this site read last
+    if (size == 4 && e.shared_load) S->loads32 = true;
+    S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
+    return;
+  }
+  classify(S, a, size, write, at);
 }
 
 // Other workers mark too: a byte already set is only read, so that the cache line it lies on is not
@@ -901,6 +946,8 @@ LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
 // False where the launch has more arrays than an access can name (MAX_REGIONS).
 LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
   if (::labkit::count::regions().size() == ::labkit::count::MAX_REGIONS) return false;
+  for (const ::labkit::count::Region& o : ::labkit::count::regions())
+    if (lo < o.hi && o.lo < hi) ::labkit::count::g_regions_apart = false;
   ::labkit::count::Region r{lo, hi, origin, {}, {}};
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
   r.read.assign(sectors, 0);
