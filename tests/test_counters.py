@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -135,8 +137,9 @@ def test_a_launch_counts_the_same_after_the_workers_were_given_back():
 
 def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
     """The counting build is loaded with the block hook's call a 5-byte no-op wherever its block has
-    no FP32 instruction (counting.lean_build): every other byte is the build's own, and the blocks
-    with FP32 instructions keep their hooks and their counts."""
+    no FP32 instruction, or its runs are counted as the calls of an access hook in it before any jump
+    (counting.lean_build, counting.sited_blocks): every other byte is the build's own, the other
+    blocks with FP32 instructions keep their hooks, and every block its count."""
     from labkit.backends.cpu import counting
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the lean build is made on x86-64 only (5-byte calls)")
@@ -152,8 +155,15 @@ def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
     covered = {i + k for i in sites for k in range(5)}
     changed = {i for i in range(len(old)) if old[i] != new[i]}
     assert changed and changed <= covered
-    table, _lo, _hi = counting.fp_table(so)    # the lean build's hooks: exactly these blocks'
-    assert table and counting.fp_table(str(lean)) == (table, min(table), max(table) + 1)
+    table, _lo, _hi = counting.fp_table(so)
+    sited = counting.sited_blocks(so)
+    assert table and sited and set(sited) < set(table)
+    assert counting.hooked_blocks(str(lean)) == set(table) - set(sited)      # the lean build's hooks: exactly these blocks'
+    code = {int(m.group(1), 16): m.group(2) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True, check=True).stdout, re.M)}
+    for block, site in sited.items():           # the site follows a call of an access hook, in the block
+        call = max(a for a in code if a < site)
+        assert block <= call and re.match(r"call\s+[0-9a-f]+ <__tsan_\w*(read|write)", code[call])
     test_fp32_instructions_of_a_known_kernel()     # counted by the lean build, as before
 
 
@@ -211,6 +221,19 @@ def test_it_runs_on_the_cpu_executor_whatever_the_backend(monkeypatch):
     r, = labkit.counters(launch)
     assert r[LD_SEC] == 4
     assert os.environ[labkit.backends.ENV_VAR] == "cuda"
+
+
+def test_a_launch_on_fewer_workers_than_the_last_counts_its_own_runs_only():
+    """A launch of one block runs on one worker; the workers of the launch before (64 blocks, on every
+    core) keep their states, whose block runs must not reach its FP32 counts."""
+    x = np.full(64 * 32, 0.5, np.float32)
+    y = np.zeros(64 * 32, np.float32)
+    busy = count("fma_chain", (64,), (32,), (x, y, np.int32(10)))
+    if busy[FFMA] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {busy['notes']['fp32']}")
+    assert (busy[FFMA], busy[FADD], busy[FMUL]) == (10 * 64 * 32, 64 * 32, 64 * 32)
+    r = count("with_maths", (1,), (32,), (x[:32], y[:32]))
+    assert (r[FFMA], r[FADD], r[FMUL]) == (32, 0, 0)
 
 
 def test_fp32_counts_say_where_they_fall_short():
@@ -382,12 +405,15 @@ def pick_source(a, b) -> tuple[dict, np.ndarray]:
 def test_a_load_that_reads_another_array_each_time_is_counted_for_each():
     """The hook remembers which array a load instruction read last (the site's memo): the same
     instruction then reading another array, shared memory or the thread's own array is still counted
-    as that one."""
+    as that one.  Its block's FADD is counted by the load's calls (counting.sited_blocks), each
+    counted once: logged (global, shared) or not (the thread's own array)."""
     a = np.arange(64, dtype=np.float32)
     b = np.arange(64, dtype=np.float32) * 10
     r, y = pick_source(a, b)
     t = np.arange(64, dtype=np.float32)
     np.testing.assert_array_equal(y, 2 * a + 2 * b + 2 * t + 100)
+    if r[FADD] is not None:
+        assert (r[FFMA], r[FADD], r[FMUL]) == (0, len(PICK_ORDER) * 64, 0)
     assert (r[LD_REQ], r[LD_SEC]) == (2 * 4, 2 * 4 * 4)        # 2 warps, 4 global steps, 4 sectors each
     assert (r[SH_LD_WF], r[SH_LD_BC], r[SH_ST_WF]) == (2 * 2, 0, 2)
     assert (r[ST_REQ], r[ST_SEC]) == (2, 8)

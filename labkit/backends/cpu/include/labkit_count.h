@@ -139,10 +139,14 @@ struct ByLanes {
 // through it (a __shared__ array, once registered, too).
 struct SiteMemo {
   uint32_t site;
-  bool shared_load;     // a shared load (merge_vector_loads looks for 32-bit ones)
+  uint8_t flags;        // SHARED_LOAD, DROPPED
   uintptr_t lo, span;   // the array: [lo, lo + span)
   uint64_t word;        // access_word's region and kind bits
 };
+// A shared load (merge_vector_loads looks for 32-bit ones); an address in none of the launch's
+// arrays, nor a stack (__constant__ memory, the executor's own data: a thread's blockIdx), which
+// stays so through the launch: lo is that address (an access there again, no wider, is dropped).
+constexpr uint8_t SHARED_LOAD = 1, DROPPED = 2;
 constexpr unsigned SITE_MEMO = 256;   // entries, by the site's low bits (sites lie 5 bytes apart or more)
 
 // One per worker (the blocks it runs), merged when Python asks.
@@ -154,6 +158,7 @@ struct State {
   unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
   size_t nhits = 0;
   SiteMemo memo[SITE_MEMO];   // written by the hook on a miss only: the worker's own
+  int32_t memo_calls[SITE_MEMO];   // each entry's site's index among the counted sites (-1: none)
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
@@ -163,6 +168,7 @@ struct State {
   std::vector<ThreadLog> log;   // per thread of the running block, since the last flush
   ThreadLog* running = nullptr;      // the log of the thread running now (count_enter)
   std::vector<unsigned long long> scratch;
+  std::vector<unsigned long long> site_calls;   // calls of each counted site (labkit_count_sites' order)
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
   std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
@@ -201,6 +207,38 @@ inline unsigned g_nstates = 0;
 // call is longer: no two blocks share one), so that the hook at every block costs an increment, not
 // a lookup.
 inline uintptr_t g_text_lo = 0, g_text_hi = 0;
+
+// The access hook calls whose count is a block's runs (counting.sited_blocks: the block's own hook
+// is silenced): each site's index, in an open-addressing table by its low 32 bits.  Every call of
+// such a hook is counted once, on a worker's fiber outside the counter's own code, as the block hook
+// counts a run: where the access is logged, when its warp instruction is counted (instruction(),
+// global_by_lanes, or merged into a vector load); where it is not (a thread's own array, __constant__
+// memory), in the hook.
+inline std::vector<uint32_t> g_site_key;
+inline std::vector<int32_t> g_site_index;   // -1: an empty slot
+inline unsigned g_nsites = 0;
+
+inline int site_index(uint32_t site) {
+  const size_t mask = g_site_key.size() - 1;
+  for (size_t j = (site * 2654435761u) & mask;; j = (j + 1) & mask) {
+    if (g_site_index[j] < 0) return -1;
+    if (g_site_key[j] == site) return g_site_index[j];
+  }
+}
+// `n` more calls of the hook at `site`, where it is one that counts a block's runs; the site's index
+// as its memo keeps it (filled with the entry), else from the table.
+inline void count_site(State& S, uint32_t site, unsigned long long n) {
+  if (g_nsites == 0) return;
+  const unsigned m = site % SITE_MEMO;
+  const int i = S.memo[m].site == site && S.memo[m].span ? S.memo_calls[m] : site_index(site);
+  if (i >= 0) S.site_calls[size_t(i)] += n;
+}
+// Fill the memo entry of `site`.
+inline void remember(State& S, uint32_t site, uint8_t flags, uintptr_t lo, uintptr_t span, uint64_t word) {
+  const unsigned m = site % SITE_MEMO;
+  S.memo[m] = {site, flags, lo, span, word};
+  S.memo_calls[m] = g_nsites ? site_index(site) : -1;
+}
 
 // One warp's accesses, kept for a picture (labkit.measure.warp_trace): the warp g_trace_warp of the
 // block g_trace_block, each lane's part of each of its warp instructions, as matched for counting
@@ -246,9 +284,13 @@ struct Busy {
 // The workers' states stay from launch to launch (their logs' buffers with them: a launch's threads
 // would otherwise grow them again from nothing); begin() zeroes what a launch counts.
 inline void begin() {
+  // Every state's counts, also those of a worker that this launch does not use (fewer blocks than
+  // workers): the totals sum them all.
   for (unsigned i = 0; i < g_nstates; ++i) {
     State& S = *g_states[i];
     std::fill(S.m, S.m + NMETRICS, 0ull);
+    std::fill(S.hits.begin(), S.hits.end(), 0ull);
+    S.site_calls.clear();
     S.W = nullptr;
     S.stacks = S.stacks_end = 0;
     g_stacks[i] = {0, 0};
@@ -257,6 +299,7 @@ inline void begin() {
   g_regions = nullptr;
   g_nregions = 0;
   g_regions_apart = true;
+  g_site_key.clear(), g_site_index.clear(), g_nsites = 0;
 }
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
@@ -278,7 +321,8 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
   for (auto& l : S->log) l.clear();
   S->loads32 = false;
-  for (SiteMemo& e : S->memo) e = {0, false, 0, 0, 0};   // a span of 0: no access hits
+  for (SiteMemo& e : S->memo) e = {0, 0, 0, 0, 0};   // a span of 0: no access hits
+  S->site_calls.assign(g_nsites, 0);
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
   S->hit = S->hits.data(), S->nhits = S->hits.size();
 }
@@ -287,15 +331,18 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
 // arrays, the launch's arrays in turn.  Fills the site's memo where it finds an array.
 __attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
   const uintptr_t stacks = S->stacks;
-  if (a - stacks < S->stacks_end - stacks) return;   // a thread's own array (registers on a GPU)
+  if (a - stacks < S->stacks_end - stacks || size == 0) {   // a thread's own array (registers on a GPU)
+    count_site(*S, at, 1);
+    return;
+  }
   ThreadLog& log = *S->running;
   Worker* W = S->W;
-  SiteMemo& e = S->memo[at % SITE_MEMO];
   const Kind shared_kind = write ? SHARED_ST : SHARED_LD;
+  const uint8_t shared_flags = write ? 0 : SHARED_LOAD;
   if (a - S->dyn < S->dyn_bytes) {
     S->loads32 = S->loads32 || (!write && size == 4);
     const uint64_t word = access_word(0, 0, SHARED_DYN, shared_kind);
-    e = {at, !write, S->dyn, S->dyn_bytes, word};
+    remember(*S, at, shared_flags, S->dyn, S->dyn_bytes, word);
     log.push(a, word | access_word(at, size, 0, Kind(0)));
     return;
   }
@@ -306,7 +353,7 @@ __attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t siz
       S->loads32 = S->loads32 || (!write && size == 4);
       const unsigned region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
       const uint64_t word = access_word(0, 0, region, shared_kind);
-      e = {at, !write, lo, W->shared_regions[i].second, word};
+      remember(*S, at, shared_flags, lo, W->shared_regions[i].second, word);
       log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
@@ -315,25 +362,38 @@ __attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t siz
   for (unsigned r = 0; r < n; ++r)
     if (a - g_spans[r].lo < g_spans[r].span) {
       const uint64_t word = access_word(0, 0, r, write ? GLOBAL_ST : GLOBAL_LD);
-      if (g_regions_apart) e = {at, false, g_spans[r].lo, g_spans[r].span, word};
+      if (g_regions_apart) remember(*S, at, 0, g_spans[r].lo, g_spans[r].span, word);
       log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
-  // Elsewhere: __constant__ memory, the executor's own data.
+  // Elsewhere: __constant__ memory, the executor's own data.  Most such sites read one address
+  // (a thread's blockIdx); the next access there is dropped at once.
+  remember(*S, at, DROPPED, a, size, 0);
+  count_site(*S, at, 1);
 }
 
 // Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
 // here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
 __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
   State* S = here();
-  if (S == nullptr || size == 0) return;
+  if (S == nullptr) return;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
   const SiteMemo& e = S->memo[at % SITE_MEMO];
-  if (__builtin_expect(e.site == at && a - e.lo < e.span, 1)) {   // the array this site read last
-    if (size == 4 && e.shared_load) S->loads32 = true;
-    S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
-    return;
+  if (__builtin_expect(e.site == at && a - e.lo < e.span && size != 0, 1)) {   // the array this site read last
+    if (__builtin_expect(e.flags == 0, 1)) {
+      S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
+      return;
+    }
+    if (e.flags == SHARED_LOAD) {
+      if (size == 4) S->loads32 = true;
+      S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
+      return;
+    }
+    if (a == e.lo && size <= e.span) {   // DROPPED: the address found in no array, again
+      count_site(*S, at, 1);
+      return;
+    }
   }
   classify(S, a, size, write, at);
 }
@@ -421,6 +481,7 @@ inline uintptr_t shared_offset(const State& S, const Access& x);
 template <class LaneOf, class At>
 inline void instruction(State& S, size_t n, LaneOf lane_of, At at, unsigned width) {
   const Kind kind = at(0).kind;
+  count_site(S, at(0).site, n);
   if (__builtin_expect(S.tracing, 0)) {
     for (size_t i = 0; i < n && traced().size() < MAX_TRACED; ++i) {
       const Access& x = at(i);
@@ -636,7 +697,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
         const unsigned o = site_ordinal(S, x.site, sites);
         const unsigned parts = ok[o] & 2 ? 4 : ok[o] & 1 ? 2 : 1;
         if (parts > 1 && next_words(log, i, parts, at, S.taken.data()) >= parts) {
-          for (unsigned g = 1; g < parts; ++g) S.taken[at[g]] = 1;
+          for (unsigned g = 1; g < parts; ++g) S.taken[at[g]] = 1, count_site(S, log[at[g]].site, 1);
           x.size = uint16_t(4 * parts);
         }
       }
@@ -716,6 +777,7 @@ inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* 
     if (!by[k].unsorted) {
       S.m[by[k].kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
       S.m[by[k].kind == GLOBAL_LD ? SEC_LD : SEC_ST] += by[k].sectors;
+      count_site(S, lead[k].site, lanes);
     }
   return true;
 }
@@ -971,6 +1033,28 @@ LABKIT_API void labkit_count_totals(unsigned long long* out) {
       out[NMETRICS + 1] += r.written[i];
       out[NMETRICS + 2] += r.read[i] | r.written[i];
     }
+}
+// The access hook calls to count (their sites: the addresses after the calls), for the launch that
+// follows; their counts, summed over the workers, in that order (labkit_count_site_calls).
+LABKIT_API void labkit_count_sites(const unsigned long long* sites, size_t n) {
+  using namespace ::labkit::count;
+  size_t size = 16;
+  while (size < 4 * n) size *= 2;
+  g_site_key.assign(size, 0);
+  g_site_index.assign(size, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t site = uint32_t(sites[i]);
+    size_t j = (site * 2654435761u) & (size - 1);
+    while (g_site_index[j] >= 0 && g_site_key[j] != site) j = (j + 1) & (size - 1);
+    g_site_key[j] = site, g_site_index[j] = int32_t(i);
+  }
+  g_nsites = unsigned(n);
+}
+LABKIT_API void labkit_count_site_calls(unsigned long long* out) {
+  using namespace ::labkit::count;
+  std::fill(out, out + g_nsites, 0ull);
+  for (unsigned k = 0; k < g_nstates; ++k)
+    for (size_t i = 0; i < g_nsites && i < g_states[k]->site_calls.size(); ++i) out[i] += g_states[k]->site_calls[i];
 }
 // How often the basic block at each address from text_lo ran: `hits` has (text_hi - text_lo) / 4 + 1
 // counters, the one of address a at (a - text_lo) / 4.
