@@ -431,3 +431,25 @@ def test_arguments_that_view_one_buffer_count_its_sectors_once():
     # Warp 0 reads sectors 0-3 (a) and 1-4 (b), warp 1 sectors 4-7 (a) and 5-8 (b).
     assert (r[LD_REQ], r[LD_SEC]) == (2 * 4, 2 * 4 * 4)
     assert r[DRAM_RD] == 9 * 32                                 # the buffer's 288 bytes, once
+
+
+def test_a_loop_reading_constant_memory_counts_its_fmas_and_not_the_reads():
+    """poly (tests/cuda/feature_kernels.cu): each iteration one FFMA and one load of a __constant__
+    coefficient, the block's only access (x[i] is loaded once, before the loop): the load is not
+    counted as a global one, and its calls still count the block's runs (counting.sited_blocks)."""
+    features = Path(__file__).resolve().parent / "cuda" / "feature_kernels.cu"
+    n, degree = 64, 5
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    c = np.arange(1, 9, dtype=np.float32)
+
+    def launch():
+        mod = labkit.load_source(features)
+        mod.get_global("coeffs").copy_from_host(c)
+        mod.get_function("poly")((2,), (32,), (x, y, np.int32(n), np.int32(degree)))
+    r, = labkit.counters(launch)
+    np.testing.assert_allclose(y, np.polyval(c[:degree + 1][::-1], x), rtol=1e-5, atol=1e-5)
+    assert (r[LD_REQ], r[LD_SEC], r[ST_REQ], r[ST_SEC]) == (2, 8, 2, 8)    # x and y, one request per warp
+    assert r[DRAM_RD] == 4 * n
+    if r[FFMA] is not None:
+        assert (r[FFMA], r[FADD], r[FMUL]) == ((degree + 1) * n, 0, 0)

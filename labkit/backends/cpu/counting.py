@@ -341,6 +341,7 @@ def _declare(lib) -> None:
     lib.labkit_count_begin.argtypes = [ctypes.c_uint64] * 2
     lib.labkit_count_region.argtypes = [ctypes.c_uint64] * 3
     lib.labkit_count_region.restype = ctypes.c_bool
+    lib.labkit_count_constant.argtypes = [ctypes.c_uint64] * 2
     lib.labkit_count_totals.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
     lib.labkit_count_blocks.argtypes = [ctypes.c_void_p]
     lib.labkit_count_sites.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
@@ -392,6 +393,8 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         if not s.constant:
             region(addrs[i], addrs[i] + s.nbytes, addrs[i])
             names.append(f"__device__ {list(fn.module.symbols)[i]}")
+        else:
+            lib.labkit_count_constant(addrs[i], addrs[i] + s.nbytes)
     tracing = _trace is not None and _records is not None and _trace["launch"] == len(_records)
     if tracing:
         lib.labkit_count_trace.argtypes = [ctypes.c_uint] * 4

@@ -144,9 +144,10 @@ struct SiteMemo {
   uint64_t word;        // access_word's region and kind bits
 };
 // A shared load (merge_vector_loads looks for 32-bit ones); an address in none of the launch's
-// arrays, nor a stack (__constant__ memory, the executor's own data: a thread's blockIdx), which
-// stays so through the launch: lo is that address (an access there again, no wider, is dropped).
-constexpr uint8_t SHARED_LOAD = 1, DROPPED = 2;
+// arrays, nor a stack (the executor's own data: a thread's blockIdx), which stays so through the
+// launch: lo is that address (an access there again, no wider, is dropped); a __constant__
+// variable, [lo, lo + span) (any access within it is dropped).
+constexpr uint8_t SHARED_LOAD = 1, DROPPED = 2, DROPPED_SPAN = 4;
 constexpr unsigned SITE_MEMO = 256;   // entries, by the site's low bits (sites lie 5 bytes apart or more)
 
 // One per worker (the blocks it runs), merged when Python asks.
@@ -158,7 +159,6 @@ struct State {
   unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
   size_t nhits = 0;
   SiteMemo memo[SITE_MEMO];   // written by the hook on a miss only: the worker's own
-  int32_t memo_calls[SITE_MEMO];   // each entry's site's index among the counted sites (-1: none)
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
@@ -192,6 +192,8 @@ inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests t
 // No two of the launch's arrays overlap (two arguments that view one buffer do): only then is an
 // address's array the same whichever array the hook tests first, and a site's memo serves.
 inline bool g_regions_apart = true;
+// The module's __constant__ variables, [lo, lo + span): not counted (labkit_count_constant).
+inline std::vector<Span> g_constants;
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
@@ -208,6 +210,11 @@ inline unsigned g_nstates = 0;
 // a lookup.
 inline uintptr_t g_text_lo = 0, g_text_hi = 0;
 
+// This library's code, where every site lies (the hooks' callers are its instrumented functions):
+// the low halves of its bounds (sites are), and its size.  Set by labkit_count_begin; a span of 0
+// (not found) leaves every site to the hash table.
+inline uint32_t g_code_lo = 0, g_code_span = 0;
+
 // The access hook calls whose count is a block's runs (counting.sited_blocks: the block's own hook
 // is silenced): each site's index, in an open-addressing table by its low 32 bits.  Every call of
 // such a hook is counted once, on a worker's fiber outside the counter's own code, as the block hook
@@ -217,6 +224,9 @@ inline uintptr_t g_text_lo = 0, g_text_hi = 0;
 inline std::vector<uint32_t> g_site_key;
 inline std::vector<int32_t> g_site_index;   // -1: an empty slot
 inline unsigned g_nsites = 0;
+// The same sites as bits, by distance from g_code_lo: most calls are of no such site, and this says
+// so with one load, no search.
+inline std::vector<uint64_t> g_site_bits;
 
 inline int site_index(uint32_t site) {
   const size_t mask = g_site_key.size() - 1;
@@ -225,19 +235,18 @@ inline int site_index(uint32_t site) {
     if (g_site_key[j] == site) return g_site_index[j];
   }
 }
-// `n` more calls of the hook at `site`, where it is one that counts a block's runs; the site's index
-// as its memo keeps it (filled with the entry), else from the table.
+// `n` more calls of the hook at `site`, where it is one that counts a block's runs.
 inline void count_site(State& S, uint32_t site, unsigned long long n) {
   if (g_nsites == 0) return;
-  const unsigned m = site % SITE_MEMO;
-  const int i = S.memo[m].site == site && S.memo[m].span ? S.memo_calls[m] : site_index(site);
+  const uint32_t j = site - g_code_lo;
+  if (j < g_code_span && !(g_site_bits[j >> 6] >> (j & 63) & 1)) return;
+  const int i = site_index(site);
   if (i >= 0) S.site_calls[size_t(i)] += n;
 }
 // Fill the memo entry of `site`.
-inline void remember(State& S, uint32_t site, uint8_t flags, uintptr_t lo, uintptr_t span, uint64_t word) {
-  const unsigned m = site % SITE_MEMO;
-  S.memo[m] = {site, flags, lo, span, word};
-  S.memo_calls[m] = g_nsites ? site_index(site) : -1;
+__attribute__((always_inline)) inline void remember(State& S, uint32_t site, uint8_t flags, uintptr_t lo,
+                                                    uintptr_t span, uint64_t word) {
+  S.memo[site % SITE_MEMO] = {site, flags, lo, span, word};
 }
 
 // One warp's accesses, kept for a picture (labkit.measure.warp_trace): the warp g_trace_warp of the
@@ -300,6 +309,7 @@ inline void begin() {
   g_nregions = 0;
   g_regions_apart = true;
   g_site_key.clear(), g_site_index.clear(), g_nsites = 0;
+  g_constants.clear();
 }
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
@@ -327,16 +337,29 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   S->hit = S->hits.data(), S->nhits = S->hits.size();
 }
 
-// The search for an access's array (on_access), out of line: the stacks, the dynamic and __shared__
-// arrays, the launch's arrays in turn.  Fills the site's memo where it finds an array.
-__attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
-  const uintptr_t stacks = S->stacks;
-  if (a - stacks < S->stacks_end - stacks || size == 0) {   // a thread's own array (registers on a GPU)
+// An access in none of the launch's arrays, nor a stack, nor __constant__ memory: the executor's own
+// data.  Such a site most often reads one address (a thread's blockIdx): the next access there is
+// dropped at once.
+__attribute__((noinline)) inline void elsewhere(State* S, uintptr_t a, size_t size, uint32_t at) {
+  remember(*S, at, DROPPED, a, size, 0);
+  count_site(*S, at, 1);
+}
+
+// The search for an access's array (on_access): __constant__ variables, the dynamic and __shared__
+// arrays, the launch's arrays in turn.  Fills the site's memo with what it finds.  Inline: where a kernel has
+// more access instructions than the memo holds (fully unrolled loops), it runs at most accesses.
+__attribute__((always_inline)) inline void classify(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
+  if (size == 0) {
     count_site(*S, at, 1);
     return;
   }
+  for (const Span& c : g_constants)   // a __constant__ variable (a filter's weights): read again, most likely
+    if (a - c.lo < c.span) {
+      remember(*S, at, DROPPED_SPAN, c.lo, c.span, 0);
+      count_site(*S, at, 1);
+      return;
+    }
   ThreadLog& log = *S->running;
-  Worker* W = S->W;
   const Kind shared_kind = write ? SHARED_ST : SHARED_LD;
   const uint8_t shared_flags = write ? 0 : SHARED_LOAD;
   if (a - S->dyn < S->dyn_bytes) {
@@ -346,6 +369,7 @@ __attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t siz
     log.push(a, word | access_word(at, size, 0, Kind(0)));
     return;
   }
+  Worker* W = S->W;
   const size_t nshared = W->shared_regions.size();
   for (size_t i = 0; i < nshared; ++i) {
     const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
@@ -366,10 +390,7 @@ __attribute__((noinline)) inline void classify(State* S, uintptr_t a, size_t siz
       log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
-  // Elsewhere: __constant__ memory, the executor's own data.  Most such sites read one address
-  // (a thread's blockIdx); the next access there is dropped at once.
-  remember(*S, at, DROPPED, a, size, 0);
-  count_site(*S, at, 1);
+  elsewhere(S, a, size, at);
 }
 
 // Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
@@ -379,6 +400,11 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
   if (S == nullptr) return;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
+  const uintptr_t stacks = S->stacks;
+  if (a - stacks < S->stacks_end - stacks) {   // a thread's own array (registers on a GPU)
+    count_site(*S, at, 1);
+    return;
+  }
   const SiteMemo& e = S->memo[at % SITE_MEMO];
   if (__builtin_expect(e.site == at && a - e.lo < e.span && size != 0, 1)) {   // the array this site read last
     if (__builtin_expect(e.flags == 0, 1)) {
@@ -390,8 +416,8 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
       S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
       return;
     }
-    if (a == e.lo && size <= e.span) {   // DROPPED: the address found in no array, again
-      count_site(*S, at, 1);
+    if (e.flags == DROPPED_SPAN ? a + size - e.lo <= e.span : a == e.lo && size <= e.span) {
+      count_site(*S, at, 1);   // in no array, as before
       return;
     }
   }
@@ -568,10 +594,6 @@ inline bool same_sites(const ThreadLog& a, const ThreadLog& b) {
   return true;
 }
 
-// This library's code, where every site lies (the hooks' callers are its instrumented functions):
-// the low halves of its bounds (sites are), and its size.  Set by labkit_count_begin; a span of 0
-// (not found) leaves every site to the hash table.
-inline uint32_t g_code_lo = 0, g_code_span = 0;
 
 // Start numbering the sites of a warp (site_ordinal): every earlier entry of either table is
 // forgotten (a new stamp).
@@ -1005,6 +1027,10 @@ LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
   ::labkit::count::g_text_lo = text_lo;
   ::labkit::count::g_text_hi = text_hi;
 }
+// A __constant__ variable of the module, [lo, hi): in none of the launch's arrays.
+LABKIT_API void labkit_count_constant(uintptr_t lo, uintptr_t hi) {
+  if (hi > lo) ::labkit::count::g_constants.push_back({lo, hi - lo});
+}
 // False where the launch has more arrays than an access can name (MAX_REGIONS).
 LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
   if (::labkit::count::regions().size() == ::labkit::count::MAX_REGIONS) return false;
@@ -1047,6 +1073,11 @@ LABKIT_API void labkit_count_sites(const unsigned long long* sites, size_t n) {
     size_t j = (site * 2654435761u) & (size - 1);
     while (g_site_index[j] >= 0 && g_site_key[j] != site) j = (j + 1) & (size - 1);
     g_site_key[j] = site, g_site_index[j] = int32_t(i);
+  }
+  g_site_bits.assign((size_t(g_code_span) + 63) / 64, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t k = uint32_t(sites[i]) - g_code_lo;
+    if (k < g_code_span) g_site_bits[k >> 6] |= 1ull << (k & 63);
   }
   g_nsites = unsigned(n);
 }
