@@ -73,7 +73,11 @@ class ThreadLog {
   ThreadLog(ThreadLog&& o) noexcept : b_(o.b_), e_(o.e_), cap_(o.cap_) { o.b_ = o.e_ = o.cap_ = nullptr; }
   ~ThreadLog() { std::free(b_); }
   __attribute__((always_inline)) void push(uintptr_t addr, uint64_t rest) {
-    if (__builtin_expect(e_ == cap_, 0)) grow();
+    if (__builtin_expect(full(), 0)) grow();
+    push_into_room(addr, rest);
+  }
+  bool full() const { return e_ == cap_; }
+  __attribute__((always_inline)) void push_into_room(uintptr_t addr, uint64_t rest) {   // not full()
     char* w = reinterpret_cast<char*>(e_);
     std::memcpy(w, &addr, 8);
     std::memcpy(w + 8, &rest, 8);
@@ -161,7 +165,7 @@ struct State {
   SiteMemo memo[SITE_MEMO];   // written by the hook on a miss only: the worker's own
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
-  alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
+  alignas(64) unsigned index = 0;   // in g_states, g_stacks
   bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
@@ -266,28 +270,38 @@ inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 // Which worker is running: found from the stack the hook runs on (each worker's fibers have stacks
 // of their own), not from thread-local variables, which cost a call into the dynamic loader from a
 // library loaded at run time -- at every access and every basic block.  Code on no fiber's stack is
-// the scheduler's.  Which of its threads: the one the scheduler last switched to (count_enter).
-__attribute__((always_inline)) inline State* here() {
+// the scheduler's, and so is the counter's own code (Busy: its worker's stacks are then left out).
+// Which of its threads: the one the scheduler last switched to (count_enter).
+__attribute__((always_inline)) inline uintptr_t stack_pointer() {
 #if defined(__x86_64__)
   uintptr_t sp;   // the stack pointer as it is: a frame pointer would cost the hooks a frame
   asm("mov %%rsp, %0" : "=r"(sp));
+  return sp;
 #else
-  const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+  return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
 #endif
-  for (unsigned i = 0; i < g_nstates; ++i)
-    if (sp - g_stacks[i].lo < g_stacks[i].span) {
-      State* S = g_states[i];
-      return S->busy ? nullptr : S;
-    }
-  return nullptr;
+}
+// The index of the running worker's state (g_states), or g_nstates where none runs a kernel thread.
+__attribute__((always_inline)) inline unsigned running_index() {
+  const uintptr_t sp = stack_pointer();
+  unsigned i = 0;
+  for (const unsigned n = g_nstates; i < n; ++i)
+    if (sp - g_stacks[i].lo < g_stacks[i].span) break;
+  return i;
+}
+__attribute__((always_inline)) inline State* here() {
+  const unsigned i = running_index();
+  return i < g_nstates ? g_states[i] : nullptr;
 }
 
 // The counter's own code: its accesses are not the kernel's (where the runtime is compiled into the
-// instrumented kernel itself, they reach the hooks too).
+// instrumented kernel itself, they reach the hooks too).  Its worker's stacks are left out of
+// g_stacks meanwhile, so that the hooks find no worker: one test fewer in each hook.
 struct Busy {
-  State& S;
-  explicit Busy(State& s) : S(s) { S.busy = true; }
-  ~Busy() { S.busy = false; }
+  Stacks& stacks;
+  const uintptr_t span;
+  explicit Busy(State& s) : stacks(g_stacks[s.index]), span(stacks.span) { stacks.span = 0; }
+  ~Busy() { stacks.span = span; }
 };
 
 // The workers' states stay from launch to launch (their logs' buffers with them: a launch's threads
@@ -323,6 +337,7 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
     at = g_nstates;
   }
   S->W = W;
+  S->index = at - 1;
   S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
   S->stacks_end = S->stacks + W->stacks_bytes;
   g_stacks[at - 1] = {S->stacks, S->stacks_end - S->stacks};
@@ -393,35 +408,45 @@ __attribute__((always_inline)) inline void classify(State* S, uintptr_t a, size_
   elsewhere(S, a, size, at);
 }
 
+// The hook's less common paths, out of line and each called last (a tail call): its common one then
+// saves no register and makes no frame.
+__attribute__((noinline)) inline void push_grown(ThreadLog& log, uintptr_t a, uint64_t word) { log.push(a, word); }
+__attribute__((noinline)) inline void count_site_call(State* S, uint32_t at) { count_site(*S, at, 1); }
+__attribute__((noinline)) inline void classify_call(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
+  classify(S, a, size, write, at);
+}
+
 // Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
 // here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
 __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
-  State* S = here();
-  if (S == nullptr) return;
+  const unsigned i = running_index();
+  if (i >= g_nstates) return;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
-  const uintptr_t stacks = S->stacks;
-  if (a - stacks < S->stacks_end - stacks) {   // a thread's own array (registers on a GPU)
-    count_site(*S, at, 1);
+  State* S = g_states[i];
+  if (a - g_stacks[i].lo < g_stacks[i].span) {   // a thread's own array (registers on a GPU)
+    if (g_nsites) count_site_call(S, at);
     return;
   }
   const SiteMemo& e = S->memo[at % SITE_MEMO];
   if (__builtin_expect(e.site == at && a - e.lo < e.span && size != 0, 1)) {   // the array this site read last
-    if (__builtin_expect(e.flags == 0, 1)) {
-      S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
-      return;
-    }
-    if (e.flags == SHARED_LOAD) {
-      if (size == 4) S->loads32 = true;
-      S->running->push(a, e.word | access_word(at, size, 0, Kind(0)));
+    if (__builtin_expect(e.flags <= SHARED_LOAD, 1)) {
+      if (e.flags == SHARED_LOAD && size == 4) S->loads32 = true;
+      ThreadLog& log = *S->running;
+      const uint64_t word = e.word | access_word(at, size, 0, Kind(0));
+      if (__builtin_expect(log.full(), 0)) {
+        push_grown(log, a, word);
+        return;
+      }
+      log.push_into_room(a, word);
       return;
     }
     if (e.flags == DROPPED_SPAN ? a + size - e.lo <= e.span : a == e.lo && size <= e.span) {
-      count_site(*S, at, 1);   // in no array, as before
+      if (g_nsites) count_site_call(S, at);   // in no array, as before
       return;
     }
   }
-  classify(S, a, size, write, at);
+  classify_call(S, a, size, write, at);
 }
 
 // Other workers mark too: a byte already set is only read, so that the cache line it lies on is not
