@@ -150,9 +150,9 @@ struct SiteMemo {
 // A shared load (merge_vector_loads looks for 32-bit ones); an address in none of the launch's
 // arrays, nor a stack (the executor's own data: a thread's blockIdx), which stays so through the
 // launch: lo is that address (an access there again, no wider, is dropped); a __constant__
-// variable, [lo, lo + span) (any access within it is dropped).
+// variable or the worker's fibers' records, [lo, lo + span) (any access within it is dropped).
 constexpr uint8_t SHARED_LOAD = 1, DROPPED = 2, DROPPED_SPAN = 4;
-constexpr unsigned SITE_MEMO = 256;   // entries, by the site's low bits (sites lie 5 bytes apart or more)
+constexpr unsigned SITE_MEMO = 1024;   // entries, by the site's low bits (sites lie 5 bytes apart or more)
 
 // One per worker (the blocks it runs), merged when Python asks.
 struct State {
@@ -193,9 +193,9 @@ inline std::vector<Region>& regions() { static std::vector<Region> r; return r; 
 inline Region* g_regions = nullptr;   // regions()' elements, as the flush reads them (no static's guard)
 inline unsigned g_nregions = 0;
 inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests them: 16 bytes each
-// No two of the launch's arrays overlap (two arguments that view one buffer do): only then is an
-// address's array the same whichever array the hook tests first, and a site's memo serves.
-inline bool g_regions_apart = true;
+// Which of the launch's arrays overlap no other (two arguments that view one buffer do): only for
+// those is an address's array the same whichever array the hook tests first, and a site's memo serves.
+inline bool g_region_alone[MAX_REGIONS];
 // The module's __constant__ variables, [lo, lo + span): not counted (labkit_count_constant).
 inline std::vector<Span> g_constants;
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
@@ -239,11 +239,14 @@ inline int site_index(uint32_t site) {
     if (g_site_key[j] == site) return g_site_index[j];
   }
 }
+// Whether `site` may be one of them (g_nsites > 0).
+__attribute__((always_inline)) inline bool may_count(uint32_t site) {
+  const uint32_t j = site - g_code_lo;
+  return j >= g_code_span || (g_site_bits[j >> 6] >> (j & 63) & 1);
+}
 // `n` more calls of the hook at `site`, where it is one that counts a block's runs.
 inline void count_site(State& S, uint32_t site, unsigned long long n) {
-  if (g_nsites == 0) return;
-  const uint32_t j = site - g_code_lo;
-  if (j < g_code_span && !(g_site_bits[j >> 6] >> (j & 63) & 1)) return;
+  if (g_nsites == 0 || !may_count(site)) return;
   const int i = site_index(site);
   if (i >= 0) S.site_calls[size_t(i)] += n;
 }
@@ -321,7 +324,6 @@ inline void begin() {
   regions().clear();
   g_regions = nullptr;
   g_nregions = 0;
-  g_regions_apart = true;
   g_site_key.clear(), g_site_index.clear(), g_nsites = 0;
   g_constants.clear();
 }
@@ -353,10 +355,15 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
 }
 
 // An access in none of the launch's arrays, nor a stack, nor __constant__ memory: the executor's own
-// data.  Such a site most often reads one address (a thread's blockIdx): the next access there is
-// dropped at once.
+// data.  Such a site most often reads one address (a thread's blockIdx), or one field of each
+// thread's record (its threadIdx: the worker's fibers): the next access there is dropped at once.
 __attribute__((noinline)) inline void elsewhere(State* S, uintptr_t a, size_t size, uint32_t at) {
-  remember(*S, at, DROPPED, a, size, 0);
+  const uintptr_t fibers = reinterpret_cast<uintptr_t>(S->W->fibers.data());
+  const uintptr_t fibers_span = S->W->fibers.size() * sizeof(Fiber);
+  if (a - fibers < fibers_span)
+    remember(*S, at, DROPPED_SPAN, fibers, fibers_span, 0);
+  else
+    remember(*S, at, DROPPED, a, size, 0);
   count_site(*S, at, 1);
 }
 
@@ -401,7 +408,7 @@ __attribute__((always_inline)) inline void classify(State* S, uintptr_t a, size_
   for (unsigned r = 0; r < n; ++r)
     if (a - g_spans[r].lo < g_spans[r].span) {
       const uint64_t word = access_word(0, 0, r, write ? GLOBAL_ST : GLOBAL_LD);
-      if (g_regions_apart) remember(*S, at, 0, g_spans[r].lo, g_spans[r].span, word);
+      if (g_region_alone[r]) remember(*S, at, 0, g_spans[r].lo, g_spans[r].span, word);
       log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
@@ -425,7 +432,7 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
   const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
   State* S = g_states[i];
   if (a - g_stacks[i].lo < g_stacks[i].span) {   // a thread's own array (registers on a GPU)
-    if (g_nsites) count_site_call(S, at);
+    if (g_nsites && may_count(at)) count_site_call(S, at);
     return;
   }
   const SiteMemo& e = S->memo[at % SITE_MEMO];
@@ -442,7 +449,7 @@ __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool 
       return;
     }
     if (e.flags == DROPPED_SPAN ? a + size - e.lo <= e.span : a == e.lo && size <= e.span) {
-      if (g_nsites) count_site_call(S, at);   // in no array, as before
+      if (g_nsites && may_count(at)) count_site_call(S, at);   // in no array, as before
       return;
     }
   }
@@ -1059,8 +1066,12 @@ LABKIT_API void labkit_count_constant(uintptr_t lo, uintptr_t hi) {
 // False where the launch has more arrays than an access can name (MAX_REGIONS).
 LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
   if (::labkit::count::regions().size() == ::labkit::count::MAX_REGIONS) return false;
-  for (const ::labkit::count::Region& o : ::labkit::count::regions())
-    if (lo < o.hi && o.lo < hi) ::labkit::count::g_regions_apart = false;
+  const size_t r_new = ::labkit::count::regions().size();
+  ::labkit::count::g_region_alone[r_new] = true;
+  for (size_t r = 0; r < r_new; ++r) {
+    const ::labkit::count::Region& o = ::labkit::count::regions()[r];
+    if (lo < o.hi && o.lo < hi) ::labkit::count::g_region_alone[r] = ::labkit::count::g_region_alone[r_new] = false;
+  }
   ::labkit::count::Region r{lo, hi, origin, {}, {}};
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
   r.read.assign(sectors, 0);
