@@ -453,3 +453,20 @@ def test_a_loop_reading_constant_memory_counts_its_fmas_and_not_the_reads():
     assert r[DRAM_RD] == 4 * n
     if r[FFMA] is not None:
         assert (r[FFMA], r[FADD], r[FMUL]) == ((degree + 1) * n, 0, 0)
+
+
+def test_a_warp_read_backwards_or_from_two_arrays_at_once_counts_distinct_sectors():
+    """The warp's lanes run the same loads, but x is read backwards (a lane's sector below the one
+    counted before it) and the load of p reads a for odd lanes and b for even ones: each such
+    instruction is counted over all its lanes' sectors, not lane by lane (global_by_lanes leaves it
+    to instruction())."""
+    x = np.arange(64, dtype=np.float32)
+    a, b = x * 10, x * 100
+    y = np.zeros(64, np.float32)
+    r = count("backwards_and_mixed", (1,), (64,), (x, a, b, y))     # 2 warps
+    t = np.arange(64)
+    np.testing.assert_array_equal(y, x[63 - t] + np.where(t & 1, a, b))
+    # Per warp: x's 4 sectors, backwards; p's 4 sectors of a and 4 of b, one request.
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 2, 2 * (4 + 8))
+    assert (r[ST_REQ], r[ST_SEC]) == (2, 8)
+    assert r[DRAM_RD] == 3 * 4 * 64

@@ -149,3 +149,13 @@ extern "C" __global__ void pick_source(const float* a, const float* b, float* __
   }
   y[t] = sum;
 }
+
+// Lanes in the same sequence of sites whose accesses a warp instruction cannot count lane by lane
+// in order: x read backwards (lane 8 starts below lane 0's sector), and one load whose lanes read
+// two arrays (odd lanes a, even lanes b).  64 threads.
+extern "C" __global__ void backwards_and_mixed(const float* __restrict__ x, const float* a, const float* b,
+                                               float* __restrict__ y) {
+  const int t = threadIdx.x;
+  const float* p = (t & 1) ? a : b;
+  y[t] = x[63 - t] + p[t];
+}

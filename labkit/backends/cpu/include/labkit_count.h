@@ -124,17 +124,6 @@ struct Region {
   size_t first_sector() const { return (lo - origin) >> 5; }
 };
 
-// One warp instruction's global sectors as global_by_lanes counts them: those of one array (its
-// first lane's), counted from its origin.
-struct ByLanes {
-  uintptr_t origin;           // the array's origin (Region::origin)
-  unsigned long long next;    // one past the highest sector counted so far
-  unsigned long long sectors;
-  uint8_t region;
-  Kind kind;
-  bool unsorted;              // counted by instruction() instead
-};
-
 // Where a site's accesses went last: each access instruction reads one array, nearly always, so the
 // hook tests that array's bounds first, and logs the access with the array and kind found before,
 // not searching the stacks, shared memory and the launch's arrays again.  A miss (another array, a
@@ -185,7 +174,7 @@ struct State {
   std::vector<unsigned char> taken, vector_ok;
   std::vector<std::array<uint32_t, 3>> vector_partner;
   unsigned warp_stamp = 0;
-  std::vector<ByLanes> by_lanes;   // global_by_lanes' instructions, kept from warp to warp likewise
+  std::vector<unsigned char> by_lanes;   // global_by_lanes: which instructions it left to instruction()
   std::vector<uint32_t> class_pos;  // flush_warp: each bucket's place in each kept lane's sequence
 };
 
@@ -764,75 +753,77 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
-// The global accesses of a warp whose lanes made the same sequence of sites, lane by lane: each
-// log read once, in order, where instruction by instruction would read the 32 logs side by side.
-// Instruction k's lanes come in lane order; where each one's sectors start at or after the last
-// sector counted so far (lanes going up through memory, or repeating), the sectors it adds are
-// counted as they come, as instruction() would count them.  Elsewhere the instruction is marked
-// `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter); so
-// is one whose lanes differ from its first lane in array, size or kind.  A lane's access that is its
-// first lane's, byte for byte (an address every lane reads: a weight, a bias), adds nothing, and is
-// passed over at the cost of a comparison.  Shared accesses are left to instruction() (marked
-// unsorted).  False, and nothing counted, where a lane's sites differ from the first lane's (a
-// divergent warp; what it marked is marked again).
+// The global accesses of a warp whose lanes made the same sequence of sites, instruction by
+// instruction, its lanes in lane order, with what the instruction has counted so far in registers:
+// where each lane's sectors start at or after the last sector counted so far (lanes going up
+// through memory, or repeating), the sectors it adds are counted as they come, as instruction()
+// would count them.  Elsewhere the instruction is marked `unsorted`, for instruction() to count
+// (its sectors marked here are marked again: no matter); so is one whose lanes differ from its
+// first lane in array, size or kind.  A lane's access that is its warp's first lane's, byte for
+// byte (an address every lane reads: a weight, a bias), adds nothing, and is passed over at the
+// cost of a comparison.  Shared accesses are left to instruction() (marked unsorted).  False, and
+// nothing counted, where a lane's sites differ from the first lane's (a divergent warp; what it
+// marked is marked again).
 inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* lane, unsigned first,
                             unsigned lanes, size_t n) {
   for (unsigned i = 1; i < lanes; ++i)
     if (S.log[first + lane[i]].size() != n) return false;
-  auto& by = S.by_lanes;
-  if (by.size() < n) by.resize(n);
-  const Access* lead = log[0];
-  // Each lane's sectors from `from` (at or after where instruction k's counted ones end) to s1.
-  const auto add = [&](ByLanes& b, unsigned long long from, unsigned long long s1) {
-    Region& r = g_regions[b.region];
-    std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r.read : r.written;
-    const size_t first_sector = r.first_sector();
-    for (unsigned long long s = from; s <= s1; ++s) mark(bits, s - first_sector);
-    b.sectors += s1 - from + 1;
-    b.next = s1 + 1;
+  auto& unsorted = S.by_lanes;
+  if (unsorted.size() < n) unsorted.resize(n);
+  const auto word = [](const Access& x) {
+    uint64_t w;
+    std::memcpy(&w, reinterpret_cast<const char*>(&x) + 8, 8);
+    return w;
   };
-  for (size_t k = 0; k < n; ++k) {     // the first lane: every global instruction's first sectors
-    const Access& a = lead[k];
-    ByLanes& b = by[k];
-    b.kind = a.kind, b.region = a.region, b.next = 0, b.sectors = 0;
-    b.unsorted = a.kind == SHARED_LD || a.kind == SHARED_ST;
-    if (b.unsorted) continue;
-    b.origin = g_regions[a.region].origin;
-    add(b, (a.addr - b.origin) >> 5, (a.addr + a.size - 1 - b.origin) >> 5);
-  }
-  for (unsigned i = 1; i < lanes; ++i) {
-    const Access* x = log[i];
-    for (size_t k = 0; k < n; ++k) {
-      const Access& a = x[k];
-      const Access& l = lead[k];
-      uint64_t aw, lw;
-      std::memcpy(&aw, reinterpret_cast<const char*>(&a) + 8, 8);
-      std::memcpy(&lw, reinterpret_cast<const char*>(&l) + 8, 8);
-      ByLanes& b = by[k];
-      if (__builtin_expect(aw != lw, 0)) {   // site, size, array and kind: the first lane's?
+  unsigned long long requests[2] = {0, 0}, sectors_of[2] = {0, 0};   // loads, stores
+  for (size_t k = 0; k < n; ++k) {
+    const Access& l = log[0][k];
+    const uint64_t lw = word(l);
+    if (l.kind == SHARED_LD || l.kind == SHARED_ST) {
+      for (unsigned i = 1; i < lanes; ++i)
+        if (log[i][k].site != l.site) return false;
+      unsorted[k] = true;
+      continue;
+    }
+    Region& r = g_regions[l.region];
+    std::vector<unsigned char>& bits = l.kind == GLOBAL_LD ? r.read : r.written;
+    const size_t first_sector = r.first_sector();
+    // A lane's sectors: (addr - origin) >> 5 to (addr - last) >> 5, its size being the first lane's.
+    const uintptr_t origin = r.origin, last = origin - (l.size - 1);
+    unsigned long long next = (l.addr - last) >> 5;   // one past the highest sector counted so far
+    unsigned long long sectors = 0;
+    for (unsigned long long s = (l.addr - origin) >> 5; s <= next; ++s) mark(bits, s - first_sector), ++sectors;
+    ++next;
+    bool sorted = true;
+    for (unsigned i = 1; i < lanes; ++i) {
+      const Access& a = log[i][k];
+      if (__builtin_expect(word(a) != lw, 0)) {   // site, size, array and kind: the first lane's?
         if (a.site != l.site) return false;
-        b.unsorted = true;
+        sorted = false;
         continue;
       }
-      if (a.addr == l.addr || b.unsorted) continue;
-      const unsigned long long s0 = (a.addr - b.origin) >> 5, s1 = (a.addr + a.size - 1 - b.origin) >> 5;
-      if (s1 < b.next) {                 // nothing new, unless it lies below what is counted
-        b.unsorted = b.unsorted || s0 + 1 < b.next;
+      if (a.addr == l.addr || !sorted) continue;
+      const unsigned long long s0 = (a.addr - origin) >> 5, s1 = (a.addr - last) >> 5;
+      if (s0 + 1 < next) {               // it starts below the last sector counted
+        sorted = false;
         continue;
       }
-      if (s0 + 1 < b.next) {
-        b.unsorted = true;
-        continue;
-      }
-      add(b, std::max(s0, b.next), s1);
+      if (s1 < next) continue;           // within the last sector counted
+      for (unsigned long long s = std::max(s0, next); s <= s1; ++s) mark(bits, s - first_sector);
+      sectors += s1 + 1 - std::max(s0, next);
+      next = s1 + 1;
+    }
+    unsorted[k] = !sorted;
+    if (sorted) {
+      const unsigned st = l.kind == GLOBAL_ST;
+      ++requests[st], sectors_of[st] += sectors;
     }
   }
-  for (size_t k = 0; k < n; ++k)
-    if (!by[k].unsorted) {
-      S.m[by[k].kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
-      S.m[by[k].kind == GLOBAL_LD ? SEC_LD : SEC_ST] += by[k].sectors;
-      count_site(S, lead[k].site, lanes);
-    }
+  S.m[REQ_LD] += requests[0], S.m[SEC_LD] += sectors_of[0];
+  S.m[REQ_ST] += requests[1], S.m[SEC_ST] += sectors_of[1];
+  if (g_nsites)
+    for (size_t k = 0; k < n; ++k)
+      if (!unsorted[k]) count_site(S, log[0][k].site, lanes);
   return true;
 }
 
@@ -856,7 +847,7 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   }
   if (same) {
     for (size_t k = 0; k < n; ++k)
-      if (S.tracing || S.by_lanes[k].unsorted)
+      if (S.tracing || S.by_lanes[k])
         instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
                     log[0][k].size);
     return;
