@@ -918,14 +918,23 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
       uint32_t* row = pos.data() + size_t(c) * buckets;
       for (size_t k = 0, len = S.log[reps[c].t].size(); k < len; ++k) row[S.first_bucket[p[2 * k]] + p[2 * k + 1]] = uint32_t(k);
     }
+    // Each lane's log and kept lane (REPS: none, its log empty), read once for the warp; each
+    // bucket's place in the kept lanes' sequences, once per bucket.
     unsigned lane[32];
     const Access* acc[32];
+    const Access* base[32];
+    uint8_t like[32];
+    const unsigned width = last - first;
+    for (unsigned i = 0; i < width; ++i)
+      like[i] = cls[i] == EMPTY ? uint8_t(REPS) : cls[i], base[i] = S.log[first + i].data();
+    uint32_t at[REPS + 1];
+    at[REPS] = NONE;
     for (unsigned b = 0; b < buckets; ++b) {
+      for (unsigned c = 0; c < REPS; ++c) at[c] = c < nreps ? pos[size_t(c) * buckets + b] : NONE;
       unsigned n = 0;
-      for (unsigned i = 0; i < last - first; ++i) {
-        if (cls[i] == EMPTY) continue;
-        const uint32_t k = pos[size_t(cls[i]) * buckets + b];
-        if (k != NONE) lane[n] = i, acc[n++] = S.log[first + i].data() + k;
+      for (unsigned i = 0; i < width; ++i) {
+        const uint32_t k = at[like[i]];
+        if (k != NONE) lane[n] = i, acc[n++] = base[i] + k;
       }
       instruction(S, n, [&](size_t j) { return lane[j]; }, [&](size_t j) -> const Access& { return *acc[j]; },
                   acc[0]->size);
