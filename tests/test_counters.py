@@ -158,7 +158,7 @@ def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
     table, _lo, _hi = counting.fp_table(so)
     sited = counting.sited_blocks(so)
     assert table and sited and set(sited) < set(table)
-    assert counting.hooked_blocks(str(lean)) == set(table) - set(sited)      # the lean build's hooks: exactly these blocks'
+    assert counting.hooked_blocks(str(lean)) == set(table) - set(sited)      # the lean build's hooks
     code = {int(m.group(1), 16): m.group(2) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", subprocess.run(
         ["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True, check=True).stdout, re.M)}
     for block, site in sited.items():           # the site follows a call of an access hook, in the block

@@ -126,13 +126,13 @@ struct Region {
 
 // Where a site's accesses went last: each access instruction reads one array, nearly always, so the
 // hook tests that array's bounds first, and logs the access with the array and kind found before,
-// not searching the stacks, shared memory and the launch's arrays again.  A miss (another array, a
-// stack, __constant__ memory) takes the search, which fills the entry.  Kept per worker (shared
-// memory is per worker), emptied at each launch's start; the arrays of a launch stay where they are
-// through it (a __shared__ array, once registered, too).
+// not searching shared memory and the launch's arrays again.  A miss (another array, a site whose
+// entry another site took) takes the search, which fills the entry.  Kept per worker (shared memory
+// is per worker), emptied at each launch's start; the arrays of a launch stay where they are through
+// it (a __shared__ array, once registered, too).
 struct SiteMemo {
   uint32_t site;
-  uint8_t flags;        // SHARED_LOAD, DROPPED
+  uint8_t flags;        // 0 (an array of the launch), SHARED_LOAD, DROPPED or DROPPED_SPAN
   uintptr_t lo, span;   // the array: [lo, lo + span)
   uint64_t word;        // access_word's region and kind bits
 };
@@ -151,10 +151,10 @@ struct State {
   std::vector<unsigned long long> hits;   // runs of each basic block, by (address - g_text_lo) / 4
   unsigned long long* hit = nullptr;      // hits' data and size, as the block hook reads them
   size_t nhits = 0;
-  SiteMemo memo[SITE_MEMO];   // written by the hook on a miss only: the worker's own
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
   alignas(64) unsigned index = 0;   // in g_states, g_stacks
+  SiteMemo memo[SITE_MEMO];         // written by the hook on a miss only
   bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
@@ -357,14 +357,15 @@ __attribute__((noinline)) inline void elsewhere(State* S, uintptr_t a, size_t si
 }
 
 // The search for an access's array (on_access): __constant__ variables, the dynamic and __shared__
-// arrays, the launch's arrays in turn.  Fills the site's memo with what it finds.  Inline: where a kernel has
-// more access instructions than the memo holds (fully unrolled loops), it runs at most accesses.
+// arrays, the launch's arrays in turn.  Fills the site's memo with what it finds.  Inline: where a
+// kernel has more access instructions than the memo holds (fully unrolled loops), it runs at most
+// accesses.
 __attribute__((always_inline)) inline void classify(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
   if (size == 0) {
     count_site(*S, at, 1);
     return;
   }
-  for (const Span& c : g_constants)   // a __constant__ variable (a filter's weights): read again, most likely
+  for (const Span& c : g_constants)   // a __constant__ variable (a filter's weights): read again
     if (a - c.lo < c.span) {
       remember(*S, at, DROPPED_SPAN, c.lo, c.span, 0);
       count_site(*S, at, 1);
