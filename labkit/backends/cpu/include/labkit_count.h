@@ -192,7 +192,8 @@ inline std::vector<Span> g_constants;
 constexpr unsigned MAX_WORKERS = 4096;
 inline State* g_states[MAX_WORKERS];
 // Each state's fiber stacks, [lo, lo + span), side by side: a hook finds its worker reading these
-// alone, not each state's fields in turn.
+// alone, not each state's fields in turn.  A worker's Busy writes its span, which every hook of every
+// worker reads (relaxed atomics).
 struct Stacks {
   uintptr_t lo, span;
 };
@@ -273,16 +274,20 @@ __attribute__((always_inline)) inline uintptr_t stack_pointer() {
   return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
 #endif
 }
-// The index of the running worker's state (g_states), or g_nstates where none runs a kernel thread.
-__attribute__((always_inline)) inline unsigned running_index() {
+// The index of the running worker's state (g_states), or g_nstates where none runs a kernel thread;
+// `stacks`: its stacks.
+__attribute__((always_inline)) inline unsigned running_index(Stacks& stacks) {
   const uintptr_t sp = stack_pointer();
   unsigned i = 0;
-  for (const unsigned n = g_nstates; i < n; ++i)
-    if (sp - g_stacks[i].lo < g_stacks[i].span) break;
+  for (const unsigned n = g_nstates; i < n; ++i) {
+    stacks = {g_stacks[i].lo, __atomic_load_n(&g_stacks[i].span, __ATOMIC_RELAXED)};
+    if (sp - stacks.lo < stacks.span) break;
+  }
   return i;
 }
 __attribute__((always_inline)) inline State* here() {
-  const unsigned i = running_index();
+  Stacks stacks;
+  const unsigned i = running_index(stacks);
   return i < g_nstates ? g_states[i] : nullptr;
 }
 
@@ -292,8 +297,10 @@ __attribute__((always_inline)) inline State* here() {
 struct Busy {
   Stacks& stacks;
   const uintptr_t span;
-  explicit Busy(State& s) : stacks(g_stacks[s.index]), span(stacks.span) { stacks.span = 0; }
-  ~Busy() { stacks.span = span; }
+  explicit Busy(State& s) : stacks(g_stacks[s.index]), span(stacks.span) {
+    __atomic_store_n(&stacks.span, uintptr_t(0), __ATOMIC_RELAXED);
+  }
+  ~Busy() { __atomic_store_n(&stacks.span, span, __ATOMIC_RELAXED); }
 };
 
 // The workers' states stay from launch to launch (their logs' buffers with them: a launch's threads
@@ -416,12 +423,13 @@ __attribute__((noinline)) inline void classify_call(State* S, uintptr_t a, size_
 // Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
 // here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
 __attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
-  const unsigned i = running_index();
+  Stacks stacks;
+  const unsigned i = running_index(stacks);
   if (i >= g_nstates) return;
   const uintptr_t a = reinterpret_cast<uintptr_t>(p);
   const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
   State* S = g_states[i];
-  if (a - g_stacks[i].lo < g_stacks[i].span) {   // a thread's own array (registers on a GPU)
+  if (a - stacks.lo < stacks.span) {   // a thread's own array (registers on a GPU)
     if (g_nsites && may_count(at)) count_site_call(S, at);
     return;
   }
