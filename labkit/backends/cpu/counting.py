@@ -367,8 +367,9 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     blocks, fp_note = _blocks(so)
     base = lib.labkit_count_base()
     lib.labkit_count_begin(base + blocks[1], base + blocks[2])
-    # The blocks whose hook the loaded build has not (lean_build): their access hooks' calls count.
-    sited = sited_blocks(so) if blocks[2] > blocks[1] and lean_build(so) is not None else {}
+    # The blocks whose runs their access hooks' calls count (the lean build has not their own hooks;
+    # where it is not the one loaded, the calls count them all the same).
+    sited = sited_blocks(so) if blocks[2] > blocks[1] else {}
     lib.labkit_count_sites((ctypes.c_uint64 * max(1, len(sited)))(*(base + s for s in sited.values())), len(sited))
 
     def region(lo: int, hi: int, origin: int) -> None:
