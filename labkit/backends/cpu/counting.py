@@ -278,7 +278,6 @@ def _code_offset(elf: bytes, addr: int) -> int | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
 def lean_build(so: str) -> Path | None:
     """The counting build ``so`` with the coverage hook's call a no-op in each basic block that has
     nothing to count (fp_table) or whose runs its access hook's calls count (sited_blocks), made once
