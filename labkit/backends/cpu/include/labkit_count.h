@@ -3,7 +3,9 @@
 //
 // The kernel is compiled with ThreadSanitizer's instrumentation (a hook before every access,
 // labkit_interleave.h) and GCC's -fsanitize-coverage=trace-pc (a hook at the start of every basic
-// block), linked without either runtime: the hooks below are the executor's own.
+// block), linked without either runtime: the hooks below are the executor's own.  The build is loaded
+// with the block hook silenced in blocks with nothing to count, and in blocks whose runs the calls
+// of an access hook in them count (counting.lean_build, labkit_count_sites).
 //
 // Why a log and a flush: the executor runs the threads of a block one after another, each until a
 // barrier, so the 32 accesses that one warp instruction makes arrive far apart.  Each thread logs
