@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import platform
+import re
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -135,8 +137,9 @@ def test_a_launch_counts_the_same_after_the_workers_were_given_back():
 
 def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
     """The counting build is loaded with the block hook's call a 5-byte no-op wherever its block has
-    no FP32 instruction (counting.lean_build): every other byte is the build's own, and the blocks
-    with FP32 instructions keep their hooks and their counts."""
+    no FP32 instruction, or its runs are counted as the calls of an access hook in it before any jump
+    (counting.lean_build, counting.sited_blocks): every other byte is the build's own, the other
+    blocks with FP32 instructions keep their hooks, and every block its count."""
     from labkit.backends.cpu import counting
     if platform.machine() not in ("x86_64", "AMD64"):
         pytest.skip("the lean build is made on x86-64 only (5-byte calls)")
@@ -152,8 +155,15 @@ def test_the_lean_build_silences_only_block_hooks_that_count_nothing():
     covered = {i + k for i in sites for k in range(5)}
     changed = {i for i in range(len(old)) if old[i] != new[i]}
     assert changed and changed <= covered
-    table, _lo, _hi = counting.fp_table(so)    # the lean build's hooks: exactly these blocks'
-    assert table and counting.fp_table(str(lean)) == (table, min(table), max(table) + 1)
+    table, _lo, _hi = counting.fp_table(so)
+    sited = counting.sited_blocks(so)
+    assert table and sited and set(sited) < set(table)
+    assert counting.hooked_blocks(str(lean)) == set(table) - set(sited)      # the lean build's hooks
+    code = {int(m.group(1), 16): m.group(2) for m in re.finditer(r"^\s*([0-9a-f]+):\s+(.*)$", subprocess.run(
+        ["objdump", "-d", "--no-show-raw-insn", so], capture_output=True, text=True, check=True).stdout, re.M)}
+    for block, site in sited.items():           # the site follows a call of an access hook, in the block
+        call = max(a for a in code if a < site)
+        assert block <= call and re.match(r"call\s+[0-9a-f]+ <__tsan_\w*(read|write)", code[call])
     test_fp32_instructions_of_a_known_kernel()     # counted by the lean build, as before
 
 
@@ -211,6 +221,19 @@ def test_it_runs_on_the_cpu_executor_whatever_the_backend(monkeypatch):
     r, = labkit.counters(launch)
     assert r[LD_SEC] == 4
     assert os.environ[labkit.backends.ENV_VAR] == "cuda"
+
+
+def test_a_launch_on_fewer_workers_than_the_last_counts_its_own_runs_only():
+    """A launch of one block runs on one worker; the workers of the launch before (64 blocks, on every
+    core) keep their states, whose block runs must not reach its FP32 counts."""
+    x = np.full(64 * 32, 0.5, np.float32)
+    y = np.zeros(64 * 32, np.float32)
+    busy = count("fma_chain", (64,), (32,), (x, y, np.int32(10)))
+    if busy[FFMA] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {busy['notes']['fp32']}")
+    assert (busy[FFMA], busy[FADD], busy[FMUL]) == (10 * 64 * 32, 64 * 32, 64 * 32)
+    r = count("with_maths", (1,), (32,), (x[:32], y[:32]))
+    assert (r[FFMA], r[FADD], r[FMUL]) == (32, 0, 0)
 
 
 def test_fp32_counts_say_where_they_fall_short():
@@ -365,3 +388,103 @@ def test_a_records_footprint_is_the_sectors_it_reads_or_writes():
     y = np.zeros(n, np.float32)
     r = count("copy_strided", (2,), (128,), (x, y, np.int32(1), np.int32(n)))
     assert r["footprint_bytes"] == 2 * 4 * n
+
+
+PICK_ORDER = (0, 1, 2, 0, 3, 2, 1)        # a, b, shared, a, the thread's own, shared, b
+
+
+def pick_source(a, b) -> tuple[dict, np.ndarray]:
+    """pick_source's record and output, reading a[t] and b[t] twice each, the shared array twice and
+    the thread's own array once, all at one load instruction."""
+    y = np.zeros(64, np.float32)
+    order = sum(k << (2 * j) for j, k in enumerate(PICK_ORDER))
+    r = count("pick_source", (1,), (64,), (a, b, y, np.uint32(order), np.int32(len(PICK_ORDER))))
+    return r, y
+
+
+def test_a_load_that_reads_another_array_each_time_is_counted_for_each():
+    """The hook remembers which array a load instruction read last (the site's memo): the same
+    instruction then reading another array, shared memory or the thread's own array is still counted
+    as that one.  Its block's FADD is counted by the load's calls (counting.sited_blocks), each
+    counted once: logged (global, shared) or not (the thread's own array)."""
+    a = np.arange(64, dtype=np.float32)
+    b = np.arange(64, dtype=np.float32) * 10
+    r, y = pick_source(a, b)
+    t = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(y, 2 * a + 2 * b + 2 * t + 100)
+    if r[FADD] is not None:
+        assert (r[FFMA], r[FADD], r[FMUL]) == (0, len(PICK_ORDER) * 64, 0)
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 4, 2 * 4 * 4)        # 2 warps, 4 global steps, 4 sectors each
+    assert (r[SH_LD_WF], r[SH_LD_BC], r[SH_ST_WF]) == (2 * 2, 0, 2)
+    assert (r[ST_REQ], r[ST_SEC]) == (2, 8)
+    assert (r[DRAM_RD], r[DRAM_WR]) == (2 * 4 * 64, 4 * 64)
+
+
+def test_arguments_that_view_one_buffer_count_its_sectors_once():
+    """a and b overlap (b starts 8 floats into a's buffer): an address in both is a's, as the search
+    finds it, whichever array the load instruction read before; b's last 8 floats are b's own."""
+    buf = np.arange(72, dtype=np.float32)
+    a, b = buf[:64], buf[8:]
+    r, y = pick_source(a, b)
+    t = np.arange(64, dtype=np.float32)
+    np.testing.assert_array_equal(y, 2 * a + 2 * b + 2 * t + 100)
+    # Warp 0 reads sectors 0-3 (a) and 1-4 (b), warp 1 sectors 4-7 (a) and 5-8 (b).
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 4, 2 * 4 * 4)
+    assert r[DRAM_RD] == 9 * 32                                 # the buffer's 288 bytes, once
+
+
+def test_a_loop_reading_constant_memory_counts_its_fmas_and_not_the_reads():
+    """poly (tests/cuda/feature_kernels.cu): each iteration one FFMA and one load of a __constant__
+    coefficient, the block's only access (x[i] is loaded once, before the loop): the load is not
+    counted as a global one, and its calls still count the block's runs (counting.sited_blocks)."""
+    features = Path(__file__).resolve().parent / "cuda" / "feature_kernels.cu"
+    n, degree = 64, 5
+    x = np.linspace(-1, 1, n, dtype=np.float32)
+    y = np.zeros(n, np.float32)
+    c = np.arange(1, 9, dtype=np.float32)
+
+    def launch():
+        mod = labkit.load_source(features)
+        mod.get_global("coeffs").copy_from_host(c)
+        mod.get_function("poly")((2,), (32,), (x, y, np.int32(n), np.int32(degree)))
+    r, = labkit.counters(launch)
+    np.testing.assert_allclose(y, np.polyval(c[:degree + 1][::-1], x), rtol=1e-5, atol=1e-5)
+    assert (r[LD_REQ], r[LD_SEC], r[ST_REQ], r[ST_SEC]) == (2, 8, 2, 8)    # x and y, one request per warp
+    assert r[DRAM_RD] == 4 * n
+    if r[FFMA] is not None:
+        assert (r[FFMA], r[FADD], r[FMUL]) == ((degree + 1) * n, 0, 0)
+
+
+def test_a_warp_read_backwards_or_from_two_arrays_at_once_counts_distinct_sectors():
+    """The warp's lanes run the same loads, but x is read backwards (a lane's sector below the one
+    counted before it) and the load of p reads a for odd lanes and b for even ones: each such
+    instruction is counted over all its lanes' sectors, not lane by lane (global_by_lanes leaves it
+    to instruction())."""
+    x = np.arange(64, dtype=np.float32)
+    a, b = x * 10, x * 100
+    y = np.zeros(64, np.float32)
+    r = count("backwards_and_mixed", (1,), (64,), (x, a, b, y))     # 2 warps
+    t = np.arange(64)
+    np.testing.assert_array_equal(y, x[63 - t] + np.where(t & 1, a, b))
+    # Per warp: x's 4 sectors, backwards; p's 4 sectors of a and 4 of b, one request.
+    assert (r[LD_REQ], r[LD_SEC]) == (2 * 2, 2 * (4 + 8))
+    assert (r[ST_REQ], r[ST_SEC]) == (2, 8)
+    assert r[DRAM_RD] == 3 * 4 * 64
+
+
+def test_fp32_counts_are_the_same_where_the_lean_build_is_not_loaded(monkeypatch):
+    """Where the lean build is not made (not x86-64, a call not as expected), the build as compiled
+    is loaded, every block hook in place; a block counted by its access hook's calls is counted the
+    same."""
+    from labkit.backends.cpu import counting
+    x = np.full(64, 0.5, np.float32)
+    y = np.zeros(64, np.float32)
+    lean = count("fma_chain", (2,), (32,), (x, y, np.int32(10)))
+    if lean[FFMA] is None:
+        pytest.skip(f"FP32 instructions are not counted here: {lean['notes']['fp32']}")
+    monkeypatch.setattr(counting, "lean_build", lambda so: None)
+
+    def launch():      # a module of its own: its counting build loaded now, as compiled
+        labkit.load_source(KERNELS, own=True).get_function("fma_chain")((2,), (32,), (x, y, np.int32(10)))
+    full, = labkit.counters(launch)
+    assert (full[FFMA], full[FADD], full[FMUL]) == (lean[FFMA], lean[FADD], lean[FMUL]) == (640, 64, 64)

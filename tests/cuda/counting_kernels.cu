@@ -129,3 +129,33 @@ extern "C" __global__ void shared_rows2_ragged(float* __restrict__ y) {
   }
   y[t] = sum;
 }
+
+// One load instruction that reads another array from step to step, the same in every lane: `order`
+// names each step's array with two bits (0: a, 1: b, 2: the shared array, 3: the thread's own
+// array, not counted), steps being a run-time count so that the loop stays one load.  64 threads.
+extern "C" __global__ void pick_source(const float* a, const float* b, float* __restrict__ y, unsigned order,
+                                       int steps) {
+  __shared__ float s[64];
+  float mine[64];
+  const int t = threadIdx.x;
+  s[t] = float(t);
+  mine[t] = 100.0f;
+  __syncthreads();
+  float sum = 0.0f;
+  for (int j = 0; j < steps; ++j) {
+    const unsigned k = (order >> (2 * j)) & 3u;
+    const float* p = k == 0 ? a : k == 1 ? b : k == 2 ? s : mine;
+    sum += p[t];
+  }
+  y[t] = sum;
+}
+
+// Lanes in the same sequence of sites whose accesses a warp instruction cannot count lane by lane
+// in order: x read backwards (lane 8 starts below lane 0's sector), and one load whose lanes read
+// two arrays (odd lanes a, even lanes b).  64 threads.
+extern "C" __global__ void backwards_and_mixed(const float* __restrict__ x, const float* a, const float* b,
+                                               float* __restrict__ y) {
+  const int t = threadIdx.x;
+  const float* p = (t & 1) ? a : b;
+  y[t] = x[63 - t] + p[t];
+}

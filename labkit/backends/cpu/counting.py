@@ -6,9 +6,10 @@ the same as without counting.  Each launch gives one record: the kernel, its gri
 Nsight Compute's metrics by name (``METRICS``), with ``notes`` saying what each model counts.
 
 FP32 instructions: the counting build is compiled with fused multiply-add contraction, as nvcc
-compiles (``a*b + c`` is one FFMA); the executed count of each basic block times the single-precision
-add/subtract, multiply and fused multiply-add instructions the host compiler put in it (read from
-the disassembly) is the count.  Library maths (``expf``, division, square roots), which a GPU expands
+compiles (``a*b + c`` is one FFMA); the executed count of each basic block (its hook's calls, or
+those of the first access hook in it: sited_blocks) times the single-precision add/subtract,
+multiply and fused multiply-add instructions the host compiler put in it (read from the
+disassembly) is the count.  Library maths (``expf``, division, square roots), which a GPU expands
 into FFMA and FMUL sequences, is not counted; a constant multiply the host turns into an add
 (``x * 2`` as ``x + x``) counts as an add.
 """
@@ -156,10 +157,16 @@ def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
     return None
 
 
+# The access hooks that log an access (labkit_interleave.h's LABKIT_ON_ACCESS), not the atomics'.
+_ACCESS_HOOK = re.compile(r"<__tsan_(?:unaligned_|volatile_)?(?:read|write)(?:1|2|4|8|16|_range)(?:@plt)?>")
+_JUMP = re.compile(r"^(?:(?:notrack|bnd)\s+)?j[a-z]*$")
+
+
 @functools.lru_cache(maxsize=64)
-def _disassembled(so: str) -> tuple[dict[int, tuple[int, ...]], int, int, tuple[tuple[int, int, int], ...]]:
-    """fp_table's three, and each call of the coverage hook: (its address, the hook's, the next
-    instruction's: the block it starts)."""
+def _disassembled(so: str) -> tuple[dict[int, tuple[int, ...]], int, int, tuple[tuple[int, int, int], ...],
+                                    dict[int, int]]:
+    """fp_table's three; each call of the coverage hook: (its address, the hook's, the next
+    instruction's: the block it starts); and sited_blocks."""
     objdump = shutil.which("objdump")
     if objdump is None:
         raise FileNotFoundError("objdump (GNU binutils) is not installed")
@@ -170,26 +177,58 @@ def _disassembled(so: str) -> tuple[dict[int, tuple[int, ...]], int, int, tuple[
     calls = []
     block = None            # the block the instructions now read belong to
     after_hook = None       # the previous instruction called the hook (its address, the hook's): this one starts a block
+    # Each block's first access hook call, where no jump comes before it in the block: (the call's
+    # address, the next instruction's: the site the hook is told); the function each block is in;
+    # every jump's target; the functions with a jump whose target is not written out.
+    first_access: dict[int, tuple[int, int]] = {}
+    function_of: dict[int, int] = {}
+    targets: set[int] = set()
+    unknown_jumps: set[int] = set()
+    function = 0
+    straight = False        # no jump yet in this block, nor an access hook's call
+    access_call = None      # the previous instruction called an access hook, in a block still straight
     for line in text.splitlines():
         m = _LINE.match(line)
         if not m:
-            block = None if line.endswith(">:") else block    # a function's start
+            if line.endswith(">:"):       # a function's start
+                block, straight, access_call = None, False, None
+                function += 1
             continue
         addr, mnemonic, operands = int(m.group(1), 16), m.group(2), m.group(3)
+        if access_call is not None:
+            first_access[block] = (access_call, addr)
+            access_call = None
         if after_hook is not None:
             calls.append((*after_hook, addr))
             block, after_hook = addr, None
             table.setdefault(block, [0] * len(KINDS))
             starts.append(addr)
+            function_of[block] = function
+            straight = True
+        if _JUMP.match(mnemonic) or (mnemonic in ("notrack", "bnd") and operands.lstrip().startswith("j")):
+            target = re.match(r"\s*(?:j[a-z]*\s+)?([0-9a-f]+)\s+<", operands)
+            if target:
+                targets.add(int(target.group(1), 16))
+            else:
+                unknown_jumps.add(function)
+            straight = False
+        if mnemonic.startswith("ret"):
+            straight = False
         if mnemonic.startswith(("call", "bl")) and _HOOK.search(operands):
             target = re.match(r"\s*([0-9a-f]+)\b", operands)
             after_hook = (addr, int(target.group(1), 16) if target else -1)
+            straight = False
+            continue
+        if straight and mnemonic.startswith("call") and _ACCESS_HOOK.search(operands):
+            access_call, straight = addr, False
             continue
         fp = _fp_kind(mnemonic, operands)
         if fp and block is not None:
             table[block][KINDS.index(fp[0])] += fp[1]
-    return ({k: tuple(v) for k, v in table.items() if any(v)}, min(starts, default=0), max(starts, default=-1) + 1,
-            tuple(calls))
+    table = {k: tuple(v) for k, v in table.items() if any(v)}
+    sited = {b: site for b, (call, site) in first_access.items()
+             if b in table and function_of[b] not in unknown_jumps and not any(b <= t <= call for t in targets)}
+    return table, min(starts, default=0), max(starts, default=-1) + 1, tuple(calls), sited
 
 
 def fp_table(so: str) -> tuple[dict[int, tuple[int, ...]], int, int]:
@@ -200,11 +239,28 @@ def fp_table(so: str) -> tuple[dict[int, tuple[int, ...]], int, int]:
     return _disassembled(so)[:3]
 
 
+def hooked_blocks(so: str) -> set[int]:
+    """The blocks whose hook ``so`` calls (a lean build: those left)."""
+    return {block for _at, _hook, block in _disassembled(so)[3]}
+
+
+def sited_blocks(so: str) -> dict[int, int]:
+    """{address of a block with FP32 instructions (fp_table's): the site (the address after the call)
+    of the access hook that it calls before any jump}: each run of the block is one call of that
+    hook, which the counting build counts as it logs accesses (labkit_count_sites), so the block's
+    own hook can go (lean_build).  Not where a jump lands inside the block before that call, nor in a
+    function with a jump whose target objdump does not write out (through a table)."""
+    return _disassembled(so)[4]
+
+
 # The coverage hook runs at every basic block, and only the runs of blocks with FP32 instructions
 # (or the divisions and maths calls noted beside them) count: in the others, its call can be a
 # no-op of the same length, and the block's count stays 0 (in the implicit GEMM rung, 98% of the
-# blocks that run).  x86-64 only: there the call is 5 bytes, E8 and a 32-bit displacement.
+# blocks that run).  So can it in a block whose runs its access hook's calls count (sited_blocks:
+# the naive rung's inner loop, one FMA and two loads).  x86-64 only: there the call is 5 bytes, E8
+# and a 32-bit displacement.
 _NOP5 = bytes.fromhex("0f1f440000")      # nopl 0x0(%rax,%rax,1)
+LEAN_SCHEME = 2       # which calls lean_build silences: part of its file's name
 _PT_LOAD, _PF_X = 1, 1
 
 
@@ -224,21 +280,22 @@ def _code_offset(elf: bytes, addr: int) -> int | None:
 
 def lean_build(so: str) -> Path | None:
     """The counting build ``so`` with the coverage hook's call a no-op in each basic block that has
-    nothing to count (fp_table), made once beside it; None where it is not made (not x86-64, no
+    nothing to count (fp_table) or whose runs its access hook's calls count (sited_blocks), made once
+    beside it; None where it is not made (not x86-64, no
     disassembly, or a call not as expected: then ``so`` itself serves, every block counted)."""
     if platform.machine() not in ("x86_64", "AMD64"):
         return None
     src = Path(so)
-    out = src.with_name(src.stem + "-lean.so")
+    out = src.with_name(src.stem + f"-lean{LEAN_SCHEME}.so")
     if out.exists():
         return out
     try:
-        table, _lo, _hi, calls = _disassembled(so)
+        table, _lo, _hi, calls, sited = _disassembled(so)
         elf = bytearray(src.read_bytes())
     except (OSError, subprocess.CalledProcessError):
         return None
     for at, hook, block in calls:
-        if block in table:
+        if block in table and block not in sited:
             continue
         off = _code_offset(elf, at)
         if block - at != 5 or off is None or elf[off] != 0xE8:
@@ -262,15 +319,20 @@ def _blocks(so: str):
         return ({}, 0, 0), f"not counted: the disassembly could not be read ({exc})"
 
 
-def _fp_counts(lib, blocks) -> list[int]:
-    """The launch's thread instructions of each of KINDS: each block's runs times its instructions."""
+def _fp_counts(lib, blocks, sited: dict[int, int]) -> list[int]:
+    """The launch's thread instructions of each of KINDS: each block's runs times its instructions;
+    a sited block's runs are its access hook's calls (labkit_count_site_calls, in sited's order)."""
     table, lo, hi = blocks
     hits = (ctypes.c_uint64 * ((hi - lo) // 4 + 1))()     # one counter per 4 bytes (labkit_count.h)
     lib.labkit_count_blocks(hits)
+    site_calls = (ctypes.c_uint64 * max(1, len(sited)))()
+    lib.labkit_count_site_calls(site_calls)
+    index = {b: i for i, b in enumerate(sited)}
     out = [0] * len(KINDS)
     for pc, fp in table.items():
+        runs = site_calls[index[pc]] if pc in index else hits[(pc - lo) // 4]
         for i, c in enumerate(fp):
-            out[i] += c * hits[(pc - lo) // 4]
+            out[i] += c * runs
     return out
 
 
@@ -278,8 +340,11 @@ def _declare(lib) -> None:
     lib.labkit_count_begin.argtypes = [ctypes.c_uint64] * 2
     lib.labkit_count_region.argtypes = [ctypes.c_uint64] * 3
     lib.labkit_count_region.restype = ctypes.c_bool
+    lib.labkit_count_constant.argtypes = [ctypes.c_uint64] * 2
     lib.labkit_count_totals.argtypes = [ctypes.POINTER(ctypes.c_uint64)]
     lib.labkit_count_blocks.argtypes = [ctypes.c_void_p]
+    lib.labkit_count_sites.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    lib.labkit_count_site_calls.argtypes = [ctypes.c_void_p]
     lib.labkit_count_base.restype = ctypes.c_uint64
     lib.labkit_error.restype = ctypes.c_char_p
 
@@ -301,6 +366,10 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     blocks, fp_note = _blocks(so)
     base = lib.labkit_count_base()
     lib.labkit_count_begin(base + blocks[1], base + blocks[2])
+    # The blocks whose runs their access hooks' calls count (the lean build has not their own hooks;
+    # where it is not the one loaded, the calls count them all the same).
+    sited = sited_blocks(so) if blocks[2] > blocks[1] else {}
+    lib.labkit_count_sites((ctypes.c_uint64 * max(1, len(sited)))(*(base + s for s in sited.values())), len(sited))
 
     def region(lo: int, hi: int, origin: int) -> None:
         if not lib.labkit_count_region(lo, hi, origin):
@@ -324,6 +393,8 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
         if not s.constant:
             region(addrs[i], addrs[i] + s.nbytes, addrs[i])
             names.append(f"__device__ {list(fn.module.symbols)[i]}")
+        else:
+            lib.labkit_count_constant(addrs[i], addrs[i] + s.nbytes)
     tracing = _trace is not None and _records is not None and _trace["launch"] == len(_records)
     if tracing:
         lib.labkit_count_trace.argtypes = [ctypes.c_uint] * 4
@@ -344,7 +415,7 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
             ctypes.memmove(s.ptr, addr, s.nbytes)
     totals = (ctypes.c_uint64 * (len(TOTALS) + 3))()
     lib.labkit_count_totals(totals)
-    fp = _fp_counts(lib, blocks) if blocks[2] > blocks[1] else [None] * len(KINDS)
+    fp = _fp_counts(lib, blocks, sited) if blocks[2] > blocks[1] else [None] * len(KINDS)
     if fp[-1]:
         fp_note += (f"; short for this launch: its threads ran {fp[-1]} divisions, square roots or maths "
                     "calls (expf, tanhf, ...), which a GPU computes with FFMA and FMUL instructions not "

@@ -261,8 +261,9 @@ class CPUModule:
         if self._counting is None:
             tu = counting.unrolled_as_nvcc(self._tu)
             so = compiler.build(tu, self.path, sanitizer="count")
-            # Loaded without the block hooks that count nothing (counting.lean_build); the
-            # disassembly that says what each block counts is the build's own.
+            # Loaded without the block hooks that count nothing, or whose blocks' runs an access
+            # hook's calls count (counting.lean_build); the disassembly that says what each block
+            # counts is the build's own.
             lean = counting.lean_build(str(so))
             lib = compiler.load_private(lean or so,
                                         rebuild=lambda: compiler.build(tu, self.path, sanitizer="count", fresh=True))

@@ -3,7 +3,9 @@
 //
 // The kernel is compiled with ThreadSanitizer's instrumentation (a hook before every access,
 // labkit_interleave.h) and GCC's -fsanitize-coverage=trace-pc (a hook at the start of every basic
-// block), linked without either runtime: the hooks below are the executor's own.
+// block), linked without either runtime: the hooks below are the executor's own.  The build is loaded
+// with the block hook silenced in blocks with nothing to count, and in blocks whose runs the calls
+// of an access hook in them count (counting.lean_build, labkit_count_sites).
 //
 // Why a log and a flush: the executor runs the threads of a block one after another, each until a
 // barrier, so the 32 accesses that one warp instruction makes arrive far apart.  Each thread logs
@@ -73,7 +75,11 @@ class ThreadLog {
   ThreadLog(ThreadLog&& o) noexcept : b_(o.b_), e_(o.e_), cap_(o.cap_) { o.b_ = o.e_ = o.cap_ = nullptr; }
   ~ThreadLog() { std::free(b_); }
   __attribute__((always_inline)) void push(uintptr_t addr, uint64_t rest) {
-    if (__builtin_expect(e_ == cap_, 0)) grow();
+    if (__builtin_expect(full(), 0)) grow();
+    push_into_room(addr, rest);
+  }
+  bool full() const { return e_ == cap_; }
+  __attribute__((always_inline)) void push_into_room(uintptr_t addr, uint64_t rest) {   // not full()
     char* w = reinterpret_cast<char*>(e_);
     std::memcpy(w, &addr, 8);
     std::memcpy(w + 8, &rest, 8);
@@ -120,13 +126,24 @@ struct Region {
   size_t first_sector() const { return (lo - origin) >> 5; }
 };
 
-// One warp instruction's global sectors as global_by_lanes counts them.
-struct ByLanes {
-  unsigned long long next;    // one past the highest sector counted so far ((region << 48) | sector)
-  unsigned long long sectors;
-  Kind kind;
-  bool unsorted;              // counted by instruction() instead
+// Where a site's accesses went last: each access instruction reads one array, nearly always, so the
+// hook tests that array's bounds first, and logs the access with the array and kind found before,
+// not searching shared memory and the launch's arrays again.  A miss (another array, a site whose
+// entry another site took) takes the search, which fills the entry.  Kept per worker (shared memory
+// is per worker), emptied at each launch's start; the arrays of a launch stay where they are through
+// it (a __shared__ array, once registered, too).
+struct SiteMemo {
+  uint32_t site;
+  uint8_t flags;        // 0 (an array of the launch), SHARED_LOAD, DROPPED or DROPPED_SPAN
+  uintptr_t lo, span;   // the array: [lo, lo + span)
+  uint64_t word;        // access_word's region and kind bits
 };
+// A shared load (merge_vector_loads looks for 32-bit ones); an address in none of the launch's
+// arrays, nor a stack (the executor's own data: a thread's blockIdx), which stays so through the
+// launch: lo is that address (an access there again, no wider, is dropped); a __constant__
+// variable or the worker's fibers' records, [lo, lo + span) (any access within it is dropped).
+constexpr uint8_t SHARED_LOAD = 1, DROPPED = 2, DROPPED_SPAN = 4;
+constexpr unsigned SITE_MEMO = 1024;   // entries, by the site's low bits (sites lie 5 bytes apart or more)
 
 // One per worker (the blocks it runs), merged when Python asks.
 struct State {
@@ -138,13 +155,15 @@ struct State {
   size_t nhits = 0;
   // What this worker writes, on cache lines of its own: every hook of every worker reads the fields
   // above (here()), and a line that another core keeps writing would travel between cores each time.
-  alignas(64) bool busy = false;   // inside the counter's own code: its accesses are not the kernel's
+  alignas(64) unsigned index = 0;   // in g_states, g_stacks
+  SiteMemo memo[SITE_MEMO];         // written by the hook on a miss only
   bool loads32 = false;            // a 32-bit shared load logged since the last flush (merge_vector_loads)
   bool tracing = false;            // flushing the traced warp (g_trace_warp)
   unsigned long long m[NMETRICS] = {};
   std::vector<ThreadLog> log;   // per thread of the running block, since the last flush
   ThreadLog* running = nullptr;      // the log of the thread running now (count_enter)
   std::vector<unsigned long long> scratch;
+  std::vector<unsigned long long> site_calls;   // calls of each counted site (labkit_count_sites' order)
   // Matching a warp's lanes (flush_warp), kept from warp to warp so that it allocates nothing.
   std::vector<std::pair<unsigned, const Access*>> group;   // one instruction's (lane, access)
   std::vector<uint32_t> site_of, stamp;   // an open-addressing table: site -> its ordinal in the warp
@@ -157,7 +176,7 @@ struct State {
   std::vector<unsigned char> taken, vector_ok;
   std::vector<std::array<uint32_t, 3>> vector_partner;
   unsigned warp_stamp = 0;
-  std::vector<ByLanes> by_lanes;   // global_by_lanes' instructions, kept from warp to warp likewise
+  std::vector<unsigned char> by_lanes;   // global_by_lanes: which instructions it left to instruction()
   std::vector<uint32_t> class_pos;  // flush_warp: each bucket's place in each kept lane's sequence
 };
 
@@ -165,12 +184,18 @@ inline std::vector<Region>& regions() { static std::vector<Region> r; return r; 
 inline Region* g_regions = nullptr;   // regions()' elements, as the flush reads them (no static's guard)
 inline unsigned g_nregions = 0;
 inline Span g_spans[MAX_REGIONS];      // regions()' bounds, as the hook tests them: 16 bytes each
+// Which of the launch's arrays overlap no other (two arguments that view one buffer do): only for
+// those is an address's array the same whichever array the hook tests first, and a site's memo serves.
+inline bool g_region_alone[MAX_REGIONS];
+// The module's __constant__ variables, [lo, lo + span): not counted (labkit_count_constant).
+inline std::vector<Span> g_constants;
 // The workers' states, as a plain array: the hooks read it at every access and every basic block,
 // and a function-local static would add a check that it is constructed.
 constexpr unsigned MAX_WORKERS = 4096;
 inline State* g_states[MAX_WORKERS];
 // Each state's fiber stacks, [lo, lo + span), side by side: a hook finds its worker reading these
-// alone, not each state's fields in turn.
+// alone, not each state's fields in turn.  A worker's Busy writes its span, which every hook of every
+// worker reads (relaxed atomics).
 struct Stacks {
   uintptr_t lo, span;
 };
@@ -180,6 +205,48 @@ inline unsigned g_nstates = 0;
 // call is longer: no two blocks share one), so that the hook at every block costs an increment, not
 // a lookup.
 inline uintptr_t g_text_lo = 0, g_text_hi = 0;
+
+// This library's code, where every site lies (the hooks' callers are its instrumented functions):
+// the low halves of its bounds (sites are), and its size.  Set by labkit_count_begin; a span of 0
+// (not found) leaves every site to the hash table.
+inline uint32_t g_code_lo = 0, g_code_span = 0;
+
+// The access hook calls whose count is a block's runs (counting.sited_blocks: the block's own hook
+// is silenced): each site's index, in an open-addressing table by its low 32 bits.  Every call of
+// such a hook is counted once, on a worker's fiber outside the counter's own code, as the block hook
+// counts a run: where the access is logged, when its warp instruction is counted (instruction(),
+// global_by_lanes, or merged into a vector load); where it is not (a thread's own array, __constant__
+// memory), in the hook.
+inline std::vector<uint32_t> g_site_key;
+inline std::vector<int32_t> g_site_index;   // -1: an empty slot
+inline unsigned g_nsites = 0;
+// The same sites as bits, by distance from g_code_lo: most calls are of no such site, and this says
+// so with one load, no search.
+inline std::vector<uint64_t> g_site_bits;
+
+inline int site_index(uint32_t site) {
+  const size_t mask = g_site_key.size() - 1;
+  for (size_t j = (site * 2654435761u) & mask;; j = (j + 1) & mask) {
+    if (g_site_index[j] < 0) return -1;
+    if (g_site_key[j] == site) return g_site_index[j];
+  }
+}
+// Whether `site` may be one of them (g_nsites > 0).
+__attribute__((always_inline)) inline bool may_count(uint32_t site) {
+  const uint32_t j = site - g_code_lo;
+  return j >= g_code_span || (g_site_bits[j >> 6] >> (j & 63) & 1);
+}
+// `n` more calls of the hook at `site`, where it is one that counts a block's runs.
+inline void count_site(State& S, uint32_t site, unsigned long long n) {
+  if (g_nsites == 0 || !may_count(site)) return;
+  const int i = site_index(site);
+  if (i >= 0) S.site_calls[size_t(i)] += n;
+}
+// Fill the memo entry of `site`.
+__attribute__((always_inline)) inline void remember(State& S, uint32_t site, uint8_t flags, uintptr_t lo,
+                                                    uintptr_t span, uint64_t word) {
+  S.memo[site % SITE_MEMO] = {site, flags, lo, span, word};
+}
 
 // One warp's accesses, kept for a picture (labkit.measure.warp_trace): the warp g_trace_warp of the
 // block g_trace_block, each lane's part of each of its warp instructions, as matched for counting
@@ -198,31 +265,56 @@ inline std::vector<Traced>& traced() { static std::vector<Traced> t; return t; }
 // Which worker is running: found from the stack the hook runs on (each worker's fibers have stacks
 // of their own), not from thread-local variables, which cost a call into the dynamic loader from a
 // library loaded at run time -- at every access and every basic block.  Code on no fiber's stack is
-// the scheduler's.  Which of its threads: the one the scheduler last switched to (count_enter).
+// the scheduler's, and so is the counter's own code (Busy: its worker's stacks are then left out).
+// Which of its threads: the one the scheduler last switched to (count_enter).
+__attribute__((always_inline)) inline uintptr_t stack_pointer() {
+#if defined(__x86_64__)
+  uintptr_t sp;   // the stack pointer as it is: a frame pointer would cost the hooks a frame
+  asm("mov %%rsp, %0" : "=r"(sp));
+  return sp;
+#else
+  return reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
+#endif
+}
+// The index of the running worker's state (g_states), or g_nstates where none runs a kernel thread;
+// `stacks`: its stacks.
+__attribute__((always_inline)) inline unsigned running_index(Stacks& stacks) {
+  const uintptr_t sp = stack_pointer();
+  unsigned i = 0;
+  for (const unsigned n = g_nstates; i < n; ++i) {
+    stacks = {g_stacks[i].lo, __atomic_load_n(&g_stacks[i].span, __ATOMIC_RELAXED)};
+    if (sp - stacks.lo < stacks.span) break;
+  }
+  return i;
+}
 __attribute__((always_inline)) inline State* here() {
-  const uintptr_t sp = reinterpret_cast<uintptr_t>(__builtin_frame_address(0));
-  for (unsigned i = 0; i < g_nstates; ++i)
-    if (sp - g_stacks[i].lo < g_stacks[i].span) {
-      State* S = g_states[i];
-      return S->busy ? nullptr : S;
-    }
-  return nullptr;
+  Stacks stacks;
+  const unsigned i = running_index(stacks);
+  return i < g_nstates ? g_states[i] : nullptr;
 }
 
 // The counter's own code: its accesses are not the kernel's (where the runtime is compiled into the
-// instrumented kernel itself, they reach the hooks too).
+// instrumented kernel itself, they reach the hooks too).  Its worker's stacks are left out of
+// g_stacks meanwhile, so that the hooks find no worker: one test fewer in each hook.
 struct Busy {
-  State& S;
-  explicit Busy(State& s) : S(s) { S.busy = true; }
-  ~Busy() { S.busy = false; }
+  Stacks& stacks;
+  const uintptr_t span;
+  explicit Busy(State& s) : stacks(g_stacks[s.index]), span(stacks.span) {
+    __atomic_store_n(&stacks.span, uintptr_t(0), __ATOMIC_RELAXED);
+  }
+  ~Busy() { __atomic_store_n(&stacks.span, span, __ATOMIC_RELAXED); }
 };
 
 // The workers' states stay from launch to launch (their logs' buffers with them: a launch's threads
 // would otherwise grow them again from nothing); begin() zeroes what a launch counts.
 inline void begin() {
+  // Every state's counts, also those of a worker that this launch does not use (fewer blocks than
+  // workers): the totals sum them all.
   for (unsigned i = 0; i < g_nstates; ++i) {
     State& S = *g_states[i];
     std::fill(S.m, S.m + NMETRICS, 0ull);
+    std::fill(S.hits.begin(), S.hits.end(), 0ull);
+    S.site_calls.clear();
     S.W = nullptr;
     S.stacks = S.stacks_end = 0;
     g_stacks[i] = {0, 0};
@@ -230,6 +322,8 @@ inline void begin() {
   regions().clear();
   g_regions = nullptr;
   g_nregions = 0;
+  g_site_key.clear(), g_site_index.clear(), g_nsites = 0;
+  g_constants.clear();
 }
 
 inline void attach(Worker* W) {   // before the launch's workers start: no other thread reads g_states
@@ -243,6 +337,7 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
     at = g_nstates;
   }
   S->W = W;
+  S->index = at - 1;
   S->stacks = reinterpret_cast<uintptr_t>(W->stacks);
   S->stacks_end = S->stacks + W->stacks_bytes;
   g_stacks[at - 1] = {S->stacks, S->stacks_end - S->stacks};
@@ -251,43 +346,114 @@ inline void attach(Worker* W) {   // before the launch's workers start: no other
   if (S->log.size() < W->L->nthreads) S->log.resize(W->L->nthreads);
   for (auto& l : S->log) l.clear();
   S->loads32 = false;
+  for (SiteMemo& e : S->memo) e = {0, 0, 0, 0, 0};   // a span of 0: no access hits
+  S->site_calls.assign(g_nsites, 0);
   S->hits.assign((g_text_hi - g_text_lo) / 4 + 1, 0);
   S->hit = S->hits.data(), S->nhits = S->hits.size();
 }
 
-// Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
-// here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
-__attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
-  State* S = here();
-  if (S == nullptr || size == 0) return;
-  const uintptr_t a = reinterpret_cast<uintptr_t>(p), stacks = S->stacks;
-  if (a - stacks < S->stacks_end - stacks) return;   // a thread's own array (registers on a GPU)
-  // (offset * ceil(2^64 / size)) >> 64 is offset / size exactly while offset * size < 2^64.
-  ThreadLog& log = *S->running;
-  Worker* W = S->W;
-  const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
-  if (a - S->dyn < S->dyn_bytes) {
-    S->loads32 = S->loads32 || (!write && size == 4);
-    log.push(a, access_word(at, size, SHARED_DYN, write ? SHARED_ST : SHARED_LD));
+// An access in none of the launch's arrays, nor a stack, nor __constant__ memory: the executor's own
+// data.  Such a site most often reads one address (a thread's blockIdx), or one field of each
+// thread's record (its threadIdx: the worker's fibers): the next access there is dropped at once.
+__attribute__((noinline)) inline void elsewhere(State* S, uintptr_t a, size_t size, uint32_t at) {
+  const uintptr_t fibers = reinterpret_cast<uintptr_t>(S->W->fibers.data());
+  const uintptr_t fibers_span = S->W->fibers.size() * sizeof(Fiber);
+  if (a - fibers < fibers_span)
+    remember(*S, at, DROPPED_SPAN, fibers, fibers_span, 0);
+  else
+    remember(*S, at, DROPPED, a, size, 0);
+  count_site(*S, at, 1);
+}
+
+// The search for an access's array (on_access): __constant__ variables, the dynamic and __shared__
+// arrays, the launch's arrays in turn.  Fills the site's memo with what it finds.  Inline: where a
+// kernel has more access instructions than the memo holds (fully unrolled loops), it runs at most
+// accesses.
+__attribute__((always_inline)) inline void classify(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
+  if (size == 0) {
+    count_site(*S, at, 1);
     return;
   }
+  for (const Span& c : g_constants)   // a __constant__ variable (a filter's weights): read again
+    if (a - c.lo < c.span) {
+      remember(*S, at, DROPPED_SPAN, c.lo, c.span, 0);
+      count_site(*S, at, 1);
+      return;
+    }
+  ThreadLog& log = *S->running;
+  const Kind shared_kind = write ? SHARED_ST : SHARED_LD;
+  const uint8_t shared_flags = write ? 0 : SHARED_LOAD;
+  if (a - S->dyn < S->dyn_bytes) {
+    S->loads32 = S->loads32 || (!write && size == 4);
+    const uint64_t word = access_word(0, 0, SHARED_DYN, shared_kind);
+    remember(*S, at, shared_flags, S->dyn, S->dyn_bytes, word);
+    log.push(a, word | access_word(at, size, 0, Kind(0)));
+    return;
+  }
+  Worker* W = S->W;
   const size_t nshared = W->shared_regions.size();
   for (size_t i = 0; i < nshared; ++i) {
     const uintptr_t lo = reinterpret_cast<uintptr_t>(W->shared_regions[i].first);
     if (a - lo < W->shared_regions[i].second) {
       S->loads32 = S->loads32 || (!write && size == 4);
       const unsigned region = i + 1 < SHARED_UNNAMED ? unsigned(i + 1) : SHARED_UNNAMED;
-      log.push(a, access_word(at, size, region, write ? SHARED_ST : SHARED_LD));
+      const uint64_t word = access_word(0, 0, region, shared_kind);
+      remember(*S, at, shared_flags, lo, W->shared_regions[i].second, word);
+      log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
   }
   const unsigned n = g_nregions;
   for (unsigned r = 0; r < n; ++r)
     if (a - g_spans[r].lo < g_spans[r].span) {
-      log.push(a, access_word(at, size, r, write ? GLOBAL_ST : GLOBAL_LD));
+      const uint64_t word = access_word(0, 0, r, write ? GLOBAL_ST : GLOBAL_LD);
+      if (g_region_alone[r]) remember(*S, at, 0, g_spans[r].lo, g_spans[r].span, word);
+      log.push(a, word | access_word(at, size, 0, Kind(0)));
       return;
     }
-  // Elsewhere: a stack, __constant__ memory, the executor's own data.
+  elsewhere(S, a, size, at);
+}
+
+// The hook's less common paths, out of line and each called last (a tail call): its common one then
+// saves no register and makes no frame.
+__attribute__((noinline)) inline void push_grown(ThreadLog& log, uintptr_t a, uint64_t word) { log.push(a, word); }
+__attribute__((noinline)) inline void count_site_call(State* S, uint32_t at) { count_site(*S, at, 1); }
+__attribute__((noinline)) inline void classify_call(State* S, uintptr_t a, size_t size, bool write, uint32_t at) {
+  classify(S, a, size, write, at);
+}
+
+// Inlined into each of the access hooks (labkit_interleave.h), which are not instrumented: nothing
+// here reaches a hook, so it needs no Busy of its own (a log's rare growth calls only the allocator).
+__attribute__((always_inline)) inline void on_access(void* p, size_t size, bool write, void* site) {
+  Stacks stacks;
+  const unsigned i = running_index(stacks);
+  if (i >= g_nstates) return;
+  const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+  const uint32_t at = uint32_t(reinterpret_cast<uintptr_t>(site));
+  State* S = g_states[i];
+  if (a - stacks.lo < stacks.span) {   // a thread's own array (registers on a GPU)
+    if (g_nsites && may_count(at)) count_site_call(S, at);
+    return;
+  }
+  const SiteMemo& e = S->memo[at % SITE_MEMO];
+  if (__builtin_expect(e.site == at && a - e.lo < e.span && size != 0, 1)) {   // the array this site read last
+    if (__builtin_expect(e.flags <= SHARED_LOAD, 1)) {
+      if (e.flags == SHARED_LOAD && size == 4) S->loads32 = true;
+      ThreadLog& log = *S->running;
+      const uint64_t word = e.word | access_word(at, size, 0, Kind(0));
+      if (__builtin_expect(log.full(), 0)) {
+        push_grown(log, a, word);
+        return;
+      }
+      log.push_into_room(a, word);
+      return;
+    }
+    if (e.flags == DROPPED_SPAN ? a + size - e.lo <= e.span : a == e.lo && size <= e.span) {
+      if (g_nsites && may_count(at)) count_site_call(S, at);   // in no array, as before
+      return;
+    }
+  }
+  classify_call(S, a, size, write, at);
 }
 
 // Other workers mark too: a byte already set is only read, so that the cache line it lies on is not
@@ -373,6 +539,7 @@ inline uintptr_t shared_offset(const State& S, const Access& x);
 template <class LaneOf, class At>
 inline void instruction(State& S, size_t n, LaneOf lane_of, At at, unsigned width) {
   const Kind kind = at(0).kind;
+  count_site(S, at(0).site, n);
   if (__builtin_expect(S.tracing, 0)) {
     for (size_t i = 0; i < n && traced().size() < MAX_TRACED; ++i) {
       const Access& x = at(i);
@@ -459,10 +626,6 @@ inline bool same_sites(const ThreadLog& a, const ThreadLog& b) {
   return true;
 }
 
-// This library's code, where every site lies (the hooks' callers are its instrumented functions):
-// the low halves of its bounds (sites are), and its size.  Set by labkit_count_begin; a span of 0
-// (not found) leaves every site to the hash table.
-inline uint32_t g_code_lo = 0, g_code_span = 0;
 
 // Start numbering the sites of a warp (site_ordinal): every earlier entry of either table is
 // forgotten (a new stamp).
@@ -588,7 +751,7 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
         const unsigned o = site_ordinal(S, x.site, sites);
         const unsigned parts = ok[o] & 2 ? 4 : ok[o] & 1 ? 2 : 1;
         if (parts > 1 && next_words(log, i, parts, at, S.taken.data()) >= parts) {
-          for (unsigned g = 1; g < parts; ++g) S.taken[at[g]] = 1;
+          for (unsigned g = 1; g < parts; ++g) S.taken[at[g]] = 1, count_site(S, log[at[g]].site, 1);
           x.size = uint16_t(4 * parts);
         }
       }
@@ -601,56 +764,77 @@ inline void merge_vector_loads(State& S, unsigned first, unsigned last) {
 // The lanes of one warp: where every lane that made accesses made the same sequence of sites (no
 // divergence), the k-th access of each is one instruction; otherwise the k-th execution of each site
 // (a bucket per site and execution, filled by a counting sort: no comparison sort, no allocation).
-// The global accesses of a warp whose lanes made the same sequence of sites, lane by lane: each
-// log read once, in order, where instruction by instruction would read the 32 logs side by side.
-// Instruction k's lanes come in lane order; where each one's sectors start at or after the last
-// sector counted so far (lanes going up through memory, or repeating), the sectors it adds are
-// counted as they come, as instruction() would count them.  Elsewhere the instruction is marked
-// `unsorted`, for instruction() to count (its sectors marked here are marked again: no matter).
-// Shared accesses are left to instruction() (marked unsorted).  False, and nothing counted, where
-// a lane's sites differ from the first lane's (a divergent warp; what it marked is marked again).
+// The global accesses of a warp whose lanes made the same sequence of sites, instruction by
+// instruction, its lanes in lane order, with what the instruction has counted so far in registers:
+// where each lane's sectors start at or after the last sector counted so far (lanes going up
+// through memory, or repeating), the sectors it adds are counted as they come, as instruction()
+// would count them.  Elsewhere the instruction is marked `unsorted`, for instruction() to count
+// (its sectors marked here are marked again: no matter); so is one whose lanes differ from its
+// first lane in array, size or kind.  A lane's access that is its warp's first lane's, byte for
+// byte (an address every lane reads: a weight, a bias), adds nothing, and is passed over at the
+// cost of a comparison.  Shared accesses are left to instruction() (marked unsorted).  False, and
+// nothing counted, where a lane's sites differ from the first lane's (a divergent warp; what it
+// marked is marked again).
 inline bool global_by_lanes(State& S, const Access* const* log, const unsigned* lane, unsigned first,
                             unsigned lanes, size_t n) {
   for (unsigned i = 1; i < lanes; ++i)
     if (S.log[first + lane[i]].size() != n) return false;
-  auto& by = S.by_lanes;
-  if (by.size() < n) by.resize(n);
+  auto& unsorted = S.by_lanes;
+  if (unsorted.size() < n) unsorted.resize(n);
+  const auto word = [](const Access& x) {
+    uint64_t w;
+    std::memcpy(&w, reinterpret_cast<const char*>(&x) + 8, 8);
+    return w;
+  };
+  unsigned long long requests[2] = {0, 0}, sectors_of[2] = {0, 0};   // loads, stores
   for (size_t k = 0; k < n; ++k) {
-    const Kind kind = log[0][k].kind;   // instruction()'s: its first lane's
-    by[k] = {0, 0, kind, kind == SHARED_LD || kind == SHARED_ST};
-  }
-  const Access* lead = log[0];
-  for (unsigned i = 0; i < lanes; ++i) {
-    const Access* x = log[i];
-    unsigned region = ~0u;
-    Region* r = nullptr;
-    uintptr_t origin = 0;
-    for (size_t k = 0; k < n; ++k) {
-      const Access& a = x[k];
-      if (a.site != lead[k].site) return false;
-      ByLanes& b = by[k];
-      if (b.unsorted) continue;
-      if (a.region != region) region = a.region, r = &g_regions[region], origin = r->origin;
-      const unsigned long long tag = static_cast<unsigned long long>(region) << 48;
-      const unsigned long long id = tag | ((a.addr - origin) >> 5);
-      const unsigned long long id1 = tag | ((a.addr + a.size - 1 - origin) >> 5);
-      if (id + 1 < b.next) {    // it starts below the last sector counted
-        b.unsorted = true;
+    const Access& l = log[0][k];
+    const uint64_t lw = word(l);
+    if (l.kind == SHARED_LD || l.kind == SHARED_ST) {
+      for (unsigned i = 1; i < lanes; ++i)
+        if (log[i][k].site != l.site) return false;
+      unsorted[k] = true;
+      continue;
+    }
+    Region& r = g_regions[l.region];
+    std::vector<unsigned char>& bits = l.kind == GLOBAL_LD ? r.read : r.written;
+    const size_t first_sector = r.first_sector();
+    // A lane's sectors: (addr - origin) >> 5 to (addr - last) >> 5, its size being the first lane's.
+    const uintptr_t origin = r.origin, last = origin - (l.size - 1);
+    unsigned long long next = (l.addr - last) >> 5;   // one past the highest sector counted so far
+    unsigned long long sectors = 0;
+    for (unsigned long long s = (l.addr - origin) >> 5; s <= next; ++s) mark(bits, s - first_sector), ++sectors;
+    ++next;
+    bool sorted = true;
+    for (unsigned i = 1; i < lanes; ++i) {
+      const Access& a = log[i][k];
+      if (__builtin_expect(word(a) != lw, 0)) {   // site, size, array and kind: the first lane's?
+        if (a.site != l.site) return false;
+        sorted = false;
         continue;
       }
-      const unsigned long long from = std::max(id, b.next);   // its first sector may be counted already
-      if (from > id1) continue;
-      std::vector<unsigned char>& bits = b.kind == GLOBAL_LD ? r->read : r->written;
-      for (unsigned long long s = from; s <= id1; ++s) mark(bits, (s & ((1ull << 48) - 1)) - r->first_sector());
-      b.sectors += id1 - from + 1;
-      b.next = id1 + 1;
+      if (a.addr == l.addr || !sorted) continue;
+      const unsigned long long s0 = (a.addr - origin) >> 5, s1 = (a.addr - last) >> 5;
+      if (s0 + 1 < next) {               // it starts below the last sector counted
+        sorted = false;
+        continue;
+      }
+      if (s1 < next) continue;           // within the last sector counted
+      for (unsigned long long s = std::max(s0, next); s <= s1; ++s) mark(bits, s - first_sector);
+      sectors += s1 + 1 - std::max(s0, next);
+      next = s1 + 1;
+    }
+    unsorted[k] = !sorted;
+    if (sorted) {
+      const unsigned st = l.kind == GLOBAL_ST;
+      ++requests[st], sectors_of[st] += sectors;
     }
   }
-  for (size_t k = 0; k < n; ++k)
-    if (!by[k].unsorted) {
-      S.m[by[k].kind == GLOBAL_LD ? REQ_LD : REQ_ST] += 1;
-      S.m[by[k].kind == GLOBAL_LD ? SEC_LD : SEC_ST] += by[k].sectors;
-    }
+  S.m[REQ_LD] += requests[0], S.m[SEC_LD] += sectors_of[0];
+  S.m[REQ_ST] += requests[1], S.m[SEC_ST] += sectors_of[1];
+  if (g_nsites)
+    for (size_t k = 0; k < n; ++k)
+      if (!unsorted[k]) count_site(S, log[0][k].site, lanes);
   return true;
 }
 
@@ -674,7 +858,7 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
   }
   if (same) {
     for (size_t k = 0; k < n; ++k)
-      if (S.tracing || S.by_lanes[k].unsorted)
+      if (S.tracing || S.by_lanes[k])
         instruction(S, lanes, [&](size_t i) { return lane[i]; }, [&](size_t i) -> const Access& { return log[i][k]; },
                     log[0][k].size);
     return;
@@ -745,14 +929,23 @@ inline void flush_warp(State& S, unsigned first, unsigned last) {
       uint32_t* row = pos.data() + size_t(c) * buckets;
       for (size_t k = 0, len = S.log[reps[c].t].size(); k < len; ++k) row[S.first_bucket[p[2 * k]] + p[2 * k + 1]] = uint32_t(k);
     }
+    // Each lane's log and kept lane (REPS: none, its log empty), read once for the warp; each
+    // bucket's place in the kept lanes' sequences, once per bucket.
     unsigned lane[32];
     const Access* acc[32];
+    const Access* base[32];
+    uint8_t like[32];
+    const unsigned width = last - first;
+    for (unsigned i = 0; i < width; ++i)
+      like[i] = cls[i] == EMPTY ? uint8_t(REPS) : cls[i], base[i] = S.log[first + i].data();
+    uint32_t at[REPS + 1];
+    at[REPS] = NONE;
     for (unsigned b = 0; b < buckets; ++b) {
+      for (unsigned c = 0; c < REPS; ++c) at[c] = c < nreps ? pos[size_t(c) * buckets + b] : NONE;
       unsigned n = 0;
-      for (unsigned i = 0; i < last - first; ++i) {
-        if (cls[i] == EMPTY) continue;
-        const uint32_t k = pos[size_t(cls[i]) * buckets + b];
-        if (k != NONE) lane[n] = i, acc[n++] = S.log[first + i].data() + k;
+      for (unsigned i = 0; i < width; ++i) {
+        const uint32_t k = at[like[i]];
+        if (k != NONE) lane[n] = i, acc[n++] = base[i] + k;
       }
       instruction(S, n, [&](size_t j) { return lane[j]; }, [&](size_t j) -> const Access& { return *acc[j]; },
                   acc[0]->size);
@@ -877,9 +1070,19 @@ LABKIT_API void labkit_count_begin(uintptr_t text_lo, uintptr_t text_hi) {
   ::labkit::count::g_text_lo = text_lo;
   ::labkit::count::g_text_hi = text_hi;
 }
+// A __constant__ variable of the module, [lo, hi): in none of the launch's arrays.
+LABKIT_API void labkit_count_constant(uintptr_t lo, uintptr_t hi) {
+  if (hi > lo) ::labkit::count::g_constants.push_back({lo, hi - lo});
+}
 // False where the launch has more arrays than an access can name (MAX_REGIONS).
 LABKIT_API bool labkit_count_region(uintptr_t lo, uintptr_t hi, uintptr_t origin) {
   if (::labkit::count::regions().size() == ::labkit::count::MAX_REGIONS) return false;
+  const size_t r_new = ::labkit::count::regions().size();
+  ::labkit::count::g_region_alone[r_new] = true;
+  for (size_t r = 0; r < r_new; ++r) {
+    const ::labkit::count::Region& o = ::labkit::count::regions()[r];
+    if (lo < o.hi && o.lo < hi) ::labkit::count::g_region_alone[r] = ::labkit::count::g_region_alone[r_new] = false;
+  }
   ::labkit::count::Region r{lo, hi, origin, {}, {}};
   const size_t sectors = hi > lo ? ((hi - 1 - origin) >> 5) - r.first_sector() + 1 : 0;
   r.read.assign(sectors, 0);
@@ -903,6 +1106,33 @@ LABKIT_API void labkit_count_totals(unsigned long long* out) {
       out[NMETRICS + 1] += r.written[i];
       out[NMETRICS + 2] += r.read[i] | r.written[i];
     }
+}
+// The access hook calls to count (their sites: the addresses after the calls), for the launch that
+// follows; their counts, summed over the workers, in that order (labkit_count_site_calls).
+LABKIT_API void labkit_count_sites(const unsigned long long* sites, size_t n) {
+  using namespace ::labkit::count;
+  size_t size = 16;
+  while (size < 4 * n) size *= 2;
+  g_site_key.assign(size, 0);
+  g_site_index.assign(size, -1);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t site = uint32_t(sites[i]);
+    size_t j = (site * 2654435761u) & (size - 1);
+    while (g_site_index[j] >= 0 && g_site_key[j] != site) j = (j + 1) & (size - 1);
+    g_site_key[j] = site, g_site_index[j] = int32_t(i);
+  }
+  g_site_bits.assign((size_t(g_code_span) + 63) / 64, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t k = uint32_t(sites[i]) - g_code_lo;
+    if (k < g_code_span) g_site_bits[k >> 6] |= 1ull << (k & 63);
+  }
+  g_nsites = unsigned(n);
+}
+LABKIT_API void labkit_count_site_calls(unsigned long long* out) {
+  using namespace ::labkit::count;
+  std::fill(out, out + g_nsites, 0ull);
+  for (unsigned k = 0; k < g_nstates; ++k)
+    for (size_t i = 0; i < g_nsites && i < g_states[k]->site_calls.size(); ++i) out[i] += g_states[k]->site_calls[i];
 }
 // How often the basic block at each address from text_lo ran: `hits` has (text_hi - text_lo) / 4 + 1
 // counters, the one of address a at (a - text_lo) / 4.
