@@ -375,6 +375,33 @@ def test_conv_samples_of_any_shape_in_parts_with_a_residual(chunk, monkeypatch):
     assert (terms >= np.abs(full + res).reshape(-1)[idx] - 1e-9).all()
 
 
+def test_the_sums_kept_on_the_device_for_large_gathers_are_the_host_ones():
+    """Over HOST_GATHER_MAX values a GPU keeps the sums on its own backend: the same functions, run
+    here on NumPy, give the host path's values."""
+    from labkit.ops.conv_transpose import TransposeGeometry
+    from labkit.reference import samples
+    r = rng()
+    layer = ConvLayer.of(4, 9, 8, 6, (3, 2), (1, 2), (1, 0), (1, 2), 2)
+    x = r.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    w, b = r.standard_normal((6, 2, 3, 2)).astype(np.float32), r.standard_normal(6).astype(np.float32)
+    idx = sample_positions(np, 2 * 6 * 9 * 3, 40)
+    for got, want in zip(samples._conv_samples_xp(np, x, w, b, layer, idx, "tanh"),
+                         samples.conv_samples(np, x, w, b, layer, idx, "tanh")):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    geo = TransposeGeometry.of(4, 5, 6, 6, (3, 2), (2, 1), (1, 0), (1, 0), (1, 2), 2)
+    xt = r.standard_normal((2, 4, 5, 6)).astype(np.float32)
+    wt = r.standard_normal((4, 3, 3, 2)).astype(np.float32)
+    idx = sample_positions(np, 2 * 6 * geo.out_hw[0] * geo.out_hw[1], 40)
+    for got, want in zip(samples._conv_transpose_samples_xp(np, xt, wt, b, geo, idx, "relu"),
+                         samples.conv_transpose_samples(np, xt, wt, b, geo, idx, "relu")):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    a, bm, rows = r.standard_normal((7, 5)), r.standard_normal((5, 9)), r.standard_normal(7)
+    idx = sample_positions(np, 63, 20)
+    for got, want in zip(samples._gemm_samples_xp(np, a, bm, rows, idx, None, "row"),
+                         samples.gemm_samples(np, a, bm, rows, idx, None, "row")):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("chunk", [None, 5])
 def test_conv_transpose_samples_agree_with_the_reference(chunk, monkeypatch):
     from labkit.ops.conv_transpose import TransposeGeometry

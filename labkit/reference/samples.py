@@ -11,8 +11,8 @@ bounded by it, not by the sum itself (which may cancel).
 The index arithmetic and the float64 sums run on the host with NumPy; the device only gathers the
 values they need (one flat ``take`` of each operand).  On a GPU every CuPy operation is a kernel that
 NVRTC compiles the first time a process meets it, a second or more each on a busy host: a search's
-first check used to compile a dozen.  Where the gathered values would be many (a huge receptive field
-at many positions), the sums stay on the device.
+first check used to compile a dozen.  Where the gathered values would be many (over HOST_GATHER_MAX:
+a huge receptive field at 512 positions), the sums stay on the GPU.
 """
 from __future__ import annotations
 
@@ -21,8 +21,9 @@ import numpy as np
 __all__ = ["conv_samples", "conv_transpose_samples", "gemm_samples", "activate", "sample_positions",
            "to_host"]
 
-# Above this many gathered values per operand the sums run on the device (host memory for the index
-# arrays and values: 16 bytes each).
+# The most values one gather brings to the host (per operand).  Beyond it the sums stay on a GPU;
+# on the CPU executor the samples go in parts of at most this many, so that the index arrays and
+# their temporaries stay within some hundred MB.
 HOST_GATHER_MAX = 1 << 24
 
 
@@ -68,6 +69,12 @@ def activate(xp, v, act: str | None):
     raise ValueError(f"activation must be None, 'relu', 'relu6' or 'tanh', got {act!r}")
 
 
+def _on_device(xp, values: int) -> bool:
+    """Whether the sums should stay on a GPU: where the gathered values are many, the host's
+    arithmetic costs seconds, more than compiling CuPy's kernels once (on NumPy, always the host)."""
+    return xp is not np and values > HOST_GATHER_MAX
+
+
 def _in_chunks(pos: np.ndarray, per_sample: int, sums) -> tuple[np.ndarray, np.ndarray]:
     """``sums(part)`` -> (ref, terms) over ``pos`` cut in parts whose gathers hold at most
     HOST_GATHER_MAX values (a huge receptive field at 512 positions would not fit the host at once)."""
@@ -99,6 +106,8 @@ def conv_samples(xp, x, w, b, layer, idx, act: str | None = None, residual=None)
         return (xs * ws).sum(axis=(1, 2, 3)), (np.abs(xs) * np.abs(ws)).sum(axis=(1, 2, 3))
 
     pos = to_host(idx).astype(np.int64)
+    if _on_device(xp, pos.size * taps):
+        return _conv_samples_xp(xp, x, w, b, layer, idx, act, residual)
     ref, terms = _in_chunks(pos, taps, sums)
     m = np.unravel_index(pos, (N, M, Ho, Wo))[1]
     if b is not None:
@@ -140,6 +149,8 @@ def conv_transpose_samples(xp, x, w, b, geo, idx, act: str | None = None):
         return (xs * ws).sum(axis=(1, 2, 3)), (np.abs(xs) * np.abs(ws)).sum(axis=(1, 2, 3))
 
     pos = to_host(idx).astype(np.int64)
+    if _on_device(xp, pos.size * taps):
+        return _conv_transpose_samples_xp(xp, x, w, b, geo, idx, act)
     ref, terms = _in_chunks(pos, taps, sums)
     if b is not None:
         bv = _take(b, np.unravel_index(pos, (N, geo.M, Ho, Wo))[1])
@@ -159,9 +170,75 @@ def gemm_samples(xp, a, bm, bias, idx, act: str | None = None, bias_per: str = "
         return (ai * bj).sum(axis=1), (np.abs(ai) * np.abs(bj)).sum(axis=1)
 
     pos = to_host(idx).astype(np.int64)
+    if _on_device(xp, pos.size * K):
+        return _gemm_samples_xp(xp, a, bm, bias, idx, act, bias_per)
     ref, terms = _in_chunks(pos, 2 * K, sums)
     i, j = np.unravel_index(pos, (Mr, Nc))
     if bias is not None:
         bv = _take(bias, j if bias_per == "column" else i)
         ref, terms = ref + bv, terms + np.abs(bv)
     return xp.asarray(activate(np, ref, act)), xp.asarray(terms)
+
+
+# --- the same sums on the device, for samples whose gathers would be too large for the host ---------
+def _conv_samples_xp(xp, x, w, b, layer, idx, act: str | None = None, residual=None):
+    """conv_samples with the sums on the arrays' own backend (many values: one gather would not fit the host)."""
+    N = int(x.shape[0])
+    C, H, W, M, G = layer.C, layer.H, layer.W, layer.M, layer.groups
+    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = layer.kernel_hw, layer.stride_hw, layer.pad_hw, layer.dilation_hw
+    Ho, Wo = layer.out_hw
+    n, m, h, o = xp.unravel_index(idx, (N, M, Ho, Wo))
+    cg = C // G
+    c = (m // (M // G))[:, None] * cg + xp.arange(cg)[None, :]                  # (S, Cg)
+    ih = h[:, None] * sh - ph + dh * xp.arange(KH)[None, :]                      # (S, KH)
+    iw = o[:, None] * sw - pw + dw * xp.arange(KW)[None, :]                      # (S, KW)
+    inside = ((ih >= 0) & (ih < H))[:, None, :, None] & ((iw >= 0) & (iw < W))[:, None, None, :]
+    xs = x[n[:, None, None, None], c[:, :, None, None], xp.clip(ih, 0, H - 1)[:, None, :, None],
+           xp.clip(iw, 0, W - 1)[:, None, None, :]].astype(xp.float64) * inside
+    ws = w[m].astype(xp.float64)                                                 # (S, Cg, KH, KW)
+    ref = (xs * ws).sum(axis=(1, 2, 3))
+    terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
+    if b is not None:
+        ref = ref + b[m].astype(xp.float64)
+        terms = terms + xp.abs(b[m].astype(xp.float64))
+    if residual is not None:
+        r = residual.reshape(-1)[idx].astype(xp.float64)
+        ref, terms = ref + r, terms + xp.abs(r)
+    return activate(xp, ref, act), terms
+
+
+def _conv_transpose_samples_xp(xp, x, w, b, geo, idx, act: str | None = None):
+    """conv_transpose_samples with the sums on the arrays' own backend (many values: one gather would not fit the host)."""
+    N = int(x.shape[0])
+    G, (KH, KW), (sh, sw), (ph, pw), (dh, dw) = geo.groups, geo.kernel, geo.stride, geo.pad, geo.dilation
+    Ho, Wo = geo.out_hw
+    cg, og = geo.C // G, geo.M // G
+    n, m, h, o = xp.unravel_index(idx, (N, geo.M, Ho, Wo))
+    c = (m // og)[:, None] * cg + xp.arange(cg)[None, :]                        # (S, Cg)
+    th = h[:, None] + ph - dh * xp.arange(KH)[None, :]                           # (S, KH): S * input row
+    tw = o[:, None] + pw - dw * xp.arange(KW)[None, :]
+    ih, iw = th // sh, tw // sw
+    ok_h = (th % sh == 0) & (ih >= 0) & (ih < geo.H)
+    ok_w = (tw % sw == 0) & (iw >= 0) & (iw < geo.W)
+    inside = ok_h[:, None, :, None] & ok_w[:, None, None, :]
+    xs = x[n[:, None, None, None], c[:, :, None, None], xp.clip(ih, 0, geo.H - 1)[:, None, :, None],
+           xp.clip(iw, 0, geo.W - 1)[:, None, None, :]].astype(xp.float64) * inside   # (S, Cg, KH, KW)
+    ws = w[c, (m % og)[:, None]].astype(xp.float64)                              # (S, Cg, KH, KW)
+    ref = (xs * ws).sum(axis=(1, 2, 3))
+    terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
+    if b is not None:
+        ref = ref + b[m].astype(xp.float64)
+        terms = terms + xp.abs(b[m].astype(xp.float64))
+    return activate(xp, ref, act), terms
+
+
+def _gemm_samples_xp(xp, a, bm, bias, idx, act: str | None = None, bias_per: str = "column"):
+    """gemm_samples with the sums on the arrays' own backend (many values: one gather would not fit the host)."""
+    Mr, Nc = int(a.shape[0]), int(bm.shape[1])
+    i, j = xp.unravel_index(idx, (Mr, Nc))
+    ai, bj = a[i].astype(xp.float64), bm[:, j].T.astype(xp.float64)
+    ref, terms = (ai * bj).sum(axis=1), (xp.abs(ai) * xp.abs(bj)).sum(axis=1)
+    if bias is not None:
+        bv = bias[j if bias_per == "column" else i].astype(xp.float64)
+        ref, terms = ref + bv, terms + xp.abs(bv)
+    return activate(xp, ref, act), terms
