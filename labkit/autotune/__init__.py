@@ -176,8 +176,9 @@ def _search(problem: Problem, cache: DiskCache, key: str) -> dict:
     with _LOCK:
         _ACTIVE[0] += 1
         share = max(MIN_FIRST_ROUND, default_workers() // _ACTIVE[0])
-        shape = _SHAPES.setdefault(f"{problem.family}|{key.split('|')[1]}|{problem.shape}", {"spent": 0.0, "built": []}) \
-            if problem.shape else None
+        # the family, its kernels' source hash (the key's second field) and the shape
+        shape = _SHAPES.setdefault(f"{problem.family}|{key.split('|')[1]}|{problem.shape}",
+                                   {"spent": 0.0, "built": []}) if problem.shape else None
     budget = budget_s()
     if shape is not None:
         built = [c for c in candidates[1:] if c in shape["built"]]

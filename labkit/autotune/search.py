@@ -8,8 +8,9 @@ is checked and timed as soon as it is built; the first ``workers`` always build,
 the first candidate (what labkit runs untuned) among them, so a search never ends with less than the
 default; the budget decides whether another build starts.  Where several searches run at once (a
 network plans its layers side by side) each is promised a share of the workers, not all of them:
-the compiles they start are what the host's cores must get through before any of them ends.  A candidate whose first launch is far
-slower than the best so far is timed once, not repeated (HOPELESS).
+the compiles they start are what the host's cores must get through before any of them ends.  A
+candidate whose first launch is far slower than the best so far is timed once, not repeated
+(HOPELESS).
 """
 from __future__ import annotations
 
