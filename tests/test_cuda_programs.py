@@ -40,11 +40,11 @@ def test_launch_rewrite_keeps_lines_and_skips_strings():
 
 
 @pytest.mark.check
-def test_dynamic_parallelism_and_driver_api_refused_by_name(tmp_path):
+def test_a_device_side_wait_for_child_grids_and_the_driver_api_refused_by_name(tmp_path):
     dp = tmp_path / "dp.cu"
-    dp.write_text("__global__ void child() {}\n__global__ void parent() {\n  child<<<1, 1>>>();\n}\n"
-                  "int main() { parent<<<1, 1>>>(); }\n")
-    with pytest.raises(UnsupportedOnCPU, match=r"dp.cu:3 launches a kernel from device code \(dynamic parallelism\)"):
+    dp.write_text("__global__ void child() {}\n__global__ void parent() {\n  child<<<1, 1>>>();\n"
+                  "  cudaDeviceSynchronize();\n}\nint main() { parent<<<1, 1>>>(); }\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"dp.cu:4 calls cudaDeviceSynchronize in device code.*CUDA 12 removed"):
         run_program(dp)
     drv = tmp_path / "drv.cu"
     drv.write_text("#include <cuda.h>\nint main() { CUdevice d; cuInit(0); return 0; }\n")
@@ -289,6 +289,53 @@ def test_the_race_check_finds_a_race_between_two_blocks_that_one_worker_runs_in_
     assert "race_between_blocks.cu:6" in err and "race_between_blocks.cu:7" in err, err[-2000:]
 
 
+DYNAMIC_PARALLELISM = r"""
+#include <cstdio>
+__device__ int order[4];
+__device__ int next_slot;
+// Each level writes its own four numbers and launches the next level (three deep) from its thread 0.
+__global__ void child(int* out, int base, int depth) {
+  out[base + threadIdx.x] = depth * 100 + threadIdx.x + out[base - 1];
+  __syncthreads();
+  if (threadIdx.x == 0 && next_slot < 4) order[atomicAdd(&next_slot, 1)] = depth;
+  if (depth < 3 && threadIdx.x == 0) child<<<1, 4>>>(out, base + 4, depth + 1);
+}
+__global__ void parent(int* out, int deep) {
+  out[threadIdx.x] = 7 + threadIdx.x;
+  if (threadIdx.x == 0) {
+    if (next_slot < 4) order[atomicAdd(&next_slot, 1)] = 0;
+    child<<<1, 4, 0, cudaStreamTailLaunch>>>(out, 4, 1);
+    if (deep) parent<<<1, 1>>>(out, deep);   // nested past CUDA's 24 levels
+  }
+}
+int main(int argc, char**) {
+  int* d;
+  cudaMalloc(&d, 16 * sizeof(int));
+  parent<<<1, 4>>>(d, argc > 1);
+  cudaError_t e = cudaDeviceSynchronize();
+  int h[16], o[4];
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  cudaMemcpyFromSymbol(o, order, sizeof o);
+  for (int i = 0; i < 16; ++i) printf("%d ", h[i]);
+  printf("\norder %d %d %d %d: %s\n", o[0], o[1], o[2], o[3], cudaGetErrorName(cudaGetLastError()));
+  return e != cudaSuccess;
+}
+"""
+
+
+def test_a_kernel_launched_from_device_code_runs_after_its_parent(tmp_path):
+    """Dynamic parallelism: each child sees what its parent wrote before the launch (out[base - 1]),
+    runs after the whole parent grid (order), and a child's children run before the host's wait returns."""
+    src = tmp_path / "dp.cu"
+    src.write_text(DYNAMIC_PARALLELISM)
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    assert "7 8 9 10 110 111 112 113 313 314 315 316 616 617 618 619 \norder 0 1 2 3: cudaSuccess" in out
+    rc, out, err = run_program(src, ["deep"])
+    assert "at nesting depth 24: CUDA allows 24 levels (cudaErrorLaunchMaxDepthExceeded)" in err, err[-2000:]
+    assert "cudaErrorLaunchMaxDepthExceeded" in out
+
+
 # --- NVIDIA's cuda-samples, unchanged -------------------------------------------------------------
 @pytest.mark.parametrize("sample, args, expect", [
     ("vectorAdd", [], ["[Vector addition of 50000 elements]", "Test PASSED"]),
@@ -308,6 +355,20 @@ def test_cuda_samples_run_unchanged(sample, args, expect):
     for line in expect:
         assert line in out, out[-2000:]
     assert "Hopper" in out or sample in ("vectorAdd", "deviceQuery")
+
+
+def test_cuda_samples_with_dynamic_parallelism_run_unchanged():
+    """cdpSimplePrint: 2 + 8 + 32 blocks, each level launched by every thread of the one above;
+    cdpSimpleQuicksort: two child grids per partition, each in a stream created in device code."""
+    rc, out, err = run_program(SAMPLES / "cdpSimplePrint", ["-depth=3"])
+    assert rc == 0, err[-2000:]
+    assert "In total 2+8+32=42 blocks are launched!!! (40 from the GPU)" in out
+    blocks = re.findall(r"^((?:\|  )*)BLOCK (\d+) launched by (?:the host|thread (\d) of block (\d+))$", out, re.M)
+    assert sorted(int(b[1]) for b in blocks) == list(range(42))
+    assert [len(b[0]) // 3 for b in blocks].count(2) == 32
+    rc, out, err = run_program(SAMPLES / "cdpSimpleQuicksort", ["-num_items=1000"])
+    assert rc == 0, err[-2000:]
+    assert "Running quicksort on 1000 elements" in out and "Validating results: OK" in out
 
 
 def test_cuda_samples_with_grid_syncs_and_coalesced_groups_run_unchanged():

@@ -18,7 +18,8 @@ launch configuration and the arguments as the CUDA runtime would, and runs the g
 
 Before anything is compiled, what the executor does not model is refused by name, with advice:
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
-access, dynamic parallelism (a launch from device code), the graph nodes beyond kernels, copies, memsets
+access, a device-side cudaDeviceSynchronize (launches from device code run: labkit_runtime_api.h), the
+graph nodes beyond kernels, copies, memsets
 and host functions, inter-process memory, and the
 CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h), and
 fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
@@ -219,6 +220,10 @@ def device_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# A device-side wait for child grids (CUDA 11's dynamic parallelism; gone since CUDA 12).
+_DEVICE_SYNC = re.compile(r"\bcudaDeviceSynchronize\s*\(")
+
+
 def check_program_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
     executor does not model."""
@@ -239,11 +244,12 @@ def check_program_supported(src: str, path: str) -> None:
     spans = device_spans(text)
     for a, b in spans:
         body = text[a:b]
-        k = body.find("<<<")
-        if k >= 0:
+        m = _DEVICE_SYNC.search(body)
+        if m:
             raise UnsupportedOnCPU(
-                f"{path}:{_line(text, a + k)} launches a kernel from device code (dynamic parallelism), which "
-                "the CPU executor does not model: launch it from the host after the first kernel returns")
+                f"{path}:{_line(text, a + m.start())} calls cudaDeviceSynchronize in device code, to wait for the "
+                "grids it launched (dynamic parallelism); CUDA 12 removed it and the CPU executor does not model "
+                "it: launch the work that needs the children's results into cudaStreamTailLaunch, or from the host")
         for pattern, what in kernel_source.UNSUPPORTED:
             if "cycle counter" in what:   # a program's clock64() counts time (labkit_cpu.h)
                 continue

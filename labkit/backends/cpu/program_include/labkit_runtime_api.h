@@ -71,7 +71,7 @@ enum cudaError {
   cudaErrorCudartUnloading = 4, cudaErrorInvalidConfiguration = 9, cudaErrorInvalidPitchValue = 12,
   cudaErrorInvalidSymbol = 13, cudaErrorInvalidHostPointer = 16, cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100,
-  cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorInvalidResourceHandle = 400,
+  cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorLaunchMaxDepthExceeded = 210, cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701, cudaErrorCooperativeLaunchTooLarge = 720,
   cudaErrorLaunchTimeout = 702, cudaErrorSetOnActiveProcess = 708, cudaErrorAssert = 710,
   cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713,
@@ -181,6 +181,9 @@ typedef CUgraph_st* cudaGraph_t;
 typedef CUgraphNode_st* cudaGraphNode_t;
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
+// The streams of a launch from device code (dynamic parallelism): after the launching grid, or on its own.
+#define cudaStreamTailLaunch ((cudaStream_t)0x3)
+#define cudaStreamFireAndForget ((cudaStream_t)0x4)
 
 namespace labkit {
 namespace rt {
@@ -469,6 +472,49 @@ inline cudaError_t check_config(const LaunchSpec& L, const void* key) {
   return cudaSuccess;
 }
 
+// Dynamic parallelism.  A grid launched from device code runs after the grid that launched it has
+// finished, before that grid counts as complete (before a host synchronisation, a later launch in its
+// stream or an event returns): CUDA guarantees a child grid neither concurrency with its parent nor any
+// start before the parent's end, and since CUDA 12 a parent cannot wait for its children
+// (cudaDeviceSynchronize in device code is gone), so this is one order a GPU may run them in -- the
+// order of cudaStreamTailLaunch.  The children run in the order they were launched, each with its own
+// descendants before the next (children in one stream run in order on a GPU too).  A child sees what
+// its parent wrote to global memory before the launch; its arguments are copied at the launch.
+struct DeviceLaunches {
+  std::mutex mu;
+  std::vector<std::function<cudaError_t()>> queue;   // launched by the grid running now, not yet run
+  int depth = 0;                                      // nesting of the grid running now (0: from the host)
+};
+inline DeviceLaunches& device_launches() { static auto* d = new DeviceLaunches(); return *d; }
+constexpr int MAX_LAUNCH_DEPTH = 24;   // CUDA's limit on the nesting of device launches
+
+inline bool in_device_code() { return ::labkit::tl_worker != nullptr; }
+
+inline void launch_from_device(const LaunchSpec& L, std::function<cudaError_t()> child) {
+  auto& d = device_launches();
+  if (d.depth + 1 >= MAX_LAUNCH_DEPTH) {
+    say("%s:%d: kernel '%s' launched from device code at nesting depth %d: CUDA allows %d levels "
+        "(cudaErrorLaunchMaxDepthExceeded); the launch is dropped", L.file, L.line, L.name, d.depth + 1,
+        MAX_LAUNCH_DEPTH);
+    fail(cudaErrorLaunchMaxDepthExceeded);
+    return;
+  }
+  std::lock_guard<std::mutex> g(d.mu);
+  d.queue.push_back(std::move(child));
+}
+
+inline cudaError_t run_children(std::vector<std::function<cudaError_t()>>& children) {
+  cudaError_t first = cudaSuccess;
+  auto& d = device_launches();
+  for (auto& child : children) {
+    ++d.depth;
+    cudaError_t e = child();
+    --d.depth;
+    if (e != cudaSuccess && first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
 inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   ::labkit::LaunchConfig cfg{};
   cfg.grid[0] = L.grid.x; cfg.grid[1] = L.grid.y; cfg.grid[2] = L.grid.z;
@@ -482,19 +528,23 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   // The executor runs one grid at a time (its workers serve one launch): launches from several host
   // threads (OpenMP, pthreads, a callback's thread) take turns, one valid order of concurrent streams.
   static std::mutex one_grid;
-  std::lock_guard<std::mutex> turn(one_grid);
-  unguard_all();
-  std::fflush(stdout);
-  int rc = ::labkit::run_grid(&cfg, L.name, body, ctx);
-  std::fflush(stdout);
-  if (rc == 2) { say("%s", ::labkit::last_error().c_str()); std::exit(130); }
-  if (rc != 0) {
-    say("%s", ::labkit::last_error().c_str());
-    const std::string& e = ::labkit::last_error();
-    return fail_sticky(e.find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
-                       : e.find("Assertion") != std::string::npos ? cudaErrorAssert : cudaErrorLaunchFailure);
+  std::vector<std::function<cudaError_t()>> children;
+  {
+    std::lock_guard<std::mutex> turn(one_grid);
+    unguard_all();
+    std::fflush(stdout);
+    int rc = ::labkit::run_grid(&cfg, L.name, body, ctx);
+    std::fflush(stdout);
+    children.swap(device_launches().queue);   // the grids this one launched (one grid runs at a time)
+    if (rc == 2) { say("%s", ::labkit::last_error().c_str()); std::exit(130); }
+    if (rc != 0) {
+      say("%s", ::labkit::last_error().c_str());
+      const std::string& e = ::labkit::last_error();
+      return fail_sticky(e.find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
+                         : e.find("Assertion") != std::string::npos ? cudaErrorAssert : cudaErrorLaunchFailure);
+    }
   }
-  return cudaSuccess;
+  return run_children(children);
 }
 
 // k<<<grid, block, shared, stream>>>(args): the launch's source rewrite (program_source.py) calls the
@@ -508,6 +558,16 @@ template <class Call> struct KernelCall {
     if (s.sticky != cudaSuccess) { fail(s.sticky); return; }
     if (check_config(spec, nullptr) != cudaSuccess) return;
     std::tuple<std::decay_t<A>...> values(std::forward<A>(a)...);
+    if (in_device_code()) {   // a launch from a kernel: after this grid (see launch_from_device)
+      launch_from_device(spec, [call = call, spec = spec, values]() { return launch(call, spec, values); });
+      return;
+    }
+    if (spec.stream == cudaStreamTailLaunch || spec.stream == cudaStreamFireAndForget) {
+      say("%s:%d: kernel '%s' is launched from host code into cudaStreamTailLaunch or cudaStreamFireAndForget, "
+          "streams that only device code may launch into", spec.file, spec.line, spec.name);
+      fail(cudaErrorInvalidResourceHandle);
+      return;
+    }
     bool ok = std::apply([&](auto&... v) {
       unsigned i = 0;
       bool good = true;
@@ -561,7 +621,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     LABKIT_E(cudaErrorHostMemoryNotRegistered) LABKIT_E(cudaErrorLaunchFailure) LABKIT_E(cudaErrorNotPermitted)
     LABKIT_E(cudaErrorIllegalState) LABKIT_E(cudaErrorStreamCaptureUnsupported)
     LABKIT_E(cudaErrorStreamCaptureUnmatched) LABKIT_E(cudaErrorGraphExecUpdateFailure)
-    LABKIT_E(cudaErrorCooperativeLaunchTooLarge)
+    LABKIT_E(cudaErrorCooperativeLaunchTooLarge) LABKIT_E(cudaErrorLaunchMaxDepthExceeded)
     LABKIT_E(cudaErrorNotSupported) LABKIT_E(cudaErrorUnknown)
 #undef LABKIT_E
   }
