@@ -19,8 +19,7 @@ launch configuration and the arguments as the CUDA runtime would, and runs the g
 Before anything is compiled, what the executor does not model is refused by name, with advice:
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
 access, a device-side cudaDeviceSynchronize (launches from device code run: labkit_runtime_api.h), the
-graph nodes beyond kernels, copies, memsets
-and host functions, inter-process memory, and the
+graph nodes beyond kernels, copies, memsets, host functions and memory, inter-process memory, and the
 CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h), and
 fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
 include/), and inline PTX other than the reads of special registers that the rewrite turns into the
@@ -51,11 +50,11 @@ _HOST_UNSUPPORTED = [
     (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
      "peer access between GPUs", "the CPU executor models one device"),
     (re.compile(r"\bcudaGraph(?=[A-Z])(?!(?:Create|Destroy|AddKernelNode|KernelNodeSetParams|AddMemcpyNode|AddMemcpyNode1D|"
-                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
+                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddMemAllocNode|AddMemFreeNode|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
                 r"Instantiate|InstantiateWithFlags|Upload|Launch|ExecDestroy|ExecKernelNodeSetParams|ExecUpdate)\s*\()"
-                r"\w+\s*\(|\bcudaStreamBeginCaptureToGraph\s*\(|\bcudaGraphConditional\w*|\bcudaGraphMem\w*"),
-     "a CUDA graph facility the CPU executor does not model (memory, event, child-graph or conditional nodes)",
-     "build the graph from kernel, memcpy, memset and host nodes, or by stream capture"),
+                r"\w+\s*\(|\bcudaStreamBeginCaptureToGraph\s*\(|\bcudaGraphConditional\w*"),
+     "a CUDA graph facility the CPU executor does not model (event, child-graph or conditional nodes)",
+     "build the graph from kernel, memcpy, memset, host and memory nodes, or by stream capture"),
     (re.compile(r"\bcurandState(?:MRG32k3a|Mtgp32|Scrambled\w*)\w*|\bCURAND_RNG_(?:PSEUDO_MRG32K3A|PSEUDO_MTGP32|"
                 r"PSEUDO_MT19937|QUASI_SCRAMBLED_\w+)|\bcurandMakeMTGP32\w*|\bCURAND_SCRAMBLED_\w+"),
      "a cuRAND generator the CPU executor does not provide (MRG32k3a, MTGP32, MT19937, scrambled Sobol)",

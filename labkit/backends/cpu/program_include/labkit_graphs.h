@@ -11,8 +11,9 @@
 // (program_source.py), so that its parameters' types are known; a template kernel's instance cannot
 // be a kernel node here, and is reported by name.
 //
-// Not modelled (refused before compiling, program_source.py): memory-allocation, event, child-graph
-// and conditional nodes, graph memory pools, device-side graph launches.
+// Memory nodes (cudaGraphAddMemAllocNode, cudaGraphAddMemFreeNode, cudaMallocAsync and cudaFreeAsync in a
+// capturing stream) allocate at a fixed address when a launch reaches them.  Not modelled (refused before
+// compiling, program_source.py): event, child-graph and conditional nodes, device-side graph launches.
 #pragma once
 
 #include <map>
@@ -246,6 +247,69 @@ inline cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t g, co
   *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeHost, [=] { copy.fn(copy.userData); return cudaSuccess; },
                                  ::labkit::rt::deps_of(deps, n));
   return cudaSuccess;
+}
+// Memory nodes (see graph_reserve in labkit_runtime_api.h): the address is the node's from its making.
+enum cudaMemAllocationType { cudaMemAllocationTypeInvalid = 0, cudaMemAllocationTypePinned = 1 };
+enum cudaMemAllocationHandleType { cudaMemHandleTypeNone = 0, cudaMemHandleTypePosixFileDescriptor = 1,
+                                   cudaMemHandleTypeWin32 = 2, cudaMemHandleTypeWin32Kmt = 4, cudaMemHandleTypeFabric = 8 };
+struct cudaMemPoolProps {
+  cudaMemAllocationType allocType; cudaMemAllocationHandleType handleTypes; cudaMemLocation location;
+  void* win32SecurityAttributes; size_t maxSize; unsigned short usage; unsigned char reserved[54];
+};
+enum cudaMemAccessFlags { cudaMemAccessFlagsProtNone = 0, cudaMemAccessFlagsProtRead = 1, cudaMemAccessFlagsProtReadWrite = 3 };
+struct cudaMemAccessDesc { cudaMemLocation location; cudaMemAccessFlags flags; };
+struct cudaMemAllocNodeParams {
+  cudaMemPoolProps poolProps; const cudaMemAccessDesc* accessDescs; size_t accessDescCount; size_t bytesize; void* dptr;
+};
+enum cudaGraphMemAttributeType { cudaGraphMemAttrUsedMemCurrent = 0, cudaGraphMemAttrUsedMemHigh = 1,
+                                 cudaGraphMemAttrReservedMemCurrent = 2, cudaGraphMemAttrReservedMemHigh = 3 };
+inline cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n,
+                                            cudaMemAllocNodeParams* p, LABKIT_SITE) {
+  if (!p || p->bytesize == 0 || p->poolProps.location.type != cudaMemLocationTypeDevice ||
+      p->poolProps.location.id != 0) {
+    ::labkit::rt::say("%s:%d: cudaGraphAddMemAllocNode: the parameters name no bytes, or a location other than device 0 "
+                      "(the CPU executor models one device)", labkit_file, labkit_line);
+    return ::labkit::rt::fail(cudaErrorInvalidValue);
+  }
+  const size_t bytes = p->bytesize;
+  void* m = ::labkit::rt::graph_reserve(bytes);
+  if (!m) return ::labkit::rt::fail(cudaErrorMemoryAllocation);
+  p->dptr = m;
+  const char* file = labkit_file;
+  const int line = labkit_line;
+  *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeMemAlloc, [=] { return ::labkit::rt::graph_allocate(m, bytes, file, line); },
+                                 ::labkit::rt::deps_of(deps, n));
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n,
+                                           void* p, LABKIT_SITE) {
+  *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeMemFree, [=] { return cudaFree(p, labkit_file, labkit_line); },
+                                 ::labkit::rt::deps_of(deps, n));
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType a, void* v) {
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  auto& s = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  const size_t values[] = {s.graph_used, s.graph_used_high, s.graph_reserved, s.graph_reserved_high};
+  if (unsigned(a) > 3u) return ::labkit::rt::fail(cudaErrorInvalidValue);
+  *static_cast<unsigned long long*>(v) = values[a];
+  return cudaSuccess;
+}
+// Only the peaks may be set, and only to 0: they restart from the amounts now.
+inline cudaError_t cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType a, void* v) {
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  if ((a != cudaGraphMemAttrUsedMemHigh && a != cudaGraphMemAttrReservedMemHigh) || *static_cast<unsigned long long*>(v))
+    return ::labkit::rt::fail(cudaErrorInvalidValue);
+  auto& s = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  if (a == cudaGraphMemAttrUsedMemHigh) s.graph_used_high = s.graph_used;
+  else s.graph_reserved_high = s.graph_reserved;
+  return cudaSuccess;
+}
+// The storage of allocation nodes is kept for their graphs' next launches: nothing to give back.
+inline cudaError_t cudaDeviceGraphMemTrim(int device) {
+  return device == 0 ? cudaSuccess : ::labkit::rt::fail(cudaErrorInvalidDevice);
 }
 inline cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n) {
   *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeEmpty, [] { return cudaSuccess; }, ::labkit::rt::deps_of(deps, n));

@@ -168,7 +168,8 @@ typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, vo
 // A CUDA graph (labkit_graphs.h): nodes that each do one piece of stream work, and the nodes each
 // waits for.  Declared here: a stream being captured records its work as nodes (rt::capture).
 enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemcpy = 1, cudaGraphNodeTypeMemset = 2,
-                         cudaGraphNodeTypeHost = 3, cudaGraphNodeTypeGraph = 4, cudaGraphNodeTypeEmpty = 5 };
+                         cudaGraphNodeTypeHost = 3, cudaGraphNodeTypeGraph = 4, cudaGraphNodeTypeEmpty = 5,
+                         cudaGraphNodeTypeMemAlloc = 10, cudaGraphNodeTypeMemFree = 11 };
 struct CUgraphNode_st;
 struct CUgraph_st { std::vector<CUgraphNode_st*> nodes; };
 struct CUgraphNode_st {
@@ -198,7 +199,8 @@ inline const char* mem_word(Mem k) {
     default: return "cudaHostRegister";
   }
 }
-struct Alloc { size_t size; Mem kind; const char* file; int line; size_t mapped; };
+// graph: the storage of a graph's allocation node, kept for the graph's next launch when it is freed.
+struct Alloc { size_t size; Mem kind; const char* file; int line; size_t mapped; bool graph = false; };
 struct Pending { uintptr_t lo, hi; cudaStream_t stream; const char* file; int line; };
 
 struct State {
@@ -215,6 +217,9 @@ struct State {
   CUgraph_st* capture = nullptr;
   std::vector<cudaStream_t> capture_streams;
   CUgraphNode_st* capture_last = nullptr;
+  // Graph memory (allocation nodes): bytes their launches hold now, reserved for them, and the peaks.
+  size_t graph_used = 0, graph_used_high = 0, graph_reserved = 0, graph_reserved_high = 0;
+  std::map<uintptr_t, Alloc> graph_storage;   // every allocation node's address and size
 };
 inline State& st() { static State* s = new State(); return *s; }   // never destroyed: atexit order
 
@@ -252,20 +257,21 @@ inline const Alloc* find(const std::map<uintptr_t, Alloc>& m, const void* p, uin
   }
   return nullptr;
 }
-inline void add(void* p, size_t n, Mem kind, const char* file, int line, size_t mapped = 0) {
+inline void add(void* p, size_t n, Mem kind, const char* file, int line, size_t mapped = 0, bool graph = false) {
   auto& s = st();
   std::lock_guard<std::recursive_mutex> g(s.mu);
   uintptr_t a = reinterpret_cast<uintptr_t>(p);
   // The address may be reused: forget freed allocations it overlaps.
   for (auto it = s.freed.lower_bound(a > (1u << 30) ? a - (1u << 30) : 0); it != s.freed.end() && it->first < a + n;)
     it = it->first + it->second.size > a ? s.freed.erase(it) : std::next(it);
-  s.live[a] = Alloc{n, kind, file, line, mapped};
+  s.live[a] = Alloc{n, kind, file, line, mapped, graph};
   if (kind == Mem::Device || kind == Mem::Managed) s.allocated += n;
+  if (graph) s.graph_used_high = std::max(s.graph_used_high, s.graph_used += n);
 }
 
 inline std::string where(const Alloc& a) {
-  return a.file && *a.file ? std::string(" (") + mem_word(a.kind) + " at " + a.file + ":" + std::to_string(a.line) + ")"
-                           : std::string(" (") + mem_word(a.kind) + ")";
+  const std::string what = a.graph ? "a graph's allocation node" : mem_word(a.kind);
+  return a.file && *a.file ? " (" + what + " at " + a.file + ":" + std::to_string(a.line) + ")" : " (" + what + ")";
 }
 
 // Checks a range [p, p+n) that a call reads or writes in device memory ("what" names it in messages).
@@ -426,6 +432,8 @@ template <class T> inline bool check_pointer_arg(const LaunchSpec& L, unsigned i
     std::lock_guard<std::recursive_mutex> g(s.mu);
     if (find(s.live, (const void*)v, nullptr)) return true;
     uintptr_t base = 0;
+    // A launch captured into a graph after an allocation node: the memory is there when the graph runs.
+    if (capturing(L.stream) && find(s.graph_storage, (const void*)v, nullptr)) return true;
     if (const Alloc* a = find(s.freed, (const void*)v, &base)) {
       say("%s:%d: kernel '%s': argument %u (%p) points into a %zu-byte allocation%s that cudaFree already released "
           "(use after free); the launch is refused, as a GPU would fault on it", L.file, L.line, kernel, i, (const void*)v,
@@ -915,7 +923,9 @@ inline cudaError_t free_as(void* p, Mem want, const char* call, const char* file
   s.live.erase(it);
   if (a.kind == Mem::Device || a.kind == Mem::Managed) s.allocated -= a.size;
   release(nullptr, true);
-  if (a.mapped) {
+  if (a.graph) {
+    s.graph_used -= a.size;   // the storage stays: the graph's next launch allocates it at the same address
+  } else if (a.mapped) {
     munmap(p, a.mapped);
   } else {
     std::free(p);
@@ -1357,11 +1367,51 @@ inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr a, voi
   return cudaSuccess;
 }
 inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
-inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t = 0, LABKIT_SITE) { return cudaMalloc(p, n, labkit_file, labkit_line); }
-template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
-  return cudaMalloc(reinterpret_cast<void**>(p), n, labkit_file, labkit_line);
+namespace labkit { namespace rt {
+// A graph's allocation node: its address is fixed when the node is made (cudaGraphAddMemAllocNode, or
+// cudaMallocAsync in a capturing stream) and stays the same at every launch; the memory is allocated
+// when a launch runs the node and freed by a free node, cudaFree or cudaFreeAsync -- a use outside
+// those times is a use after free, as for any allocation.  The storage itself is kept.
+inline void* graph_reserve(size_t n) {
+  void* m = nullptr;
+  if (posix_memalign(&m, 256, n ? n : 1) != 0) return nullptr;
+  auto& s = st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  s.graph_reserved_high = std::max(s.graph_reserved_high, s.graph_reserved += n);
+  s.graph_storage[reinterpret_cast<uintptr_t>(m)] = Alloc{n, Mem::Device, "", 0, 0, true};
+  return m;
 }
-inline cudaError_t cudaFreeAsync(void* p, cudaStream_t = 0, LABKIT_SITE) { return cudaFree(p, labkit_file, labkit_line); }
+inline cudaError_t graph_allocate(void* m, size_t n, const char* file, int line) {
+  auto& s = st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  uintptr_t base = 0;
+  if (find(s.live, m, &base)) {
+    say("%s:%d: a graph's allocation node runs again while its memory (%p, %zu bytes) is still allocated: free it "
+        "(a free node, cudaFree or cudaFreeAsync) before the graph is launched again", file, line, m, n);
+    return fail(cudaErrorInvalidValue);
+  }
+  std::memset(m, 0xff, n);   // undefined, as cudaMalloc's memory (see cudaMalloc)
+  add(m, n, Mem::Device, file, line, 0, true);
+  return cudaSuccess;
+}
+}}  // namespace labkit::rt
+inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
+  if (!::labkit::rt::capturing(s)) return cudaMalloc(p, n, labkit_file, labkit_line);
+  if (!p) return ::labkit::rt::fail(cudaErrorInvalidValue);
+  void* m = ::labkit::rt::graph_reserve(n);
+  if (!m) return ::labkit::rt::fail(cudaErrorMemoryAllocation);
+  ::labkit::rt::record(s, cudaGraphNodeTypeMemAlloc, [=] { return ::labkit::rt::graph_allocate(m, n, labkit_file, labkit_line); });
+  *p = m;
+  return cudaSuccess;
+}
+template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
+  return cudaMallocAsync(reinterpret_cast<void**>(p), n, s, labkit_file, labkit_line);
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t s = 0, LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemFree, [=] { return cudaFree(p, labkit_file, labkit_line); }))
+    return cudaSuccess;
+  return cudaFree(p, labkit_file, labkit_line);
+}
 inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t = 0) { return cudaSuccess; }
 inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { return cudaSuccess; }
 // The forms that name a location (CUDA 12.2 and later).
