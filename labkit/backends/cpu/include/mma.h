@@ -121,8 +121,10 @@ inline void warp_collective(const char* what, int line) {
       fail_from_fiber(where() + " is called by only part of the warp: lanes " + buf +
                       " have returned without calling it; all 32 lanes must call it together");
     }
-    for (unsigned l = 0; l < 32; ++l) {
-      if (!((ws.arrived >> l) & 1u) || l == lane) continue;
+    // Only the lanes already waiting are checked (most calls: all at this one; the last lane here finds 31).
+    for (unsigned m = ws.arrived & ~(1u << lane); m; m &= m - 1) {
+      const unsigned l = unsigned(__builtin_ctz(m));
+      if (ws.collective_line[l] == line) continue;
       if (ws.collective_line[l] == 0)
         fail_from_fiber(where() + " is called by lane " + std::to_string(lane) + " while lane " + std::to_string(l) +
                         " waits at a shuffle, vote or __syncwarp: all 32 lanes must call it together");
@@ -143,8 +145,10 @@ inline void warp_collective(const char* what, int line) {
     // Lanes released with this one may have returned since; a lane that returned before calling it
     // has entered fewer wmma operations.
     unsigned skipped = 0;
-    for (unsigned l = 0; l < 32; ++l)
-      if (!((ws.live >> l) & 1u) && ws.collective_calls[l] < ws.collective_calls[lane]) skipped |= 1u << l;
+    for (unsigned m = ~ws.live; m; m &= m - 1) {
+      const unsigned l = unsigned(__builtin_ctz(m));
+      if (ws.collective_calls[l] < ws.collective_calls[lane]) skipped |= 1u << l;
+    }
     if (skipped) {
       char buf[16];
       snprintf(buf, sizeof buf, "0x%08x", skipped);
@@ -274,11 +278,16 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
     if constexpr (ints) s[i] = c.x[i];
     else s[i] = static_cast<float>(c.x[i]);
   }
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < M; ++i) {
+    Sum row[N];   // one row of sums, which the compiler keeps in registers over the loop on k
+    for (int j = 0; j < N; ++j) row[j] = s[i * N + j];
     for (int k = 0; k < K; ++k) {
       const In x = av[i * K + k];
-      for (int j = 0; j < N; ++j) s[i * N + j] += static_cast<Sum>(x * bv[k * N + j]);   // an exact product
+#pragma GCC unroll 32
+      for (int j = 0; j < N; ++j) row[j] += static_cast<Sum>(x * bv[k * N + j]);   // an exact product
     }
+    for (int j = 0; j < N; ++j) s[i * N + j] = row[j];
+  }
   TD out[M * N];
   for (int i = 0; i < M * N; ++i) {
     if constexpr (ints) {
