@@ -1,6 +1,6 @@
 """CUDA graphs in whole programs on the CPU executor (labkit.cuda): stream capture, graphs built node by
-node, kernel nodes and cudaLaunchKernel by a kernel's address, memory nodes, and NVIDIA's simpleCudaGraphs,
-unchanged."""
+node, kernel nodes and cudaLaunchKernel by a kernel's address, memory and conditional nodes, and NVIDIA's
+simpleCudaGraphs, unchanged."""
 from __future__ import annotations
 
 import shutil
@@ -45,6 +45,15 @@ def test_memory_nodes_allocate_at_a_fixed_address_at_each_launch():
     assert "end: cudaErrorIllegalAddress" in out
     assert ("graph_memory.cu:53: kernel 'fill': argument 0 (0x" in err and "points into a 4000-byte allocation (a graph's "
             "allocation node at " in err and "graph_memory.cu:41) that cudaFree already released" in err), err
+
+
+def test_conditional_nodes_choose_and_repeat_their_body_graphs():
+    rc, out, err = run_program(DATA / "graph_conditionals.cu")
+    assert rc == 0, err
+    assert out.splitlines() == ["if/else with 0, 5: BA",          # 0: the else body; not 0: the if body
+                                "switch with 2, 0, 7, 1: CAB",    # 7: past the last body, none runs
+                                "while from 4: 4321Z",            # until the body's kernel sets 0
+                                "cudaSuccess"]
 
 
 @pytest.mark.check

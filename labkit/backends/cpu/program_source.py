@@ -50,11 +50,11 @@ _HOST_UNSUPPORTED = [
     (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
      "peer access between GPUs", "the CPU executor models one device"),
     (re.compile(r"\bcudaGraph(?=[A-Z])(?!(?:Create|Destroy|AddKernelNode|KernelNodeSetParams|AddMemcpyNode|AddMemcpyNode1D|"
-                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddMemAllocNode|AddMemFreeNode|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
+                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddMemAllocNode|AddMemFreeNode|AddNode|ConditionalHandleCreate|SetConditional|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
                 r"Instantiate|InstantiateWithFlags|Upload|Launch|ExecDestroy|ExecKernelNodeSetParams|ExecUpdate)\s*\()"
-                r"\w+\s*\(|\bcudaStreamBeginCaptureToGraph\s*\(|\bcudaGraphConditional\w*"),
-     "a CUDA graph facility the CPU executor does not model (event, child-graph or conditional nodes)",
-     "build the graph from kernel, memcpy, memset, host and memory nodes, or by stream capture"),
+                r"\w+\s*\("),
+     "a CUDA graph facility the CPU executor does not model (event or child-graph nodes)",
+     "build the graph from kernel, memcpy, memset, host, memory and conditional nodes, or by stream capture"),
     (re.compile(r"\bcurandState(?:MRG32k3a|Mtgp32|Scrambled\w*)\w*|\bCURAND_RNG_(?:PSEUDO_MRG32K3A|PSEUDO_MTGP32|"
                 r"PSEUDO_MT19937|QUASI_SCRAMBLED_\w+)|\bcurandMakeMTGP32\w*|\bCURAND_SCRAMBLED_\w+"),
      "a cuRAND generator the CPU executor does not provide (MRG32k3a, MTGP32, MT19937, scrambled Sobol)",

@@ -169,14 +169,20 @@ typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, vo
 // waits for.  Declared here: a stream being captured records its work as nodes (rt::capture).
 enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemcpy = 1, cudaGraphNodeTypeMemset = 2,
                          cudaGraphNodeTypeHost = 3, cudaGraphNodeTypeGraph = 4, cudaGraphNodeTypeEmpty = 5,
-                         cudaGraphNodeTypeMemAlloc = 10, cudaGraphNodeTypeMemFree = 11 };
+                         cudaGraphNodeTypeMemAlloc = 10, cudaGraphNodeTypeMemFree = 11,
+                         cudaGraphNodeTypeConditional = 13 };
 struct CUgraphNode_st;
-struct CUgraph_st { std::vector<CUgraphNode_st*> nodes; };
+struct CUgraph_st {
+  std::vector<CUgraphNode_st*> nodes;
+  std::vector<unsigned long long> conditions;   // the conditional handles made for it (labkit_graphs.h)
+};
 struct CUgraphNode_st {
   cudaGraphNodeType type;
   std::function<cudaError_t()> run;
   std::vector<CUgraphNode_st*> deps;
   CUgraph_st* graph;
+  // A conditional node's work as its graph's instantiation fixes it (its body graphs as they are then).
+  std::function<std::function<cudaError_t()>()> instantiate = nullptr;
 };
 typedef CUgraph_st* cudaGraph_t;
 typedef CUgraphNode_st* cudaGraphNode_t;
