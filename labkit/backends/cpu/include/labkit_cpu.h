@@ -468,6 +468,7 @@ LABKIT_RUNTIME_FN void syncthreads(int line);
 LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
 LABKIT_RUNTIME_FN void tile_sync(unsigned n);
 LABKIT_RUNTIME_FN void grid_sync(int line);
+LABKIT_RUNTIME_FN void let_others_run();   // a kernel thread steps aside for the others of its block
 LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line);
 LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
@@ -645,6 +646,10 @@ inline void yield_to_scheduler() {
   Worker* W = tl_worker;
   Fiber* f = tl_fiber;
   switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, false, W->race_sched);
+}
+
+LABKIT_RUNTIME_FN void let_others_run() {
+  if (tl_fiber && tl_worker) yield_to_scheduler();   // still ready: the scheduler comes back to it in turn
 }
 
 LABKIT_RUNTIME_FN std::string block_name(const Worker* W) {
@@ -1711,8 +1716,12 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 // so that a kernel spinning for `ms * clockRate` cycles waits that many milliseconds.  clock() in device
 // code is this counter's low bits (the launch rewrite calls labkit::device_clock there); on the host
 // it stays the C library's.  A kernel compiled on its own is refused instead, since its results would
-// depend on the count.
+// depend on the count.  A kernel thread that reads the counter lets the other threads of its block run
+// first: threads that wait until the count has advanced (a delay, clock_block) then wait together, as a
+// GPU's threads of a block do, not one after another (a block of 512 such threads waits once, not 512
+// times).
 inline long long clock64() {
+  ::labkit::let_others_run();
   long long ns = (long long)std::chrono::steady_clock::now().time_since_epoch().count();
   return ns / 50 * 99 + ns % 50 * 99 / 50;   // ns * 1.98 without overflow
 }
