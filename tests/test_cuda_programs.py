@@ -135,6 +135,36 @@ def test_host_threads_stream_callbacks_and_the_device_clock():
     assert "stream 3: sum 4000" in out and "waited 20 ms of cycles: yes" in out and "PASSED" in out
 
 
+def test_threads_that_wait_on_the_clock_wait_together(tmp_path):
+    """512 threads each wait 20 ms of cycles: together, as a block does on a GPU (10 s one after another)."""
+    src = tmp_path / "delay.cu"
+    src.write_text(r"""
+#include <chrono>
+#include <cstdio>
+__global__ void delay(long long cycles, long long* waited) {
+  long long start = clock64(), now = start;
+  while (now - start < cycles) now = clock64();
+  waited[threadIdx.x] = now - start;
+}
+int main() {
+  int rate;
+  cudaDeviceGetAttribute(&rate, cudaDevAttrClockRate, 0);   // kHz
+  long long* waited;
+  cudaMallocManaged(&waited, 512 * sizeof(long long));
+  auto t0 = std::chrono::steady_clock::now();
+  delay<<<1, 512>>>(20LL * rate, waited);
+  cudaDeviceSynchronize();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  long long least = waited[0];
+  for (int i = 1; i < 512; ++i) least = waited[i] < least ? waited[i] : least;
+  printf("each waited 20 ms: %s; all in less than 2 s: %s\n", least >= 20LL * rate ? "yes" : "no", ms < 2000 ? "yes" : "no");
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out == "each waited 20 ms: yes; all in less than 2 s: yes\n"
+
+
 def test_device_properties_describe_the_executor(tmp_path):
     p = tmp_path / "props.cu"
     p.write_text('#include <cstdio>\nint main() {\n  cudaDeviceProp p; int n = -1;\n  cudaGetDeviceCount(&n);\n'
