@@ -33,17 +33,18 @@ def test_memory_nodes_allocate_at_a_fixed_address_at_each_launch():
     rc, out, err = run_program(DATA / "graph_memory.cu")
     assert rc == 0, err
     assert out.splitlines() == [
-        "before launch: used 0 reserved 4000",
-        "explicit: out[999] = 2997, used 0, peak 4000: cudaSuccess",   # 2 * 1.5 * 999, freed by its node
-        "captured: b[10] = 30, used 4000",
-        "freed: used 0",
+        "before launch: used 0 reserved 0",
+        "explicit: out[999] = 2997, used 4000, peak 4000: cudaSuccess",   # 2 * 1.5 * 999; freed, still the graph's
+        "captured: b[10] = 30, used 8000",
+        "freed: used 8000",
+        "trimmed: used 0, peak 8000",
         "end: cudaSuccess"]
     rc, out, err = run_program(DATA / "graph_memory.cu", ["x"])
     assert "end: cudaErrorInvalidValue" in out
     assert "graph_memory.cu:41: a graph's allocation node runs again while its memory" in err, err
     rc, out, err = run_program(DATA / "graph_memory.cu", ["x", "y"])
     assert "end: cudaErrorIllegalAddress" in out
-    assert ("graph_memory.cu:53: kernel 'fill': argument 0 (0x" in err and "points into a 4000-byte allocation (a graph's "
+    assert ("graph_memory.cu:55: kernel 'fill': argument 0 (0x" in err and "points into a 4000-byte allocation (a graph's "
             "allocation node at " in err and "graph_memory.cu:41) that cudaFree already released" in err), err
 
 

@@ -48,7 +48,9 @@ int main(int argc, char**) {
   printf("captured: b[10] = %g, used %llu\n", h[10], attr(cudaGraphMemAttrUsedMemCurrent));
   cudaFreeAsync(b, s);
   cudaStreamSynchronize(s);
-  printf("freed: used %llu\n", attr(cudaGraphMemAttrUsedMemCurrent));
+  printf("freed: used %llu\n", attr(cudaGraphMemAttrUsedMemCurrent));   // kept for the graphs' next launches
+  cudaDeviceGraphMemTrim(0);
+  printf("trimmed: used %llu, peak %llu\n", attr(cudaGraphMemAttrUsedMemCurrent), attr(cudaGraphMemAttrUsedMemHigh));
   if (argc > 1) cudaGraphLaunch(cge, s), cudaGraphLaunch(cge, s);   // the second allocates it again, unfreed
   if (argc > 2) { cudaFree(b); fill<<<4, 256>>>(b, n, 1.0f); }        // a use after free
   cudaStreamSynchronize(s);

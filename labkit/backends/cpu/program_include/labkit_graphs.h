@@ -297,7 +297,8 @@ inline cudaError_t cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttrib
   if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
   auto& s = ::labkit::rt::st();
   std::lock_guard<std::recursive_mutex> g(s.mu);
-  const size_t values[] = {s.graph_used, s.graph_used_high, s.graph_reserved, s.graph_reserved_high};
+  // What the graphs use is what is reserved for them here.
+  const size_t values[] = {s.graph_used, s.graph_used_high, s.graph_used, s.graph_used_high};
   if (unsigned(a) > 3u) return ::labkit::rt::fail(cudaErrorInvalidValue);
   *static_cast<unsigned long long*>(v) = values[a];
   return cudaSuccess;
@@ -309,13 +310,21 @@ inline cudaError_t cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttrib
     return ::labkit::rt::fail(cudaErrorInvalidValue);
   auto& s = ::labkit::rt::st();
   std::lock_guard<std::recursive_mutex> g(s.mu);
-  if (a == cudaGraphMemAttrUsedMemHigh) s.graph_used_high = s.graph_used;
-  else s.graph_reserved_high = s.graph_reserved;
+  s.graph_used_high = s.graph_used;
   return cudaSuccess;
 }
-// The storage of allocation nodes is kept for their graphs' next launches: nothing to give back.
+// The memory of allocation nodes that are freed now stops counting as the graphs' (a later launch
+// allocates it again, at the same address).
 inline cudaError_t cudaDeviceGraphMemTrim(int device) {
-  return device == 0 ? cudaSuccess : ::labkit::rt::fail(cudaErrorInvalidDevice);
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  auto& s = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  for (auto& b : s.graph_backed)
+    if (b.second && !::labkit::rt::find(s.live, reinterpret_cast<const void*>(b.first), nullptr)) {
+      b.second = false;
+      s.graph_used -= s.graph_storage[b.first].size;
+    }
+  return cudaSuccess;
 }
 inline cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n);
 // --- Conditional nodes -------------------------------------------------------------------------------

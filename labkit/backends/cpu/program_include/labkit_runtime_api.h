@@ -223,9 +223,11 @@ struct State {
   CUgraph_st* capture = nullptr;
   std::vector<cudaStream_t> capture_streams;
   CUgraphNode_st* capture_last = nullptr;
-  // Graph memory (allocation nodes): bytes their launches hold now, reserved for them, and the peaks.
-  size_t graph_used = 0, graph_used_high = 0, graph_reserved = 0, graph_reserved_high = 0;
-  std::map<uintptr_t, Alloc> graph_storage;   // every allocation node's address and size
+  // Graph memory: every allocation node's address and size; which of them hold memory for their graphs
+  // (from the first launch that allocates them until a trim finds them freed), their bytes and the peak.
+  std::map<uintptr_t, Alloc> graph_storage;
+  std::map<uintptr_t, bool> graph_backed;
+  size_t graph_used = 0, graph_used_high = 0;
 };
 inline State& st() { static State* s = new State(); return *s; }   // never destroyed: atexit order
 
@@ -272,7 +274,6 @@ inline void add(void* p, size_t n, Mem kind, const char* file, int line, size_t 
     it = it->first + it->second.size > a ? s.freed.erase(it) : std::next(it);
   s.live[a] = Alloc{n, kind, file, line, mapped, graph};
   if (kind == Mem::Device || kind == Mem::Managed) s.allocated += n;
-  if (graph) s.graph_used_high = std::max(s.graph_used_high, s.graph_used += n);
 }
 
 inline std::string where(const Alloc& a) {
@@ -930,7 +931,7 @@ inline cudaError_t free_as(void* p, Mem want, const char* call, const char* file
   if (a.kind == Mem::Device || a.kind == Mem::Managed) s.allocated -= a.size;
   release(nullptr, true);
   if (a.graph) {
-    s.graph_used -= a.size;   // the storage stays: the graph's next launch allocates it at the same address
+    // the storage stays: the graph's next launch allocates it at the same address
   } else if (a.mapped) {
     munmap(p, a.mapped);
   } else {
@@ -1377,13 +1378,14 @@ namespace labkit { namespace rt {
 // A graph's allocation node: its address is fixed when the node is made (cudaGraphAddMemAllocNode, or
 // cudaMallocAsync in a capturing stream) and stays the same at every launch; the memory is allocated
 // when a launch runs the node and freed by a free node, cudaFree or cudaFreeAsync -- a use outside
-// those times is a use after free, as for any allocation.  The storage itself is kept.
+// those times is a use after free, as for any allocation.  The storage itself is kept; it counts as
+// the graphs' memory (cudaDeviceGetGraphMemAttribute) from the first launch that allocates it until
+// cudaDeviceGraphMemTrim finds it freed, as CUDA keeps freed graph memory for the next launches.
 inline void* graph_reserve(size_t n) {
   void* m = nullptr;
   if (posix_memalign(&m, 256, n ? n : 1) != 0) return nullptr;
   auto& s = st();
   std::lock_guard<std::recursive_mutex> g(s.mu);
-  s.graph_reserved_high = std::max(s.graph_reserved_high, s.graph_reserved += n);
   s.graph_storage[reinterpret_cast<uintptr_t>(m)] = Alloc{n, Mem::Device, "", 0, 0, true};
   return m;
 }
@@ -1398,6 +1400,9 @@ inline cudaError_t graph_allocate(void* m, size_t n, const char* file, int line)
   }
   std::memset(m, 0xff, n);   // undefined, as cudaMalloc's memory (see cudaMalloc)
   add(m, n, Mem::Device, file, line, 0, true);
+  bool& backed = s.graph_backed[reinterpret_cast<uintptr_t>(m)];
+  if (!backed) s.graph_used_high = std::max(s.graph_used_high, s.graph_used += n);
+  backed = true;
   return cudaSuccess;
 }
 }}  // namespace labkit::rt
