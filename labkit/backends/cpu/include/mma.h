@@ -1,10 +1,11 @@
 // mma.h for labkit's CPU executor: nvcuda::wmma, the warp-level matrix operations of the tensor cores.
 //
 // Fragments.  CUDA leaves unspecified which elements of a tile each lane of the warp holds.  Here
-// every lane holds the whole tile, row by row (x[r * cols + c]), so num_elements is the tile's size
-// (M*K, K*N or M*N) and a loop over x[i] that treats every element alike (scaling, an activation)
-// gives what it gives on a GPU.  Code that assumes which element is x[i] is not portable on a GPU
-// either.
+// every lane holds the whole tile, in its layout: row by row (x[r * cols + c]) for a row_major matrix_a
+// or matrix_b and for an accumulator, column by column (x[c * rows + r]) for a col_major matrix_a or
+// matrix_b, so that a load copies whole rows or columns.  num_elements is the tile's size (M*K, K*N or
+// M*N) and a loop over x[i] that treats every element alike (scaling, an activation) gives what it
+// gives on a GPU.  Code that assumes which element is x[i] is not portable on a GPU either.
 //
 // Warp-collective.  load_matrix_sync, store_matrix_sync and mma_sync are called by all 32 lanes of a
 // warp together, at the same call: here each waits for the others (a __syncwarp over the whole warp,
@@ -175,6 +176,7 @@ class fragment {
   using element_type = T;
   using storage_element_type = typename detail::storage<T>::type;
   static constexpr int rows = detail::dims<Use, M, N, K>::rows, cols = detail::dims<Use, M, N, K>::cols;
+  static constexpr bool by_columns = std::is_same<Layout, col_major>::value;   // x[c * rows + r]
   enum { num_elements = rows * cols, num_storage_elements = rows * cols };
   storage_element_type x[num_elements];   // the whole tile, row by row, in every lane
 };
@@ -186,6 +188,17 @@ inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& f,
 }
 
 namespace detail {
+// A run of n elements copied at once; element by element where the race check watches the accesses
+// (its instrumentation sees each element's read and write, which a library memcpy would hide).
+template <class D, class S> inline void copy_run(D* dst, const S* src, int n) {
+#if LABKIT_TSAN
+  for (int i = 0; i < n; ++i) dst[i] = src[i];
+#else
+  static_assert(sizeof(D) == sizeof(S), "copy_run: elements of one size");
+  std::memcpy(dst, src, n * sizeof(D));
+#endif
+}
+
 template <class F, class P>
 inline void load(F& f, const P* p, unsigned ldm, bool row, const char* what, int line) {
   if (p == nullptr) ::labkit::fail_from_fiber(std::string("wmma::") + what + " at line " + std::to_string(line) +
@@ -195,8 +208,14 @@ inline void load(F& f, const P* p, unsigned ldm, bool row, const char* what, int
                               std::to_string(ldm) + " is less than the tile's " +
                               std::to_string(row ? F::cols : F::rows) + (row ? " columns" : " rows"));
   warp_collective(what, line);
+  if (row != F::by_columns) {   // the memory's rows (columns) are the fragment's: whole runs at once
+    constexpr int runs = F::by_columns ? F::cols : F::rows, len = F::by_columns ? F::rows : F::cols;
+    for (int r = 0; r < runs; ++r) copy_run(&f.x[r * len], p + size_t(r) * ldm, len);
+    return;
+  }
   for (int r = 0; r < F::rows; ++r)
-    for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = row ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm];
+    for (int c = 0; c < F::cols; ++c)
+      f.x[F::by_columns ? c * F::rows + r : r * F::cols + c] = row ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm];
 }
 }  // namespace detail
 
@@ -228,8 +247,12 @@ inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, 
                               std::to_string(row ? F::cols : F::rows) + (row ? " columns" : " rows"));
   detail::warp_collective("store_matrix_sync", line);
   if (::labkit::tl_fiber->lane != 0) return;   // every lane holds the same tile: lane 0 writes it
+  if (row) {
+    for (int r = 0; r < F::rows; ++r) detail::copy_run(p + size_t(r) * ldm, &f.x[r * F::cols], F::cols);
+    return;
+  }
   for (int r = 0; r < F::rows; ++r)
-    for (int c = 0; c < F::cols; ++c) (row ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm]) = f.x[r * F::cols + c];
+    for (int c = 0; c < F::cols; ++c) p[r + size_t(c) * ldm] = f.x[r * F::cols + c];
 }
 
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC, class TD>
@@ -271,8 +294,11 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
   using In = decltype(detail::input_value(a.x[0]));
   using Sum = typename std::conditional<ints, long long, float>::type;
   In av[M * K], bv[K * N];
-  for (int i = 0; i < M * K; ++i) av[i] = detail::input_value(a.x[i]);
-  for (int i = 0; i < K * N; ++i) bv[i] = detail::input_value(b.x[i]);
+  constexpr bool a_cols = std::is_same<LA, col_major>::value, b_cols = std::is_same<LB, col_major>::value;
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) av[i * K + k] = detail::input_value(a.x[a_cols ? k * M + i : i * K + k]);
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < N; ++j) bv[k * N + j] = detail::input_value(b.x[b_cols ? j * K + k : k * N + j]);
   Sum s[M * N];
   for (int i = 0; i < M * N; ++i) {
     if constexpr (ints) s[i] = c.x[i];
