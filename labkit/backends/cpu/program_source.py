@@ -20,7 +20,8 @@ Before anything is compiled, what the executor does not model is refused by name
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
 access, a device-side cudaDeviceSynchronize (launches from device code run: labkit_runtime_api.h), the
 graph nodes beyond kernels, copies, memsets, host functions and memory, inter-process memory, and the
-CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h), and
+CUDA libraries (cuFFT, cuSPARSE, ...) but cuRAND (program_include/curand.h, curand_kernel.h) and a part of
+cuBLAS (program_include/cublas_v2.h), and
 fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
 include/), and inline PTX other than the reads of special registers that the rewrite turns into the
 executor's calls (kernel_source.rewrite_special_registers).
@@ -69,7 +70,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"])\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
@@ -81,6 +82,8 @@ def _header_words(name: str) -> str:
         return "graphics interop"
     if name.startswith("cuda/"):
         return "a device facility (libcu++ beyond <cuda/barrier> and <cuda/pipeline>)"
+    if name.startswith("cublas"):
+        return "a cuBLAS header other than cublas_v2.h (which labkit provides in part)"
     if name == "mpi":
         return "MPI (several processes, one GPU each)"
     return "a CUDA library"
