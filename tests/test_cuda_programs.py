@@ -165,6 +165,82 @@ int main() {
     assert out == "each waited 20 ms: yes; all in less than 2 s: yes\n"
 
 
+SHUFFLES = r"""
+#include <cstdio>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// Tiles of 8 lanes shuffle a different number of times each (lane groups go on at their own pace),
+// then the whole warp shuffles: every value read is the one its source lane gave in that shuffle.
+__global__ void k(int* bad) {
+  cg::thread_block_tile<8> tile = cg::tiled_partition<8>(cg::this_thread_block());
+  const int lane = threadIdx.x % 32;
+  int v = lane;
+  for (int r = 0; r < tile.meta_group_rank() + 1; ++r) {
+    const int got = tile.shfl_down(v * 100 + r, 1);
+    const int want = (tile.thread_rank() < 7 ? lane + 1 : lane) * 100 + r;
+    if (got != want) atomicAdd(bad, 1);
+  }
+  for (int r = 0; r < 3; ++r) {
+    const int got = __shfl_sync(0xffffffffu, lane * 10 + r, (lane + 5) % 32);
+    if (got != ((lane + 5) % 32) * 10 + r) atomicAdd(bad, 1);
+    const int x = __shfl_xor_sync(0xffffffffu, lane + r, 16);
+    if (x != (lane ^ 16) + r) atomicAdd(bad, 1);
+  }
+}
+int main() {
+  int* bad;
+  cudaMallocManaged(&bad, sizeof(int));
+  *bad = 0;
+  k<<<3, 128>>>(bad);
+  cudaDeviceSynchronize();
+  printf("wrong values read: %d\n", *bad);
+}
+"""
+
+
+@pytest.mark.parametrize("check", [None, "shuffle"])
+def test_shuffles_of_tiles_at_their_own_pace_read_their_sources_values(tmp_path, check):
+    src = tmp_path / "shuffles.cu"
+    src.write_text(SHUFFLES)
+    rc, out, err = run_program(src, check=check)
+    assert rc == 0, err
+    assert out == "wrong values read: 0\n"
+
+
+ROUNDED = r"""
+#include <cstdio>
+// Each thread adds with its own rounding mode, between barriers and plain additions: a mode must hold
+// for its one operation only, whichever threads run in between.
+__global__ void k(int* bad) {
+  const double tiny = 1e-30;
+  for (int i = 0; i < 4; ++i) {
+    const double up = __dadd_ru(1.0, tiny), down = __dadd_rd(1.0, tiny);
+    __syncthreads();
+    const double plain = 1.0 + tiny, plain_neg = -1.0 - tiny;
+    if (up <= 1.0 || down != 1.0 || plain != 1.0 || plain_neg != -1.0) atomicAdd(bad, 1);
+    __syncthreads();
+  }
+}
+int main() {
+  int* bad;
+  cudaMallocManaged(&bad, sizeof(int));
+  *bad = 0;
+  k<<<2, 256>>>(bad);
+  cudaDeviceSynchronize();
+  printf("threads that saw another's rounding mode: %d\n", *bad);
+}
+"""
+
+
+@pytest.mark.parametrize("check", [None, "shuffle"])
+def test_a_rounding_mode_holds_for_its_own_operation_only(tmp_path, check):
+    src = tmp_path / "rounded.cu"
+    src.write_text(ROUNDED)
+    rc, out, err = run_program(src, check=check)
+    assert rc == 0, err
+    assert out == "threads that saw another's rounding mode: 0\n"
+
+
 def test_device_properties_describe_the_executor(tmp_path):
     p = tmp_path / "props.cu"
     p.write_text('#include <cstdio>\nint main() {\n  cudaDeviceProp p; int n = -1;\n  cudaGetDeviceCount(&n);\n'
