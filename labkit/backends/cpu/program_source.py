@@ -19,7 +19,8 @@ launch configuration and the arguments as the CUDA runtime would, and runs the g
 Before anything is compiled, what the executor does not model is refused by name, with advice:
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
 access, a device-side cudaDeviceSynchronize (launches from device code run: labkit_runtime_api.h), the
-graph nodes beyond kernels, copies, memsets, host functions and memory, inter-process memory, and the
+graph nodes beyond kernels, copies, memsets, host functions, memory and conditionals (event and child-graph
+nodes), inter-process memory, and the
 CUDA libraries (cuFFT, cuSPARSE, ...) but cuRAND (program_include/curand.h, curand_kernel.h) and a part of
 cuBLAS (program_include/cublas_v2.h), and
 fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
