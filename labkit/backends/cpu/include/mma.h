@@ -26,8 +26,10 @@
 // __float_to_tf32 rounds a float to tf32 (to nearest, ties away from zero).
 //
 // Shapes: m16n16k16, m32n8k16 and m8n32k16 for half, __nv_bfloat16, signed char and unsigned char
-// inputs; m16n16k8 for precision::tf32.  Double (m8n8k4), sub-byte types (experimental::precision::
-// u4, s4, b1) and the __hmma/__imma builtins are not modelled: labkit refuses a source that uses them.
+// inputs; m16n16k8 for precision::tf32; m8n8k4 for double, whose products are not exact: each is added
+// to its sum with one rounding (an fma), in the order k = 0, 1, ...  Sub-byte types (experimental::
+// precision::u4, s4, b1) and the __hmma/__imma builtins are not modelled: labkit refuses a source that
+// uses them.
 #pragma once
 #include <cfloat>
 #include <climits>
@@ -76,6 +78,7 @@ template <int M, int N, int K> constexpr bool k16_shape =
     K == 16 && ((M == 16 && N == 16) || (M == 32 && N == 8) || (M == 8 && N == 32));
 
 template <class Use, int M, int N, int K, class T> constexpr bool supported() {
+  if (std::is_same<T, double>::value) return M == 8 && N == 8 && K == 4;   // every use: double in and out
   if (std::is_same<Use, accumulator>::value)
     return ((std::is_same<T, float>::value || std::is_same<T, __half>::value || std::is_same<T, int>::value) &&
             k16_shape<M, N, K>) ||
@@ -94,6 +97,7 @@ inline float input_value(float v) {   // a tf32 element: its low 13 bits are not
   std::memcpy(&v, &u, 4);
   return v;
 }
+inline double input_value(double v) { return v; }
 inline int input_value(signed char v) { return v; }
 inline int input_value(unsigned char v) { return v; }
 
@@ -167,7 +171,7 @@ class fragment {
   static_assert(detail::supported<Use, M, N, K, T>(),
                 "wmma on the CPU executor: this fragment's shape or type is not modelled (modelled: m16n16k16, "
                 "m32n8k16, m8n32k16 with half, __nv_bfloat16, signed char or unsigned char inputs and float, half "
-                "or int accumulators; m16n16k8 with precision::tf32 and float)");
+                "or int accumulators; m16n16k8 with precision::tf32 and float; m8n8k4 with double)");
   static_assert(std::is_same<Use, accumulator>::value || std::is_same<Layout, row_major>::value ||
                     std::is_same<Layout, col_major>::value,
                 "a matrix_a or matrix_b fragment names its layout: wmma::row_major or wmma::col_major");
@@ -266,6 +270,9 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
                 "wmma::mma_sync: signed char and unsigned char inputs take int accumulators, and only they do");
   static_assert(!std::is_same<TC, __half>::value || std::is_same<TA, __half>::value,
                 "wmma::mma_sync: a half accumulator takes half inputs");
+  constexpr bool dbl = std::is_same<TA, double>::value;
+  static_assert(dbl == std::is_same<TC, double>::value,
+                "wmma::mma_sync: double inputs take double accumulators, and only they do");
   detail::warp_collective("mma_sync", line);
   // Every lane of a warp usually holds the same tiles: a lane whose inputs are, byte for byte, those the
   // last lane of its warp multiplied takes that lane's result instead of computing it again.
@@ -292,7 +299,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
   // element, the loop over j innermost (each element's order is kept; the compiler may do several
   // elements at once).
   using In = decltype(detail::input_value(a.x[0]));
-  using Sum = typename std::conditional<ints, long long, float>::type;
+  using Sum = typename std::conditional<ints, long long, typename std::conditional<dbl, double, float>::type>::type;
   In av[M * K], bv[K * N];
   constexpr bool a_cols = std::is_same<LA, col_major>::value, b_cols = std::is_same<LB, col_major>::value;
   for (int i = 0; i < M; ++i)
@@ -301,7 +308,7 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
     for (int j = 0; j < N; ++j) bv[k * N + j] = detail::input_value(b.x[b_cols ? j * K + k : k * N + j]);
   Sum s[M * N];
   for (int i = 0; i < M * N; ++i) {
-    if constexpr (ints) s[i] = c.x[i];
+    if constexpr (ints || dbl) s[i] = c.x[i];
     else s[i] = static_cast<float>(c.x[i]);
   }
   for (int i = 0; i < M; ++i) {
@@ -309,14 +316,20 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
     for (int j = 0; j < N; ++j) row[j] = s[i * N + j];
     for (int k = 0; k < K; ++k) {
       const In x = av[i * K + k];
+      if constexpr (dbl) {   // a double product is not exact: each is added with one rounding (an fma)
+        for (int j = 0; j < N; ++j) row[j] = std::fma(x, bv[k * N + j], row[j]);
+      } else {
 #pragma GCC unroll 32
-      for (int j = 0; j < N; ++j) row[j] += static_cast<Sum>(x * bv[k * N + j]);   // an exact product
+        for (int j = 0; j < N; ++j) row[j] += static_cast<Sum>(x * bv[k * N + j]);   // an exact product
+      }
     }
     for (int j = 0; j < N; ++j) s[i * N + j] = row[j];
   }
   TD out[M * N];
   for (int i = 0; i < M * N; ++i) {
-    if constexpr (ints) {
+    if constexpr (dbl) {
+      out[i] = s[i];   // double has no saturating form (satf is not read)
+    } else if constexpr (ints) {
       const long long v = s[i];
       if (satf) out[i] = int(v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : v);
       else out[i] = int(uint32_t(uint64_t(v)));
