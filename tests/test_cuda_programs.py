@@ -39,6 +39,51 @@ def test_launch_rewrite_keeps_lines_and_skips_strings():
     assert "0, stream)(x, y);" in out
 
 
+def test_host_variables_named_grid_dim_and_block_dim(tmp_path):
+    """A host function's `dim3 gridDim, blockDim` are its own; the kernel's built-ins stay the kernel's."""
+    src = tmp_path / "dims.cu"
+    src.write_text("#include <cstdio>\n#define WIDTH blockDim.x\n"
+                   "__global__ void k(int* x) { x[blockIdx.x * WIDTH + threadIdx.x] = gridDim.x * 100 + blockDim.x; }\n"
+                   "void run(int* x, const dim3& blockDim) {\n  dim3 gridDim;\n  gridDim.x = 12 / blockDim.x;\n"
+                   "  k<<<gridDim, blockDim>>>(x);\n}\n"
+                   "int main() {\n  int* x;\n  cudaMallocManaged(&x, 12 * sizeof(int));\n  run(x, dim3(4));\n"
+                   "  cudaDeviceSynchronize();\n  printf(\"%d %d\\n\", x[0], x[11]);\n}\n")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out == "304 304\n"
+    text = program_source.rewrite_host_dims(src.read_text())
+    assert "dim3 labkit_host_gridDim;" in text and "#define WIDTH blockDim.x" in text
+    assert "= gridDim.x * 100 + blockDim.x;" in text
+
+
+def test_nvtx_ranges_a_single_percent_timer_read_and_event_flags(tmp_path):
+    """NVTX annotations are no-ops with no profiler; `%globaltimer` written with one % (as nvcc takes it)
+    reads the timer; cudaEventCreate's C++ form takes flags."""
+    src = tmp_path / "annotated.cu"
+    src.write_text(r"""#include <cstdio>
+#include <nvtx3/nvToolsExt.h>
+__global__ void k(unsigned long long* t) {
+  unsigned long long g;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(g));
+  *t = g;
+}
+int main() {
+  nvtxRangePushA("outer");
+  unsigned long long* t;
+  cudaMallocManaged(&t, sizeof *t);
+  cudaEvent_t e;
+  printf("%s ", cudaGetErrorName(cudaEventCreate(&e, cudaEventDisableTiming)));
+  k<<<1, 1>>>(t);
+  cudaEventRecord(e);
+  cudaEventSynchronize(e);
+  printf("timer past 2017: %d, depth %d\n", *t > 1500000000ull * 1000000000ull, nvtxRangePop());
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out == "cudaSuccess timer past 2017: 1, depth 0\n"
+
+
 @pytest.mark.check
 def test_a_device_side_wait_for_child_grids_and_the_driver_api_refused_by_name(tmp_path):
     dp = tmp_path / "dp.cu"

@@ -375,15 +375,40 @@ def rewrite_dim_members(src: str) -> str:
     return kernel_source.apply_edits(src, [(m.start(1), m.start(1), "labkit_") for m in _DIM_MEMBER.finditer(text)])
 
 
+# `dim3 gridDim, blockDim;` in host code: names of the host's own there (kernels' built-ins only exist in
+# device code), which the executor's gridDim and blockDim (macros, for kernels) would replace.
+_HOST_DIM = re.compile(r"(?<![\w.>:])(gridDim|blockDim)\b")
+_HOST_DIM_DECL = re.compile(r"\bdim3\b[\s&*]*(?:\w+\s*(?:\([^()]*\))?\s*,[\s&*]*)*(gridDim|blockDim)\b")
+
+
+def rewrite_host_dims(src: str) -> str:
+    """Where host code declares a dim3 named ``gridDim`` or ``blockDim``: that name -> ``labkit_host_gridDim``
+    (``labkit_host_blockDim``) at every use outside __global__ and __device__ functions and preprocessor
+    lines."""
+    text = _blank(src)
+    spans = device_spans(text)
+    in_device = lambda pos: any(a <= pos < b for a, b in spans)   # noqa: E731
+    declared = {m.group(1) for m in _HOST_DIM_DECL.finditer(text) if not in_device(m.start(1))}
+    edits = []
+    for m in _HOST_DIM.finditer(text):
+        if m.group(1) not in declared or in_device(m.start()):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if text[line_start:m.start()].lstrip().startswith("#"):
+            continue
+        edits.append((m.start(), m.start(), "labkit_host_"))
+    return kernel_source.apply_edits(src, edits)
+
+
 def rewrite_program(src: str, path: str) -> str:
     """A program file as the host compiler reads it: its __shared__ declarations and its inline PTX reads
     of special registers as for kernels (kernel_source.rewrite), its launches as calls (rewrite_launches),
+    host variables named gridDim or blockDim renamed (rewrite_host_dims),
     clock() in device code as the SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the
     device pass reads them (rewrite_arch_conditions), and each kernel registered by its address
     (rewrite_kernel_registrations)."""
-    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_dim_members(rewrite_arch_conditions(src)),
-                                                                    time_registers=True)),
-                           path)
+    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(
+        rewrite_host_dims(rewrite_dim_members(rewrite_arch_conditions(src))), time_registers=True)), path)
     if path.endswith((".cpp", ".cc", ".cxx", ".c")):    # C++ files hold no kernels
         return src
     return rewrite_kernel_registrations(src)

@@ -1181,6 +1181,8 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned f) {
   *e = new CUevent_st{std::chrono::steady_clock::now(), false, f, nullptr};
   return cudaSuccess;
 }
+// The C++ form with flags (cuda_runtime.h's overload).
+inline cudaError_t cudaEventCreate(cudaEvent_t* e, unsigned f) { return cudaEventCreateWithFlags(e, f); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
   if (!e) return ::labkit::rt::fail(cudaErrorInvalidResourceHandle);
