@@ -1,5 +1,6 @@
 """CUDA graphs in whole programs on the CPU executor (labkit.cuda): stream capture, graphs built node by
-node, kernel nodes and cudaLaunchKernel by a kernel's address, and NVIDIA's simpleCudaGraphs, unchanged."""
+node, kernel nodes and cudaLaunchKernel by a kernel's address, memory and conditional nodes, and NVIDIA's
+simpleCudaGraphs, unchanged."""
 from __future__ import annotations
 
 import shutil
@@ -28,6 +29,34 @@ def test_captured_and_built_graphs():
         "PASSED"]
 
 
+def test_memory_nodes_allocate_at_a_fixed_address_at_each_launch():
+    rc, out, err = run_program(DATA / "graph_memory.cu")
+    assert rc == 0, err
+    assert out.splitlines() == [
+        "before launch: used 0 reserved 0",
+        "explicit: out[999] = 2997, used 4000, peak 4000: cudaSuccess",   # 2 * 1.5 * 999; freed, still the graph's
+        "captured: b[10] = 30, used 8000",
+        "freed: used 8000",
+        "trimmed: used 0, peak 8000",
+        "end: cudaSuccess"]
+    rc, out, err = run_program(DATA / "graph_memory.cu", ["x"])
+    assert "end: cudaErrorInvalidValue" in out
+    assert "graph_memory.cu:41: a graph's allocation node runs again while its memory" in err, err
+    rc, out, err = run_program(DATA / "graph_memory.cu", ["x", "y"])
+    assert "end: cudaErrorIllegalAddress" in out
+    assert ("graph_memory.cu:55: kernel 'fill': argument 0 (0x" in err and "points into a 4000-byte allocation (a graph's "
+            "allocation node at " in err and "graph_memory.cu:41) that cudaFree already released" in err), err
+
+
+def test_conditional_nodes_choose_and_repeat_their_body_graphs():
+    rc, out, err = run_program(DATA / "graph_conditionals.cu")
+    assert rc == 0, err
+    assert out.splitlines() == ["if/else with 0, 5: BA",          # 0: the else body; not 0: the if body
+                                "switch with 2, 0, 7, 1: CAB",    # 7: past the last body, none runs
+                                "while from 4: 4321Z",            # until the body's kernel sets 0
+                                "cudaSuccess"]
+
+
 @pytest.mark.check
 def test_kernels_are_registered_by_address_unless_templates_or_overloads():
     src = ("template <class T> __global__ void t(T* x) {}\n__global__ void __launch_bounds__(256) k(int* a) {\n}\n"
@@ -50,7 +79,7 @@ def test_a_template_kernel_by_address_is_reported(tmp_path):
 
 @pytest.mark.check
 def test_graph_facilities_not_modelled_are_refused_by_name():
-    src = "void f(cudaGraph_t g) { cudaGraphNode_t n; cudaGraphAddMemAllocNode(&n, g, 0, 0, 0); }\n"
+    src = "void f(cudaGraph_t g) { cudaGraphNode_t n; cudaGraphAddEventRecordNode(&n, g, 0, 0, 0); }\n"
     with pytest.raises(UnsupportedOnCPU, match=r"g.cu:1 uses a CUDA graph facility the CPU executor does not model"):
         program_source.check_program_supported(src, "g.cu")
     program_source.check_program_supported("void cudaGraphsManual();\nvoid g() { cudaGraphsManual(); }\n", "g.cu")

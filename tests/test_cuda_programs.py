@@ -39,12 +39,57 @@ def test_launch_rewrite_keeps_lines_and_skips_strings():
     assert "0, stream)(x, y);" in out
 
 
+def test_host_variables_named_grid_dim_and_block_dim(tmp_path):
+    """A host function's `dim3 gridDim, blockDim` are its own; the kernel's built-ins stay the kernel's."""
+    src = tmp_path / "dims.cu"
+    src.write_text("#include <cstdio>\n#define WIDTH blockDim.x\n"
+                   "__global__ void k(int* x) { x[blockIdx.x * WIDTH + threadIdx.x] = gridDim.x * 100 + blockDim.x; }\n"
+                   "void run(int* x, const dim3& blockDim) {\n  dim3 gridDim;\n  gridDim.x = 12 / blockDim.x;\n"
+                   "  k<<<gridDim, blockDim>>>(x);\n}\n"
+                   "int main() {\n  int* x;\n  cudaMallocManaged(&x, 12 * sizeof(int));\n  run(x, dim3(4));\n"
+                   "  cudaDeviceSynchronize();\n  printf(\"%d %d\\n\", x[0], x[11]);\n}\n")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out == "304 304\n"
+    text = program_source.rewrite_host_dims(src.read_text())
+    assert "dim3 labkit_host_gridDim;" in text and "#define WIDTH blockDim.x" in text
+    assert "= gridDim.x * 100 + blockDim.x;" in text
+
+
+def test_nvtx_ranges_a_single_percent_timer_read_and_event_flags(tmp_path):
+    """NVTX annotations are no-ops with no profiler; `%globaltimer` written with one % (as nvcc takes it)
+    reads the timer; cudaEventCreate's C++ form takes flags."""
+    src = tmp_path / "annotated.cu"
+    src.write_text(r"""#include <cstdio>
+#include <nvtx3/nvToolsExt.h>
+__global__ void k(unsigned long long* t) {
+  unsigned long long g;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(g));
+  *t = g;
+}
+int main() {
+  nvtxRangePushA("outer");
+  unsigned long long* t;
+  cudaMallocManaged(&t, sizeof *t);
+  cudaEvent_t e;
+  printf("%s ", cudaGetErrorName(cudaEventCreate(&e, cudaEventDisableTiming)));
+  k<<<1, 1>>>(t);
+  cudaEventRecord(e);
+  cudaEventSynchronize(e);
+  printf("timer past 2017: %d, depth %d\n", *t > 1500000000ull * 1000000000ull, nvtxRangePop());
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out == "cudaSuccess timer past 2017: 1, depth 0\n"
+
+
 @pytest.mark.check
-def test_dynamic_parallelism_and_driver_api_refused_by_name(tmp_path):
+def test_a_device_side_wait_for_child_grids_and_the_driver_api_refused_by_name(tmp_path):
     dp = tmp_path / "dp.cu"
-    dp.write_text("__global__ void child() {}\n__global__ void parent() {\n  child<<<1, 1>>>();\n}\n"
-                  "int main() { parent<<<1, 1>>>(); }\n")
-    with pytest.raises(UnsupportedOnCPU, match=r"dp.cu:3 launches a kernel from device code \(dynamic parallelism\)"):
+    dp.write_text("__global__ void child() {}\n__global__ void parent() {\n  child<<<1, 1>>>();\n"
+                  "  cudaDeviceSynchronize();\n}\nint main() { parent<<<1, 1>>>(); }\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"dp.cu:4 calls cudaDeviceSynchronize in device code.*CUDA 12 removed"):
         run_program(dp)
     drv = tmp_path / "drv.cu"
     drv.write_text("#include <cuda.h>\nint main() { CUdevice d; cuInit(0); return 0; }\n")
@@ -58,9 +103,9 @@ def test_dynamic_parallelism_and_driver_api_refused_by_name(tmp_path):
     p2p.write_text("int main() {\n  cudaDeviceEnablePeerAccess(1, 0);\n}\n")
     with pytest.raises(UnsupportedOnCPU, match=r"p2p.cu:2 uses peer access between GPUs"):
         run_program(p2p)
-    lib = tmp_path / "blas.cu"
-    lib.write_text("#include <cublas_v2.h>\nint main() {}\n")
-    with pytest.raises(UnsupportedOnCPU, match=r"blas.cu:1 includes <cublas_v2.h>, a CUDA library"):
+    lib = tmp_path / "fft.cu"
+    lib.write_text("#include <cufft.h>\nint main() {}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"fft.cu:1 includes <cufft.h>, a CUDA library"):
         run_program(lib)
 
 
@@ -133,6 +178,112 @@ def test_host_threads_stream_callbacks_and_the_device_clock():
     rc, out, err = run_program(DATA / "callbacks_threads.cu")
     assert rc == 0, err
     assert "stream 3: sum 4000" in out and "waited 20 ms of cycles: yes" in out and "PASSED" in out
+
+
+def test_threads_that_wait_on_the_clock_wait_together(tmp_path):
+    """512 threads each wait 20 ms of cycles: together, as a block does on a GPU (10 s one after another)."""
+    src = tmp_path / "delay.cu"
+    src.write_text(r"""
+#include <chrono>
+#include <cstdio>
+__global__ void delay(long long cycles, long long* waited) {
+  long long start = clock64(), now = start;
+  while (now - start < cycles) now = clock64();
+  waited[threadIdx.x] = now - start;
+}
+int main() {
+  int rate;
+  cudaDeviceGetAttribute(&rate, cudaDevAttrClockRate, 0);   // kHz
+  long long* waited;
+  cudaMallocManaged(&waited, 512 * sizeof(long long));
+  auto t0 = std::chrono::steady_clock::now();
+  delay<<<1, 512>>>(20LL * rate, waited);
+  cudaDeviceSynchronize();
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  long long least = waited[0];
+  for (int i = 1; i < 512; ++i) least = waited[i] < least ? waited[i] : least;
+  printf("each waited 20 ms: %s; all in less than 2 s: %s\n", least >= 20LL * rate ? "yes" : "no", ms < 2000 ? "yes" : "no");
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out == "each waited 20 ms: yes; all in less than 2 s: yes\n"
+
+
+SHUFFLES = r"""
+#include <cstdio>
+#include <cooperative_groups.h>
+namespace cg = cooperative_groups;
+// Tiles of 8 lanes shuffle a different number of times each (lane groups go on at their own pace),
+// then the whole warp shuffles: every value read is the one its source lane gave in that shuffle.
+__global__ void k(int* bad) {
+  cg::thread_block_tile<8> tile = cg::tiled_partition<8>(cg::this_thread_block());
+  const int lane = threadIdx.x % 32;
+  int v = lane;
+  for (int r = 0; r < tile.meta_group_rank() + 1; ++r) {
+    const int got = tile.shfl_down(v * 100 + r, 1);
+    const int want = (tile.thread_rank() < 7 ? lane + 1 : lane) * 100 + r;
+    if (got != want) atomicAdd(bad, 1);
+  }
+  for (int r = 0; r < 3; ++r) {
+    const int got = __shfl_sync(0xffffffffu, lane * 10 + r, (lane + 5) % 32);
+    if (got != ((lane + 5) % 32) * 10 + r) atomicAdd(bad, 1);
+    const int x = __shfl_xor_sync(0xffffffffu, lane + r, 16);
+    if (x != (lane ^ 16) + r) atomicAdd(bad, 1);
+  }
+}
+int main() {
+  int* bad;
+  cudaMallocManaged(&bad, sizeof(int));
+  *bad = 0;
+  k<<<3, 128>>>(bad);
+  cudaDeviceSynchronize();
+  printf("wrong values read: %d\n", *bad);
+}
+"""
+
+
+@pytest.mark.parametrize("check", [None, "shuffle"])
+def test_shuffles_of_tiles_at_their_own_pace_read_their_sources_values(tmp_path, check):
+    src = tmp_path / "shuffles.cu"
+    src.write_text(SHUFFLES)
+    rc, out, err = run_program(src, check=check)
+    assert rc == 0, err
+    assert out == "wrong values read: 0\n"
+
+
+ROUNDED = r"""
+#include <cstdio>
+// Each thread adds with its own rounding mode, between barriers and plain additions: a mode must hold
+// for its one operation only, whichever threads run in between.
+__global__ void k(int* bad) {
+  const double tiny = 1e-30;
+  for (int i = 0; i < 4; ++i) {
+    const double up = __dadd_ru(1.0, tiny), down = __dadd_rd(1.0, tiny);
+    __syncthreads();
+    const double plain = 1.0 + tiny, plain_neg = -1.0 - tiny;
+    if (up <= 1.0 || down != 1.0 || plain != 1.0 || plain_neg != -1.0) atomicAdd(bad, 1);
+    __syncthreads();
+  }
+}
+int main() {
+  int* bad;
+  cudaMallocManaged(&bad, sizeof(int));
+  *bad = 0;
+  k<<<2, 256>>>(bad);
+  cudaDeviceSynchronize();
+  printf("threads that saw another's rounding mode: %d\n", *bad);
+}
+"""
+
+
+@pytest.mark.parametrize("check", [None, "shuffle"])
+def test_a_rounding_mode_holds_for_its_own_operation_only(tmp_path, check):
+    src = tmp_path / "rounded.cu"
+    src.write_text(ROUNDED)
+    rc, out, err = run_program(src, check=check)
+    assert rc == 0, err
+    assert out == "threads that saw another's rounding mode: 0\n"
 
 
 def test_device_properties_describe_the_executor(tmp_path):
@@ -289,6 +440,53 @@ def test_the_race_check_finds_a_race_between_two_blocks_that_one_worker_runs_in_
     assert "race_between_blocks.cu:6" in err and "race_between_blocks.cu:7" in err, err[-2000:]
 
 
+DYNAMIC_PARALLELISM = r"""
+#include <cstdio>
+__device__ int order[4];
+__device__ int next_slot;
+// Each level writes its own four numbers and launches the next level (three deep) from its thread 0.
+__global__ void child(int* out, int base, int depth) {
+  out[base + threadIdx.x] = depth * 100 + threadIdx.x + out[base - 1];
+  __syncthreads();
+  if (threadIdx.x == 0 && next_slot < 4) order[atomicAdd(&next_slot, 1)] = depth;
+  if (depth < 3 && threadIdx.x == 0) child<<<1, 4>>>(out, base + 4, depth + 1);
+}
+__global__ void parent(int* out, int deep) {
+  out[threadIdx.x] = 7 + threadIdx.x;
+  if (threadIdx.x == 0) {
+    if (next_slot < 4) order[atomicAdd(&next_slot, 1)] = 0;
+    child<<<1, 4, 0, cudaStreamTailLaunch>>>(out, 4, 1);
+    if (deep) parent<<<1, 1>>>(out, deep);   // nested past CUDA's 24 levels
+  }
+}
+int main(int argc, char**) {
+  int* d;
+  cudaMalloc(&d, 16 * sizeof(int));
+  parent<<<1, 4>>>(d, argc > 1);
+  cudaError_t e = cudaDeviceSynchronize();
+  int h[16], o[4];
+  cudaMemcpy(h, d, sizeof h, cudaMemcpyDeviceToHost);
+  cudaMemcpyFromSymbol(o, order, sizeof o);
+  for (int i = 0; i < 16; ++i) printf("%d ", h[i]);
+  printf("\norder %d %d %d %d: %s\n", o[0], o[1], o[2], o[3], cudaGetErrorName(cudaGetLastError()));
+  return e != cudaSuccess;
+}
+"""
+
+
+def test_a_kernel_launched_from_device_code_runs_after_its_parent(tmp_path):
+    """Dynamic parallelism: each child sees what its parent wrote before the launch (out[base - 1]),
+    runs after the whole parent grid (order), and a child's children run before the host's wait returns."""
+    src = tmp_path / "dp.cu"
+    src.write_text(DYNAMIC_PARALLELISM)
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    assert "7 8 9 10 110 111 112 113 313 314 315 316 616 617 618 619 \norder 0 1 2 3: cudaSuccess" in out
+    rc, out, err = run_program(src, ["deep"])
+    assert "at nesting depth 24: CUDA allows 24 levels (cudaErrorLaunchMaxDepthExceeded)" in err, err[-2000:]
+    assert "cudaErrorLaunchMaxDepthExceeded" in out
+
+
 # --- NVIDIA's cuda-samples, unchanged -------------------------------------------------------------
 @pytest.mark.parametrize("sample, args, expect", [
     ("vectorAdd", [], ["[Vector addition of 50000 elements]", "Test PASSED"]),
@@ -308,6 +506,20 @@ def test_cuda_samples_run_unchanged(sample, args, expect):
     for line in expect:
         assert line in out, out[-2000:]
     assert "Hopper" in out or sample in ("vectorAdd", "deviceQuery")
+
+
+def test_cuda_samples_with_dynamic_parallelism_run_unchanged():
+    """cdpSimplePrint: 2 + 8 + 32 blocks, each level launched by every thread of the one above;
+    cdpSimpleQuicksort: two child grids per partition, each in a stream created in device code."""
+    rc, out, err = run_program(SAMPLES / "cdpSimplePrint", ["-depth=3"])
+    assert rc == 0, err[-2000:]
+    assert "In total 2+8+32=42 blocks are launched!!! (40 from the GPU)" in out
+    blocks = re.findall(r"^((?:\|  )*)BLOCK (\d+) launched by (?:the host|thread (\d) of block (\d+))$", out, re.M)
+    assert sorted(int(b[1]) for b in blocks) == list(range(42))
+    assert [len(b[0]) // 3 for b in blocks].count(2) == 32
+    rc, out, err = run_program(SAMPLES / "cdpSimpleQuicksort", ["-num_items=1000"])
+    assert rc == 0, err[-2000:]
+    assert "Running quicksort on 1000 elements" in out and "Validating results: OK" in out
 
 
 def test_cuda_samples_with_grid_syncs_and_coalesced_groups_run_unchanged():

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -215,15 +216,31 @@ def test_lanes_at_different_wmma_calls_are_reported():
         fn((1,), (32,), [np.zeros(256, np.float16), np.zeros(32, np.float32)])
 
 
+@pytest.mark.parametrize("la, lb, store_row", [("row_major", "col_major", True), ("col_major", "row_major", False)])
+def test_double_gemm_adds_each_product_with_one_rounding(la, lb, store_row):
+    """m8n8k4 with double: each element's sum, in the order k = 0, 1, ..., takes each product with one
+    rounding (an fma, as IEEE FP64 tensor cores do), bit for bit."""
+    rng = np.random.default_rng(5)
+    M, N, K = 16, 16, 8
+    a, b, c0 = rng.uniform(-1, 1, (M, K)), rng.uniform(-1, 1, (K, N)), rng.uniform(-1, 1, (M, N))
+    d = _run(_gemm("double", "double", la, lb, store_row, (8, 8), tk=4), a, b, c0, la, lb, store_row, (8, 8))
+    want = np.empty((M, N))
+    for i in range(M):
+        for j in range(N):
+            s = Fraction(c0[i, j])
+            for k in range(K):
+                s = Fraction(float(s + Fraction(a[i, k]) * Fraction(b[k, j])))   # fma: one rounding
+            want[i, j] = 2 * float(s)
+    assert np.array_equal(d, want)
+    plain = 2 * (c0 + a @ b)
+    assert not np.array_equal(want, plain) and np.abs(want - plain).max() < 1e-13
+
+
 def test_shapes_and_types_not_modelled_are_refused_by_name():
     with pytest.raises(UnsupportedOnCPU, match="sub-byte tensor-core operations"):
         CPUModule('#include <mma.h>\nusing namespace nvcuda;\nextern "C" __global__ void k(int* y) {\n'
                   '  wmma::fragment<wmma::matrix_a, 8, 8, 32, wmma::experimental::precision::u4, wmma::row_major> f;\n}\n',
                   path="u4.cu")
-    with pytest.raises(UnsupportedOnCPU, match="double tensor-core operations"):
-        program_source.check_program_supported(
-            "#include <mma.h>\nusing namespace nvcuda;\n__global__ void k() {\n"
-            "  wmma::fragment<wmma::accumulator, 8, 8, 4, double> f;\n}\n", "d.cu")
     program_source.check_program_supported(   # <mma.h> itself is provided now
         "#include <mma.h>\nusing namespace nvcuda;\n__global__ void k() {\n"
         "  wmma::fragment<wmma::accumulator, 16, 16, 16, float> f;\n}\n", "f.cu")

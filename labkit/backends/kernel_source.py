@@ -5,7 +5,7 @@ The executor compiles the kernel file's own text with a header in front
 
 * finds the ``extern "C" __global__`` kernels, the ``__constant__`` and
   ``__device__`` variables (the names Python may ask for);
-* refuses constructs the executor cannot model (sub-byte and double tensor-core operations,
+* refuses constructs the executor cannot model (sub-byte tensor-core operations,
   inline PTX but the reads of special registers that rewrite_special_registers turns into
   the executor's calls, ``clock64``, multi-device grid groups), naming them, and honours
   a kernel file's declaration that it needs a GPU
@@ -87,7 +87,6 @@ UNSUPPORTED = [
     (re.compile(r"\bexperimental::precision\b|\bprecision::(?:u4|s4|b1)\b|\bbmma_sync\b"),
      "sub-byte tensor-core operations (wmma::experimental::precision u4, s4, b1; half, bf16, tf32 and 8-bit "
      "inputs are modelled by mma.h)"),
-    (re.compile(r"\bwmma::fragment\s*<[^;{}]*?\bdouble\b"), "double tensor-core operations (wmma m8n8k4 double)"),
     (re.compile(r"\b__(?:h|i|b|d)?mma_\w+"), "the tensor cores' builtins (__hmma_*, __imma_*; nvcuda::wmma is modelled)"),
     (re.compile(r"\bclock64\s*\(|\bclock\s*\(\s*\)"), "the SM cycle counter (clock64)"),
     (re.compile(r"\bthis_multi_grid\s*\(|\bmulti_grid_group\b"), "multi-device grid groups (this_multi_grid)"),
@@ -161,6 +160,7 @@ def blank_gpu_only(text: str) -> str:
 
 # Inline PTX that only reads a special register into a variable, the form teaching code and samples use:
 #   asm("mov.u32 %0, %%laneid;" : "=r"(lane));   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+# (nvcc takes the register with a single % as well: `mov.u64 %0, %globaltimer;`, as cuda-samples write it)
 # rewrite_special_registers turns it into an assignment from the executor's call (labkit_cpu.h's
 # labkit::sreg); every other asm statement is refused (UNSUPPORTED).
 SPECIAL_REGISTERS = {
@@ -175,7 +175,7 @@ SPECIAL_REGISTERS = {
 TIME_REGISTERS = {"clock": "::labkit::sreg::clock()", "clock64": "::labkit::sreg::clock64()",
                   "globaltimer": "::labkit::sreg::globaltimer()"}
 _SPECIAL_ASM = re.compile(
-    r'\b(?:asm|__asm__)\s*(?:(?:volatile|__volatile__)\s*)?\(\s*"\s*mov\.([usb])(32|64)\s+%0\s*,\s*%%([\w.]+)\s*;?\s*"'
+    r'\b(?:asm|__asm__)\s*(?:(?:volatile|__volatile__)\s*)?\(\s*"\s*mov\.([usb])(32|64)\s+%0\s*,\s*%%?([A-Za-z_][\w.]*)\s*;?\s*"'
     r'\s*:\s*"=([rl])"\s*\(((?:[^()]|\([^()]*\))*)\)\s*\)')
 
 

@@ -7,11 +7,11 @@
 
 The program is built with the host C++ compiler against labkit's own ``cuda_runtime.h`` and the
 cuda-samples' common headers (``helper_cuda.h``, ``helper_string.h``, ``helper_timer.h``,
-``helper_functions.h``), cuRAND's (``curand.h``, ``curand_kernel.h``), ``cuda_fp16.h`` (``__half``,
+``helper_functions.h``), cuRAND's (``curand.h``, ``curand_kernel.h``), a part of cuBLAS's (``cublas_v2.h``), NVTX's (``nvtx3/nvToolsExt.h``: no-ops, as with no profiler attached), ``cuda_fp16.h`` (``__half``,
 ``__half2``), ``cuda_bf16.h`` (``__nv_bfloat16``) and ``mma.h`` (``nvcuda::wmma``), and runs in a child
 process; inline PTX that reads a special register (``%laneid``, ``%smid``, ``%clock64``, ...) becomes the
-executor's call.  What the executor does not model (textures, graphics interop, the driver API, several
-GPUs, dynamic parallelism, the CUDA libraries other than cuRAND, fp8, other inline PTX) is refused before anything is compiled, by name.  The device the program sees is one modelled on an H100 whose
+executor's call; a kernel launched from device code runs after the grid that launched it.  What the executor does not model (textures, graphics interop, the driver API, several
+GPUs, a device-side cudaDeviceSynchronize, the CUDA libraries other than cuRAND and that part of cuBLAS, fp8, other inline PTX) is refused before anything is compiled, by name.  The device the program sees is one modelled on an H100 whose
 name says it is the CPU executor (``cudaDeviceProp::labkitCpuExecutor`` is 1).
 """
 from __future__ import annotations

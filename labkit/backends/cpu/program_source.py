@@ -18,9 +18,11 @@ launch configuration and the arguments as the CUDA runtime would, and runs the g
 
 Before anything is compiled, what the executor does not model is refused by name, with advice:
 textures and surfaces, graphics interop, the driver API (``cu*`` calls), several GPUs and peer
-access, dynamic parallelism (a launch from device code), the graph nodes beyond kernels, copies, memsets
-and host functions, inter-process memory, and the
-CUDA libraries (cuBLAS, cuFFT, ...) but cuRAND (program_include/curand.h, curand_kernel.h), and
+access, a device-side cudaDeviceSynchronize (launches from device code run: labkit_runtime_api.h), the
+graph nodes beyond kernels, copies, memsets, host functions, memory and conditionals (event and child-graph
+nodes), inter-process memory, and the
+CUDA libraries (cuFFT, cuSPARSE, ...) but cuRAND (program_include/curand.h, curand_kernel.h) and a part of
+cuBLAS (program_include/cublas_v2.h), and
 fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
 include/), and inline PTX other than the reads of special registers that the rewrite turns into the
 executor's calls (kernel_source.rewrite_special_registers).
@@ -50,11 +52,11 @@ _HOST_UNSUPPORTED = [
     (re.compile(r"\bcuda(?:DeviceEnablePeerAccess|DeviceDisablePeerAccess|MemcpyPeer\w*)\s*\("),
      "peer access between GPUs", "the CPU executor models one device"),
     (re.compile(r"\bcudaGraph(?=[A-Z])(?!(?:Create|Destroy|AddKernelNode|KernelNodeSetParams|AddMemcpyNode|AddMemcpyNode1D|"
-                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
+                r"AddMemsetNode|AddHostNode|AddEmptyNode|AddMemAllocNode|AddMemFreeNode|AddNode|ConditionalHandleCreate|SetConditional|AddDependencies|GetNodes|GetRootNodes|NodeGetType|Clone|"
                 r"Instantiate|InstantiateWithFlags|Upload|Launch|ExecDestroy|ExecKernelNodeSetParams|ExecUpdate)\s*\()"
-                r"\w+\s*\(|\bcudaStreamBeginCaptureToGraph\s*\(|\bcudaGraphConditional\w*|\bcudaGraphMem\w*"),
-     "a CUDA graph facility the CPU executor does not model (memory, event, child-graph or conditional nodes)",
-     "build the graph from kernel, memcpy, memset and host nodes, or by stream capture"),
+                r"\w+\s*\("),
+     "a CUDA graph facility the CPU executor does not model (event or child-graph nodes)",
+     "build the graph from kernel, memcpy, memset, host, memory and conditional nodes, or by stream capture"),
     (re.compile(r"\bcurandState(?:MRG32k3a|Mtgp32|Scrambled\w*)\w*|\bCURAND_RNG_(?:PSEUDO_MRG32K3A|PSEUDO_MTGP32|"
                 r"PSEUDO_MT19937|QUASI_SCRAMBLED_\w+)|\bcurandMakeMTGP32\w*|\bCURAND_SCRAMBLED_\w+"),
      "a cuRAND generator the CPU executor does not provide (MRG32k3a, MTGP32, MT19937, scrambled Sobol)",
@@ -69,7 +71,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"])\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
 
@@ -81,6 +83,8 @@ def _header_words(name: str) -> str:
         return "graphics interop"
     if name.startswith("cuda/"):
         return "a device facility (libcu++ beyond <cuda/barrier> and <cuda/pipeline>)"
+    if name.startswith("cublas"):
+        return "a cuBLAS header other than cublas_v2.h (which labkit provides in part)"
     if name == "mpi":
         return "MPI (several processes, one GPU each)"
     return "a CUDA library"
@@ -219,6 +223,10 @@ def device_spans(text: str) -> list[tuple[int, int]]:
     return spans
 
 
+# A device-side wait for child grids (CUDA 11's dynamic parallelism; gone since CUDA 12).
+_DEVICE_SYNC = re.compile(r"\bcudaDeviceSynchronize\s*\(")
+
+
 def check_program_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
     executor does not model."""
@@ -239,11 +247,12 @@ def check_program_supported(src: str, path: str) -> None:
     spans = device_spans(text)
     for a, b in spans:
         body = text[a:b]
-        k = body.find("<<<")
-        if k >= 0:
+        m = _DEVICE_SYNC.search(body)
+        if m:
             raise UnsupportedOnCPU(
-                f"{path}:{_line(text, a + k)} launches a kernel from device code (dynamic parallelism), which "
-                "the CPU executor does not model: launch it from the host after the first kernel returns")
+                f"{path}:{_line(text, a + m.start())} calls cudaDeviceSynchronize in device code, to wait for the "
+                "grids it launched (dynamic parallelism); CUDA 12 removed it and the CPU executor does not model "
+                "it: launch the work that needs the children's results into cudaStreamTailLaunch, or from the host")
         for pattern, what in kernel_source.UNSUPPORTED:
             if "cycle counter" in what:   # a program's clock64() counts time (labkit_cpu.h)
                 continue
@@ -366,15 +375,40 @@ def rewrite_dim_members(src: str) -> str:
     return kernel_source.apply_edits(src, [(m.start(1), m.start(1), "labkit_") for m in _DIM_MEMBER.finditer(text)])
 
 
+# `dim3 gridDim, blockDim;` in host code: names of the host's own there (kernels' built-ins only exist in
+# device code), which the executor's gridDim and blockDim (macros, for kernels) would replace.
+_HOST_DIM = re.compile(r"(?<![\w.>:])(gridDim|blockDim)\b")
+_HOST_DIM_DECL = re.compile(r"\bdim3\b[\s&*]*(?:\w+\s*(?:\([^()]*\))?\s*,[\s&*]*)*(gridDim|blockDim)\b")
+
+
+def rewrite_host_dims(src: str) -> str:
+    """Where host code declares a dim3 named ``gridDim`` or ``blockDim``: that name -> ``labkit_host_gridDim``
+    (``labkit_host_blockDim``) at every use outside __global__ and __device__ functions and preprocessor
+    lines."""
+    text = _blank(src)
+    spans = device_spans(text)
+    in_device = lambda pos: any(a <= pos < b for a, b in spans)   # noqa: E731
+    declared = {m.group(1) for m in _HOST_DIM_DECL.finditer(text) if not in_device(m.start(1))}
+    edits = []
+    for m in _HOST_DIM.finditer(text):
+        if m.group(1) not in declared or in_device(m.start()):
+            continue
+        line_start = text.rfind("\n", 0, m.start()) + 1
+        if text[line_start:m.start()].lstrip().startswith("#"):
+            continue
+        edits.append((m.start(), m.start(), "labkit_host_"))
+    return kernel_source.apply_edits(src, edits)
+
+
 def rewrite_program(src: str, path: str) -> str:
     """A program file as the host compiler reads it: its __shared__ declarations and its inline PTX reads
     of special registers as for kernels (kernel_source.rewrite), its launches as calls (rewrite_launches),
+    host variables named gridDim or blockDim renamed (rewrite_host_dims),
     clock() in device code as the SM's counter (rewrite_device_clock), comparisons of __CUDA_ARCH__ as the
     device pass reads them (rewrite_arch_conditions), and each kernel registered by its address
     (rewrite_kernel_registrations)."""
-    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(rewrite_dim_members(rewrite_arch_conditions(src)),
-                                                                    time_registers=True)),
-                           path)
+    src = rewrite_launches(rewrite_device_clock(kernel_source.rewrite(
+        rewrite_host_dims(rewrite_dim_members(rewrite_arch_conditions(src))), time_registers=True)), path)
     if path.endswith((".cpp", ".cc", ".cxx", ".c")):    # C++ files hold no kernels
         return src
     return rewrite_kernel_registrations(src)

@@ -9,11 +9,13 @@ __global__ void add_one(int* d, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) d[i] += 1;
 }
+// clock() is the low 32 bits of the SM's counter: differences are taken modulo 2^32, so that a wait
+// across the counter's wrap (every 2.2 s at 1.98 GHz) ends too.
 __global__ void wait_cycles(long long cycles, long long* spent) {
-  clock_t start = clock();
-  clock_t now = start;
-  while ((long long)(now - start) < cycles) now = clock();
-  *spent = (long long)(now - start);
+  const unsigned start = (unsigned)clock();
+  unsigned elapsed = 0;
+  while ((long long)elapsed < cycles) elapsed = (unsigned)clock() - start;
+  *spent = (long long)elapsed;
 }
 
 struct Work { int id; int* h; int* d; cudaStream_t s; int sum; };

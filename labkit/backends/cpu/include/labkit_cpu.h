@@ -29,6 +29,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cfenv>
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+#endif
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -188,14 +191,18 @@ extern "C" void labkit_fiber_switch(void** save, void* load);
 #if defined(LABKIT_RUNTIME_LINKED)
 // (in the runtime's object)
 #elif defined(__x86_64__)
+// The floating-point control state (MXCSR, the x87 control word) is not switched, as on AArch64: every
+// thread of a kernel runs in the default modes (a rounding mode of its own is set and restored within
+// one operation, labkit::rounded, with no switch between), and storing and loading it cost four times
+// the rest of a switch.  The frame keeps an 8-byte slot (LABKIT_FRAME_BYTES), unused.
 asm(".text\n" LABKIT_FN_BEGIN(labkit_fiber_switch)
     "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
-    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  subq $8, %rsp\n"
     "  movq %rsp, (%rdi)\n  movq %rsi, %rsp\n"
-    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  addq $8, %rsp\n"
     "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
     "  ret\n" LABKIT_FN_END(labkit_fiber_switch));
-#define LABKIT_FRAME_BYTES 64  // 8 (mxcsr, x87 cw) + 6 registers + return address
+#define LABKIT_FRAME_BYTES 64  // 8 (an unused slot) + 6 registers + return address
 #elif defined(__aarch64__)
 asm(".text\n" LABKIT_FN_BEGIN(labkit_fiber_switch)
     "  sub sp, sp, #160\n"
@@ -300,6 +307,11 @@ struct WarpState {
   unsigned lane_mask[32];     // the mask each waiting lane's barrier names: lanes that wait with the same
                               // mask are one group (tiles of one warp synchronise apart, as on a GPU)
   unsigned long long slot[32];  // the values a shuffle or vote exchanges
+  // A shuffle: the lane each waiting lane reads (+1; 0: the lane waits at no shuffle), and what it
+  // reads, taken from the slots when the group is released (release_group), so that a lane that goes
+  // on to its next shuffle may overwrite its slot before the others have read theirs.
+  unsigned char shfl_src[32];
+  unsigned long long shfl_result[32];
   unsigned gen[32];           // group barriers released, by the group's lowest lane (race check)
   char race_sync[RACE_SETS][32][2];   // race check: sync objects of __syncwarp, by set, lowest lane and parity
   int collective_line[32];    // the line of the wmma operation each waiting lane called (0: none; mma.h)
@@ -468,6 +480,7 @@ LABKIT_RUNTIME_FN void syncthreads(int line);
 LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
 LABKIT_RUNTIME_FN void tile_sync(unsigned n);
 LABKIT_RUNTIME_FN void grid_sync(int line);
+LABKIT_RUNTIME_FN void let_others_run();   // a kernel thread steps aside for the others of its block
 LABKIT_RUNTIME_FN unsigned coalesce(const char* file, int line);
 LABKIT_RUNTIME_FN void release_workers();
 LABKIT_RUNTIME_FN std::string& last_error();
@@ -647,6 +660,10 @@ inline void yield_to_scheduler() {
   switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, false, W->race_sched);
 }
 
+LABKIT_RUNTIME_FN void let_others_run() {
+  if (tl_fiber && tl_worker) yield_to_scheduler();   // still ready: the scheduler comes back to it in turn
+}
+
 LABKIT_RUNTIME_FN std::string block_name(const Worker* W) {
   return "(" + std::to_string(W->block_idx.x) + "," + std::to_string(W->block_idx.y) + "," +
          std::to_string(W->block_idx.z) + ")";
@@ -676,9 +693,13 @@ inline bool release_group(Worker* W, WarpState& ws, unsigned warp, unsigned mask
   for (unsigned lane = 0; lane < 32; ++lane)
     if (((need >> lane) & 1u) && ws.lane_mask[lane] != mask) return false;
   for (unsigned lane = 0; lane < 32; ++lane) {
+    if (!((need >> lane) & 1u)) continue;
+    if (ws.shfl_src[lane]) {
+      ws.shfl_result[lane] = ws.slot[ws.shfl_src[lane] - 1];
+      ws.shfl_src[lane] = 0;
+    }
     unsigned i = warp * 32 + lane;
-    if (((need >> lane) & 1u) && lane != self && i < W->fibers.size() && W->fibers[i].state == St::WarpBar)
-      W->fibers[i].state = St::Ready;
+    if (lane != self && i < W->fibers.size() && W->fibers[i].state == St::WarpBar) W->fibers[i].state = St::Ready;
   }
   ws.arrived &= ~need;
   if (mask) ++ws.gen[__builtin_ctz(mask)];
@@ -687,8 +708,11 @@ inline bool release_group(Worker* W, WarpState& ws, unsigned warp, unsigned mask
 
 // After a lane returns: any group that was waiting only for it is complete now.
 inline void try_release_warp(Worker* W, WarpState& ws, unsigned warp) {
-  for (unsigned lane = 0; lane < 32; ++lane)
+  // Only the waiting lanes, in order (a release only clears bits): every thread's exit passes here.
+  for (unsigned m = ws.arrived; m; m &= m - 1) {
+    const unsigned lane = unsigned(__builtin_ctz(m));
     if ((ws.arrived >> lane) & 1u) release_group(W, ws, warp, ws.lane_mask[lane]);
+  }
 }
 
 // __syncthreads(): wait until every live thread of the block has arrived.
@@ -995,10 +1019,7 @@ inline void* initial_stack(char* lo, size_t size) {
   // stack pointer must be 8 mod 16, as at any function's entry.
   uintptr_t sp = top - 72;
   auto* p = reinterpret_cast<uint64_t*>(sp);
-  unsigned int csr[2];
-  asm volatile("stmxcsr %0" : "=m"(csr[0]));
-  asm volatile("fnstcw %0" : "=m"(*reinterpret_cast<unsigned short*>(&csr[1])));
-  std::memcpy(&p[0], csr, 8);
+  p[0] = 0;                                     // the slot the switch skips
   for (int i = 1; i <= 6; ++i) p[i] = 0;       // r15 r14 r13 r12 rbx rbp
   p[7] = reinterpret_cast<uint64_t>(&fiber_main);
   p[8] = 0;                                     // fiber_main never returns
@@ -1711,8 +1732,12 @@ template <class... A> inline const char* signature(void (*)(A...)) {
 // so that a kernel spinning for `ms * clockRate` cycles waits that many milliseconds.  clock() in device
 // code is this counter's low bits (the launch rewrite calls labkit::device_clock there); on the host
 // it stays the C library's.  A kernel compiled on its own is refused instead, since its results would
-// depend on the count.
+// depend on the count.  A kernel thread that reads the counter lets the other threads of its block run
+// first: threads that wait until the count has advanced (a delay, clock_block) then wait together, as a
+// GPU's threads of a block do, not one after another (a block of 512 such threads waits once, not 512
+// times).
 inline long long clock64() {
+  ::labkit::let_others_run();
   long long ns = (long long)std::chrono::steady_clock::now().time_since_epoch().count();
   return ns / 50 * 99 + ns % 50 * 99 / 50;   // ns * 1.98 without overflow
 }
@@ -1784,10 +1809,10 @@ inline T shfl_exchange(unsigned mask, T v, int src_of_lane, int line = 0) {
   }
   WarpState& ws = W->warps[f->warp];
   std::memcpy(&ws.slot[f->lane], &v, sizeof(T));
-  warp_sync(mask);
+  ws.shfl_src[f->lane] = static_cast<unsigned char>(src + 1);
+  warp_sync(mask);   // its release reads each lane's value (release_group): one barrier per shuffle
   T r;
-  std::memcpy(&r, &ws.slot[src_of_lane & 31], sizeof(T));
-  warp_sync(mask);  // nobody may overwrite a slot before every lane has read
+  std::memcpy(&r, &ws.shfl_result[f->lane], sizeof(T));
   return r;
 }
 // A vote: the ballot of `pred` over the lanes in `mask`, and which lanes took part
@@ -2020,14 +2045,29 @@ inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 // Arithmetic with a rounding mode of its own (_rn nearest, _rz toward zero, _ru up, _rd down), as
 // interval arithmetic uses it: the host's rounding mode set around one operation.  The volatile
-// result keeps the compiler from computing it elsewhere, in the default mode.
+// result keeps the compiler from computing it elsewhere, in the default mode.  No switch to another
+// thread happens in between (NoSwitch, for the shuffled schedule): a fiber switch does not carry the
+// rounding mode (labkit_fiber_switch).
 namespace labkit {
 template <class F> inline auto rounded(int mode, F f) -> decltype(f()) {
+  NoSwitch one_operation;
+#if defined(__x86_64__)
+  // Float and double arithmetic on x86-64 is SSE's, rounded by MXCSR alone (sqrt and fma included):
+  // setting just its rounding bits costs a fraction of fesetround, which sets the x87 unit's as well
+  // (interval arithmetic spends most of its time here).
+  const unsigned saved = _mm_getcsr();
+  const unsigned bits = mode == FE_DOWNWARD ? 0x2000u : mode == FE_UPWARD ? 0x4000u : mode == FE_TOWARDZERO ? 0x6000u : 0u;
+  _mm_setcsr((saved & ~0x6000u) | bits);
+  volatile auto r = f();
+  _mm_setcsr(saved);
+  return r;
+#else
   const int saved = fegetround();
   fesetround(mode);
   volatile auto r = f();
   fesetround(saved);
   return r;
+#endif
 }
 }  // namespace labkit
 #define LABKIT_ROUNDED(suffix, mode)                                                                          \

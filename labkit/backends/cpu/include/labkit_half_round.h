@@ -28,12 +28,22 @@ template <int M, int BIAS> inline unsigned short round_double(double v) {
   unsigned e = static_cast<unsigned>(k - 1 + BIAS);
   return sign | static_cast<unsigned short>((e << M) | (static_cast<unsigned>(r) - (1u << M)));
 }
+constexpr double pow2(int k) { return k == 0 ? 1.0 : k > 0 ? 2.0 * pow2(k - 1) : 0.5 * pow2(k + 1); }
+// The value of a 16-bit float, exact in double: its fields moved into a double's (a subnormal scaled by
+// a constant power of two), without ldexp, since tensor-core and half loops widen every element.
 template <int M, int BIAS> inline double widen(unsigned short h) {
-  unsigned e = (h >> M) & ((2u * BIAS) + 1), m = h & ((1u << M) - 1);
-  double s = (h & 0x8000) ? -1.0 : 1.0;
-  if (e == 2u * BIAS + 1) return m ? NAN : s * INFINITY;
-  if (e == 0) return s * std::ldexp(double(m), 1 - BIAS - M);
-  return s * std::ldexp(double(m | (1u << M)), int(e) - BIAS - M);
+  const unsigned e = (h >> M) & ((2u * BIAS) + 1), m = h & ((1u << M) - 1);
+  if (e == 0) {
+    const double v = double(m) * pow2(1 - BIAS - M);
+    return (h & 0x8000) ? -v : v;
+  }
+  if (e == 2u * BIAS + 1 && m) return NAN;
+  const unsigned long long biased = e == 2u * BIAS + 1 ? 0x7ffull : (unsigned long long)(int(e) - BIAS + 1023);
+  const unsigned long long bits = ((unsigned long long)(h >> 15) << 63) | (biased << 52) |
+                                  ((unsigned long long)m << (52 - M));
+  double r;
+  std::memcpy(&r, &bits, sizeof r);
+  return r;
 }
 // p + c rounded to odd in double: where the sum is not exact, the double next to it whose last bit is
 // 1.  Rounding that to a format of 2 or more bits fewer (half, bfloat16) is the one correct rounding of

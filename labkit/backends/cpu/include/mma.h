@@ -1,10 +1,11 @@
 // mma.h for labkit's CPU executor: nvcuda::wmma, the warp-level matrix operations of the tensor cores.
 //
 // Fragments.  CUDA leaves unspecified which elements of a tile each lane of the warp holds.  Here
-// every lane holds the whole tile, row by row (x[r * cols + c]), so num_elements is the tile's size
-// (M*K, K*N or M*N) and a loop over x[i] that treats every element alike (scaling, an activation)
-// gives what it gives on a GPU.  Code that assumes which element is x[i] is not portable on a GPU
-// either.
+// every lane holds the whole tile, in its layout: row by row (x[r * cols + c]) for a row_major matrix_a
+// or matrix_b and for an accumulator, column by column (x[c * rows + r]) for a col_major matrix_a or
+// matrix_b, so that a load copies whole rows or columns.  num_elements is the tile's size (M*K, K*N or
+// M*N) and a loop over x[i] that treats every element alike (scaling, an activation) gives what it
+// gives on a GPU.  Code that assumes which element is x[i] is not portable on a GPU either.
 //
 // Warp-collective.  load_matrix_sync, store_matrix_sync and mma_sync are called by all 32 lanes of a
 // warp together, at the same call: here each waits for the others (a __syncwarp over the whole warp,
@@ -25,8 +26,10 @@
 // __float_to_tf32 rounds a float to tf32 (to nearest, ties away from zero).
 //
 // Shapes: m16n16k16, m32n8k16 and m8n32k16 for half, __nv_bfloat16, signed char and unsigned char
-// inputs; m16n16k8 for precision::tf32.  Double (m8n8k4), sub-byte types (experimental::precision::
-// u4, s4, b1) and the __hmma/__imma builtins are not modelled: labkit refuses a source that uses them.
+// inputs; m16n16k8 for precision::tf32; m8n8k4 for double, whose products are not exact: each is added
+// to its sum with one rounding (an fma), in the order k = 0, 1, ...  Sub-byte types (experimental::
+// precision::u4, s4, b1) and the __hmma/__imma builtins are not modelled: labkit refuses a source that
+// uses them.
 #pragma once
 #include <cfloat>
 #include <climits>
@@ -75,6 +78,7 @@ template <int M, int N, int K> constexpr bool k16_shape =
     K == 16 && ((M == 16 && N == 16) || (M == 32 && N == 8) || (M == 8 && N == 32));
 
 template <class Use, int M, int N, int K, class T> constexpr bool supported() {
+  if (std::is_same<T, double>::value) return M == 8 && N == 8 && K == 4;   // every use: double in and out
   if (std::is_same<Use, accumulator>::value)
     return ((std::is_same<T, float>::value || std::is_same<T, __half>::value || std::is_same<T, int>::value) &&
             k16_shape<M, N, K>) ||
@@ -93,6 +97,7 @@ inline float input_value(float v) {   // a tf32 element: its low 13 bits are not
   std::memcpy(&v, &u, 4);
   return v;
 }
+inline double input_value(double v) { return v; }
 inline int input_value(signed char v) { return v; }
 inline int input_value(unsigned char v) { return v; }
 
@@ -121,8 +126,10 @@ inline void warp_collective(const char* what, int line) {
       fail_from_fiber(where() + " is called by only part of the warp: lanes " + buf +
                       " have returned without calling it; all 32 lanes must call it together");
     }
-    for (unsigned l = 0; l < 32; ++l) {
-      if (!((ws.arrived >> l) & 1u) || l == lane) continue;
+    // Only the lanes already waiting are checked (most calls: all at this one; the last lane here finds 31).
+    for (unsigned m = ws.arrived & ~(1u << lane); m; m &= m - 1) {
+      const unsigned l = unsigned(__builtin_ctz(m));
+      if (ws.collective_line[l] == line) continue;
       if (ws.collective_line[l] == 0)
         fail_from_fiber(where() + " is called by lane " + std::to_string(lane) + " while lane " + std::to_string(l) +
                         " waits at a shuffle, vote or __syncwarp: all 32 lanes must call it together");
@@ -143,8 +150,10 @@ inline void warp_collective(const char* what, int line) {
     // Lanes released with this one may have returned since; a lane that returned before calling it
     // has entered fewer wmma operations.
     unsigned skipped = 0;
-    for (unsigned l = 0; l < 32; ++l)
-      if (!((ws.live >> l) & 1u) && ws.collective_calls[l] < ws.collective_calls[lane]) skipped |= 1u << l;
+    for (unsigned m = ~ws.live; m; m &= m - 1) {
+      const unsigned l = unsigned(__builtin_ctz(m));
+      if (ws.collective_calls[l] < ws.collective_calls[lane]) skipped |= 1u << l;
+    }
     if (skipped) {
       char buf[16];
       snprintf(buf, sizeof buf, "0x%08x", skipped);
@@ -162,7 +171,7 @@ class fragment {
   static_assert(detail::supported<Use, M, N, K, T>(),
                 "wmma on the CPU executor: this fragment's shape or type is not modelled (modelled: m16n16k16, "
                 "m32n8k16, m8n32k16 with half, __nv_bfloat16, signed char or unsigned char inputs and float, half "
-                "or int accumulators; m16n16k8 with precision::tf32 and float)");
+                "or int accumulators; m16n16k8 with precision::tf32 and float; m8n8k4 with double)");
   static_assert(std::is_same<Use, accumulator>::value || std::is_same<Layout, row_major>::value ||
                     std::is_same<Layout, col_major>::value,
                 "a matrix_a or matrix_b fragment names its layout: wmma::row_major or wmma::col_major");
@@ -171,6 +180,7 @@ class fragment {
   using element_type = T;
   using storage_element_type = typename detail::storage<T>::type;
   static constexpr int rows = detail::dims<Use, M, N, K>::rows, cols = detail::dims<Use, M, N, K>::cols;
+  static constexpr bool by_columns = std::is_same<Layout, col_major>::value;   // x[c * rows + r]
   enum { num_elements = rows * cols, num_storage_elements = rows * cols };
   storage_element_type x[num_elements];   // the whole tile, row by row, in every lane
 };
@@ -182,6 +192,17 @@ inline void fill_fragment(fragment<Use, M, N, K, T, Layout>& f,
 }
 
 namespace detail {
+// A run of n elements copied at once; element by element where the race check watches the accesses
+// (its instrumentation sees each element's read and write, which a library memcpy would hide).
+template <class D, class S> inline void copy_run(D* dst, const S* src, int n) {
+#if LABKIT_TSAN
+  for (int i = 0; i < n; ++i) dst[i] = src[i];
+#else
+  static_assert(sizeof(D) == sizeof(S), "copy_run: elements of one size");
+  std::memcpy(dst, src, n * sizeof(D));
+#endif
+}
+
 template <class F, class P>
 inline void load(F& f, const P* p, unsigned ldm, bool row, const char* what, int line) {
   if (p == nullptr) ::labkit::fail_from_fiber(std::string("wmma::") + what + " at line " + std::to_string(line) +
@@ -191,8 +212,14 @@ inline void load(F& f, const P* p, unsigned ldm, bool row, const char* what, int
                               std::to_string(ldm) + " is less than the tile's " +
                               std::to_string(row ? F::cols : F::rows) + (row ? " columns" : " rows"));
   warp_collective(what, line);
+  if (row != F::by_columns) {   // the memory's rows (columns) are the fragment's: whole runs at once
+    constexpr int runs = F::by_columns ? F::cols : F::rows, len = F::by_columns ? F::rows : F::cols;
+    for (int r = 0; r < runs; ++r) copy_run(&f.x[r * len], p + size_t(r) * ldm, len);
+    return;
+  }
   for (int r = 0; r < F::rows; ++r)
-    for (int c = 0; c < F::cols; ++c) f.x[r * F::cols + c] = row ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm];
+    for (int c = 0; c < F::cols; ++c)
+      f.x[F::by_columns ? c * F::rows + r : r * F::cols + c] = row ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm];
 }
 }  // namespace detail
 
@@ -224,8 +251,12 @@ inline void store_matrix_sync(T* p, const fragment<accumulator, M, N, K, T>& f, 
                               std::to_string(row ? F::cols : F::rows) + (row ? " columns" : " rows"));
   detail::warp_collective("store_matrix_sync", line);
   if (::labkit::tl_fiber->lane != 0) return;   // every lane holds the same tile: lane 0 writes it
+  if (row) {
+    for (int r = 0; r < F::rows; ++r) detail::copy_run(p + size_t(r) * ldm, &f.x[r * F::cols], F::cols);
+    return;
+  }
   for (int r = 0; r < F::rows; ++r)
-    for (int c = 0; c < F::cols; ++c) (row ? p[size_t(r) * ldm + c] : p[r + size_t(c) * ldm]) = f.x[r * F::cols + c];
+    for (int c = 0; c < F::cols; ++c) p[r + size_t(c) * ldm] = f.x[r * F::cols + c];
 }
 
 template <int M, int N, int K, class TA, class LA, class TB, class LB, class TC, class TD>
@@ -239,6 +270,9 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
                 "wmma::mma_sync: signed char and unsigned char inputs take int accumulators, and only they do");
   static_assert(!std::is_same<TC, __half>::value || std::is_same<TA, __half>::value,
                 "wmma::mma_sync: a half accumulator takes half inputs");
+  constexpr bool dbl = std::is_same<TA, double>::value;
+  static_assert(dbl == std::is_same<TC, double>::value,
+                "wmma::mma_sync: double inputs take double accumulators, and only they do");
   detail::warp_collective("mma_sync", line);
   // Every lane of a warp usually holds the same tiles: a lane whose inputs are, byte for byte, those the
   // last lane of its warp multiplied takes that lane's result instead of computing it again.
@@ -265,23 +299,37 @@ inline void mma_sync(fragment<accumulator, M, N, K, TD>& d, const fragment<matri
   // element, the loop over j innermost (each element's order is kept; the compiler may do several
   // elements at once).
   using In = decltype(detail::input_value(a.x[0]));
-  using Sum = typename std::conditional<ints, long long, float>::type;
+  using Sum = typename std::conditional<ints, long long, typename std::conditional<dbl, double, float>::type>::type;
   In av[M * K], bv[K * N];
-  for (int i = 0; i < M * K; ++i) av[i] = detail::input_value(a.x[i]);
-  for (int i = 0; i < K * N; ++i) bv[i] = detail::input_value(b.x[i]);
+  constexpr bool a_cols = std::is_same<LA, col_major>::value, b_cols = std::is_same<LB, col_major>::value;
+  for (int i = 0; i < M; ++i)
+    for (int k = 0; k < K; ++k) av[i * K + k] = detail::input_value(a.x[a_cols ? k * M + i : i * K + k]);
+  for (int k = 0; k < K; ++k)
+    for (int j = 0; j < N; ++j) bv[k * N + j] = detail::input_value(b.x[b_cols ? j * K + k : k * N + j]);
   Sum s[M * N];
   for (int i = 0; i < M * N; ++i) {
-    if constexpr (ints) s[i] = c.x[i];
+    if constexpr (ints || dbl) s[i] = c.x[i];
     else s[i] = static_cast<float>(c.x[i]);
   }
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < M; ++i) {
+    Sum row[N];   // one row of sums, which the compiler keeps in registers over the loop on k
+    for (int j = 0; j < N; ++j) row[j] = s[i * N + j];
     for (int k = 0; k < K; ++k) {
       const In x = av[i * K + k];
-      for (int j = 0; j < N; ++j) s[i * N + j] += static_cast<Sum>(x * bv[k * N + j]);   // an exact product
+      if constexpr (dbl) {   // a double product is not exact: each is added with one rounding (an fma)
+        for (int j = 0; j < N; ++j) row[j] = std::fma(x, bv[k * N + j], row[j]);
+      } else {
+#pragma GCC unroll 32
+        for (int j = 0; j < N; ++j) row[j] += static_cast<Sum>(x * bv[k * N + j]);   // an exact product
+      }
     }
+    for (int j = 0; j < N; ++j) s[i * N + j] = row[j];
+  }
   TD out[M * N];
   for (int i = 0; i < M * N; ++i) {
-    if constexpr (ints) {
+    if constexpr (dbl) {
+      out[i] = s[i];   // double has no saturating form (satf is not read)
+    } else if constexpr (ints) {
       const long long v = s[i];
       if (satf) out[i] = int(v > INT_MAX ? INT_MAX : v < INT_MIN ? INT_MIN : v);
       else out[i] = int(uint32_t(uint64_t(v)));

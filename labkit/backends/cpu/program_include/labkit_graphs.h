@@ -11,11 +11,16 @@
 // (program_source.py), so that its parameters' types are known; a template kernel's instance cannot
 // be a kernel node here, and is reported by name.
 //
-// Not modelled (refused before compiling, program_source.py): memory-allocation, event, child-graph
-// and conditional nodes, graph memory pools, device-side graph launches.
+// Memory nodes (cudaGraphAddMemAllocNode, cudaGraphAddMemFreeNode, cudaMallocAsync and cudaFreeAsync in a
+// capturing stream) allocate at a fixed address when a launch reaches them.  Conditional nodes (if, while,
+// switch) run their body graphs by the value kernels set.  Not modelled (refused before compiling,
+// program_source.py): event and child-graph nodes, device-side graph launches.
 #pragma once
 
+#include <atomic>
+#include <deque>
 #include <map>
+#include <string>
 
 // --- Kernels by address --------------------------------------------------------------------------
 namespace labkit {
@@ -155,8 +160,10 @@ struct cudaGraphExecUpdateResultInfo { cudaGraphExecUpdateResult result; cudaGra
 struct CUgraphExec_st {
   struct Step { CUgraphNode_st* node; cudaGraphNodeType type; std::function<cudaError_t()> run; };
   std::vector<Step> steps;
+  std::vector<unsigned long long> conditions;   // the graph's conditional handles, set to their defaults at each launch
 };
 typedef CUgraphExec_st* cudaGraphExec_t;
+struct cudaGraphEdgeData { unsigned char from_port, to_port, type, reserved[5]; };   // only the default edge here
 
 namespace labkit {
 namespace rt {
@@ -247,6 +254,205 @@ inline cudaError_t cudaGraphAddHostNode(cudaGraphNode_t* node, cudaGraph_t g, co
                                  ::labkit::rt::deps_of(deps, n));
   return cudaSuccess;
 }
+// Memory nodes (see graph_reserve in labkit_runtime_api.h): the address is the node's from its making.
+enum cudaMemAllocationType { cudaMemAllocationTypeInvalid = 0, cudaMemAllocationTypePinned = 1 };
+enum cudaMemAllocationHandleType { cudaMemHandleTypeNone = 0, cudaMemHandleTypePosixFileDescriptor = 1,
+                                   cudaMemHandleTypeWin32 = 2, cudaMemHandleTypeWin32Kmt = 4, cudaMemHandleTypeFabric = 8 };
+struct cudaMemPoolProps {
+  cudaMemAllocationType allocType; cudaMemAllocationHandleType handleTypes; cudaMemLocation location;
+  void* win32SecurityAttributes; size_t maxSize; unsigned short usage; unsigned char reserved[54];
+};
+enum cudaMemAccessFlags { cudaMemAccessFlagsProtNone = 0, cudaMemAccessFlagsProtRead = 1, cudaMemAccessFlagsProtReadWrite = 3 };
+struct cudaMemAccessDesc { cudaMemLocation location; cudaMemAccessFlags flags; };
+struct cudaMemAllocNodeParams {
+  cudaMemPoolProps poolProps; const cudaMemAccessDesc* accessDescs; size_t accessDescCount; size_t bytesize; void* dptr;
+};
+enum cudaGraphMemAttributeType { cudaGraphMemAttrUsedMemCurrent = 0, cudaGraphMemAttrUsedMemHigh = 1,
+                                 cudaGraphMemAttrReservedMemCurrent = 2, cudaGraphMemAttrReservedMemHigh = 3 };
+inline cudaError_t cudaGraphAddMemAllocNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n,
+                                            cudaMemAllocNodeParams* p, LABKIT_SITE) {
+  if (!p || p->bytesize == 0 || p->poolProps.location.type != cudaMemLocationTypeDevice ||
+      p->poolProps.location.id != 0) {
+    ::labkit::rt::say("%s:%d: cudaGraphAddMemAllocNode: the parameters name no bytes, or a location other than device 0 "
+                      "(the CPU executor models one device)", labkit_file, labkit_line);
+    return ::labkit::rt::fail(cudaErrorInvalidValue);
+  }
+  const size_t bytes = p->bytesize;
+  void* m = ::labkit::rt::graph_reserve(bytes);
+  if (!m) return ::labkit::rt::fail(cudaErrorMemoryAllocation);
+  p->dptr = m;
+  const char* file = labkit_file;
+  const int line = labkit_line;
+  *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeMemAlloc, [=] { return ::labkit::rt::graph_allocate(m, bytes, file, line); },
+                                 ::labkit::rt::deps_of(deps, n));
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphAddMemFreeNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n,
+                                           void* p, LABKIT_SITE) {
+  *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeMemFree, [=] { return cudaFree(p, labkit_file, labkit_line); },
+                                 ::labkit::rt::deps_of(deps, n));
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetGraphMemAttribute(int device, cudaGraphMemAttributeType a, void* v) {
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  auto& s = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  // What the graphs use is what is reserved for them here.
+  const size_t values[] = {s.graph_used, s.graph_used_high, s.graph_used, s.graph_used_high};
+  if (unsigned(a) > 3u) return ::labkit::rt::fail(cudaErrorInvalidValue);
+  *static_cast<unsigned long long*>(v) = values[a];
+  return cudaSuccess;
+}
+// Only the peaks may be set, and only to 0: they restart from the amounts now.
+inline cudaError_t cudaDeviceSetGraphMemAttribute(int device, cudaGraphMemAttributeType a, void* v) {
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  if ((a != cudaGraphMemAttrUsedMemHigh && a != cudaGraphMemAttrReservedMemHigh) || *static_cast<unsigned long long*>(v))
+    return ::labkit::rt::fail(cudaErrorInvalidValue);
+  auto& s = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  s.graph_used_high = s.graph_used;
+  return cudaSuccess;
+}
+// The memory of allocation nodes that are freed now stops counting as the graphs' (a later launch
+// allocates it again, at the same address).
+inline cudaError_t cudaDeviceGraphMemTrim(int device) {
+  if (device != 0) return ::labkit::rt::fail(cudaErrorInvalidDevice);
+  auto& s = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  for (auto& b : s.graph_backed)
+    if (b.second && !::labkit::rt::find(s.live, reinterpret_cast<const void*>(b.first), nullptr)) {
+      b.second = false;
+      s.graph_used -= s.graph_storage[b.first].size;
+    }
+  return cudaSuccess;
+}
+inline cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n);
+// --- Conditional nodes -------------------------------------------------------------------------------
+// A handle names a value that kernels set (cudaGraphSetConditional) and a conditional node reads when
+// its turn comes: an if node runs its first body graph when the value is not 0 (else its second, if
+// it has two), a while node runs its body while the value is not 0 (checked before each run), a switch
+// node runs body number `value` if there is one.  With cudaGraphCondAssignDefault the value is reset to
+// the handle's default at the start of each launch of its graph; otherwise it keeps the last value set.
+typedef unsigned long long cudaGraphConditionalHandle;
+enum cudaGraphConditionalNodeType { cudaGraphCondTypeIf = 0, cudaGraphCondTypeWhile = 1, cudaGraphCondTypeSwitch = 2 };
+#define cudaGraphCondAssignDefault 1
+struct cudaConditionalNodeParams {
+  cudaGraphConditionalHandle handle; cudaGraphConditionalNodeType type; unsigned int size; cudaGraph_t* phGraph_out;
+  void* ctx;
+};
+namespace labkit {
+namespace rt {
+struct Condition { std::atomic<unsigned> value{0}; unsigned dflt = 0; bool assign_default = false; };
+inline std::deque<Condition>& conditions() { static auto* c = new std::deque<Condition>(); return *c; }
+inline Condition* condition(cudaGraphConditionalHandle h) {
+  auto& c = conditions();
+  return h >= 1 && h <= c.size() ? &c[h - 1] : nullptr;
+}
+inline void reset_conditions(const std::vector<unsigned long long>& handles) {
+  for (auto h : handles)
+    if (Condition* c = condition(h))
+      if (c->assign_default) c->value = c->dflt;
+}
+// A graph's nodes as one piece of work, in an order their dependencies allow, fixed now.
+inline std::function<cudaError_t()> instantiate_body(CUgraph_st* g) {
+  std::vector<CUgraphNode_st*> order;
+  std::vector<std::function<cudaError_t()>> steps;
+  if (!ordered(g, order)) return [] { say("a conditional node's body graph: its dependencies form a cycle"); return fail(cudaErrorInvalidValue); };
+  for (auto* n : order) steps.push_back(n->instantiate ? n->instantiate() : n->run);
+  return [steps] {
+    for (auto& step : steps) {
+      cudaError_t e = step();
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  };
+}
+}  // namespace rt
+}  // namespace labkit
+inline cudaError_t cudaGraphConditionalHandleCreate(cudaGraphConditionalHandle* h, cudaGraph_t g,
+                                                    unsigned int default_value = 0, unsigned int flags = 0) {
+  auto& c = ::labkit::rt::conditions();
+  c.emplace_back();
+  c.back().value = default_value;
+  c.back().dflt = default_value;
+  c.back().assign_default = flags & cudaGraphCondAssignDefault;
+  *h = c.size();
+  g->conditions.push_back(*h);
+  return cudaSuccess;
+}
+// Called by a kernel (device code): the value the conditional nodes of the handle read next.
+inline void cudaGraphSetConditional(cudaGraphConditionalHandle h, unsigned int value) {
+  if (auto* c = ::labkit::rt::condition(h)) c->value = value;
+  else ::labkit::fail_from_fiber("cudaGraphSetConditional: " + std::to_string(h) + " is not a conditional handle "
+                                 "(cudaGraphConditionalHandleCreate)");
+}
+inline cudaError_t labkit_add_conditional_node(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                               size_t n, cudaConditionalNodeParams* p) {
+  const unsigned most = p->type == cudaGraphCondTypeIf ? 2 : p->type == cudaGraphCondTypeWhile ? 1 : 0xffffffffu;
+  if (!::labkit::rt::condition(p->handle) || p->size < 1 || p->size > most) {
+    ::labkit::rt::say("cudaGraphAddNode: a conditional node needs a handle from cudaGraphConditionalHandleCreate and a "
+                      "size of 1 (while), 1 or 2 (if), or at least 1 (switch); got handle %llu, size %u",
+                      p->handle, p->size);
+    return ::labkit::rt::fail(cudaErrorInvalidValue);
+  }
+  auto* bodies = new cudaGraph_t[p->size];   // the node's own graphs, as CUDA keeps them with the node
+  for (unsigned i = 0; i < p->size; ++i) bodies[i] = new CUgraph_st();
+  p->phGraph_out = bodies;
+  const auto type = p->type;
+  const auto handle = p->handle;
+  const unsigned size = p->size;
+  *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeConditional, [] { return cudaSuccess; }, ::labkit::rt::deps_of(deps, n));
+  (*node)->instantiate = [=]() -> std::function<cudaError_t()> {
+    std::vector<std::function<cudaError_t()>> body;
+    for (unsigned i = 0; i < size; ++i) body.push_back(::labkit::rt::instantiate_body(bodies[i]));
+    return [=]() -> cudaError_t {
+      ::labkit::rt::Condition* c = ::labkit::rt::condition(handle);
+      if (type == cudaGraphCondTypeWhile) {
+        while (c->value != 0) {
+          cudaError_t e = body[0]();
+          if (e != cudaSuccess) return e;
+        }
+        return cudaSuccess;
+      }
+      const unsigned v = c->value;
+      if (type == cudaGraphCondTypeIf) return v != 0 ? body[0]() : size == 2 ? body[1]() : cudaSuccess;
+      return v < size ? body[v]() : cudaSuccess;
+    };
+  };
+  return cudaSuccess;
+}
+// cudaGraphAddNode's parameters: one member per kind of node (a union in CUDA; members of their own here).
+struct cudaGraphNodeParams {
+  cudaGraphNodeType type;
+  int reserved0[3];
+  cudaKernelNodeParams kernel;
+  cudaMemsetParams memset;
+  cudaHostNodeParams host;
+  cudaMemAllocNodeParams alloc;
+  struct { void* dptr; } free;
+  cudaConditionalNodeParams conditional;
+  long long reserved2;
+};
+inline cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                    const cudaGraphEdgeData*, size_t n, cudaGraphNodeParams* p) {
+  switch (p->type) {
+    case cudaGraphNodeTypeKernel: return cudaGraphAddKernelNode(node, g, deps, n, &p->kernel);
+    case cudaGraphNodeTypeMemset: return cudaGraphAddMemsetNode(node, g, deps, n, &p->memset);
+    case cudaGraphNodeTypeHost: return cudaGraphAddHostNode(node, g, deps, n, &p->host);
+    case cudaGraphNodeTypeEmpty: return cudaGraphAddEmptyNode(node, g, deps, n);
+    case cudaGraphNodeTypeMemAlloc: return cudaGraphAddMemAllocNode(node, g, deps, n, &p->alloc);
+    case cudaGraphNodeTypeMemFree: return cudaGraphAddMemFreeNode(node, g, deps, n, p->free.dptr);
+    case cudaGraphNodeTypeConditional: return labkit_add_conditional_node(node, g, deps, n, &p->conditional);
+    default:
+      ::labkit::rt::say("cudaGraphAddNode: nodes of type %d are not modelled by the CPU executor (kernel, memset, host, "
+                        "empty, memory and conditional nodes are)", int(p->type));
+      return ::labkit::rt::fail(cudaErrorNotSupported);
+  }
+}
+inline cudaError_t cudaGraphAddNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n,
+                                    cudaGraphNodeParams* p) {
+  return cudaGraphAddNode(node, g, deps, nullptr, n, p);
+}
 inline cudaError_t cudaGraphAddEmptyNode(cudaGraphNode_t* node, cudaGraph_t g, const cudaGraphNode_t* deps, size_t n) {
   *node = ::labkit::rt::add_node(g, cudaGraphNodeTypeEmpty, [] { return cudaSuccess; }, ::labkit::rt::deps_of(deps, n));
   return cudaSuccess;
@@ -294,7 +500,8 @@ inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t g, un
     return ::labkit::rt::fail(cudaErrorInvalidValue);
   }
   auto* e = new CUgraphExec_st();
-  for (auto* n : order) e->steps.push_back({n, n->type, n->run});
+  for (auto* n : order) e->steps.push_back({n, n->type, n->instantiate ? n->instantiate() : n->run});
+  e->conditions = g->conditions;
   *exec = e;
   return cudaSuccess;
 }
@@ -312,7 +519,9 @@ inline cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   LABKIT_STICKY();
   if (!exec) return ::labkit::rt::fail(cudaErrorInvalidResourceHandle);
   auto steps = exec->steps;
-  auto run = [steps] {
+  auto conditions = exec->conditions;
+  auto run = [steps, conditions] {
+    ::labkit::rt::reset_conditions(conditions);
     for (auto& step : steps) {
       cudaError_t r = step.run();
       if (r != cudaSuccess) return r;
@@ -376,13 +585,35 @@ inline cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode 
   c.capture_last = nullptr;
   return cudaSuccess;
 }
+namespace labkit {
+namespace rt {
+// The one node later work in a capture depends on: the node itself, or an empty node joining several.
+inline CUgraphNode_st* join(CUgraph_st* g, const cudaGraphNode_t* deps, size_t n) {
+  if (n == 0) return nullptr;
+  if (n == 1) return deps[0];
+  return add_node(g, cudaGraphNodeTypeEmpty, [] { return cudaSuccess; }, deps_of(deps, n));
+}
+}  // namespace rt
+}  // namespace labkit
+// Capture into a graph that exists (a conditional node's body), after the nodes named.
+inline cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t s, cudaGraph_t g, const cudaGraphNode_t* deps,
+                                                 const cudaGraphEdgeData*, size_t n,
+                                                 cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal) {
+  cudaError_t e = cudaStreamBeginCapture(s, mode);
+  if (e != cudaSuccess) return e;
+  auto& c = ::labkit::rt::st();
+  delete c.capture;
+  c.capture = g;
+  c.capture_last = ::labkit::rt::join(g, deps, n);
+  return cudaSuccess;
+}
 inline cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g) {
   auto& c = ::labkit::rt::st();
   if (!c.capture || c.capture_streams.front() != s) {
     ::labkit::rt::say("cudaStreamEndCapture: the stream is not the one whose capture began (cudaStreamBeginCapture)");
     return ::labkit::rt::fail(cudaErrorStreamCaptureUnmatched);
   }
-  *g = c.capture;
+  if (g) *g = c.capture;
   c.capture = nullptr;
   c.capture_streams.clear();
   c.capture_last = nullptr;
@@ -397,5 +628,38 @@ inline cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureSta
   *status = ::labkit::rt::capturing(s) ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
   if (id) *id = 1;
   return cudaSuccess;
+}
+// The forms that give the graph being captured and the nodes the next work will depend on (one here).
+inline cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                            cudaGraph_t* graph, const cudaGraphNode_t** deps,
+                                            const cudaGraphEdgeData** edges, size_t* n) {
+  static thread_local cudaGraphNode_t last;
+  const bool on = ::labkit::rt::capturing(s);
+  auto& c = ::labkit::rt::st();
+  if (status) *status = on ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  if (id) *id = 1;
+  if (graph) *graph = on ? c.capture : nullptr;
+  last = on ? c.capture_last : nullptr;
+  if (deps) *deps = &last;
+  if (edges) *edges = nullptr;
+  if (n) *n = last ? 1 : 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamGetCaptureInfo(cudaStream_t s, cudaStreamCaptureStatus* status, unsigned long long* id,
+                                            cudaGraph_t* graph, const cudaGraphNode_t** deps, size_t* n) {
+  return cudaStreamGetCaptureInfo(s, status, id, graph, deps, nullptr, n);
+}
+enum cudaStreamUpdateCaptureDependenciesFlags { cudaStreamAddCaptureDependencies = 0, cudaStreamSetCaptureDependencies = 1 };
+inline cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t* deps, const cudaGraphEdgeData*,
+                                                       size_t n, unsigned flags) {
+  auto& c = ::labkit::rt::st();
+  if (!::labkit::rt::capturing(s)) return ::labkit::rt::fail(cudaErrorIllegalState);
+  std::vector<cudaGraphNode_t> all(deps, deps + n);
+  if (flags == cudaStreamAddCaptureDependencies && c.capture_last) all.push_back(c.capture_last);
+  c.capture_last = ::labkit::rt::join(c.capture, all.data(), all.size());
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamUpdateCaptureDependencies(cudaStream_t s, cudaGraphNode_t* deps, size_t n, unsigned flags) {
+  return cudaStreamUpdateCaptureDependencies(s, deps, nullptr, n, flags);
 }
 inline cudaError_t cudaThreadExchangeStreamCaptureMode(cudaStreamCaptureMode*) { return cudaSuccess; }

@@ -71,7 +71,7 @@ enum cudaError {
   cudaErrorCudartUnloading = 4, cudaErrorInvalidConfiguration = 9, cudaErrorInvalidPitchValue = 12,
   cudaErrorInvalidSymbol = 13, cudaErrorInvalidHostPointer = 16, cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100,
-  cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorInvalidResourceHandle = 400,
+  cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorLaunchMaxDepthExceeded = 210, cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701, cudaErrorCooperativeLaunchTooLarge = 720,
   cudaErrorLaunchTimeout = 702, cudaErrorSetOnActiveProcess = 708, cudaErrorAssert = 710,
   cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713,
@@ -168,19 +168,29 @@ typedef void (*cudaStreamCallback_t)(cudaStream_t stream, cudaError_t status, vo
 // A CUDA graph (labkit_graphs.h): nodes that each do one piece of stream work, and the nodes each
 // waits for.  Declared here: a stream being captured records its work as nodes (rt::capture).
 enum cudaGraphNodeType { cudaGraphNodeTypeKernel = 0, cudaGraphNodeTypeMemcpy = 1, cudaGraphNodeTypeMemset = 2,
-                         cudaGraphNodeTypeHost = 3, cudaGraphNodeTypeGraph = 4, cudaGraphNodeTypeEmpty = 5 };
+                         cudaGraphNodeTypeHost = 3, cudaGraphNodeTypeGraph = 4, cudaGraphNodeTypeEmpty = 5,
+                         cudaGraphNodeTypeMemAlloc = 10, cudaGraphNodeTypeMemFree = 11,
+                         cudaGraphNodeTypeConditional = 13 };
 struct CUgraphNode_st;
-struct CUgraph_st { std::vector<CUgraphNode_st*> nodes; };
+struct CUgraph_st {
+  std::vector<CUgraphNode_st*> nodes;
+  std::vector<unsigned long long> conditions;   // the conditional handles made for it (labkit_graphs.h)
+};
 struct CUgraphNode_st {
   cudaGraphNodeType type;
   std::function<cudaError_t()> run;
   std::vector<CUgraphNode_st*> deps;
   CUgraph_st* graph;
+  // A conditional node's work as its graph's instantiation fixes it (its body graphs as they are then).
+  std::function<std::function<cudaError_t()>()> instantiate = nullptr;
 };
 typedef CUgraph_st* cudaGraph_t;
 typedef CUgraphNode_st* cudaGraphNode_t;
 #define cudaStreamLegacy ((cudaStream_t)0x1)
 #define cudaStreamPerThread ((cudaStream_t)0x2)
+// The streams of a launch from device code (dynamic parallelism): after the launching grid, or on its own.
+#define cudaStreamTailLaunch ((cudaStream_t)0x3)
+#define cudaStreamFireAndForget ((cudaStream_t)0x4)
 
 namespace labkit {
 namespace rt {
@@ -195,7 +205,8 @@ inline const char* mem_word(Mem k) {
     default: return "cudaHostRegister";
   }
 }
-struct Alloc { size_t size; Mem kind; const char* file; int line; size_t mapped; };
+// graph: the storage of a graph's allocation node, kept for the graph's next launch when it is freed.
+struct Alloc { size_t size; Mem kind; const char* file; int line; size_t mapped; bool graph = false; };
 struct Pending { uintptr_t lo, hi; cudaStream_t stream; const char* file; int line; };
 
 struct State {
@@ -212,6 +223,11 @@ struct State {
   CUgraph_st* capture = nullptr;
   std::vector<cudaStream_t> capture_streams;
   CUgraphNode_st* capture_last = nullptr;
+  // Graph memory: every allocation node's address and size; which of them hold memory for their graphs
+  // (from the first launch that allocates them until a trim finds them freed), their bytes and the peak.
+  std::map<uintptr_t, Alloc> graph_storage;
+  std::map<uintptr_t, bool> graph_backed;
+  size_t graph_used = 0, graph_used_high = 0;
 };
 inline State& st() { static State* s = new State(); return *s; }   // never destroyed: atexit order
 
@@ -249,20 +265,20 @@ inline const Alloc* find(const std::map<uintptr_t, Alloc>& m, const void* p, uin
   }
   return nullptr;
 }
-inline void add(void* p, size_t n, Mem kind, const char* file, int line, size_t mapped = 0) {
+inline void add(void* p, size_t n, Mem kind, const char* file, int line, size_t mapped = 0, bool graph = false) {
   auto& s = st();
   std::lock_guard<std::recursive_mutex> g(s.mu);
   uintptr_t a = reinterpret_cast<uintptr_t>(p);
   // The address may be reused: forget freed allocations it overlaps.
   for (auto it = s.freed.lower_bound(a > (1u << 30) ? a - (1u << 30) : 0); it != s.freed.end() && it->first < a + n;)
     it = it->first + it->second.size > a ? s.freed.erase(it) : std::next(it);
-  s.live[a] = Alloc{n, kind, file, line, mapped};
+  s.live[a] = Alloc{n, kind, file, line, mapped, graph};
   if (kind == Mem::Device || kind == Mem::Managed) s.allocated += n;
 }
 
 inline std::string where(const Alloc& a) {
-  return a.file && *a.file ? std::string(" (") + mem_word(a.kind) + " at " + a.file + ":" + std::to_string(a.line) + ")"
-                           : std::string(" (") + mem_word(a.kind) + ")";
+  const std::string what = a.graph ? "a graph's allocation node" : mem_word(a.kind);
+  return a.file && *a.file ? " (" + what + " at " + a.file + ":" + std::to_string(a.line) + ")" : " (" + what + ")";
 }
 
 // Checks a range [p, p+n) that a call reads or writes in device memory ("what" names it in messages).
@@ -423,6 +439,8 @@ template <class T> inline bool check_pointer_arg(const LaunchSpec& L, unsigned i
     std::lock_guard<std::recursive_mutex> g(s.mu);
     if (find(s.live, (const void*)v, nullptr)) return true;
     uintptr_t base = 0;
+    // A launch captured into a graph after an allocation node: the memory is there when the graph runs.
+    if (capturing(L.stream) && find(s.graph_storage, (const void*)v, nullptr)) return true;
     if (const Alloc* a = find(s.freed, (const void*)v, &base)) {
       say("%s:%d: kernel '%s': argument %u (%p) points into a %zu-byte allocation%s that cudaFree already released "
           "(use after free); the launch is refused, as a GPU would fault on it", L.file, L.line, kernel, i, (const void*)v,
@@ -469,6 +487,49 @@ inline cudaError_t check_config(const LaunchSpec& L, const void* key) {
   return cudaSuccess;
 }
 
+// Dynamic parallelism.  A grid launched from device code runs after the grid that launched it has
+// finished, before that grid counts as complete (before a host synchronisation, a later launch in its
+// stream or an event returns): CUDA guarantees a child grid neither concurrency with its parent nor any
+// start before the parent's end, and since CUDA 12 a parent cannot wait for its children
+// (cudaDeviceSynchronize in device code is gone), so this is one order a GPU may run them in -- the
+// order of cudaStreamTailLaunch.  The children run in the order they were launched, each with its own
+// descendants before the next (children in one stream run in order on a GPU too).  A child sees what
+// its parent wrote to global memory before the launch; its arguments are copied at the launch.
+struct DeviceLaunches {
+  std::mutex mu;
+  std::vector<std::function<cudaError_t()>> queue;   // launched by the grid running now, not yet run
+  int depth = 0;                                      // nesting of the grid running now (0: from the host)
+};
+inline DeviceLaunches& device_launches() { static auto* d = new DeviceLaunches(); return *d; }
+constexpr int MAX_LAUNCH_DEPTH = 24;   // CUDA's limit on the nesting of device launches
+
+inline bool in_device_code() { return ::labkit::tl_worker != nullptr; }
+
+inline void launch_from_device(const LaunchSpec& L, std::function<cudaError_t()> child) {
+  auto& d = device_launches();
+  if (d.depth + 1 >= MAX_LAUNCH_DEPTH) {
+    say("%s:%d: kernel '%s' launched from device code at nesting depth %d: CUDA allows %d levels "
+        "(cudaErrorLaunchMaxDepthExceeded); the launch is dropped", L.file, L.line, L.name, d.depth + 1,
+        MAX_LAUNCH_DEPTH);
+    fail(cudaErrorLaunchMaxDepthExceeded);
+    return;
+  }
+  std::lock_guard<std::mutex> g(d.mu);
+  d.queue.push_back(std::move(child));
+}
+
+inline cudaError_t run_children(std::vector<std::function<cudaError_t()>>& children) {
+  cudaError_t first = cudaSuccess;
+  auto& d = device_launches();
+  for (auto& child : children) {
+    ++d.depth;
+    cudaError_t e = child();
+    --d.depth;
+    if (e != cudaSuccess && first == cudaSuccess) first = e;
+  }
+  return first;
+}
+
 inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   ::labkit::LaunchConfig cfg{};
   cfg.grid[0] = L.grid.x; cfg.grid[1] = L.grid.y; cfg.grid[2] = L.grid.z;
@@ -482,19 +543,23 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
   // The executor runs one grid at a time (its workers serve one launch): launches from several host
   // threads (OpenMP, pthreads, a callback's thread) take turns, one valid order of concurrent streams.
   static std::mutex one_grid;
-  std::lock_guard<std::mutex> turn(one_grid);
-  unguard_all();
-  std::fflush(stdout);
-  int rc = ::labkit::run_grid(&cfg, L.name, body, ctx);
-  std::fflush(stdout);
-  if (rc == 2) { say("%s", ::labkit::last_error().c_str()); std::exit(130); }
-  if (rc != 0) {
-    say("%s", ::labkit::last_error().c_str());
-    const std::string& e = ::labkit::last_error();
-    return fail_sticky(e.find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
-                       : e.find("Assertion") != std::string::npos ? cudaErrorAssert : cudaErrorLaunchFailure);
+  std::vector<std::function<cudaError_t()>> children;
+  {
+    std::lock_guard<std::mutex> turn(one_grid);
+    unguard_all();
+    std::fflush(stdout);
+    int rc = ::labkit::run_grid(&cfg, L.name, body, ctx);
+    std::fflush(stdout);
+    children.swap(device_launches().queue);   // the grids this one launched (one grid runs at a time)
+    if (rc == 2) { say("%s", ::labkit::last_error().c_str()); std::exit(130); }
+    if (rc != 0) {
+      say("%s", ::labkit::last_error().c_str());
+      const std::string& e = ::labkit::last_error();
+      return fail_sticky(e.find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
+                         : e.find("Assertion") != std::string::npos ? cudaErrorAssert : cudaErrorLaunchFailure);
+    }
   }
-  return cudaSuccess;
+  return run_children(children);
 }
 
 // k<<<grid, block, shared, stream>>>(args): the launch's source rewrite (program_source.py) calls the
@@ -508,6 +573,16 @@ template <class Call> struct KernelCall {
     if (s.sticky != cudaSuccess) { fail(s.sticky); return; }
     if (check_config(spec, nullptr) != cudaSuccess) return;
     std::tuple<std::decay_t<A>...> values(std::forward<A>(a)...);
+    if (in_device_code()) {   // a launch from a kernel: after this grid (see launch_from_device)
+      launch_from_device(spec, [call = call, spec = spec, values]() { return launch(call, spec, values); });
+      return;
+    }
+    if (spec.stream == cudaStreamTailLaunch || spec.stream == cudaStreamFireAndForget) {
+      say("%s:%d: kernel '%s' is launched from host code into cudaStreamTailLaunch or cudaStreamFireAndForget, "
+          "streams that only device code may launch into", spec.file, spec.line, spec.name);
+      fail(cudaErrorInvalidResourceHandle);
+      return;
+    }
     bool ok = std::apply([&](auto&... v) {
       unsigned i = 0;
       bool good = true;
@@ -561,7 +636,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     LABKIT_E(cudaErrorHostMemoryNotRegistered) LABKIT_E(cudaErrorLaunchFailure) LABKIT_E(cudaErrorNotPermitted)
     LABKIT_E(cudaErrorIllegalState) LABKIT_E(cudaErrorStreamCaptureUnsupported)
     LABKIT_E(cudaErrorStreamCaptureUnmatched) LABKIT_E(cudaErrorGraphExecUpdateFailure)
-    LABKIT_E(cudaErrorCooperativeLaunchTooLarge)
+    LABKIT_E(cudaErrorCooperativeLaunchTooLarge) LABKIT_E(cudaErrorLaunchMaxDepthExceeded)
     LABKIT_E(cudaErrorNotSupported) LABKIT_E(cudaErrorUnknown)
 #undef LABKIT_E
   }
@@ -855,7 +930,9 @@ inline cudaError_t free_as(void* p, Mem want, const char* call, const char* file
   s.live.erase(it);
   if (a.kind == Mem::Device || a.kind == Mem::Managed) s.allocated -= a.size;
   release(nullptr, true);
-  if (a.mapped) {
+  if (a.graph) {
+    // the storage stays: the graph's next launch allocates it at the same address
+  } else if (a.mapped) {
     munmap(p, a.mapped);
   } else {
     std::free(p);
@@ -1104,6 +1181,8 @@ inline cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned f) {
   *e = new CUevent_st{std::chrono::steady_clock::now(), false, f, nullptr};
   return cudaSuccess;
 }
+// The C++ form with flags (cuda_runtime.h's overload).
+inline cudaError_t cudaEventCreate(cudaEvent_t* e, unsigned f) { return cudaEventCreateWithFlags(e, f); }
 inline cudaError_t cudaEventDestroy(cudaEvent_t e) { delete e; return cudaSuccess; }
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = 0) {
   if (!e) return ::labkit::rt::fail(cudaErrorInvalidResourceHandle);
@@ -1297,11 +1376,55 @@ inline cudaError_t cudaMemPoolGetAttribute(cudaMemPool_t, cudaMemPoolAttr a, voi
   return cudaSuccess;
 }
 inline cudaError_t cudaMemPoolTrimTo(cudaMemPool_t, size_t) { return cudaSuccess; }
-inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t = 0, LABKIT_SITE) { return cudaMalloc(p, n, labkit_file, labkit_line); }
-template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
-  return cudaMalloc(reinterpret_cast<void**>(p), n, labkit_file, labkit_line);
+namespace labkit { namespace rt {
+// A graph's allocation node: its address is fixed when the node is made (cudaGraphAddMemAllocNode, or
+// cudaMallocAsync in a capturing stream) and stays the same at every launch; the memory is allocated
+// when a launch runs the node and freed by a free node, cudaFree or cudaFreeAsync -- a use outside
+// those times is a use after free, as for any allocation.  The storage itself is kept; it counts as
+// the graphs' memory (cudaDeviceGetGraphMemAttribute) from the first launch that allocates it until
+// cudaDeviceGraphMemTrim finds it freed, as CUDA keeps freed graph memory for the next launches.
+inline void* graph_reserve(size_t n) {
+  void* m = nullptr;
+  if (posix_memalign(&m, 256, n ? n : 1) != 0) return nullptr;
+  auto& s = st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  s.graph_storage[reinterpret_cast<uintptr_t>(m)] = Alloc{n, Mem::Device, "", 0, 0, true};
+  return m;
 }
-inline cudaError_t cudaFreeAsync(void* p, cudaStream_t = 0, LABKIT_SITE) { return cudaFree(p, labkit_file, labkit_line); }
+inline cudaError_t graph_allocate(void* m, size_t n, const char* file, int line) {
+  auto& s = st();
+  std::lock_guard<std::recursive_mutex> g(s.mu);
+  uintptr_t base = 0;
+  if (find(s.live, m, &base)) {
+    say("%s:%d: a graph's allocation node runs again while its memory (%p, %zu bytes) is still allocated: free it "
+        "(a free node, cudaFree or cudaFreeAsync) before the graph is launched again", file, line, m, n);
+    return fail(cudaErrorInvalidValue);
+  }
+  std::memset(m, 0xff, n);   // undefined, as cudaMalloc's memory (see cudaMalloc)
+  add(m, n, Mem::Device, file, line, 0, true);
+  bool& backed = s.graph_backed[reinterpret_cast<uintptr_t>(m)];
+  if (!backed) s.graph_used_high = std::max(s.graph_used_high, s.graph_used += n);
+  backed = true;
+  return cudaSuccess;
+}
+}}  // namespace labkit::rt
+inline cudaError_t cudaMallocAsync(void** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
+  if (!::labkit::rt::capturing(s)) return cudaMalloc(p, n, labkit_file, labkit_line);
+  if (!p) return ::labkit::rt::fail(cudaErrorInvalidValue);
+  void* m = ::labkit::rt::graph_reserve(n);
+  if (!m) return ::labkit::rt::fail(cudaErrorMemoryAllocation);
+  ::labkit::rt::record(s, cudaGraphNodeTypeMemAlloc, [=] { return ::labkit::rt::graph_allocate(m, n, labkit_file, labkit_line); });
+  *p = m;
+  return cudaSuccess;
+}
+template <class T> inline cudaError_t cudaMallocAsync(T** p, size_t n, cudaStream_t s = 0, LABKIT_SITE) {
+  return cudaMallocAsync(reinterpret_cast<void**>(p), n, s, labkit_file, labkit_line);
+}
+inline cudaError_t cudaFreeAsync(void* p, cudaStream_t s = 0, LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemFree, [=] { return cudaFree(p, labkit_file, labkit_line); }))
+    return cudaSuccess;
+  return cudaFree(p, labkit_file, labkit_line);
+}
 inline cudaError_t cudaMemPrefetchAsync(const void*, size_t, int, cudaStream_t = 0) { return cudaSuccess; }
 inline cudaError_t cudaMemAdvise(const void*, size_t, cudaMemoryAdvise, int) { return cudaSuccess; }
 // The forms that name a location (CUDA 12.2 and later).

@@ -1,0 +1,326 @@
+// cublas_v2.h for labkit's CPU executor: a part of cuBLAS, computed on the host when it is called (the
+// executor's model of a stream), on device or managed memory.
+//
+// Provided, for float (S) and double (D): the level-1 routines axpy, scal, copy, swap, dot, nrm2, asum,
+// iamax; gemv; gemm, gemmStridedBatched; the handle (create, destroy, stream, pointer mode, math mode,
+// version) and the vector and matrix copies (cublasSetVector, ...GetMatrix).  Matrices are column-major
+// with leading dimensions, as in cuBLAS.  A sum is made in the routine's type in index order: a GPU's
+// cuBLAS adds in an order of its own, so results may differ from it in the last bits.  An operand that
+// is not device or managed memory, or that runs past its allocation, is reported in words and the call
+// returns CUBLAS_STATUS_EXECUTION_FAILED (a GPU would fault).  The rest of cuBLAS (complex and half
+// types, the other routines) is not declared: a program that calls it does not compile.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include "cuda_runtime.h"
+
+#define CUBLAS_API_H_ 1
+#define CUBLAS_V2_H_ 1
+#define CUBLAS_VER_MAJOR 12
+#define CUBLAS_VER_MINOR 4
+#define CUBLAS_VER_PATCH 5
+#define CUBLAS_VERSION (CUBLAS_VER_MAJOR * 10000 + CUBLAS_VER_MINOR * 100 + CUBLAS_VER_PATCH)
+#define CUBLASAPI
+
+enum cublasStatus_t {
+  CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_NOT_INITIALIZED = 1, CUBLAS_STATUS_ALLOC_FAILED = 3,
+  CUBLAS_STATUS_INVALID_VALUE = 7, CUBLAS_STATUS_ARCH_MISMATCH = 8, CUBLAS_STATUS_MAPPING_ERROR = 11,
+  CUBLAS_STATUS_EXECUTION_FAILED = 13, CUBLAS_STATUS_INTERNAL_ERROR = 14, CUBLAS_STATUS_NOT_SUPPORTED = 15,
+  CUBLAS_STATUS_LICENSE_ERROR = 16
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+enum cublasPointerMode_t { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 };
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TENSOR_OP_MATH = 1, CUBLAS_PEDANTIC_MATH = 2,
+                    CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+  cublasPointerMode_t pointer_mode = CUBLAS_POINTER_MODE_HOST;
+  cublasMath_t math = CUBLAS_DEFAULT_MATH;
+};
+typedef cublasContext* cublasHandle_t;
+
+inline const char* cublasGetStatusName(cublasStatus_t s) {
+  switch (s) {
+#define LABKIT_S(n) case n: return #n;
+    LABKIT_S(CUBLAS_STATUS_SUCCESS) LABKIT_S(CUBLAS_STATUS_NOT_INITIALIZED) LABKIT_S(CUBLAS_STATUS_ALLOC_FAILED)
+    LABKIT_S(CUBLAS_STATUS_INVALID_VALUE) LABKIT_S(CUBLAS_STATUS_ARCH_MISMATCH) LABKIT_S(CUBLAS_STATUS_MAPPING_ERROR)
+    LABKIT_S(CUBLAS_STATUS_EXECUTION_FAILED) LABKIT_S(CUBLAS_STATUS_INTERNAL_ERROR)
+    LABKIT_S(CUBLAS_STATUS_NOT_SUPPORTED) LABKIT_S(CUBLAS_STATUS_LICENSE_ERROR)
+#undef LABKIT_S
+  }
+  return "CUBLAS_STATUS_UNKNOWN";
+}
+inline const char* cublasGetStatusString(cublasStatus_t s) { return cublasGetStatusName(s); }
+// helper_cuda.h's checkCudaErrors names a cuBLAS status with this.
+inline const char* _cudaGetErrorEnum(cublasStatus_t s) { return cublasGetStatusName(s); }
+
+inline cublasStatus_t cublasCreate(cublasHandle_t* h) {
+  if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+  *h = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasDestroy(cublasHandle_t h) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasGetVersion(cublasHandle_t, int* v) { *v = CUBLAS_VERSION; return CUBLAS_STATUS_SUCCESS; }
+inline cublasStatus_t cublasSetStream(cublasHandle_t h, cudaStream_t s) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  h->stream = s;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasGetStream(cublasHandle_t h, cudaStream_t* s) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *s = h->stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSetPointerMode(cublasHandle_t h, cublasPointerMode_t m) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  h->pointer_mode = m;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasGetPointerMode(cublasHandle_t h, cublasPointerMode_t* m) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *m = h->pointer_mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasSetMathMode(cublasHandle_t h, cublasMath_t m) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  h->math = m;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasGetMathMode(cublasHandle_t h, cublasMath_t* m) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  *m = h->math;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace labkit {
+namespace blas {
+// The bytes an operand of n elements spaced inc apart spans; a matrix's: its columns, ld apart.
+inline size_t vector_bytes(int n, int inc, size_t elem) { return n <= 0 ? 0 : (size_t(n - 1) * size_t(std::abs(inc)) + 1) * elem; }
+inline size_t matrix_bytes(int rows, int cols, int ld, size_t elem) {
+  return rows <= 0 || cols <= 0 ? 0 : (size_t(cols - 1) * size_t(ld) + size_t(rows)) * elem;
+}
+// An operand a GPU's cuBLAS reads or writes: device or managed memory, within its allocation.
+inline bool operand(const void* p, size_t bytes, const char* call, const char* what) {
+  if (bytes == 0) return true;
+  if (!::labkit::rt::is_device_side(p)) {
+    ::labkit::rt::say("%s: the %s (%p) is not device or managed memory: cuBLAS reads and writes its operands on "
+                      "the GPU (cudaMalloc them and copy with cudaMemcpy or cublasSetVector)", call, what, p);
+    return false;
+  }
+  return ::labkit::rt::check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
+}
+inline cublasStatus_t ready(cublasHandle_t h) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
+  return CUBLAS_STATUS_SUCCESS;
+}
+// A scalar argument (alpha, beta) or result: in host or device memory by the handle's pointer mode.
+template <class T> inline bool scalar(cublasHandle_t h, const T* p, const char* call, const char* what) {
+  if (!p) {
+    ::labkit::rt::say("%s: the %s pointer is null", call, what);
+    return false;
+  }
+  return h->pointer_mode == CUBLAS_POINTER_MODE_HOST || operand(p, sizeof(T), call, what);
+}
+template <class T> inline T at(const T* x, int i, int inc, int n) {   // element i of a strided vector
+  return inc >= 0 ? x[size_t(i) * inc] : x[size_t(n - 1 - i) * size_t(-inc)];
+}
+template <class T> inline T& at(T* x, int i, int inc, int n) {
+  return inc >= 0 ? x[size_t(i) * inc] : x[size_t(n - 1 - i) * size_t(-inc)];
+}
+template <class T> inline T a_elem(const T* a, int lda, cublasOperation_t op, int i, int j) {   // op(A)[i][j]
+  return op == CUBLAS_OP_N ? a[i + size_t(j) * lda] : a[j + size_t(i) * lda];
+}
+
+template <class T> inline cublasStatus_t axpy(cublasHandle_t h, int n, const T* alpha, const T* x, int incx, T* y,
+                                              int incy, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (!scalar(h, alpha, call, "alpha") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
+      !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  const T a = *alpha;
+  for (int i = 0; i < n; ++i) at(y, i, incy, n) += a * at(x, i, incx, n);
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <class T> inline cublasStatus_t scal(cublasHandle_t h, int n, const T* alpha, T* x, int incx, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (incx <= 0) return CUBLAS_STATUS_SUCCESS;   // cuBLAS: nothing to do for a non-positive increment
+  if (!scalar(h, alpha, call, "alpha") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  const T a = *alpha;
+  for (int i = 0; i < n; ++i) x[size_t(i) * incx] *= a;
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <class T> inline cublasStatus_t copy(cublasHandle_t h, int n, const T* x, int incx, T* y, int incy,
+                                              bool swap, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (!operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
+      !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  for (int i = 0; i < n; ++i) {
+    if (swap) std::swap(at(const_cast<T*>(x), i, incx, n), at(y, i, incy, n));
+    else at(y, i, incy, n) = at(x, i, incx, n);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+// dot, nrm2, asum, iamax: one result, written where the pointer mode says.
+template <class T, class R, class F> inline cublasStatus_t reduce(cublasHandle_t h, int n, const T* x, int incx,
+                                                                  const T* y, int incy, R* result, F f,
+                                                                  const char* call) {
+  if (auto s = ready(h)) return s;
+  if (!scalar(h, result, call, "result") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
+      (y && !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y")))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  *result = f();
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <class T> inline cublasStatus_t gemv(cublasHandle_t h, cublasOperation_t op, int m, int n, const T* alpha,
+                                              const T* a, int lda, const T* x, int incx, const T* beta, T* y, int incy,
+                                              const char* call) {
+  if (auto s = ready(h)) return s;
+  if (m < 0 || n < 0 || lda < std::max(1, m) || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
+  const int lx = op == CUBLAS_OP_N ? n : m, ly = op == CUBLAS_OP_N ? m : n;
+  if (!scalar(h, alpha, call, "alpha") || !scalar(h, beta, call, "beta") ||
+      !operand(a, matrix_bytes(m, n, lda, sizeof(T)), call, "matrix A") ||
+      !operand(x, vector_bytes(lx, incx, sizeof(T)), call, "vector x") ||
+      !operand(y, vector_bytes(ly, incy, sizeof(T)), call, "vector y"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  const T al = *alpha, be = *beta;
+  for (int i = 0; i < ly; ++i) {
+    T sum = 0;
+    for (int j = 0; j < lx; ++j) sum += a_elem(a, lda, op, i, j) * at(x, j, incx, lx);
+    T& out = at(y, i, incy, ly);
+    out = be == T(0) ? al * sum : al * sum + be * out;   // beta 0: y is not read (it may hold NaN)
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <class T> inline cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                              int n, int k, const T* alpha, const T* a, int lda, long long sa,
+                                              const T* b, int ldb, long long sb, const T* beta, T* c, int ldc,
+                                              long long sc, int batch, const char* call) {
+  if (auto s = ready(h)) return s;
+  const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
+  const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, ar) || ldb < std::max(1, br) || ldc < std::max(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  if (!scalar(h, alpha, call, "alpha") || !scalar(h, beta, call, "beta")) return CUBLAS_STATUS_EXECUTION_FAILED;
+  const T al = *alpha, be = *beta;
+  for (int q = 0; q < batch; ++q) {
+    const T* A = a + q * sa;
+    const T* B = b + q * sb;
+    T* C = c + q * sc;
+    if (!operand(A, matrix_bytes(ar, ac, lda, sizeof(T)), call, "matrix A") ||
+        !operand(B, matrix_bytes(br, bc, ldb, sizeof(T)), call, "matrix B") ||
+        !operand(C, matrix_bytes(m, n, ldc, sizeof(T)), call, "matrix C"))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < m; ++i) {
+        T sum = 0;
+        for (int p = 0; p < k; ++p) sum += a_elem(A, lda, ta, i, p) * a_elem(B, ldb, tb, p, j);
+        T& out = C[i + size_t(j) * ldc];
+        out = be == T(0) ? al * sum : al * sum + be * out;   // beta 0: C is not read
+      }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+// cublasSetVector / GetVector / SetMatrix / GetMatrix: strided copies between host and device memory.
+inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src, int lds, void* dst, int ldd,
+                                  bool to_device, const char* call) {
+  if (rows < 0 || cols < 0 || elem <= 0 || lds < std::max(1, rows) || ldd < std::max(1, rows))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const size_t dev_bytes = matrix_bytes(rows, cols, to_device ? ldd : lds, size_t(elem));
+  if (!operand(to_device ? dst : src, dev_bytes, call, to_device ? "destination" : "source"))
+    return CUBLAS_STATUS_MAPPING_ERROR;
+  ::labkit::rt::unguard_all();
+  for (int j = 0; j < cols; ++j)
+    std::memcpy(static_cast<char*>(dst) + size_t(j) * ldd * elem, static_cast<const char*>(src) + size_t(j) * lds * elem,
+                size_t(rows) * elem);
+  return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace blas
+}  // namespace labkit
+
+#define LABKIT_BLAS_REAL(P, p, T)                                                                                      \
+  inline cublasStatus_t cublas##P##axpy(cublasHandle_t h, int n, const T* alpha, const T* x, int incx, T* y, int incy) { \
+    return ::labkit::blas::axpy(h, n, alpha, x, incx, y, incy, "cublas" #P "axpy");                                    \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##scal(cublasHandle_t h, int n, const T* alpha, T* x, int incx) {                    \
+    return ::labkit::blas::scal(h, n, alpha, x, incx, "cublas" #P "scal");                                             \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##copy(cublasHandle_t h, int n, const T* x, int incx, T* y, int incy) {              \
+    return ::labkit::blas::copy(h, n, x, incx, y, incy, false, "cublas" #P "copy");                                    \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##swap(cublasHandle_t h, int n, T* x, int incx, T* y, int incy) {                    \
+    return ::labkit::blas::copy(h, n, static_cast<const T*>(x), incx, y, incy, true, "cublas" #P "swap");             \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##dot(cublasHandle_t h, int n, const T* x, int incx, const T* y, int incy, T* r) {   \
+    return ::labkit::blas::reduce(h, n, x, incx, y, incy, r, [&] {                                                     \
+      T s = 0;                                                                                                         \
+      for (int i = 0; i < n; ++i) s += ::labkit::blas::at(x, i, incx, n) * ::labkit::blas::at(y, i, incy, n);         \
+      return s;                                                                                                        \
+    }, "cublas" #P "dot");                                                                                             \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##nrm2(cublasHandle_t h, int n, const T* x, int incx, T* r) {                        \
+    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [&] {                          \
+      T s = 0;                                                                                                         \
+      for (int i = 0; incx > 0 && i < n; ++i) s += x[size_t(i) * incx] * x[size_t(i) * incx];                         \
+      return T(std::sqrt(s));                                                                                          \
+    }, "cublas" #P "nrm2");                                                                                            \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##asum(cublasHandle_t h, int n, const T* x, int incx, T* r) {                        \
+    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [&] {                          \
+      T s = 0;                                                                                                         \
+      for (int i = 0; incx > 0 && i < n; ++i) s += std::fabs(x[size_t(i) * incx]);                                    \
+      return s;                                                                                                        \
+    }, "cublas" #P "asum");                                                                                            \
+  }                                                                                                                    \
+  inline cublasStatus_t cublasI##p##amax(cublasHandle_t h, int n, const T* x, int incx, int* r) {                     \
+    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [&] {                          \
+      int best = 0; /* 1-based, as in Fortran BLAS; 0 for an empty vector */                                          \
+      for (int i = 0; incx > 0 && i < n; ++i)                                                                          \
+        if (!best || std::fabs(x[size_t(i) * incx]) > std::fabs(x[size_t(best - 1) * incx])) best = i + 1;            \
+      return best;                                                                                                     \
+    }, "cublasI" #p "amax");                                                                                           \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##gemv(cublasHandle_t h, cublasOperation_t op, int m, int n, const T* alpha,         \
+                                        const T* a, int lda, const T* x, int incx, const T* beta, T* y, int incy) {    \
+    return ::labkit::blas::gemv(h, op, m, n, alpha, a, lda, x, incx, beta, y, incy, "cublas" #P "gemv");              \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,   \
+                                        int k, const T* alpha, const T* a, int lda, const T* b, int ldb,               \
+                                        const T* beta, T* c, int ldc) {                                                \
+    return ::labkit::blas::gemm(h, ta, tb, m, n, k, alpha, a, lda, 0, b, ldb, 0, beta, c, ldc, 0, 1,                  \
+                                "cublas" #P "gemm");                                                                   \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##gemmStridedBatched(                                                                \
+      cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha, const T* a,   \
+      int lda, long long sa, const T* b, int ldb, long long sb, const T* beta, T* c, int ldc, long long sc,            \
+      int batch) {                                                                                                     \
+    return ::labkit::blas::gemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch,           \
+                                "cublas" #P "gemmStridedBatched");                                                     \
+  }
+LABKIT_BLAS_REAL(S, s, float)
+LABKIT_BLAS_REAL(D, d, double)
+#undef LABKIT_BLAS_REAL
+
+inline cublasStatus_t cublasSetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
+  if (incx <= 0 || incy <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+  return ::labkit::blas::copy_matrix(1, n, elem, x, incx, y, incy, true, "cublasSetVector");
+}
+inline cublasStatus_t cublasGetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
+  if (incx <= 0 || incy <= 0) return CUBLAS_STATUS_INVALID_VALUE;
+  return ::labkit::blas::copy_matrix(1, n, elem, x, incx, y, incy, false, "cublasGetVector");
+}
+inline cublasStatus_t cublasSetMatrix(int rows, int cols, int elem, const void* a, int lda, void* b, int ldb) {
+  return ::labkit::blas::copy_matrix(rows, cols, elem, a, lda, b, ldb, true, "cublasSetMatrix");
+}
+inline cublasStatus_t cublasGetMatrix(int rows, int cols, int elem, const void* a, int lda, void* b, int ldb) {
+  return ::labkit::blas::copy_matrix(rows, cols, elem, a, lda, b, ldb, false, "cublasGetMatrix");
+}

@@ -1,0 +1,57 @@
+"""cuBLAS on the CPU executor (labkit/backends/cpu/program_include/cublas_v2.h): the routines a program
+calls, checked against numpy, and NVIDIA's UnifiedMemoryStreams sample, whose device tasks are cublasDgemv."""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from labkit.backends.cpu import program_source
+from labkit.cuda import run_program
+from labkit.errors import UnsupportedOnCPU
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="the CPU executor needs g++")
+
+PROGRAM = Path(__file__).parent / "data" / "cuda_programs" / "cublas_calls.cu"
+
+
+def _expected() -> list[str]:
+    col_major = lambda values, ld, cols: np.array(values, float).reshape(cols, ld).T   # noqa: E731
+    a = col_major([i % 7 - 3 for i in range(18)], 6, 3)[:5]       # k x m, used transposed
+    b = col_major([i % 5 - 2 for i in range(28)], 7, 4)[:5]       # k x n
+    c = col_major([i % 3 for i in range(16)], 4, 4)[:3]           # m x n
+    gemm = 2 * a.T @ b - c
+    big_a = col_major([i % 4 - 1.5 for i in range(20)], 5, 4)[:3]
+    x = np.arange(8) - 3.0
+    y = big_a @ x[0::2] + 0.5 * x[:3]
+    fmt = lambda v: f"{v:g}"   # noqa: E731
+    return ["sgemm: " + " ".join(fmt(v) for v in gemm.T.ravel()),
+            f"dgemv, daxpy: {' '.join(fmt(v) for v in y)}; ddot {fmt(y @ y)}",
+            f"idamax {int(np.argmax(np.abs(x))) + 1}, dnrm2^2 {fmt(x @ x)}"]
+
+
+def test_cublas_routines_match_numpy_and_a_host_operand_is_reported():
+    rc, out, err = run_program(PROGRAM)
+    assert rc == 0, err
+    assert out.splitlines() == _expected()
+    rc, out, err = run_program(PROGRAM, ["host"])
+    assert rc == 0, err
+    assert out.splitlines()[-1] == "host operand: CUBLAS_STATUS_EXECUTION_FAILED"
+    assert "cublasDaxpy: the vector x (0x" in err and "is not device or managed memory" in err
+
+
+@pytest.mark.check
+def test_other_cublas_headers_are_refused_by_name():
+    with pytest.raises(UnsupportedOnCPU, match=r"lt.cu:1 includes <cublasLt.h>, a cuBLAS header other than cublas_v2.h"):
+        program_source.check_program_supported("#include <cublasLt.h>\nint main() {}\n", "lt.cu")
+    program_source.check_program_supported("#include <cublas_v2.h>\nint main() {}\n", "v2.cu")
+
+
+def test_unified_memory_streams_sample_runs_unchanged():
+    sample = Path(__file__).parent / "data" / "cuda_programs" / "cuda-samples" / "UnifiedMemoryStreams"
+    rc, out, err = run_program(sample)
+    assert rc == 0, err[-2000:]
+    tasks = [line for line in out.splitlines() if line.startswith("Task [")]
+    assert len(tasks) == 40 and any("executing on device" in t for t in tasks) and out.endswith("All Done!\n")
