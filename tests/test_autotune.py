@@ -375,31 +375,35 @@ def test_conv_samples_of_any_shape_in_parts_with_a_residual(chunk, monkeypatch):
     assert (terms >= np.abs(full + res).reshape(-1)[idx] - 1e-9).all()
 
 
-def test_the_sums_kept_on_the_device_for_large_gathers_are_the_host_ones():
-    """Over HOST_GATHER_MAX values a GPU keeps the sums on its own backend: the same functions, run
-    here on NumPy, give the host path's values."""
+def test_the_sums_kept_on_a_gpu_for_large_gathers_are_the_host_ones(monkeypatch):
+    """Over HOST_GATHER_MAX values a GPU keeps the sums on its own module (CuPy), in parts: here a
+    module that is not NumPy but computes as it does stands for CuPy, with parts of 5 values, and
+    gives the host's values."""
+    import types
     from labkit.ops.conv_transpose import TransposeGeometry
     from labkit.reference import samples
+    gpu_like = types.SimpleNamespace(**{f: getattr(np, f) for f in ("asarray", "abs", "concatenate", "maximum",
+                                                                     "minimum", "tanh", "float64")})
     r = rng()
     layer = ConvLayer.of(4, 9, 8, 6, (3, 2), (1, 2), (1, 0), (1, 2), 2)
     x = r.standard_normal((2, 4, 9, 8)).astype(np.float32)
     w, b = r.standard_normal((6, 2, 3, 2)).astype(np.float32), r.standard_normal(6).astype(np.float32)
-    idx = sample_positions(np, 2 * 6 * 9 * 3, 40)
-    for got, want in zip(samples._conv_samples_xp(np, x, w, b, layer, idx, "tanh"),
-                         samples.conv_samples(np, x, w, b, layer, idx, "tanh")):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     geo = TransposeGeometry.of(4, 5, 6, 6, (3, 2), (2, 1), (1, 0), (1, 0), (1, 2), 2)
-    xt = r.standard_normal((2, 4, 5, 6)).astype(np.float32)
-    wt = r.standard_normal((4, 3, 3, 2)).astype(np.float32)
-    idx = sample_positions(np, 2 * 6 * geo.out_hw[0] * geo.out_hw[1], 40)
-    for got, want in zip(samples._conv_transpose_samples_xp(np, xt, wt, b, geo, idx, "relu"),
-                         samples.conv_transpose_samples(np, xt, wt, b, geo, idx, "relu")):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    xt, wt = r.standard_normal((2, 4, 5, 6)).astype(np.float32), r.standard_normal((4, 3, 3, 2)).astype(np.float32)
     a, bm, rows = r.standard_normal((7, 5)), r.standard_normal((5, 9)), r.standard_normal(7)
-    idx = sample_positions(np, 63, 20)
-    for got, want in zip(samples._gemm_samples_xp(np, a, bm, rows, idx, None, "row"),
-                         samples.gemm_samples(np, a, bm, rows, idx, None, "row")):
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+    idx_c = sample_positions(np, 2 * 6 * 9 * 3, 40)
+    idx_t = sample_positions(np, 2 * 6 * geo.out_hw[0] * geo.out_hw[1], 40)
+    idx_g = sample_positions(np, 63, 20)
+    calls = [lambda xp: samples.conv_samples(xp, x, w, b, layer, idx_c, "tanh"),
+             lambda xp: samples.conv_transpose_samples(xp, xt, wt, b, geo, idx_t, "relu"),
+             lambda xp: samples.gemm_samples(xp, a, bm, rows, idx_g, None, "row")]
+    want = [call(np) for call in calls]
+    monkeypatch.setattr(samples, "HOST_GATHER_MAX", 5)
+    assert samples._sums_module(gpu_like, 6) is gpu_like and samples._sums_module(np, 6) is np
+    for call, (ref, terms) in zip(calls, want):
+        got_ref, got_terms = call(gpu_like)
+        np.testing.assert_allclose(got_ref, ref, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(got_terms, terms, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("chunk", [None, 5])

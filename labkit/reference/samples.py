@@ -21,9 +21,9 @@ import numpy as np
 __all__ = ["conv_samples", "conv_transpose_samples", "gemm_samples", "activate", "sample_positions",
            "to_host"]
 
-# The most values one gather brings to the host (per operand).  Beyond it the sums stay on a GPU;
-# on the CPU executor the samples go in parts of at most this many, so that the index arrays and
-# their temporaries stay within some hundred MB.
+# The most values one gather brings (per operand).  Beyond it the sums stay on a GPU; either way the
+# samples go in parts of at most this many, so that the host's index arrays and their temporaries
+# stay within some hundred MB.
 HOST_GATHER_MAX = 1 << 24
 
 
@@ -32,15 +32,15 @@ def to_host(a) -> np.ndarray:
     return a.get() if hasattr(a, "get") else np.asarray(a)
 
 
-def _take(x, flat: np.ndarray) -> np.ndarray:
-    """x's elements at the flat positions ``flat`` (a host int64 array of any shape), as float64 on the
-    host: one gather on x's backend."""
-    xp_mod = type(x).__module__.split(".")[0]
+def _take(x, flat: np.ndarray, m):
+    """x's elements at the flat positions ``flat`` (a host int64 array of any shape), as float64 on
+    module ``m`` (NumPy: on the host): one gather on x's backend."""
     flat_x = x.reshape(-1)
-    if xp_mod == "cupy":
-        import cupy
-        return flat_x[cupy.asarray(flat.reshape(-1))].get().astype(np.float64).reshape(flat.shape)
-    return np.asarray(flat_x)[flat].astype(np.float64)
+    if isinstance(flat_x, np.ndarray):
+        return flat_x[flat].astype(np.float64)
+    import cupy        # x lives on a GPU
+    got = flat_x[cupy.asarray(flat.reshape(-1))].reshape(flat.shape)
+    return got.get().astype(np.float64) if m is np else got.astype(cupy.float64)
 
 
 def sample_positions(xp, size: int, count: int = 512, seed: int = 0):
@@ -69,18 +69,18 @@ def activate(xp, v, act: str | None):
     raise ValueError(f"activation must be None, 'relu', 'relu6' or 'tanh', got {act!r}")
 
 
-def _on_device(xp, values: int) -> bool:
-    """Whether the sums should stay on a GPU: where the gathered values are many, the host's
-    arithmetic costs seconds, more than compiling CuPy's kernels once (on NumPy, always the host)."""
-    return xp is not np and values > HOST_GATHER_MAX
+def _sums_module(xp, values: int):
+    """Where the sums run: the host (NumPy), or a GPU's CuPy where the gathered values are many (the
+    host's arithmetic would cost seconds, more than compiling CuPy's kernels once)."""
+    return xp if xp is not np and values > HOST_GATHER_MAX else np
 
 
-def _in_chunks(pos: np.ndarray, per_sample: int, sums) -> tuple[np.ndarray, np.ndarray]:
-    """``sums(part)`` -> (ref, terms) over ``pos`` cut in parts whose gathers hold at most
-    HOST_GATHER_MAX values (a huge receptive field at 512 positions would not fit the host at once)."""
+def _in_chunks(pos: np.ndarray, per_sample: int, sums, m):
+    """``sums(part)`` -> (ref, terms) on module ``m`` over ``pos`` cut in parts whose gathers hold at
+    most HOST_GATHER_MAX values (the index arrays of a huge receptive field at 512 positions)."""
     step = max(1, HOST_GATHER_MAX // max(1, per_sample))
     parts = [sums(pos[i:i + step]) for i in range(0, pos.size, step)] or [sums(pos)]
-    return np.concatenate([r for r, _ in parts]), np.concatenate([t for _, t in parts])
+    return m.concatenate([r for r, _ in parts]), m.concatenate([t for _, t in parts])
 
 
 def conv_samples(xp, x, w, b, layer, idx, act: str | None = None, residual=None):
@@ -92,6 +92,8 @@ def conv_samples(xp, x, w, b, layer, idx, act: str | None = None, residual=None)
     (KH, KW), (sh, sw), (ph, pw), (dh, dw) = layer.kernel_hw, layer.stride_hw, layer.pad_hw, layer.dilation_hw
     Ho, Wo = layer.out_hw
     cg, taps = C // G, C // G * KH * KW
+    pos = to_host(idx).astype(np.int64)
+    mod = _sums_module(xp, pos.size * taps)
 
     def sums(pos):
         n, m, h, o = np.unravel_index(pos, (N, M, Ho, Wo))
@@ -101,22 +103,18 @@ def conv_samples(xp, x, w, b, layer, idx, act: str | None = None, residual=None)
         inside = ((ih >= 0) & (ih < H))[:, None, :, None] & ((iw >= 0) & (iw < W))[:, None, None, :]
         at = (((n[:, None, None, None] * C + c[:, :, None, None]) * H + np.clip(ih, 0, H - 1)[:, None, :, None]) * W
               + np.clip(iw, 0, W - 1)[:, None, None, :])
-        xs = _take(x, at) * inside                                               # (S, Cg, KH, KW)
-        ws = _take(w, m[:, None] * taps + np.arange(taps)[None, :]).reshape(xs.shape)
-        return (xs * ws).sum(axis=(1, 2, 3)), (np.abs(xs) * np.abs(ws)).sum(axis=(1, 2, 3))
+        xs = _take(x, at, mod) * mod.asarray(inside)                             # (S, Cg, KH, KW)
+        ws = _take(w, m[:, None] * taps + np.arange(taps)[None, :], mod).reshape(xs.shape)
+        return (xs * ws).sum(axis=(1, 2, 3)), (mod.abs(xs) * mod.abs(ws)).sum(axis=(1, 2, 3))
 
-    pos = to_host(idx).astype(np.int64)
-    if _on_device(xp, pos.size * taps):
-        return _conv_samples_xp(xp, x, w, b, layer, idx, act, residual)
-    ref, terms = _in_chunks(pos, taps, sums)
-    m = np.unravel_index(pos, (N, M, Ho, Wo))[1]
+    ref, terms = _in_chunks(pos, taps, sums, mod)
     if b is not None:
-        bv = _take(b, m)
-        ref, terms = ref + bv, terms + np.abs(bv)
+        bv = _take(b, np.unravel_index(pos, (N, M, Ho, Wo))[1], mod)
+        ref, terms = ref + bv, terms + mod.abs(bv)
     if residual is not None:
-        r = _take(residual, pos)
-        ref, terms = ref + r, terms + np.abs(r)
-    return xp.asarray(activate(np, ref, act)), xp.asarray(terms)
+        r = _take(residual, pos, mod)
+        ref, terms = ref + r, terms + mod.abs(r)
+    return xp.asarray(activate(mod, ref, act)), xp.asarray(terms)
 
 
 def conv_transpose_samples(xp, x, w, b, geo, idx, act: str | None = None):
@@ -129,6 +127,8 @@ def conv_transpose_samples(xp, x, w, b, geo, idx, act: str | None = None):
     Ho, Wo = geo.out_hw
     cg, og = geo.C // G, geo.M // G
     taps = cg * KH * KW
+    pos = to_host(idx).astype(np.int64)
+    mod = _sums_module(xp, pos.size * taps)
 
     def sums(pos):
         n, m, h, o = np.unravel_index(pos, (N, geo.M, Ho, Wo))
@@ -141,21 +141,18 @@ def conv_transpose_samples(xp, x, w, b, geo, idx, act: str | None = None):
         inside = ok_h[:, None, :, None] & ok_w[:, None, None, :]
         at = (((n[:, None, None, None] * geo.C + c[:, :, None, None]) * geo.H
                + np.clip(ih, 0, geo.H - 1)[:, None, :, None]) * geo.W + np.clip(iw, 0, geo.W - 1)[:, None, None, :])
-        xs = _take(x, at) * inside                                               # (S, Cg, KH, KW)
+        xs = _take(x, at, mod) * mod.asarray(inside)                             # (S, Cg, KH, KW)
         # w (C_in, C_out/G, KH, KW): tap (kh, kw) of input channel c for output channel m
         wat = (((c[:, :, None, None] * og + (m % og)[:, None, None, None]) * KH + np.arange(KH)[None, None, :, None])
                * KW + np.arange(KW)[None, None, None, :])
-        ws = _take(w, wat)                                                       # (S, Cg, KH, KW)
-        return (xs * ws).sum(axis=(1, 2, 3)), (np.abs(xs) * np.abs(ws)).sum(axis=(1, 2, 3))
+        ws = _take(w, wat, mod)                                                  # (S, Cg, KH, KW)
+        return (xs * ws).sum(axis=(1, 2, 3)), (mod.abs(xs) * mod.abs(ws)).sum(axis=(1, 2, 3))
 
-    pos = to_host(idx).astype(np.int64)
-    if _on_device(xp, pos.size * taps):
-        return _conv_transpose_samples_xp(xp, x, w, b, geo, idx, act)
-    ref, terms = _in_chunks(pos, taps, sums)
+    ref, terms = _in_chunks(pos, taps, sums, mod)
     if b is not None:
-        bv = _take(b, np.unravel_index(pos, (N, geo.M, Ho, Wo))[1])
-        ref, terms = ref + bv, terms + np.abs(bv)
-    return xp.asarray(activate(np, ref, act)), xp.asarray(terms)
+        bv = _take(b, np.unravel_index(pos, (N, geo.M, Ho, Wo))[1], mod)
+        ref, terms = ref + bv, terms + mod.abs(bv)
+    return xp.asarray(activate(mod, ref, act)), xp.asarray(terms)
 
 
 def gemm_samples(xp, a, bm, bias, idx, act: str | None = None, bias_per: str = "column"):
@@ -163,82 +160,18 @@ def gemm_samples(xp, a, bm, bias, idx, act: str | None = None, bias_per: str = "
     ``bias_per`` "column" (one value per column of c) or "row"."""
     Mr, K, Nc = int(a.shape[0]), int(a.shape[1]), int(bm.shape[1])
     k = np.arange(K)[None, :]
+    pos = to_host(idx).astype(np.int64)
+    mod = _sums_module(xp, pos.size * K)
 
     def sums(pos):
         i, j = np.unravel_index(pos, (Mr, Nc))
-        ai, bj = _take(a, i[:, None] * K + k), _take(bm, k * Nc + j[:, None])      # (S, K) each
-        return (ai * bj).sum(axis=1), (np.abs(ai) * np.abs(bj)).sum(axis=1)
+        ai, bj = _take(a, i[:, None] * K + k, mod), _take(bm, k * Nc + j[:, None], mod)   # (S, K) each
+        return (ai * bj).sum(axis=1), (mod.abs(ai) * mod.abs(bj)).sum(axis=1)
 
-    pos = to_host(idx).astype(np.int64)
-    if _on_device(xp, pos.size * K):
-        return _gemm_samples_xp(xp, a, bm, bias, idx, act, bias_per)
-    ref, terms = _in_chunks(pos, 2 * K, sums)
+    ref, terms = _in_chunks(pos, K, sums, mod)
     i, j = np.unravel_index(pos, (Mr, Nc))
     if bias is not None:
-        bv = _take(bias, j if bias_per == "column" else i)
-        ref, terms = ref + bv, terms + np.abs(bv)
-    return xp.asarray(activate(np, ref, act)), xp.asarray(terms)
+        bv = _take(bias, j if bias_per == "column" else i, mod)
+        ref, terms = ref + bv, terms + mod.abs(bv)
+    return xp.asarray(activate(mod, ref, act)), xp.asarray(terms)
 
-
-# --- the same sums on the device, for samples whose gathers would be too large for the host ---------
-def _conv_samples_xp(xp, x, w, b, layer, idx, act: str | None = None, residual=None):
-    """conv_samples with the sums on the arrays' own backend (many values: one gather would not fit the host)."""
-    N = int(x.shape[0])
-    C, H, W, M, G = layer.C, layer.H, layer.W, layer.M, layer.groups
-    (KH, KW), (sh, sw), (ph, pw), (dh, dw) = layer.kernel_hw, layer.stride_hw, layer.pad_hw, layer.dilation_hw
-    Ho, Wo = layer.out_hw
-    n, m, h, o = xp.unravel_index(idx, (N, M, Ho, Wo))
-    cg = C // G
-    c = (m // (M // G))[:, None] * cg + xp.arange(cg)[None, :]                  # (S, Cg)
-    ih = h[:, None] * sh - ph + dh * xp.arange(KH)[None, :]                      # (S, KH)
-    iw = o[:, None] * sw - pw + dw * xp.arange(KW)[None, :]                      # (S, KW)
-    inside = ((ih >= 0) & (ih < H))[:, None, :, None] & ((iw >= 0) & (iw < W))[:, None, None, :]
-    xs = x[n[:, None, None, None], c[:, :, None, None], xp.clip(ih, 0, H - 1)[:, None, :, None],
-           xp.clip(iw, 0, W - 1)[:, None, None, :]].astype(xp.float64) * inside
-    ws = w[m].astype(xp.float64)                                                 # (S, Cg, KH, KW)
-    ref = (xs * ws).sum(axis=(1, 2, 3))
-    terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
-    if b is not None:
-        ref = ref + b[m].astype(xp.float64)
-        terms = terms + xp.abs(b[m].astype(xp.float64))
-    if residual is not None:
-        r = residual.reshape(-1)[idx].astype(xp.float64)
-        ref, terms = ref + r, terms + xp.abs(r)
-    return activate(xp, ref, act), terms
-
-
-def _conv_transpose_samples_xp(xp, x, w, b, geo, idx, act: str | None = None):
-    """conv_transpose_samples with the sums on the arrays' own backend (many values: one gather would not fit the host)."""
-    N = int(x.shape[0])
-    G, (KH, KW), (sh, sw), (ph, pw), (dh, dw) = geo.groups, geo.kernel, geo.stride, geo.pad, geo.dilation
-    Ho, Wo = geo.out_hw
-    cg, og = geo.C // G, geo.M // G
-    n, m, h, o = xp.unravel_index(idx, (N, geo.M, Ho, Wo))
-    c = (m // og)[:, None] * cg + xp.arange(cg)[None, :]                        # (S, Cg)
-    th = h[:, None] + ph - dh * xp.arange(KH)[None, :]                           # (S, KH): S * input row
-    tw = o[:, None] + pw - dw * xp.arange(KW)[None, :]
-    ih, iw = th // sh, tw // sw
-    ok_h = (th % sh == 0) & (ih >= 0) & (ih < geo.H)
-    ok_w = (tw % sw == 0) & (iw >= 0) & (iw < geo.W)
-    inside = ok_h[:, None, :, None] & ok_w[:, None, None, :]
-    xs = x[n[:, None, None, None], c[:, :, None, None], xp.clip(ih, 0, geo.H - 1)[:, None, :, None],
-           xp.clip(iw, 0, geo.W - 1)[:, None, None, :]].astype(xp.float64) * inside   # (S, Cg, KH, KW)
-    ws = w[c, (m % og)[:, None]].astype(xp.float64)                              # (S, Cg, KH, KW)
-    ref = (xs * ws).sum(axis=(1, 2, 3))
-    terms = (xp.abs(xs) * xp.abs(ws)).sum(axis=(1, 2, 3))
-    if b is not None:
-        ref = ref + b[m].astype(xp.float64)
-        terms = terms + xp.abs(b[m].astype(xp.float64))
-    return activate(xp, ref, act), terms
-
-
-def _gemm_samples_xp(xp, a, bm, bias, idx, act: str | None = None, bias_per: str = "column"):
-    """gemm_samples with the sums on the arrays' own backend (many values: one gather would not fit the host)."""
-    Mr, Nc = int(a.shape[0]), int(bm.shape[1])
-    i, j = xp.unravel_index(idx, (Mr, Nc))
-    ai, bj = a[i].astype(xp.float64), bm[:, j].T.astype(xp.float64)
-    ref, terms = (ai * bj).sum(axis=1), (xp.abs(ai) * xp.abs(bj)).sum(axis=1)
-    if bias is not None:
-        bv = bias[j if bias_per == "column" else i].astype(xp.float64)
-        ref, terms = ref + bv, terms + xp.abs(bv)
-    return activate(xp, ref, act), terms
