@@ -57,25 +57,32 @@ inline const RegisteredKernel* registered(const void* k, const char* call) {
 }  // namespace rt
 }  // namespace labkit
 
+namespace labkit {
+namespace rt {
+// A launch of a kernel given by its address (``call`` names the API function in errors): recorded
+// into the stream's graph while it captures, else run.
+inline cudaError_t launch_by_address(const void* k, dim3 grid, dim3 block, void** args, size_t shared,
+                                     cudaStream_t stream, const char* call, bool cooperative) {
+  const auto* r = registered(k, call);
+  if (!r) return cudaErrorInvalidDeviceFunction;
+  auto launch = r->make(k, grid, block, shared, args, r->name, cooperative);
+  if (record(stream, cudaGraphNodeTypeKernel, [=] { return launch(stream); })) return cudaSuccess;
+  return launch(stream);
+}
+}  // namespace rt
+}  // namespace labkit
+
 // cudaLaunchKernel((void*)kernel, grid, block, args, shared, stream): the kernel by its address.
 inline cudaError_t cudaLaunchKernel(const void* k, dim3 grid, dim3 block, void** args, size_t shared = 0,
                                     cudaStream_t stream = 0) {
   LABKIT_STICKY();
-  const auto* r = ::labkit::rt::registered(k, "cudaLaunchKernel");
-  if (!r) return cudaErrorInvalidDeviceFunction;
-  auto launch = r->make(k, grid, block, shared, args, r->name, false);
-  if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel, [=] { return launch(stream); })) return cudaSuccess;
-  return launch(stream);
+  return ::labkit::rt::launch_by_address(k, grid, block, args, shared, stream, "cudaLaunchKernel", false);
 }
 // cudaLaunchCooperativeKernel((void*)kernel, ...): the same, every block resident at once (grid syncs).
 inline cudaError_t cudaLaunchCooperativeKernel(const void* k, dim3 grid, dim3 block, void** args, size_t shared = 0,
                                                cudaStream_t stream = 0) {
   LABKIT_STICKY();
-  const auto* r = ::labkit::rt::registered(k, "cudaLaunchCooperativeKernel");
-  if (!r) return cudaErrorInvalidDeviceFunction;
-  auto launch = r->make(k, grid, block, shared, args, r->name, true);
-  if (::labkit::rt::record(stream, cudaGraphNodeTypeKernel, [=] { return launch(stream); })) return cudaSuccess;
-  return launch(stream);
+  return ::labkit::rt::launch_by_address(k, grid, block, args, shared, stream, "cudaLaunchCooperativeKernel", true);
 }
 
 // --- 3D copies (linear memory) -------------------------------------------------------------------------
