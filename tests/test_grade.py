@@ -16,10 +16,11 @@ import tarfile
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import labkit
-from labkit.course import grade
+from labkit.course import grade, kernel_checks
 from labkit.course.grade import EXERCISES, INSTRUCTOR_NOTEBOOKS, grade_folder, instructor_exercises
 from labkit.course.grading import submissions, synthetic
 from labkit.course.grading.limits import run_limited
@@ -95,6 +96,27 @@ def test_gradebook_and_feedback_are_written(graded):
     assert len(json.loads((out / "gradebook.json").read_text())) == len(synthetic.STUDENTS) + 1
     fb = (out / "feedback" / "endless_loop.md").read_text()
     assert "did not finish" in fb and "## 05_count_loads_and_fmas: 0 / 1 (not passed)" in fb
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("check, where, choices", [
+    ("check_conv_kernel", lambda L: L["K"], kernel_checks.KS),
+    ("check_constant_kernel", lambda L: L["K"], kernel_checks.KS),
+    ("check_rows_kernel", lambda c: c[5], kernel_checks.KS),
+    ("check_conv_pool_kernel", lambda c: c[5], kernel_checks.KS),
+    ("check_im2col_kernel", lambda c: c[4], (1, 3, 5, 7)),
+    ("check_im2col_kernel", lambda c: c[5], (1, 2, 3, 4)),
+    ("check_depthwise_kernel", lambda c: c[4], (1, 2)),
+])
+def test_every_students_shapes_take_each_kernel_size_and_stride(check, where, choices):
+    """A student's fresh shapes (drawn from the student's seed) take every kernel size and stride the
+    exercise names: a draw of only 1x1 kernels passed a tiled kernel without its first barrier (each
+    thread reads only the element it wrote) and a filter read with its indices swapped."""
+    for seed in range(300):
+        options = kernel_checks.fresh_options(check, np.random.default_rng(seed))
+        cases = options.get("layers") or options["cases"]
+        assert {where(c) for c in cases} == set(choices), (seed, cases)
+        assert len({repr(c) for c in cases}) == len(cases)
 
 
 def _einsum():

@@ -632,23 +632,35 @@ def check_find_the_bug_fix(path: str | Path, *, cases=None, rng=None, runner=Non
 # every stride and padding the exercise names), never one of the notebook's own cases: a kernel right
 # only on the shapes its author could try gets no points.
 
-def _draw(rng, make, defaults, n: int) -> list:
+def _draw(rng, make, defaults, n: int, spread=()) -> list:
+    """``n`` cases from ``make(rng, *values)``, none of them in ``defaults`` nor twice.  ``spread``: one
+    tuple of choices per argument of ``make`` (a kernel size, a stride); the cases take every choice of
+    each before any comes again, so that no student's draw is all 1x1 kernels, say, where a missing
+    barrier or a swapped filter index changes nothing."""
+    picks = [_spread(rng, choices, n) for choices in spread]
     seen, out = {repr(d) for d in defaults}, []
     while len(out) < n:
-        case = make(rng)
+        case = make(rng, *(p[len(out)] for p in picks))
         if repr(case) not in seen:
             seen.add(repr(case))
             out.append(case)
     return out
 
 
+def _spread(rng, choices, n: int) -> list:
+    """``n`` of ``choices``, each in turn before any again, in a random order."""
+    out: list = []
+    while len(out) < n:
+        out += [choices[i] for i in rng.permutation(len(choices))]
+    return out[:n]
+
+
 def _r(rng, lo: int, hi: int) -> int:
     return int(rng.integers(lo, hi + 1))
 
 
-def _conv_layer(rng, tile: int = 16, K_choices=(1, 3, 5), max_weights: int | None = None) -> dict:
+def _conv_layer(rng, K: int, tile: int = 16, max_weights: int | None = None) -> dict:
     while True:
-        K = int(rng.choice(K_choices))
         L = dict(N=_r(rng, 1, 3), C=_r(rng, 1, 6), H=_r(rng, K, tile + K + 9), W=_r(rng, K, tile + K + 9),
                  M=_r(rng, 1, 8), K=K)
         if max_weights is None or L["M"] * L["C"] * K * K <= max_weights:
@@ -680,27 +692,31 @@ def _transpose_cases(rng) -> list:
     return reaching + _draw(rng, _transpose_case, CONV_TRANSPOSE_CASES + reaching, 2)
 
 
+KS = (1, 3, 5)          # the kernel sizes a convolution exercise names
+
 FRESH = {
-    "check_conv_kernel": lambda rng: {"layers": _draw(rng, _conv_layer, EXERCISE_LAYERS, 3)},
-    "check_constant_kernel": lambda rng: {"layers": _draw(rng, lambda g: _conv_layer(g, max_weights=15_000),
-                                                          CONSTANT_LAYERS, 3)},
+    "check_conv_kernel": lambda rng: {"layers": _draw(rng, _conv_layer, EXERCISE_LAYERS, 3, (KS,))},
+    "check_constant_kernel": lambda rng: {"layers": _draw(
+        rng, lambda g, K: _conv_layer(g, K, max_weights=15_000), CONSTANT_LAYERS, 3, (KS,))},
     "check_rows_kernel": lambda rng: {"cases": _draw(
-        rng, lambda g: (lambda K: (_r(g, 1, 3), _r(g, 1, 5), _r(g, K, K + 14), _r(g, K, K + 21), _r(g, 1, 6), K))(
-            int(g.choice((1, 3, 5)))), ROWS_CASES, 4)},
+        rng, lambda g, K: (_r(g, 1, 3), _r(g, 1, 5), _r(g, K, K + 14), _r(g, K, K + 21), _r(g, 1, 6), K),
+        ROWS_CASES, 4, (KS,))},
     "check_im2col_kernel": lambda rng: {"cases": _draw(
-        rng, lambda g: (lambda K, S: (_r(g, 1, 3), _r(g, 1, 4), _r(g, K, K + 16), _r(g, K, K + 16), K, S,
-                                      _r(g, 0, K - 1)))(int(g.choice((1, 3, 5, 7))), _r(g, 1, 4)), IM2COL_CASES, 4)},
+        rng, lambda g, K, S: (_r(g, 1, 3), _r(g, 1, 4), _r(g, K, K + 16), _r(g, K, K + 16), K, S, _r(g, 0, K - 1)),
+        IM2COL_CASES, 4, ((1, 3, 5, 7), (1, 2, 3, 4)))},
     "check_conv_pool_kernel": lambda rng: {"cases": _draw(
-        rng, lambda g: (lambda K: (_r(g, 1, 3), _r(g, 1, 4), _r(g, K + 1, K + 20), _r(g, K + 1, K + 20),
-                                   _r(g, 1, 6), K))(int(g.choice((1, 3, 5)))), CONV_POOL_CASES, 4)},
+        rng, lambda g, K: (_r(g, 1, 3), _r(g, 1, 4), _r(g, K + 1, K + 20), _r(g, K + 1, K + 20), _r(g, 1, 6), K),
+        CONV_POOL_CASES, 4, (KS,))},
+    # Radius 0 (each channel alone) once at most: the window's edges are what a kernel gets wrong.
     "check_lrn_kernel": lambda rng: {"cases": _draw(
-        rng, lambda g: (_r(g, 1, 3), _r(g, 1, 20), _r(g, 1, 9), _r(g, 1, 9), _r(g, 0, 5)), LRN_CASES, 4)},
+        rng, lambda g, r: (_r(g, 1, 3), _r(g, 1, 20), _r(g, 1, 9), _r(g, 1, 9), r), LRN_CASES, 4,
+        ((0, 1, 2, 3, 4, 5),))},
     "check_preprocess_kernel": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 1, 7), _r(g, 1, 17), _r(g, 1, 17), _r(g, 1, 24)), PREPROCESS_CASES, 4)},
     "check_backward_data_kernel": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 5), _r(g, 1, 12), _r(g, 1, 12), _r(g, 1, 6)), BACKWARD_DATA_CASES, 4)},
     "check_depthwise_kernel": lambda rng: {"cases": _draw(
-        rng, lambda g: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), _r(g, 1, 2)), DEPTHWISE_CASES, 4)},
+        rng, lambda g, S: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), S), DEPTHWISE_CASES, 4, ((1, 2),))},
     "check_conv_transpose_kernel": lambda rng: {"cases": _transpose_cases(rng)},
     # Whole programs (notebook 02b): sizes and seeds of the student's own.
     "check_host_program": lambda rng: {"cases": fresh_cases(rng)},
