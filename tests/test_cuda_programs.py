@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from labkit.backends.cpu import program_source
+from labkit.backends.cpu import cccl, program_source
 from labkit.cuda import run_program
 from labkit.errors import UnsupportedOnCPU
 
@@ -551,6 +551,76 @@ def test_global_to_shared_async_copy_sample_runs_unchanged(kernel):
     rc, out, err = run_program(SAMPLES / "globalToShmemAsyncCopy", args)
     assert rc == 0, err[-2000:]
     assert "Checking computed result for correctness: Result = PASS" in out, out[-2000:]
+
+
+# --- Thrust and libcu++, with CCCL's headers (labkit.backends.cpu.cccl) ---------------------------------
+needs_cccl = pytest.mark.skipif(cccl.include_dir() is None, reason="no CCCL headers here: " + cccl.ADVICE)
+
+
+@needs_cccl
+@pytest.mark.parametrize("check", ["none", "memory", "race"])
+def test_thrust_next_to_kernels_of_one_s_own(check):
+    """Thrust's C++ system stands in for its CUDA system: a device_vector's data and device_malloc's
+    memory are the executor's device memory, which a kernel reads through raw_pointer_cast (the launch's
+    host-pointer check and the memory check know them); sort, transform, reduce and sequence run."""
+    rc, out, err = run_program(DATA / "thrust_with_kernels.cu", check=check)
+    assert rc == 0, err[-3000:]
+    assert out == "no error d[999] = 1998, sum of squares 1331334000, last 2003\nPASSED\n"
+
+
+@needs_cccl
+def test_a_kernel_past_a_device_vector_is_found_by_the_memory_check(tmp_path):
+    p = tmp_path / "past.cu"
+    p.write_text("#include <thrust/device_vector.h>\n"
+                 "__global__ void k(int* x, int n) { int i = threadIdx.x; if (i <= n) x[i] = i; }\n"
+                 "int main() { thrust::device_vector<int> d(100);\n"
+                 "  k<<<1, 128>>>(thrust::raw_pointer_cast(d.data()), 100); cudaDeviceSynchronize(); }\n")
+    rc, out, err = run_program(p, check="memory")
+    assert rc != 0
+    assert "0 bytes to the right of 400-byte region, the cudaMalloc at thrust::device_vector\n" in err
+    assert "past.cu:2" in err
+
+
+@needs_cccl
+def test_thrust_sample_runs_unchanged():
+    """radixSortThrust: thrust::sort and sort_by_key of 32-bit keys (and floats), checked by the sample."""
+    rc, out, err = run_program(SAMPLES / "radixSortThrust", ["-n=65536"])
+    assert rc == 0, err[-2000:]
+    assert "Sorting 65536 32-bit unsigned int keys and values" in out and "Test passed" in out
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("line, why", [
+    ("#include <cub/device/device_reduce.cuh>", "includes <cub/device/device_reduce.cuh>, CUB"),
+    ("#include <thrust/system/cuda/execution_policy.h>", "Thrust's CUDA system"),
+    ("void f(int* b, int* e) { thrust::sort(thrust::cuda::par, b, e); }", "uses Thrust's CUDA system by name"),
+    ("void f(int* b, int* e) { thrust::sort(thrust::system::cuda::par, b, e); }", "uses Thrust's CUDA system by name"),
+])
+def test_cub_and_thrust_s_cuda_system_are_refused_by_name(line, why):
+    with pytest.raises(UnsupportedOnCPU, match=re.escape(why)):
+        program_source.check_program_supported(line + "\n", "t.cu")
+
+
+@pytest.mark.check
+def test_thrust_without_cccl_headers_is_refused_with_advice(monkeypatch):
+    monkeypatch.setattr(cccl, "include_dir", lambda: None)
+    with pytest.raises(UnsupportedOnCPU, match=r"t.cu:2 includes <thrust/sort.h>, .*\(pip install nvidia-cuda-cccl\)"):
+        program_source.check_program_supported("int x;\n#include <thrust/sort.h>\n", "t.cu")
+
+
+@pytest.mark.check
+def test_cccl_headers_older_than_the_tried_release_are_passed_over(tmp_path, monkeypatch):
+    for version, name in ((300001, "old"), (300500, "new")):
+        (tmp_path / name / "thrust").mkdir(parents=True)
+        (tmp_path / name / "cuda" / "std").mkdir(parents=True)
+        (tmp_path / name / "cuda" / "std" / "version").write_text("")
+        (tmp_path / name / "thrust" / "version.h").write_text(f"#define THRUST_VERSION {version} // x\n")
+    monkeypatch.setattr(cccl, "_candidates", lambda: [tmp_path / "old", tmp_path / "new"])
+    cccl.include_dir.cache_clear()
+    try:
+        assert cccl.include_dir() == (tmp_path / "new").resolve()
+    finally:
+        cccl.include_dir.cache_clear()
 
 
 def test_libcu_headers_beyond_barrier_and_pipeline_are_refused_by_name(tmp_path):

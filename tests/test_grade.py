@@ -107,11 +107,17 @@ def test_gradebook_and_feedback_are_written(graded):
     ("check_im2col_kernel", lambda c: c[4], (1, 3, 5, 7)),
     ("check_im2col_kernel", lambda c: c[5], (1, 2, 3, 4)),
     ("check_depthwise_kernel", lambda c: c[4], (1, 2)),
+    ("check_conv_kernel", lambda L: L["C"] > 1, (False, True)),
+    ("check_conv_kernel", lambda L: L["M"] > 1, (False, True)),
+    ("check_constant_kernel", lambda L: L["C"] > 1, (False, True)),
+    ("check_constant_kernel", lambda L: L["M"] > 1, (False, True)),
+    ("check_depthwise_kernel", lambda c: c[1] > 1, (False, True)),
 ])
 def test_every_students_shapes_take_each_kernel_size_and_stride(check, where, choices):
     """A student's fresh shapes (drawn from the student's seed) take every kernel size and stride the
-    exercise names: a draw of only 1x1 kernels passed a tiled kernel without its first barrier (each
-    thread reads only the element it wrote) and a filter read with its indices swapped."""
+    exercise names, one channel and several: a draw of only 1x1 kernels passed a tiled kernel without
+    its first barrier (each thread reads only the element it wrote), one of only one output channel a
+    kernel that computes channel 0 alone."""
     for seed in range(300):
         options = kernel_checks.fresh_options(check, np.random.default_rng(seed))
         cases = options.get("layers") or options["cases"]

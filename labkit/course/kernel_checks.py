@@ -659,10 +659,12 @@ def _r(rng, lo: int, hi: int) -> int:
     return int(rng.integers(lo, hi + 1))
 
 
-def _conv_layer(rng, K: int, tile: int = 16, max_weights: int | None = None) -> dict:
+def _conv_layer(rng, K: int, C: tuple = (1, 6), M: tuple = (1, 8), tile: int = 16,
+                max_weights: int | None = None) -> dict:
+    """A layer with a K x K kernel, C[0] to C[1] input and M[0] to M[1] output channels."""
     while True:
-        L = dict(N=_r(rng, 1, 3), C=_r(rng, 1, 6), H=_r(rng, K, tile + K + 9), W=_r(rng, K, tile + K + 9),
-                 M=_r(rng, 1, 8), K=K)
+        L = dict(N=_r(rng, 1, 3), C=_r(rng, *C), H=_r(rng, K, tile + K + 9), W=_r(rng, K, tile + K + 9),
+                 M=_r(rng, *M), K=K)
         if max_weights is None or L["M"] * L["C"] * K * K <= max_weights:
             return L
 
@@ -692,12 +694,15 @@ def _transpose_cases(rng) -> list:
     return reaching + _draw(rng, _transpose_case, CONV_TRANSPOSE_CASES + reaching, 2)
 
 
-KS = (1, 3, 5)          # the kernel sizes a convolution exercise names
+KS = (1, 3, 5)                       # the kernel sizes a convolution exercise names
+ONE_OR_MORE = ((1, 1), (2, 6))       # channels: one, or several (a kernel that reads channel 0 only)
 
 FRESH = {
-    "check_conv_kernel": lambda rng: {"layers": _draw(rng, _conv_layer, EXERCISE_LAYERS, 3, (KS,))},
+    "check_conv_kernel": lambda rng: {"layers": _draw(rng, _conv_layer, EXERCISE_LAYERS, 3,
+                                                      (KS, ONE_OR_MORE, ONE_OR_MORE))},
     "check_constant_kernel": lambda rng: {"layers": _draw(
-        rng, lambda g, K: _conv_layer(g, K, max_weights=15_000), CONSTANT_LAYERS, 3, (KS,))},
+        rng, lambda g, K, C, M: _conv_layer(g, K, C, M, max_weights=15_000), CONSTANT_LAYERS, 3,
+        (KS, ONE_OR_MORE, ONE_OR_MORE))},
     "check_rows_kernel": lambda rng: {"cases": _draw(
         rng, lambda g, K: (_r(g, 1, 3), _r(g, 1, 5), _r(g, K, K + 14), _r(g, K, K + 21), _r(g, 1, 6), K),
         ROWS_CASES, 4, (KS,))},
@@ -716,7 +721,8 @@ FRESH = {
     "check_backward_data_kernel": lambda rng: {"cases": _draw(
         rng, lambda g: (_r(g, 1, 3), _r(g, 1, 5), _r(g, 1, 12), _r(g, 1, 12), _r(g, 1, 6)), BACKWARD_DATA_CASES, 4)},
     "check_depthwise_kernel": lambda rng: {"cases": _draw(
-        rng, lambda g, S: (_r(g, 1, 3), _r(g, 1, 6), _r(g, 1, 20), _r(g, 1, 20), S), DEPTHWISE_CASES, 4, ((1, 2),))},
+        rng, lambda g, S, C: (_r(g, 1, 3), _r(g, *C), _r(g, 1, 20), _r(g, 1, 20), S), DEPTHWISE_CASES, 4,
+        ((1, 2), ONE_OR_MORE))},
     "check_conv_transpose_kernel": lambda rng: {"cases": _transpose_cases(rng)},
     # Whole programs (notebook 02b): sizes and seeds of the student's own.
     "check_host_program": lambda rng: {"cases": fresh_cases(rng)},

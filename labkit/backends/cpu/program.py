@@ -2,7 +2,8 @@
 
 A program's ``.cu`` files are compiled by the host C++ compiler as C++, each with the execution model
 (``include/labkit_cpu.h``) and the runtime API (``program_include/cuda_runtime.h``) in front, as nvcc
-puts ``cuda_runtime.h`` in front of every ``.cu`` file; its ``.cpp`` files as they are.  Launches and
+puts ``cuda_runtime.h`` in front of every ``.cu`` file; its ``.cpp`` files as they are.  A program that
+uses Thrust or libcu++ is compiled against CCCL's headers (cccl.py, program_include/labkit_cccl.h).  Launches and
 ``__shared__`` declarations are rewritten first (program_source.py); so are the headers beside the
 program's files, which may hold kernels too: rewritten copies in a build folder are found first,
 each behind a ``#line`` directive that keeps its own name and line numbers in messages.  The
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import KernelCompileError
-from . import compiler, program_source
+from . import cccl, compiler, program_source
 
 PROGRAM_INCLUDE = Path(__file__).resolve().parent / "program_include"
 SOURCE_SUFFIXES = (".cu", ".cpp", ".cc", ".cxx", ".c")
@@ -147,6 +148,11 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
             program_source.rewrite_program(src, str(h))
     cxx, version = compiler.compiler()
     flags = _flags(build_kind)
+    # Thrust and libcu++: CCCL's headers after the executor's (which put the executor's device memory
+    # under Thrust's C++ system: program_include/thrust/), the C++ system as Thrust's device system.
+    cccl_dir = cccl.include_dir() if any(program_source.CCCL_HEADERS.search(t) for t in texts.values()) else None
+    if cccl_dir:
+        flags += ["-isystem", str(cccl_dir), "-DTHRUST_DEVICE_SYSTEM=THRUST_DEVICE_SYSTEM_CPP", "-DCCCL_DISABLE_NVTX"]
     plain = compiler.INSTRUMENTATION.get(build_kind or "", ())
     runtime = compiler.build_runtime(cxx, version, [f for f in flags if f not in plain and f != "-DLABKIT_PROGRAM=1"],
                                      build_kind, fresh)
@@ -155,8 +161,9 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
                                  "labkit.CPUModule to see the compiler's message")
     flags.append(compiler.RUNTIME_LINKED)
     key = compiler.cache_key(compiler.EXECUTOR_VERSION, "program", *sorted(f"{k}\0{v}" for k, v in texts.items()),
-                        compiler.headers_text(), "".join(p.read_text() for p in sorted(PROGRAM_INCLUDE.glob("*.*"))),
-                        " ".join(flags), version, runtime.name, *(str(f) for f in folders))
+                        compiler.headers_text(), "".join(p.read_text() for p in sorted(PROGRAM_INCLUDE.rglob("*.*"))),
+                        " ".join(flags), version, runtime.name, *(str(f) for f in folders),
+                        f"{cccl_dir} {cccl.thrust_version(cccl_dir)}" if cccl_dir else "")
     out_dir = compiler.cache_dir() / "programs"
     out_dir.mkdir(exist_ok=True)
     exe = out_dir / f"{build_kind + '-' if build_kind else ''}{key}"
@@ -179,6 +186,8 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
             cu = s.suffix == ".cu"
             front = ["-include", "labkit_cpu.h", "-include", "cuda_runtime.h", "-D__CUDACC__=1", "-D__NVCC__=1",
                      "-D__CUDACC_VER_MAJOR__=12", "-D__CUDACC_VER_MINOR__=4"] if cu else []
+            if cu and cccl_dir:
+                front += ["-include", "labkit_cccl.h"]
             lang = ["-x", "c++"] if cu or s.suffix != ".c" else ["-x", "c"]
             obj = tmp / (s.name + ".o")
             cmd = [cxx, *flags, f"-fdebug-prefix-map={tmp}=.", *front, "-I", str(inc),
@@ -222,7 +231,8 @@ def _explain_memory(stderr: str, sources: list[Path]) -> str:
         parts.append("  " + access.split(" at pc")[0].split(" thread")[0])
     if region:
         site = allocs.get(int(region.group(2), 16))
-        parts.append("  " + region.group(1) + (f", the cudaMalloc at {site[1]}" if site else "")
+        at = site[1][:-2] if site and site[1].endswith(":0") else site[1] if site else ""   # :0, a library's
+        parts.append("  " + region.group(1) + (f", the cudaMalloc at {at}" if site else "")
                      + (" (freed: a use after free)" if freed else ""))
     if where:
         parts.append("  at " + where.split(" in ", 1)[-1])

@@ -21,8 +21,10 @@ textures and surfaces, graphics interop, the driver API (``cu*`` calls), several
 access, a device-side cudaDeviceSynchronize (launches from device code run: labkit_runtime_api.h), the
 graph nodes beyond kernels, copies, memsets, host functions, memory and conditionals (event and child-graph
 nodes), inter-process memory, and the
-CUDA libraries (cuFFT, cuSPARSE, ...) but cuRAND (program_include/curand.h, curand_kernel.h) and a part of
-cuBLAS (program_include/cublas_v2.h), and
+CUDA libraries (cuFFT, cuSPARSE, CUB, ...) but cuRAND (program_include/curand.h, curand_kernel.h), a part of
+cuBLAS (program_include/cublas_v2.h), and Thrust and libcu++'s ``<cuda/std/...>`` with CCCL's own headers
+(cccl.py: Thrust's C++ system stands in for its CUDA system; refused with advice where no headers are
+found), and
 fp8 types (cuda_fp16.h's __half, cuda_bf16.h's __nv_bfloat16 and mma.h's nvcuda::wmma are provided:
 include/), and inline PTX other than the reads of special registers that the rewrite turns into the
 executor's calls (kernel_source.rewrite_special_registers).
@@ -33,6 +35,7 @@ import re
 
 from ...errors import UnsupportedOnCPU
 from .. import kernel_source
+from . import cccl
 
 # The runtime and driver facilities a program may use that the executor does not model, each with
 # the words used to name it and the advice given.  Matched in code only (comments and strings blanked).
@@ -73,7 +76,12 @@ _HOST_UNSUPPORTED = [
 # CUDA libraries and facilities the executor provides no header for.
 _HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
-                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"])\w+|cub/\w+|thrust/\w+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
+                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
+                      r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
+# Thrust and libcu++ (cuda/std), built with CCCL's headers where they are found (cccl.py).
+CCCL_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:thrust|cuda/std)/[\w/.]+)[>"]', re.M)
+# Thrust's CUDA system by name: its policies launch CUDA kernels of Thrust's own.
+_THRUST_CUDA = re.compile(r"\bthrust\s*::\s*(?:system\s*::\s*)?cuda\s*::")
 
 
 def _header_words(name: str) -> str:
@@ -82,7 +90,11 @@ def _header_words(name: str) -> str:
     if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
         return "graphics interop"
     if name.startswith("cuda/"):
-        return "a device facility (libcu++ beyond <cuda/barrier> and <cuda/pipeline>)"
+        return "a device facility (libcu++ beyond <cuda/barrier>, <cuda/pipeline> and <cuda/std/...>)"
+    if name.startswith("cub/"):
+        return "CUB (its algorithms are CUDA kernels of its own; Thrust's, which run on the executor, do the same work)"
+    if name.startswith("thrust/system/cuda"):
+        return "Thrust's CUDA system (thrust::device runs on the executor: Thrust's C++ system stands in for it)"
     if name.startswith("cublas"):
         return "a cuBLAS header other than cublas_v2.h (which labkit provides in part)"
     if name == "mpi":
@@ -239,6 +251,16 @@ def check_program_supported(src: str, path: str) -> None:
         raise UnsupportedOnCPU(
             f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, {_header_words(m.group(1))} that the "
             "CPU executor does not provide; this program needs a GPU")
+    m = CCCL_HEADERS.search(src)
+    if m and cccl.include_dir() is None:
+        raise UnsupportedOnCPU(
+            f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, which the CPU executor builds with the headers "
+            f"of the CUDA C++ Core Libraries, and none were found: {cccl.ADVICE}")
+    m = _THRUST_CUDA.search(text)
+    if m:
+        raise UnsupportedOnCPU(
+            f"{path}:{_line(text, m.start())} uses Thrust's CUDA system by name (thrust::cuda::par, its streams), "
+            "which the CPU executor does not model: use thrust::device (Thrust's C++ system stands in for it here)")
     for pattern, what, advice in _HOST_UNSUPPORTED:
         m = pattern.search(text)
         if m:

@@ -133,23 +133,43 @@ struct dim3 {
   constexpr operator uint3() const { return uint3{x, y, z}; }
 };
 
+#define LABKIT_VEC1(T, N) struct __attribute__((aligned(sizeof(T)))) N { T x; }; \
+  static inline N make_##N(T x) { return N{x}; }
 #define LABKIT_VEC2(T, N, A) struct __attribute__((aligned(A))) N { T x, y; }; \
   static inline N make_##N(T x, T y) { return N{x, y}; }
 #define LABKIT_VEC3(T, N) struct N { T x, y, z; }; \
   static inline N make_##N(T x, T y, T z) { return N{x, y, z}; }
 #define LABKIT_VEC4(T, N, A) struct __attribute__((aligned(A))) N { T x, y, z, w; }; \
   static inline N make_##N(T x, T y, T z, T w) { return N{x, y, z, w}; }
-LABKIT_VEC2(float, float2, 8)
-LABKIT_VEC3(float, float3)
-LABKIT_VEC4(float, float4, 16)
-LABKIT_VEC2(int, int2, 8)
-LABKIT_VEC3(int, int3)
-LABKIT_VEC4(int, int4, 16)
+// CUDA's vector types, with vector_types.h's alignments (a 2- or 4-vector is aligned to its size, up
+// to 16 bytes; a 1- or 3-vector to its element's).
+#define LABKIT_VECS(T, N, A2, A4) LABKIT_VEC1(T, N##1) LABKIT_VEC2(T, N##2, A2) LABKIT_VEC3(T, N##3) \
+  LABKIT_VEC4(T, N##4, A4)
+LABKIT_VECS(signed char, char, 2, 4)
+LABKIT_VECS(unsigned char, uchar, 2, 4)
+LABKIT_VECS(short, short, 4, 8)
+LABKIT_VECS(unsigned short, ushort, 4, 8)
+LABKIT_VECS(int, int, 8, 16)
+LABKIT_VEC1(unsigned int, uint1)
 LABKIT_VEC2(unsigned int, uint2, 8)
 LABKIT_VEC4(unsigned int, uint4, 16)
-LABKIT_VEC2(double, double2, 16)
-LABKIT_VEC4(unsigned char, uchar4, 4)
-LABKIT_VEC4(signed char, char4, 4)
+LABKIT_VECS(long, long, 2 * sizeof(long), 16)
+LABKIT_VECS(unsigned long, ulong, 2 * sizeof(long), 16)
+LABKIT_VECS(long long, longlong, 16, 16)
+LABKIT_VECS(unsigned long long, ulonglong, 16, 16)
+LABKIT_VECS(float, float, 8, 16)
+LABKIT_VECS(double, double, 16, 16)
+// CUDA 13's names for the 32-byte vectors and their 16-byte-aligned forms.
+LABKIT_VEC4(long, long4_16a, 16)
+LABKIT_VEC4(long, long4_32a, 32)
+LABKIT_VEC4(unsigned long, ulong4_16a, 16)
+LABKIT_VEC4(unsigned long, ulong4_32a, 32)
+LABKIT_VEC4(long long, longlong4_16a, 16)
+LABKIT_VEC4(long long, longlong4_32a, 32)
+LABKIT_VEC4(unsigned long long, ulonglong4_16a, 16)
+LABKIT_VEC4(unsigned long long, ulonglong4_32a, 32)
+LABKIT_VEC4(double, double4_16a, 16)
+LABKIT_VEC4(double, double4_32a, 32)
 static inline uint3 make_uint3(unsigned x, unsigned y, unsigned z) { return uint3{x, y, z}; }
 
 // ---------------------------------------------------------------------------

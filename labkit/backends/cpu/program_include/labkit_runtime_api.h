@@ -278,7 +278,9 @@ inline void add(void* p, size_t n, Mem kind, const char* file, int line, size_t 
 
 inline std::string where(const Alloc& a) {
   const std::string what = a.graph ? "a graph's allocation node" : mem_word(a.kind);
-  return a.file && *a.file ? " (" + what + " at " + a.file + ":" + std::to_string(a.line) + ")" : " (" + what + ")";
+  // Line 0: an allocation made for the program by a library (a thrust::device_vector), named by the file.
+  const std::string line = a.line > 0 ? ":" + std::to_string(a.line) : "";
+  return a.file && *a.file ? " (" + what + " at " + a.file + line + ")" : " (" + what + ")";
 }
 
 // Checks a range [p, p+n) that a call reads or writes in device memory ("what" names it in messages).
