@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from labkit.backends import kernel_source
 from labkit.backends.cpu import cccl, program_source
 from labkit.cuda import run_program
 from labkit.errors import UnsupportedOnCPU
@@ -551,6 +552,98 @@ def test_global_to_shared_async_copy_sample_runs_unchanged(kernel):
     rc, out, err = run_program(SAMPLES / "globalToShmemAsyncCopy", args)
     assert rc == 0, err[-2000:]
     assert "Checking computed result for correctness: Result = PASS" in out, out[-2000:]
+
+
+# --- single PTX instructions in inline asm (kernel_source.rewrite_ptx_instructions) --------------------
+# The PTX ISA's definitions, written out here for the values ptx_instructions.cu prints.
+M32 = 0xffffffff
+
+
+def _ptx_s32(x):
+    x &= M32
+    return x - (1 << 32) if x >> 31 else x
+
+
+def _ptx_bfind(v, bits, signed):
+    if signed and (v >> (bits - 1)) & 1:          # a negative value: its most significant 0
+        v = ~v & ((1 << bits) - 1)
+    return v.bit_length() - 1 if v else M32
+
+
+def _ptx_bfe(a, pos, length, bits, signed):
+    pos, length, msb = pos & 0xff, length & 0xff, bits - 1
+    sbit = (a >> min(pos + length - 1, msb)) & 1 if signed and length else 0
+    return sum(((a >> (pos + i)) & 1 if i < length and pos + i <= msb else sbit) << i for i in range(bits))
+
+
+def _ptx_bfi(a, b, pos, length, bits):
+    pos, length, f = pos & 0xff, length & 0xff, b
+    for i in range(min(length, max(bits - pos, 0))):
+        f = (f & ~(1 << (pos + i))) | (((a >> i) & 1) << (pos + i))
+    return f
+
+
+def _ptx_prmt(a, b, c):
+    both, r = (b << 32) | a, 0
+    for i in range(4):
+        n = (c >> (4 * i)) & 15
+        byte = (both >> (8 * (n & 7))) & 0xff
+        if n & 8:                                     # the byte's sign, replicated
+            byte = 0xff if byte & 0x80 else 0
+        r |= byte << (8 * i)
+    return r
+
+
+def _ptx_expected(a, b):
+    w = (a << 32) | b
+    return [_ptx_bfind(a, 32, False), _ptx_bfind(a, 32, True), _ptx_bfe(a, b & 63, (b >> 8) & 63, 32, False),
+            _ptx_bfe(a, 4, 12, 32, True), _ptx_bfi(a, b, b & 31, a & 31, 32), _ptx_prmt(a, b, 0x73d1),
+            bin(a).count("1"), 32 - a.bit_length(), int(f"{a:032b}"[::-1], 2),
+            ((((b << 32) | a) << (b & 31)) >> 32) & M32,
+            (((b << 32) | a) >> (a & 63)) & M32 if (a & 63) < 32 else b, (a * b) >> 32,
+            (_ptx_s32(a) * _ptx_s32(b) + 7) & M32, max(_ptx_s32(a), _ptx_s32(b)) & M32,
+            _ptx_bfind(w, 64, False), bin(w).count("1")]
+
+
+def test_single_ptx_instructions_compute_as_the_ptx_isa_defines():
+    """bfind, bfe, bfi, prmt (a sign-replicating selector too), popc, clz, brev, shf (wrap and clamp),
+    mul.hi, mad.lo, max, in 32 and 64 bits: each of 8 threads' 16 results as the ISA defines them."""
+    rc, out, err = run_program(DATA / "ptx_instructions.cu")
+    assert rc == 0, err[-2000:]
+    h = [0, 1, 0x80000000, 0xffffffff, 0x12345678, 0xdeadbeef, 0x7fffffff, 0x00f0f000,
+         0, 0xffff, 0x0a0b0c0d, 0x1f05, 0x13141516, 0xcafebabe, 0xe1f, 3]
+    rows = [[int(v) for v in line.split()] for line in out.splitlines()]
+    assert rows == [_ptx_expected(h[t], h[t + 8]) for t in range(8)]
+
+
+@pytest.mark.check
+def test_ptx_instruction_rewrite_keeps_lines_and_leaves_others_to_be_refused():
+    src = ('asm volatile("bfind.u32 %0, %1;"\n  : "=r"(r) : "r"(x));\n'
+           'asm("bfe.s32 %0, %1, 8, %2;" : "=r"(q) : "r"(a), "r"(n));\n'
+           'asm("vabsdiff4.u32.u32.u32.add %0, %1, %2, %3;" : "=r"(v) : "r"(a), "r"(b), "r"(c));\n')
+    out = kernel_source.rewrite_special_registers(src)
+    assert out.count("\n") == src.count("\n")
+    assert out.startswith("((r) = (unsigned int)(::labkit::ptx::bfind((unsigned int)(x))))\n;\n")
+    assert "((q) = (int)(::labkit::ptx::bfe((int)(a), (unsigned)(8), (unsigned)(n))));" in out
+    assert "vabsdiff4" in out
+    with pytest.raises(UnsupportedOnCPU, match=r"k.cu:4 uses inline PTX assembly"):
+        kernel_source.check_supported(src, "k.cu")
+
+
+def test_a_kernel_whose_name_a_header_overloads_is_launched_by_its_address(tmp_path):
+    """cdpAdvancedQuicksort's header declares its kernel with a parameter fewer than the definition:
+    the registration that cudaLaunchKernel((void*)k, ...) needs names the definition's signature."""
+    (tmp_path / "k.h").write_text("__global__ void k(int* x, int n);\n")
+    (tmp_path / "k.cu").write_text(
+        '#include <cstdio>\n#include "k.h"\n__global__ void k(int* x, int n, int add) {\n'
+        "  x[threadIdx.x] = n + add; }\nint main() {\n  int* x; cudaMallocManaged(&x, 4 * sizeof(int));\n"
+        "  int n = 5, add = 2; void* args[] = {&x, &n, &add};\n"
+        "  cudaLaunchKernel((void*)static_cast<void (*)(int*, int, int)>(k), dim3(1), dim3(4), args, 0, 0);\n"
+        "  size_t pending = 0; cudaDeviceGetLimit(&pending, cudaLimitDevRuntimePendingLaunchCount);\n"
+        '  cudaDeviceSynchronize(); printf("%d %d %zu\\n", x[0], x[3], pending); }\n')
+    rc, out, err = run_program(tmp_path / "k.cu")
+    assert rc == 0, err[-2000:]
+    assert out == "7 7 2048\n"
 
 
 # --- Thrust and libcu++, with CCCL's headers (labkit.backends.cpu.cccl) ---------------------------------

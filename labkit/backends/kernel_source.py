@@ -179,10 +179,86 @@ _SPECIAL_ASM = re.compile(
     r'\s*:\s*"=([rl])"\s*\(((?:[^()]|\([^()]*\))*)\)\s*\)')
 
 
+_CTYPES = {"u32": "unsigned int", "b32": "unsigned int", "s32": "int", "u64": "unsigned long long",
+           "b64": "unsigned long long", "s64": "long long"}
+
+
+def _ptx_table() -> dict[str, tuple[int, str, str]]:
+    """{instruction: (inputs, result's C type, C expression over {0}, {1}, ...)} for the single PTX
+    instructions that rewrite_ptx_instructions turns into C++ (labkit_cpu.h: labkit::ptx and the
+    integer intrinsics), each as the PTX ISA defines it."""
+    t: dict[str, tuple[int, str, str]] = {}
+    for ty in ("u32", "s32", "u64", "s64"):
+        c = _CTYPES[ty]
+        t[f"bfind.{ty}"] = (1, "unsigned int", f"::labkit::ptx::bfind(({c})({{0}}))")
+        t[f"bfe.{ty}"] = (3, c, f"::labkit::ptx::bfe(({c})({{0}}), (unsigned)({{1}}), (unsigned)({{2}}))")
+        for op, sym in (("add", "+"), ("sub", "-"), ("mul.lo", "*")):
+            t[f"{op}.{ty}"] = (2, c, f"({c})(({c})({{0}}) {sym} ({c})({{1}}))")
+        t[f"mad.lo.{ty}"] = (3, c, f"({c})(({c})({{0}}) * ({c})({{1}}) + ({c})({{2}}))")
+        for op, cmp in (("min", "<"), ("max", ">")):
+            t[f"{op}.{ty}"] = (2, c, f"(({c})({{0}}) {cmp} ({c})({{1}}) ? ({c})({{0}}) : ({c})({{1}}))")
+    t["mul.hi.u32"] = (2, "unsigned int", "__umulhi((unsigned)({0}), (unsigned)({1}))")
+    t["mul.hi.s32"] = (2, "int", "__mulhi((int)({0}), (int)({1}))")
+    t["mul.hi.u64"] = (2, "unsigned long long", "__umul64hi((unsigned long long)({0}), (unsigned long long)({1}))")
+    t["mul.hi.s64"] = (2, "long long", "__mul64hi((long long)({0}), (long long)({1}))")
+    for ty, suffix in (("b32", ""), ("b64", "ll")):
+        c = _CTYPES[ty]
+        t[f"popc.{ty}"] = (1, "unsigned int", f"(unsigned)__popc{suffix}(({c})({{0}}))")
+        t[f"clz.{ty}"] = (1, "unsigned int", f"(unsigned)__clz{suffix}(({'int' if ty == 'b32' else 'long long'})({{0}}))")
+        t[f"brev.{ty}"] = (1, c, f"__brev{suffix}(({c})({{0}}))")
+        t[f"bfi.{ty}"] = (4, c, f"::labkit::ptx::bfi(({c})({{0}}), ({c})({{1}}), (unsigned)({{2}}), (unsigned)({{3}}))")
+        t[f"not.{ty}"] = (1, c, f"({c})~({c})({{0}})")
+        for op, sym in (("and", "&"), ("or", "|"), ("xor", "^")):
+            t[f"{op}.{ty}"] = (2, c, f"({c})(({c})({{0}}) {sym} ({c})({{1}}))")
+    t["prmt.b32"] = (3, "unsigned int", "::labkit::ptx::prmt((unsigned)({0}), (unsigned)({1}), (unsigned)({2}))")
+    for d in ("l", "r"):
+        t[f"shf.{d}.wrap.b32"] = (3, "unsigned int", f"__funnelshift_{d}((unsigned)({{0}}), (unsigned)({{1}}), (unsigned)({{2}}))")
+        t[f"shf.{d}.clamp.b32"] = (3, "unsigned int", f"__funnelshift_{d}c((unsigned)({{0}}), (unsigned)({{1}}), (unsigned)({{2}}))")
+    return t
+
+
+PTX_INSTRUCTIONS = _ptx_table()
+_ARG = r'"[rlnh]"\s*\(((?:[^()]|\([^()]*\))*)\)'
+_INSTRUCTION_ASM = re.compile(
+    r'\b(?:asm|__asm__)\s*(?:(?:volatile|__volatile__)\s*)?\(\s*"\s*([a-z][\w.]*)\s+%0\s*((?:,\s*(?:%\d|-?\w+)\s*)*);?\s*"'
+    r'\s*:\s*"=([rl])"\s*\(((?:[^()]|\([^()]*\))*)\)\s*'
+    r'(?::\s*((?:' + _ARG + r'\s*,?\s*)*))?\)')
+
+
+def rewrite_ptx_instructions(src: str) -> str:
+    """``asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x))`` -> ``((r) = (unsigned int)::labkit::ptx::bfind(...))``
+    for the single instructions of PTX_INSTRUCTIONS (operands %1.. in order, or integer immediates),
+    keeping every line in place; other asm statements are left for check_supported to refuse."""
+    text = strip_comments(src)
+    edits = []
+    for m in re.finditer(r"\b(?:asm|__asm__)\b", text):
+        k = _INSTRUCTION_ASM.match(src, m.start())
+        if not k or k.group(1) not in PTX_INSTRUCTIONS:
+            continue
+        inputs, ctype, expr = PTX_INSTRUCTIONS[k.group(1)]
+        args = [a.strip() for a in re.findall(_ARG, k.group(5) or "")]
+        operands = [o.strip() for o in k.group(2).split(",")[1:]]
+        values = []
+        for o in operands:
+            if o.startswith("%"):
+                i = int(o[1:])
+                if not 1 <= i <= len(args):
+                    break
+                values.append(args[i - 1])
+            else:
+                values.append(o)
+        if len(values) != inputs or len(operands) != inputs:
+            continue
+        repl = f"(({k.group(4).strip()}) = ({ctype})({expr.format(*values)}))"
+        edits.append((k.start(), k.end(), repl + "\n" * src.count("\n", k.start(), k.end())))
+    return apply_edits(src, edits)
+
+
 def rewrite_special_registers(src: str, *, time_registers: bool = False) -> str:
     """``asm("mov.u32 %0, %%laneid;" : "=r"(x))`` -> ``(x) = (unsigned int)::labkit::sreg::laneid()``, for the
-    registers of SPECIAL_REGISTERS (and TIME_REGISTERS where ``time_registers``), keeping every line in
-    place; other asm statements are left for check_supported to refuse."""
+    registers of SPECIAL_REGISTERS (and TIME_REGISTERS where ``time_registers``), and the single
+    instructions of rewrite_ptx_instructions, keeping every line in place; other asm statements are
+    left for check_supported to refuse."""
     text = strip_comments(src)
     regs = {**SPECIAL_REGISTERS, **(TIME_REGISTERS if time_registers else {})}
     edits = []
@@ -195,7 +271,7 @@ def rewrite_special_registers(src: str, *, time_registers: bool = False) -> str:
                  ("s", "64"): "long long"}[k.group(1), k.group(2)]
         repl = f"(({k.group(5).strip()}) = ({ctype}){regs[k.group(3)]})"
         edits.append((k.start(), k.end(), repl + "\n" * src.count("\n", k.start(), k.end())))
-    return apply_edits(src, edits)
+    return rewrite_ptx_instructions(apply_edits(src, edits))
 
 
 def check_supported(src: str, path: str) -> None:

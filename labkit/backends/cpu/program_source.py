@@ -351,7 +351,7 @@ _KERNEL_DEF = re.compile(r"\b__global__\s+(?:(?:__launch_bounds__\s*\([^()]*\)|s
 
 
 def rewrite_kernel_registrations(src: str) -> str:
-    """After the body of each kernel defined in ``src`` that is not a template (nor overloaded), a
+    """After the body of each kernel defined in ``src`` that is not a template (nor defined twice), a
     registration of its address and parameter types (labkit_graphs.h), on the same line: what lets a
     graph's kernel node or ``cudaLaunchKernel((void*)kernel, ...)`` launch it by its address."""
     text = _blank(src)
@@ -376,13 +376,18 @@ def rewrite_kernel_registrations(src: str) -> str:
                 if depth == 0:
                     end = k + 1
                     break
-        found.setdefault(m.group(1), []).append((end, is_template))
+        params = " ".join(text[m.end():i].split())
+        found.setdefault(m.group(1), []).append((end, is_template, params))
     edits = []
     for name, defs in found.items():
         if len(defs) != 1 or defs[0][1] or defs[0][0] < 0:
             continue
+        # The definition's own parameter list picks it where a declaration elsewhere overloads the name
+        # (a header's older signature); a list with default arguments cannot be a type's: the name alone.
+        params = defs[0][2]
+        address = f"&{name}" if "=" in params else f"static_cast<void (*)({params})>(&{name})"
         edits.append((defs[0][0], defs[0][0], f" static const bool labkit_kernel_registered_{name} = "
-                                              f'::labkit::rt::register_kernel(&{name}, "{name}");'))
+                                              f'::labkit::rt::register_kernel({address}, "{name}");'))
     return kernel_source.apply_edits(src, edits)
 
 

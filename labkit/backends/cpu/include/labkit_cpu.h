@@ -2186,6 +2186,62 @@ inline unsigned __funnelshift_r(unsigned lo, unsigned hi, unsigned shift) {
 inline unsigned __funnelshift_rc(unsigned lo, unsigned hi, unsigned shift) {   // shift clamped to 32
   return shift >= 32 ? hi : __funnelshift_r(lo, hi, shift);
 }
+// Single PTX instructions that inline asm may hold (kernel_source.rewrite_ptx_instructions turns
+// `asm("bfind.u32 %0, %1;" : "=r"(r) : "r"(x))` into a call of one of these), bit for bit as the PTX
+// ISA defines them; the others have intrinsics above (popc, clz, brev, shf, mul.hi).
+namespace labkit {
+namespace ptx {
+template <class T> inline unsigned bits() { return 8 * sizeof(T); }
+// bfind: the position of the most significant 1 (for a negative signed value, of the most significant
+// 0), 0xffffffff where there is none.
+template <class T> inline unsigned bfind(T a) {
+  using U = typename std::make_unsigned<T>::type;
+  U u = std::is_signed<T>::value && a < 0 ? U(~a) : U(a);
+  for (int i = int(bits<T>()) - 1; i >= 0; --i)
+    if ((u >> i) & 1) return unsigned(i);
+  return 0xffffffffu;
+}
+// bfe: `len` bits of `a` from `pos` (each taken modulo 256), zero-extended, or sign-extended from the
+// last bit taken for a signed type.
+template <class T> inline T bfe(T a, unsigned pos, unsigned len) {
+  using U = typename std::make_unsigned<T>::type;
+  const unsigned msb = bits<T>() - 1;
+  pos &= 0xff;
+  len &= 0xff;
+  const U ua = U(a);
+  const unsigned top = pos + len - 1 < msb ? pos + len - 1 : msb;
+  const U sbit = std::is_signed<T>::value && len > 0 ? (ua >> top) & 1 : 0;
+  U d = 0;
+  for (unsigned i = 0; i <= msb; ++i) {
+    const U bit = (i < len && pos + i <= msb) ? (ua >> (pos + i)) & 1 : sbit;
+    d |= bit << i;
+  }
+  return T(d);
+}
+// bfi: `b` with its bits from `pos` on, `len` of them (each modulo 256), replaced by the low bits of `a`.
+template <class T> inline T bfi(T a, T b, unsigned pos, unsigned len) {
+  const unsigned msb = bits<T>() - 1;
+  pos &= 0xff;
+  len &= 0xff;
+  T f = b;
+  for (unsigned i = 0; i < len && pos + i <= msb; ++i) f = T((f & ~(T(1) << (pos + i))) | (((a >> i) & 1) << (pos + i)));
+  return f;
+}
+// prmt (its default mode): byte i of the result is the byte of b:a that selector nibble i names with
+// its low 3 bits, or, where the nibble's high bit is set, that byte's sign bit in all 8 bits.
+inline unsigned prmt(unsigned a, unsigned b, unsigned c) {
+  const unsigned long long both = ((unsigned long long)b << 32) | a;
+  unsigned r = 0;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned nibble = (c >> (4 * i)) & 15;
+    unsigned byte = unsigned(both >> (8 * (nibble & 7))) & 0xff;
+    if (nibble & 8) byte = (byte & 0x80) ? 0xff : 0;
+    r |= byte << (8 * i);
+  }
+  return r;
+}
+}  // namespace ptx
+}  // namespace labkit
 template <class T> inline T __ldg(const T* p) { return *p; }
 // Loads and stores with cache hints: the executor has no caches to hint; the values are the same.
 template <class T> inline T __ldcg(const T* p) { return *p; }

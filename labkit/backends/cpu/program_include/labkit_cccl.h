@@ -18,6 +18,8 @@
 #include <nv/target>        // NV_IF_TARGET: host code only
 #pragma pop_macro("__NVCC__")
 #pragma pop_macro("__CUDACC__")
-// What Thrust's CUDA system brings with every algorithm header: its error type (a program catches
-// thrust::system_error around its calls).
+// What Thrust's CUDA system brings with every algorithm header and the C++ system does not: its error
+// type (a program catches thrust::system_error around its calls), tuples and pairs.
+#include <thrust/pair.h>
 #include <thrust/system_error.h>
+#include <thrust/tuple.h>

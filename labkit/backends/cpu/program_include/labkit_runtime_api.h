@@ -71,7 +71,8 @@ enum cudaError {
   cudaErrorCudartUnloading = 4, cudaErrorInvalidConfiguration = 9, cudaErrorInvalidPitchValue = 12,
   cudaErrorInvalidSymbol = 13, cudaErrorInvalidHostPointer = 16, cudaErrorInvalidDevicePointer = 17,
   cudaErrorInvalidMemcpyDirection = 21, cudaErrorInvalidDeviceFunction = 98, cudaErrorNoDevice = 100,
-  cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorLaunchMaxDepthExceeded = 210, cudaErrorInvalidResourceHandle = 400,
+  cudaErrorInvalidDevice = 101, cudaErrorInvalidKernelImage = 200, cudaErrorLaunchMaxDepthExceeded = 210, cudaErrorUnsupportedLimit = 215,
+  cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600, cudaErrorIllegalAddress = 700, cudaErrorLaunchOutOfResources = 701, cudaErrorCooperativeLaunchTooLarge = 720,
   cudaErrorLaunchTimeout = 702, cudaErrorSetOnActiveProcess = 708, cudaErrorAssert = 710,
   cudaErrorHostMemoryAlreadyRegistered = 712, cudaErrorHostMemoryNotRegistered = 713,
@@ -94,7 +95,8 @@ enum cudaMemoryType { cudaMemoryTypeUnregistered = 0, cudaMemoryTypeHost = 1, cu
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
                          cudaFuncAttributePreferredSharedMemoryCarveout = 9 };
 enum cudaLimit { cudaLimitStackSize = 0, cudaLimitPrintfFifoSize = 1, cudaLimitMallocHeapSize = 2,
-                 cudaLimitPersistingL2CacheSize = 6 };
+                 cudaLimitDevRuntimeSyncDepth = 3, cudaLimitDevRuntimePendingLaunchCount = 4,
+                 cudaLimitMaxL2FetchGranularity = 5, cudaLimitPersistingL2CacheSize = 6 };
 // L2 persistence hints: accepted, and without effect (the executor has no cache to steer).
 enum cudaAccessProperty { cudaAccessPropertyNormal = 0, cudaAccessPropertyStreaming = 1, cudaAccessPropertyPersisting = 2 };
 struct cudaAccessPolicyWindow { void* base_ptr; size_t num_bytes; float hitRatio; cudaAccessProperty hitProp, missProp; };
@@ -639,7 +641,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     LABKIT_E(cudaErrorIllegalState) LABKIT_E(cudaErrorStreamCaptureUnsupported)
     LABKIT_E(cudaErrorStreamCaptureUnmatched) LABKIT_E(cudaErrorGraphExecUpdateFailure)
     LABKIT_E(cudaErrorCooperativeLaunchTooLarge) LABKIT_E(cudaErrorLaunchMaxDepthExceeded)
-    LABKIT_E(cudaErrorNotSupported) LABKIT_E(cudaErrorUnknown)
+    LABKIT_E(cudaErrorNotSupported) LABKIT_E(cudaErrorUnsupportedLimit) LABKIT_E(cudaErrorUnknown)
 #undef LABKIT_E
   }
   return "cudaErrorUnknown";
@@ -666,6 +668,7 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorLaunchTimeout: return "the launch timed out and was terminated";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotSupported: return "operation not supported";
+    case cudaErrorUnsupportedLimit: return "limit is not supported on this architecture";
     default: return cudaGetErrorName(e);
   }
 }
@@ -698,7 +701,17 @@ inline cudaError_t cudaDeviceGetCacheConfig(cudaFuncCache* c) { *c = cudaFuncCac
 inline cudaError_t cudaDeviceSetSharedMemConfig(cudaSharedMemConfig) { return cudaSuccess; }
 inline cudaError_t cudaDeviceSetLimit(cudaLimit, size_t) { return cudaSuccess; }
 inline cudaError_t cudaDeviceGetLimit(size_t* v, cudaLimit l) {
-  *v = l == cudaLimitStackSize ? 1024 : (l == cudaLimitPrintfFifoSize ? (1u << 20) : (8u << 20));
+  // CUDA's defaults (the executor is bound by none of them: device launches wait in a queue of any length).
+  switch (l) {
+    case cudaLimitStackSize: *v = 1024; break;
+    case cudaLimitPrintfFifoSize: *v = 1u << 20; break;
+    case cudaLimitMallocHeapSize: *v = 8u << 20; break;
+    case cudaLimitDevRuntimeSyncDepth: *v = 2; break;
+    case cudaLimitDevRuntimePendingLaunchCount: *v = 2048; break;
+    case cudaLimitMaxL2FetchGranularity: *v = 64; break;
+    case cudaLimitPersistingL2CacheSize: *v = 0; break;
+    default: *v = 0; return ::labkit::rt::fail(cudaErrorUnsupportedLimit);
+  }
   return cudaSuccess;
 }
 inline cudaError_t cudaDriverGetVersion(int* v) { *v = CUDART_VERSION; return cudaSuccess; }
