@@ -55,3 +55,51 @@ def test_unified_memory_streams_sample_runs_unchanged():
     assert rc == 0, err[-2000:]
     tasks = [line for line in out.splitlines() if line.startswith("Task [")]
     assert len(tasks) == 40 and any("executing on device" in t for t in tasks) and out.endswith("All Done!\n")
+
+
+def test_gemm_batched_reads_its_matrices_addresses_from_device_memory(tmp_path):
+    """cublasDgemmBatched: three products, the arrays of their addresses copied to the device first."""
+    src = tmp_path / "batched.cu"
+    src.write_text(r"""
+#include <cstdio>
+#include <cublas_v2.h>
+int main() {
+  const int m = 3, n = 2, k = 4, batch = 3;
+  double *a, *b, *c, **pa, **pb, **pc;
+  cudaMallocManaged(&a, batch * m * k * sizeof(double));
+  cudaMallocManaged(&b, batch * k * n * sizeof(double));
+  cudaMallocManaged(&c, batch * m * n * sizeof(double));
+  for (int i = 0; i < batch * m * k; ++i) a[i] = i % 5 - 2;
+  for (int i = 0; i < batch * k * n; ++i) b[i] = i % 3 - 1;
+  double* ha[batch]; double* hb[batch]; double* hc[batch];
+  for (int q = 0; q < batch; ++q) { ha[q] = a + q * m * k; hb[q] = b + q * k * n; hc[q] = c + q * m * n; }
+  cudaMalloc(&pa, sizeof ha); cudaMalloc(&pb, sizeof hb); cudaMalloc(&pc, sizeof hc);
+  cudaMemcpy(pa, ha, sizeof ha, cudaMemcpyHostToDevice);
+  cudaMemcpy(pb, hb, sizeof hb, cudaMemcpyHostToDevice);
+  cudaMemcpy(pc, hc, sizeof hc, cudaMemcpyHostToDevice);
+  cublasHandle_t h; cublasCreate(&h);
+  const double one = 1.0, zero = 0.0;
+  cublasStatus_t s = cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, pa, m, pb, k, &zero, pc, m, batch);
+  cudaDeviceSynchronize();
+  printf("%d", (int)s);
+  for (int i = 0; i < batch * m * n; ++i) printf(" %g", c[i]);
+  printf("\n");
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    a = (np.arange(36) % 5 - 2.0).reshape(3, 4, 3).transpose(0, 2, 1)     # column-major m x k, per batch
+    b = (np.arange(24) % 3 - 1.0).reshape(3, 2, 4).transpose(0, 2, 1)
+    want = np.concatenate([(a[q] @ b[q]).T.ravel() for q in range(3)])
+    values = out.split()
+    assert values[0] == "0" and np.array_equal(np.array(values[1:], float), want)
+
+
+@pytest.mark.check
+def test_a_cublas_routine_not_provided_is_refused_by_name_and_a_program_s_own_helper_is_not():
+    src = ("#include <cublas_v2.h>\nvoid cublasCheck(cublasStatus_t s) {}\n"
+           "void f(cublasHandle_t h) {\n  cublasCheck(cublasDgetrfBatched(h, 4, 0, 4, 0, 0, 1));\n}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"lu.cu:4 calls cublasDgetrfBatched, a cuBLAS routine that labkit's "
+                                               r"cublas_v2.h does not provide"):
+        program_source.check_program_supported(src, "lu.cu")
+    program_source.check_program_supported(src.replace("cublasDgetrfBatched", "cublasDgemmBatched"), "ok.cu")

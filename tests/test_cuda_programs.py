@@ -630,6 +630,19 @@ def test_ptx_instruction_rewrite_keeps_lines_and_leaves_others_to_be_refused():
         kernel_source.check_supported(src, "k.cu")
 
 
+def test_a_sample_s_headers_in_a_folder_beside_its_sources_are_found(tmp_path):
+    """FDTD3d keeps src/ and inc/ side by side and includes "FDTD3d.h" by name, as its build names inc/."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "inc").mkdir()
+    (tmp_path / "inc" / "scale.h").write_text("#pragma once\n__global__ void scale(float* x) { x[threadIdx.x] *= 3; }\n")
+    (tmp_path / "src" / "main.cu").write_text(
+        '#include <cstdio>\n#include "scale.h"\nint main() {\n  float* x; cudaMallocManaged(&x, 2 * sizeof(float));\n'
+        '  x[0] = 1; x[1] = 2; scale<<<1, 2>>>(x); cudaDeviceSynchronize(); printf("%g %g\\n", x[0], x[1]); }\n')
+    rc, out, err = run_program(tmp_path)
+    assert rc == 0, err[-2000:]
+    assert out == "3 6\n"
+
+
 def test_a_kernel_whose_name_a_header_overloads_is_launched_by_its_address(tmp_path):
     """cdpAdvancedQuicksort's header declares its kernel with a parameter fewer than the definition:
     the registration that cudaLaunchKernel((void*)k, ...) needs names the definition's signature."""

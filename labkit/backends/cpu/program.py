@@ -133,6 +133,14 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
     sources = sources_of(paths)
     build_kind = CHECK_BUILDS.get(check or "")
     folders = sorted({s.resolve().parent for s in sources})
+    # A folder given whose sources sit in a subfolder (src/) keeps its headers in another (inc/), which
+    # a sample's build names as an include folder: each subfolder with headers is one here too.
+    for given in (Path(p).resolve() for p in paths if Path(p).is_dir()):
+        if given in folders:
+            continue
+        for d in sorted(x for x in given.iterdir() if x.is_dir()):
+            if d not in folders and any(f.is_file() and f.name.endswith(HEADER_SUFFIXES) for f in d.iterdir()):
+                folders.append(d)
     headers = _headers(folders)
     for name, h in _outside_headers(sources, headers).items():
         headers.setdefault(name, h)

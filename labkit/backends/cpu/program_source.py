@@ -32,6 +32,7 @@ executor's calls (kernel_source.rewrite_special_registers).
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from ...errors import UnsupportedOnCPU
 from .. import kernel_source
@@ -75,9 +76,9 @@ _HOST_UNSUPPORTED = [
 ]
 # CUDA libraries and facilities the executor provides no header for.
 _HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
-                      r'nvrtc|npp\w*|nvjpeg|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
+                      r'nvrtc|npp\w*|nvjpeg|helper_nvJPEG|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
-                      r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.cuh)?)[>"]', re.M)
+                      r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.hxx|\.cuh)?)[>"]', re.M)
 # Thrust and libcu++ (cuda/std), built with CCCL's headers where they are found (cccl.py).
 CCCL_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:thrust|cuda/std)/[\w/.]+)[>"]', re.M)
 # Thrust's CUDA system by name: its policies launch CUDA kernels of Thrust's own.
@@ -97,6 +98,8 @@ def _header_words(name: str) -> str:
         return "Thrust's CUDA system (thrust::device runs on the executor: Thrust's C++ system stands in for it)"
     if name.startswith("cublas"):
         return "a cuBLAS header other than cublas_v2.h (which labkit provides in part)"
+    if name == "helper_nvJPEG":
+        return "the cuda-samples' helper for nvJPEG, a CUDA library"
     if name == "mpi":
         return "MPI (several processes, one GPU each)"
     return "a CUDA library"
@@ -239,6 +242,26 @@ def device_spans(text: str) -> list[tuple[int, int]]:
 _DEVICE_SYNC = re.compile(r"\bcudaDeviceSynchronize\s*\(")
 
 
+# cuBLAS's routines by their names (BLAS's, with cuBLAS's type letter, and its extensions), and those
+# that program_include/cublas_v2.h provides: a call of another is refused by name.
+_CUBLAS_ROUTINE = re.compile(
+    r"\b(cublas(?:[SDCZH](?:gemm|gemv|ger|gbmv|sbmv|spmv|spr|symv|syr|tbmv|tbsv|tpmv|tpsv|trmv|trsv|trsm|trmm|symm|"
+    r"syrk|syr2k|herk|her2k|hemm|hemv|her|hpmv|hpr|hbmv|getrf|getri|getrs|geqrf|gels|matinv|tpttr|trttp|axpy|scal|"
+    r"copy|swap|dot|nrm2|asum|rot|dgmm|geam)\w*|I[sdcz]am(?:ax|in)\w*|Gemm\w+|\w+Ex|Lt[A-Z]\w*|Xt[A-Z]\w*))\s*\(")
+
+
+def _provided_cublas() -> frozenset[str]:
+    text = (Path(__file__).resolve().parent / "program_include" / "cublas_v2.h").read_text()
+    names = set(re.findall(r"\b(cublas\w+)\s*\(", text))
+    for prefix, letter, rest in re.findall(r"cublas(I?)##(P|p)##(\w+)\(", text):
+        for P, p in (("S", "s"), ("D", "d")):
+            names.add(f"cublas{prefix}{P if letter == 'P' else p}{rest}")
+    return frozenset(names)
+
+
+PROVIDED_CUBLAS = _provided_cublas()
+
+
 def check_program_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
     executor does not model."""
@@ -256,6 +279,12 @@ def check_program_supported(src: str, path: str) -> None:
         raise UnsupportedOnCPU(
             f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, which the CPU executor builds with the headers "
             f"of the CUDA C++ Core Libraries, and none were found: {cccl.ADVICE}")
+    for m in _CUBLAS_ROUTINE.finditer(text):
+        if m.group(1) not in PROVIDED_CUBLAS:
+            raise UnsupportedOnCPU(
+                f"{path}:{_line(text, m.start())} calls {m.group(1)}, a cuBLAS routine that labkit's cublas_v2.h does "
+                "not provide (it has the level-1 routines, gemv, gemm, gemmBatched and gemmStridedBatched, in float "
+                "and double); this program needs a GPU")
     m = _THRUST_CUDA.search(text)
     if m:
         raise UnsupportedOnCPU(

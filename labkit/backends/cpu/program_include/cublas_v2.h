@@ -2,13 +2,14 @@
 // executor's model of a stream), on device or managed memory.
 //
 // Provided, for float (S) and double (D): the level-1 routines axpy, scal, copy, swap, dot, nrm2, asum,
-// iamax; gemv; gemm, gemmStridedBatched; the handle (create, destroy, stream, pointer mode, math mode,
+// iamax; gemv; gemm, gemmBatched, gemmStridedBatched; the handle (create, destroy, stream, pointer mode, math mode,
 // version) and the vector and matrix copies (cublasSetVector, ...GetMatrix).  Matrices are column-major
 // with leading dimensions, as in cuBLAS.  A sum is made in the routine's type in index order: a GPU's
 // cuBLAS adds in an order of its own, so results may differ from it in the last bits.  An operand that
 // is not device or managed memory, or that runs past its allocation, is reported in words and the call
 // returns CUBLAS_STATUS_EXECUTION_FAILED (a GPU would fault).  The rest of cuBLAS (complex and half
-// types, the other routines) is not declared: a program that calls it does not compile.
+// types, the other routines) is not declared: a program that calls it is refused by name before it is
+// compiled (program_source.py reads the routines' names from this file).
 #pragma once
 
 #include <algorithm>
@@ -230,6 +231,21 @@ template <class T> inline cublasStatus_t gemm(cublasHandle_t h, cublasOperation_
   }
   return CUBLAS_STATUS_SUCCESS;
 }
+// gemmBatched: the matrices' addresses in arrays that are themselves in device memory.
+template <class T> inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
+                                                      int m, int n, int k, const T* alpha, const T* const* a, int lda,
+                                                      const T* const* b, int ldb, const T* beta, T* const* c, int ldc,
+                                                      int batch, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  const size_t bytes = size_t(batch) * sizeof(void*);
+  if (batch > 0 && (!operand(a, bytes, call, "array of A matrices") || !operand(b, bytes, call, "array of B matrices") ||
+                    !operand(c, bytes, call, "array of C matrices")))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  for (int q = 0; q < batch; ++q)
+    if (auto s = gemm(h, ta, tb, m, n, k, alpha, a[q], lda, 0, b[q], ldb, 0, beta, c[q], ldc, 0, 1, call)) return s;
+  return CUBLAS_STATUS_SUCCESS;
+}
 // cublasSetVector / GetVector / SetMatrix / GetMatrix: strided copies between host and device memory.
 inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src, int lds, void* dst, int ldd,
                                   bool to_device, const char* call) {
@@ -305,6 +321,13 @@ inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src,
       int batch) {                                                                                                     \
     return ::labkit::blas::gemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch,           \
                                 "cublas" #P "gemmStridedBatched");                                                     \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##gemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,   \
+                                               int n, int k, const T* alpha, const T* const a[], int lda,              \
+                                               const T* const b[], int ldb, const T* beta, T* const c[], int ldc,      \
+                                               int batch) {                                                            \
+    return ::labkit::blas::gemm_batched(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch,               \
+                                        "cublas" #P "gemmBatched");                                                    \
   }
 LABKIT_BLAS_REAL(S, s, float)
 LABKIT_BLAS_REAL(D, d, double)
