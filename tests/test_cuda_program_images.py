@@ -296,6 +296,7 @@ HOSTILE = {
     "header cut short": (b"P5\n4 4\n", "reading the PGM/PPM header failed"),
     "letters for a size": (b"P5\nabc 4\n255\n" + bytes(16), "reading the PGM/PPM header failed"),
     "comment to the end": (b"P5\n# 4 4 255 and nothing else", "reading the PGM/PPM header failed"),
+    "comment glued to maxval": (b"P5\n2 2\n255# c\n" + bytes(4), "reading the PGM/PPM header failed"),
 }
 
 

@@ -65,9 +65,10 @@ const uint64_t kMaxPixelBytes = uint64_t(1) << 28;
 inline bool is_space(int c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
 // The next number of a PNM header: whitespace and '#' comments (to the end of their line) skipped, then
-// decimal digits, then one whitespace character (consumed) or a comment (left for the next call).
-// False where something else stands there or the number passes 2^32 - 1.
-inline bool header_number(FILE* f, uint64_t* value) {
+// decimal digits, then one whitespace character (consumed) or, but for the last number (maxval, which
+// the pixels follow after exactly one whitespace character), a comment left for the next call.  False
+// where something else stands there or the number passes 2^32 - 1.
+inline bool header_number(FILE* f, uint64_t* value, bool last = false) {
   int c = getc(f);
   for (;;) {
     while (is_space(c)) c = getc(f);
@@ -81,7 +82,7 @@ inline bool header_number(FILE* f, uint64_t* value) {
     if (n > 0xffffffffull) return false;
     c = getc(f);
   }
-  if (c == '#') ungetc(c, f);
+  if (c == '#' && !last) ungetc(c, f);
   else if (!is_space(c)) return false;
   *value = n;
   return true;
@@ -356,7 +357,7 @@ inline bool __loadPPM(const char* file, unsigned char** data, unsigned int* w, u
   if (after == '#') ungetc(after, fp);
   uint64_t width = 0, height = 0, maxval = 0;
   if (!labkit_image::header_number(fp, &width) || !labkit_image::header_number(fp, &height) ||
-      !labkit_image::header_number(fp, &maxval))
+      !labkit_image::header_number(fp, &maxval, true))
     return refuse("reading the PGM/PPM header failed (width, height and maxval, numbers below 2^32, expected)");
   if (width == 0 || height == 0) return refuse("the image is %llux%llu: no pixels", width, height);
   if (maxval != 255) return refuse("maxval %llu: only 8-bit images with maxval 255 are read", maxval);
