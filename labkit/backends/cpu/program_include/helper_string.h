@@ -1,5 +1,6 @@
-// helper_string.h for labkit's CPU executor: the command-line helpers of NVIDIA's cuda-samples
-// (labkit's own implementation of what the samples call: flags as -name or --name, values as -name=value).
+// helper_string.h for labkit's CPU executor: the command-line helpers of NVIDIA's cuda-samples (labkit's
+// own implementation of what the samples call: flags as -name or --name, values as -name=value), and
+// sdkFindFilePath, which finds a sample's data files (helper_image.h's comparisons use it).
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -7,6 +8,7 @@
 #include <string>
 #include <strings.h>
 #include <unistd.h>
+#include <vector>
 
 #ifndef EXIT_WAIVED
 #define EXIT_WAIVED 2
@@ -89,21 +91,50 @@ inline bool getCmdLineArgumentString(const int argc, const char** argv, const ch
   *string_retval = nullptr;
   return false;
 }
-// A data file the sample reads: looked for beside the working folder, in ./data and ../data, and beside
-// the program's own executable; a new string (free it) or nullptr.
+// A data file the sample reads, looked for where the samples' own header looks (from the working folder:
+// ./, ./data/, then ../../Samples/<executable name>/ and ../../Samples/<group>/<executable name>/, with
+// and without data/, two to four folders up, then ../../Common/data/ two to four up), then where labkit's
+// runs put it: ../data/, beside the executable (argv[0] with a folder), and the program's source folder
+// ($LABKIT_PROGRAM_DIR, set by labkit's runner, with and without data/).  A new string (free it), or
+// nullptr with a line on stdout.
 inline char* sdkFindFilePath(const char* filename, const char* executable_path) {
-  std::string exe_dir;
+  if (!filename || !*filename) return nullptr;
+  std::string name(filename);
+  if (name[0] == '/') {
+    if (access(filename, R_OK) == 0) return strdup(filename);
+    printf("\nerror: sdkFindFilePath: file <%s> not found!\n", filename);
+    return nullptr;
+  }
+  std::string exe_dir, exe_name;
   if (executable_path) {
     std::string e(executable_path);
     size_t k = e.find_last_of('/');
+    exe_name = k == std::string::npos ? e : e.substr(k + 1);
     if (k != std::string::npos) exe_dir = e.substr(0, k + 1);
   }
-  const char* env = getenv("LABKIT_PROGRAM_DIR");
-  std::string dirs[] = {"", "./", "./data/", "../data/", exe_dir, exe_dir + "data/",
-                        env ? std::string(env) + "/" : std::string("./"), env ? std::string(env) + "/data/" : std::string("./data/")};
+  std::vector<std::string> dirs = {"./", "./data/"};
+  if (!exe_name.empty()) {
+    const char* groups[] = {"", "0_Introduction/", "1_Utilities/", "2_Concepts_and_Techniques/", "3_CUDA_Features/",
+                            "4_CUDA_Libraries/", "5_Domain_Specific/", "6_Performance/"};
+    for (const char* sub : {"", "data/"})
+      for (const char* g : groups)
+        for (const char* up : {"../../../../", "../../../", "../../"})
+          dirs.push_back(std::string(up) + "Samples/" + g + exe_name + "/" + sub);
+  }
+  for (const char* up : {"../../../../", "../../../", "../../"}) dirs.push_back(std::string(up) + "Common/data/");
+  dirs.push_back("../data/");
+  if (!exe_dir.empty()) {
+    dirs.push_back(exe_dir);
+    dirs.push_back(exe_dir + "data/");
+  }
+  if (const char* env = getenv("LABKIT_PROGRAM_DIR")) {
+    dirs.push_back(std::string(env) + "/");
+    dirs.push_back(std::string(env) + "/data/");
+  }
   for (auto& d : dirs) {
-    std::string p = d + filename;
+    std::string p = d + name;
     if (access(p.c_str(), R_OK) == 0) return strdup(p.c_str());
   }
+  printf("\nerror: sdkFindFilePath: file <%s> not found!\n", filename);
   return nullptr;
 }
