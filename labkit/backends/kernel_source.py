@@ -97,8 +97,6 @@ UNSUPPORTED = [
      "fp8 types (cuda_fp8.h; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"),
     (re.compile(r"\btex[123]D\w*\s*[<(]|\btex1Dfetch\b|\bcudaTextureObject_t\b|\bcudaSurfaceObject_t\b"),
      "textures and surfaces"),
-    (re.compile(r"\btiled_partition\s*\("), "tiles sized at run time (tiled_partition(g, n); "
-     "tiled_partition<N>(g) runs here)"),
     (re.compile(r"\bthis_cluster\s*\(|\bcluster_group\b|__cluster_dims__"), "thread-block clusters (sm_90)"),
 ]
 REQUIRES_GPU = re.compile(r"//\s*labkit:\s*requires-gpu\b[ \t]*(.*)")

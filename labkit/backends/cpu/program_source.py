@@ -77,7 +77,7 @@ _HOST_UNSUPPORTED = [
 # CUDA libraries and facilities the executor provides no header for.
 _HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|helper_nvJPEG|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
-                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
+                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|d3d\d+\w*|dxgi\w*|vulkan/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
                       r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.hxx|\.cuh)?)[>"]', re.M)
 # Thrust and libcu++ (cuda/std), built with CCCL's headers where they are found (cccl.py).
 CCCL_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:thrust|cuda/std)/[\w/.]+)[>"]', re.M)
@@ -88,7 +88,7 @@ _THRUST_CUDA = re.compile(r"\bthrust\s*::\s*(?:system\s*::\s*)?cuda\s*::")
 def _header_words(name: str) -> str:
     if name.startswith("cuda_fp8"):
         return "fp8 types (__nv_fp8_e4m3; cuda_fp16.h's __half and cuda_bf16.h's __nv_bfloat16 are provided)"
-    if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d")):
+    if name.startswith(("GL/", "EGL/", "cuda_gl", "cuda_egl", "cudaGL", "cudaEGL", "cuda_d3d", "d3d", "dxgi", "vulkan/")):
         return "graphics interop"
     if name.startswith("cuda/"):
         return "a device facility (libcu++ beyond <cuda/barrier>, <cuda/pipeline> and <cuda/std/...>)"

@@ -2,9 +2,8 @@
 // shuffles, votes and sync, tiles of several warps (64 to 1024 threads: sync, ranks and cg::reduce,
 // as CUDA gives them with block_tile_memory), thread_group (either, chosen at run time), the grid
 // (this_grid: ranks in any launch; sync() in a cooperative launch, cudaLaunchCooperativeKernel),
-// coalesced groups (coalesced_threads, labeled_partition, binary_partition) and cg::reduce.  Tiles
-// made at run time (tiled_partition(g, n)) are not modelled: labkit refuses a file that uses them,
-// saying so, before compiling it.
+// coalesced groups (coalesced_threads, labeled_partition, binary_partition) and cg::reduce.  A tile
+// made at run time (tiled_partition(g, n)) is a thread_group of n threads: its sync and ranks.
 #pragma once
 #include "labkit_cpu.h"
 
@@ -100,8 +99,28 @@ class thread_group {
   unsigned thread_rank() const { return tile_ ? ::labkit::tl_fiber->linear % tile_ : ::labkit::tl_fiber->linear; }
   unsigned size() const { return tile_ ? tile_ : blockDim.x * blockDim.y * blockDim.z; }
   unsigned num_threads() const { return size(); }
+  // A tile of n consecutive threads made at run time: n a power of two up to 1024, as CUDA requires,
+  // and no larger than the group it is cut from.
+  static thread_group tile_of(unsigned n, unsigned parent_size) {
+    if (n == 0 || n > 1024 || (n & (n - 1)) != 0 || n > parent_size)
+      ::labkit::fail_from_fiber("cooperative_groups::tiled_partition(g, " + std::to_string(n) + "): a tile holds a "
+                                "power of two threads, up to 1024 and no more than its group's " +
+                                std::to_string(parent_size));
+    thread_group g;
+    g.tile_ = n;
+    g.mask_ = n >= 32 ? 0xffffffffu : (((1u << n) - 1u) << ((::labkit::tl_fiber->lane / n) * n));
+    return g;
+  }
+ private:
+  thread_group() = default;
 };
 inline void sync(const thread_group& g, int line = __builtin_LINE()) { g.sync(line); }
+inline thread_group tiled_partition(const thread_group& parent, unsigned n) {
+  return thread_group::tile_of(n, parent.size());
+}
+inline thread_group tiled_partition(const thread_block& parent, unsigned n) {
+  return thread_group::tile_of(n, parent.size());
+}
 
 // The grid: every thread of the launch.  Its ranks hold in any launch; sync() waits for every thread of
 // every block, which needs a cooperative launch (labkit_cpu.h, grid_sync, says so otherwise).
