@@ -145,15 +145,17 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
     for name, h in _outside_headers(sources, headers).items():
         headers.setdefault(name, h)
     texts: dict[str, str] = {}
+    originals: dict[str, str] = {}
     for s in sources:
-        src = s.read_text(errors="replace")
+        src = originals[str(s)] = s.read_text(errors="replace")
         program_source.check_program_supported(src, str(s))
         texts[s.name] = _line_directive(s) + program_source.rewrite_program(src, str(s))
     for rel, h in headers.items():
-        src = h.read_text(errors="replace")
+        src = originals[str(h)] = h.read_text(errors="replace")
         program_source.check_program_supported(src, str(h))
         texts["include/" + rel] = ("#pragma once\n" if "#pragma once" in src else "") + _line_directive(h) + \
             program_source.rewrite_program(src, str(h))
+    program_source.check_runtime_calls(originals)
     cxx, version = compiler.compiler()
     flags = _flags(build_kind)
     # Thrust and libcu++: CCCL's headers after the executor's (which put the executor's device memory

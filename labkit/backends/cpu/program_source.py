@@ -262,6 +262,44 @@ def _provided_cublas() -> frozenset[str]:
 PROVIDED_CUBLAS = _provided_cublas()
 
 
+# Calls of the CUDA runtime by name, and the names the executor's headers provide (their functions and
+# macros): a call of another, which the program does not define itself, is refused by name.
+_RUNTIME_CALL = re.compile(r"\b(cuda[A-Z]\w*)\s*\(")
+_NOT_A_TYPE = {"return", "else", "case", "throw", "co_return", "sizeof", "new", "delete", "do", "goto"}
+
+
+def _provided_runtime() -> frozenset[str]:
+    here = Path(__file__).resolve().parent
+    names: set[str] = set()
+    for f in [*(here / "program_include").rglob("*.h"), *(here / "include").rglob("*")]:
+        if f.is_file() and f.suffix in ("", ".h"):
+            text = f.read_text(errors="replace")
+            names |= set(_RUNTIME_CALL.findall(text)) | set(re.findall(r"#\s*define\s+(cuda[A-Z]\w*)", text))
+    return frozenset(names)
+
+
+PROVIDED_RUNTIME = _provided_runtime()
+
+
+def check_runtime_calls(files: dict[str, str]) -> None:
+    """Raise UnsupportedOnCPU, naming the call and its line, where a program's file ({path: source})
+    calls a CUDA runtime function that the executor's headers do not provide and that no file of the
+    program defines or declares itself (a helper such as `cudaCheck`)."""
+    texts = {path: _blank(src) for path, src in files.items()}
+    own: set[str] = set()
+    for src, text in zip(files.values(), texts.values()):
+        own |= set(re.findall(r"#\s*define\s+(cuda[A-Z]\w*)", src))
+        for m in re.finditer(r"(\w+|[*&>])\s+(cuda[A-Z]\w*)\s*\(", text):
+            if m.group(1) not in _NOT_A_TYPE:
+                own.add(m.group(2))
+    for path, text in texts.items():
+        for m in _RUNTIME_CALL.finditer(text):
+            if m.group(1) not in PROVIDED_RUNTIME and m.group(1) not in own:
+                raise UnsupportedOnCPU(
+                    f"{path}:{_line(text, m.start())} calls {m.group(1)}, a CUDA runtime function that the CPU "
+                    "executor does not model; this program needs a GPU")
+
+
 def check_program_supported(src: str, path: str) -> None:
     """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
     executor does not model."""

@@ -228,6 +228,7 @@ struct State {
   // Graph memory: every allocation node's address and size; which of them hold memory for their graphs
   // (from the first launch that allocates them until a trim finds them freed), their bytes and the peak.
   std::map<uintptr_t, Alloc> graph_storage;
+  std::map<uintptr_t, unsigned> host_flags;   // cudaHostAlloc's flags, by address (cudaHostGetFlags)
   std::map<uintptr_t, bool> graph_backed;
   size_t graph_used = 0, graph_used_high = 0;
 };
@@ -893,7 +894,26 @@ inline cudaError_t cudaMallocHost(void** p, size_t n, LABKIT_SITE) {
 template <class T> inline cudaError_t cudaMallocHost(T** p, size_t n, LABKIT_SITE) {
   return cudaMallocHost(reinterpret_cast<void**>(p), n, labkit_file, labkit_line);
 }
-inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned, LABKIT_SITE) { return cudaMallocHost(p, n, labkit_file, labkit_line); }
+inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned flags, LABKIT_SITE) {
+  cudaError_t e = cudaMallocHost(p, n, labkit_file, labkit_line);
+  if (e == cudaSuccess) {
+    std::lock_guard<std::recursive_mutex> lock(::labkit::rt::st().mu);
+    ::labkit::rt::st().host_flags[uintptr_t(*p)] = flags;
+  }
+  return e;
+}
+// The flags it was allocated with; every pinned allocation is mapped, as on a 64-bit system (unified
+// addressing), where cudaHostGetFlags reports cudaHostAllocMapped for cudaMallocHost's memory too.
+inline cudaError_t cudaHostGetFlags(unsigned* f, void* h) {
+  auto& st = ::labkit::rt::st();
+  std::lock_guard<std::recursive_mutex> lock(st.mu);
+  uintptr_t base = 0;
+  const auto* a = ::labkit::rt::find(st.live, h, &base);
+  if (!a || a->kind != ::labkit::rt::Mem::Pinned) return ::labkit::rt::fail(cudaErrorInvalidValue);
+  auto it = st.host_flags.find(base);
+  *f = (it == st.host_flags.end() ? 0u : it->second) | cudaHostAllocMapped;
+  return cudaSuccess;
+}
 template <class T> inline cudaError_t cudaHostAlloc(T** p, size_t n, unsigned f, LABKIT_SITE) {
   return cudaMallocHost(reinterpret_cast<void**>(p), n, labkit_file, labkit_line);
 }
@@ -961,6 +981,10 @@ inline cudaError_t cudaFree(void* p, LABKIT_SITE) {
   return ::labkit::rt::free_as(p, ::labkit::rt::Mem::Device, "cudaFree", labkit_file, labkit_line);
 }
 inline cudaError_t cudaFreeHost(void* p, LABKIT_SITE) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(::labkit::rt::st().mu);
+    ::labkit::rt::st().host_flags.erase(uintptr_t(p));
+  }
   return ::labkit::rt::free_as(p, ::labkit::rt::Mem::Pinned, "cudaFreeHost", labkit_file, labkit_line);
 }
 inline cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total) {
@@ -1071,6 +1095,14 @@ inline cudaError_t cudaMemset2D(void* p, size_t pitch, int v, size_t width, size
   return cudaSuccess;
 }
 
+inline cudaError_t cudaMemset2DAsync(void* p, size_t pitch, int v, size_t width, size_t height, cudaStream_t s = 0,
+                                     LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemset,
+                           [=] { return cudaMemset2D(p, pitch, v, width, height, labkit_file, labkit_line); }))
+    return cudaSuccess;
+  return cudaMemset2D(p, pitch, v, width, height, labkit_file, labkit_line);
+}
+
 // __constant__ and __device__ variables are ordinary globals here: a symbol is the variable itself.
 namespace labkit { namespace rt {
 inline cudaError_t symbol_range(size_t size, size_t n, size_t offset, const char* call, const char* file, int line) {
@@ -1144,6 +1176,15 @@ inline cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) 
 inline cudaError_t cudaStreamCreate(cudaStream_t* s) { *s = new CUstream_st{0, 0}; return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned f) { *s = new CUstream_st{f, 0}; return cudaSuccess; }
 inline cudaError_t cudaStreamCreateWithPriority(cudaStream_t* s, unsigned f, int p) { *s = new CUstream_st{f, p}; return cudaSuccess; }
+inline cudaError_t cudaStreamGetFlags(cudaStream_t s, unsigned* f) {
+  *f = (s && s != cudaStreamLegacy && s != cudaStreamPerThread) ? s->flags : 0u;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamGetPriority(cudaStream_t s, int* p) {
+  *p = (s && s != cudaStreamLegacy && s != cudaStreamPerThread) ? s->priority : 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaStreamGetDevice(cudaStream_t, int* d) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaDeviceGetStreamPriorityRange(int* least, int* greatest) {
   if (least) *least = 0;
   if (greatest) *greatest = -5;
@@ -1263,6 +1304,15 @@ template <class F> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiproces
 template <class F> inline cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* n, F* f, int block,
                                                                                            size_t shared, unsigned) {
   return cudaOccupancyMaxActiveBlocksPerMultiprocessor(n, f, block, shared);
+}
+// The dynamic shared memory each of numBlocks blocks of blockSize threads may have with all of them on
+// one SM (228 KiB per SM, 1 KiB reserved per block, 227 KiB at most per block).
+template <class F> inline cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(size_t* bytes, F*, int blocks, int block) {
+  if (blocks <= 0 || block <= 0 || block > 1024) return ::labkit::rt::fail(cudaErrorInvalidValue);
+  if (blocks * ((block + 31) / 32 * 32) > 2048 || blocks > 32) { *bytes = 0; return cudaSuccess; }
+  const size_t per_block = 233472 / size_t(blocks);
+  *bytes = per_block > 1024 ? std::min<size_t>(per_block - 1024, 232448) : 0;
+  return cudaSuccess;
 }
 template <class F> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* min_grid, int* block, F* f,
                                                                          size_t shared = 0, int limit = 0) {
