@@ -643,6 +643,46 @@ def test_a_sample_s_headers_in_a_folder_beside_its_sources_are_found(tmp_path):
     assert out == "3 6\n"
 
 
+@pytest.mark.check
+def test_a_runtime_function_not_modelled_is_refused_by_name_and_a_program_s_own_helper_is_not():
+    own = ("#define cudaCheck(err) (cuda_check(err, __FILE__, __LINE__))\n"
+           "static cudaError_t cudaTry(cudaError_t e) { return e; }\n"
+           "int main() {\n  cudaCheck(cudaDeviceSynchronize());\n  return cudaTry(cudaGetLastError());\n}\n")
+    program_source.check_runtime_calls({"own.cu": own})
+    with pytest.raises(UnsupportedOnCPU, match=r"g.cu:5 calls cudaGraphDebugDotPrint, a CUDA runtime function that "
+                                               r"the CPU executor does not model"):
+        program_source.check_runtime_calls({"g.cu": own.replace("return cudaTry(cudaGetLastError());",
+                                                                "return cudaGraphDebugDotPrint(0, \"g.dot\", 0);")
+                                           .replace("static cudaError_t", "//")})
+
+
+def test_stream_and_pinned_memory_queries(tmp_path):
+    src = tmp_path / "queries.cu"
+    src.write_text(r"""
+#include <cstdio>
+int main() {
+  cudaStream_t s; unsigned f = 99; int prio = 99, dev = 99;
+  cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, -3);
+  cudaStreamGetFlags(s, &f); cudaStreamGetPriority(s, &prio); cudaStreamGetDevice(s, &dev);
+  printf("stream %u %d %d\n", f, prio, dev);
+  float *a, *b; unsigned fa = 0, fb = 0;
+  cudaHostAlloc(&a, 64, cudaHostAllocPortable); cudaMallocHost(&b, 64);
+  cudaHostGetFlags(&fa, a); cudaHostGetFlags(&fb, b);
+  float* d; cudaMalloc(&d, 64);
+  printf("pinned %u %u, device memory: %s\n", fa, fb, cudaGetErrorName(cudaHostGetFlags(&fb, d)));
+  char* m; size_t pitch; cudaMallocPitch(&m, &pitch, 10, 3);
+  cudaMemset2DAsync(m, pitch, 7, 10, 3, s); cudaStreamSynchronize(s);
+  char h[3]; cudaMemcpy(h, m + 2 * pitch + 9, 1, cudaMemcpyDeviceToHost);
+  size_t smem = 0; cudaOccupancyAvailableDynamicSMemPerBlock(&smem, (void (*)())0, 2, 256);
+  printf("memset2d %d, shared for 2 blocks %zu\n", h[0], smem);
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    assert out == ("stream 1 -3 0\npinned 3 2, device memory: cudaErrorInvalidValue\n"
+                   "memset2d 7, shared for 2 blocks 115712\n")
+
+
 def test_a_kernel_whose_name_a_header_overloads_is_launched_by_its_address(tmp_path):
     """cdpAdvancedQuicksort's header declares its kernel with a parameter fewer than the definition:
     the registration that cudaLaunchKernel((void*)k, ...) needs names the definition's signature."""

@@ -915,7 +915,7 @@ inline cudaError_t cudaHostGetFlags(unsigned* f, void* h) {
   return cudaSuccess;
 }
 template <class T> inline cudaError_t cudaHostAlloc(T** p, size_t n, unsigned f, LABKIT_SITE) {
-  return cudaMallocHost(reinterpret_cast<void**>(p), n, labkit_file, labkit_line);
+  return cudaHostAlloc(reinterpret_cast<void**>(p), n, f, labkit_file, labkit_line);
 }
 inline cudaError_t cudaMallocHost(void** p, size_t n, unsigned, LABKIT_SITE) { return cudaMallocHost(p, n, labkit_file, labkit_line); }
 inline cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned) {
