@@ -1,5 +1,5 @@
 // pool_pad.cu -- pooling of any window, stride, dilation and (asymmetric) padding, and the copies a
-// graph of layers needs around its convolutions: constant padding and concatenation.
+// graph of layers needs around its convolutions: constant padding, concatenation, slices, transposes.
 //
 //   pool_any(x, y, NC, H, W, Ho, Wo, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, mode, include_pad)
 //       one thread per output element.  The window of output (oh, ow) starts at (oh*sh - pt,
@@ -13,6 +13,12 @@
 //   concat_copy(x, y, total, inner_x, inner_y, offset)
 //       x viewed as (outer, inner_x) copied into y viewed as (outer, inner_y) at column offset: one
 //       input of a concatenation (Concat on an axis k: inner = that axis times the ones after it).
+//   slice_copy(x, y, total, inner_x, inner_y, offset)
+//       its inverse: columns [offset, offset + inner_y) of x viewed as (outer, inner_x) into y viewed as
+//       (outer, inner_y) (Slice on one axis with step 1; each output of a Split).
+//   permute(x, y, total, d0..d5, s0..s5)
+//       y (6 dims d0..d5, unused leading ones 1) is x with its axes reordered: element (i0, ..., i5)
+//       of y is x[i0*s0 + ... + i5*s5], s the strides of x's axes in y's order (Transpose).
 //
 // Launch (Python: labkit.ops.pool_pad): grid (ceil(total / 256),), block (256,).
 
@@ -66,4 +72,32 @@ extern "C" __global__ void concat_copy(const float* __restrict__ x, float* __res
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
   y[(long long)(i / inner_x) * inner_y + offset + i % inner_x] = x[i];
+}
+
+extern "C" __global__ void slice_copy(const float* __restrict__ x, float* __restrict__ y, int total, int inner_x,
+                                      int inner_y, int offset) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  y[i] = x[(long long)(i / inner_y) * inner_x + offset + i % inner_y];
+}
+
+// One thread per element of y: consecutive threads write consecutive elements (coalesced stores); the
+// reads gather from x along whichever axis became the last.
+extern "C" __global__ void permute(const float* __restrict__ x, float* __restrict__ y, int total, int d0, int d1,
+                                   int d2, int d3, int d4, int d5, int s0, int s1, int s2, int s3, int s4, int s5) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total) return;
+  const int o = i;
+  long long src = (long long)(i % d5) * s5;
+  i /= d5;
+  src += (long long)(i % d4) * s4;
+  i /= d4;
+  src += (long long)(i % d3) * s3;
+  i /= d3;
+  src += (long long)(i % d2) * s2;
+  i /= d2;
+  src += (long long)(i % d1) * s1;
+  i /= d1;
+  src += (long long)(i % d0) * s0;
+  y[o] = x[src];
 }

@@ -1,10 +1,13 @@
-"""Pooling of any window, stride, dilation and padding (asymmetric too), constant padding, and one
-input of a concatenation (labkit/kernels/pool_pad.cu), on the backend in use.
+"""Pooling of any window, stride, dilation and padding (asymmetric too), constant padding, one input
+of a concatenation, a slice along one axis and a transpose (labkit/kernels/pool_pad.cu), on the
+backend in use.
 
     pool = Pool2d("avg", (3, 3), stride=(2, 2), pads=(0, 0, 1, 1), ceil_mode=True, count_include_pad=False)
     y = pool(x)                                     # x float32 NCHW
     y = Pad4((0, 0, 1, 2), (0, 0, 1, 2), value=0.0)(x)   # leading and trailing pads of each dim
     ConcatCopy(axis=1)(x, y, offset)                # x into y at channel ``offset``
+    SliceCopy(axis=1)(x, y, offset)                 # channels [offset, offset + y.shape[1]) of x into y
+    y = Permute((0, 2, 1, 3, 4))(x)                 # numpy.transpose(x, perm), contiguous
 
 ``Pool2d``'s output size follows ONNX (and PyTorch): floor, or with ``ceil_mode`` ceil, of
 (H + pad_top + pad_bottom - dilated window) / stride, plus one, less the last window when it would
@@ -20,7 +23,7 @@ from ..checks import array_type, check_array, fast_input, output
 from ..loader import load
 from .plans import cdiv, ints
 
-__all__ = ["Pool2d", "Pad4", "ConcatCopy", "pool_out_size", "MODES", "THREADS"]
+__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "pool_out_size", "MODES", "THREADS"]
 
 THREADS = 256
 MODES = ("max", "avg")
@@ -166,5 +169,67 @@ class ConcatCopy(_Layer):
                 (None, None) + ints(total, x.shape[a] * rest, y.shape[a] * rest, offset * rest))
         if not (fast_input(y, self._kind) and y.flags.c_contiguous):
             check_array(y, "y", "any layout", y.ndim, self.backend)
+        launch(x, y)
+        return y
+
+
+class SliceCopy(_Layer):
+    """The inverse of ConcatCopy: ``(x, y, offset)`` copies indices [offset, offset + y.shape[axis]) of
+    x's ``axis`` into y (x and y equal on every other axis): a Slice with step 1, an output of a Split."""
+
+    def __init__(self, axis: int):
+        super().__init__()
+        self.axis = int(axis)
+
+    def __call__(self, x, y, offset: int = 0):
+        self._in(x, None, "any layout")
+        key = (x.shape, y.shape, offset)
+        launch = self._plans.get(key)
+        if launch is None:
+            a = self.axis
+            if x.ndim != y.ndim or not 0 <= a < x.ndim or x.shape[:a] != y.shape[:a] or \
+                    x.shape[a + 1:] != y.shape[a + 1:] or not 0 <= offset <= x.shape[a] - y.shape[a]:
+                raise ValueError(f"cannot slice {tuple(y.shape)} out of {tuple(x.shape)} at {offset} of axis {a}")
+            rest = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+            total = _total(y.shape)
+            _total(x.shape)
+            launch = self._plans[key] = load("pool_pad").get_function("slice_copy").launcher(
+                (max(1, cdiv(total, THREADS)),), (THREADS,),
+                (None, None) + ints(total, x.shape[a] * rest, y.shape[a] * rest, offset * rest))
+        if not (fast_input(y, self._kind) and y.flags.c_contiguous):
+            check_array(y, "y", "any layout", y.ndim, self.backend)
+        launch(x, y)
+        return y
+
+
+class Permute(_Layer):
+    """``numpy.transpose(x, perm)`` as a contiguous copy, for tensors of up to 6 axes."""
+
+    MAX_RANK = 6
+
+    def __init__(self, perm):
+        super().__init__()
+        self.perm = tuple(int(p) for p in perm)
+        if sorted(self.perm) != list(range(len(self.perm))) or not 1 <= len(self.perm) <= self.MAX_RANK:
+            raise ValueError(f"perm must order the axes 0 .. n-1 (n <= {self.MAX_RANK}), got {perm}")
+
+    def out_shape(self, shape: tuple) -> tuple:
+        if len(shape) != len(self.perm):
+            raise ValueError(f"perm {self.perm} for a tensor of shape {tuple(shape)}")
+        return tuple(shape[p] for p in self.perm)
+
+    def __call__(self, x, out=None):
+        self._in(x, len(self.perm), "any layout")
+        shape = self.out_shape(x.shape)
+        y = output(out, shape, "any layout", (x,), backend=self.backend)
+        launch = self._plans.get(x.shape)
+        if launch is None:
+            total = _total(x.shape)
+            strides = [int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(x.ndim)]
+            pad = self.MAX_RANK - x.ndim          # leading axes of size 1 (their stride is never used)
+            dims = (1,) * pad + shape
+            src = (0,) * pad + tuple(strides[p] for p in self.perm)
+            launch = self._plans[x.shape] = load("pool_pad").get_function("permute").launcher(
+                (max(1, cdiv(total, THREADS)),), (THREADS,), (None, None) + ints(total, *dims, *src))
         launch(x, y)
         return y

@@ -4,6 +4,8 @@
              data only inside the file's folder, nested graphs refused, nodes put in run order
     nodes    each supported op: attributes checked (others refused, naming the op and the node),
              output shapes, FLOPs
+    nodes_layout  the ops that move values: Transpose, Slice, Split (a slice per output), and
+             ReduceMean over H and W
     host     shape arithmetic on the host (Shape, Gather, Concat, ... feeding a Reshape's target)
     graph    nodes to steps: constants folded, shapes inferred, BN, bias, activation and residual
              fused into the step before

@@ -23,11 +23,13 @@ import numpy as np
 from ...errors import OnnxImportError
 from .nodes import SPECS, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
 from .host import HOST_OPS, HostOp
+from .nodes_layout import LAYOUT_SPECS, split_parts
 from .reader import OnnxGraph
 
 __all__ = ["lower", "infer", "fuse", "free_batch", "is_host", "SUPPORTED_OPS"]
 
-SUPPORTED_OPS = tuple(sorted(set(SPECS) | {"Constant"} | set(HOST_OPS)))
+RUN_SPECS = {**SPECS, **LAYOUT_SPECS}
+SUPPORTED_OPS = tuple(sorted(set(RUN_SPECS) | {"Constant", "Split"} | set(HOST_OPS)))
 
 
 def lower(g: OnnxGraph) -> tuple[list, dict]:
@@ -52,7 +54,14 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
         if any(v in ctx.host for v in data):
             refuse(node, "it reads values computed from shapes as data: labkit uses shape arithmetic only for "
                          "a Reshape's target")
-        cls = SPECS.get(node.op)
+        if node.op == "Split":             # one slice per output
+            for part in split_parts(node, ctx):
+                if part.inputs[0] in consts:
+                    consts[part.output] = part.fold([consts[part.inputs[0]]])
+                else:
+                    specs.append(part)
+            continue
+        cls = RUN_SPECS.get(node.op)
         if cls is None:
             refuse(node, f"op {node.op!r} is not supported; labkit runs {', '.join(SUPPORTED_OPS)}")
         extra = [o for o in node.outputs[1:] if o and o in read]

@@ -5,7 +5,7 @@ computed from the shapes of one batch size, in ``infer``, before any launch; no 
     Shape(x) -> Gather(indices 0) -> Unsqueeze(axes 0) -> Concat([n, -1]) -> Reshape(x, that)
 
 Only these ops take part, and only on int values that come from shapes or constants: Shape, Gather,
-Unsqueeze, Squeeze, Concat, Cast, Add, Sub, Mul, Div, Identity.  A host value read by a kernel (as
+Unsqueeze, Squeeze, Concat, Cast, Add, Sub, Mul, Div, Identity, Slice.  A host value read by a kernel (as
 data, not as a Reshape's target) is refused.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ __all__ = ["HOST_OPS", "HostOp"]
 
 HOST_OPS = {"Shape": ("start", "end"), "Gather": ("axis",), "Unsqueeze": ("axes",), "Squeeze": ("axes",),
             "Concat": ("axis",), "Cast": ("to", "saturate"), "Add": (), "Sub": (), "Mul": (), "Div": (),
-            "Identity": ()}
+            "Identity": (), "Slice": ("starts", "ends", "axes")}
 _INT_TYPES = (6, 7)       # ONNX's INT32 and INT64: what a Cast of shape values may ask for
 _MAX_ELEMENTS = 64        # shape vectors are short; a longer one is not shape arithmetic
 
@@ -67,6 +67,15 @@ class HostOp(Spec):
                 return np.concatenate(a, axis=at.get("axis", 0))
             if op in ("Cast", "Identity"):
                 return a[0]
+            if op == "Slice":         # x.shape[2:] and the like
+                starts, ends, axes, steps = (a[1:] + [None] * 4)[:4] if len(a) > 1 else \
+                    (np.asarray(at.get("starts", ())), np.asarray(at.get("ends", ())), at.get("axes"), None)
+                axes = range(len(starts)) if axes is None else [int(v) for v in np.asarray(axes).reshape(-1)]
+                steps = [1] * len(starts) if steps is None else [int(v) for v in steps.reshape(-1)]
+                index = [slice(None)] * a[0].ndim
+                for s0, e0, ax, st in zip(starts.reshape(-1), ends.reshape(-1), axes, steps):
+                    index[ax] = slice(int(s0), int(e0), st)
+                return a[0][tuple(index)]
             if op == "Div":
                 return np.floor_divide(a[0], a[1])
             return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](a[0], a[1])

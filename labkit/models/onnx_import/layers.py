@@ -18,6 +18,7 @@ Which kernel runs what:
     BatchNormalization    channel_affine (where no convolution took it)
     activations           pointwise.cu's unary;  Add, Mul: binary_bcast
     Concat                concat_copy per input;  Pad: pad4;  Softmax: softmax_rows;  LRN: lrn_across_channels
+    Transpose             permute;  Slice, each output of a Split: slice_copy;  ReduceMean over H, W: global_avg_pool
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ import numpy as np
 from ... import backends, layers
 from ...checks import array_module
 from ...ops.pointwise import Binary as BinaryLayer, ChannelAffine, Unary as UnaryLayer
-from ...ops.pool_pad import ConcatCopy, Pad4, Pool2d
+from ...ops.pool_pad import ConcatCopy, Pad4, Permute, Pool2d, SliceCopy
 from ...ops.conv_transpose import TransposeGeometry
 from ...shapes import ConvLayer
 from . import nodes
@@ -210,6 +211,29 @@ class Kernels:
 
     def _run_lrn(self, spec, lrn, in_shapes, out_shape, alloc):
         return (lambda ins, out: lrn(ins[0], out)), (lambda: "lrn_across_channels (lrn.cu)")
+
+    def _make_transpose(self, spec, in_shapes):
+        return Permute(spec.resolved(len(in_shapes[0])))
+
+    def _run_transpose(self, spec, perm, in_shapes, out_shape, alloc):
+        return (lambda ins, out: perm(ins[0], out)), (lambda: "permute (pool_pad.cu)")
+
+    def _make_slice(self, spec, in_shapes):
+        axis, offset, _ = spec.window(in_shapes[0])
+        return SliceCopy(axis), offset
+
+    def _run_slice(self, spec, made, in_shapes, out_shape, alloc):
+        copy, offset = made
+        return (lambda ins, out: copy(ins[0], out, offset)), (lambda: "slice_copy (pool_pad.cu)")
+
+    _make_splitpart, _run_splitpart = _make_slice, _run_slice
+
+    def _make_reducemean(self, spec, in_shapes):
+        return layers.GlobalAvgPool()
+
+    def _run_reducemean(self, spec, pool, in_shapes, out_shape, alloc):
+        flat = out_shape[:2]
+        return (lambda ins, out: pool(ins[0], out.reshape(flat))), (lambda: "global_avg_pool (pool_softmax.cu)")
 
     def _make_pad(self, spec: nodes.Pad, in_shapes):
         return Pad4(spec.before, spec.after, spec.value)

@@ -18,7 +18,8 @@ from ...ops.pointwise import broadcast_shape
 from ...ops.pool_pad import pool_out_size
 from .reader import Node
 
-__all__ = ["Ctx", "Spec", "SPECS", "refuse", "numel", "constant_value", "resolve_pads", "check_finite"]
+__all__ = ["Ctx", "Spec", "SPECS", "refuse", "numel", "constant_value", "resolve_pads", "check_finite", "check_attrs",
+           "const_input"]
 
 
 @dataclass
@@ -41,7 +42,7 @@ def numel(shape) -> int:
     return n
 
 
-def _check_attrs(node: Node, allowed) -> None:
+def check_attrs(node: Node, allowed) -> None:
     extra = sorted(set(node.attrs) - set(allowed))
     if extra:
         refuse(node, f"attribute {extra[0]!r} is not supported (labkit reads {', '.join(sorted(allowed)) or 'none'})")
@@ -62,7 +63,7 @@ def check_finite(spec) -> None:
             refuse(spec.node, f"its {name} holds NaN or infinity (after folding batch normalization, if any)")
 
 
-def _const(node: Node, ctx: Ctx, i: int, what: str, *, optional: bool = False):
+def const_input(node: Node, ctx: Ctx, i: int, what: str, *, optional: bool = False):
     """Input ``i`` of the node as a host array; it must be a constant (an initializer or a Constant)."""
     name = node.inputs[i] if i < len(node.inputs) else ""
     if not name:
@@ -84,7 +85,7 @@ def _ints(node: Node, name: str, n: int, default):
 
 def constant_value(node: Node) -> np.ndarray:
     """A Constant node's value (value, value_float(s), value_int(s)); others refused."""
-    _check_attrs(node, {"value", "value_float", "value_floats", "value_int", "value_ints"})
+    check_attrs(node, {"value", "value_float", "value_floats", "value_int", "value_ints"})
     if len(node.attrs) != 1:
         refuse(node, "a Constant holds exactly one value attribute")
     (key, v), = node.attrs.items()
@@ -119,7 +120,7 @@ class Spec:
     view = False
 
     def __init__(self, node: Node, ctx: Ctx):
-        _check_attrs(node, self.ATTRS)
+        check_attrs(node, self.ATTRS)
         if not node.outputs or not node.outputs[0]:
             refuse(node, "it names no output")
         self.node, self.name, self.ops, self.names = node, node.name, [node.op], [node.name]
@@ -155,10 +156,10 @@ class Conv(Spec):
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
-        w = _const(node, ctx, 1, "weight")
+        w = const_input(node, ctx, 1, "weight")
         if w.ndim != 4:
             refuse(node, f"weight of shape {w.shape}: labkit runs 2-D convolutions (NCHW, weight MCKK)")
-        b = _const(node, ctx, 2, "bias", optional=True)
+        b = const_input(node, ctx, 2, "bias", optional=True)
         if b is not None and b.shape != (w.shape[0],):
             refuse(node, f"bias of shape {b.shape}, expected ({w.shape[0]},)")
         self.w = w.astype(np.float64)
@@ -218,10 +219,10 @@ class ConvTranspose(Spec):
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
-        w = _const(node, ctx, 1, "weight")
+        w = const_input(node, ctx, 1, "weight")
         if w.ndim != 4:
             refuse(node, f"weight of shape {w.shape}: labkit runs 2-D transposed convolutions")
-        b = _const(node, ctx, 2, "bias", optional=True)
+        b = const_input(node, ctx, 2, "bias", optional=True)
         self.group = node.attrs.get("group", 1)
         if not isinstance(self.group, int) or self.group < 1 or w.shape[0] % self.group:
             refuse(node, f"group {self.group!r} must be an int >= 1 dividing the {w.shape[0]} input channels")
@@ -315,7 +316,7 @@ class BatchNorm(Spec):
         if node.attrs.get("training_mode", 0) or node.attrs.get("spatial", 1) != 1:
             refuse(node, "training_mode = 1 or spatial = 0: labkit runs batch normalization at inference, per channel")
         eps = float(node.attrs.get("epsilon", 1e-5))
-        g, beta, mean, var = (_const(node, ctx, i, what).astype(np.float64) for i, what in
+        g, beta, mean, var = (const_input(node, ctx, i, what).astype(np.float64) for i, what in
                               enumerate(("scale", "B", "mean", "var"), start=1))
         if not (g.ndim == 1 and g.shape == beta.shape == mean.shape == var.shape):
             refuse(node, f"scale, B, mean and var must be (C,) each, got {g.shape}, {beta.shape}, {mean.shape}, "
@@ -368,7 +369,7 @@ class Unary(Spec):
             return float(at.get("min", -np.inf)), float(at.get("max", np.inf))
         bounds = []
         for i, default in ((1, -np.inf), (2, np.inf)):
-            v = _const(node, ctx, i, "min" if i == 1 else "max", optional=True)
+            v = const_input(node, ctx, i, "min" if i == 1 else "max", optional=True)
             if v is not None and v.size != 1:
                 refuse(node, f"its {'min' if i == 1 else 'max'} must be a scalar, got shape {v.shape}")
             bounds.append(default if v is None else float(v.reshape(-1)[0]))
@@ -411,7 +412,7 @@ class Gemm(Spec):
         self.ATTRS = self.ATTRS if node.op == "Gemm" else ()
         super().__init__(node, ctx)
         at = node.attrs
-        B = _const(node, ctx, 1, "B (weights)")
+        B = const_input(node, ctx, 1, "B (weights)")
         if B.ndim != 2:
             refuse(node, f"B of shape {B.shape}: labkit multiplies by a 2-D constant")
         if node.op == "Gemm":
@@ -419,7 +420,7 @@ class Gemm(Spec):
                 refuse(node, "transA = 1: labkit's dense layer reads x as (rows, in); transposed activations are "
                              "not run")
             w = (B.T if at.get("transB", 0) else B).astype(np.float64) * float(at.get("alpha", 1.0))
-            C = _const(node, ctx, 2, "C (bias)", optional=True)
+            C = const_input(node, ctx, 2, "C (bias)", optional=True)
             self.w, self.b = w, None
             if C is not None:
                 self.add_bias(C * float(at.get("beta", 1.0)))
@@ -560,12 +561,12 @@ class View(Spec):
             if len(node.inputs) > 1 and node.inputs[1] in ctx.host:
                 self.target_from = node.inputs[1]      # computed from shapes at each batch size (infer)
             else:
-                self.target = tuple(int(v) for v in _const(node, ctx, 1, "shape").reshape(-1))
+                self.target = tuple(int(v) for v in const_input(node, ctx, 1, "shape").reshape(-1))
         elif op in ("Squeeze", "Unsqueeze"):
             if ctx.opset >= 13:
                 if "axes" in node.attrs:
                     refuse(node, "axes is an input from opset 13 on, not an attribute")
-                axes = _const(node, ctx, 1, "axes", optional=True)
+                axes = const_input(node, ctx, 1, "axes", optional=True)
                 self.axes = None if axes is None else tuple(int(v) for v in axes.reshape(-1))
             else:
                 self.axes = node.attrs.get("axes")
@@ -680,8 +681,8 @@ class Pad(Spec):
         if ctx.opset >= 11:
             if "pads" in node.attrs:
                 refuse(node, "pads is an input from opset 11 on")
-            pads = tuple(int(v) for v in _const(node, ctx, 1, "pads").reshape(-1))
-            v = _const(node, ctx, 2, "constant_value", optional=True)
+            pads = tuple(int(v) for v in const_input(node, ctx, 1, "pads").reshape(-1))
+            v = const_input(node, ctx, 2, "constant_value", optional=True)
             self.value = 0.0 if v is None else float(np.asarray(v).reshape(-1)[0])
             if len(node.inputs) > 3 and node.inputs[3]:
                 refuse(node, "the axes input is not supported: give pads for every axis")

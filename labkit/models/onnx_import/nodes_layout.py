@@ -1,0 +1,183 @@
+"""The ops that move values without computing new ones, beyond reshapes: Transpose, Slice, Split,
+and ReduceMean over the spatial axes (a global average pool), as torchvision's ShuffleNetV2 writes
+them (its channel shuffle is Reshape to 5 axes, Transpose, Reshape; its halves are a Split; its head
+a ReduceMean over H and W).  Each spec checks its attributes and computes its output's shape, as
+nodes.py's do; the kernels are pool_pad.cu's permute and slice_copy, and global_avg_pool.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .nodes import Spec, check_attrs, const_input, numel, refuse
+
+__all__ = ["Transpose", "Slice", "SplitPart", "ReduceMean", "split_parts", "LAYOUT_SPECS"]
+
+MAX_RANK = 6          # pool_pad.cu's permute
+
+
+class Transpose(Spec):
+    """The axes reordered by ``perm`` (default: reversed); the batch axis stays first."""
+    ATTRS = ("perm",)
+
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        perm = node.attrs.get("perm")
+        if perm is not None and (not isinstance(perm, tuple) or not all(isinstance(p, int) for p in perm)):
+            refuse(node, f"perm {perm!r} must be a list of ints")
+        self.perm = perm
+
+    def resolved(self, rank: int) -> tuple:
+        perm = tuple(reversed(range(rank))) if self.perm is None else self.perm
+        if sorted(perm) != list(range(rank)):
+            refuse(self.node, f"perm {perm} does not order the {rank} axes of its input")
+        if rank > MAX_RANK:
+            refuse(self.node, f"input of rank {rank}: labkit transposes tensors of up to {MAX_RANK} axes")
+        if perm[0] != 0:
+            refuse(self.node, f"perm {perm} moves the batch axis: labkit keeps it first")
+        return perm
+
+    def shape(self, shapes):
+        x = shapes[0]
+        return tuple(x[p] for p in self.resolved(len(x)))
+
+    def flops(self, shapes, out):
+        return 0
+
+    def fold(self, values):
+        return np.transpose(values[0], self.resolved(values[0].ndim))
+
+
+class Slice(Spec):
+    """Indices [start, end) of one axis after the batch, step 1 (ONNX's clamping of start and end to
+    the axis, negative ones counted from its end); every other axis whole."""
+    ATTRS = ("starts", "ends", "axes")
+
+    def __init__(self, node, ctx):
+        if ctx.opset >= 10:
+            self.ATTRS = ()
+        super().__init__(node, ctx)
+        if ctx.opset >= 10:
+            starts, ends = (tuple(int(v) for v in const_input(node, ctx, i, w).reshape(-1))
+                            for i, w in ((1, "starts"), (2, "ends")))
+            axes = const_input(node, ctx, 3, "axes", optional=True)
+            steps = const_input(node, ctx, 4, "steps", optional=True)
+            axes = None if axes is None else tuple(int(v) for v in axes.reshape(-1))
+            if steps is not None and any(int(v) != 1 for v in steps.reshape(-1)):
+                refuse(node, f"steps {steps.reshape(-1).tolist()}: labkit slices with step 1")
+        else:
+            starts, ends, axes = node.attrs.get("starts", ()), node.attrs.get("ends", ()), node.attrs.get("axes")
+        axes = tuple(range(len(starts))) if axes is None else axes
+        if not len(starts) == len(ends) == len(axes):
+            refuse(node, f"starts {starts}, ends {ends} and axes {axes} differ in length")
+        # Axes sliced whole (start 0, end past it) change nothing: only one other may remain.
+        cut = [(a, s, e) for a, s, e in zip(axes, starts, ends) if not (s == 0 and e >= 2**31 - 1)]
+        if len(cut) > 1:
+            refuse(node, f"it slices axes {[a for a, _, _ in cut]}: labkit slices one axis at a time")
+        self.axis, self.start, self.end = cut[0] if cut else (1, 0, 2**63 - 1)
+
+    def window(self, x: tuple) -> tuple:
+        """(axis, offset, length) on an input of shape ``x``."""
+        a = self.axis + len(x) if self.axis < 0 else self.axis
+        if not 1 <= a < len(x):
+            refuse(self.node, f"axis {self.axis} of shape {tuple(x)}: labkit slices an axis after the batch")
+        n = x[a]
+        start = min(max(self.start + n if self.start < 0 else self.start, 0), n)
+        end = min(max(self.end + n if self.end < 0 else self.end, 0), n)
+        if end <= start:
+            refuse(self.node, f"[{self.start}, {self.end}) of axis {a} (size {n}) is empty")
+        return a, start, end - start
+
+    def shape(self, shapes):
+        x = tuple(shapes[0])
+        a, _, length = self.window(x)
+        return x[:a] + (length,) + x[a + 1:]
+
+    def flops(self, shapes, out):
+        return 0
+
+    def fold(self, values):
+        a, start, length = self.window(values[0].shape)
+        return np.take(values[0], range(start, start + length), axis=a)
+
+
+class SplitPart(Slice):
+    """Output ``index`` of a Split: the parts' sizes from ``split`` (an attribute before opset 13, an
+    input from 13), else ``num_outputs`` (opset 18) or as many equal parts as the node has outputs."""
+    ATTRS = ("axis", "split", "num_outputs")
+
+    def __init__(self, node, ctx, index: int):
+        Spec.__init__(self, node, ctx)
+        self.output, self.index = node.outputs[index], index
+        # A step of its own (its buffer, its row in describe, a name replace() can take) per output.
+        self.name = f"{node.name}[{index}]"
+        self.names = [self.name]
+        self.axis = int(node.attrs.get("axis", 0))
+        if ctx.opset >= 13:
+            if "split" in node.attrs:
+                refuse(node, "split is an input from opset 13 on")
+            split = const_input(node, ctx, 1, "split", optional=True)
+            self.sizes = None if split is None else tuple(int(v) for v in split.reshape(-1))
+        else:
+            self.sizes = node.attrs.get("split")
+        self.parts = int(node.attrs.get("num_outputs", len(node.outputs)))
+        if self.sizes is not None and (len(self.sizes) != len(node.outputs) or min(self.sizes) < 1):
+            refuse(node, f"split {self.sizes} for {len(node.outputs)} outputs")
+        if self.parts != len(node.outputs):
+            refuse(node, f"num_outputs {self.parts} for {len(node.outputs)} outputs")
+
+    def window(self, x: tuple) -> tuple:
+        a = self.axis + len(x) if self.axis < 0 else self.axis
+        if not 1 <= a < len(x):
+            refuse(self.node, f"axis {self.axis} of shape {tuple(x)}: labkit splits an axis after the batch")
+        n = x[a]
+        if self.sizes is not None:
+            sizes = self.sizes
+        else:       # ONNX: equal parts, the last smaller where they do not divide the axis
+            each = -(-n // self.parts)
+            sizes = tuple(min(each, max(n - each * i, 0)) for i in range(self.parts))
+        if sum(sizes) != n or min(sizes) < 1:
+            refuse(self.node, f"parts {sizes} do not split axis {a} of size {n}")
+        return a, sum(sizes[:self.index]), sizes[self.index]
+
+
+def split_parts(node, ctx) -> list:
+    """One SplitPart per output of a Split node (each a slice of its input)."""
+    check_attrs(node, SplitPart.ATTRS)
+    if not node.outputs or not all(node.outputs):
+        refuse(node, "an output is unnamed")
+    return [SplitPart(node, ctx, i) for i in range(len(node.outputs))]
+
+
+class ReduceMean(Spec):
+    """The mean over H and W of an NCHW tensor (keepdims 1: (N, C, 1, 1); 0: (N, C)): a global average
+    pool.  Other axes are refused."""
+    ATTRS = ("axes", "keepdims", "noop_with_empty_axes")
+
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        if ctx.opset >= 18:
+            if "axes" in node.attrs:
+                refuse(node, "axes is an input from opset 18 on")
+            axes = const_input(node, ctx, 1, "axes", optional=True)
+            axes = None if axes is None else tuple(int(v) for v in axes.reshape(-1))
+        else:
+            axes = node.attrs.get("axes")
+        if not axes:
+            refuse(node, "no axes: labkit reduces over the spatial axes (2, 3) only")
+        self.axes, self.keepdims = axes, bool(node.attrs.get("keepdims", 1))
+
+    def shape(self, shapes):
+        x = tuple(shapes[0])
+        if len(x) != 4 or sorted(a % 4 for a in self.axes) != [2, 3]:
+            refuse(self.node, f"axes {self.axes} of shape {x}: labkit takes the mean over H and W of NCHW "
+                              "tensors (axes 2 and 3)")
+        return (x[0], x[1], 1, 1) if self.keepdims else (x[0], x[1])
+
+    def flops(self, shapes, out):
+        return numel(shapes[0])
+
+    def fold(self, values):
+        return np.mean(values[0], axis=(2, 3), keepdims=self.keepdims)
+
+
+LAYOUT_SPECS = {"Transpose": Transpose, "Slice": Slice, "ReduceMean": ReduceMean}
