@@ -683,6 +683,22 @@ int main() {
                    "memset2d 7, shared for 2 blocks 115712\n")
 
 
+def test_spin_waits_with_nanosleep_let_the_threads_they_wait_for_run(tmp_path):
+    """Thread 0 raises a flag and waits for the block's last thread to answer; that thread waits for the
+    flag before it answers.  Whichever runs first spins, backing off with __nanosleep, and each pause
+    lets the block's other threads run (without it, the first to spin would spin for ever)."""
+    src = tmp_path / "spin.cu"
+    src.write_text("#include <cstdio>\n__global__ void k(int* out) {\n  __shared__ volatile int ask, answer;\n"
+                   "  if (threadIdx.x == 0) ask = answer = 0;\n  __syncthreads();\n"
+                   "  if (threadIdx.x == 0) { ask = 1; while (!answer) __nanosleep(100); out[0] = answer; }\n"
+                   "  if (threadIdx.x == blockDim.x - 1) { while (!ask) __nanosleep(100); answer = 42; }\n}\n"
+                   "int main() { int* o; cudaMallocManaged(&o, 8); k<<<1, 96>>>(o); cudaDeviceSynchronize();\n"
+                   '  printf("%d\\n", o[0]); }\n')
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    assert out == "42\n"
+
+
 def test_a_kernel_whose_name_a_header_overloads_is_launched_by_its_address(tmp_path):
     """cdpAdvancedQuicksort's header declares its kernel with a parameter fewer than the definition:
     the registration that cudaLaunchKernel((void*)k, ...) needs names the definition's signature."""

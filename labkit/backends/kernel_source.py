@@ -90,7 +90,6 @@ UNSUPPORTED = [
     (re.compile(r"\b__(?:h|i|b|d)?mma_\w+"), "the tensor cores' builtins (__hmma_*, __imma_*; nvcuda::wmma is modelled)"),
     (re.compile(r"\bclock64\s*\(|\bclock\s*\(\s*\)"), "the SM cycle counter (clock64)"),
     (re.compile(r"\bthis_multi_grid\s*\(|\bmulti_grid_group\b"), "multi-device grid groups (this_multi_grid)"),
-    (re.compile(r"\b__nanosleep\s*\("), "__nanosleep"),
     (re.compile(r"\bcp\.async\b"), "asynchronous copies in PTX (cp.async; cuda::memcpy_async and "
      "__pipeline_memcpy_async run here)"),
     (re.compile(r"#\s*include\s*[<\"]cuda_fp8\.h[>\"]|\b__nv_fp8\w*"),

@@ -2049,6 +2049,10 @@ inline void __threadfence() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 #endif
 inline void __threadfence_block() { __atomic_signal_fence(__ATOMIC_SEQ_CST); }
 inline void __threadfence_system() { __threadfence(); }
+// A pause of about ns nanoseconds in a spin-wait's back-off: the thread steps aside for the other
+// threads of its block (the one it waits for may be among them), as a clock wait does; the executor
+// keeps no device time to spend.
+inline void __nanosleep(unsigned) { ::labkit::let_others_run(); }
 
 // ---------------------------------------------------------------------------
 // Math: the CUDA names that are not already C/C++ names
