@@ -699,6 +699,33 @@ def test_spin_waits_with_nanosleep_let_the_threads_they_wait_for_run(tmp_path):
     assert out == "42\n"
 
 
+def test_a_3d_memset_of_a_pitched_allocation_and_occupancy_with_shared_memory_per_size(tmp_path):
+    src = tmp_path / "m3.cu"
+    src.write_text(r"""
+#include <cstdio>
+__global__ void k(float*) {}
+int main() {
+  cudaPitchedPtr p; cudaExtent e = make_cudaExtent(12, 3, 2);
+  cudaMalloc3D(&p, e);
+  cudaMemset3D(p, 0, make_cudaExtent(p.pitch, 3, 2));
+  cudaMemset3D(p, 5, make_cudaExtent(10, 3, 2));
+  unsigned char h[12]; cudaMemcpy(h, (char*)p.ptr + (1 * p.ysize + 2) * p.pitch, 12, cudaMemcpyDeviceToHost);
+  int grid = 0, block = 0;
+  cudaOccupancyMaxPotentialBlockSizeVariableSMem(&grid, &block, k, [](int b) { return b * 200; });
+  printf("%d %d %d %d %d\n", h[0], h[9], h[10], block, grid);
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    h0, h9, h10, block, grid = map(int, out.split())
+    assert (h0, h9, h10) == (5, 5, 0)
+    # 200 bytes of shared memory per thread: the block size with the most resident threads per SM
+    # (228 KiB, 1 KiB more per block, 2,048 threads, 32 blocks), the larger one on a tie.
+    counts = {b: b * max(0, min(32, 2048 // b, 233472 // (b * 200 + 1024))) for b in range(32, 1025, 32)}
+    best = max(b for b in counts if counts[b] == max(counts.values()))
+    assert block == best and grid == counts[best] // best * 132
+
+
 def test_a_kernel_whose_name_a_header_overloads_is_launched_by_its_address(tmp_path):
     """cdpAdvancedQuicksort's header declares its kernel with a parameter fewer than the definition:
     the registration that cudaLaunchKernel((void*)k, ...) needs names the definition's signature."""

@@ -47,8 +47,8 @@ _HOST_UNSUPPORTED = [
      "the CUDA driver API (cu* calls)", "use the runtime API (cudaMalloc, <<<>>> launches) instead"),
     (re.compile(r"\bcuda(?:Graphics\w*|GL\w*|D3D\w*|EGL\w*|VDPAU\w*)\s*\("), "graphics interop",
      "the CPU executor has no display; compute into device memory and copy it back"),
-    (re.compile(r"\bcudaMemset3D\w*\s*\(|\bcudaMemcpy3DPeer\w*\s*\("), "3D memsets and peer copies (cudaMemset3D, "
-     "cudaMemcpy3DPeer)", "set plane by plane with cudaMemset2D; the CPU executor models one device"),
+    (re.compile(r"\bcudaMemcpy3DPeer\w*\s*\("), "peer copies (cudaMemcpy3DPeer)",
+     "the CPU executor models one device"),
     (re.compile(r"\bcuda(?:CreateTextureObject|CreateSurfaceObject|BindTexture\w*|MallocArray|Malloc3DArray|"
                 r"MallocMipmappedArray|MemcpyToArray\w*|Memcpy2DToArray\w*|CreateChannelDesc)\b|"
                 r"\btexture\s*<|\bsurface\s*<|\bcudaArray_t\b|\bcudaArray\b"),

@@ -135,6 +135,20 @@ inline cudaError_t cudaMemcpy3DAsync(const cudaMemcpy3DParms* p, cudaStream_t s 
     return cudaSuccess;
   return cudaMemcpy3D(p, labkit_file, labkit_line);
 }
+// Slice by slice, row by row: each row's extent.width bytes set as cudaMemset sets them.
+inline cudaError_t cudaMemset3D(cudaPitchedPtr p, int v, cudaExtent e, LABKIT_SITE) {
+  for (size_t z = 0; z < e.depth; ++z) {
+    cudaError_t r = cudaMemset2D(static_cast<char*>(p.ptr) + z * p.ysize * p.pitch, p.pitch, v, e.width, e.height,
+                                 labkit_file, labkit_line);
+    if (r != cudaSuccess) return r;
+  }
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset3DAsync(cudaPitchedPtr p, int v, cudaExtent e, cudaStream_t s = 0, LABKIT_SITE) {
+  if (::labkit::rt::record(s, cudaGraphNodeTypeMemset, [=] { return cudaMemset3D(p, v, e, labkit_file, labkit_line); }))
+    return cudaSuccess;
+  return cudaMemset3D(p, v, e, labkit_file, labkit_line);
+}
 
 // --- Graphs ------------------------------------------------------------------------------------------
 // gridDim and blockDim are labkit_gridDim and labkit_blockDim here: the launch rewrite renames a member

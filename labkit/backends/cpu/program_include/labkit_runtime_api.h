@@ -1328,6 +1328,21 @@ template <class F> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* mi
   *min_grid = n * 132;
   return cudaSuccess;
 }
+// As cudaOccupancyMaxPotentialBlockSize, with the dynamic shared memory a block of each size needs.
+template <class F, class S> inline cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(
+    int* min_grid, int* block, F* f, S shared_of_block_size, int limit = 0) {
+  int best = 32, best_active = 0;
+  for (int b = 32; b <= (limit > 0 ? std::min(limit, 1024) : 1024); b += 32) {
+    int n = 0;
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, b, size_t(shared_of_block_size(b)));
+    if (n * b >= best_active) { best_active = n * b; best = b; }
+  }
+  int n = 0;
+  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, best, size_t(shared_of_block_size(best)));
+  *block = best;
+  *min_grid = n * 132;
+  return cudaSuccess;
+}
 // cudaLaunchKernel(kernel, grid, block, args, shared, stream): args[i] points at parameter i.
 // The parameters' values are read when the call is made (CUDA copies them then), so that a captured
 // launch or a graph's kernel node runs with the values of that moment.
