@@ -193,6 +193,35 @@ def test_a_tile_made_at_run_time_syncs_its_threads_and_ranks_them():
         mod.get_function("k")((1,), (128,), [np.zeros(128, np.int32), np.int32(12)])
 
 
+def test_cooperative_groups_scans_over_tiles_and_coalesced_groups():
+    """cg::inclusive_scan and exclusive_scan (sum, and max: combined in rank order) over tiles of 4, 16
+    and 32 threads, and over the coalesced group of the lanes holding a multiple of 3."""
+    code = ('#include <cooperative_groups.h>\n#include <cooperative_groups/scan.h>\n'
+            'namespace cg = cooperative_groups;\n'
+            'template <unsigned N> __device__ void both(const int* x, int* y) {\n'
+            '  auto t = cg::tiled_partition<N>(cg::this_thread_block());\n'
+            '  const int i = threadIdx.x;\n'
+            '  y[i] = cg::inclusive_scan(t, x[i]);\n  y[96 + i] = cg::exclusive_scan(t, x[i], cg::greater<int>());\n}\n'
+            'extern "C" __global__ void k(const int* x, int* y, int n) {\n'
+            '  if (n == 4) both<4>(x, y); else if (n == 16) both<16>(x, y); else both<32>(x, y);\n'
+            '  if (x[threadIdx.x] % 3 == 0) y[192 + threadIdx.x] = cg::inclusive_scan(cg::coalesced_threads(), x[threadIdx.x]);\n}\n')
+    mod = CPUModule(code, path="scan.cu")
+    x = np.random.default_rng(5).integers(-50, 50, 96).astype(np.int32)
+    for n in (4, 16, 32):
+        y = np.full(288, -999, np.int32)
+        mod.get_function("k")((1,), (96,), [x, y, np.int32(n)])
+        tiles = x.reshape(-1, n)
+        assert np.array_equal(y[:96], np.cumsum(tiles, axis=1).ravel())
+        # an exclusive max: rank 0's value is CUDA's to leave undefined; every other rank's is the max before it
+        ex = np.maximum.accumulate(tiles, axis=1)[:, :-1]
+        assert np.array_equal(y[96:192].reshape(-1, n)[:, 1:], ex)
+        for w in range(3):
+            lanes = x[32 * w:32 * (w + 1)]
+            taking = lanes % 3 == 0
+            got = y[192 + 32 * w:192 + 32 * (w + 1)]
+            assert np.array_equal(got[taking], np.cumsum(lanes[taking])) and (got[~taking] == -999).all()
+
+
 @pytest.mark.check
 @pytest.mark.parametrize("code, what", [
     ('#include <cuda_fp8.h>\nextern "C" __global__ void k(__nv_fp8_e4m3* x) { }', "fp8 types"),

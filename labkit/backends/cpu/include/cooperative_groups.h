@@ -2,7 +2,8 @@
 // shuffles, votes and sync, tiles of several warps (64 to 1024 threads: sync, ranks and cg::reduce,
 // as CUDA gives them with block_tile_memory), thread_group (either, chosen at run time), the grid
 // (this_grid: ranks in any launch; sync() in a cooperative launch, cudaLaunchCooperativeKernel),
-// coalesced groups (coalesced_threads, labeled_partition, binary_partition) and cg::reduce.  A tile
+// coalesced groups (coalesced_threads, labeled_partition, binary_partition), cg::reduce and the
+// scans (inclusive_scan, exclusive_scan over a tile of up to a warp or a coalesced group).  A tile
 // made at run time (tiled_partition(g, n)) is a thread_group of n threads: its sync and ranks.
 #pragma once
 #include "labkit_cpu.h"
@@ -242,6 +243,36 @@ template <unsigned N, class T, class Op> inline T reduce(const thread_block_tile
 template <class T, class Op> inline T reduce(const coalesced_group& g, T v, Op op) {
   static_assert(sizeof(T) <= 8, "cg::reduce over a coalesced group combines values of up to 8 bytes here");
   return ::labkit::warp_reduce(g.mask(), v, op);
+}
+
+// cg::inclusive_scan and exclusive_scan over a tile of up to a warp or a coalesced group: each thread
+// gets op over the values of the ranks up to its own (inclusive) or before it (exclusive; rank 0 gets
+// T()), combined in rank order (a Hillis-Steele scan of up-shuffles).
+template <class G, class T, class Op> inline T labkit_scan(const G& g, T v, Op op, bool inclusive) {
+  const unsigned r = g.thread_rank(), n = g.size();
+  for (unsigned d = 1; d < n; d *= 2) {
+    const T u = g.shfl_up(v, d);
+    if (r >= d) v = op(u, v);
+  }
+  if (inclusive) return v;
+  const T before = g.shfl_up(v, 1);
+  return r == 0 ? T() : before;
+}
+template <unsigned N, class T, class Op = plus<T>>
+inline T inclusive_scan(const thread_block_tile<N>& t, T v, Op op = Op()) {
+  static_assert(N <= 32, "cg::inclusive_scan runs on tiles of up to a warp here");
+  return labkit_scan(t, v, op, true);
+}
+template <unsigned N, class T, class Op = plus<T>>
+inline T exclusive_scan(const thread_block_tile<N>& t, T v, Op op = Op()) {
+  static_assert(N <= 32, "cg::exclusive_scan runs on tiles of up to a warp here");
+  return labkit_scan(t, v, op, false);
+}
+template <class T, class Op = plus<T>> inline T inclusive_scan(const coalesced_group& g, T v, Op op = Op()) {
+  return labkit_scan(g, v, op, true);
+}
+template <class T, class Op = plus<T>> inline T exclusive_scan(const coalesced_group& g, T v, Op op = Op()) {
+  return labkit_scan(g, v, op, false);
 }
 
 }  // namespace cooperative_groups
