@@ -33,6 +33,7 @@
 #include <xmmintrin.h>
 #endif
 #include <cmath>
+#include <limits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -2122,16 +2123,141 @@ LABKIT_ROUNDED_F(rd, FE_DOWNWARD)
 #undef LABKIT_ROUNDED_F
 inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 inline double rsqrt(double x) { return 1.0 / sqrt(x); }
+// The CUDA Math API's functions that C and C++ lack: computed in double (long double for a double's),
+// then rounded once.
+namespace labkit {
+namespace cmath {
+inline long double pi() { return 3.141592653589793238462643383279502884L; }
+// sin(pi x), cos(pi x) exactly 0 or +-1 at the integers and half-integers, as CUDA's are.
+inline long double sinpi(long double x) {
+  if (std::isinf(x) || std::isnan(x)) return std::numeric_limits<long double>::quiet_NaN();
+  const long double r = std::fmod(x, 2.0L);
+  if (r == std::floor(r)) return std::copysign(0.0L, x);
+  return std::sin(pi() * r);
+}
+inline long double cospi(long double x) {
+  if (std::isinf(x) || std::isnan(x)) return std::numeric_limits<long double>::quiet_NaN();
+  const long double r = std::fmod(std::fabs(x), 2.0L);
+  if (r == 0.5L || r == 1.5L) return 0.0L;
+  return std::cos(pi() * r);
+}
+// erfinv by Newton's method on erf from a close start; erfcinv on erfc itself (precise near 0).
+inline long double erfinv(long double y) {
+  if (y <= -1.0L || y >= 1.0L) return y == -1.0L ? -INFINITY : y == 1.0L ? INFINITY : NAN;
+  if (y != y) return y;
+  const long double w = -std::log((1.0L - y) * (1.0L + y));
+  long double x = w < 5.0L ? y * (0.886226925L + 0.2L * w) : std::copysign(std::sqrt(w), y);
+  for (int i = 0; i < 60; ++i) {
+    const long double step = (std::erf(x) - y) / (2.0L / std::sqrt(pi()) * std::exp(-x * x));
+    x -= step;
+    if (std::fabs(step) <= 1e-19L * (1.0L + std::fabs(x))) break;
+  }
+  return x;
+}
+inline long double erfcinv(long double y) {
+  if (y <= 0.0L || y >= 2.0L) return y == 0.0L ? INFINITY : y == 2.0L ? -INFINITY : NAN;
+  if (y != y) return y;
+  if (y > 0.5L && y < 1.5L) return erfinv(1.0L - y);
+  const bool low = y > 1.0L;
+  const long double t = low ? 2.0L - y : y;            // erfcinv(2 - t) = -erfcinv(t)
+  long double x = std::sqrt(-std::log(t / 2.0L));
+  for (int i = 0; i < 100; ++i) {
+    const long double step = (std::erfc(x) - t) / (-2.0L / std::sqrt(pi()) * std::exp(-x * x));
+    x -= step;
+    if (std::fabs(step) <= 1e-19L * x) break;
+  }
+  return low ? -x : x;
+}
+// erfcx(x) = exp(x^2) erfc(x); past the range of erfc, its asymptotic series.
+inline long double erfcx(long double x) {
+  if (x < 100.0L) return std::exp(x * x) * std::erfc(x);
+  long double sum = 1.0L, term = 1.0L;
+  for (int k = 1; k < 8; ++k) { term *= -(2.0L * k - 1.0L) / (2.0L * x * x); sum += term; }
+  return sum / (x * std::sqrt(pi()));
+}
+inline long double normcdfinv(long double p) { return -std::sqrt(2.0L) * erfcinv(2.0L * p); }
+}  // namespace cmath
+}  // namespace labkit
+#define LABKIT_CMATH(name, expr)                                                                                \
+  inline double name(double x) { return double(expr); }                                                        \
+  inline float name##f(float x) { return float(expr); }
+LABKIT_CMATH(sinpi, ::labkit::cmath::sinpi(x))
+LABKIT_CMATH(cospi, ::labkit::cmath::cospi(x))
+LABKIT_CMATH(rcbrt, 1.0L / std::cbrt((long double)x))
+LABKIT_CMATH(erfinv, ::labkit::cmath::erfinv(x))
+LABKIT_CMATH(erfcinv, ::labkit::cmath::erfcinv(x))
+LABKIT_CMATH(erfcx, ::labkit::cmath::erfcx(x))
+LABKIT_CMATH(normcdf, 0.5L * std::erfc(-(long double)x / std::sqrt(2.0L)))
+LABKIT_CMATH(normcdfinv, ::labkit::cmath::normcdfinv(x))
+LABKIT_CMATH(cyl_bessel_i0, std::cyl_bessel_i(0.0L, std::fabs((long double)x)))
+LABKIT_CMATH(cyl_bessel_i1, std::copysign(std::cyl_bessel_i(1.0L, std::fabs((long double)x)), (long double)x))
+#undef LABKIT_CMATH
+inline void sincospi(double x, double* s, double* c) { *s = sinpi(x); *c = cospi(x); }
+inline void sincospif(float x, float* s, float* c) { *s = sinpif(x); *c = cospif(x); }
+inline double rhypot(double x, double y) { return double(1.0L / std::hypot((long double)x, (long double)y)); }
+inline float rhypotf(float x, float y) { return float(1.0L / std::hypot((long double)x, (long double)y)); }
+inline double norm3d(double a, double b, double c) { return double(std::sqrt((long double)a * a + (long double)b * b + (long double)c * c)); }
+inline float norm3df(float a, float b, float c) { return float(norm3d(a, b, c)); }
+inline double rnorm3d(double a, double b, double c) { return double(1.0L / std::sqrt((long double)a * a + (long double)b * b + (long double)c * c)); }
+inline float rnorm3df(float a, float b, float c) { return float(rnorm3d(a, b, c)); }
+inline double norm4d(double a, double b, double c, double d) {
+  return double(std::sqrt((long double)a * a + (long double)b * b + (long double)c * c + (long double)d * d));
+}
+inline float norm4df(float a, float b, float c, float d) { return float(norm4d(a, b, c, d)); }
+inline double rnorm4d(double a, double b, double c, double d) { return 1.0 / norm4d(a, b, c, d); }
+inline float rnorm4df(float a, float b, float c, float d) { return float(1.0L / (long double)norm4d(a, b, c, d)); }
+inline double norm(int n, const double* v) { long double s = 0; for (int i = 0; i < n; ++i) s += (long double)v[i] * v[i]; return double(std::sqrt(s)); }
+inline float normf(int n, const float* v) { long double s = 0; for (int i = 0; i < n; ++i) s += (long double)v[i] * v[i]; return float(std::sqrt(s)); }
+inline double rnorm(int n, const double* v) { return double(1.0L / (long double)norm(n, v)); }
+inline float rnormf(int n, const float* v) { long double s = 0; for (int i = 0; i < n; ++i) s += (long double)v[i] * v[i]; return float(1.0L / std::sqrt(s)); }
+inline float fdividef(float a, float b) { return a / b; }
+// CUDA declares these in the global namespace; the C++ library keeps them in std::.
+using std::isfinite;
+using std::isinf;
+using std::isnan;
+using std::signbit;
 inline float __saturatef(float x) { return x < 0.f ? 0.f : (x > 1.f ? 1.f : x); }
 inline float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float exp10f(float x) { return powf(10.f, x); }
-inline int __float2int_rn(float x) { return int(nearbyintf(x)); }
-inline int __float2int_rz(float x) { return int(x); }
-inline int __float2int_rd(float x) { return int(floorf(x)); }
-inline int __float2int_ru(float x) { return int(ceilf(x)); }
-inline float __int2float_rn(int x) { return float(x); }
+// Conversions with a rounding mode, as PTX's cvt makes them: a float to an integer rounded (rn: to
+// nearest even, rz: toward zero, ru: up, rd: down), then clamped to the integer's range, NaN to 0; an
+// integer or a double to a narrower floating type rounded in the mode.
+namespace labkit {
+template <class I, class F> inline I to_int(F x, int mode) {
+  if (x != x) return I(0);
+  const F r = mode == FE_TONEAREST ? std::nearbyint(x) : mode == FE_TOWARDZERO ? std::trunc(x)
+            : mode == FE_UPWARD ? std::ceil(x) : std::floor(x);
+  if (r <= F(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (r >= F(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return I(r);
+}
+}  // namespace labkit
+#define LABKIT_CVT(suffix, mode)                                                                               \
+  inline int __float2int_##suffix(float x) { return ::labkit::to_int<int>(x, mode); }                           \
+  inline unsigned __float2uint_##suffix(float x) { return ::labkit::to_int<unsigned>(x, mode); }                \
+  inline long long __float2ll_##suffix(float x) { return ::labkit::to_int<long long>(x, mode); }                \
+  inline unsigned long long __float2ull_##suffix(float x) { return ::labkit::to_int<unsigned long long>(x, mode); } \
+  inline int __double2int_##suffix(double x) { return ::labkit::to_int<int>(x, mode); }                         \
+  inline unsigned __double2uint_##suffix(double x) { return ::labkit::to_int<unsigned>(x, mode); }              \
+  inline long long __double2ll_##suffix(double x) { return ::labkit::to_int<long long>(x, mode); }              \
+  inline unsigned long long __double2ull_##suffix(double x) { return ::labkit::to_int<unsigned long long>(x, mode); } \
+  inline float __int2float_##suffix(int x) { return ::labkit::rounded(mode, [=] { volatile int v = x; return float(v); }); } \
+  inline float __uint2float_##suffix(unsigned x) { return ::labkit::rounded(mode, [=] { volatile unsigned v = x; return float(v); }); } \
+  inline float __ll2float_##suffix(long long x) { return ::labkit::rounded(mode, [=] { volatile long long v = x; return float(v); }); } \
+  inline float __ull2float_##suffix(unsigned long long x) { return ::labkit::rounded(mode, [=] { volatile unsigned long long v = x; return float(v); }); } \
+  inline double __ll2double_##suffix(long long x) { return ::labkit::rounded(mode, [=] { volatile long long v = x; return double(v); }); } \
+  inline double __ull2double_##suffix(unsigned long long x) { return ::labkit::rounded(mode, [=] { volatile unsigned long long v = x; return double(v); }); } \
+  inline float __double2float_##suffix(double x) { return ::labkit::rounded(mode, [=] { volatile double v = x; return float(v); }); }
+LABKIT_CVT(rn, FE_TONEAREST)
+LABKIT_CVT(rz, FE_TOWARDZERO)
+LABKIT_CVT(ru, FE_UPWARD)
+LABKIT_CVT(rd, FE_DOWNWARD)
+#undef LABKIT_CVT
+inline double __int2double_rn(int x) { return double(x); }
+inline double __uint2double_rn(unsigned x) { return double(x); }
+inline float __frsqrt_rn(float x) { return float(1.0 / std::sqrt(double(x))); }   // correctly rounded
 inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, 4); return f; }
 inline int __float_as_int(float f) { int x; std::memcpy(&x, &f, 4); return x; }
 inline unsigned __float_as_uint(float f) { unsigned x; std::memcpy(&x, &f, 4); return x; }

@@ -111,3 +111,29 @@ inline bool operator<(const LABKIT_H2& a, const LABKIT_H2& b) { return __hblt2(a
 inline bool operator<=(const LABKIT_H2& a, const LABKIT_H2& b) { return __hble2(a, b); }
 inline bool operator>(const LABKIT_H2& a, const LABKIT_H2& b) { return __hbgt2(a, b); }
 inline bool operator>=(const LABKIT_H2& a, const LABKIT_H2& b) { return __hbge2(a, b); }
+
+// atomicAdd of one value, or of a pair (each half added on its own, the pair read and written as one
+// 32-bit word, as a GPU's red.add.f16x2): a compare-and-swap loop on the bits, each sum rounded once.
+inline LABKIT_H atomicAdd(LABKIT_H* p, LABKIT_H v) {
+  unsigned short* bits = reinterpret_cast<unsigned short*>(p);
+  unsigned short old = __atomic_load_n(bits, LABKIT_MO);
+  for (;;) {
+    LABKIT_H o;
+    o.__x = old;
+    const unsigned short sum = __hadd(o, v).__x;
+    if (__atomic_compare_exchange_n(bits, &old, sum, true, LABKIT_MO, LABKIT_MO)) return o;
+  }
+}
+inline LABKIT_H2 atomicAdd(LABKIT_H2* p, LABKIT_H2 v) {
+  static_assert(sizeof(LABKIT_H2) == 4, "a pair of halves is one 32-bit word");
+  unsigned int* bits = reinterpret_cast<unsigned int*>(p);
+  unsigned int old = __atomic_load_n(bits, LABKIT_MO);
+  for (;;) {
+    LABKIT_H2 o;
+    std::memcpy(&o, &old, 4);
+    const LABKIT_H2 sum(__hadd(o.x, v.x), __hadd(o.y, v.y));
+    unsigned int nb;
+    std::memcpy(&nb, &sum, 4);
+    if (__atomic_compare_exchange_n(bits, &old, nb, true, LABKIT_MO, LABKIT_MO)) return o;
+  }
+}
