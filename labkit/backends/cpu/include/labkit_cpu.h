@@ -2372,6 +2372,7 @@ inline unsigned prmt(unsigned a, unsigned b, unsigned c) {
 }
 }  // namespace ptx
 }  // namespace labkit
+#include "labkit_simd.h"       // the SIMD intrinsics (__vadd2, __vcmpgtu4, ...) and DPX (__vimax3_s32, ...)
 template <class T> inline T __ldg(const T* p) { return *p; }
 // Loads and stores with cache hints: the executor has no caches to hint; the values are the same.
 template <class T> inline T __ldcg(const T* p) { return *p; }
