@@ -726,6 +726,46 @@ int main() {
     assert block == best and grid == counts[best] // best * 132
 
 
+def test_cucomplex_arithmetic_matches_python_s_complex_numbers(tmp_path):
+    """cuComplex.h: products, quotients (scaled: no overflow where the quotient is representable), moduli
+    and fused multiply-adds of float and double complex numbers, against Python's complex."""
+    src = tmp_path / "cx.cu"
+    src.write_text(r"""
+#include <cstdio>
+#include <cuComplex.h>
+__global__ void k(const double* v, double* o) {
+  int i = threadIdx.x;
+  cuDoubleComplex a = make_cuDoubleComplex(v[4 * i], v[4 * i + 1]), b = make_cuDoubleComplex(v[4 * i + 2], v[4 * i + 3]);
+  cuDoubleComplex q = cuCdiv(a, b), m = cuCmul(a, b), f = cuCfma(a, b, a);
+  cuFloatComplex qf = cuCdivf(cuComplexDoubleToFloat(a), cuComplexDoubleToFloat(b));
+  double r[9] = {cuCreal(q), cuCimag(q), cuCreal(m), cuCimag(m), cuCabs(b), cuCreal(f), cuCimag(f), cuCrealf(qf), cuCimagf(qf)};
+  for (int j = 0; j < 9; ++j) o[9 * i + j] = r[j];
+}
+int main() {
+  const int n = 32; double v[4 * n], *dv, *o, h[9 * n];
+  unsigned s = 7;
+  for (int i = 0; i < 4 * n; ++i) { s = s * 1103515245u + 12345u; v[i] = ((int)(s >> 8) % 2001 - 1000) / 37.0; }
+  v[0] = 1e300; v[1] = 1e300; v[2] = 1e300; v[3] = -1e300;
+  cudaMalloc(&dv, sizeof v); cudaMalloc(&o, sizeof h); cudaMemcpy(dv, v, sizeof v, cudaMemcpyHostToDevice);
+  k<<<1, n>>>(dv, o); cudaMemcpy(h, o, sizeof h, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; ++i) { printf("%.17g %.17g %.17g %.17g", v[4 * i], v[4 * i + 1], v[4 * i + 2], v[4 * i + 3]);
+    for (int j = 0; j < 9; ++j) printf(" %.17g", h[9 * i + j]); printf("\n"); }
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    for line in out.splitlines():
+        ar, ai, br, bi, *got = (float(t) for t in line.split())
+        a, b = complex(ar, ai), complex(br, bi)
+        q = a / b if abs(ar) < 1e200 else 1j       # (1e300 + 1e300i) / (1e300 - 1e300i) = i
+        assert abs(complex(got[0], got[1]) - q) <= 1e-15 * abs(q)
+        if abs(ar) < 1e200:
+            assert abs(complex(got[2], got[3]) - a * b) <= 1e-15 * abs(a * b) + 1e-300
+            assert abs(complex(got[5], got[6]) - (a * b + a)) <= 1e-14 * (abs(a * b) + abs(a))
+            assert abs(complex(got[7], got[8]) - q) <= 1e-6 * abs(q)
+        assert got[4] == pytest.approx(abs(b), rel=1e-15)
+
+
 def test_a_kernel_whose_name_a_header_overloads_is_launched_by_its_address(tmp_path):
     """cdpAdvancedQuicksort's header declares its kernel with a parameter fewer than the definition:
     the registration that cudaLaunchKernel((void*)k, ...) needs names the definition's signature."""
