@@ -123,3 +123,42 @@ def test_every_simd_and_dpx_result_lane_by_lane(rows):
         ah, al, bh, bl = a >> 16, a & 0xffff, b >> 16, b & 0xffff
         assert [next(got), next(got)] == [word([min(al, bl), min(ah, bh)], 16), 2 * (ah <= bh) + (al <= bl)]
         assert next(got, None) is None
+
+
+def test_dot_products_of_byte_and_halfword_lanes(tmp_path):
+    """__dp4a (signed and unsigned bytes, and char4), __dp2a_lo and __dp2a_hi on drawn words, sums
+    wrapping in 32 bits, against the lanes' dot products computed here."""
+    src = tmp_path / "dp.cu"
+    src.write_text(r"""
+#include <cstdio>
+__global__ void k(const unsigned* x, unsigned* o) {
+  const int i = threadIdx.x;
+  const unsigned a = x[3 * i], b = x[3 * i + 1], c = x[3 * i + 2];
+  o[6 * i] = (unsigned)__dp4a((int)a, (int)b, (int)c);
+  o[6 * i + 1] = __dp4a(a, b, c);
+  o[6 * i + 2] = (unsigned)__dp2a_lo((int)a, (int)b, (int)c);
+  o[6 * i + 3] = (unsigned)__dp2a_hi((int)a, (int)b, (int)c);
+  o[6 * i + 4] = __dp2a_lo(a, b, c);
+  o[6 * i + 5] = __dp2a_hi(a, b, c);
+}
+int main() {
+  const int n = 128; unsigned h[3 * n], r[6 * n], *x, *o, s = 99;
+  for (int i = 0; i < 3 * n; ++i) { s = s * 1664525u + 1013904223u; h[i] = i % 5 == 0 ? 0x80ff7f80u ^ (s & 0x01010101u) : s; }
+  cudaMalloc(&x, sizeof h); cudaMalloc(&o, sizeof r); cudaMemcpy(x, h, sizeof h, cudaMemcpyHostToDevice);
+  k<<<1, n>>>(x, o); cudaMemcpy(r, o, sizeof r, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; ++i) { printf("%u %u %u", h[3 * i], h[3 * i + 1], h[3 * i + 2]);
+    for (int j = 0; j < 6; ++j) printf(" %u", r[6 * i + j]); printf("\n"); }
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err[-2000:]
+    for line in out.splitlines():
+        a, b, c, *got = (int(t) for t in line.split())
+        want = []
+        for signed in (True, False):
+            want.append((c + sum(x * y for x, y in zip(lanes(a, 8, signed), lanes(b, 8, signed)))) % 2**32)
+        for signed in (True, False):
+            half, byte = lanes(a, 16, signed), lanes(b, 8, signed)
+            want += [(c + half[0] * byte[0] + half[1] * byte[1]) % 2**32,
+                     (c + half[0] * byte[2] + half[1] * byte[3]) % 2**32]
+        assert got == [want[0], want[1], want[2], want[3], want[4], want[5]], (a, b, c)

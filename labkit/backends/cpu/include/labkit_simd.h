@@ -1,5 +1,6 @@
 // labkit_simd.h -- CUDA's SIMD intrinsics on 32-bit words (two 16-bit lanes: the ...2 names; four
-// 8-bit lanes: the ...4 names) and Hopper's DPX instructions (__vimax3_s32, __viaddmax_u16x2, ...),
+// 8-bit lanes: the ...4 names), the dot products of byte and halfword lanes (__dp4a, __dp2a_lo/hi) and
+// Hopper's DPX instructions (__vimax3_s32, __viaddmax_u16x2, ...),
 // lane by lane, for labkit_cpu.h.  Each lane is read as signed or unsigned as the name says (s or u;
 // plain add, sub and neg wrap around either way); saturating forms (ss, us) clamp to the lane's
 // range; comparisons give a lane of all ones (__vcmp...) or the value 1 (__vset...) where they hold;
@@ -176,3 +177,39 @@ LABKIT_DPX_B(max_u16x2, false, >=)
 LABKIT_DPX_B(min_s16x2, true, <=)
 LABKIT_DPX_B(min_u16x2, false, <=)
 #undef LABKIT_DPX_B
+
+// __dp4a: c plus the dot product of a's and b's four bytes (signed for int operands, unsigned for
+// unsigned ones); __dp2a_lo / _hi: c plus the dot product of a's two 16-bit halves with b's two low
+// (lo) or high (hi) bytes.  Sums wrap around in 32 bits.
+namespace labkit {
+namespace simd {
+template <class R> inline R dp4a(unsigned a, unsigned b, R c, bool is_signed) {
+  long long s = (long long)c;
+  for (int i = 0; i < 4; ++i) s += lane<8>(a, i, is_signed) * lane<8>(b, i, is_signed);
+  return R((unsigned)(s & 0xffffffffll));
+}
+template <class R> inline R dp2a(unsigned a, unsigned b, R c, bool is_signed, int first_byte) {
+  long long s = (long long)c;
+  for (int i = 0; i < 2; ++i) s += lane<16>(a, i, is_signed) * lane<8>(b, first_byte + i, is_signed);
+  return R((unsigned)(s & 0xffffffffll));
+}
+}  // namespace simd
+}  // namespace labkit
+inline int __dp4a(int a, int b, int c) { return ::labkit::simd::dp4a<int>(unsigned(a), unsigned(b), c, true); }
+inline unsigned __dp4a(unsigned a, unsigned b, unsigned c) { return ::labkit::simd::dp4a<unsigned>(a, b, c, false); }
+inline int __dp4a(char4 a, char4 b, int c) {
+  unsigned x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return __dp4a(int(x), int(y), c);
+}
+inline unsigned __dp4a(uchar4 a, uchar4 b, unsigned c) {
+  unsigned x, y;
+  std::memcpy(&x, &a, 4);
+  std::memcpy(&y, &b, 4);
+  return __dp4a(x, y, c);
+}
+inline int __dp2a_lo(int a, int b, int c) { return ::labkit::simd::dp2a<int>(unsigned(a), unsigned(b), c, true, 0); }
+inline int __dp2a_hi(int a, int b, int c) { return ::labkit::simd::dp2a<int>(unsigned(a), unsigned(b), c, true, 2); }
+inline unsigned __dp2a_lo(unsigned a, unsigned b, unsigned c) { return ::labkit::simd::dp2a<unsigned>(a, b, c, false, 0); }
+inline unsigned __dp2a_hi(unsigned a, unsigned b, unsigned c) { return ::labkit::simd::dp2a<unsigned>(a, b, c, false, 2); }
