@@ -144,62 +144,58 @@ class Pad4(_Layer):
         return y
 
 
-class ConcatCopy(_Layer):
+class _AxisWindow(_Layer):
+    """x and y equal on every axis but ``axis``, where one is a window of the other from index
+    ``offset``: ``(x, y, offset)`` copies between them with KERNEL (pool_pad.cu: concat_copy writes x
+    into y's window, slice_copy reads y out of x's)."""
+    KERNEL = ""
+    X_IS_WINDOW = True
+
+    def __init__(self, axis: int):
+        super().__init__()
+        self.axis = int(axis)
+
+    def _refusal(self, x, y, offset: int, a: int) -> str:
+        raise NotImplementedError
+
+    def __call__(self, x, y, offset: int = 0):
+        self._in(x, None, "any layout")
+        key = (x.shape, y.shape, offset)
+        launch = self._plans.get(key)
+        if launch is None:
+            a = self.axis
+            window, whole = (x, y) if self.X_IS_WINDOW else (y, x)
+            if x.ndim != y.ndim or not 0 <= a < x.ndim or x.shape[:a] != y.shape[:a] or \
+                    x.shape[a + 1:] != y.shape[a + 1:] or not 0 <= offset <= whole.shape[a] - window.shape[a]:
+                raise ValueError(self._refusal(x, y, offset, a))
+            rest = int(np.prod(x.shape[a + 1:], dtype=np.int64))
+            total = _total(window.shape)
+            _total(whole.shape)
+            launch = self._plans[key] = load("pool_pad").get_function(self.KERNEL).launcher(
+                (max(1, cdiv(total, THREADS)),), (THREADS,),
+                (None, None) + ints(total, x.shape[a] * rest, y.shape[a] * rest, offset * rest))
+        if not (fast_input(y, self._kind) and y.flags.c_contiguous):
+            check_array(y, "y", "any layout", y.ndim, self.backend)
+        launch(x, y)
+        return y
+
+
+class ConcatCopy(_AxisWindow):
     """One input of a concatenation on ``axis``: ``(x, y, offset)`` copies x into y from index
     ``offset`` of that axis (x and y equal on every other axis).  ``axis`` 0 with y of x's shape is a copy."""
+    KERNEL, X_IS_WINDOW = "concat_copy", True
 
-    def __init__(self, axis: int):
-        super().__init__()
-        self.axis = int(axis)
-
-    def __call__(self, x, y, offset: int = 0):
-        self._in(x, None, "any layout")
-        key = (x.shape, y.shape, offset)
-        launch = self._plans.get(key)
-        if launch is None:
-            a = self.axis
-            if x.ndim != y.ndim or not 0 <= a < x.ndim or x.shape[:a] != y.shape[:a] or \
-                    x.shape[a + 1:] != y.shape[a + 1:] or not 0 <= offset <= y.shape[a] - x.shape[a]:
-                raise ValueError(f"cannot copy {tuple(x.shape)} into {tuple(y.shape)} at {offset} of axis {a}")
-            rest = int(np.prod(x.shape[a + 1:], dtype=np.int64))
-            total = _total(x.shape)
-            _total(y.shape)
-            launch = self._plans[key] = load("pool_pad").get_function("concat_copy").launcher(
-                (max(1, cdiv(total, THREADS)),), (THREADS,),
-                (None, None) + ints(total, x.shape[a] * rest, y.shape[a] * rest, offset * rest))
-        if not (fast_input(y, self._kind) and y.flags.c_contiguous):
-            check_array(y, "y", "any layout", y.ndim, self.backend)
-        launch(x, y)
-        return y
+    def _refusal(self, x, y, offset, a):
+        return f"cannot copy {tuple(x.shape)} into {tuple(y.shape)} at {offset} of axis {a}"
 
 
-class SliceCopy(_Layer):
+class SliceCopy(_AxisWindow):
     """The inverse of ConcatCopy: ``(x, y, offset)`` copies indices [offset, offset + y.shape[axis]) of
     x's ``axis`` into y (x and y equal on every other axis): a Slice with step 1, an output of a Split."""
+    KERNEL, X_IS_WINDOW = "slice_copy", False
 
-    def __init__(self, axis: int):
-        super().__init__()
-        self.axis = int(axis)
-
-    def __call__(self, x, y, offset: int = 0):
-        self._in(x, None, "any layout")
-        key = (x.shape, y.shape, offset)
-        launch = self._plans.get(key)
-        if launch is None:
-            a = self.axis
-            if x.ndim != y.ndim or not 0 <= a < x.ndim or x.shape[:a] != y.shape[:a] or \
-                    x.shape[a + 1:] != y.shape[a + 1:] or not 0 <= offset <= x.shape[a] - y.shape[a]:
-                raise ValueError(f"cannot slice {tuple(y.shape)} out of {tuple(x.shape)} at {offset} of axis {a}")
-            rest = int(np.prod(x.shape[a + 1:], dtype=np.int64))
-            total = _total(y.shape)
-            _total(x.shape)
-            launch = self._plans[key] = load("pool_pad").get_function("slice_copy").launcher(
-                (max(1, cdiv(total, THREADS)),), (THREADS,),
-                (None, None) + ints(total, x.shape[a] * rest, y.shape[a] * rest, offset * rest))
-        if not (fast_input(y, self._kind) and y.flags.c_contiguous):
-            check_array(y, "y", "any layout", y.ndim, self.backend)
-        launch(x, y)
-        return y
+    def _refusal(self, x, y, offset, a):
+        return f"cannot slice {tuple(y.shape)} out of {tuple(x.shape)} at {offset} of axis {a}"
 
 
 class Permute(_Layer):

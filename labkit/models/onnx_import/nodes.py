@@ -19,7 +19,7 @@ from ...ops.pool_pad import pool_out_size
 from .reader import Node
 
 __all__ = ["Ctx", "Spec", "SPECS", "refuse", "numel", "constant_value", "resolve_pads", "check_finite", "check_attrs",
-           "const_input"]
+           "const_input", "ints_attr_or_input"]
 
 
 @dataclass
@@ -74,6 +74,17 @@ def const_input(node: Node, ctx: Ctx, i: int, what: str, *, optional: bool = Fal
         refuse(node, f"its {what} ({name!r}) is computed at run time; labkit takes it only as a constant "
                      "(an initializer or a Constant node)")
     return ctx.consts[name]
+
+
+def ints_attr_or_input(node: Node, ctx: Ctx, name: str, index: int, since: int):
+    """An int list that ONNX moved from an attribute to input ``index`` at opset ``since`` (Squeeze's
+    axes, Split's split, ReduceMean's axes): the form of the graph's opset, or None where absent."""
+    if ctx.opset < since:
+        return node.attrs.get(name)
+    if name in node.attrs:
+        refuse(node, f"{name} is an input from opset {since} on, not an attribute")
+    v = const_input(node, ctx, index, name, optional=True)
+    return None if v is None else tuple(int(u) for u in v.reshape(-1))
 
 
 def _ints(node: Node, name: str, n: int, default):
@@ -563,13 +574,7 @@ class View(Spec):
             else:
                 self.target = tuple(int(v) for v in const_input(node, ctx, 1, "shape").reshape(-1))
         elif op in ("Squeeze", "Unsqueeze"):
-            if ctx.opset >= 13:
-                if "axes" in node.attrs:
-                    refuse(node, "axes is an input from opset 13 on, not an attribute")
-                axes = const_input(node, ctx, 1, "axes", optional=True)
-                self.axes = None if axes is None else tuple(int(v) for v in axes.reshape(-1))
-            else:
-                self.axes = node.attrs.get("axes")
+            self.axes = ints_attr_or_input(node, ctx, "axes", 1, since=13)
             if self.axes is None:
                 refuse(node, "no axes given: squeezing every axis of size 1 would squeeze a batch of one too; "
                              "name the axes")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .nodes import Spec, check_attrs, const_input, numel, refuse
+from .nodes import Spec, check_attrs, const_input, ints_attr_or_input, numel, refuse
 
 __all__ = ["Transpose", "Slice", "SplitPart", "ReduceMean", "split_parts", "LAYOUT_SPECS"]
 
@@ -112,13 +112,7 @@ class SplitPart(Slice):
         self.name = f"{node.name}[{index}]"
         self.names = [self.name]
         self.axis = int(node.attrs.get("axis", 0))
-        if ctx.opset >= 13:
-            if "split" in node.attrs:
-                refuse(node, "split is an input from opset 13 on")
-            split = const_input(node, ctx, 1, "split", optional=True)
-            self.sizes = None if split is None else tuple(int(v) for v in split.reshape(-1))
-        else:
-            self.sizes = node.attrs.get("split")
+        self.sizes = ints_attr_or_input(node, ctx, "split", 1, since=13)
         self.parts = int(node.attrs.get("num_outputs", len(node.outputs)))
         if self.sizes is not None and (len(self.sizes) != len(node.outputs) or min(self.sizes) < 1):
             refuse(node, f"split {self.sizes} for {len(node.outputs)} outputs")
@@ -155,13 +149,7 @@ class ReduceMean(Spec):
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
-        if ctx.opset >= 18:
-            if "axes" in node.attrs:
-                refuse(node, "axes is an input from opset 18 on")
-            axes = const_input(node, ctx, 1, "axes", optional=True)
-            axes = None if axes is None else tuple(int(v) for v in axes.reshape(-1))
-        else:
-            axes = node.attrs.get("axes")
+        axes = ints_attr_or_input(node, ctx, "axes", 1, since=18)
         if not axes:
             refuse(node, "no axes: labkit reduces over the spatial axes (2, 3) only")
         self.axes, self.keepdims = axes, bool(node.attrs.get("keepdims", 1))

@@ -1314,21 +1314,8 @@ template <class F> inline cudaError_t cudaOccupancyAvailableDynamicSMemPerBlock(
   *bytes = per_block > 1024 ? std::min<size_t>(per_block - 1024, 232448) : 0;
   return cudaSuccess;
 }
-template <class F> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* min_grid, int* block, F* f,
-                                                                         size_t shared = 0, int limit = 0) {
-  int best = 32, best_active = 0;
-  for (int b = 32; b <= (limit > 0 ? std::min(limit, 1024) : 1024); b += 32) {
-    int n = 0;
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, b, shared);
-    if (n * b >= best_active) { best_active = n * b; best = b; }
-  }
-  int n = 0;
-  cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, f, best, shared);
-  *block = best;
-  *min_grid = n * 132;
-  return cudaSuccess;
-}
-// As cudaOccupancyMaxPotentialBlockSize, with the dynamic shared memory a block of each size needs.
+// The block size that keeps the most threads resident on an SM (the larger on a tie), with the dynamic
+// shared memory a block of each size needs, and the grid that fills the modelled device with it.
 template <class F, class S> inline cudaError_t cudaOccupancyMaxPotentialBlockSizeVariableSMem(
     int* min_grid, int* block, F* f, S shared_of_block_size, int limit = 0) {
   int best = 32, best_active = 0;
@@ -1342,6 +1329,10 @@ template <class F, class S> inline cudaError_t cudaOccupancyMaxPotentialBlockSiz
   *block = best;
   *min_grid = n * 132;
   return cudaSuccess;
+}
+template <class F> inline cudaError_t cudaOccupancyMaxPotentialBlockSize(int* min_grid, int* block, F* f,
+                                                                         size_t shared = 0, int limit = 0) {
+  return cudaOccupancyMaxPotentialBlockSizeVariableSMem(min_grid, block, f, [shared](int) { return shared; }, limit);
 }
 // cudaLaunchKernel(kernel, grid, block, args, shared, stream): args[i] points at parameter i.
 // The parameters' values are read when the call is made (CUDA copies them then), so that a captured
