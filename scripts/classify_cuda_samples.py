@@ -3,6 +3,8 @@
     python scripts/classify_cuda_samples.py path/to/cuda-samples/Samples [--timeout 150] [--only a,b]
         [folders ...]    (default: 0_Introduction 1_Utilities 2_Concepts_and_Techniques 3_CUDA_Features
                           6_Performance)
+    python scripts/classify_cuda_samples.py --each-file path/to/llm.c/dev/cuda [--timeout 300]
+                         (each .cu file of the folder one program, sharing the folder's headers)
 
 One line per sample: PASS, FAIL (it ran: a non-zero exit status or a failure message), REFUSED (the
 executor names what it does not model, before compiling), COMPILE_FAIL, or TOO_SLOW (stopped after the
@@ -14,7 +16,9 @@ the executor's refusal.
 A sample passes when it exits with 0, prints none of the failure words, and prints its own pass line
 (Test passed, PASSED, Result = PASS, ...) -- or, where its source has no such line (the Monte Carlo
 samples print their error against a tolerance and report a miss in words), exits with 0 and prints
-no failure words.
+no failure words.  A program stopped for time after it printed its pass line and no failure words
+is PASS_STOPPED: its checks passed, and what it went on to do (llm.c's dev/cuda programs time each
+kernel a thousand times at full size, a GPU's benchmark) did not end within the timeout.
 """
 from __future__ import annotations
 
@@ -30,23 +34,24 @@ from labkit.cuda import run_program  # noqa: E402
 from labkit.errors import KernelCompileError, UnsupportedOnCPU  # noqa: E402
 
 FOLDERS = ["0_Introduction", "1_Utilities", "2_Concepts_and_Techniques", "3_CUDA_Features", "6_Performance"]
-OUT_OF_SCOPE = re.compile(r"graphics interop|GL/|EGL|textures|the CUDA driver API|peer access|inter-process|"
+OUT_OF_SCOPE = re.compile(r"graphics interop|GL/|EGL|textures|the CUDA driver API|peer access|inter-process|several GPUs|"
                           r"<mpi\.h>|<nvrtc|[Vv]ulkan|[Dd]3[Dd]")
 # Samples about textures, several GPUs or processes, whatever the first thing refused in them is.
 OUT_OF_SCOPE_NAMES = re.compile(r"Texture|P2P|IPC|MPI")
-PASS_WORDS = re.compile(r"\b[Pp]assed\b|\bPASSED\b|Result = PASS|returned OK|\b[Ss]uccess\b|\b0 Failures\b|\bPASS\b")
+PASS_WORDS = re.compile(r"\b[Aa]ll results match\b|\b[Pp]assed\b|\bPASSED\b|Result = PASS|returned OK|\b[Ss]uccess\b|\b0 Failures\b|\bPASS\b")
 FAIL_WORDS = re.compile(r"[Tt]est [Ff]ailed|\bFAILED\b|does not match|Result = FAIL|\b[Mm]ismatch\b|\b(?:waived|WAIVED)\b")
 
 
 def source_has_pass_line(folder: Path) -> bool:
-    text = "".join(p.read_text(errors="replace") for p in folder.rglob("*") if p.suffix in (".cu", ".cpp", ".h", ".cuh"))
+    files = [folder] if folder.is_file() else [p for p in folder.rglob("*") if p.suffix in (".cu", ".cpp", ".h", ".cuh")]
+    text = "".join(p.read_text(errors="replace") for p in files)
     return any(PASS_WORDS.search(lit) for lit in re.findall(r'"(?:[^"\\\n]|\\.)*"', text))
 
 
 def classify(folder: Path, timeout: float) -> tuple[str, str]:
     t = time.time()
     try:
-        rc, out, err = run_program(folder, timeout=timeout, cwd=folder)
+        rc, out, err = run_program(folder, timeout=timeout, cwd=folder.parent if folder.is_file() else folder)
     except UnsupportedOnCPU as e:
         what = re.sub(r"^\S+?:\d+:? ", "", str(e)).split(", which")[0].split(" that the CPU")[0]
         out = OUT_OF_SCOPE.search(str(e)) or OUT_OF_SCOPE_NAMES.search(folder.name)
@@ -58,6 +63,8 @@ def classify(folder: Path, timeout: float) -> tuple[str, str]:
         return "COMPILE_FAIL", str(e)[:160]
     dt = time.time() - t
     if rc == 124:
+        if PASS_WORDS.search(out) and not FAIL_WORDS.search(out):
+            return "PASS_STOPPED", f"its pass line, then stopped after {timeout:g} s"
         return "TOO_SLOW", f"stopped after {timeout:g} s"
     text = out + err
     if rc != 0 or FAIL_WORDS.search(out):
@@ -71,13 +78,22 @@ def classify(folder: Path, timeout: float) -> tuple[str, str]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("samples", type=Path)
+    ap.add_argument("--each-file", action="store_true", help="each .cu file of the folder given is a program")
     ap.add_argument("folders", nargs="*", default=FOLDERS)
     ap.add_argument("--timeout", type=float, default=150)
     ap.add_argument("--only", default="", help="sample names, separated by commas")
     ns = ap.parse_args()
     only = {s for s in ns.only.split(",") if s}
     counts: dict[str, int] = {}
-    for group in ns.folders:
+    groups = [] if ns.each_file else ns.folders
+    if ns.each_file:
+        for f in sorted(ns.samples.glob("*.cu")):
+            if only and f.stem not in only:
+                continue
+            verdict, why = classify(f, ns.timeout)
+            counts[verdict] = counts.get(verdict, 0) + 1
+            print(f"{verdict} {f.name} | {why}", flush=True)
+    for group in groups:
         for folder in sorted(p for p in (ns.samples / group).iterdir() if p.is_dir()):
             if only and folder.name not in only:
                 continue

@@ -1,5 +1,7 @@
-"""cuBLAS on the CPU executor (labkit/backends/cpu/program_include/cublas_v2.h): the routines a program
-calls, checked against numpy, and NVIDIA's UnifiedMemoryStreams sample, whose device tasks are cublasDgemv."""
+"""cuBLAS on the CPU executor (labkit/backends/cpu/program_include/cublas_v2.h and cublasLt.h): the
+routines a program calls, checked against numpy (GemmEx over half, bfloat16 and int8; cuBLASLt's matmul
+with its epilogues, orders and batches), and NVIDIA's UnifiedMemoryStreams sample, whose device tasks are
+cublasDgemv."""
 from __future__ import annotations
 
 import shutil
@@ -44,9 +46,53 @@ def test_cublas_routines_match_numpy_and_a_host_operand_is_reported():
 
 @pytest.mark.check
 def test_other_cublas_headers_are_refused_by_name():
-    with pytest.raises(UnsupportedOnCPU, match=r"lt.cu:1 includes <cublasLt.h>, a cuBLAS header other than cublas_v2.h"):
-        program_source.check_program_supported("#include <cublasLt.h>\nint main() {}\n", "lt.cu")
-    program_source.check_program_supported("#include <cublas_v2.h>\nint main() {}\n", "v2.cu")
+    with pytest.raises(UnsupportedOnCPU, match=r"xt.cu:1 includes <cublasXt.h>, a cuBLAS header other than cublas_v2.h "
+                                               r"and cublasLt.h"):
+        program_source.check_program_supported("#include <cublasXt.h>\nint main() {}\n", "xt.cu")
+    program_source.check_program_supported("#include <cublas_v2.h>\n#include <cublasLt.h>\nint main() {}\n", "v2.cu")
+
+
+def _eighths(n: int, salt: int) -> np.ndarray:
+    """gemm_ex_and_lt.cu's inputs: small multiples of 1/8, exact in half, bfloat16 and float."""
+    return ((np.arange(n) * 37 + salt * 11) % 17 - 8) / 8.0
+
+
+def _col(values: np.ndarray, rows: int, cols: int, ld: int | None = None) -> np.ndarray:
+    """A column-major matrix (leading dimension ld) as numpy's rows x cols."""
+    ld = ld or rows
+    return values[:ld * cols].reshape(cols, ld).T[:rows]
+
+
+def _gelu(v: np.ndarray) -> np.ndarray:
+    return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+
+
+def test_gemm_ex_and_cublaslt_matmul_match_numpy():
+    rc, out, err = run_program(Path(__file__).parent / "data" / "cuda_programs" / "gemm_ex_and_lt.cu")
+    assert rc == 0, err
+    got = {ln.split()[0]: [float(v) for v in ln.split()[1:]] for ln in out.splitlines()}
+    m, n, k = 3, 4, 5     # half A^T B + C / 2 into float: every value exact
+    want = _col(_eighths(k * m, 1), k, m).T @ _col(_eighths(k * n, 2), k, n) + 0.5 * _col(_eighths(m * n, 3), m, n)
+    assert got["gemmex_half"] == [0] + list(want.T.ravel())
+    m, n, k, lda = 3, 2, 4, 4     # bfloat16, two strided batches: sums of 4 products of eighths, exact in bfloat16
+    a, b = _eighths(lda * k * 2, 4), _eighths(k * n * 2, 5)
+    want = [(_col(a[q * lda * k:], m, k, lda) @ _col(b[q * k * n:], k, n)).T.ravel() for q in range(2)]
+    assert got["gemmex_bf16_batched"] == [0] + list(np.concatenate(want))
+    a, b = _col(np.arange(12) % 7 - 3.0, 2, 6), _col(np.arange(18) % 5 - 2.0, 6, 3)
+    assert got["gemmex_int8"] == [0] + list((2 * a @ b).T.ravel())
+    assert got["gemmex_mixed"] == [15]                          # CUBLAS_STATUS_NOT_SUPPORTED, and why:
+    assert "cublasGemmEx: A of CUDA_R_16F, B of CUDA_R_32F and C of CUDA_R_32F" in err
+    assert got["heuristic"] == [0, 1]
+    m, n, k = 3, 2, 4     # cuBLASLt: gelu(A^T B + bias), A in two strided batches, one B for both
+    a, b, bias = _eighths(k * m * 2, 7), _col(_eighths(k * n, 8), k, n), _eighths(m, 9)
+    want = np.concatenate([_gelu(_col(a[q * k * m:], k, m).T @ b + bias[:, None]).T.ravel() for q in range(2)])
+    assert got["lt_gelu_bias"][0] == 0
+    np.testing.assert_allclose(got["lt_gelu_bias"][1:], want, rtol=1e-6, atol=1e-7)
+    c = _eighths(m * n, 11).reshape(m, n)                       # row order, ld n
+    want = np.maximum(_col(a, k, m).T @ _col(_eighths(n * k, 13), n, k).T + c, 0)
+    assert got["lt_relu_row"] == [0] + list(want.ravel())
+    assert got["lt_aux"] == [15] and "the epilogue (an auxiliary output or a gradient) (160)" in err
+    assert got["lt_shapes"] == [7] and "cublasLtMatmul: op(A)'s rows are not D's rows" in err
 
 
 def test_unified_memory_streams_sample_runs_unchanged():

@@ -923,3 +923,60 @@ def test_check_program_gives_a_verdict_in_words():
     assert not host.ok and host.message.startswith("labkit: ") and "is a host pointer" in host.message
     oob = check_program(MISTAKES / "out_of_bounds.cu")
     assert not oob.ok and oob.message.startswith("labkit memory check") and "out_of_bounds.cu:7" in oob.message
+
+
+@pytest.mark.check
+def test_a_switch_nothing_defines_drops_its_branch_from_the_refusals(tmp_path):
+    """`#ifdef ENABLE_CUDNN` with nothing defining ENABLE_CUDNN: the preprocessor drops the branch (nvcc's
+    build would need -DENABLE_CUDNN), so what it includes is not refused; defined anywhere in the
+    program, it is."""
+    src = ("#ifdef ENABLE_CUDNN\n#include <cudnn.h>\n#else\nint plain;\n#endif\n"
+           "#if !defined(USE_NCCL)\nint one_gpu;\n#else\n#include <nccl.h>\n#endif\nint main() {}\n")
+    p = tmp_path / "switch.cu"
+    p.write_text(src)
+    assert run_program(p)[0] == 0
+    p.write_text("#define ENABLE_CUDNN\n" + src)
+    with pytest.raises(UnsupportedOnCPU, match=r"switch.cu:3 includes <cudnn.h>"):
+        run_program(p)
+    (tmp_path / "config.h").write_text("#define USE_NCCL 1\n")
+    p.write_text('#include "config.h"\n' + src)
+    with pytest.raises(UnsupportedOnCPU, match=r"switch.cu:10 includes <nccl.h>, NCCL \(collectives across several GPUs\)"):
+        run_program(p)
+    defined = program_source.defined_macros([])
+    assert {"__CUDACC__", "__cplusplus", "CUBLAS_V2_H_"} <= defined and "ENABLE_CUDNN" not in defined
+
+
+def test_trap_fails_the_launch_and_null_reaches_a_pointer_parameter(tmp_path):
+    """__trap() ends the launch with an error the host sees; NULL as a launch's argument converts to the
+    kernel's pointer parameter, as in nvcc's direct call (the launch passes arguments through a generic
+    lambda, where NULL alone would arrive as a long)."""
+    p = tmp_path / "trap.cu"
+    p.write_text(r"""
+#include <cstdio>
+__global__ void k(float* out, const float* maybe, int stop) {
+  if (stop && threadIdx.x == 3) __trap();
+  out[threadIdx.x] = maybe ? maybe[threadIdx.x] : 1.0f;
+}
+int main() {
+  float* out;
+  cudaMallocManaged(&out, 8 * sizeof(float));
+  k<<<1, 8>>>(out, NULL, 0);
+  cudaError_t e = cudaDeviceSynchronize();
+  printf("%s %g\n", cudaGetErrorName(e), out[7]);
+  k<<<1, 8>>>(out, NULL, 1);
+  e = cudaDeviceSynchronize();
+  printf("%s\n", cudaGetErrorName(e));
+}
+""")
+    rc, out, err = run_program(p)
+    assert out.splitlines() == ["cudaSuccess 1", "cudaErrorLaunchFailure"], (out, err)
+    assert "kernel 'k' called __trap() in block (0,0,0), thread (3,0,0): the launch fails" in err
+
+
+def test_a_program_stopped_for_time_has_shown_the_lines_it_printed(tmp_path):
+    """Standard output goes out line by line into the pipe too: a program stopped after its checks (in a
+    benchmark loop) has shown its pass line."""
+    p = tmp_path / "endless.cu"
+    p.write_text('#include <cstdio>\nint main() {\n  printf("All results match.\\n");\n  for (;;) {}\n}\n')
+    rc, out, err = run_program(p, timeout=5)
+    assert rc == 124 and out == "All results match.\n" and "ran longer than 5 s" in err

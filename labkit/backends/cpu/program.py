@@ -145,14 +145,15 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
     for name, h in _outside_headers(sources, headers).items():
         headers.setdefault(name, h)
     texts: dict[str, str] = {}
-    originals: dict[str, str] = {}
+    originals = {str(f): f.read_text(errors="replace") for f in [*sources, *headers.values()]}
+    defined = program_source.defined_macros(list(originals.values()))
     for s in sources:
-        src = originals[str(s)] = s.read_text(errors="replace")
-        program_source.check_program_supported(src, str(s))
+        src = originals[str(s)]
+        program_source.check_program_supported(src, str(s), defined)
         texts[s.name] = _line_directive(s) + program_source.rewrite_program(src, str(s))
     for rel, h in headers.items():
-        src = originals[str(h)] = h.read_text(errors="replace")
-        program_source.check_program_supported(src, str(h))
+        src = originals[str(h)]
+        program_source.check_program_supported(src, str(h), defined)
         texts["include/" + rel] = ("#pragma once\n" if "#pragma once" in src else "") + _line_directive(h) + \
             program_source.rewrite_program(src, str(h))
     program_source.check_runtime_calls(originals)

@@ -31,12 +31,14 @@ executor's calls (kernel_source.rewrite_special_registers).
 """
 from __future__ import annotations
 
+import functools
 import re
+import subprocess
 from pathlib import Path
 
-from ...errors import UnsupportedOnCPU
+from ...errors import KernelCompileError, UnsupportedOnCPU
 from .. import kernel_source
-from . import cccl
+from . import cccl, compiler
 
 # The runtime and driver facilities a program may use that the executor does not model, each with
 # the words used to name it and the advice given.  Matched in code only (comments and strings blanked).
@@ -75,7 +77,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h|Lt\.h)\w*|cufft\w*|cusparse\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|helper_nvJPEG|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|d3d\d+\w*|dxgi\w*|vulkan/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
                       r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.hxx|\.cuh)?)[>"]', re.M)
@@ -97,11 +99,14 @@ def _header_words(name: str) -> str:
     if name.startswith("thrust/system/cuda"):
         return "Thrust's CUDA system (thrust::device runs on the executor: Thrust's C++ system stands in for it)"
     if name.startswith("cublas"):
-        return "a cuBLAS header other than cublas_v2.h (which labkit provides in part)"
+        return "a cuBLAS header other than cublas_v2.h and cublasLt.h (which labkit provides in part)"
+    name = re.sub(r"\.(?:h|hpp|hxx|cuh)$", "", name)
     if name == "helper_nvJPEG":
         return "the cuda-samples' helper for nvJPEG, a CUDA library"
     if name == "mpi":
         return "MPI (several processes, one GPU each)"
+    if name == "nccl":
+        return "NCCL (collectives across several GPUs)"
     return "a CUDA library"
 
 
@@ -112,9 +117,28 @@ _VERSION_IF = re.compile(r"#\s*if\s+\(?\s*(\w+)\s*(<=|>=|==|!=|<|>)\s*(\d+)\s*\)
 _OPS = {"<": int.__lt__, "<=": int.__le__, ">": int.__gt__, ">=": int.__ge__, "==": int.__eq__, "!=": int.__ne__}
 
 
-def blank_version_branches(text: str) -> str:
+_DEFINED_IF = re.compile(r"#\s*(?:(ifdef|ifndef)\s+(\w+)|if\s+(!?)\s*defined\s*(?:\(\s*(\w+)\s*\)|\s(\w+)))\s*$")
+
+
+def _switch(stripped: str, defined: frozenset[str] | None) -> str | None:
+    """'live' or 'dead' for `#ifdef NAME`, `#ifndef NAME`, `#if defined(NAME)` or `#if !defined(NAME)`
+    where NAME is a build switch (no leading underscore) that nothing defines: neither the program's
+    files, nor the executor's headers and flags, nor the compiler (``defined``).  None otherwise."""
+    m = _DEFINED_IF.match(stripped) if defined is not None else None
+    if not m:
+        return None
+    name = m.group(2) or m.group(4) or m.group(5)
+    if name.startswith("_") or name in defined:
+        return None
+    wants_defined = m.group(1) == "ifdef" or (m.group(1) is None and not m.group(3))
+    return "dead" if wants_defined else "live"
+
+
+def blank_version_branches(text: str, defined: frozenset[str] | None = None) -> str:
     """Blank the lines of a `#if CUDART_VERSION < 5000` (or CUDA_VERSION, __CUDACC_VER_MAJOR__) branch that
-    the preprocessor drops for the provided headers' version; other conditionals are kept whole."""
+    the preprocessor drops for the provided headers' version, and, given the macros that anything
+    defines (``defined``: see defined_macros), of an `#ifdef ENABLE_CUDNN` branch whose switch nothing
+    defines (nvcc's build would need a -D of its own for it); other conditionals are kept whole."""
     lines = text.split("\n")
     stack: list[str] = []     # per open conditional: "live", "dead" (the branch now open) or "other"
     for i, line in enumerate(lines):
@@ -127,7 +151,7 @@ def blank_version_branches(text: str) -> str:
                 if v and v.group(1) in CUDA_VERSIONS:
                     stack.append("live" if _OPS[v.group(2)](CUDA_VERSIONS[v.group(1)], int(v.group(3))) else "dead")
                 else:
-                    stack.append("other")
+                    stack.append(_switch(stripped, defined) or "other")
             elif word == "else" and stack and stack[-1] != "other":
                 stack[-1] = "dead" if stack[-1] == "live" else "live"
             elif word == "elif" and stack and stack[-1] != "other":
@@ -140,8 +164,38 @@ def blank_version_branches(text: str) -> str:
     return "\n".join(lines)
 
 
-def _blank(src: str) -> str:
-    return blank_version_branches(kernel_source.blank_gpu_only(kernel_source.strip_comments(src)))
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)", re.M)
+
+
+@functools.lru_cache(maxsize=1)
+def _known_macros() -> frozenset[str]:
+    """The macros the executor's headers and flags define, and the compiler's own."""
+    here = Path(__file__).resolve().parent
+    names = {"__CUDACC__", "__NVCC__", "__CUDACC_VER_MAJOR__", "__CUDACC_VER_MINOR__", "LABKIT_PROGRAM"}
+    for f in [*(here / "program_include").rglob("*"), *(here / "include").rglob("*")]:
+        if f.is_file():
+            names |= set(_DEFINE.findall(f.read_text(errors="replace")))
+    try:
+        cxx, _ = compiler.compiler()
+        out = subprocess.run([cxx, "-dM", "-E", "-x", "c++", "-fopenmp", "-"], input="", capture_output=True,
+                             text=True, timeout=60).stdout
+        names |= set(_DEFINE.findall(out))
+    except (OSError, subprocess.SubprocessError, KernelCompileError):
+        pass
+    return frozenset(names)
+
+
+def defined_macros(sources: list[str]) -> frozenset[str]:
+    """Every macro that a program's files (their text) define, with those the executor and compiler
+    define: an `#ifdef` of another is dropped by the preprocessor here and by nvcc's build alike."""
+    names = set(_known_macros())
+    for src in sources:
+        names |= set(_DEFINE.findall(src))
+    return frozenset(names)
+
+
+def _blank(src: str, defined: frozenset[str] | None = None) -> str:
+    return blank_version_branches(kernel_source.blank_gpu_only(kernel_source.strip_comments(src)), defined)
 
 
 def _matching_open(text: str, close: int, pair: str) -> int:
@@ -251,7 +305,8 @@ _CUBLAS_ROUTINE = re.compile(
 
 
 def _provided_cublas() -> frozenset[str]:
-    text = (Path(__file__).resolve().parent / "program_include" / "cublas_v2.h").read_text()
+    here = Path(__file__).resolve().parent / "program_include"
+    text = (here / "cublas_v2.h").read_text() + (here / "cublasLt.h").read_text()
     names = set(re.findall(r"\b(cublas\w+)\s*\(", text))
     for prefix, letter, rest in re.findall(r"cublas(I?)##(P|p)##(\w+)\(", text):
         for P, p in (("S", "s"), ("D", "d")):
@@ -300,14 +355,16 @@ def check_runtime_calls(files: dict[str, str]) -> None:
                     "executor does not model; this program needs a GPU")
 
 
-def check_program_supported(src: str, path: str) -> None:
+def check_program_supported(src: str, path: str, defined: frozenset[str] | None = None) -> None:
     """Raise UnsupportedOnCPU, naming the construct and its line, where a program uses what the
-    executor does not model."""
+    executor does not model.  ``defined`` (defined_macros): what is under an `#ifdef` of a switch that
+    nothing defines is not looked at, as the preprocessor drops it."""
     if kernel_source.REQUIRES_GPU.search(src):
         kernel_source.check_supported(src, path)
     # The reads of special registers that the rewrite accepts are not asm statements to refuse.
-    text = _blank(kernel_source.rewrite_special_registers(src, time_registers=True))
-    m = _HEADERS.search(src)   # the names are in quotes or brackets: searched in the text itself
+    text = _blank(kernel_source.rewrite_special_registers(src, time_registers=True), defined)
+    # The names are in quotes or brackets: searched in the text without its comments and dropped branches.
+    m = _HEADERS.search(blank_version_branches(kernel_source.strip_comments(src), defined))
     if m:
         raise UnsupportedOnCPU(
             f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, {_header_words(m.group(1))} that the "
@@ -321,8 +378,8 @@ def check_program_supported(src: str, path: str) -> None:
         if m.group(1) not in PROVIDED_CUBLAS:
             raise UnsupportedOnCPU(
                 f"{path}:{_line(text, m.start())} calls {m.group(1)}, a cuBLAS routine that labkit's cublas_v2.h does "
-                "not provide (it has the level-1 routines, gemv, gemm, gemmBatched and gemmStridedBatched, in float "
-                "and double); this program needs a GPU")
+                "not provide (it has the level-1 routines, gemv, gemm, gemmBatched and gemmStridedBatched in float "
+                "and double, the GemmEx family and cuBLASLt's matmul); this program needs a GPU")
     m = _THRUST_CUDA.search(text)
     if m:
         raise UnsupportedOnCPU(
@@ -379,8 +436,30 @@ def rewrite_launches(src: str, path: str = "<program>") -> str:
         edits += [(start, start, "::labkit::kernel_call([=](auto&... labkit_a) { "),
                   (k, k + 3, f'(labkit_a...); }}, "{name}", '),
                   (close, close + 3, ")")]
+        edits += _null_arguments(text, close + 3)
         pos = close + 3
     return kernel_source.apply_edits(src, edits)
+
+
+_NULL_ARGUMENT = re.compile(r"[(,]\s*(NULL)(?=\s*[,)])")
+
+
+def _null_arguments(text: str, after: int) -> list[tuple[int, int, str]]:
+    """A launch's arguments that are ``NULL`` alone -> ``nullptr``: the arguments pass through a generic
+    lambda, where NULL (an integer constant) would arrive as a long and no longer convert to the
+    kernel's pointer parameter, as it does in nvcc's direct call."""
+    i = after
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if i >= len(text) or text[i] != "(":
+        return []
+    depth, j = 0, i
+    while j < len(text):
+        depth += {"(": 1, ")": -1}.get(text[j], 0)
+        if depth == 0:
+            break
+        j += 1
+    return [(i + m.start(1), i + m.end(1), "nullptr") for m in _NULL_ARGUMENT.finditer(text[i:j + 1])]
 
 
 _DEVICE_CLOCK = re.compile(r"(?<![\w:.>])clock\s*\(\s*\)")

@@ -2054,6 +2054,15 @@ inline void __threadfence_system() { __threadfence(); }
 // threads of its block (the one it waits for may be among them), as a clock wait does; the executor
 // keeps no device time to spend.
 inline void __nanosleep(unsigned) { ::labkit::let_others_run(); }
+// __trap() and __brkpt(): the kernel stops itself; a GPU ends the launch with an error that every later
+// call of the runtime returns too (cudaErrorLaunchFailure here, as for any failed launch).
+[[noreturn]] inline void __trap() {
+  ::labkit::fail_from_fiber("kernel '" + std::string(::labkit::tl_worker->L->kernel) + "' called __trap() in block (" +
+                            std::to_string(blockIdx.x) + "," + std::to_string(blockIdx.y) + "," +
+                            std::to_string(blockIdx.z) + "), thread (" + std::to_string(threadIdx.x) + "," +
+                            std::to_string(threadIdx.y) + "," + std::to_string(threadIdx.z) + "): the launch fails");
+}
+[[noreturn]] inline void __brkpt() { __trap(); }
 
 // ---------------------------------------------------------------------------
 // Math: the CUDA names that are not already C/C++ names

@@ -2,7 +2,8 @@
 // executor's model of a stream), on device or managed memory.
 //
 // Provided, for float (S) and double (D): the level-1 routines axpy, scal, copy, swap, dot, nrm2, asum,
-// iamax; gemv; gemm, gemmBatched, gemmStridedBatched; the handle (create, destroy, stream, pointer mode, math mode,
+// iamax; gemv; gemm, gemmBatched, gemmStridedBatched; GemmEx, GemmStridedBatchedEx and GemmBatchedEx
+// over float, double, half, bfloat16 and int8 matrices (library_types.h's cudaDataType_t); the handle (create, destroy, stream, pointer mode, math mode,
 // version) and the vector and matrix copies (cublasSetVector, ...GetMatrix).  Matrices are column-major
 // with leading dimensions, as in cuBLAS.  A sum is made in the routine's type in index order: a GPU's
 // cuBLAS adds in an order of its own, so results may differ from it in the last bits.  An operand that
@@ -16,7 +17,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 #include "cuda_runtime.h"
+#include "cuda_fp16.h"
+#include "cuda_bf16.h"
+#include "library_types.h"
 
 #define CUBLAS_API_H_ 1
 #define CUBLAS_V2_H_ 1
@@ -33,6 +38,28 @@ enum cublasStatus_t {
   CUBLAS_STATUS_LICENSE_ERROR = 16
 };
 enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+// The precision a GemmEx sums in, and the type of its alpha and beta (the FAST and PEDANTIC kinds sum
+// in float here: a GPU's TF32, FP16 or BF16 tensor cores round the operands first, so its results
+// differ from these beyond float's last bits).
+enum cublasComputeType_t {
+  CUBLAS_COMPUTE_16F = 64, CUBLAS_COMPUTE_16F_PEDANTIC = 65, CUBLAS_COMPUTE_32F = 68, CUBLAS_COMPUTE_32F_PEDANTIC = 69,
+  CUBLAS_COMPUTE_32F_FAST_16F = 74, CUBLAS_COMPUTE_32F_FAST_16BF = 75, CUBLAS_COMPUTE_32F_FAST_TF32 = 77,
+  CUBLAS_COMPUTE_64F = 70, CUBLAS_COMPUTE_64F_PEDANTIC = 71, CUBLAS_COMPUTE_32I = 72, CUBLAS_COMPUTE_32I_PEDANTIC = 73
+};
+// An algorithm choice: every one computes the same sums here.
+enum cublasGemmAlgo_t {
+  CUBLAS_GEMM_DFALT = -1, CUBLAS_GEMM_DEFAULT = -1, CUBLAS_GEMM_ALGO0 = 0, CUBLAS_GEMM_ALGO1, CUBLAS_GEMM_ALGO2,
+  CUBLAS_GEMM_ALGO3, CUBLAS_GEMM_ALGO4, CUBLAS_GEMM_ALGO5, CUBLAS_GEMM_ALGO6, CUBLAS_GEMM_ALGO7, CUBLAS_GEMM_ALGO8,
+  CUBLAS_GEMM_ALGO9, CUBLAS_GEMM_ALGO10, CUBLAS_GEMM_ALGO11, CUBLAS_GEMM_ALGO12, CUBLAS_GEMM_ALGO13,
+  CUBLAS_GEMM_ALGO14, CUBLAS_GEMM_ALGO15, CUBLAS_GEMM_ALGO16, CUBLAS_GEMM_ALGO17, CUBLAS_GEMM_ALGO18,
+  CUBLAS_GEMM_ALGO19, CUBLAS_GEMM_ALGO20, CUBLAS_GEMM_ALGO21, CUBLAS_GEMM_ALGO22, CUBLAS_GEMM_ALGO23,
+  CUBLAS_GEMM_DEFAULT_TENSOR_OP = 99, CUBLAS_GEMM_DFALT_TENSOR_OP = 99, CUBLAS_GEMM_ALGO0_TENSOR_OP = 100,
+  CUBLAS_GEMM_ALGO1_TENSOR_OP, CUBLAS_GEMM_ALGO2_TENSOR_OP, CUBLAS_GEMM_ALGO3_TENSOR_OP, CUBLAS_GEMM_ALGO4_TENSOR_OP,
+  CUBLAS_GEMM_ALGO5_TENSOR_OP, CUBLAS_GEMM_ALGO6_TENSOR_OP, CUBLAS_GEMM_ALGO7_TENSOR_OP, CUBLAS_GEMM_ALGO8_TENSOR_OP,
+  CUBLAS_GEMM_ALGO9_TENSOR_OP, CUBLAS_GEMM_ALGO10_TENSOR_OP, CUBLAS_GEMM_ALGO11_TENSOR_OP,
+  CUBLAS_GEMM_ALGO12_TENSOR_OP, CUBLAS_GEMM_ALGO13_TENSOR_OP, CUBLAS_GEMM_ALGO14_TENSOR_OP,
+  CUBLAS_GEMM_ALGO15_TENSOR_OP
+};
 enum cublasPointerMode_t { CUBLAS_POINTER_MODE_HOST = 0, CUBLAS_POINTER_MODE_DEVICE = 1 };
 enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TENSOR_OP_MATH = 1, CUBLAS_PEDANTIC_MATH = 2,
                     CUBLAS_TF32_TENSOR_OP_MATH = 3 };
@@ -202,34 +229,120 @@ template <class T> inline cublasStatus_t gemv(cublasHandle_t h, cublasOperation_
   }
   return CUBLAS_STATUS_SUCCESS;
 }
+// A matrix as a routine sees it: its data, element type, leading dimension and storage order, and
+// whether the routine reads it transposed.
+struct Operand {
+  const void* p;
+  cudaDataType_t type;
+  long long ld;
+  bool row_major, transposed;
+};
+inline size_t type_size(cudaDataType_t t) {
+  switch (t) {
+    case CUDA_R_8I: return 1;
+    case CUDA_R_16F: case CUDA_R_16BF: return 2;
+    case CUDA_R_32F: case CUDA_R_32I: return 4;
+    case CUDA_R_64F: return 8;
+    default: return 0;   // a type the routines here do not read
+  }
+}
+// Where op(X)[i][j] is stored.
+inline size_t index(const Operand& o, long long i, long long j) {
+  if (o.transposed) std::swap(i, j);
+  return size_t(o.row_major ? i * o.ld + j : i + j * o.ld);
+}
+// The bytes a matrix of rows x cols (as stored, before any transpose) spans.
+inline size_t span(const Operand& o, long long rows, long long cols) {
+  if (rows <= 0 || cols <= 0) return 0;
+  return size_t(o.row_major ? (rows - 1) * o.ld + cols : (cols - 1) * o.ld + rows) * type_size(o.type);
+}
+template <class Acc> inline Acc load(const void* p, cudaDataType_t t, size_t i) {
+  switch (t) {
+    case CUDA_R_8I: return Acc(static_cast<const int8_t*>(p)[i]);
+    case CUDA_R_16F: return Acc(float(static_cast<const __half*>(p)[i]));
+    case CUDA_R_16BF: return Acc(float(static_cast<const __nv_bfloat16*>(p)[i]));
+    case CUDA_R_32F: return Acc(static_cast<const float*>(p)[i]);
+    case CUDA_R_32I: return Acc(static_cast<const int32_t*>(p)[i]);
+    case CUDA_R_64F: return Acc(static_cast<const double*>(p)[i]);
+    default: return Acc(0);
+  }
+}
+template <class Acc> inline void store(void* p, cudaDataType_t t, size_t i, Acc v) {
+  switch (t) {
+    case CUDA_R_16F: static_cast<__half*>(p)[i] = __half(float(v)); break;
+    case CUDA_R_16BF: static_cast<__nv_bfloat16*>(p)[i] = __nv_bfloat16(float(v)); break;
+    case CUDA_R_32F: static_cast<float*>(p)[i] = float(v); break;
+    case CUDA_R_32I: static_cast<int32_t*>(p)[i] = int32_t(v); break;
+    case CUDA_R_64F: static_cast<double*>(p)[i] = double(v); break;
+    default: break;
+  }
+}
+// d = epilogue(alpha * op(a) op(b) + beta * c, i, j) for an m x n result with k terms: each element one
+// sum in Acc in index order (a GPU adds in an order of its own: results may differ in the last bits).
+// With beta 0, c is not read (it may hold NaN).  The operands are copied out first, each row of op(a)
+// and column of op(b) contiguous, so the sums run over adjacent elements.
+template <class Acc, class Epilogue>
+inline void gemm_core(int m, int n, int k, Acc alpha, const Operand& a, const Operand& b, Acc beta, const Operand& c,
+                      const Operand& d, Epilogue epilogue) {
+  std::vector<Acc> ap(size_t(m) * k), bp(size_t(n) * k);
+  for (int i = 0; i < m; ++i)
+    for (int p = 0; p < k; ++p) ap[size_t(i) * k + p] = load<Acc>(a.p, a.type, index(a, i, p));
+  for (int j = 0; j < n; ++j)
+    for (int p = 0; p < k; ++p) bp[size_t(j) * k + p] = load<Acc>(b.p, b.type, index(b, p, j));
+  for (int j = 0; j < n; ++j)
+    for (int i = 0; i < m; ++i) {
+      const Acc* x = &ap[size_t(i) * k];
+      const Acc* y = &bp[size_t(j) * k];
+      Acc sum = 0;
+      for (int p = 0; p < k; ++p) sum += x[p] * y[p];
+      Acc v = alpha * sum;
+      if (beta != Acc(0)) v += beta * load<Acc>(c.p, c.type, index(c, i, j));
+      store<Acc>(const_cast<void*>(d.p), d.type, index(d, i, j), epilogue(v, i, j));
+    }
+}
+struct NoEpilogue {
+  template <class Acc> Acc operator()(Acc v, int, int) const { return v; }
+};
+// One batch of gemm_core over strided matrices, each checked as device memory within its allocation
+// first.  The shapes are checked by the caller.
+template <class Acc, class Epilogue = NoEpilogue>
+inline cublasStatus_t gemm_batch(int m, int n, int k, Acc alpha, Operand a, long long sa, Operand b, long long sb,
+                                 Acc beta, Operand c, long long sc, Operand d, long long sd, int batch,
+                                 const char* call, Epilogue epilogue = {}) {
+  const long long ar = a.transposed ? k : m, ac = a.transposed ? m : k;
+  const long long br = b.transposed ? n : k, bc = b.transposed ? k : n;
+  for (int q = 0; q < batch; ++q) {
+    Operand A = a, B = b, C = c, D = d;
+    A.p = static_cast<const char*>(a.p) + q * sa * type_size(a.type);
+    B.p = static_cast<const char*>(b.p) + q * sb * type_size(b.type);
+    C.p = static_cast<const char*>(c.p) + q * sc * type_size(c.type);
+    D.p = static_cast<const char*>(d.p) + q * sd * type_size(d.type);
+    if (!operand(A.p, span(A, ar, ac), call, "matrix A") || !operand(B.p, span(B, br, bc), call, "matrix B") ||
+        (beta != Acc(0) && !operand(C.p, span(C, m, n), call, "matrix C")) ||
+        !operand(D.p, span(D, m, n), call, C.p == D.p ? "matrix C" : "matrix D"))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    gemm_core<Acc>(m, n, k, alpha, A, B, beta, C, D, epilogue);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+template <class T> struct DataType;
+template <> struct DataType<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
+template <> struct DataType<double> { static constexpr cudaDataType_t value = CUDA_R_64F; };
+
 template <class T> inline cublasStatus_t gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
                                               int n, int k, const T* alpha, const T* a, int lda, long long sa,
                                               const T* b, int ldb, long long sb, const T* beta, T* c, int ldc,
                                               long long sc, int batch, const char* call) {
   if (auto s = ready(h)) return s;
-  const int ar = ta == CUBLAS_OP_N ? m : k, ac = ta == CUBLAS_OP_N ? k : m;
-  const int br = tb == CUBLAS_OP_N ? k : n, bc = tb == CUBLAS_OP_N ? n : k;
+  const int ar = ta == CUBLAS_OP_N ? m : k;
+  const int br = tb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, ar) || ldb < std::max(1, br) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!scalar(h, alpha, call, "alpha") || !scalar(h, beta, call, "beta")) return CUBLAS_STATUS_EXECUTION_FAILED;
-  const T al = *alpha, be = *beta;
-  for (int q = 0; q < batch; ++q) {
-    const T* A = a + q * sa;
-    const T* B = b + q * sb;
-    T* C = c + q * sc;
-    if (!operand(A, matrix_bytes(ar, ac, lda, sizeof(T)), call, "matrix A") ||
-        !operand(B, matrix_bytes(br, bc, ldb, sizeof(T)), call, "matrix B") ||
-        !operand(C, matrix_bytes(m, n, ldc, sizeof(T)), call, "matrix C"))
-      return CUBLAS_STATUS_EXECUTION_FAILED;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < m; ++i) {
-        T sum = 0;
-        for (int p = 0; p < k; ++p) sum += a_elem(A, lda, ta, i, p) * a_elem(B, ldb, tb, p, j);
-        T& out = C[i + size_t(j) * ldc];
-        out = be == T(0) ? al * sum : al * sum + be * out;   // beta 0: C is not read
-      }
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  const cudaDataType_t t = DataType<T>::value;
+  const Operand C{c, t, ldc, false, false};
+  return gemm_batch<T>(m, n, k, *alpha, {a, t, lda, false, ta != CUBLAS_OP_N}, sa, {b, t, ldb, false, tb != CUBLAS_OP_N},
+                       sb, *beta, C, sc, C, sc, batch, call);
 }
 // gemmBatched: the matrices' addresses in arrays that are themselves in device memory.
 template <class T> inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
@@ -332,6 +445,113 @@ inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src,
 LABKIT_BLAS_REAL(S, s, float)
 LABKIT_BLAS_REAL(D, d, double)
 #undef LABKIT_BLAS_REAL
+
+namespace labkit {
+namespace blas {
+inline const char* type_name(cudaDataType_t t) {
+  switch (t) {
+    case CUDA_R_8I: return "CUDA_R_8I";
+    case CUDA_R_16F: return "CUDA_R_16F";
+    case CUDA_R_16BF: return "CUDA_R_16BF";
+    case CUDA_R_32F: return "CUDA_R_32F";
+    case CUDA_R_32I: return "CUDA_R_32I";
+    case CUDA_R_64F: return "CUDA_R_64F";
+    default: return "a complex, fp8, 4-bit or unsigned type";
+  }
+}
+// The sum's kind for a compute type and the matrices' types: 'd' (double), 'f' (float), 'i' (int),
+// or 0 where cuBLAS has no such combination or this one is not provided.
+inline char ex_kind(cublasComputeType_t compute, cudaDataType_t at, cudaDataType_t bt, cudaDataType_t ct) {
+  switch (compute) {
+    case CUBLAS_COMPUTE_64F: case CUBLAS_COMPUTE_64F_PEDANTIC:
+      return at == CUDA_R_64F && bt == CUDA_R_64F && ct == CUDA_R_64F ? 'd' : 0;
+    case CUBLAS_COMPUTE_16F: case CUBLAS_COMPUTE_16F_PEDANTIC:
+      return at == CUDA_R_16F && bt == CUDA_R_16F && ct == CUDA_R_16F ? 'h' : 0;
+    case CUBLAS_COMPUTE_32I: case CUBLAS_COMPUTE_32I_PEDANTIC:
+      return at == CUDA_R_8I && bt == CUDA_R_8I && ct == CUDA_R_32I ? 'i' : 0;
+    case CUBLAS_COMPUTE_32F: case CUBLAS_COMPUTE_32F_PEDANTIC: case CUBLAS_COMPUTE_32F_FAST_16F:
+    case CUBLAS_COMPUTE_32F_FAST_16BF: case CUBLAS_COMPUTE_32F_FAST_TF32:
+      if (at != bt) return 0;
+      if (at == CUDA_R_32F) return ct == CUDA_R_32F ? 'f' : 0;
+      if (at == CUDA_R_16F || at == CUDA_R_16BF) return ct == at || ct == CUDA_R_32F ? 'f' : 0;
+      return 0;
+  }
+  return 0;
+}
+// GemmEx, its strided batches and its batches of pointers: alpha and beta in the compute type's
+// scalar type (half for COMPUTE_16F, int for COMPUTE_32I), the sum in float (double for 64F, int for
+// 32I; COMPUTE_16F sums in float and rounds each result to half once).
+template <class Acc, class Scalar>
+inline cublasStatus_t gemm_ex_as(cublasHandle_t h, int m, int n, int k, const void* alpha, Operand a, long long sa,
+                                 Operand b, long long sb, const void* beta, Operand c, long long sc, int batch,
+                                 const char* call) {
+  if (!scalar(h, static_cast<const Scalar*>(alpha), call, "alpha") ||
+      !scalar(h, static_cast<const Scalar*>(beta), call, "beta"))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  const Acc al = Acc(*static_cast<const Scalar*>(alpha)), be = Acc(*static_cast<const Scalar*>(beta));
+  return gemm_batch<Acc>(m, n, k, al, a, sa, b, sb, be, c, sc, c, sc, batch, call);
+}
+inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                              const void* alpha, const void* a, cudaDataType_t at, int lda, long long sa, const void* b,
+                              cudaDataType_t bt, int ldb, long long sb, const void* beta, void* c, cudaDataType_t ct,
+                              int ldc, long long sc, int batch, cublasComputeType_t compute, const char* call) {
+  if (auto s = ready(h)) return s;
+  const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, ar) || ldb < std::max(1, br) || ldc < std::max(1, m))
+    return CUBLAS_STATUS_INVALID_VALUE;
+  const char kind = ex_kind(compute, at, bt, ct);
+  if (!kind) {
+    ::labkit::rt::say("%s: A of %s, B of %s and C of %s with compute type %d is not a combination labkit's cuBLAS "
+                      "provides (it has 64F; 32F over 32F, 16F or 16BF matrices; 16F; 32I over 8I)", call,
+                      type_name(at), type_name(bt), type_name(ct), int(compute));
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  const Operand A{a, at, lda, false, ta != CUBLAS_OP_N}, B{b, bt, ldb, false, tb != CUBLAS_OP_N}, C{c, ct, ldc, false, false};
+  switch (kind) {
+    case 'd': return gemm_ex_as<double, double>(h, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch, call);
+    case 'h': return gemm_ex_as<float, __half>(h, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch, call);
+    case 'i': return gemm_ex_as<int32_t, int32_t>(h, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch, call);
+    default: return gemm_ex_as<float, float>(h, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch, call);
+  }
+}
+}  // namespace blas
+}  // namespace labkit
+
+inline cublasStatus_t cublasGemmEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+                                   const void* alpha, const void* a, cudaDataType_t at, int lda, const void* b,
+                                   cudaDataType_t bt, int ldb, const void* beta, void* c, cudaDataType_t ct, int ldc,
+                                   cublasComputeType_t compute, cublasGemmAlgo_t) {
+  return ::labkit::blas::gemm_ex(h, ta, tb, m, n, k, alpha, a, at, lda, 0, b, bt, ldb, 0, beta, c, ct, ldc, 0, 1,
+                                 compute, "cublasGemmEx");
+}
+inline cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,
+                                                 int n, int k, const void* alpha, const void* a, cudaDataType_t at,
+                                                 int lda, long long sa, const void* b, cudaDataType_t bt, int ldb,
+                                                 long long sb, const void* beta, void* c, cudaDataType_t ct, int ldc,
+                                                 long long sc, int batch, cublasComputeType_t compute,
+                                                 cublasGemmAlgo_t) {
+  return ::labkit::blas::gemm_ex(h, ta, tb, m, n, k, alpha, a, at, lda, sa, b, bt, ldb, sb, beta, c, ct, ldc, sc,
+                                 batch, compute, "cublasGemmStridedBatchedEx");
+}
+inline cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                                          int k, const void* alpha, const void* const a[], cudaDataType_t at, int lda,
+                                          const void* const b[], cudaDataType_t bt, int ldb, const void* beta,
+                                          void* const c[], cudaDataType_t ct, int ldc, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t) {
+  const char* call = "cublasGemmBatchedEx";
+  if (auto s = ::labkit::blas::ready(h)) return s;
+  if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  const size_t bytes = size_t(batch) * sizeof(void*);
+  if (batch > 0 && (!::labkit::blas::operand(a, bytes, call, "array of A matrices") ||
+                    !::labkit::blas::operand(b, bytes, call, "array of B matrices") ||
+                    !::labkit::blas::operand(c, bytes, call, "array of C matrices")))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  for (int q = 0; q < batch; ++q)
+    if (auto s = ::labkit::blas::gemm_ex(h, ta, tb, m, n, k, alpha, a[q], at, lda, 0, b[q], bt, ldb, 0, beta, c[q], ct,
+                                         ldc, 0, 1, compute, call))
+      return s;
+  return CUBLAS_STATUS_SUCCESS;
+}
 
 inline cublasStatus_t cublasSetVector(int n, int elem, const void* x, int incx, void* y, int incy) {
   if (incx <= 0 || incy <= 0) return CUBLAS_STATUS_INVALID_VALUE;

@@ -234,6 +234,12 @@ struct State {
 };
 inline State& st() { static State* s = new State(); return *s; }   // never destroyed: atexit order
 
+// A program's standard output goes out line by line, as it does to a terminal, also into a pipe: a
+// program stopped for time (labkit.cuda run --timeout) has shown every line it finished, its pass line
+// too, where a pipe's buffer would have held the last 4 KiB back.  Set before main (a static
+// initializer), once per program (an inline variable).
+inline const bool stdout_line_buffered = std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ) == 0;
+
 inline void say(const char* fmt, ...) {
   std::fflush(stdout);
   std::fputs("labkit: ", stderr);

@@ -1,0 +1,403 @@
+// cublasLt.h for labkit's CPU executor: cuBLASLt's matrix multiply, computed on the host when it is
+// called (as cublas_v2.h's routines are), on device or managed memory.
+//
+// Provided: the handle; matmul descriptors (compute and scale type, pointer mode, transposes, the
+// epilogues DEFAULT, RELU, BIAS, RELU_BIAS, GELU and GELU_BIAS with a bias vector of D's rows);
+// matrix layouts (type, row or column order, rows, cols, leading dimension, batch count and strided
+// batch offset); preferences and the heuristic (one algorithm, no workspace); cublasLtMatmul.  The
+// types and compute types are GemmEx's (cublas_v2.h).  An attribute or epilogue not provided is
+// reported in words and its call returns CUBLAS_STATUS_NOT_SUPPORTED; a routine not declared here is
+// refused by name before the program is compiled (program_source.py reads the names from this file).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include "cublas_v2.h"
+
+#define CUBLASLT_VERSION CUBLAS_VERSION
+
+struct cublasLtContext {};
+typedef cublasLtContext* cublasLtHandle_t;
+
+enum cublasLtOrder_t { CUBLASLT_ORDER_COL = 0, CUBLASLT_ORDER_ROW = 1, CUBLASLT_ORDER_COL32 = 2,
+                       CUBLASLT_ORDER_COL4_4R2_8C = 3, CUBLASLT_ORDER_COL32_2R_4R4 = 4 };
+enum cublasLtPointerMode_t { CUBLASLT_POINTER_MODE_HOST = 0, CUBLASLT_POINTER_MODE_DEVICE = 1,
+                             CUBLASLT_POINTER_MODE_DEVICE_VECTOR = 2, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO = 3,
+                             CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST = 4 };
+enum cublasLtEpilogue_t {
+  CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_RELU_AUX = 130,
+  CUBLASLT_EPILOGUE_BIAS = 4, CUBLASLT_EPILOGUE_RELU_BIAS = 6, CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
+  CUBLASLT_EPILOGUE_DRELU = 136, CUBLASLT_EPILOGUE_DRELU_BGRAD = 152, CUBLASLT_EPILOGUE_GELU = 32,
+  CUBLASLT_EPILOGUE_GELU_AUX = 160, CUBLASLT_EPILOGUE_GELU_BIAS = 36, CUBLASLT_EPILOGUE_GELU_AUX_BIAS = 164,
+  CUBLASLT_EPILOGUE_DGELU = 192, CUBLASLT_EPILOGUE_DGELU_BGRAD = 208, CUBLASLT_EPILOGUE_BGRADA = 256,
+  CUBLASLT_EPILOGUE_BGRADB = 512
+};
+enum cublasLtMatrixLayoutAttribute_t {
+  CUBLASLT_MATRIX_LAYOUT_TYPE = 0, CUBLASLT_MATRIX_LAYOUT_ORDER = 1, CUBLASLT_MATRIX_LAYOUT_ROWS = 2,
+  CUBLASLT_MATRIX_LAYOUT_COLS = 3, CUBLASLT_MATRIX_LAYOUT_LD = 4, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,
+  CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6, CUBLASLT_MATRIX_LAYOUT_PLANE_OFFSET = 7
+};
+enum cublasLtMatmulDescAttributes_t {
+  CUBLASLT_MATMUL_DESC_COMPUTE_TYPE = 0, CUBLASLT_MATMUL_DESC_SCALE_TYPE = 1, CUBLASLT_MATMUL_DESC_POINTER_MODE = 2,
+  CUBLASLT_MATMUL_DESC_TRANSA = 3, CUBLASLT_MATMUL_DESC_TRANSB = 4, CUBLASLT_MATMUL_DESC_TRANSC = 5,
+  CUBLASLT_MATMUL_DESC_FILL_MODE = 6, CUBLASLT_MATMUL_DESC_EPILOGUE = 7, CUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
+  CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE = 10, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER = 11,
+  CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD = 12, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE = 13,
+  CUBLASLT_MATMUL_DESC_ALPHA_VECTOR_BATCH_STRIDE = 14, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET = 15,
+  CUBLASLT_MATMUL_DESC_A_SCALE_POINTER = 17, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER = 18,
+  CUBLASLT_MATMUL_DESC_C_SCALE_POINTER = 19, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER = 20,
+  CUBLASLT_MATMUL_DESC_AMAX_D_POINTER = 21, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE = 22,
+  CUBLASLT_MATMUL_DESC_FAST_ACCUM = 25, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE = 26
+};
+enum cublasLtMatmulPreferenceAttributes_t {
+  CUBLASLT_MATMUL_PREF_SEARCH_MODE = 0, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK = 3, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8, CUBLASLT_MATMUL_PREF_MAX_WAVES_COUNT = 9,
+  CUBLASLT_MATMUL_PREF_IMPL_MASK = 12
+};
+
+struct cublasLtMatmulDescOpaque_t {
+  cublasComputeType_t compute;
+  cudaDataType_t scale;
+  cublasLtPointerMode_t pointer_mode = CUBLASLT_POINTER_MODE_HOST;
+  cublasOperation_t transa = CUBLAS_OP_N, transb = CUBLAS_OP_N;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  cudaDataType_t bias_type;
+  bool bias_type_set = false;
+  long long bias_batch_stride = 0;
+};
+typedef cublasLtMatmulDescOpaque_t* cublasLtMatmulDesc_t;
+struct cublasLtMatrixLayoutOpaque_t {
+  cudaDataType_t type;
+  uint64_t rows, cols;
+  int64_t ld;
+  cublasLtOrder_t order = CUBLASLT_ORDER_COL;
+  int32_t batch = 1;
+  int64_t batch_stride = 0;
+};
+typedef cublasLtMatrixLayoutOpaque_t* cublasLtMatrixLayout_t;
+struct cublasLtMatmulPreferenceOpaque_t {
+  uint64_t max_workspace = 0;
+};
+typedef cublasLtMatmulPreferenceOpaque_t* cublasLtMatmulPreference_t;
+struct cublasLtMatmulAlgo_t {
+  uint64_t data[8];
+};
+struct cublasLtMatmulHeuristicResult_t {
+  cublasLtMatmulAlgo_t algo;
+  size_t workspaceSize;
+  cublasStatus_t state;
+  float wavesCount;
+  int reserved[4];
+};
+
+inline cublasStatus_t cublasLtCreate(cublasLtHandle_t* h) {
+  if (!h) return CUBLAS_STATUS_INVALID_VALUE;
+  *h = new cublasLtContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtDestroy(cublasLtHandle_t h) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  delete h;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline size_t cublasLtGetVersion() { return CUBLASLT_VERSION; }
+inline const char* cublasLtGetStatusName(cublasStatus_t s) { return cublasGetStatusName(s); }
+inline const char* cublasLtGetStatusString(cublasStatus_t s) { return cublasGetStatusString(s); }
+
+namespace labkit {
+namespace blaslt {
+// An attribute's value copied in or out: its size must be the attribute's own.
+template <class T> inline bool put(T& field, const void* buf, size_t n, const char* call, const char* name) {
+  if (!buf || n != sizeof(T)) {
+    ::labkit::rt::say("%s: %s takes %zu bytes, got %zu", call, name, sizeof(T), n);
+    return false;
+  }
+  std::memcpy(&field, buf, sizeof(T));
+  return true;
+}
+template <class T> inline cublasStatus_t get(const T& field, void* buf, size_t n, size_t* written) {
+  if (written) *written = sizeof(T);
+  if (n == 0 && written) return CUBLAS_STATUS_SUCCESS;   // a query of the size
+  if (!buf || n < sizeof(T)) return CUBLAS_STATUS_INVALID_VALUE;
+  std::memcpy(buf, &field, sizeof(T));
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t not_provided(const char* call, const char* what, int value) {
+  ::labkit::rt::say("%s: %s (%d) is not one labkit's cuBLASLt provides", call, what, value);
+  return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+inline bool has_bias(cublasLtEpilogue_t e) {
+  return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_RELU_BIAS || e == CUBLASLT_EPILOGUE_GELU_BIAS;
+}
+// cuBLASLt's GELU: the tanh approximation.
+template <class Acc> inline Acc gelu(Acc x) {
+  const double v = double(x);
+  return Acc(0.5 * v * (1.0 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))));
+}
+template <class Acc> struct Epilogue {
+  cublasLtEpilogue_t kind;
+  const void* bias;
+  cudaDataType_t bias_type;
+  Acc operator()(Acc v, int i, int) const {
+    if (bias) v += ::labkit::blas::load<Acc>(bias, bias_type, size_t(i));
+    if (kind == CUBLASLT_EPILOGUE_RELU || kind == CUBLASLT_EPILOGUE_RELU_BIAS) return v > Acc(0) ? v : Acc(0);
+    if (kind == CUBLASLT_EPILOGUE_GELU || kind == CUBLASLT_EPILOGUE_GELU_BIAS) return gelu(v);
+    return v;
+  }
+};
+inline ::labkit::blas::Operand operand_of(const void* p, const cublasLtMatrixLayoutOpaque_t& l, bool transposed) {
+  return {p, l.type, l.ld, l.order == CUBLASLT_ORDER_ROW, transposed};
+}
+template <class Acc, class Scalar>
+inline cublasStatus_t matmul_as(const cublasLtMatmulDescOpaque_t& d, const void* alpha, const void* a,
+                                const cublasLtMatrixLayoutOpaque_t& la, const void* b,
+                                const cublasLtMatrixLayoutOpaque_t& lb, const void* beta, const void* c,
+                                const cublasLtMatrixLayoutOpaque_t& lc, void* out,
+                                const cublasLtMatrixLayoutOpaque_t& ld, int m, int n, int k, const char* call) {
+  const bool device_scalars = d.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
+  for (const void* s : {alpha, beta}) {
+    if (!s) {
+      ::labkit::rt::say("%s: a null alpha or beta", call);
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (device_scalars && !::labkit::blas::operand(s, sizeof(Scalar), call, "alpha or beta"))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+  }
+  const Acc al = Acc(*static_cast<const Scalar*>(alpha)), be = Acc(*static_cast<const Scalar*>(beta));
+  const int batch = ld.batch;
+  cudaDataType_t bias_type = d.bias_type_set ? d.bias_type : ld.type;
+  for (int q = 0; q < batch; ++q) {
+    const void* bias = nullptr;
+    if (has_bias(d.epilogue)) {
+      bias = static_cast<const char*>(d.bias) + q * d.bias_batch_stride * ::labkit::blas::type_size(bias_type);
+      if (!::labkit::blas::operand(bias, size_t(m) * ::labkit::blas::type_size(bias_type), call, "bias vector"))
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    // A batch count of 1 in an operand's layout broadcasts it to every batch, as in cuBLASLt.
+    auto at = [&](const void* p, const cublasLtMatrixLayoutOpaque_t& l) {
+      return static_cast<const char*>(p) + (l.batch == 1 ? 0 : q * l.batch_stride) * ::labkit::blas::type_size(l.type);
+    };
+    const auto A = operand_of(at(a, la), la, d.transa != CUBLAS_OP_N);
+    const auto B = operand_of(at(b, lb), lb, d.transb != CUBLAS_OP_N);
+    const auto C = operand_of(at(c, lc), lc, false);
+    const auto D = operand_of(at(out, ld), ld, false);
+    if (auto s = ::labkit::blas::gemm_batch<Acc>(m, n, k, al, A, 0, B, 0, be, C, 0, D, 0, 1, call,
+                                                 Epilogue<Acc>{d.epilogue, bias, bias_type}))
+      return s;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace blaslt
+}  // namespace labkit
+
+inline cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* d, cublasComputeType_t compute,
+                                               cudaDataType_t scale) {
+  if (!d) return CUBLAS_STATUS_INVALID_VALUE;
+  *d = new cublasLtMatmulDescOpaque_t();
+  (*d)->compute = compute;
+  (*d)->scale = scale;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t d) {
+  delete d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                                     const void* buf, size_t n) {
+  using ::labkit::blaslt::put;
+  const char* call = "cublasLtMatmulDescSetAttribute";
+  if (!d) return CUBLAS_STATUS_NOT_INITIALIZED;
+  bool ok = true;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: ok = put(d->compute, buf, n, call, "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE"); break;
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: ok = put(d->scale, buf, n, call, "CUBLASLT_MATMUL_DESC_SCALE_TYPE"); break;
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: {
+      int32_t mode;
+      ok = put(mode, buf, n, call, "CUBLASLT_MATMUL_DESC_POINTER_MODE");
+      if (ok && mode != CUBLASLT_POINTER_MODE_HOST && mode != CUBLASLT_POINTER_MODE_DEVICE)
+        return ::labkit::blaslt::not_provided(call, "the pointer mode", mode);
+      if (ok) d->pointer_mode = cublasLtPointerMode_t(mode);
+      break;
+    }
+    case CUBLASLT_MATMUL_DESC_TRANSA: ok = put(d->transa, buf, n, call, "CUBLASLT_MATMUL_DESC_TRANSA"); break;
+    case CUBLASLT_MATMUL_DESC_TRANSB: ok = put(d->transb, buf, n, call, "CUBLASLT_MATMUL_DESC_TRANSB"); break;
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+      cublasLtEpilogue_t e;
+      ok = put(e, buf, n, call, "CUBLASLT_MATMUL_DESC_EPILOGUE");
+      if (ok && e != CUBLASLT_EPILOGUE_DEFAULT && e != CUBLASLT_EPILOGUE_RELU && e != CUBLASLT_EPILOGUE_GELU &&
+          !::labkit::blaslt::has_bias(e))
+        return ::labkit::blaslt::not_provided(call, "the epilogue (an auxiliary output or a gradient)", int(e));
+      if (ok) d->epilogue = e;
+      break;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: ok = put(d->bias, buf, n, call, "CUBLASLT_MATMUL_DESC_BIAS_POINTER"); break;
+    case CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE:
+      ok = put(d->bias_type, buf, n, call, "CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE");
+      d->bias_type_set = ok;
+      break;
+    case CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE:
+      ok = put(d->bias_batch_stride, buf, n, call, "CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE");
+      break;
+    case CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET: case CUBLASLT_MATMUL_DESC_FAST_ACCUM: break;   // a GPU's tuning
+    default: return ::labkit::blaslt::not_provided(call, "the matmul attribute", int(attr));
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+inline cublasStatus_t cublasLtMatmulDescGetAttribute(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                                                     void* buf, size_t n, size_t* written) {
+  using ::labkit::blaslt::get;
+  if (!d) return CUBLAS_STATUS_NOT_INITIALIZED;
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: return get(d->compute, buf, n, written);
+    case CUBLASLT_MATMUL_DESC_SCALE_TYPE: return get(d->scale, buf, n, written);
+    case CUBLASLT_MATMUL_DESC_POINTER_MODE: return get(int32_t(d->pointer_mode), buf, n, written);
+    case CUBLASLT_MATMUL_DESC_TRANSA: return get(d->transa, buf, n, written);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return get(d->transb, buf, n, written);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return get(d->epilogue, buf, n, written);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return get(d->bias, buf, n, written);
+    default: return ::labkit::blaslt::not_provided("cublasLtMatmulDescGetAttribute", "the matmul attribute", int(attr));
+  }
+}
+
+inline cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* l, cudaDataType_t type, uint64_t rows,
+                                                 uint64_t cols, int64_t ld) {
+  if (!l) return CUBLAS_STATUS_INVALID_VALUE;
+  *l = new cublasLtMatrixLayoutOpaque_t();
+  (*l)->type = type;
+  (*l)->rows = rows;
+  (*l)->cols = cols;
+  (*l)->ld = ld;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t l) {
+  delete l;
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t attr,
+                                                       const void* buf, size_t n) {
+  using ::labkit::blaslt::put;
+  const char* call = "cublasLtMatrixLayoutSetAttribute";
+  if (!l) return CUBLAS_STATUS_NOT_INITIALIZED;
+  bool ok = true;
+  switch (attr) {
+    case CUBLASLT_MATRIX_LAYOUT_TYPE: ok = put(l->type, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_TYPE"); break;
+    case CUBLASLT_MATRIX_LAYOUT_ORDER: {
+      int32_t order;
+      ok = put(order, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_ORDER");
+      if (ok && order != CUBLASLT_ORDER_COL && order != CUBLASLT_ORDER_ROW)
+        return ::labkit::blaslt::not_provided(call, "the order (a tensor-core tiling)", order);
+      if (ok) l->order = cublasLtOrder_t(order);
+      break;
+    }
+    case CUBLASLT_MATRIX_LAYOUT_ROWS: ok = put(l->rows, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_ROWS"); break;
+    case CUBLASLT_MATRIX_LAYOUT_COLS: ok = put(l->cols, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_COLS"); break;
+    case CUBLASLT_MATRIX_LAYOUT_LD: ok = put(l->ld, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_LD"); break;
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: ok = put(l->batch, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT"); break;
+    case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
+      ok = put(l->batch_stride, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET");
+      break;
+    default: return ::labkit::blaslt::not_provided(call, "the layout attribute", int(attr));
+  }
+  return ok ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+inline cublasStatus_t cublasLtMatmulPreferenceCreate(cublasLtMatmulPreference_t* p) {
+  if (!p) return CUBLAS_STATUS_INVALID_VALUE;
+  *p = new cublasLtMatmulPreferenceOpaque_t();
+  return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t cublasLtMatmulPreferenceDestroy(cublasLtMatmulPreference_t p) {
+  delete p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+// Every preference is a GPU's search hint: the one algorithm here needs no workspace.
+inline cublasStatus_t cublasLtMatmulPreferenceSetAttribute(cublasLtMatmulPreference_t p,
+                                                           cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                                                           size_t n) {
+  if (!p) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (attr == CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES)
+    return ::labkit::blaslt::put(p->max_workspace, buf, n, "cublasLtMatmulPreferenceSetAttribute",
+                                 "CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES") ? CUBLAS_STATUS_SUCCESS
+                                                                             : CUBLAS_STATUS_INVALID_VALUE;
+  return buf ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_INVALID_VALUE;
+}
+
+namespace labkit {
+namespace blaslt {
+// The m, n, k of a matmul from its layouts, and whether they agree: CUBLAS_STATUS_SUCCESS, else
+// INVALID_VALUE (shapes that do not agree) or NOT_SUPPORTED (types), with the reason in *why.
+inline cublasStatus_t shapes(const cublasLtMatmulDescOpaque_t& d, const cublasLtMatrixLayoutOpaque_t& a,
+                             const cublasLtMatrixLayoutOpaque_t& b, const cublasLtMatrixLayoutOpaque_t& c,
+                             const cublasLtMatrixLayoutOpaque_t& dl, int* m, int* n, int* k, const char** why) {
+  const bool ta = d.transa != CUBLAS_OP_N, tb = d.transb != CUBLAS_OP_N;
+  *m = int(dl.rows);
+  *n = int(dl.cols);
+  *k = int(ta ? a.rows : a.cols);
+  *why = nullptr;
+  if ((ta ? a.cols : a.rows) != dl.rows) *why = "op(A)'s rows are not D's rows";
+  else if ((tb ? b.rows : b.cols) != dl.cols) *why = "op(B)'s columns are not D's columns";
+  else if ((tb ? b.cols : b.rows) != uint64_t(*k)) *why = "op(A)'s columns are not op(B)'s rows";
+  else if (c.rows != dl.rows || c.cols != dl.cols) *why = "C's shape is not D's";
+  else if (c.type != dl.type) *why = "C's type is not D's";
+  else if (has_bias(d.epilogue) && !d.bias) *why = "the epilogue adds a bias, and no bias pointer was set";
+  for (const auto* l : {&a, &b, &c, &dl})
+    if (!*why && (l->ld < int64_t(l->order == CUBLASLT_ORDER_ROW ? l->cols : l->rows) || l->ld < 1))
+      *why = "a leading dimension is smaller than its matrix";
+  for (const auto* l : {&a, &b, &c})
+    if (!*why && l->batch != 1 && l->batch != dl.batch) *why = "a batch count is neither 1 nor D's";
+  if (*why) return CUBLAS_STATUS_INVALID_VALUE;
+  const char kind = ::labkit::blas::ex_kind(d.compute, a.type, b.type, dl.type);
+  if (!kind) *why = "the types are not a combination provided (64F; 32F over 32F, 16F or 16BF; 16F; 32I over 8I)";
+  else if (kind == 'f' && d.scale != CUDA_R_32F) *why = "the scale type of a 32F compute type is not CUDA_R_32F";
+  else if (kind == 'i' && d.epilogue != CUBLASLT_EPILOGUE_DEFAULT) *why = "an epilogue on an integer matmul";
+  return *why ? CUBLAS_STATUS_NOT_SUPPORTED : CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace blaslt
+}  // namespace labkit
+
+inline cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
+                                                     cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+                                                     cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t dl,
+                                                     cublasLtMatmulPreference_t, int requested,
+                                                     cublasLtMatmulHeuristicResult_t results[], int* returned) {
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!d || !a || !b || !c || !dl || !results || !returned || requested < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  int m, n, k;
+  const char* why;
+  if (auto s = ::labkit::blaslt::shapes(*d, *a, *b, *c, *dl, &m, &n, &k, &why)) {
+    ::labkit::rt::say("cublasLtMatmulAlgoGetHeuristic: %s", why);
+    *returned = 0;
+    return s;
+  }
+  std::memset(&results[0], 0, sizeof(results[0]));
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  results[0].wavesCount = 1.0f;
+  *returned = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d, const void* alpha, const void* a,
+                                     cublasLtMatrixLayout_t la, const void* b, cublasLtMatrixLayout_t lb,
+                                     const void* beta, const void* c, cublasLtMatrixLayout_t lc, void* out,
+                                     cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void*, size_t,
+                                     cudaStream_t) {
+  const char* call = "cublasLtMatmul";
+  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+  if (!d || !la || !lb || !lc || !ld) return CUBLAS_STATUS_INVALID_VALUE;
+  int m, n, k;
+  const char* why;
+  if (auto s = ::labkit::blaslt::shapes(*d, *la, *lb, *lc, *ld, &m, &n, &k, &why)) {
+    ::labkit::rt::say("%s: %s", call, why);
+    return s;
+  }
+  ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
+  switch (::labkit::blas::ex_kind(d->compute, la->type, lb->type, ld->type)) {
+    case 'd': return ::labkit::blaslt::matmul_as<double, double>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    case 'h': return ::labkit::blaslt::matmul_as<float, __half>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    case 'i': return ::labkit::blaslt::matmul_as<int32_t, int32_t>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    default: return ::labkit::blaslt::matmul_as<float, float>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+  }
+}
