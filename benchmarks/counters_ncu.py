@@ -59,8 +59,9 @@ WHY = {
                  "or splits, or a load it keeps in a register across a loop, changes the requests",
     "l1tex__data_": "the same accesses as global ones, and shared loads merged into vector loads as the executor "
                     "sees the alignment at run time, where nvcc must prove it at compile time",
-    "smsp__sass_": "the host compiler's arithmetic, not nvcc's: library maths (expf, division) expands into "
-                   "FFMA/FMUL on a GPU and is not counted here (the record's notes say how many such calls ran)",
+    "smsp__sass_": "the host compiler's arithmetic, not nvcc's: the maths GPU_EXPANSION models (division, sqrtf, "
+                   "expf, logf, __expf, __fdividef) counts as nvcc's sequences for a normal argument; other maths "
+                   "calls are not counted (the record's notes say how many ran)",
     "dram__bytes_read": "the executor counts compulsory reads of the kernel's arrays (each sector once); ncu flushes "
                         "the caches before each profiled launch (--cache-control all, its default), so the GPU also "
                         "reads from DRAM what the executor does not count: the kernel's code, its parameters and "
@@ -91,8 +92,8 @@ KNOWN = {
         "80 KB of code, an estimate from the source, the SASS not measured) and reads 9.6 KB of __constant__ "
         "weights, all of it from DRAM after ncu's cache flush"),
     ("layer/softmax", "smsp__sass_"): (
-        "the kernel's 1280 expf and 640 divisions: a GPU computes them with FFMA, FMUL and FADD instructions "
-        "(ncu's 8960 FFMA, 640 FMUL and 512 FADD more), the host with calls and divss, counted apart"),
+        "the kernel's 1280 expf and 640 divisions count as nvcc's sequences (FFMA and FMUL exact); the 128 FADDs "
+        "more (1%) are not traced to an instruction"),
 }
 # The L2 of the GPU each device name has (bytes): the L2-resident model's size.
 L2_BYTES = {"H100": 50 * 2**20}

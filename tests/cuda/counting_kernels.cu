@@ -61,12 +61,21 @@ extern "C" __global__ void diverge_then_loop(const float* __restrict__ x, float*
   y[blockIdx.x * blockDim.x + t] = acc;
 }
 
-// One fused multiply-add, then a division and an expf: work a GPU does with FFMA/FMUL sequences
-// that the executor cannot count (its record says so).
+// One fused multiply-add, then an expf and a division: work a GPU does with FFMA/FMUL sequences.
+// nvcc 13's sm_90 code for it runs 10 FFMA, 1 FADD and 1 FMUL a thread (its division's slow path aside).
 extern "C" __global__ void with_maths(const float* __restrict__ x, float* __restrict__ y) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   const float v = x[i] * x[i] + 1.0f;
   y[i] = expf(v) / v;
+}
+
+// A sum of expf (its last FMUL fused with the add, as nvcc fuses it: 5 FFMA and 1 FADD an element),
+// then a tanhf, which the counting does not model: its record says how many ran.
+extern "C" __global__ void exp_sum_tanh(const float* __restrict__ x, float* __restrict__ y, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  float sum = 0.0f;
+  for (int j = 0; j < n; ++j) sum += expf(x[j]);
+  y[i] = tanhf(sum);
 }
 
 // A row of `width` floats per lane, read into registers in an unrolled loop (as a tiled GEMM reads a
@@ -158,4 +167,10 @@ extern "C" __global__ void backwards_and_mixed(const float* __restrict__ x, cons
   const int t = threadIdx.x;
   const float* p = (t & 1) ? a : b;
   y[t] = x[63 - t] + p[t];
+}
+
+// The fast intrinsics: __expf and __fdividef are a MUFU instruction and one FMUL each on a GPU.
+extern "C" __global__ void fast_maths(const float* __restrict__ x, float* __restrict__ y) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = __fdividef(__expf(x[i]), x[i]);
 }

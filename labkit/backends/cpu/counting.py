@@ -9,9 +9,10 @@ FP32 instructions: the counting build is compiled with fused multiply-add contra
 compiles (``a*b + c`` is one FFMA); the executed count of each basic block (its hook's calls, or
 those of the first access hook in it: sited_blocks) times the single-precision add/subtract,
 multiply and fused multiply-add instructions the host compiler put in it (read from the
-disassembly) is the count.  Library maths (``expf``, division, square roots), which a GPU expands
-into FFMA and FMUL sequences, is not counted; a constant multiply the host turns into an add
-(``x * 2`` as ``x + x``) counts as an add.
+disassembly) is the count.  The maths a GPU expands into FFMA, FADD and FMUL sequences counts as
+those sequences (GPU_EXPANSION: a division, a square root, expf, logf, __expf, __fdividef); other
+maths calls (tanhf, sinf, powf, ...) are not counted, and the record says how many ran.  A constant
+multiply the host turns into an add (``x * 2`` as ``x + x``) counts as an add.
 """
 from __future__ import annotations
 
@@ -60,8 +61,10 @@ NOTES = {
             "(write-back; labkit.measure.counters.l2_resident)",
     "footprint": "footprint_bytes: the distinct 32-byte sectors the launch reads or writes, in bytes",
     "fp32": "executed single-precision add/sub (fadd), mul (fmul) and fused multiply-add (ffma) instructions of "
-            "the kernel's code, compiled with FMA contraction as nvcc does; library maths (expf, division, "
-            "sqrt) not counted",
+            "the kernel's code, compiled with FMA contraction as nvcc does; a division, square root, expf, logf, "
+            "__expf and __fdividef count as the FFMA, FADD and FMUL instructions of nvcc 13's sm_90 code for "
+            "them on a normal, finite argument (their slow paths for denormals, infinities and huge quotients "
+            "not counted); other maths calls (tanhf, sinf, powf, ...) not counted",
 }
 
 _records: list[dict] | None = None     # the open session's records; None outside one
@@ -131,29 +134,54 @@ _X86 = {"ffma": re.compile(r"^v?f(?:n)?m(?:add|sub)(?:132|213|231)(ss|ps)$"),
 _ARM = {"ffma": re.compile(r"^f(?:n)?m(?:add|sub)$"), "fadd": re.compile(r"^f(?:add|sub)$"),
         "fmul": re.compile(r"^fmul$")}
 # FP32 work a GPU does with FFMA/FMUL sequences that the host does otherwise: a division, a square
-# root, a call to a maths function (expf, tanhf, ...).  Counted apart, to say where counts fall short.
+# root, a call to a maths function.  KINDS' last, "other", counts the calls that are not modelled, to
+# say where counts fall short.
 KINDS = ("ffma", "fadd", "fmul", "other")
-_OTHER_X86 = re.compile(r"^v?(?:div|sqrt|rcp|rsqrt)ss$")
-_OTHER_ARM = re.compile(r"^f(?:div|sqrt)$")
-_MATH_CALL = re.compile(r"<_*(?:exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
+# What a GPU executes for one of them, as (FFMA, FADD, FMUL): nvcc 13's sm_90 SASS on a normal, finite
+# argument, the path nearly every argument takes (their slow paths, for denormals, infinities and
+# huge quotients, are not counted):
+#   division    MUFU.RCP, then 5 FFMA refining the quotient (FCHK sends the rare operands elsewhere)
+#   sqrtf       MUFU.RSQ, 2 FMUL, 2 FFMA
+#   expf        FFMA.SAT, FFMA.RM, FADD, 2 FFMA, MUFU.EX2 and a last FMUL: that FMUL is the counting
+#               build's own multiply after the call (labkit_cpu.h's counted expf), which the host
+#               compiler fuses with an add that follows, as nvcc fuses it (sum += expf(x): an FFMA)
+#   logf        FADD, 11 FFMA (the polynomial among them), FMUL
+# __expf and __fdividef (MUFU and one FMUL on a GPU) are the counting build's quiet call and its
+# multiply; a quiet call is an indirect one, not seen here.  The square root's call after sqrtss is
+# the host library's errno path for a negative argument: not counted again.
+GPU_EXPANSION = {"div": (5, 0, 0), "sqrt": (2, 0, 2), "expf": (4, 1, 0), "logf": (11, 1, 1), "sqrtf": (0, 0, 0)}
+_OTHER_X86 = {"div": re.compile(r"^v?divss$"), "sqrt": re.compile(r"^v?sqrtss$")}
+_OTHER_ARM = {"div": re.compile(r"^fdiv$"), "sqrt": re.compile(r"^fsqrt$")}
+_MATH_CALL = re.compile(r"<_*(exp|exp2|exp10|expm1|log|log2|log10|log1p|pow|sin|cos|tan|sinh|cosh|tanh|asin|acos|"
                         r"atan|atan2|erf|erfc|sqrt|cbrt|fmod|hypot|sincos|lgamma|tgamma)f(?:@plt)?>")
 
 
-def _fp_kind(mnemonic: str, operands: str) -> tuple[str, int] | None:
-    """(kind, thread instructions) of one host instruction (a kind of KINDS), or None where it is no FP32
-    add, mul, FMA, division, square root or maths call."""
-    if _OTHER_X86.match(mnemonic) or (_OTHER_ARM.match(mnemonic) and re.match(r"s\d", operands.strip())):
-        return "other", 1
-    if mnemonic.startswith(("call", "bl")) and _MATH_CALL.search(operands):
-        return "other", 1
+def _fp_kind(mnemonic: str, operands: str) -> tuple[int, ...] | None:
+    """The thread instructions of each of KINDS that one host instruction stands for, or None where it is
+    no FP32 add, mul, FMA, division, square root or maths call."""
+    expansion = None
+    for name, pattern in _OTHER_X86.items():
+        if pattern.match(mnemonic):
+            expansion = GPU_EXPANSION[name]
+    for name, pattern in _OTHER_ARM.items():
+        if pattern.match(mnemonic) and re.match(r"s\d", operands.strip()):
+            expansion = GPU_EXPANSION[name]
+    call = _MATH_CALL.search(operands) if mnemonic.startswith(("call", "bl")) else None
+    if call:
+        expansion = GPU_EXPANSION.get(call.group(1) + "f")
+        if expansion is None:
+            return (0, 0, 0, 1)
+    if expansion is not None:
+        return (*expansion, 0)
     for kind, pattern in _X86.items():
         m = pattern.match(mnemonic)
         if m:
             packed = m.group(1) == "ps"
-            return kind, (8 if "%ymm" in operands else 4) if packed else 1
+            n = (8 if "%ymm" in operands else 4) if packed else 1
+            return tuple(n if k == kind else 0 for k in KINDS)
     for kind, pattern in _ARM.items():
         if pattern.match(mnemonic) and re.match(r"s\d", operands.strip()):
-            return kind, 1
+            return tuple(1 if k == kind else 0 for k in KINDS)
     return None
 
 
@@ -224,7 +252,7 @@ def _disassembled(so: str) -> tuple[dict[int, tuple[int, ...]], int, int, tuple[
             continue
         fp = _fp_kind(mnemonic, operands)
         if fp and block is not None:
-            table[block][KINDS.index(fp[0])] += fp[1]
+            table[block] = [a + b for a, b in zip(table[block], fp)]
     table = {k: tuple(v) for k, v in table.items() if any(v)}
     sited = {b: site for b, (call, site) in first_access.items()
              if b in table and function_of[b] not in unknown_jumps and not any(b <= t <= call for t in targets)}
@@ -417,9 +445,8 @@ def run(fn, cfg, packed, so: str, lib) -> dict:
     lib.labkit_count_totals(totals)
     fp = _fp_counts(lib, blocks, sited) if blocks[2] > blocks[1] else [None] * len(KINDS)
     if fp[-1]:
-        fp_note += (f"; short for this launch: its threads ran {fp[-1]} divisions, square roots or maths "
-                    "calls (expf, tanhf, ...), which a GPU computes with FFMA and FMUL instructions not "
-                    "counted here")
+        fp_note += (f"; short for this launch: its threads ran {fp[-1]} maths calls (tanhf, sinf, powf, ...) "
+                    "which a GPU computes with FFMA and FMUL instructions not counted here")
     record = {"kernel": fn.name, "grid": tuple(cfg.grid), "block": tuple(cfg.block),
               "shared_mem": int(cfg.shared_mem)}
     record.update(zip(TOTALS, (int(v) for v in totals[:len(TOTALS)])))

@@ -2067,14 +2067,52 @@ inline void __nanosleep(unsigned) { ::labkit::let_others_run(); }
 // ---------------------------------------------------------------------------
 // Math: the CUDA names that are not already C/C++ names
 // ---------------------------------------------------------------------------
+#if LABKIT_COUNT
+// The counting build (labkit.counters) counts a GPU's FP32 instructions from this code's disassembly
+// (counting.py's GPU_EXPANSION).  expf's GPU code ends with an FMUL that nvcc fuses with an add that
+// follows (sum += expf(x) is an FFMA): here that multiply is a real one, by a 1 the compiler cannot
+// see through, left for the host compiler to fuse the same way.  __expf, __logf and __fdividef are
+// MUFU instructions and one FMUL on a GPU: here a call the counting does not see (through a pointer)
+// and the multiply.  Every result is the plain build's: x * 1 and fma(x, 1, y) round as x and x + y.
+namespace labkit {
+inline float opaque_one() {
+  float v = 1.0f;
+#if defined(__x86_64__)
+  __asm__("" : "+x"(v));
+#else
+  __asm__("" : "+w"(v));
+#endif
+  return v;
+}
+inline float (*volatile quiet_expf)(float) = expf;
+inline float (*volatile quiet_logf)(float) = logf;
+}  // namespace labkit
+inline float labkit_counted_expf(float x) { return expf(x) * ::labkit::opaque_one(); }
+namespace std { using ::labkit_counted_expf; }
+inline float __expf(float x) { return ::labkit::quiet_expf(x) * ::labkit::opaque_one(); }
+inline float __logf(float x) { return ::labkit::quiet_logf(x) * ::labkit::opaque_one(); }
+// The quotient in double, rounded once to float: the float quotient itself (53 bits hold the exact
+// rounding of a float division), in an instruction the counting does not take for a float division.
+inline float __fdividef(float a, float b) {
+  double q = double(a) / double(b);
+#if defined(__x86_64__)
+  __asm__("" : "+x"(q));   // the compiler would narrow it back into a float division otherwise
+#else
+  __asm__("" : "+w"(q));
+#endif
+  return float(q) * ::labkit::opaque_one();
+}
+#define expf labkit_counted_expf
+#else
 inline float __expf(float x) { return expf(x); }
 inline float __logf(float x) { return logf(x); }
+inline float __fdividef(float a, float b) { return a / b; }
+#endif
 inline float __log2f(float x) { return log2f(x); }
 inline float __sinf(float x) { return sinf(x); }
 inline float __cosf(float x) { return cosf(x); }
 inline float __tanf(float x) { return tanf(x); }
 inline float __powf(float x, float y) { return powf(x, y); }
-inline float __fdividef(float a, float b) { return a / b; }
 inline float __frcp_rn(float x) { return 1.0f / x; }
 inline float __fsqrt_rn(float x) { return sqrtf(x); }
 // Arithmetic with a rounding mode of its own (_rn nearest, _rz toward zero, _ru up, _rd down), as
