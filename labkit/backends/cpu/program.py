@@ -156,7 +156,7 @@ def build(paths: list[str | os.PathLike], *, check: str | None = None, fresh: bo
         program_source.check_program_supported(src, str(h), defined)
         texts["include/" + rel] = ("#pragma once\n" if "#pragma once" in src else "") + _line_directive(h) + \
             program_source.rewrite_program(src, str(h))
-    program_source.check_runtime_calls(originals)
+    program_source.check_runtime_calls(originals, defined)
     cxx, version = compiler.compiler()
     flags = _flags(build_kind)
     # Thrust and libcu++: CCCL's headers after the executor's (which put the executor's device memory

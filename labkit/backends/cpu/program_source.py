@@ -336,11 +336,12 @@ def _provided_runtime() -> frozenset[str]:
 PROVIDED_RUNTIME = _provided_runtime()
 
 
-def check_runtime_calls(files: dict[str, str]) -> None:
+def check_runtime_calls(files: dict[str, str], defined: frozenset[str] | None = None) -> None:
     """Raise UnsupportedOnCPU, naming the call and its line, where a program's file ({path: source})
     calls a CUDA runtime function that the executor's headers do not provide and that no file of the
-    program defines or declares itself (a helper such as `cudaCheck`)."""
-    texts = {path: _blank(src) for path, src in files.items()}
+    program defines or declares itself (a helper such as `cudaCheck`); not in a branch the preprocessor
+    drops (``defined``: see check_program_supported)."""
+    texts = {path: _blank(src, defined) for path, src in files.items()}
     own: set[str] = set()
     for src, text in zip(files.values(), texts.values()):
         own |= set(re.findall(r"#\s*define\s+(cuda[A-Z]\w*)", src))
