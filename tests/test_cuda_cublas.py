@@ -93,6 +93,7 @@ def test_gemm_ex_and_cublaslt_matmul_match_numpy():
     assert got["lt_relu_row"] == [0] + list(want.ravel())
     assert got["lt_aux"] == [15] and "the epilogue (an auxiliary output or a gradient) (160)" in err
     assert got["lt_shapes"] == [7] and "cublasLtMatmul: op(A)'s rows are not D's rows" in err
+    assert got["lt_huge"] == [7] and "rows or columns over 2^31 - 1" in err
 
 
 def test_unified_memory_streams_sample_runs_unchanged():

@@ -135,6 +135,11 @@ int main() {
     cublasLtMatrixLayoutCreate(&wrong, CUDA_R_32F, n, m, n);
     s = cublasLtMatmul(lt, op, &one, a, la, b, lb, &zero, d, wrong, d, wrong, nullptr, nullptr, 0, 0);
     printf("lt_shapes %d\n", s);
+    // A layout past int's range is refused before anything is allocated for it
+    cublasLtMatrixLayout_t huge;
+    cublasLtMatrixLayoutCreate(&huge, CUDA_R_32F, 1ull << 40, n, 1ll << 40);
+    s = cublasLtMatmul(lt, op, &one, a, la, b, lb, &zero, d, huge, d, huge, nullptr, nullptr, 0, 0);
+    printf("lt_huge %d\n", s);
   }
   cublasLtDestroy(lt);
   cublasDestroy(h);

@@ -10,6 +10,7 @@
 // refused by name before the program is compiled (program_source.py reads the names from this file).
 #pragma once
 
+#include <climits>
 #include <cstdint>
 #include <cstring>
 #include "cublas_v2.h"
@@ -333,10 +334,15 @@ inline cublasStatus_t shapes(const cublasLtMatmulDescOpaque_t& d, const cublasLt
                              const cublasLtMatrixLayoutOpaque_t& b, const cublasLtMatrixLayoutOpaque_t& c,
                              const cublasLtMatrixLayoutOpaque_t& dl, int* m, int* n, int* k, const char** why) {
   const bool ta = d.transa != CUBLAS_OP_N, tb = d.transb != CUBLAS_OP_N;
+  *why = nullptr;
+  for (const auto* l : {&a, &b, &c, &dl})
+    if (l->rows > uint64_t(INT32_MAX) || l->cols > uint64_t(INT32_MAX) || l->batch < 1 || l->batch_stride < 0) {
+      *why = "a layout's rows or columns over 2^31 - 1, or a batch count below 1 or a negative batch offset";
+      return CUBLAS_STATUS_INVALID_VALUE;
+    }
   *m = int(dl.rows);
   *n = int(dl.cols);
   *k = int(ta ? a.rows : a.cols);
-  *why = nullptr;
   if ((ta ? a.cols : a.rows) != dl.rows) *why = "op(A)'s rows are not D's rows";
   else if ((tb ? b.rows : b.cols) != dl.cols) *why = "op(B)'s columns are not D's columns";
   else if ((tb ? b.cols : b.rows) != uint64_t(*k)) *why = "op(A)'s columns are not op(B)'s rows";
