@@ -134,7 +134,7 @@ def _switch(stripped: str, defined: frozenset[str] | None) -> str | None:
     return "dead" if wants_defined else "live"
 
 
-def blank_version_branches(text: str, defined: frozenset[str] | None = None) -> str:
+def blank_dropped_branches(text: str, defined: frozenset[str] | None = None) -> str:
     """Blank the lines of a `#if CUDART_VERSION < 5000` (or CUDA_VERSION, __CUDACC_VER_MAJOR__) branch that
     the preprocessor drops for the provided headers' version, and, given the macros that anything
     defines (``defined``: see defined_macros), of an `#ifdef ENABLE_CUDNN` branch whose switch nothing
@@ -195,7 +195,7 @@ def defined_macros(sources: list[str]) -> frozenset[str]:
 
 
 def _blank(src: str, defined: frozenset[str] | None = None) -> str:
-    return blank_version_branches(kernel_source.blank_gpu_only(kernel_source.strip_comments(src)), defined)
+    return blank_dropped_branches(kernel_source.blank_gpu_only(kernel_source.strip_comments(src)), defined)
 
 
 def _matching_open(text: str, close: int, pair: str) -> int:
@@ -365,7 +365,7 @@ def check_program_supported(src: str, path: str, defined: frozenset[str] | None 
     # The reads of special registers that the rewrite accepts are not asm statements to refuse.
     text = _blank(kernel_source.rewrite_special_registers(src, time_registers=True), defined)
     # The names are in quotes or brackets: searched in the text without its comments and dropped branches.
-    m = _HEADERS.search(blank_version_branches(kernel_source.strip_comments(src), defined))
+    m = _HEADERS.search(blank_dropped_branches(kernel_source.strip_comments(src), defined))
     if m:
         raise UnsupportedOnCPU(
             f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, {_header_words(m.group(1))} that the "
