@@ -34,16 +34,19 @@ from labkit.cuda import run_program  # noqa: E402
 from labkit.errors import KernelCompileError, UnsupportedOnCPU  # noqa: E402
 
 FOLDERS = ["0_Introduction", "1_Utilities", "2_Concepts_and_Techniques", "3_CUDA_Features", "6_Performance"]
-OUT_OF_SCOPE = re.compile(r"graphics interop|GL/|EGL|textures|the CUDA driver API|peer access|inter-process|several GPUs|"
+OUT_OF_SCOPE = re.compile(r"graphics interop|GL/|EGL|textures|the CUDA driver API|peer access|inter-process|"
+                          r"several GPUs|"
                           r"<mpi\.h>|<nvrtc|[Vv]ulkan|[Dd]3[Dd]")
 # Samples about textures, several GPUs or processes, whatever the first thing refused in them is.
 OUT_OF_SCOPE_NAMES = re.compile(r"Texture|P2P|IPC|MPI")
-PASS_WORDS = re.compile(r"\b[Aa]ll results match\b|\b[Pp]assed\b|\bPASSED\b|Result = PASS|returned OK|\b[Ss]uccess\b|\b0 Failures\b|\bPASS\b")
+PASS_WORDS = re.compile(r"\b[Aa]ll results match\b|"
+                        r"\b[Pp]assed\b|\bPASSED\b|Result = PASS|returned OK|\b[Ss]uccess\b|\b0 Failures\b|\bPASS\b")
 FAIL_WORDS = re.compile(r"[Tt]est [Ff]ailed|\bFAILED\b|does not match|Result = FAIL|\b[Mm]ismatch\b|\b(?:waived|WAIVED)\b")
 
 
 def source_has_pass_line(folder: Path) -> bool:
-    files = [folder] if folder.is_file() else [p for p in folder.rglob("*") if p.suffix in (".cu", ".cpp", ".h", ".cuh")]
+    files = [folder] if folder.is_file() else \
+        [p for p in folder.rglob("*") if p.suffix in (".cu", ".cpp", ".h", ".cuh")]
     text = "".join(p.read_text(errors="replace") for p in files)
     return any(PASS_WORDS.search(lit) for lit in re.findall(r'"(?:[^"\\\n]|\\.)*"', text))
 

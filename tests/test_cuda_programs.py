@@ -940,7 +940,8 @@ def test_a_switch_nothing_defines_drops_its_branch_from_the_refusals(tmp_path):
         run_program(p)
     (tmp_path / "config.h").write_text("#define USE_NCCL 1\n")
     p.write_text('#include "config.h"\n' + src)
-    with pytest.raises(UnsupportedOnCPU, match=r"switch.cu:10 includes <nccl.h>, NCCL \(collectives across several GPUs\)"):
+    with pytest.raises(UnsupportedOnCPU, match=r"switch.cu:10 includes <nccl.h>, NCCL \(collectives across several "
+                                               r"GPUs\)"):
         run_program(p)
     defined = program_source.defined_macros([])
     assert {"__CUDACC__", "__cplusplus", "CUBLAS_V2_H_"} <= defined and "ENABLE_CUDNN" not in defined

@@ -22,9 +22,10 @@ typedef cublasLtContext* cublasLtHandle_t;
 
 enum cublasLtOrder_t { CUBLASLT_ORDER_COL = 0, CUBLASLT_ORDER_ROW = 1, CUBLASLT_ORDER_COL32 = 2,
                        CUBLASLT_ORDER_COL4_4R2_8C = 3, CUBLASLT_ORDER_COL32_2R_4R4 = 4 };
-enum cublasLtPointerMode_t { CUBLASLT_POINTER_MODE_HOST = 0, CUBLASLT_POINTER_MODE_DEVICE = 1,
-                             CUBLASLT_POINTER_MODE_DEVICE_VECTOR = 2, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO = 3,
-                             CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST = 4 };
+enum cublasLtPointerMode_t {
+  CUBLASLT_POINTER_MODE_HOST = 0, CUBLASLT_POINTER_MODE_DEVICE = 1, CUBLASLT_POINTER_MODE_DEVICE_VECTOR = 2,
+  CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_ZERO = 3, CUBLASLT_POINTER_MODE_ALPHA_DEVICE_VECTOR_BETA_HOST = 4
+};
 enum cublasLtEpilogue_t {
   CUBLASLT_EPILOGUE_DEFAULT = 1, CUBLASLT_EPILOGUE_RELU = 2, CUBLASLT_EPILOGUE_RELU_AUX = 130,
   CUBLASLT_EPILOGUE_BIAS = 4, CUBLASLT_EPILOGUE_RELU_BIAS = 6, CUBLASLT_EPILOGUE_RELU_AUX_BIAS = 134,
@@ -213,7 +214,9 @@ inline cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cub
   if (!d) return CUBLAS_STATUS_NOT_INITIALIZED;
   bool ok = true;
   switch (attr) {
-    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE: ok = put(d->compute, buf, n, call, "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE"); break;
+    case CUBLASLT_MATMUL_DESC_COMPUTE_TYPE:
+      ok = put(d->compute, buf, n, call, "CUBLASLT_MATMUL_DESC_COMPUTE_TYPE");
+      break;
     case CUBLASLT_MATMUL_DESC_SCALE_TYPE: ok = put(d->scale, buf, n, call, "CUBLASLT_MATMUL_DESC_SCALE_TYPE"); break;
     case CUBLASLT_MATMUL_DESC_POINTER_MODE: {
       int32_t mode;
@@ -296,7 +299,9 @@ inline cublasStatus_t cublasLtMatrixLayoutSetAttribute(cublasLtMatrixLayout_t l,
     case CUBLASLT_MATRIX_LAYOUT_ROWS: ok = put(l->rows, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_ROWS"); break;
     case CUBLASLT_MATRIX_LAYOUT_COLS: ok = put(l->cols, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_COLS"); break;
     case CUBLASLT_MATRIX_LAYOUT_LD: ok = put(l->ld, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_LD"); break;
-    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT: ok = put(l->batch, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT"); break;
+    case CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT:
+      ok = put(l->batch, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT");
+      break;
     case CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET:
       ok = put(l->batch_stride, buf, n, call, "CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET");
       break;
@@ -400,10 +405,11 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     return s;
   }
   ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
+  using ::labkit::blaslt::matmul_as;
   switch (::labkit::blas::ex_kind(d->compute, la->type, lb->type, ld->type)) {
-    case 'd': return ::labkit::blaslt::matmul_as<double, double>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
-    case 'h': return ::labkit::blaslt::matmul_as<float, __half>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
-    case 'i': return ::labkit::blaslt::matmul_as<int32_t, int32_t>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
-    default: return ::labkit::blaslt::matmul_as<float, float>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    case 'd': return matmul_as<double, double>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    case 'h': return matmul_as<float, __half>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    case 'i': return matmul_as<int32_t, int32_t>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    default: return matmul_as<float, float>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
   }
 }

@@ -1,16 +1,17 @@
 // cublas_v2.h for labkit's CPU executor: a part of cuBLAS, computed on the host when it is called (the
 // executor's model of a stream), on device or managed memory.
 //
-// Provided, for float (S) and double (D): the level-1 routines axpy, scal, copy, swap, dot, nrm2, asum,
-// iamax; gemv; gemm, gemmBatched, gemmStridedBatched; GemmEx, GemmStridedBatchedEx and GemmBatchedEx
-// over float, double, half, bfloat16 and int8 matrices (library_types.h's cudaDataType_t); the handle (create, destroy, stream, pointer mode, math mode,
-// version) and the vector and matrix copies (cublasSetVector, ...GetMatrix).  Matrices are column-major
-// with leading dimensions, as in cuBLAS.  A sum is made in the routine's type in index order: a GPU's
-// cuBLAS adds in an order of its own, so results may differ from it in the last bits.  An operand that
-// is not device or managed memory, or that runs past its allocation, is reported in words and the call
-// returns CUBLAS_STATUS_EXECUTION_FAILED (a GPU would fault).  The rest of cuBLAS (complex and half
-// types, the other routines) is not declared: a program that calls it is refused by name before it is
-// compiled (program_source.py reads the routines' names from this file).
+// Provided, for float (S) and double (D): the level-1 routines axpy, scal, copy, swap, dot, nrm2,
+// asum, iamax; gemv; gemm, gemmBatched, gemmStridedBatched.  GemmEx, GemmStridedBatchedEx and
+// GemmBatchedEx over float, double, half, bfloat16 and int8 matrices (library_types.h's cudaDataType_t).
+// The handle (create, destroy, stream, pointer mode, math mode, version) and the vector and matrix
+// copies (cublasSetVector, ...GetMatrix).  Matrices are column-major with leading dimensions, as in
+// cuBLAS.  A sum is made in the routine's type in index order: a GPU's cuBLAS adds in an order of its
+// own, so results may differ from it in the last bits.  An operand that is not device or managed
+// memory, or that runs past its allocation, is reported in words and the call returns
+// CUBLAS_STATUS_EXECUTION_FAILED (a GPU would fault).  The rest of cuBLAS (complex types, the other
+// routines) is not declared: a program that calls it is refused by name before it is compiled
+// (program_source.py reads the routines' names from this file and cublasLt.h).
 #pragma once
 
 #include <algorithm>
@@ -341,8 +342,8 @@ template <class T> inline cublasStatus_t gemm(cublasHandle_t h, cublasOperation_
   if (!scalar(h, alpha, call, "alpha") || !scalar(h, beta, call, "beta")) return CUBLAS_STATUS_EXECUTION_FAILED;
   const cudaDataType_t t = DataType<T>::value;
   const Operand C{c, t, ldc, false, false};
-  return gemm_batch<T>(m, n, k, *alpha, {a, t, lda, false, ta != CUBLAS_OP_N}, sa, {b, t, ldb, false, tb != CUBLAS_OP_N},
-                       sb, *beta, C, sc, C, sc, batch, call);
+  const Operand A{a, t, lda, false, ta != CUBLAS_OP_N}, B{b, t, ldb, false, tb != CUBLAS_OP_N};
+  return gemm_batch<T>(m, n, k, *alpha, A, sa, B, sb, *beta, C, sc, C, sc, batch, call);
 }
 // gemmBatched: the matrices' addresses in arrays that are themselves in device memory.
 template <class T> inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
@@ -506,7 +507,8 @@ inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOper
                       type_name(at), type_name(bt), type_name(ct), int(compute));
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
-  const Operand A{a, at, lda, false, ta != CUBLAS_OP_N}, B{b, bt, ldb, false, tb != CUBLAS_OP_N}, C{c, ct, ldc, false, false};
+  const Operand A{a, at, lda, false, ta != CUBLAS_OP_N}, B{b, bt, ldb, false, tb != CUBLAS_OP_N};
+  const Operand C{c, ct, ldc, false, false};
   switch (kind) {
     case 'd': return gemm_ex_as<double, double>(h, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch, call);
     case 'h': return gemm_ex_as<float, __half>(h, m, n, k, alpha, A, sa, B, sb, beta, C, sc, batch, call);
