@@ -145,8 +145,82 @@ int main() {
 @pytest.mark.check
 def test_a_cublas_routine_not_provided_is_refused_by_name_and_a_program_s_own_helper_is_not():
     src = ("#include <cublas_v2.h>\nvoid cublasCheck(cublasStatus_t s) {}\n"
-           "void f(cublasHandle_t h) {\n  cublasCheck(cublasDgetrfBatched(h, 4, 0, 4, 0, 0, 1));\n}\n")
-    with pytest.raises(UnsupportedOnCPU, match=r"lu.cu:4 calls cublasDgetrfBatched, a cuBLAS routine that labkit's "
+           "void f(cublasHandle_t h) {\n  cublasCheck(cublasDgeqrfBatched(h, 4, 4, 0, 4, 0, 0, 1));\n}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"lu.cu:4 calls cublasDgeqrfBatched, a cuBLAS routine that labkit's "
                                                r"cublas_v2.h does not provide"):
         program_source.check_program_supported(src, "lu.cu")
-    program_source.check_program_supported(src.replace("cublasDgetrfBatched", "cublasDgemmBatched"), "ok.cu")
+    program_source.check_program_supported(src.replace("cublasDgeqrfBatched", "cublasDgemmBatched"), "ok.cu")
+
+
+def test_batched_lu_factors_solves_and_inverts_as_lapack(tmp_path):
+    """cublasDgetrfBatched with pivots (P A = L U, LAPACK's 1-based pivots), getrsBatched for A x = b and
+    A^T x = b, getriBatched's inverse; a singular matrix's info names its first zero pivot."""
+    src = tmp_path / "lu.cu"
+    src.write_text(r"""
+#include <cstdio>
+#include <cublas_v2.h>
+int main() {
+  const int n = 5, batch = 2;
+  double *a, *lu, *b, *c, **pa, **pb, **pc;
+  int *piv, *info;
+  cudaMallocManaged(&a, batch * n * n * sizeof(double));
+  cudaMallocManaged(&b, batch * n * 2 * sizeof(double));
+  cudaMallocManaged(&c, batch * n * n * sizeof(double));
+  cudaMallocManaged(&pa, batch * sizeof(double*));
+  cudaMallocManaged(&pb, batch * sizeof(double*));
+  cudaMallocManaged(&pc, batch * sizeof(double*));
+  cudaMallocManaged(&piv, batch * n * sizeof(int));
+  cudaMallocManaged(&info, batch * sizeof(int));
+  for (int i = 0; i < batch * n * n; ++i) a[i] = ((i * 17 + 3) % 13) * 0.5 - 3 + ((i * i) % 7) * 0.125;
+  for (int j = 0; j < n; ++j) a[n * n + 2 * n + j] = 0;   // the second matrix's third row: 0, so singular
+  for (int i = 0; i < batch * n * 2; ++i) b[i] = i % 5 - 2;
+  for (int q = 0; q < batch; ++q) { pa[q] = a + q * n * n; pb[q] = b + q * n * 2; pc[q] = c + q * n * n; }
+  for (int i = 0; i < batch * n * n; ++i) printf("%.17g ", a[i]);
+  printf("\n");
+  cublasHandle_t h; cublasCreate(&h);
+  int s = cublasDgetrfBatched(h, n, pa, n, piv, info, batch);
+  cudaDeviceSynchronize();
+  printf("getrf %d info %d %d\n", s, info[0], info[1]);
+  for (int i = 0; i < n * n; ++i) printf("%.17g ", a[i]);
+  printf("\npiv");
+  for (int i = 0; i < n; ++i) printf(" %d", piv[i]);
+  int hinfo = 0;
+  s = cublasDgetrsBatched(h, CUBLAS_OP_N, n, 1, (const double* const*)pa, n, piv, pb, n, &hinfo, 1);
+  cudaDeviceSynchronize();
+  printf("\ngetrs %d %d", s, hinfo);
+  for (int i = 0; i < n; ++i) printf(" %.17g", b[i]);
+  s = cublasDgetrsBatched(h, CUBLAS_OP_T, n, 1, (const double* const*)pa, n, piv, pb, n, &hinfo, 1);
+  cudaDeviceSynchronize();
+  printf("\ngetrsT %d %d", s, hinfo);
+  for (int i = 0; i < n; ++i) printf(" %.17g", b[i]);
+  s = cublasDgetriBatched(h, n, (const double* const*)pa, n, piv, pc, n, info, batch);
+  cudaDeviceSynchronize();
+  printf("\ngetri %d info %d %d", s, info[0], info[1]);
+  for (int i = 0; i < n * n; ++i) printf(" %.17g", c[i]);
+  printf("\n");
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    lines = out.splitlines()
+    n = 5
+    a = np.array(lines[0].split(), float).reshape(2, n, n).transpose(0, 2, 1)    # column-major
+    head = lines[1].split()
+    assert head[:2] == ["getrf", "0"] and head[3] == "0" and head[4] == "3"     # U(3, 3) of the second is 0
+    lu = np.array(lines[2].split(), float).reshape(n, n).T
+    piv = [int(v) for v in lines[3].split()[1:]]
+    perm = list(range(n))
+    for k, p in enumerate(piv):                      # LAPACK's row interchanges, in order
+        perm[k], perm[p - 1] = perm[p - 1], perm[k]
+    low, up = np.tril(lu, -1) + np.eye(n), np.triu(lu)
+    np.testing.assert_allclose(low @ up, a[0][perm], rtol=1e-12, atol=1e-12)
+    assert all(abs(low[i, j]) <= 1 for i in range(n) for j in range(i))   # partial pivoting: |L| <= 1
+    b = (np.arange(10) % 5 - 2.0)[:n]
+    x = np.array(lines[4].split()[3:], float)
+    np.testing.assert_allclose(x, np.linalg.solve(a[0], b), rtol=1e-10)
+    xt = np.array(lines[5].split()[3:], float)
+    np.testing.assert_allclose(xt, np.linalg.solve(a[0].T, x), rtol=1e-10)
+    inv = lines[6].split()
+    assert inv[:5] == ["getri", "0", "info", "0", "3"]
+    np.testing.assert_allclose(np.array(inv[5:5 + n * n], float).reshape(n, n).T, np.linalg.inv(a[0]), rtol=1e-9,
+                               atol=1e-12)

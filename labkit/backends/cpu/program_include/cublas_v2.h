@@ -2,8 +2,9 @@
 // executor's model of a stream), on device or managed memory.
 //
 // Provided, for float (S) and double (D): the level-1 routines axpy, scal, copy, swap, dot, nrm2,
-// asum, iamax; gemv; gemm, gemmBatched, gemmStridedBatched.  GemmEx, GemmStridedBatchedEx and
-// GemmBatchedEx over float, double, half, bfloat16 and int8 matrices (library_types.h's cudaDataType_t).
+// asum, iamax; gemv; gemm, gemmBatched, gemmStridedBatched; the batched LU routines getrfBatched,
+// getrsBatched and getriBatched.  GemmEx, GemmStridedBatchedEx and GemmBatchedEx over float, double,
+// half, bfloat16 and int8 matrices (library_types.h's cudaDataType_t).
 // The handle (create, destroy, stream, pointer mode, math mode, version) and the vector and matrix
 // copies (cublasSetVector, ...GetMatrix).  Matrices are column-major with leading dimensions, as in
 // cuBLAS.  A sum is made in the routine's type in index order: a GPU's cuBLAS adds in an order of its
@@ -360,6 +361,111 @@ template <class T> inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOp
     if (auto s = gemm(h, ta, tb, m, n, k, alpha, a[q], lda, 0, b[q], ldb, 0, beta, c[q], ldc, 0, 1, call)) return s;
   return CUBLAS_STATUS_SUCCESS;
 }
+// The batched LU routines (getrf, getrs, getri), as LAPACK defines them, on arrays of the n x n
+// matrices' addresses in device memory.  Each matrix is checked as a device operand first.
+template <class T> inline bool matrices(T* const* a, int lda, int n, int cols, int batch, const char* call,
+                                        const char* what) {
+  if (batch > 0 && !operand(a, size_t(batch) * sizeof(void*), call, what)) return false;
+  for (int q = 0; q < batch; ++q)
+    if (!operand(a[q], matrix_bytes(n, cols, lda, sizeof(T)), call, what)) return false;
+  return true;
+}
+// getrf: P A = L U with partial pivoting (none where pivots is null), unblocked and right-looking as
+// LAPACK's getf2; pivots 1-based; info[q] the first k (1-based) with U(k, k) exactly 0, else 0.
+template <class T> inline cublasStatus_t getrf_batched(cublasHandle_t h, int n, T* const a[], int lda, int* pivots,
+                                                       int* info, int batch, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (n < 0 || lda < std::max(1, n) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!matrices(a, lda, n, n, batch, call, "matrix A") || !operand(info, size_t(batch) * sizeof(int), call, "info") ||
+      (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  for (int q = 0; q < batch; ++q) {
+    T* A = a[q];
+    auto at = [&](int i, int j) -> T& { return A[i + size_t(j) * lda]; };
+    info[q] = 0;
+    for (int k = 0; k < n; ++k) {
+      int p = k;
+      if (pivots) {
+        for (int i = k + 1; i < n; ++i)
+          if (std::fabs(at(i, k)) > std::fabs(at(p, k))) p = i;
+        pivots[size_t(q) * n + k] = p + 1;
+      }
+      if (at(p, k) == T(0)) {
+        if (!info[q]) info[q] = k + 1;
+        continue;
+      }
+      if (p != k)
+        for (int j = 0; j < n; ++j) std::swap(at(k, j), at(p, j));
+      for (int i = k + 1; i < n; ++i) at(i, k) /= at(k, k);
+      for (int j = k + 1; j < n; ++j)
+        for (int i = k + 1; i < n; ++i) at(i, j) -= at(i, k) * at(k, j);
+    }
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+// Solves op(A) X = B in place in B (n x nrhs) with getrf's factors of A and its pivots (or none).
+template <class T> inline void lu_solve(cublasOperation_t op, int n, int nrhs, const T* A, int lda, const int* pivots,
+                                        T* B, int ldb) {
+  auto lu = [&](int i, int j) { return A[i + size_t(j) * lda]; };
+  for (int c = 0; c < nrhs; ++c) {
+    T* x = B + size_t(c) * ldb;
+    if (op == CUBLAS_OP_N) {
+      for (int k = 0; pivots && k < n; ++k) std::swap(x[k], x[pivots[k] - 1]);
+      for (int i = 0; i < n; ++i)                 // L y = P b (unit diagonal)
+        for (int j = 0; j < i; ++j) x[i] -= lu(i, j) * x[j];
+      for (int i = n - 1; i >= 0; --i) {          // U x = y
+        for (int j = i + 1; j < n; ++j) x[i] -= lu(i, j) * x[j];
+        x[i] /= lu(i, i);
+      }
+    } else {                                      // A^T x = b: U^T y = b, L^T z = y, x = P^T z
+      for (int i = 0; i < n; ++i) {
+        for (int j = 0; j < i; ++j) x[i] -= lu(j, i) * x[j];
+        x[i] /= lu(i, i);
+      }
+      for (int i = n - 1; i >= 0; --i)
+        for (int j = i + 1; j < n; ++j) x[i] -= lu(j, i) * x[j];
+      for (int k = n - 1; pivots && k >= 0; --k) std::swap(x[k], x[pivots[k] - 1]);
+    }
+  }
+}
+// getrs: op(A) X = B for each matrix of the batch; info (host memory) names an argument out of range.
+template <class T> inline cublasStatus_t getrs_batched(cublasHandle_t h, cublasOperation_t op, int n, int nrhs,
+                                                       const T* const a[], int lda, const int* pivots,
+                                                       T* const b[], int ldb, int* info, int batch, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (!info) return CUBLAS_STATUS_INVALID_VALUE;
+  *info = n < 0 ? -2 : nrhs < 0 ? -3 : lda < std::max(1, n) ? -6 : ldb < std::max(1, n) ? -9 : batch < 0 ? -11 : 0;
+  if (*info) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!matrices(const_cast<T* const*>(a), lda, n, n, batch, call, "matrix A") ||
+      !matrices(b, ldb, n, nrhs, batch, call, "matrix B") ||
+      (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  for (int q = 0; q < batch; ++q)
+    lu_solve(op, n, nrhs, a[q], lda, pivots ? pivots + size_t(q) * n : nullptr, b[q], ldb);
+  return CUBLAS_STATUS_SUCCESS;
+}
+// getri: each C = A^-1 from getrf's factors (out of place, as cuBLAS's getriBatched); info[q] as
+// getrf's: the first exactly zero U(k, k), where C is left as it was.
+template <class T> inline cublasStatus_t getri_batched(cublasHandle_t h, int n, const T* const a[], int lda,
+                                                       const int* pivots, T* const c[], int ldc, int* info,
+                                                       int batch, const char* call) {
+  if (auto s = ready(h)) return s;
+  if (n < 0 || lda < std::max(1, n) || ldc < std::max(1, n) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!matrices(const_cast<T* const*>(a), lda, n, n, batch, call, "matrix A") ||
+      !matrices(c, ldc, n, n, batch, call, "matrix C") || !operand(info, size_t(batch) * sizeof(int), call, "info") ||
+      (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  for (int q = 0; q < batch; ++q) {
+    info[q] = 0;
+    for (int k = 0; k < n && !info[q]; ++k)
+      if (a[q][k + size_t(k) * lda] == T(0)) info[q] = k + 1;
+    if (info[q]) continue;
+    for (int j = 0; j < n; ++j)
+      for (int i = 0; i < n; ++i) c[q][i + size_t(j) * ldc] = T(i == j);
+    lu_solve(CUBLAS_OP_N, n, n, a[q], lda, pivots ? pivots + size_t(q) * n : nullptr, c[q], ldc);
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
 // cublasSetVector / GetVector / SetMatrix / GetMatrix: strided copies between host and device memory.
 inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src, int lds, void* dst, int ldd,
                                   bool to_device, const char* call) {
@@ -435,6 +541,20 @@ inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src,
       int batch) {                                                                                                     \
     return ::labkit::blas::gemm(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch,           \
                                 "cublas" #P "gemmStridedBatched");                                                     \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##getrfBatched(cublasHandle_t h, int n, T* const a[], int lda, int* pivots,          \
+                                               int* info, int batch) {                                                 \
+    return ::labkit::blas::getrf_batched(h, n, a, lda, pivots, info, batch, "cublas" #P "getrfBatched");              \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##getrsBatched(cublasHandle_t h, cublasOperation_t op, int n, int nrhs,              \
+                                               const T* const a[], int lda, const int* pivots, T* const b[], int ldb,  \
+                                               int* info, int batch) {                                                 \
+    return ::labkit::blas::getrs_batched(h, op, n, nrhs, a, lda, pivots, b, ldb, info, batch,                         \
+                                         "cublas" #P "getrsBatched");                                                  \
+  }                                                                                                                    \
+  inline cublasStatus_t cublas##P##getriBatched(cublasHandle_t h, int n, const T* const a[], int lda,                 \
+                                               const int* pivots, T* const c[], int ldc, int* info, int batch) {       \
+    return ::labkit::blas::getri_batched(h, n, a, lda, pivots, c, ldc, info, batch, "cublas" #P "getriBatched");      \
   }                                                                                                                    \
   inline cublasStatus_t cublas##P##gemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m,   \
                                                int n, int k, const T* alpha, const T* const a[], int lda,              \
