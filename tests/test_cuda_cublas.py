@@ -224,3 +224,33 @@ int main() {
     assert inv[:5] == ["getri", "0", "info", "0", "3"]
     np.testing.assert_allclose(np.array(inv[5:5 + n * n], float).reshape(n, n).T, np.linalg.inv(a[0]), rtol=1e-9,
                                atol=1e-12)
+
+
+def test_cublas_on_a_capturing_stream_is_refused_in_words(tmp_path):
+    """A GPU's cuBLAS records its kernels into a graph being captured; labkit's computes when called, so
+    a call on a capturing stream is refused (CUBLAS_STATUS_NOT_SUPPORTED, said why) instead of done
+    out of the graph's order; after the capture, the same call works."""
+    src = tmp_path / "capture.cu"
+    src.write_text(r"""
+#include <cstdio>
+#include <cublas_v2.h>
+int main() {
+  float* x; cudaMallocManaged(&x, 4 * sizeof(float));
+  for (int i = 0; i < 4; ++i) x[i] = 1;
+  cublasHandle_t h; cublasCreate(&h);
+  cudaStream_t s; cudaStreamCreate(&s);
+  cublasSetStream(h, s);
+  const float two = 2;
+  cudaGraph_t g;
+  cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+  int in_capture = cublasSscal(h, 4, &two, x, 1);
+  cudaStreamEndCapture(s, &g);
+  int after = cublasSscal(h, 4, &two, x, 1);
+  cudaStreamSynchronize(s);
+  printf("%d %d %g\n", in_capture, after, x[0]);
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out.split() == ["15", "0", "2"]
+    assert "cublasSscal on a stream being captured into a CUDA graph" in err

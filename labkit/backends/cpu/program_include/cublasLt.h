@@ -394,7 +394,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
                                      cublasLtMatrixLayout_t la, const void* b, cublasLtMatrixLayout_t lb,
                                      const void* beta, const void* c, cublasLtMatrixLayout_t lc, void* out,
                                      cublasLtMatrixLayout_t ld, const cublasLtMatmulAlgo_t*, void*, size_t,
-                                     cudaStream_t) {
+                                     cudaStream_t stream) {
   const char* call = "cublasLtMatmul";
   if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
   if (!d || !la || !lb || !lc || !ld) return CUBLAS_STATUS_INVALID_VALUE;
@@ -404,7 +404,7 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     ::labkit::rt::say("%s: %s", call, why);
     return s;
   }
-  ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
+  if (auto s = ::labkit::blas::work_now(call, stream)) return s;
   using ::labkit::blaslt::matmul_as;
   switch (::labkit::blas::ex_kind(d->compute, la->type, lb->type, ld->type)) {
     case 'd': return matmul_as<double, double>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);

@@ -146,10 +146,20 @@ inline bool operand(const void* p, size_t bytes, const char* call, const char* w
   }
   return ::labkit::rt::check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
 }
-inline cublasStatus_t ready(cublasHandle_t h) {
-  if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+// A routine's work is done when it is called (the executor's model of a stream).  On a stream being
+// captured into a CUDA graph, a GPU's cuBLAS records its kernels in the graph instead: that is not
+// modelled, so the call is refused in words rather than done now, out of the graph's order.
+inline cublasStatus_t work_now(const char* call, cudaStream_t stream) {
+  if (::labkit::rt::capturing(stream)) {
+    ::labkit::rt::say("%s on a stream being captured into a CUDA graph: labkit's cuBLAS computes when it is called "
+                      "and does not record its work in a graph; call it outside the capture", call);
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
   ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
   return CUBLAS_STATUS_SUCCESS;
+}
+inline cublasStatus_t ready(cublasHandle_t h, const char* call) {
+  return h ? work_now(call, h->stream) : CUBLAS_STATUS_NOT_INITIALIZED;
 }
 // A scalar argument (alpha, beta) or result: in host or device memory by the handle's pointer mode.
 template <class T> inline bool scalar(cublasHandle_t h, const T* p, const char* call, const char* what) {
@@ -171,7 +181,7 @@ template <class T> inline T a_elem(const T* a, int lda, cublasOperation_t op, in
 
 template <class T> inline cublasStatus_t axpy(cublasHandle_t h, int n, const T* alpha, const T* x, int incx, T* y,
                                               int incy, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (!scalar(h, alpha, call, "alpha") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
       !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -180,7 +190,7 @@ template <class T> inline cublasStatus_t axpy(cublasHandle_t h, int n, const T* 
   return CUBLAS_STATUS_SUCCESS;
 }
 template <class T> inline cublasStatus_t scal(cublasHandle_t h, int n, const T* alpha, T* x, int incx, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (incx <= 0) return CUBLAS_STATUS_SUCCESS;   // cuBLAS: nothing to do for a non-positive increment
   if (!scalar(h, alpha, call, "alpha") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -190,7 +200,7 @@ template <class T> inline cublasStatus_t scal(cublasHandle_t h, int n, const T* 
 }
 template <class T> inline cublasStatus_t copy(cublasHandle_t h, int n, const T* x, int incx, T* y, int incy,
                                               bool swap, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (!operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
       !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -204,7 +214,7 @@ template <class T> inline cublasStatus_t copy(cublasHandle_t h, int n, const T* 
 template <class T, class R, class F> inline cublasStatus_t reduce(cublasHandle_t h, int n, const T* x, int incx,
                                                                   const T* y, int incy, R* result, F f,
                                                                   const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (!scalar(h, result, call, "result") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
       (y && !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y")))
     return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -214,7 +224,7 @@ template <class T, class R, class F> inline cublasStatus_t reduce(cublasHandle_t
 template <class T> inline cublasStatus_t gemv(cublasHandle_t h, cublasOperation_t op, int m, int n, const T* alpha,
                                               const T* a, int lda, const T* x, int incx, const T* beta, T* y, int incy,
                                               const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (m < 0 || n < 0 || lda < std::max(1, m) || incx == 0 || incy == 0) return CUBLAS_STATUS_INVALID_VALUE;
   const int lx = op == CUBLAS_OP_N ? n : m, ly = op == CUBLAS_OP_N ? m : n;
   if (!scalar(h, alpha, call, "alpha") || !scalar(h, beta, call, "beta") ||
@@ -335,7 +345,7 @@ template <class T> inline cublasStatus_t gemm(cublasHandle_t h, cublasOperation_
                                               int n, int k, const T* alpha, const T* a, int lda, long long sa,
                                               const T* b, int ldb, long long sb, const T* beta, T* c, int ldc,
                                               long long sc, int batch, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   const int ar = ta == CUBLAS_OP_N ? m : k;
   const int br = tb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, ar) || ldb < std::max(1, br) || ldc < std::max(1, m))
@@ -351,7 +361,7 @@ template <class T> inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOp
                                                       int m, int n, int k, const T* alpha, const T* const* a, int lda,
                                                       const T* const* b, int ldb, const T* beta, T* const* c, int ldc,
                                                       int batch, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   const size_t bytes = size_t(batch) * sizeof(void*);
   if (batch > 0 && (!operand(a, bytes, call, "array of A matrices") || !operand(b, bytes, call, "array of B matrices") ||
@@ -374,7 +384,7 @@ template <class T> inline bool matrices(T* const* a, int lda, int n, int cols, i
 // LAPACK's getf2; pivots 1-based; info[q] the first k (1-based) with U(k, k) exactly 0, else 0.
 template <class T> inline cublasStatus_t getrf_batched(cublasHandle_t h, int n, T* const a[], int lda, int* pivots,
                                                        int* info, int batch, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (n < 0 || lda < std::max(1, n) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   if (!matrices(a, lda, n, n, batch, call, "matrix A") || !operand(info, size_t(batch) * sizeof(int), call, "info") ||
       (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
@@ -432,7 +442,7 @@ template <class T> inline void lu_solve(cublasOperation_t op, int n, int nrhs, c
 template <class T> inline cublasStatus_t getrs_batched(cublasHandle_t h, cublasOperation_t op, int n, int nrhs,
                                                        const T* const a[], int lda, const int* pivots,
                                                        T* const b[], int ldb, int* info, int batch, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (!info) return CUBLAS_STATUS_INVALID_VALUE;
   *info = n < 0 ? -2 : nrhs < 0 ? -3 : lda < std::max(1, n) ? -6 : ldb < std::max(1, n) ? -9 : batch < 0 ? -11 : 0;
   if (*info) return CUBLAS_STATUS_INVALID_VALUE;
@@ -449,7 +459,7 @@ template <class T> inline cublasStatus_t getrs_batched(cublasHandle_t h, cublasO
 template <class T> inline cublasStatus_t getri_batched(cublasHandle_t h, int n, const T* const a[], int lda,
                                                        const int* pivots, T* const c[], int ldc, int* info,
                                                        int batch, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   if (n < 0 || lda < std::max(1, n) || ldc < std::max(1, n) || batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   if (!matrices(const_cast<T* const*>(a), lda, n, n, batch, call, "matrix A") ||
       !matrices(c, ldc, n, n, batch, call, "matrix C") || !operand(info, size_t(batch) * sizeof(int), call, "info") ||
@@ -616,7 +626,7 @@ inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOper
                               const void* alpha, const void* a, cudaDataType_t at, int lda, long long sa, const void* b,
                               cudaDataType_t bt, int ldb, long long sb, const void* beta, void* c, cudaDataType_t ct,
                               int ldc, long long sc, int batch, cublasComputeType_t compute, const char* call) {
-  if (auto s = ready(h)) return s;
+  if (auto s = ready(h, call)) return s;
   const int ar = ta == CUBLAS_OP_N ? m : k, br = tb == CUBLAS_OP_N ? k : n;
   if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < std::max(1, ar) || ldb < std::max(1, br) || ldc < std::max(1, m))
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -661,7 +671,7 @@ inline cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta
                                           void* const c[], cudaDataType_t ct, int ldc, int batch,
                                           cublasComputeType_t compute, cublasGemmAlgo_t) {
   const char* call = "cublasGemmBatchedEx";
-  if (auto s = ::labkit::blas::ready(h)) return s;
+  if (auto s = ::labkit::blas::ready(h, call)) return s;
   if (batch < 0) return CUBLAS_STATUS_INVALID_VALUE;
   const size_t bytes = size_t(batch) * sizeof(void*);
   if (batch > 0 && (!::labkit::blas::operand(a, bytes, call, "array of A matrices") ||
