@@ -77,7 +77,7 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h|Lt\.h)\w*|cufft\w*|cusparse(?!(?:_v2)?\.h[>"])\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h|Lt\.h)\w*|cufft(?!(?:Xt)?\.h[>"])\w*|cusparse(?!(?:_v2)?\.h[>"])\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|helper_nvJPEG|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
                       r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|d3d\d+\w*|dxgi\w*|vulkan/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
                       r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.hxx|\.cuh)?)[>"]', re.M)
@@ -102,6 +102,8 @@ def _header_words(name: str) -> str:
         return "a cuBLAS header other than cublas_v2.h and cublasLt.h (which labkit provides in part)"
     if name.startswith("cusparse"):
         return "a cuSPARSE header other than cusparse.h (which labkit provides in part)"
+    if name.startswith("cufft"):
+        return "a cuFFT header other than cufft.h and cufftXt.h (which labkit provides in part)"
     name = re.sub(r"\.(?:h|hpp|hxx|cuh)$", "", name)
     if name == "helper_nvJPEG":
         return "the cuda-samples' helper for nvJPEG, a CUDA library"
@@ -317,9 +319,17 @@ def _provided_cublas() -> frozenset[str]:
 
 
 PROVIDED_CUBLAS = _provided_cublas()
-_CUSPARSE_ROUTINE = re.compile(r"\b(cusparse[A-Z]\w*)\s*\(")
-PROVIDED_CUSPARSE = frozenset(re.findall(r"\b(cusparse\w+)\s*\(",
-                                         (Path(__file__).resolve().parent / "program_include" / "cusparse.h").read_text()))
+# cuSPARSE's and cuFFT's routines by name, and those labkit's headers provide: a call of another (that
+# the program does not define itself) is refused by name.
+_LIBRARY_ROUTINE = re.compile(r"\b((cusparse|cufft)[A-Z]\w*)\s*\(")
+_LIBRARY_HEADER = {"cusparse": ("cuSPARSE", "cusparse.h", "the generic API's sparse matrix-vector product, "
+                                "cusparseSpMV, over CSR and COO matrices"),
+                   "cufft": ("cuFFT", "cufft.h", "plans of rank 1 to 3 and the C2C, R2C, C2R, Z2Z, D2Z and Z2D "
+                             "transforms; not cuFFTXt's several GPUs and callbacks")}
+PROVIDED_LIBRARY = frozenset(
+    name for f in ("cusparse.h", "cufft.h", "cufftXt.h")
+    for name in re.findall(r"\b((?:cusparse|cufft)\w+)\s*\(",
+                           (Path(__file__).resolve().parent / "program_include" / f).read_text()))
 
 
 # Calls of the CUDA runtime by name, and the names the executor's headers provide (their functions and
@@ -386,14 +396,14 @@ def check_program_supported(src: str, path: str, defined: frozenset[str] | None 
                 f"{path}:{_line(text, m.start())} calls {m.group(1)}, a cuBLAS routine that labkit's cublas_v2.h does "
                 "not provide (it has the level-1 routines, gemv, gemm, gemmBatched and gemmStridedBatched in float "
                 "and double, the GemmEx family and cuBLASLt's matmul); this program needs a GPU")
-    own = {d.group(2) for d in re.finditer(r"(\w+|[*&>])\s+(cusparse[A-Z]\w*)\s*\(", text)
-           if d.group(1) not in _NOT_A_TYPE} | set(re.findall(r"#\s*define\s+(cusparse[A-Z]\w*)", src))
-    for m in _CUSPARSE_ROUTINE.finditer(text):
-        if m.group(1) not in PROVIDED_CUSPARSE and m.group(1) not in own:
+    own = {d.group(2) for d in re.finditer(r"(\w+|[*&>])\s+((?:cusparse|cufft)[A-Z]\w*)\s*\(", text)
+           if d.group(1) not in _NOT_A_TYPE} | set(re.findall(r"#\s*define\s+((?:cusparse|cufft)[A-Z]\w*)", src))
+    for m in _LIBRARY_ROUTINE.finditer(text):
+        if m.group(1) not in PROVIDED_LIBRARY and m.group(1) not in own:
+            library, header, has = _LIBRARY_HEADER[m.group(2)]
             raise UnsupportedOnCPU(
-                f"{path}:{_line(text, m.start())} calls {m.group(1)}, a cuSPARSE routine that labkit's cusparse.h "
-                "does not provide (it has the generic API's sparse matrix-vector product, cusparseSpMV, over CSR and "
-                "COO matrices); this program needs a GPU")
+                f"{path}:{_line(text, m.start())} calls {m.group(1)}, a {library} routine that labkit's {header} "
+                f"does not provide (it has {has}); this program needs a GPU")
     m = _THRUST_CUDA.search(text)
     if m:
         raise UnsupportedOnCPU(
