@@ -104,9 +104,9 @@ def test_a_device_side_wait_for_child_grids_and_the_driver_api_refused_by_name(t
     p2p.write_text("int main() {\n  cudaDeviceEnablePeerAccess(1, 0);\n}\n")
     with pytest.raises(UnsupportedOnCPU, match=r"p2p.cu:2 uses peer access between GPUs"):
         run_program(p2p)
-    lib = tmp_path / "fft.cu"
-    lib.write_text("#include <cufft.h>\nint main() {}\n")
-    with pytest.raises(UnsupportedOnCPU, match=r"fft.cu:1 includes <cufft.h>, a CUDA library"):
+    lib = tmp_path / "solver.cu"
+    lib.write_text("#include <cusolverDn.h>\nint main() {}\n")
+    with pytest.raises(UnsupportedOnCPU, match=r"solver.cu:1 includes <cusolverDn.h>, a CUDA library"):
         run_program(lib)
 
 

@@ -77,9 +77,11 @@ _HOST_UNSUPPORTED = [
      "use a <<<grid, block, shared, stream>>> launch"),
 ]
 # CUDA libraries and facilities the executor provides no header for.
-_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h|Lt\.h)\w*|cufft(?!(?:Xt)?\.h[>"])\w*|cusparse(?!(?:_v2)?\.h[>"])\w*|cusolver\w*|cudnn\w*|'
+_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:cuda_fp8|cublas(?!_v2\.h|Lt\.h)\w*|cufft(?!(?:Xt)?\.h[>"])\w*|'
+                      r'cusparse(?!(?:_v2)?\.h[>"])\w*|cusolver\w*|cudnn\w*|'
                       r'nvrtc|npp\w*|nvjpeg|helper_nvJPEG|nccl|nvml|cutensor\w*|cuda_gl_interop|cuda_egl_interop|'
-                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|d3d\d+\w*|dxgi\w*|vulkan/\w+|mpi|cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
+                      r'cuda_d3d\w*|cudaGL|cudaEGL|GL/\w+|EGL/\w+|d3d\d+\w*|dxgi\w*|vulkan/\w+|mpi|'
+                      r'cuda/(?!barrier[>"]|pipeline[>"]|std/)[\w/]+|cub/[\w/]+|'
                       r'thrust/system/cuda/[\w/]+)(?:\.h|\.hpp|\.hxx|\.cuh)?)[>"]', re.M)
 # Thrust and libcu++ (cuda/std), built with CCCL's headers where they are found (cccl.py).
 CCCL_HEADERS = re.compile(r'^[ \t]*#\s*include\s*[<"]((?:thrust|cuda/std)/[\w/.]+)[>"]', re.M)

@@ -13,6 +13,7 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 #include "cublas_v2.h"
 
 #define CUBLASLT_VERSION CUBLAS_VERSION
@@ -153,44 +154,61 @@ template <class Acc> struct Epilogue {
 inline ::labkit::blas::Operand operand_of(const void* p, const cublasLtMatrixLayoutOpaque_t& l, bool transposed) {
   return {p, l.type, l.ld, l.order == CUBLASLT_ORDER_ROW, transposed};
 }
-template <class Acc, class Scalar>
+// The matmul: its operands checked now, its work done now or recorded into the graph its stream is
+// being captured into (alpha and beta read when the work runs where they are device pointers).
+template <class Acc, class S>
 inline cublasStatus_t matmul_as(const cublasLtMatmulDescOpaque_t& d, const void* alpha, const void* a,
                                 const cublasLtMatrixLayoutOpaque_t& la, const void* b,
                                 const cublasLtMatrixLayoutOpaque_t& lb, const void* beta, const void* c,
                                 const cublasLtMatrixLayoutOpaque_t& lc, void* out,
-                                const cublasLtMatrixLayoutOpaque_t& ld, int m, int n, int k, const char* call) {
+                                const cublasLtMatrixLayoutOpaque_t& ld, int m, int n, int k, cudaStream_t stream,
+                                const char* call) {
+  using ::labkit::blas::Operand;
   const bool device_scalars = d.pointer_mode == CUBLASLT_POINTER_MODE_DEVICE;
   for (const void* s : {alpha, beta}) {
     if (!s) {
       ::labkit::rt::say("%s: a null alpha or beta", call);
       return CUBLAS_STATUS_INVALID_VALUE;
     }
-    if (device_scalars && !::labkit::blas::operand(s, sizeof(Scalar), call, "alpha or beta"))
+    if (device_scalars && !::labkit::blas::operand(s, sizeof(S), call, "alpha or beta"))
       return CUBLAS_STATUS_EXECUTION_FAILED;
   }
-  const Acc al = Acc(*static_cast<const Scalar*>(alpha)), be = Acc(*static_cast<const Scalar*>(beta));
+  const ::labkit::blas::Scalar<S> al{static_cast<const S*>(alpha), device_scalars ? S() : *static_cast<const S*>(alpha),
+                                     device_scalars};
+  const ::labkit::blas::Scalar<S> be{static_cast<const S*>(beta), device_scalars ? S() : *static_cast<const S*>(beta),
+                                     device_scalars};
+  const bool reads_c = device_scalars || Acc(be.value) != Acc(0);
   const int batch = ld.batch;
-  cudaDataType_t bias_type = d.bias_type_set ? d.bias_type : ld.type;
+  const cudaDataType_t bias_type = d.bias_type_set ? d.bias_type : ld.type;
+  const size_t bias_size = ::labkit::blas::type_size(bias_type);
+  // A batch count of 1 in an operand's layout broadcasts it to every batch, as in cuBLASLt.
+  auto batch_of = [](const void* p, const cublasLtMatrixLayoutOpaque_t& l, bool transposed, int q) {
+    return operand_of(static_cast<const char*>(p) +
+                          (l.batch == 1 ? 0 : q * l.batch_stride) * ::labkit::blas::type_size(l.type), l, transposed);
+  };
+  struct Batch {
+    Operand A, B, C, D;
+    const void* bias;
+  };
+  std::vector<Batch> batches;
   for (int q = 0; q < batch; ++q) {
-    const void* bias = nullptr;
-    if (has_bias(d.epilogue)) {
-      bias = static_cast<const char*>(d.bias) + q * d.bias_batch_stride * ::labkit::blas::type_size(bias_type);
-      if (!::labkit::blas::operand(bias, size_t(m) * ::labkit::blas::type_size(bias_type), call, "bias vector"))
-        return CUBLAS_STATUS_EXECUTION_FAILED;
-    }
-    // A batch count of 1 in an operand's layout broadcasts it to every batch, as in cuBLASLt.
-    auto at = [&](const void* p, const cublasLtMatrixLayoutOpaque_t& l) {
-      return static_cast<const char*>(p) + (l.batch == 1 ? 0 : q * l.batch_stride) * ::labkit::blas::type_size(l.type);
-    };
-    const auto A = operand_of(at(a, la), la, d.transa != CUBLAS_OP_N);
-    const auto B = operand_of(at(b, lb), lb, d.transb != CUBLAS_OP_N);
-    const auto C = operand_of(at(c, lc), lc, false);
-    const auto D = operand_of(at(out, ld), ld, false);
-    if (auto s = ::labkit::blas::gemm_batch<Acc>(m, n, k, al, A, 0, B, 0, be, C, 0, D, 0, 1, call,
-                                                 Epilogue<Acc>{d.epilogue, bias, bias_type}))
-      return s;
+    const void* bias = has_bias(d.epilogue) ? static_cast<const char*>(d.bias) + q * d.bias_batch_stride * bias_size
+                                            : nullptr;
+    if (bias && !::labkit::blas::operand(bias, size_t(m) * bias_size, call, "bias vector"))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    Batch one{batch_of(a, la, d.transa != CUBLAS_OP_N, q), batch_of(b, lb, d.transb != CUBLAS_OP_N, q),
+              batch_of(c, lc, false, q), batch_of(out, ld, false, q), bias};
+    if (!::labkit::blas::batch_operands(m, n, k, one.A, 0, one.B, 0, reads_c, one.C, 0, one.D, 0, 1, call))
+      return CUBLAS_STATUS_EXECUTION_FAILED;
+    batches.push_back(one);
   }
-  return CUBLAS_STATUS_SUCCESS;
+  const cublasLtEpilogue_t kind = d.epilogue;
+  return ::labkit::rt::library_work(stream, CUBLAS_STATUS_SUCCESS, [=] {
+    for (const Batch& one : batches)
+      ::labkit::blas::batch_products<Acc>(m, n, k, Acc(al.get()), one.A, 0, one.B, 0, Acc(be.get()), one.C, 0, one.D,
+                                          0, 1, Epilogue<Acc>{kind, one.bias, bias_type});
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 }  // namespace blaslt
 }  // namespace labkit
@@ -404,12 +422,13 @@ inline cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t d,
     ::labkit::rt::say("%s: %s", call, why);
     return s;
   }
-  if (auto s = ::labkit::blas::work_now(call, stream)) return s;
   using ::labkit::blaslt::matmul_as;
   switch (::labkit::blas::ex_kind(d->compute, la->type, lb->type, ld->type)) {
-    case 'd': return matmul_as<double, double>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
-    case 'h': return matmul_as<float, __half>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
-    case 'i': return matmul_as<int32_t, int32_t>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
-    default: return matmul_as<float, float>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, call);
+    case 'd':
+      return matmul_as<double, double>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, stream, call);
+    case 'h': return matmul_as<float, __half>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, stream, call);
+    case 'i':
+      return matmul_as<int32_t, int32_t>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, stream, call);
+    default: return matmul_as<float, float>(*d, alpha, a, *la, b, *lb, beta, c, *lc, out, *ld, m, n, k, stream, call);
   }
 }

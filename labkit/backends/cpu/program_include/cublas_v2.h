@@ -146,20 +146,25 @@ inline bool operand(const void* p, size_t bytes, const char* call, const char* w
   }
   return ::labkit::rt::check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
 }
-// A routine's work is done when it is called (the executor's model of a stream).  On a stream being
-// captured into a CUDA graph, a GPU's cuBLAS records its kernels in the graph instead: that is not
-// modelled, so the call is refused in words rather than done now, out of the graph's order.
-inline cublasStatus_t work_now(const char* call, cudaStream_t stream) {
-  if (::labkit::rt::capturing(stream)) {
-    ::labkit::rt::say("%s on a stream being captured into a CUDA graph: labkit's cuBLAS computes when it is called "
-                      "and does not record its work in a graph; call it outside the capture", call);
-    return CUBLAS_STATUS_NOT_SUPPORTED;
-  }
-  ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
-  return CUBLAS_STATUS_SUCCESS;
+inline cublasStatus_t ready(cublasHandle_t h, const char*) {
+  return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;
 }
-inline cublasStatus_t ready(cublasHandle_t h, const char* call) {
-  return h ? work_now(call, h->stream) : CUBLAS_STATUS_NOT_INITIALIZED;
+// A routine's work, checked arguments captured by value: done now, or recorded into the graph that
+// the handle's stream is being captured into (labkit_runtime_api.h's library_work).
+template <class Work> inline cublasStatus_t submit(cublasHandle_t h, Work work) {
+  return ::labkit::rt::library_work(h->stream, CUBLAS_STATUS_SUCCESS, work);
+}
+// alpha or beta as the work reads it: a host pointer's value at the call, a device pointer's when the
+// work runs (a graph's replay reads what is there then).
+template <class T> struct Scalar {
+  const T* p;
+  T value;
+  bool on_device;
+  T get() const { return on_device ? *p : value; }
+};
+template <class T> inline Scalar<T> scalar_of(cublasHandle_t h, const T* p) {
+  const bool dev = h->pointer_mode == CUBLAS_POINTER_MODE_DEVICE;
+  return {p, dev ? T() : *p, dev};
 }
 // A scalar argument (alpha, beta) or result: in host or device memory by the handle's pointer mode.
 template <class T> inline bool scalar(cublasHandle_t h, const T* p, const char* call, const char* what) {
@@ -185,18 +190,24 @@ template <class T> inline cublasStatus_t axpy(cublasHandle_t h, int n, const T* 
   if (!scalar(h, alpha, call, "alpha") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
       !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  const T a = *alpha;
-  for (int i = 0; i < n; ++i) at(y, i, incy, n) += a * at(x, i, incx, n);
-  return CUBLAS_STATUS_SUCCESS;
+  const Scalar<T> a = scalar_of(h, alpha);
+  return submit(h, [=] {
+    const T al = a.get();
+    for (int i = 0; i < n; ++i) at(y, i, incy, n) += al * at(x, i, incx, n);
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 template <class T> inline cublasStatus_t scal(cublasHandle_t h, int n, const T* alpha, T* x, int incx, const char* call) {
   if (auto s = ready(h, call)) return s;
   if (incx <= 0) return CUBLAS_STATUS_SUCCESS;   // cuBLAS: nothing to do for a non-positive increment
   if (!scalar(h, alpha, call, "alpha") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  const T a = *alpha;
-  for (int i = 0; i < n; ++i) x[size_t(i) * incx] *= a;
-  return CUBLAS_STATUS_SUCCESS;
+  const Scalar<T> a = scalar_of(h, alpha);
+  return submit(h, [=] {
+    const T al = a.get();
+    for (int i = 0; i < n; ++i) x[size_t(i) * incx] *= al;
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 template <class T> inline cublasStatus_t copy(cublasHandle_t h, int n, const T* x, int incx, T* y, int incy,
                                               bool swap, const char* call) {
@@ -204,11 +215,13 @@ template <class T> inline cublasStatus_t copy(cublasHandle_t h, int n, const T* 
   if (!operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
       !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  for (int i = 0; i < n; ++i) {
-    if (swap) std::swap(at(const_cast<T*>(x), i, incx, n), at(y, i, incy, n));
-    else at(y, i, incy, n) = at(x, i, incx, n);
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  return submit(h, [=] {
+    for (int i = 0; i < n; ++i) {
+      if (swap) std::swap(at(const_cast<T*>(x), i, incx, n), at(y, i, incy, n));
+      else at(y, i, incy, n) = at(x, i, incx, n);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 // dot, nrm2, asum, iamax: one result, written where the pointer mode says.
 template <class T, class R, class F> inline cublasStatus_t reduce(cublasHandle_t h, int n, const T* x, int incx,
@@ -218,8 +231,10 @@ template <class T, class R, class F> inline cublasStatus_t reduce(cublasHandle_t
   if (!scalar(h, result, call, "result") || !operand(x, vector_bytes(n, incx, sizeof(T)), call, "vector x") ||
       (y && !operand(y, vector_bytes(n, incy, sizeof(T)), call, "vector y")))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  *result = f();
-  return CUBLAS_STATUS_SUCCESS;
+  return submit(h, [=] {
+    *result = f();
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 template <class T> inline cublasStatus_t gemv(cublasHandle_t h, cublasOperation_t op, int m, int n, const T* alpha,
                                               const T* a, int lda, const T* x, int incx, const T* beta, T* y, int incy,
@@ -232,14 +247,17 @@ template <class T> inline cublasStatus_t gemv(cublasHandle_t h, cublasOperation_
       !operand(x, vector_bytes(lx, incx, sizeof(T)), call, "vector x") ||
       !operand(y, vector_bytes(ly, incy, sizeof(T)), call, "vector y"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  const T al = *alpha, be = *beta;
-  for (int i = 0; i < ly; ++i) {
-    T sum = 0;
-    for (int j = 0; j < lx; ++j) sum += a_elem(a, lda, op, i, j) * at(x, j, incx, lx);
-    T& out = at(y, i, incy, ly);
-    out = be == T(0) ? al * sum : al * sum + be * out;   // beta 0: y is not read (it may hold NaN)
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  const Scalar<T> sa = scalar_of(h, alpha), sb = scalar_of(h, beta);
+  return submit(h, [=] {
+    const T al = sa.get(), be = sb.get();
+    for (int i = 0; i < ly; ++i) {
+      T sum = 0;
+      for (int j = 0; j < lx; ++j) sum += a_elem(a, lda, op, i, j) * at(x, j, incx, lx);
+      T& out = at(y, i, incy, ly);
+      out = be == T(0) ? al * sum : al * sum + be * out;   // beta 0: y is not read (it may hold NaN)
+    }
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 // A matrix as a routine sees it: its data, element type, leading dimension and storage order, and
 // whether the routine reads it transposed.
@@ -315,27 +333,35 @@ inline void gemm_core(int m, int n, int k, Acc alpha, const Operand& a, const Op
 struct NoEpilogue {
   template <class Acc> Acc operator()(Acc v, int, int) const { return v; }
 };
-// One batch of gemm_core over strided matrices, each checked as device memory within its allocation
-// first.  The shapes are checked by the caller.
-template <class Acc, class Epilogue = NoEpilogue>
-inline cublasStatus_t gemm_batch(int m, int n, int k, Acc alpha, Operand a, long long sa, Operand b, long long sb,
-                                 Acc beta, Operand c, long long sc, Operand d, long long sd, int batch,
-                                 const char* call, Epilogue epilogue = {}) {
+// Operand o of batch q, stride elements apart.
+inline Operand of_batch(Operand o, long long stride, int q) {
+  o.p = static_cast<const char*>(o.p) + q * stride * (long long)type_size(o.type);
+  return o;
+}
+// The operands of `batch` strided products, each checked as device memory within its allocation (C
+// only where the product reads it: beta may be other than 0).  The shapes are checked by the caller.
+inline bool batch_operands(int m, int n, int k, const Operand& a, long long sa, const Operand& b, long long sb,
+                           bool reads_c, const Operand& c, long long sc, const Operand& d, long long sd, int batch,
+                           const char* call) {
   const long long ar = a.transposed ? k : m, ac = a.transposed ? m : k;
   const long long br = b.transposed ? n : k, bc = b.transposed ? k : n;
   for (int q = 0; q < batch; ++q) {
-    Operand A = a, B = b, C = c, D = d;
-    A.p = static_cast<const char*>(a.p) + q * sa * type_size(a.type);
-    B.p = static_cast<const char*>(b.p) + q * sb * type_size(b.type);
-    C.p = static_cast<const char*>(c.p) + q * sc * type_size(c.type);
-    D.p = static_cast<const char*>(d.p) + q * sd * type_size(d.type);
+    const Operand A = of_batch(a, sa, q), B = of_batch(b, sb, q), C = of_batch(c, sc, q), D = of_batch(d, sd, q);
     if (!operand(A.p, span(A, ar, ac), call, "matrix A") || !operand(B.p, span(B, br, bc), call, "matrix B") ||
-        (beta != Acc(0) && !operand(C.p, span(C, m, n), call, "matrix C")) ||
+        (reads_c && !operand(C.p, span(C, m, n), call, "matrix C")) ||
         !operand(D.p, span(D, m, n), call, C.p == D.p ? "matrix C" : "matrix D"))
-      return CUBLAS_STATUS_EXECUTION_FAILED;
-    gemm_core<Acc>(m, n, k, alpha, A, B, beta, C, D, epilogue);
+      return false;
   }
-  return CUBLAS_STATUS_SUCCESS;
+  return true;
+}
+// The `batch` products, their operands checked before (batch_operands).
+template <class Acc, class Epilogue = NoEpilogue>
+inline void batch_products(int m, int n, int k, Acc alpha, const Operand& a, long long sa, const Operand& b,
+                           long long sb, Acc beta, const Operand& c, long long sc, const Operand& d, long long sd,
+                           int batch, Epilogue epilogue = {}) {
+  for (int q = 0; q < batch; ++q)
+    gemm_core<Acc>(m, n, k, alpha, of_batch(a, sa, q), of_batch(b, sb, q), beta, of_batch(c, sc, q),
+                   of_batch(d, sd, q), epilogue);
 }
 template <class T> struct DataType;
 template <> struct DataType<float> { static constexpr cudaDataType_t value = CUDA_R_32F; };
@@ -354,7 +380,13 @@ template <class T> inline cublasStatus_t gemm(cublasHandle_t h, cublasOperation_
   const cudaDataType_t t = DataType<T>::value;
   const Operand C{c, t, ldc, false, false};
   const Operand A{a, t, lda, false, ta != CUBLAS_OP_N}, B{b, t, ldb, false, tb != CUBLAS_OP_N};
-  return gemm_batch<T>(m, n, k, *alpha, A, sa, B, sb, *beta, C, sc, C, sc, batch, call);
+  const Scalar<T> al = scalar_of(h, alpha), be = scalar_of(h, beta);
+  if (!batch_operands(m, n, k, A, sa, B, sb, be.on_device || be.value != T(0), C, sc, C, sc, batch, call))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  return submit(h, [=] {
+    batch_products<T>(m, n, k, al.get(), A, sa, B, sb, be.get(), C, sc, C, sc, batch);
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 // gemmBatched: the matrices' addresses in arrays that are themselves in device memory.
 template <class T> inline cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb,
@@ -389,29 +421,31 @@ template <class T> inline cublasStatus_t getrf_batched(cublasHandle_t h, int n, 
   if (!matrices(a, lda, n, n, batch, call, "matrix A") || !operand(info, size_t(batch) * sizeof(int), call, "info") ||
       (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  for (int q = 0; q < batch; ++q) {
-    T* A = a[q];
-    auto at = [&](int i, int j) -> T& { return A[i + size_t(j) * lda]; };
-    info[q] = 0;
-    for (int k = 0; k < n; ++k) {
-      int p = k;
-      if (pivots) {
-        for (int i = k + 1; i < n; ++i)
-          if (std::fabs(at(i, k)) > std::fabs(at(p, k))) p = i;
-        pivots[size_t(q) * n + k] = p + 1;
+  return submit(h, [=] {
+    for (int q = 0; q < batch; ++q) {
+      T* A = a[q];
+      auto at = [&](int i, int j) -> T& { return A[i + size_t(j) * lda]; };
+      info[q] = 0;
+      for (int k = 0; k < n; ++k) {
+        int p = k;
+        if (pivots) {
+          for (int i = k + 1; i < n; ++i)
+            if (std::fabs(at(i, k)) > std::fabs(at(p, k))) p = i;
+          pivots[size_t(q) * n + k] = p + 1;
+        }
+        if (at(p, k) == T(0)) {
+          if (!info[q]) info[q] = k + 1;
+          continue;
+        }
+        if (p != k)
+          for (int j = 0; j < n; ++j) std::swap(at(k, j), at(p, j));
+        for (int i = k + 1; i < n; ++i) at(i, k) /= at(k, k);
+        for (int j = k + 1; j < n; ++j)
+          for (int i = k + 1; i < n; ++i) at(i, j) -= at(i, k) * at(k, j);
       }
-      if (at(p, k) == T(0)) {
-        if (!info[q]) info[q] = k + 1;
-        continue;
-      }
-      if (p != k)
-        for (int j = 0; j < n; ++j) std::swap(at(k, j), at(p, j));
-      for (int i = k + 1; i < n; ++i) at(i, k) /= at(k, k);
-      for (int j = k + 1; j < n; ++j)
-        for (int i = k + 1; i < n; ++i) at(i, j) -= at(i, k) * at(k, j);
     }
-  }
-  return CUBLAS_STATUS_SUCCESS;
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 // Solves op(A) X = B in place in B (n x nrhs) with getrf's factors of A and its pivots (or none).
 template <class T> inline void lu_solve(cublasOperation_t op, int n, int nrhs, const T* A, int lda, const int* pivots,
@@ -450,9 +484,11 @@ template <class T> inline cublasStatus_t getrs_batched(cublasHandle_t h, cublasO
       !matrices(b, ldb, n, nrhs, batch, call, "matrix B") ||
       (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  for (int q = 0; q < batch; ++q)
-    lu_solve(op, n, nrhs, a[q], lda, pivots ? pivots + size_t(q) * n : nullptr, b[q], ldb);
-  return CUBLAS_STATUS_SUCCESS;
+  return submit(h, [=] {
+    for (int q = 0; q < batch; ++q)
+      lu_solve(op, n, nrhs, a[q], lda, pivots ? pivots + size_t(q) * n : nullptr, b[q], ldb);
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 // getri: each C = A^-1 from getrf's factors (out of place, as cuBLAS's getriBatched); info[q] as
 // getrf's: the first exactly zero U(k, k), where C is left as it was.
@@ -465,16 +501,18 @@ template <class T> inline cublasStatus_t getri_batched(cublasHandle_t h, int n, 
       !matrices(c, ldc, n, n, batch, call, "matrix C") || !operand(info, size_t(batch) * sizeof(int), call, "info") ||
       (pivots && !operand(pivots, size_t(batch) * n * sizeof(int), call, "pivot array")))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  for (int q = 0; q < batch; ++q) {
-    info[q] = 0;
-    for (int k = 0; k < n && !info[q]; ++k)
-      if (a[q][k + size_t(k) * lda] == T(0)) info[q] = k + 1;
-    if (info[q]) continue;
-    for (int j = 0; j < n; ++j)
-      for (int i = 0; i < n; ++i) c[q][i + size_t(j) * ldc] = T(i == j);
-    lu_solve(CUBLAS_OP_N, n, n, a[q], lda, pivots ? pivots + size_t(q) * n : nullptr, c[q], ldc);
-  }
-  return CUBLAS_STATUS_SUCCESS;
+  return submit(h, [=] {
+    for (int q = 0; q < batch; ++q) {
+      info[q] = 0;
+      for (int k = 0; k < n && !info[q]; ++k)
+        if (a[q][k + size_t(k) * lda] == T(0)) info[q] = k + 1;
+      if (info[q]) continue;
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < n; ++i) c[q][i + size_t(j) * ldc] = T(i == j);
+      lu_solve(CUBLAS_OP_N, n, n, a[q], lda, pivots ? pivots + size_t(q) * n : nullptr, c[q], ldc);
+    }
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 // cublasSetVector / GetVector / SetMatrix / GetMatrix: strided copies between host and device memory.
 inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src, int lds, void* dst, int ldd,
@@ -507,28 +545,28 @@ inline cublasStatus_t copy_matrix(int rows, int cols, int elem, const void* src,
     return ::labkit::blas::copy(h, n, static_cast<const T*>(x), incx, y, incy, true, "cublas" #P "swap");             \
   }                                                                                                                    \
   inline cublasStatus_t cublas##P##dot(cublasHandle_t h, int n, const T* x, int incx, const T* y, int incy, T* r) {   \
-    return ::labkit::blas::reduce(h, n, x, incx, y, incy, r, [&] {                                                     \
+    return ::labkit::blas::reduce(h, n, x, incx, y, incy, r, [=] {                                                     \
       T s = 0;                                                                                                         \
       for (int i = 0; i < n; ++i) s += ::labkit::blas::at(x, i, incx, n) * ::labkit::blas::at(y, i, incy, n);         \
       return s;                                                                                                        \
     }, "cublas" #P "dot");                                                                                             \
   }                                                                                                                    \
   inline cublasStatus_t cublas##P##nrm2(cublasHandle_t h, int n, const T* x, int incx, T* r) {                        \
-    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [&] {                          \
+    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [=] {                          \
       T s = 0;                                                                                                         \
       for (int i = 0; incx > 0 && i < n; ++i) s += x[size_t(i) * incx] * x[size_t(i) * incx];                         \
       return T(std::sqrt(s));                                                                                          \
     }, "cublas" #P "nrm2");                                                                                            \
   }                                                                                                                    \
   inline cublasStatus_t cublas##P##asum(cublasHandle_t h, int n, const T* x, int incx, T* r) {                        \
-    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [&] {                          \
+    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [=] {                          \
       T s = 0;                                                                                                         \
       for (int i = 0; incx > 0 && i < n; ++i) s += std::fabs(x[size_t(i) * incx]);                                    \
       return s;                                                                                                        \
     }, "cublas" #P "asum");                                                                                            \
   }                                                                                                                    \
   inline cublasStatus_t cublasI##p##amax(cublasHandle_t h, int n, const T* x, int incx, int* r) {                     \
-    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [&] {                          \
+    return ::labkit::blas::reduce(h, n, x, incx, static_cast<const T*>(nullptr), 0, r, [=] {                          \
       int best = 0; /* 1-based, as in Fortran BLAS; 0 for an empty vector */                                          \
       for (int i = 0; incx > 0 && i < n; ++i)                                                                          \
         if (!best || std::fabs(x[size_t(i) * incx]) > std::fabs(x[size_t(best - 1) * incx])) best = i + 1;            \
@@ -612,15 +650,19 @@ inline char ex_kind(cublasComputeType_t compute, cudaDataType_t at, cudaDataType
 // GemmEx, its strided batches and its batches of pointers: alpha and beta in the compute type's
 // scalar type (half for COMPUTE_16F, int for COMPUTE_32I), the sum in float (double for 64F, int for
 // 32I; COMPUTE_16F sums in float and rounds each result to half once).
-template <class Acc, class Scalar>
+template <class Acc, class S>
 inline cublasStatus_t gemm_ex_as(cublasHandle_t h, int m, int n, int k, const void* alpha, Operand a, long long sa,
                                  Operand b, long long sb, const void* beta, Operand c, long long sc, int batch,
                                  const char* call) {
-  if (!scalar(h, static_cast<const Scalar*>(alpha), call, "alpha") ||
-      !scalar(h, static_cast<const Scalar*>(beta), call, "beta"))
+  if (!scalar(h, static_cast<const S*>(alpha), call, "alpha") || !scalar(h, static_cast<const S*>(beta), call, "beta"))
     return CUBLAS_STATUS_EXECUTION_FAILED;
-  const Acc al = Acc(*static_cast<const Scalar*>(alpha)), be = Acc(*static_cast<const Scalar*>(beta));
-  return gemm_batch<Acc>(m, n, k, al, a, sa, b, sb, be, c, sc, c, sc, batch, call);
+  const Scalar<S> al = scalar_of(h, static_cast<const S*>(alpha)), be = scalar_of(h, static_cast<const S*>(beta));
+  if (!batch_operands(m, n, k, a, sa, b, sb, be.on_device || Acc(be.value) != Acc(0), c, sc, c, sc, batch, call))
+    return CUBLAS_STATUS_EXECUTION_FAILED;
+  return submit(h, [=] {
+    batch_products<Acc>(m, n, k, Acc(al.get()), a, sa, b, sb, Acc(be.get()), c, sc, c, sc, batch);
+    return CUBLAS_STATUS_SUCCESS;
+  });
 }
 inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
                               const void* alpha, const void* a, cudaDataType_t at, int lda, long long sa, const void* b,

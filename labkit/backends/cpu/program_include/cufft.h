@@ -37,7 +37,9 @@ enum cufftResult {
   CUFFT_NO_WORKSPACE = 13, CUFFT_NOT_IMPLEMENTED = 14, CUFFT_LICENSE_ERROR = 15, CUFFT_NOT_SUPPORTED = 16
 };
 typedef cufftResult cufftResult_t;
-enum cufftType { CUFFT_R2C = 0x2a, CUFFT_C2R = 0x2c, CUFFT_C2C = 0x29, CUFFT_D2Z = 0x6a, CUFFT_Z2D = 0x6c, CUFFT_Z2Z = 0x69 };
+enum cufftType {
+  CUFFT_R2C = 0x2a, CUFFT_C2R = 0x2c, CUFFT_C2C = 0x29, CUFFT_D2Z = 0x6a, CUFFT_Z2D = 0x6c, CUFFT_Z2Z = 0x69
+};
 typedef cufftType cufftType_t;
 typedef int cufftHandle;
 typedef float cufftReal;
@@ -225,75 +227,74 @@ inline cufftResult exec(int h, const In* in, Out* out, int sign, cufftType want,
     return CUFFT_INVALID_TYPE;
   }
   if (sign != CUFFT_FORWARD && sign != CUFFT_INVERSE) return CUFFT_INVALID_VALUE;
-  if (::labkit::rt::capturing(p.stream)) {
-    ::labkit::rt::say("%s on a stream being captured into a CUDA graph: labkit's cuFFT computes when it is executed "
-                      "and does not record its work in a graph; execute it outside the capture", call);
-    return CUFFT_NOT_SUPPORTED;
-  }
   std::vector<long long> in_dims = p.n, out_dims = p.n;
   if (is_real_input(p.type)) out_dims.back() = out_dims.back() / 2 + 1;
   if (is_real_output(p.type)) in_dims.back() = in_dims.back() / 2 + 1;
   if (!operand(in, size_t(span_of(in_dims, p.inembed, p.istride, p.idist, p.batch)) * sizeof(In), call, "input") ||
       !operand(out, size_t(span_of(out_dims, p.onembed, p.ostride, p.odist, p.batch)) * sizeof(Out), call, "output"))
     return CUFFT_EXEC_FAILED;
-  ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
-  long long in_count = 1, out_count = 1, full = 1;
-  for (long long d : in_dims) in_count *= d;
-  for (long long d : out_dims) out_count *= d;
-  for (long long d : p.n) full *= d;
-  const size_t rank = p.n.size();
-  // Read every batch first: an in-place transform overwrites its input.
-  std::vector<std::vector<cd>> work(size_t(p.batch));
-  for (int b = 0; b < p.batch; ++b) {
-    std::vector<cd>& a = work[size_t(b)];
-    a.resize(size_t(in_count));
-    for (long long f = 0; f < in_count; ++f) {
-      const In& v = in[b * p.idist + placed(f, in_dims, p.inembed, p.istride)];
-      if constexpr (std::is_arithmetic<In>::value) a[size_t(f)] = cd(double(v), 0);
-      else a[size_t(f)] = cd(double(v.x), double(v.y));
-    }
-  }
-  for (int b = 0; b < p.batch; ++b) {
-    std::vector<cd>& a = work[size_t(b)];
-    if (is_real_output(p.type)) {
-      // The half spectrum: inverse along every axis but the last, then each line of the last axis
-      // extended by Hermitian symmetry (its DC and Nyquist terms' imaginary parts ignored).
-      along_axes(a, in_dims, sign, rank - 1);
-      const long long h2 = in_dims.back(), nl = p.n.back(), lines = in_count / h2;
-      std::vector<cd> res(static_cast<size_t>(full));
-      std::vector<cd> line(static_cast<size_t>(nl));
-      for (long long l = 0; l < lines; ++l) {
-        for (long long k = 0; k < nl; ++k)
-          line[size_t(k)] = k < h2 ? a[size_t(l * h2 + k)] : std::conj(a[size_t(l * h2 + (nl - k))]);
-        line[0] = cd(line[0].real(), 0);
-        if (nl % 2 == 0) line[size_t(nl / 2)] = cd(line[size_t(nl / 2)].real(), 0);
-        dft(line, sign);
-        for (long long k = 0; k < nl; ++k) res[size_t(l * nl + k)] = line[size_t(k)];
-      }
-      a.swap(res);
-    } else {
-      along_axes(a, p.n, sign, rank);
-      if (is_real_input(p.type)) {    // keep n/2 + 1 points of the last axis
-        const long long nl = p.n.back(), h2 = out_dims.back(), lines = full / nl;
-        std::vector<cd> half(static_cast<size_t>(out_count));
-        for (long long l = 0; l < lines; ++l)
-          for (long long k = 0; k < h2; ++k) half[size_t(l * h2 + k)] = a[size_t(l * nl + k)];
-        a.swap(half);
+  // The work: done now, or recorded into the graph the plan's stream is being captured into.
+  const Plan plan = p;
+  return ::labkit::rt::library_work(plan.stream, CUFFT_SUCCESS, [=]() -> cufftResult {
+    const Plan& p = plan;
+    long long in_count = 1, out_count = 1, full = 1;
+    for (long long d : in_dims) in_count *= d;
+    for (long long d : out_dims) out_count *= d;
+    for (long long d : p.n) full *= d;
+    const size_t rank = p.n.size();
+    // Read every batch first: an in-place transform overwrites its input.
+    std::vector<std::vector<cd>> work(size_t(p.batch));
+    for (int b = 0; b < p.batch; ++b) {
+      std::vector<cd>& a = work[size_t(b)];
+      a.resize(size_t(in_count));
+      for (long long f = 0; f < in_count; ++f) {
+        const In& v = in[b * p.idist + placed(f, in_dims, p.inembed, p.istride)];
+        if constexpr (std::is_arithmetic<In>::value) a[size_t(f)] = cd(double(v), 0);
+        else a[size_t(f)] = cd(double(v.x), double(v.y));
       }
     }
-  }
-  for (int b = 0; b < p.batch; ++b) {
-    const std::vector<cd>& a = work[size_t(b)];
-    for (long long f = 0; f < out_count; ++f) {
-      Out& v = out[b * p.odist + placed(f, out_dims, p.onembed, p.ostride)];
-      if constexpr (std::is_arithmetic<Out>::value) v = Out(a[size_t(f)].real());
-      else {
-        v.x = decltype(v.x)(a[size_t(f)].real());
-        v.y = decltype(v.y)(a[size_t(f)].imag());
+    for (int b = 0; b < p.batch; ++b) {
+      std::vector<cd>& a = work[size_t(b)];
+      if (is_real_output(p.type)) {
+        // The half spectrum: inverse along every axis but the last, then each line of the last axis
+        // extended by Hermitian symmetry (its DC and Nyquist terms' imaginary parts ignored).
+        along_axes(a, in_dims, sign, rank - 1);
+        const long long h2 = in_dims.back(), nl = p.n.back(), lines = in_count / h2;
+        std::vector<cd> res(static_cast<size_t>(full));
+        std::vector<cd> line(static_cast<size_t>(nl));
+        for (long long l = 0; l < lines; ++l) {
+          for (long long k = 0; k < nl; ++k)
+            line[size_t(k)] = k < h2 ? a[size_t(l * h2 + k)] : std::conj(a[size_t(l * h2 + (nl - k))]);
+          line[0] = cd(line[0].real(), 0);
+          if (nl % 2 == 0) line[size_t(nl / 2)] = cd(line[size_t(nl / 2)].real(), 0);
+          dft(line, sign);
+          for (long long k = 0; k < nl; ++k) res[size_t(l * nl + k)] = line[size_t(k)];
+        }
+        a.swap(res);
+      } else {
+        along_axes(a, p.n, sign, rank);
+        if (is_real_input(p.type)) {    // keep n/2 + 1 points of the last axis
+          const long long nl = p.n.back(), h2 = out_dims.back(), lines = full / nl;
+          std::vector<cd> half(static_cast<size_t>(out_count));
+          for (long long l = 0; l < lines; ++l)
+            for (long long k = 0; k < h2; ++k) half[size_t(l * h2 + k)] = a[size_t(l * nl + k)];
+          a.swap(half);
+        }
       }
     }
-  }
-  return CUFFT_SUCCESS;
+    for (int b = 0; b < p.batch; ++b) {
+      const std::vector<cd>& a = work[size_t(b)];
+      for (long long f = 0; f < out_count; ++f) {
+        Out& v = out[b * p.odist + placed(f, out_dims, p.onembed, p.ostride)];
+        if constexpr (std::is_arithmetic<Out>::value) v = Out(a[size_t(f)].real());
+        else {
+          v.x = decltype(v.x)(a[size_t(f)].real());
+          v.y = decltype(v.y)(a[size_t(f)].imag());
+        }
+      }
+    }
+    return CUFFT_SUCCESS;
+  });
 }
 }  // namespace fft
 }  // namespace labkit

@@ -167,7 +167,9 @@ inline cusparseStatus_t cusparseSetMatDiagType(cusparseMatDescr_t d, cusparseDia
 
 namespace labkit {
 namespace sparse {
-inline size_t index_size(cusparseIndexType_t t) { return t == CUSPARSE_INDEX_64I ? 8 : t == CUSPARSE_INDEX_32I ? 4 : 0; }
+inline size_t index_size(cusparseIndexType_t t) {
+  return t == CUSPARSE_INDEX_64I ? 8 : t == CUSPARSE_INDEX_32I ? 4 : 0;
+}
 inline size_t value_size(cudaDataType_t t) { return t == CUDA_R_64F ? 8 : t == CUDA_R_32F ? 4 : 0; }
 inline int64_t index_at(const void* p, cusparseIndexType_t t, int64_t i) {
   return t == CUSPARSE_INDEX_64I ? static_cast<const int64_t*>(p)[i] : static_cast<const int32_t*>(p)[i];
@@ -271,69 +273,77 @@ inline cusparseStatus_t cusparseSpMV(cusparseHandle_t h, cusparseOperation_t op,
   if (x->size != (t ? a->rows : a->cols) || y->size != (t ? a->cols : a->rows))
     return refuse(call, "the vectors' sizes do not match op(A)'s columns and rows");
   if (compute != CUDA_R_32F && compute != CUDA_R_64F) return refuse(call, "a compute type other than float or double");
-  if (::labkit::rt::capturing(h->stream))
-    return refuse(call, "on a stream being captured into a CUDA graph: labkit's cuSPARSE computes when it is called "
-                        "and does not record its work in a graph; call it outside the capture");
   const size_t v = value_size(a->value_type), r = index_size(a->row_type), c = index_size(a->col_type);
   const int64_t row_entries = a->format == CUSPARSE_FORMAT_CSR ? a->rows + 1 : a->nnz;
-  if (!operand(a->row, size_t(row_entries) * r, call, a->format == CUSPARSE_FORMAT_CSR ? "row offsets" : "row indices") ||
+  const char* rows_are = a->format == CUSPARSE_FORMAT_CSR ? "row offsets" : "row indices";
+  if (!operand(a->row, size_t(row_entries) * r, call, rows_are) ||
       !operand(a->col, size_t(a->nnz) * c, call, "column indices") ||
       !operand(a->values, size_t(a->nnz) * v, call, "values") ||
       !operand(x->values, size_t(x->size) * value_size(x->type), call, "vector x") ||
       !operand(y->values, size_t(y->size) * value_size(y->type), call, "vector y"))
     return CUSPARSE_STATUS_EXECUTION_FAILED;
-  ::labkit::rt::unguard_all();   // the work reads and writes memory now, as a GPU would in its stream
-  const int64_t base = a->base == CUSPARSE_INDEX_BASE_ONE ? 1 : 0;
-  for (int64_t e = 0; e < a->nnz; ++e) {
-    const int64_t j = index_at(a->col, a->col_type, e) - base;
-    if (j < 0 || j >= a->cols) return refuse(call, "a column index outside the matrix (a GPU would read past x)");
-  }
-  if (a->format == CUSPARSE_FORMAT_CSR) {
-    for (int64_t i = 0; i <= a->rows; ++i) {
-      const int64_t o = index_at(a->row, a->row_type, i) - base;
-      if (o < 0 || o > a->nnz || (i > 0 && o < index_at(a->row, a->row_type, i - 1) - base) ||
-          (i == 0 && o != 0) || (i == a->rows && o != a->nnz))
-        return refuse(call, "row offsets that do not rise from 0 to nnz (a GPU would read past the arrays)");
-    }
-  } else {
-    for (int64_t e = 0; e < a->nnz; ++e) {
-      const int64_t i = index_at(a->row, a->row_type, e) - base;
-      if (i < 0 || i >= a->rows) return refuse(call, "a row index outside the matrix (a GPU would write past y)");
-    }
-  }
-  auto scalar = [&](const void* p) {
-    return compute == CUDA_R_64F ? *static_cast<const double*>(p) : double(*static_cast<const float*>(p));
-  };
   if (h->pointer_mode == CUSPARSE_POINTER_MODE_DEVICE &&
       (!operand(alpha, value_size(compute), call, "alpha") || !operand(beta, value_size(compute), call, "beta")))
     return CUSPARSE_STATUS_EXECUTION_FAILED;
-  const double al = scalar(alpha), be = scalar(beta);
-  const bool in_double = compute == CUDA_R_64F;
-  std::vector<double> sums(size_t(y->size), 0.0);
-  std::vector<float> sums_f(in_double ? 0 : size_t(y->size), 0.0f);
-  auto add = [&](int64_t out, int64_t e, int64_t in) {
-    const double av = value_at(a->values, a->value_type, e), xv = value_at(x->values, x->type, in);
-    if (in_double) sums[size_t(out)] += av * xv;
-    else sums_f[size_t(out)] += float(av) * float(xv);
+  // The work: done now, or recorded into the graph the handle's stream is being captured into; the
+  // indices are checked, and device-side scalars read, when it runs.
+  const bool host_scalars = h->pointer_mode == CUSPARSE_POINTER_MODE_HOST;
+  auto scalar = [compute](const void* p) {
+    return compute == CUDA_R_64F ? *static_cast<const double*>(p) : double(*static_cast<const float*>(p));
   };
-  for (int64_t e = 0, i = 0; e < a->nnz; ++e) {
-    if (a->format == CUSPARSE_FORMAT_CSR)
-      while (index_at(a->row, a->row_type, i + 1) - base <= e) ++i;
-    else
-      i = index_at(a->row, a->row_type, e) - base;
-    const int64_t j = index_at(a->col, a->col_type, e) - base;
-    if (t) add(j, e, i);
-    else add(i, e, j);
-  }
-  for (int64_t i = 0; i < y->size; ++i) {
-    const double s = in_double ? sums[size_t(i)] : double(sums_f[size_t(i)]);
-    if (y->type == CUDA_R_64F) {
-      double& out = static_cast<double*>(y->values)[i];
-      out = be == 0 ? al * s : al * s + be * out;
-    } else {
-      float& out = static_cast<float*>(y->values)[i];
-      out = be == 0 ? float(float(al) * float(s)) : float(al) * float(s) + float(be) * out;
+  const double host_al = host_scalars ? scalar(alpha) : 0, host_be = host_scalars ? scalar(beta) : 0;
+  const cusparseSpMatDescr A = *a;
+  const cusparseDnVecDescr X = *x, Y = *y;
+  return ::labkit::rt::library_work(h->stream, CUSPARSE_STATUS_SUCCESS, [=]() -> cusparseStatus_t {
+    const cusparseSpMatDescr* a = &A;
+    const cusparseDnVecDescr* x = &X;
+    const cusparseDnVecDescr* y = &Y;
+    const int64_t base = a->base == CUSPARSE_INDEX_BASE_ONE ? 1 : 0;
+    for (int64_t e = 0; e < a->nnz; ++e) {
+      const int64_t j = index_at(a->col, a->col_type, e) - base;
+      if (j < 0 || j >= a->cols) return refuse(call, "a column index outside the matrix (a GPU would read past x)");
     }
-  }
-  return CUSPARSE_STATUS_SUCCESS;
+    if (a->format == CUSPARSE_FORMAT_CSR) {
+      for (int64_t i = 0; i <= a->rows; ++i) {
+        const int64_t o = index_at(a->row, a->row_type, i) - base;
+        if (o < 0 || o > a->nnz || (i > 0 && o < index_at(a->row, a->row_type, i - 1) - base) ||
+            (i == 0 && o != 0) || (i == a->rows && o != a->nnz))
+          return refuse(call, "row offsets that do not rise from 0 to nnz (a GPU would read past the arrays)");
+      }
+    } else {
+      for (int64_t e = 0; e < a->nnz; ++e) {
+        const int64_t i = index_at(a->row, a->row_type, e) - base;
+        if (i < 0 || i >= a->rows) return refuse(call, "a row index outside the matrix (a GPU would write past y)");
+      }
+    }
+    const double al = host_scalars ? host_al : scalar(alpha), be = host_scalars ? host_be : scalar(beta);
+    const bool in_double = compute == CUDA_R_64F;
+    std::vector<double> sums(size_t(y->size), 0.0);
+    std::vector<float> sums_f(in_double ? 0 : size_t(y->size), 0.0f);
+    auto add = [&](int64_t out, int64_t e, int64_t in) {
+      const double av = value_at(a->values, a->value_type, e), xv = value_at(x->values, x->type, in);
+      if (in_double) sums[size_t(out)] += av * xv;
+      else sums_f[size_t(out)] += float(av) * float(xv);
+    };
+    for (int64_t e = 0, i = 0; e < a->nnz; ++e) {
+      if (a->format == CUSPARSE_FORMAT_CSR)
+        while (index_at(a->row, a->row_type, i + 1) - base <= e) ++i;
+      else
+        i = index_at(a->row, a->row_type, e) - base;
+      const int64_t j = index_at(a->col, a->col_type, e) - base;
+      if (t) add(j, e, i);
+      else add(i, e, j);
+    }
+    for (int64_t i = 0; i < y->size; ++i) {
+      const double s = in_double ? sums[size_t(i)] : double(sums_f[size_t(i)]);
+      if (y->type == CUDA_R_64F) {
+        double& out = static_cast<double*>(y->values)[i];
+        out = be == 0 ? al * s : al * s + be * out;
+      } else {
+        float& out = static_cast<float*>(y->values)[i];
+        out = be == 0 ? float(float(al) * float(s)) : float(al) * float(s) + float(be) * out;
+      }
+    }
+    return CUSPARSE_STATUS_SUCCESS;
+  });
 }

@@ -423,6 +423,20 @@ inline bool record(cudaStream_t s, cudaGraphNodeType type, std::function<cudaErr
   return true;
 }
 
+// A library routine's work (labkit's cuBLAS, cuBLASLt, cuSPARSE, cuFFT): done when it is called, or, on
+// a stream being captured into a CUDA graph, recorded as a kernel node of the graph that does it each
+// time the graph runs (a GPU's libraries launch kernels, which the capture records).  `ok` is the
+// routine's success status; a failure while the graph runs fails its launch.
+template <class Status, class Work> inline Status library_work(cudaStream_t s, Status ok, Work work) {
+  if (record(s, cudaGraphNodeTypeKernel, [ok, work]() -> cudaError_t {
+        unguard_all();   // the work reads and writes memory when it runs, as a GPU's kernels would
+        return work() == ok ? cudaSuccess : cudaErrorLaunchFailure;
+      }))
+    return ok;
+  unguard_all();
+  return work();
+}
+
 // --- Launches ----------------------------------------------------------------------------------
 inline unsigned long long env_ull(const char* name, unsigned long long dflt) {
   const char* v = std::getenv(name);
