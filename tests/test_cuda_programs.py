@@ -981,3 +981,28 @@ def test_a_program_stopped_for_time_has_shown_the_lines_it_printed(tmp_path):
     p.write_text('#include <cstdio>\nint main() {\n  printf("All results match.\\n");\n  for (;;) {}\n}\n')
     rc, out, err = run_program(p, timeout=5)
     assert rc == 124 and out == "All results match.\n" and "ran longer than 5 s" in err
+
+
+def test_a_kernel_called_without_a_launch_configuration_launches_nothing(tmp_path):
+    """Host code calling a __global__ function itself (a benchmark helper given the kernel as an
+    argument, as llm.c's benchmark_kernel is): nvcc's stub finds no <<<>>> configuration and launches
+    nothing; the executor neither runs the body on the host thread nor crashes, and says so once."""
+    p = tmp_path / "unconfigured.cu"
+    p.write_text(r"""
+#include <cstdio>
+__global__ void k(int* x) { x[blockIdx.x * blockDim.x + threadIdx.x] += 1; }
+template <class Kernel, class... Args> void call(Kernel kernel, Args... args) { kernel(args...); }
+int main() {
+  int* x; cudaMallocManaged(&x, 4 * sizeof(int));
+  for (int i = 0; i < 4; ++i) x[i] = 0;
+  call(k, x);
+  call(k, x);
+  k<<<1, 4>>>(x);
+  cudaDeviceSynchronize();
+  printf("%d %d\n", x[0], x[3]);
+}
+""")
+    rc, out, err = run_program(p)
+    assert rc == 0, err
+    assert out == "1 1\n"
+    assert err.count("kernel 'k' was called from host code without a launch configuration") == 1

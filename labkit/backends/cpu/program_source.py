@@ -525,9 +525,13 @@ _KERNEL_DEF = re.compile(r"\b__global__\s+(?:(?:__launch_bounds__\s*\([^()]*\)|s
 def rewrite_kernel_registrations(src: str) -> str:
     """After the body of each kernel defined in ``src`` that is not a template (nor defined twice), a
     registration of its address and parameter types (labkit_graphs.h), on the same line: what lets a
-    graph's kernel node or ``cudaLaunchKernel((void*)kernel, ...)`` launch it by its address."""
+    graph's kernel node or ``cudaLaunchKernel((void*)kernel, ...)`` launch it by its address.  At the
+    start of every kernel's body, the check that it runs in a launch: host code that calls a
+    __global__ function itself (through a pointer, with no <<<>>> configuration) launches nothing on
+    a GPU, and nothing here either (labkit_runtime_api.h's unlaunched says so)."""
     text = _blank(src)
     found: dict[str, list[tuple[int, bool]]] = {}
+    entries: list[tuple[int, int, str]] = []
     for m in _KERNEL_DEF.finditer(text):
         start = max(text.rfind(c, 0, m.start()) for c in ";{}")
         is_template = re.search(r"\btemplate\b", text[start + 1:m.start()]) is not None
@@ -542,6 +546,7 @@ def rewrite_kernel_registrations(src: str) -> str:
             j += 1
         end = -1
         if j < len(text) and text[j] == "{":
+            entries.append((j + 1, j + 1, f' if (::labkit::rt::unlaunched("{m.group(1)}")) return;'))
             depth = 0
             for k in range(j, len(text)):
                 depth += {"{": 1, "}": -1}.get(text[k], 0)
@@ -560,7 +565,7 @@ def rewrite_kernel_registrations(src: str) -> str:
         address = f"&{name}" if "=" in params else f"static_cast<void (*)({params})>(&{name})"
         edits.append((defs[0][0], defs[0][0], f" static const bool labkit_kernel_registered_{name} = "
                                               f'::labkit::rt::register_kernel({address}, "{name}");'))
-    return kernel_source.apply_edits(src, edits)
+    return kernel_source.apply_edits(src, edits + entries)
 
 
 # `params.gridDim`, `p->blockDim`, `{.gridDim = ...}`: a member of the runtime's structures

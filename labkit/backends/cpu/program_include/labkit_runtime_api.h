@@ -23,6 +23,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -420,6 +421,21 @@ inline bool record(cudaStream_t s, cudaGraphNodeType type, std::function<cudaErr
   std::vector<CUgraphNode_st*> deps;
   if (c.capture_last) deps.push_back(c.capture_last);
   c.capture_last = add_node(c.capture, type, std::move(run), deps);
+  return true;
+}
+
+// A kernel's body entered outside any launch: host code called the __global__ function itself (through
+// a pointer, as a benchmark helper taking the kernel as an argument may), with no <<<>>> configuration.
+// A GPU's generated stub finds no configuration and launches nothing; so does the executor, and says
+// so once per kernel.
+inline bool unlaunched(const char* kernel) {
+  if (::labkit::tl_worker) return false;
+  static std::mutex mu;
+  static std::set<std::string>* said = new std::set<std::string>();   // never destroyed: atexit order
+  std::lock_guard<std::mutex> g(mu);
+  if (said->insert(kernel).second)
+    say("kernel '%s' was called from host code without a launch configuration (<<<grid, block>>>): a GPU "
+        "launches nothing for such a call, and neither does the executor", kernel);
   return true;
 }
 
