@@ -8,7 +8,8 @@
 
 One line per sample: PASS, FAIL (it ran: a non-zero exit status or a failure message), REFUSED (the
 executor names what it does not model, before compiling), COMPILE_FAIL, or TOO_SLOW (stopped after the
-timeout); then the count of each among the samples in scope.  Out of scope are samples that need what
+timeout, or one of its launches after the executor's limit per launch); then the count of each among the
+samples in scope.  Out of scope are samples that need what
 a CPU cannot stand in for at all: graphics (OpenGL, EGL, Direct3D, Vulkan), textures and surfaces,
 the driver API (cu* calls, NVRTC), several GPUs or processes (peer access, IPC, MPI) -- recognised by
 the executor's refusal.
@@ -70,6 +71,8 @@ def classify(folder: Path, timeout: float) -> tuple[str, str]:
             return "PASS_STOPPED", f"its pass line, then stopped after {timeout:g} s"
         return "TOO_SLOW", f"stopped after {timeout:g} s"
     text = out + err
+    if rc != 0 and re.search(r"watchdog: kernel '\w+' ran longer than", err):
+        return "TOO_SLOW", "one launch ran past the executor's limit per launch (LABKIT_CPU_TIMEOUT_S)"
     if rc != 0 or FAIL_WORDS.search(out):
         tail = " / ".join(ln.strip() for ln in text.strip().splitlines()[-2:])
         return "FAIL", f"exit {rc}: {tail[:160]}"
