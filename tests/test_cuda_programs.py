@@ -1006,3 +1006,10 @@ int main() {
     assert rc == 0, err
     assert out == "1 1\n"
     assert err.count("kernel 'k' was called from host code without a launch configuration") == 1
+
+
+@pytest.mark.check
+def test_a_refused_header_in_quotes_is_refused_too():
+    with pytest.raises(UnsupportedOnCPU, match=r'jpeg.cpp:2 includes <helper_nvJPEG.hxx>, the cuda-samples\' helper'):
+        program_source.check_program_supported('#include <cuda_runtime_api.h>\n#include "helper_nvJPEG.hxx"\n',
+                                               "jpeg.cpp")

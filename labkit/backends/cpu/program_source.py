@@ -381,8 +381,9 @@ def check_program_supported(src: str, path: str, defined: frozenset[str] | None 
         kernel_source.check_supported(src, path)
     # The reads of special registers that the rewrite accepts are not asm statements to refuse.
     text = _blank(kernel_source.rewrite_special_registers(src, time_registers=True), defined)
-    # The names are in quotes or brackets: searched in the text without its comments and dropped branches.
-    m = _HEADERS.search(blank_dropped_branches(kernel_source.strip_comments(src), defined))
+    # The names are in quotes or brackets, which the blanked text has lost: searched in the source itself,
+    # without the branches the preprocessor drops.
+    m = _HEADERS.search(blank_dropped_branches(src, defined))
     if m:
         raise UnsupportedOnCPU(
             f"{path}:{_line(text, m.start())} includes <{m.group(1)}>, {_header_words(m.group(1))} that the "
