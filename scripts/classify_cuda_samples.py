@@ -39,7 +39,7 @@ OUT_OF_SCOPE = re.compile(r"graphics interop|GL/|EGL|textures|the CUDA driver AP
                           r"several GPUs|"
                           r"<mpi\.h>|<nvrtc|[Vv]ulkan|[Dd]3[Dd]")
 # Samples about textures, several GPUs or processes, whatever the first thing refused in them is.
-OUT_OF_SCOPE_NAMES = re.compile(r"Texture|P2P|IPC|MPI")
+OUT_OF_SCOPE_NAMES = re.compile(r"Texture|P2P|IPC|MPI|MGPU")
 PASS_WORDS = re.compile(r"\b[Aa]ll results match\b|"
                         r"\b[Pp]assed\b|\bPASSED\b|Result = PASS|returned OK|\b[Ss]uccess\b|\b0 Failures\b|\bPASS\b")
 FAIL_WORDS = re.compile(r"[Tt]est [Ff]ailed|\bFAILED\b|does not match|Result = FAIL|\b[Mm]ismatch\b|\b(?:waived|WAIVED)\b")

@@ -327,7 +327,7 @@ _LIBRARY_ROUTINE = re.compile(r"\b((cusparse|cufft)[A-Z]\w*)\s*\(")
 _LIBRARY_HEADER = {"cusparse": ("cuSPARSE", "cusparse.h", "the generic API's sparse matrix-vector product, "
                                 "cusparseSpMV, over CSR and COO matrices"),
                    "cufft": ("cuFFT", "cufft.h", "plans of rank 1 to 3 and the C2C, R2C, C2R, Z2Z, D2Z and Z2D "
-                             "transforms; not cuFFTXt's several GPUs and callbacks")}
+                             "transforms; not cuFFTXt's multi-GPU and callback routines")}
 PROVIDED_LIBRARY = frozenset(
     name for f in ("cusparse.h", "cufft.h", "cufftXt.h")
     for name in re.findall(r"\b((?:cusparse|cufft)\w+)\s*\(",
