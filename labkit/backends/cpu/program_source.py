@@ -340,6 +340,15 @@ _RUNTIME_CALL = re.compile(r"\b(cuda[A-Z]\w*)\s*\(")
 _NOT_A_TYPE = {"return", "else", "case", "throw", "co_return", "sizeof", "new", "delete", "do", "goto"}
 
 
+def _own_names(src: str, text: str, prefix: str) -> set[str]:
+    """The names starting with ``prefix`` and a capital (a library's naming) that a file defines or
+    declares as functions (in ``text``, its blanked form) or as macros (in ``src``): a program's own
+    helpers, such as llm.c's cudaCheck, which are not the library's routines."""
+    name = rf"((?:{prefix})[A-Z]\w*)"
+    own = {m.group(2) for m in re.finditer(rf"(\w+|[*&>])\s+{name}\s*\(", text) if m.group(1) not in _NOT_A_TYPE}
+    return own | set(re.findall(rf"#\s*define\s+{name}", src))
+
+
 def _provided_runtime() -> frozenset[str]:
     here = Path(__file__).resolve().parent
     names: set[str] = set()
@@ -361,10 +370,7 @@ def check_runtime_calls(files: dict[str, str], defined: frozenset[str] | None = 
     texts = {path: _blank(src, defined) for path, src in files.items()}
     own: set[str] = set()
     for src, text in zip(files.values(), texts.values()):
-        own |= set(re.findall(r"#\s*define\s+(cuda[A-Z]\w*)", src))
-        for m in re.finditer(r"(\w+|[*&>])\s+(cuda[A-Z]\w*)\s*\(", text):
-            if m.group(1) not in _NOT_A_TYPE:
-                own.add(m.group(2))
+        own |= _own_names(src, text, "cuda")
     for path, text in texts.items():
         for m in _RUNTIME_CALL.finditer(text):
             if m.group(1) not in PROVIDED_RUNTIME and m.group(1) not in own:
@@ -397,10 +403,9 @@ def check_program_supported(src: str, path: str, defined: frozenset[str] | None 
         if m.group(1) not in PROVIDED_CUBLAS:
             raise UnsupportedOnCPU(
                 f"{path}:{_line(text, m.start())} calls {m.group(1)}, a cuBLAS routine that labkit's cublas_v2.h does "
-                "not provide (it has the level-1 routines, gemv, gemm, gemmBatched and gemmStridedBatched in float "
+                "not provide (it has the level-1 routines, gemv, the gemm family and the batched LU routines in float "
                 "and double, the GemmEx family and cuBLASLt's matmul); this program needs a GPU")
-    own = {d.group(2) for d in re.finditer(r"(\w+|[*&>])\s+((?:cusparse|cufft)[A-Z]\w*)\s*\(", text)
-           if d.group(1) not in _NOT_A_TYPE} | set(re.findall(r"#\s*define\s+((?:cusparse|cufft)[A-Z]\w*)", src))
+    own = _own_names(src, text, "cusparse|cufft")
     for m in _LIBRARY_ROUTINE.finditer(text):
         if m.group(1) not in PROVIDED_LIBRARY and m.group(1) not in own:
             library, header, has = _LIBRARY_HEADER[m.group(2)]

@@ -138,13 +138,7 @@ inline size_t matrix_bytes(int rows, int cols, int ld, size_t elem) {
 }
 // An operand a GPU's cuBLAS reads or writes: device or managed memory, within its allocation.
 inline bool operand(const void* p, size_t bytes, const char* call, const char* what) {
-  if (bytes == 0) return true;
-  if (!::labkit::rt::is_device_side(p)) {
-    ::labkit::rt::say("%s: the %s (%p) is not device or managed memory: cuBLAS reads and writes its operands on "
-                      "the GPU (cudaMalloc them and copy with cudaMemcpy or cublasSetVector)", call, what, p);
-    return false;
-  }
-  return ::labkit::rt::check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
+  return ::labkit::rt::library_operand(p, bytes, call, what, "cuBLAS");
 }
 inline cublasStatus_t ready(cublasHandle_t h, const char*) {
   return h ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_NOT_INITIALIZED;

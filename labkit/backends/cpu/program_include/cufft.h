@@ -162,13 +162,7 @@ inline long long span_of(const std::vector<long long>& dims, const std::vector<l
   return (batch - 1) * dist + placed(count - 1, dims, embed, stride) + 1;
 }
 inline bool operand(const void* p, size_t bytes, const char* call, const char* what) {
-  if (bytes == 0) return true;
-  if (!::labkit::rt::is_device_side(p)) {
-    ::labkit::rt::say("%s: the %s (%p) is not device or managed memory: cuFFT reads and writes its data on the GPU",
-                      call, what, p);
-    return false;
-  }
-  return ::labkit::rt::check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
+  return ::labkit::rt::library_operand(p, bytes, call, what, "cuFFT");
 }
 template <class I>
 inline cufftResult make(int h, int rank, const I* n, const I* inembed, long long istride, long long idist,

@@ -178,13 +178,7 @@ inline double value_at(const void* p, cudaDataType_t t, int64_t i) {
   return t == CUDA_R_64F ? static_cast<const double*>(p)[i] : static_cast<const float*>(p)[i];
 }
 inline bool operand(const void* p, size_t bytes, const char* call, const char* what) {
-  if (bytes == 0) return true;
-  if (!::labkit::rt::is_device_side(p)) {
-    ::labkit::rt::say("%s: the %s (%p) is not device or managed memory: cuSPARSE reads and writes its operands on "
-                      "the GPU", call, what, p);
-    return false;
-  }
-  return ::labkit::rt::check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
+  return ::labkit::rt::library_operand(p, bytes, call, what, "cuSPARSE");
 }
 inline cusparseStatus_t refuse(const char* call, const char* why) {
   ::labkit::rt::say("%s: %s", call, why);

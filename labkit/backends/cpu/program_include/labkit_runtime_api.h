@@ -424,6 +424,18 @@ inline bool record(cudaStream_t s, cudaGraphNodeType type, std::function<cudaErr
   return true;
 }
 
+// An operand a library routine (labkit's cuBLAS, cuSPARSE, cuFFT) reads or writes: device or managed
+// memory, within its allocation, as the GPU library needs it; else said in words (`library`: whose).
+inline bool library_operand(const void* p, size_t bytes, const char* call, const char* what, const char* library) {
+  if (bytes == 0) return true;
+  if (!is_device_side(p)) {
+    say("%s: the %s (%p) is not device or managed memory: %s reads and writes its operands on the GPU (cudaMalloc "
+        "them and copy with cudaMemcpy)", call, what, p, library);
+    return false;
+  }
+  return check_device_range(p, bytes, call, what, "", 0) == cudaSuccess;
+}
+
 // A kernel's body entered outside any launch: host code called the __global__ function itself (through
 // a pointer, as a benchmark helper taking the kernel as an argument may), with no <<<>>> configuration.
 // A GPU's generated stub finds no configuration and launches nothing; so does the executor, and says
