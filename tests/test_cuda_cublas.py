@@ -67,7 +67,15 @@ def _gelu(v: np.ndarray) -> np.ndarray:
     return 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
 
 
+def _gelu_grad(v: np.ndarray) -> np.ndarray:
+    t = np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3))
+    return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * np.sqrt(2 / np.pi) * (1 + 3 * 0.044715 * v ** 2)
+
+
 def test_gemm_ex_and_cublaslt_matmul_match_numpy():
+    """gemm_ex_and_lt.cu: every value against numpy, every status as cuBLAS 13 answered on an H200 (the
+    same program under nvcc there printed the same statuses, masks and exact values, and the GELU
+    family within 5e-5: its tanh is an approximation)."""
     rc, out, err = run_program(Path(__file__).parent / "data" / "cuda_programs" / "gemm_ex_and_lt.cu")
     assert rc == 0, err
     got = {ln.split()[0]: [float(v) for v in ln.split()[1:]] for ln in out.splitlines()}
@@ -78,10 +86,14 @@ def test_gemm_ex_and_cublaslt_matmul_match_numpy():
     a, b = _eighths(lda * k * 2, 4), _eighths(k * n * 2, 5)
     want = [(_col(a[q * lda * k:], m, k, lda) @ _col(b[q * k * n:], k, n)).T.ravel() for q in range(2)]
     assert got["gemmex_bf16_batched"] == [0] + list(np.concatenate(want))
-    a, b = _col(np.arange(12) % 7 - 3.0, 2, 6), _col(np.arange(18) % 5 - 2.0, 6, 3)
+    # int8: lda 4 and ldb 8 (cuBLAS's int8 products want multiples of 4), into int32 and into float
+    a, b = _col(np.arange(24) % 7 - 3.0, 4, 6, 4), _col(np.arange(24) % 5 - 2.0, 6, 3, 8)
     assert got["gemmex_int8"] == [0] + list((2 * a @ b).T.ravel())
+    assert got["gemmex_int8_lda2"] == [15] and "int8 product (compute type 32I) needs lda and ldb multiples" in err
+    assert got["gemmex_int8_float"] == [0] + list((0.5 * a @ b).T.ravel())
     assert got["gemmex_mixed"] == [15]                          # CUBLAS_STATUS_NOT_SUPPORTED, and why:
     assert "cublasGemmEx: A of CUDA_R_16F, B of CUDA_R_32F and C of CUDA_R_32F" in err
+    assert got["batch_counts_differ"] == [7, 0] and "the layouts' batch counts differ" in err
     assert got["heuristic"] == [0, 1]
     m, n, k = 3, 2, 4     # cuBLASLt: gelu(A^T B + bias), A in two strided batches, one B for both
     a, b, bias = _eighths(k * m * 2, 7), _col(_eighths(k * n, 8), k, n), _eighths(m, 9)
@@ -89,11 +101,49 @@ def test_gemm_ex_and_cublaslt_matmul_match_numpy():
     assert got["lt_gelu_bias"][0] == 0
     np.testing.assert_allclose(got["lt_gelu_bias"][1:], want, rtol=1e-6, atol=1e-7)
     c = _eighths(m * n, 11).reshape(m, n)                       # row order, ld n
-    want = np.maximum(_col(a, k, m).T @ _col(_eighths(n * k, 13), n, k).T + c, 0)
+    a1, bt = _col(a, k, m).T, _col(_eighths(n * k, 13), n, k).T  # op(A) of the first batch; op(B) = B^T
+    want = np.maximum(a1 @ bt + c, 0)
     assert got["lt_relu_row"] == [0] + list(want.ravel())
-    assert got["lt_aux"] == [15] and "the epilogue (an auxiliary output or a gradient) (160)" in err
+    # GELU keeping its input (aux, ld 4: the fourth row keeps what was there), then DGELU_BGRAD through it
+    assert got["lt_aux_missing"] == [15] and "no aux pointer was set" in err
+    pre = a1 @ b + bias[:, None]
+    np.testing.assert_allclose(got["lt_gelu_aux_d"][1:], _gelu(pre).T.ravel(), rtol=1e-6, atol=1e-7)
+    aux = np.array(got["lt_gelu_aux"][1:]).reshape(n, 4)
+    assert got["lt_gelu_aux"][0] == 0 and np.array_equal(aux[:, :m], pre.T)
+    assert np.array_equal(aux[:, m], _eighths(4 * n, 14).reshape(n, 4)[:, m])
+    assert got["lt_dgelu_no_workspace"] == [15] and "need a workspace" in err
+    dgelu = (a1 @ _col(_eighths(k * n, 16), k, n)) * _gelu_grad(pre)
+    assert got["lt_dgelu"][0] == 0 and got["lt_dgelu_bgrad"][0] == 0
+    np.testing.assert_allclose(got["lt_dgelu"][1:], dgelu.T.ravel(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(got["lt_dgelu_bgrad"][1:], dgelu.sum(axis=1), rtol=1e-6, atol=1e-7)
+    # ReLU's bit mask: bit i of column j's byte (ld 128 bits) set where row i's value is positive
+    assert got["lt_relu_mask_ld8"] == [7] and "multiple of 128" in err
+    relu_in = a1 @ b
+    assert got["lt_relu_aux"] == [0] + list(np.maximum(relu_in, 0).T.ravel())
+    assert got["lt_relu_mask"] == [sum(1 << i for i in range(m) if relu_in[i, j] > 0) for j in range(n)]
+    want = np.where(relu_in > 0, a1 @ _col(_eighths(k * n, 16), k, n), 0)
+    assert got["lt_drelu"] == [0] + list(want.T.ravel())
+    assert got["lt_stray_bias"] == [7] and "a bias pointer is set, and the epilogue uses no bias" in err
+    assert got["lt_bgradb_transb_n"] == [15] and "BGRADB needs op(B) = B^T" in err
+    assert got["lt_bgradb_d"] == [0] + list((a1 @ bt).T.ravel())
+    assert got["lt_bgradb"] == [0] + list(bt.sum(axis=0))
     assert got["lt_shapes"] == [7] and "cublasLtMatmul: op(A)'s rows are not D's rows" in err
-    assert got["lt_huge"] == [7] and "rows or columns over 2^31 - 1" in err
+    assert got["lt_huge"] == [15] and "rows or columns over 2^31 - 1" in err
+
+
+@pytest.mark.parametrize("program", ["cublaslt_status_grid", "cublaslt_epilogue_pointers"])
+def test_cublaslt_answers_each_call_as_cublaslt_did_on_an_h200(program):
+    """The heuristic's and the matmul's status for 1,242 (and 96) calls, against the lines the same
+    program printed under nvcc on an H200: which epilogues need which pointers, leading dimensions,
+    transposes and a workspace, and in which order cuBLASLt checks them."""
+    folder = Path(__file__).parent / "data" / "cuda_programs"
+    rc, out, err = run_program(folder / f"{program}.cu")
+    assert rc == 0, err[-2000:]
+    want = (folder / f"{program}.h200.txt").read_text().splitlines()
+    got = [line for line in out.splitlines() if line.split(" ", 1)[0] in ("grid", "grid2")]
+    assert len(got) == len(want) > 90
+    wrong = [(w, g) for w, g in zip(want, got) if w != g]
+    assert not wrong, f"{len(wrong)} calls answered otherwise than on the H200, e.g. {wrong[:3]}"
 
 
 def test_unified_memory_streams_sample_runs_unchanged():

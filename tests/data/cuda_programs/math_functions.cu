@@ -1,6 +1,7 @@
 // math_functions.cu -- the CUDA Math API's functions that C++ lacks (sinpi, erfinv, normcdfinv, ...),
 // conversions with a rounding mode and their clamping, and atomicAdd of half pairs, computed in a
 // kernel and printed with 17 digits; tests/test_cuda_math_functions.py checks each value.
+#include <cmath>
 #include <cstdio>
 #include <cuda_fp16.h>
 
@@ -77,8 +78,8 @@ int main() {
     printf("\n");
   }
   const int M = 12;
-  float hf[M] = {2.5f, -2.5f, 3.5f, -0.5f, 0.49999997f, 3e9f, -3e9f, 1e20f, -1.0f, 16777217.0f, 0.0f, 0.0f};
-  hf[10] = __int_as_float(0x7fc00000);                   // NaN
+  float hf[M] = {2.5f, -2.5f, 3.5f, -0.5f, 0.49999997f, 3e9f, -3e9f, 1e20f, -1.0f, 16777216.0f, 0.0f, 0.0f};
+  hf[10] = NAN;                                          // a quiet NaN (0x7fc00000)
   hf[11] = -0.0f;
   double hd[M] = {2.5, -3.5, 0.1, -0.1, 1e300, -1e300, 2147483647.5, 1.0 / 3.0, 16777217.0, 1e-50, -1e-50, 0.0};
   long long hl[M] = {16777217, -16777217, 2147483647, -2147483647 - 1, 9007199254740993LL, 3, -3, 1, 0, 33554435,

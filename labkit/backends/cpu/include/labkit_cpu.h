@@ -2269,11 +2269,12 @@ inline float __fadd_rn(float a, float b) { return a + b; }
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float exp10f(float x) { return powf(10.f, x); }
 // Conversions with a rounding mode, as PTX's cvt makes them: a float to an integer rounded (rn: to
-// nearest even, rz: toward zero, ru: up, rd: down), then clamped to the integer's range, NaN to 0; an
+// nearest even, rz: toward zero, ru: up, rd: down), then clamped to the integer's range; NaN to 0 for
+// a 32-bit integer and to 0x8000000000000000 for a 64-bit one, signed or not (as an H200 answers); an
 // integer or a double to a narrower floating type rounded in the mode.
 namespace labkit {
 template <class I, class F> inline I to_int(F x, int mode) {
-  if (x != x) return I(0);
+  if (x != x) return sizeof(I) == 8 ? I(1ull << 63) : I(0);
   const F r = mode == FE_TONEAREST ? std::nearbyint(x) : mode == FE_TOWARDZERO ? std::trunc(x)
             : mode == FE_UPWARD ? std::ceil(x) : std::floor(x);
   if (r <= F(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();

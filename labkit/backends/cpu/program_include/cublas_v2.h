@@ -637,7 +637,7 @@ inline char ex_kind(cublasComputeType_t compute, cudaDataType_t at, cudaDataType
       if (at != bt) return 0;
       if (at == CUDA_R_32F) return ct == CUDA_R_32F ? 'f' : 0;
       if (at == CUDA_R_16F || at == CUDA_R_16BF) return ct == at || ct == CUDA_R_32F ? 'f' : 0;
-      return 0;
+      return at == CUDA_R_8I && ct == CUDA_R_32F ? 'f' : 0;
   }
   return 0;
 }
@@ -669,8 +669,18 @@ inline cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t ta, cublasOper
   const char kind = ex_kind(compute, at, bt, ct);
   if (!kind) {
     ::labkit::rt::say("%s: A of %s, B of %s and C of %s with compute type %d is not a combination labkit's cuBLAS "
-                      "provides (it has 64F; 32F over 32F, 16F or 16BF matrices; 16F; 32I over 8I)", call,
+                      "provides (it has 64F; 32F over 32F, 16F, 16BF or 8I matrices; 16F; 32I over 8I)", call,
                       type_name(at), type_name(bt), type_name(ct), int(compute));
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  // cuBLAS's int8 products (32I) need A and B at 4-byte boundaries, each batch's too, and lda, ldb
+  // multiples of 4: it answers NOT_SUPPORTED otherwise.
+  const auto aligned = [](const void* p, long long stride) {
+    return reinterpret_cast<uintptr_t>(p) % 4 == 0 && stride % 4 == 0;
+  };
+  if (kind == 'i' && (lda % 4 || ldb % 4 || !aligned(a, sa) || !aligned(b, sb))) {
+    ::labkit::rt::say("%s: an int8 product (compute type 32I) needs lda and ldb multiples of 4 and A and B (each "
+                      "batch's) at 4-byte boundaries: lda %d, ldb %d", call, lda, ldb);
     return CUBLAS_STATUS_NOT_SUPPORTED;
   }
   const Operand A{a, at, lda, false, ta != CUBLAS_OP_N}, B{b, bt, ldb, false, tb != CUBLAS_OP_N};
