@@ -1,8 +1,8 @@
 """The numbers the notebooks' prose quotes are the numbers their stored outputs show.
 
-Notebooks 09 to 13 describe measurements: their stored outputs come from a GPU run (an H100 for 09, 10
-and 12, which prints the H100 run of benchmarks/results it reads; an H200 for 11 and 13), and their
-prose quotes that run. A number in a summary
+Notebooks 05, 08 and 09 to 13 describe measurements: their stored outputs come from a GPU run (an H100
+for 09, 10 and 12, which prints the H100 run of benchmarks/results it reads; an H200 for 05, 08, 11 and
+13), and their prose quotes that run. A number in a summary
 that no stored output shows is a number a student cannot check, and usually one left over from an
 earlier run. This test reads each notebook's JSON (no kernel runs), takes its summary (the markdown
 under its "## Summary" heading) and, for every number quoted there, looks for the same number among
@@ -41,11 +41,23 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
-CHECKED = ("09_transfers_streams_graphs.ipynb", "10_training_a_small_resnet.ipynb", "11_mobilenet_v2.ipynb",
+CHECKED = ("05_per_layer_tuning.ipynb", "08_alexnet_inference.ipynb",
+           "09_transfers_streams_graphs.ipynb", "10_training_a_small_resnet.ipynb", "11_mobilenet_v2.ipynb",
            "12_any_convolution.ipynb", "13_your_network.ipynb")
 
 # Numbers a summary may quote that no output prints, because they are not measurements.
 ALLOWED = {
+    "05_per_layer_tuning.ipynb": {
+        "06": "the next notebook's number, in the summary's last line",
+    },
+    "08_alexnet_inference.ipynb": {
+        "06": "notebook 06, whose implicit GEMMs the summary names",
+        "09": "the next notebook's number, in the summary's last line",
+        "10": "notebook 10, which the summary's last line names",
+        "11": "notebook 11, which the summary's last line names",
+        "1.03x": "notebook 09's result (its stored pipeline at batch 1,024 against the compute alone), which "
+                 "the summary's last line previews: not a measurement of this notebook's run",
+    },
     "09_transfers_streams_graphs.ipynb": {
         "10": "the next notebook's number, in the summary's last line",
     },
@@ -77,6 +89,24 @@ QUOTED_FROM_FILES = {
 }
 # Precise numbers of the body text that no stored output or shipped file holds, with the reason.
 NOT_STORED = {
+    ("05_per_layer_tuning.ipynb", "9c2df503", "0.187"):
+        "layer 1's floor, 556.8 MB at notebook 00's H100 copy bandwidth (2,981.6 GB/s): the question's arithmetic",
+    ("05_per_layer_tuning.ipynb", "9c2df503", "0.114"):
+        "layer 1's 5.81 GFLOP at notebook 00's H100 FP32 rate (51.01 TFLOP/s): the question's arithmetic",
+    ("05_per_layer_tuning.ipynb", "9c2df503", "0.109"):
+        "layer 2's 323.5 MB at notebook 00's H100 copy bandwidth: the question's arithmetic",
+    ("05_per_layer_tuning.ipynb", "9c2df503", "0.305"):
+        "layer 2's floor, 15.55 GFLOP at notebook 00's H100 FP32 rate: the question's arithmetic",
+    ("05_per_layer_tuning.ipynb", "9c2df503", "0.133"):
+        "layer 1's H200 floor that the stored table implies (0.183 ms at 72.9% of it): arithmetic on printed numbers",
+    ("05_per_layer_tuning.ipynb", "9c2df503", "0.307"):
+        "layer 2's H200 floor that the stored table implies (0.404 ms at 76.1% of it): arithmetic on printed numbers",
+    ("05_per_layer_tuning.ipynb", "76c67bb3", "0.133"):
+        "layer 1's H200 floor that the stored table implies (0.183 ms at 72.9% of it): arithmetic on printed numbers",
+    ("05_per_layer_tuning.ipynb", "76c67bb3", "0.307"):
+        "layer 2's H200 floor that the stored table implies (0.404 ms at 76.1% of it): arithmetic on printed numbers",
+    ("08_alexnet_inference.ipynb", "42a84c1c", "0.038"):
+        "the convolutions' time per image at batch 1,024, 39.412 ms / 1,024: arithmetic on a printed time",
     ("10_training_a_small_resnet.ipynb", "281e00c5", "0.047"):
         "the weight-gradient kernel's time before the two changes that the sentence describes",
     ("10_training_a_small_resnet.ipynb", "22c50137", "0.886"):
