@@ -317,6 +317,36 @@ def test_command_line_runs_a_program_with_its_arguments():
     assert "n=300 blocks=2" in proc.stdout
 
 
+def test_every_thread_that_fails_an_assert_prints_its_line_and_the_command_line_prints_as_it_runs(tmp_path):
+    """As on a GPU (an H200 printed simpleAssert's four lines): each failing thread of the block says
+    so, the launch fails with cudaErrorAssert, whose string is the runtime's; the command line passes
+    the program's stdout and stderr through as it runs, so the lines come in the program's order."""
+    src = tmp_path / "asserts.cu"
+    src.write_text(r"""#include <cassert>
+#include <cstdio>
+__global__ void check(int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; assert(i < n); }
+int main() {
+  printf("before\n");
+  fflush(stdout);
+  check<<<2, 32>>>(60);
+  cudaError_t e = cudaDeviceSynchronize();
+  printf("after: %s | %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
+  return 0;
+}
+""")
+    rc, out, err = run_program(src)
+    assert rc == 0, err
+    assert out.endswith("after: cudaErrorAssert | device-side assert triggered\n")
+    failed = [ln for ln in err.splitlines() if "Assertion `i < n` failed." in ln]
+    assert [ln.split("thread: ")[1][:8] for ln in failed] == ["[28,0,0]", "[29,0,0]", "[30,0,0]", "[31,0,0]"]
+    assert all("block: [1,0,0]" in ln for ln in failed) and "labkit:" not in err
+    proc = subprocess.run([sys.executable, "-m", "labkit.cuda", "run", str(src)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+    lines = proc.stdout.splitlines()
+    assert proc.returncode == 0 and lines[0] == "before" and lines[-1].startswith("after: cudaErrorAssert")
+    assert sum("Assertion" in ln for ln in lines[1:-1]) == 4
+
+
 # --- host-side mistakes get words -----------------------------------------------------------------
 def test_kernel_given_a_host_pointer():
     rc, out, err = run_program(MISTAKES / "host_pointer.cu")
@@ -495,7 +525,7 @@ def test_a_kernel_launched_from_device_code_runs_after_its_parent(tmp_path):
     ("simpleTemplates", [], ["Compare OK", "[simpleTemplates] -> Test Results: 0 Failures"]),
     ("simpleVoteIntrinsics", [], ["[VOTE Kernel Test 3/3]", "\tOK\n\tShutting down..."]),
     ("asyncAPI", [], ["[asyncAPI] - Starting...", "CUDA device [NVIDIA H100 80GB HBM3 (labkit CPU executor)]"]),
-    ("simpleAssert", [], ["Device assert failed as expected, CUDA error message is: cudaErrorAssert",
+    ("simpleAssert", [], ["Device assert failed as expected, CUDA error message is: device-side assert triggered",
                           "simpleAssert completed, returned OK"]),
     ("deviceQuery", [], ['Device 0: "NVIDIA H100 80GB HBM3 (labkit CPU executor)"',
                          "(132) Multiprocessors, (128) CUDA Cores/MP:", "Result = PASS"]),

@@ -39,14 +39,16 @@ def build_program(path: str | os.PathLike | Sequence[str | os.PathLike], *, chec
 
 def run_program(path: str | os.PathLike | Sequence[str | os.PathLike], args: Sequence[str] = (), *,
                 check: str | None = None, timeout: float | None = None,
-                cwd: str | os.PathLike | None = None) -> tuple[int, str, str]:
+                cwd: str | os.PathLike | None = None, live: bool = False) -> tuple[int, str, str]:
     """Build and run a whole CUDA program on the CPU executor: (exit status, stdout, stderr).
 
     ``check``: checking modes separated by commas ('memory', 'barrier', 'shuffle', 'race' or 'all').
     Mistakes of the host side are reported on stderr in lines that start with ``labkit:`` (a host pointer
     passed to a kernel, a copy past an allocation, a use after cudaFree, a read of pinned memory that an
-    asynchronous copy is still writing)."""
-    return _program.run(_paths(path), [str(a) for a in args], check=check, timeout=timeout, cwd=cwd)
+    asynchronous copy is still writing).  ``live`` (without a check): the program prints to this
+    process's stdout and stderr as it runs, as a native build would, and both strings returned are
+    empty."""
+    return _program.run(_paths(path), [str(a) for a in args], check=check, timeout=timeout, cwd=cwd, live=live)
 
 
 def check_program(path: str | os.PathLike | Sequence[str | os.PathLike], args: Sequence[str] = (), *,

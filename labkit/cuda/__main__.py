@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{args[0]}: no such file")
         parser.error("give the program's source file (prog.cu), or a folder of its sources")
     try:
-        rc, out, err = run_program(sources, args, check=ns.check, timeout=ns.timeout)
+        # Without a check the program prints as it runs; a check's report is written after the run.
+        rc, out, err = run_program(sources, args, check=ns.check, timeout=ns.timeout, live=not ns.check)
     except (UnsupportedOnCPU, KernelCompileError, FileNotFoundError, ValueError) as e:
         print(f"labkit: {e}", file=sys.stderr)
         return 2

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -275,11 +276,34 @@ def _explain_race(stderr: str, sources: list[Path]) -> str:
     return "\n".join(parts)
 
 
+CRASH_ADVICE = ("\nlabkit: the program crashed (segmentation fault): a pointer outside any allocation, on the "
+                "host or in a kernel; run it with the memory check (--check memory) to see where\n")
+
+
+def _run_live(prog, args, env, timeout, cwd) -> tuple[int, str, str]:
+    """The plain build run with this process's stdout and stderr (see run)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        rc = subprocess.run([prog.sources[0].stem, *map(str, args)], executable=str(prog.exe), env=env,
+                            timeout=timeout, cwd=cwd).returncode
+    except subprocess.TimeoutExpired:
+        sys.stderr.write(f"labkit: the program ran longer than {timeout:g} s and was stopped\n")
+        return 124, "", ""
+    if rc == -11:
+        sys.stderr.write(CRASH_ADVICE)
+    return rc, "", ""
+
+
 def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | None = None,
-        timeout: float | None = None, cwd: str | os.PathLike | None = None) -> tuple[int, str, str]:
+        timeout: float | None = None, cwd: str | os.PathLike | None = None,
+        live: bool = False) -> tuple[int, str, str]:
     """Build and run a program: (exit status, stdout, stderr).  ``check``: one checking mode, or
     several separated by commas ('memory,race'): the program runs once in each build the modes
-    need, and the first run that finds something is the one returned."""
+    need, and the first run that finds something is the one returned.  ``live`` (without a check):
+    the program writes to this process's own stdout and stderr as it runs, in the order a native
+    build's output would come (its assert lines between the lines around them), and the two
+    strings returned are empty."""
     checks = [c.strip() for c in (check or "").replace("+", ",").split(",") if c.strip() and c.strip() != "none"]
     if checks == ["all"]:
         checks = list(PROGRAM_CHECKS)
@@ -299,6 +323,8 @@ def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | No
         elif c == "race":
             env["TSAN_OPTIONS"] = TSAN_OPTIONS
             env.setdefault("LABKIT_CPU_WORKERS", "2")
+        if live and c is None and len(checks) == 0:
+            return _run_live(prog, args, env, timeout, cwd)
         try:
             # argv[0] is the program's name, as nvcc's build of it would be called (samples print it).
             proc = subprocess.run([prog.sources[0].stem, *map(str, args)], executable=str(prog.exe),
@@ -307,6 +333,8 @@ def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | No
             out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
             return 124, out, f"labkit: the program ran longer than {timeout:g} s and was stopped\n"
         rc, out, err = proc.returncode, proc.stdout, proc.stderr
+        if rc == -11:
+            err += CRASH_ADVICE
         notes = ("LABKIT-ALLOC", "LABKIT-SHARED", "LABKIT-RACE-FIBERS")   # the runtime's notes for the reports
         shown = "".join(ln for ln in err.splitlines(keepends=True) if not ln.startswith(notes))
         if c == "memory" and "AddressSanitizer" in err:
@@ -315,9 +343,6 @@ def run(paths: list[str | os.PathLike], args: list[str] = (), *, check: str | No
             err = _explain_race(err, prog.sources) + "\n\n--- ThreadSanitizer report ---\n" + shown
         else:
             err = shown
-        if rc == -11:
-            err += ("\nlabkit: the program crashed (segmentation fault): a pointer outside any allocation, on "
-                    "the host or in a kernel; run it with the memory check (--check memory) to see where\n")
         result = (rc, out, err)
         if rc != 0:
             return result

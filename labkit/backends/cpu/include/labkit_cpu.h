@@ -497,6 +497,7 @@ inline void race_acquire(void* sync) {
 LABKIT_RUNTIME_FN void shared_register(void* p, size_t n);
 LABKIT_RUNTIME_FN std::string block_name(const Worker* W);
 [[noreturn]] LABKIT_RUNTIME_FN void fail_from_fiber(const std::string& msg);
+[[noreturn]] LABKIT_RUNTIME_FN void assert_from_fiber(const std::string& msg);
 LABKIT_RUNTIME_FN void syncthreads(int line);
 LABKIT_RUNTIME_FN void warp_sync(unsigned mask, bool orders_memory = false);
 LABKIT_RUNTIME_FN void tile_sync(unsigned n);
@@ -1007,6 +1008,19 @@ inline void thread_exit() {
                " threads: the others returned before it (a grid sync inside divergent code)");
     W->aborted = true;
   }
+}
+
+// A failed assert() in a kernel: the launch fails with the first one (a GPU's trap ends the grid and
+// no further block starts), and this thread ends as if it had returned, so that the rest of its block
+// runs on and every thread that fails an assertion there prints its line too, as on a GPU.
+[[noreturn]] LABKIT_RUNTIME_FN void assert_from_fiber(const std::string& msg) {
+  Worker* W = tl_worker;
+  W->L->fail(msg);
+  thread_exit();
+  Bookkeeping quiet;
+  Fiber* f = tl_fiber;
+  switch_to(&f->sp, W->sched_sp, W->sched_bottom, W->sched_size, true, W->race_sched);
+  __builtin_unreachable();
 }
 
 inline void fiber_main() {

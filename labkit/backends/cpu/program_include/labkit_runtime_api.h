@@ -606,8 +606,8 @@ inline cudaError_t run(const LaunchSpec& L, void (*body)(void*), void* ctx) {
     children.swap(device_launches().queue);   // the grids this one launched (one grid runs at a time)
     if (rc == 2) { say("%s", ::labkit::last_error().c_str()); std::exit(130); }
     if (rc != 0) {
-      say("%s", ::labkit::last_error().c_str());
       const std::string& e = ::labkit::last_error();
+      if (e.find("Assertion") == std::string::npos) say("%s", e.c_str());   // an assert printed its own line
       return fail_sticky(e.find("watchdog") != std::string::npos ? cudaErrorLaunchTimeout
                          : e.find("Assertion") != std::string::npos ? cudaErrorAssert : cudaErrorLaunchFailure);
     }
@@ -718,6 +718,17 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorLaunchFailure: return "unspecified launch failure";
     case cudaErrorNotSupported: return "operation not supported";
     case cudaErrorUnsupportedLimit: return "limit is not supported on this architecture";
+    case cudaErrorAssert: return "device-side assert triggered";
+    case cudaErrorCudartUnloading: return "driver shutting down";
+    case cudaErrorInvalidHostPointer: return "invalid host pointer";
+    case cudaErrorInvalidKernelImage: return "device kernel image is invalid";
+    case cudaErrorSetOnActiveProcess: return "cannot set while device is active in this process";
+    case cudaErrorHostMemoryAlreadyRegistered: return "part or all of the requested memory range is already mapped";
+    case cudaErrorHostMemoryNotRegistered: return "pointer does not correspond to a registered memory region";
+    case cudaErrorNotPermitted: return "operation not permitted";
+    case cudaErrorIllegalState: return "the operation cannot be performed in the present state";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorUnknown: return "unknown error";
     default: return cudaGetErrorName(e);
   }
 }
@@ -1449,7 +1460,7 @@ inline cudaError_t cudaLaunchCooperativeKernel(void (*k)(P...), dim3 grid, dim3 
   return ::labkit::rt::launch_values(k, spec, values);
 }
 
-// assert() in a kernel: as on a GPU, the failing thread's message names its block and thread, the
+// assert() in a kernel: as on a GPU, each failing thread's message names its block and thread, the
 // launch stops, and the program sees cudaErrorAssert (sticky) instead of being aborted.  On the host,
 // assert() aborts as the C library's does.  Weak: defined in each of a program's files that include this.
 #include <assert.h>
@@ -1461,7 +1472,7 @@ extern "C" __attribute__((weak, noreturn)) void __assert_fail(const char* expr, 
     snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.", file, line,
              func, b.x, b.y, b.z, t.x, t.y, t.z, expr);
     std::fprintf(stderr, "%s\n", buf);
-    ::labkit::fail_from_fiber(buf);
+    ::labkit::assert_from_fiber(buf);
   }
   std::fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, func, expr);
   std::abort();
