@@ -6,15 +6,19 @@
 // sequences) are refused before the program is compiled.  Generation is done when it is called (the
 // executor's model of a stream), into device memory; a pointer that is not device memory is reported.
 //
-// A pseudo-random generator here is one sequence of its engine from (seed, subsequence 0, offset),
-// not the interleaving of many subsequences that NVIDIA's library uses: the numbers are as random
-// but not the same numbers (see labkit_curand.h).  A quasi-random generator's output is ordered as
+// A pseudo-random generator's 32-bit numbers (curandGenerate, curandGenerateUniform) come in
+// cuRAND's own order, measured on an H200 against its device API bit for bit: the number at position
+// p (counted from the seed across calls, the offset included) is, for XORWOW, number p / 4096 of
+// subsequence p % 4096 (curand_init(seed, p % 4096, 0)), and for Philox4_32_10, with q = p / 4,
+// number 4 (q / 65536) + p % 4 of subsequence q % 65536.  Its normal and double-precision numbers are made from one sequence of the
+// engine (subsequence 0 from the offset): as random, but not the numbers NVIDIA's library gives.  A quasi-random generator's output is ordered as
 // CURAND_ORDERING_QUASI_DEFAULT documents: n / dimensions numbers of the first dimension, then of the
 // second, and so on.
 #pragma once
 
 #include <cstdio>
 #include <cstring>
+#include <vector>
 #include "cuda_runtime.h"
 #include "labkit_curand.h"
 
@@ -60,6 +64,10 @@ struct curandGenerator_st {
   unsigned int dimensions;
   bool host;                         // curandCreateGeneratorHost: fills host memory
   cudaStream_t stream;
+  // XORWOW's 4096 subsequences as far as this generator has drawn from them (made at the first
+  // draw): lane t's state and the index of its next number.
+  std::vector<curandStateXORWOW_t> lanes;
+  std::vector<unsigned long long> lane_next;
 };
 typedef curandGenerator_st* curandGenerator_t;
 
@@ -95,6 +103,40 @@ template <class Emit> inline void generate32(curandGenerator_t g, size_t n, unsi
     for (size_t i = 0; i < n; ++i) { unsigned a = curand(&s), b = per > 1 ? curand(&s) : 0u; emit(i, a, b); }
   }
   g->offset += n * per;
+}
+// emit(i, a) for n 32-bit numbers in cuRAND's order (see the top of this file).
+template <class Emit> inline void generate_ordered(curandGenerator_t g, size_t n, Emit emit) {
+  const unsigned long long p0 = g->offset;
+  if (g->type == CURAND_RNG_PSEUDO_PHILOX4_32_10) {
+    for (size_t i = 0; i < n;) {
+      const unsigned long long p = p0 + i, quad = p / 4;
+      curandStatePhilox4_32_10_t s;
+      curand_init(g->seed, quad % 65536, 4 * (quad / 65536), &s);
+      const uint4 v = curand4(&s);
+      const unsigned w[4] = {v.x, v.y, v.z, v.w};
+      for (unsigned j = unsigned(p % 4); j < 4 && i < n; ++j, ++i) emit(i, w[j]);
+    }
+  } else {
+    constexpr unsigned T = 4096;
+    if (g->lanes.empty()) {
+      g->lanes.resize(T);
+      g->lane_next.assign(T, 0);
+      for (unsigned t = 0; t < T; ++t) curand_init(g->seed, t, 0, &g->lanes[t]);
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const unsigned long long p = p0 + i, j = p / T;
+      const unsigned t = unsigned(p % T);
+      curandStateXORWOW_t& s = g->lanes[t];
+      if (j < g->lane_next[t]) {   // an offset set back: the lane starts again
+        curand_init(g->seed, t, 0, &s);
+        g->lane_next[t] = 0;
+      }
+      if (j > g->lane_next[t]) skipahead(j - g->lane_next[t], &s);
+      emit(i, curand(&s));
+      g->lane_next[t] = j + 1;
+    }
+  }
+  g->offset += n;
 }
 // emit(i, x) for each point coordinate, x the 64-bit Sobol value (a 32-bit one in its high half).
 template <class Emit> inline void generate_sobol(curandGenerator_t g, size_t n, Emit emit) {
@@ -156,6 +198,7 @@ inline curandStatus_t curandSetPseudoRandomGeneratorSeed(curandGenerator_t g, un
   if (::labkit::rand::is_quasi(g->type)) return CURAND_STATUS_TYPE_ERROR;
   g->seed = seed;
   g->offset = 0;
+  g->lanes.clear();
   return CURAND_STATUS_SUCCESS;
 }
 inline curandStatus_t curandSetGeneratorOffset(curandGenerator_t g, unsigned long long offset) {
@@ -189,7 +232,7 @@ inline curandStatus_t curandGenerate(curandGenerator_t g, unsigned int* out, siz
   if (::labkit::rand::is_quasi(g->type))
     ::labkit::rand::generate_sobol(g, n, [&](size_t i, unsigned long long x) { out[i] = unsigned(x >> 32); });
   else
-    ::labkit::rand::generate32(g, n, 1, [&](size_t i, unsigned a, unsigned) { out[i] = a; });
+    ::labkit::rand::generate_ordered(g, n, [&](size_t i, unsigned a) { out[i] = a; });
   return CURAND_STATUS_SUCCESS;
 }
 inline curandStatus_t curandGenerateLongLong(curandGenerator_t g, unsigned long long* out, size_t n) {
@@ -206,7 +249,7 @@ inline curandStatus_t curandGenerateUniform(curandGenerator_t g, float* out, siz
     ::labkit::rand::generate_sobol(g, n, [&](size_t i, unsigned long long x) {
       out[i] = ::labkit::rand::uniform(unsigned(x >> 32)); });
   else
-    ::labkit::rand::generate32(g, n, 1, [&](size_t i, unsigned a, unsigned) { out[i] = ::labkit::rand::uniform(a); });
+    ::labkit::rand::generate_ordered(g, n, [&](size_t i, unsigned a) { out[i] = ::labkit::rand::uniform(a); });
   return CURAND_STATUS_SUCCESS;
 }
 inline curandStatus_t curandGenerateUniformDouble(curandGenerator_t g, double* out, size_t n) {
