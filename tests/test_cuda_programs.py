@@ -347,6 +347,23 @@ int main() {
     assert sum("Assertion" in ln for ln in lines[1:-1]) == 4
 
 
+def test_kernel_printf_shows_at_the_synchronizing_calls_as_on_a_gpu():
+    """A kernel's printf lines wait for a synchronizing call (not the next launch) and are dropped at
+    exit without one, line for line as the same programs printed under nvcc on an H200; a warp's
+    lanes print each printf in turn.  Across blocks the H200's order is its scheduling's (there block
+    1's first lines came before block 0's second): here each block's lines come together."""
+    rc, out, err = run_program(DATA / "device_printf_flush.cu")
+    assert rc == 0, err
+    assert out == (DATA / "device_printf_flush.h200.txt").read_text()
+    rc, out, err = run_program(DATA / "device_printf_exit.cu")
+    want = (DATA / "device_printf_exit.h200.txt").read_text().splitlines()
+    got = out.splitlines()
+    assert rc == 0 and sorted(got) == sorted(want) and got[0] == want[0] and got[-2:] == want[-2:]
+    assert got[1:7] == ["hello from block 0 thread 0", "hello from block 0 thread 1", "x",
+                        "hello from block 1 thread 0", "hello from block 1 thread 1", "x"]
+    assert "labkit: 2 lines that kernels printed never showed" in err
+
+
 # --- host-side mistakes get words -----------------------------------------------------------------
 def test_kernel_given_a_host_pointer():
     rc, out, err = run_program(MISTAKES / "host_pointer.cu")

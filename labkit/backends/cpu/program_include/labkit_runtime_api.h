@@ -235,6 +235,67 @@ struct State {
 };
 inline State& st() { static State* s = new State(); return *s; }   // never destroyed: atexit order
 
+// A kernel's printf output, as a GPU keeps it: in a buffer that the host shows at the CUDA runtime's
+// synchronizing calls (cudaDeviceSynchronize, cudaStreamSynchronize, cudaEventSynchronize, a
+// blocking cudaMemcpy, cudaDeviceReset), never at the program's exit: what none of them showed is
+// reported instead of printed.  (A GPU flushes at a launch's start too, but only what kernels that
+// have finished by then printed; as an H200 showed, host lines printed between two launches come
+// before the first kernel's lines.)
+struct DeviceOutput {
+  std::mutex mu;
+  std::string text;
+  size_t lines = 0;
+  bool watching = false;
+};
+inline DeviceOutput& device_output() { static DeviceOutput* d = new DeviceOutput(); return *d; }
+inline void flush_device_output() {
+  DeviceOutput& d = device_output();
+  std::string text;
+  {
+    std::lock_guard<std::mutex> g(d.mu);
+    text.swap(d.text);
+    d.lines = 0;
+  }
+  if (text.empty()) return;
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+inline void report_unflushed_output() {
+  DeviceOutput& d = device_output();
+  if (d.text.empty()) return;
+  std::fflush(stdout);
+  std::fprintf(stderr, "labkit: %zu line%s that kernels printed never showed: a GPU shows a kernel's printf at "
+               "a synchronizing call (cudaDeviceSynchronize, a blocking cudaMemcpy, cudaDeviceReset ...) and drops "
+               "what is left when the program exits\n", d.lines + (d.text.back() != '\n'), d.lines == 1 ? "" : "s");
+}
+// Text a kernel printed, kept for the next flush point.
+inline int keep_device_output(const char* text, int n) {
+  if (n <= 0) return n;
+  DeviceOutput& d = device_output();
+  std::lock_guard<std::mutex> g(d.mu);
+  if (!d.watching) {
+    d.watching = true;
+    std::atexit(report_unflushed_output);
+  }
+  d.text.append(text, size_t(n));
+  for (int i = 0; i < n; ++i) d.lines += text[i] == '\n';
+  return n;
+}
+inline int device_vprintf(const char* fmt, va_list ap) {
+  char small[512];
+  va_list again;
+  va_copy(again, ap);
+  int n = std::vsnprintf(small, sizeof small, fmt, ap);
+  if (n < int(sizeof small)) {
+    va_end(again);
+    return keep_device_output(small, n);
+  }
+  std::string big(size_t(n) + 1, '\0');
+  std::vsnprintf(&big[0], big.size(), fmt, again);
+  va_end(again);
+  return keep_device_output(big.data(), n);
+}
+
 // A program's standard output goes out line by line, as it does to a terminal, also into a pipe: a
 // program stopped for time (labkit.cuda run --timeout) has shown every line it finished, its pass line
 // too, where a pipe's buffer would have held the last 4 KiB back.  Set before main (a static
@@ -867,12 +928,14 @@ inline cudaError_t cudaDeviceGetP2PAttribute(int* v, cudaDeviceP2PAttr, int, int
 inline cudaError_t cudaChooseDevice(int* d, const cudaDeviceProp*) { *d = 0; return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() {
   ::labkit::rt::release(nullptr, true);
+  ::labkit::rt::flush_device_output();
   LABKIT_STICKY();
   return cudaSuccess;
 }
 inline cudaError_t cudaThreadSynchronize() { return cudaDeviceSynchronize(); }
 inline cudaError_t cudaDeviceReset() {
   ::labkit::rt::release(nullptr, true);
+  ::labkit::rt::flush_device_output();
   ::labkit::rt::st().sticky = cudaSuccess;
   ::labkit::rt::st().last = cudaSuccess;
   return cudaSuccess;
@@ -1104,6 +1167,7 @@ inline cudaError_t copy(void* dst, const void* src, size_t n, cudaMemcpyKind kin
 inline cudaError_t cudaMemcpy(void* dst, const void* src, size_t n, cudaMemcpyKind kind, LABKIT_SITE) {
   cudaError_t e = ::labkit::rt::copy(dst, src, n, kind, "cudaMemcpy", labkit_file, labkit_line);
   ::labkit::rt::release(nullptr, true);   // a blocking copy waits for the work before it
+  ::labkit::rt::flush_device_output();
   return e;
 }
 inline cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t n, cudaMemcpyKind kind, cudaStream_t s = 0,
@@ -1257,6 +1321,7 @@ inline cudaError_t cudaStreamDestroy(cudaStream_t s) {
 inline cudaError_t cudaStreamSynchronize(cudaStream_t s) {
   // The legacy default stream waits for every blocking stream: release everything then.
   ::labkit::rt::release(s, s == nullptr || s == cudaStreamLegacy);
+  ::labkit::rt::flush_device_output();
   LABKIT_STICKY();
   return cudaSuccess;
 }
@@ -1312,6 +1377,7 @@ inline cudaError_t cudaEventRecordWithFlags(cudaEvent_t e, cudaStream_t s = 0, u
 inline cudaError_t cudaEventSynchronize(cudaEvent_t e) {
   if (!e) return ::labkit::rt::fail(cudaErrorInvalidResourceHandle);
   ::labkit::rt::release(e->stream, e->stream == nullptr);
+  ::labkit::rt::flush_device_output();
   LABKIT_STICKY();
   return cudaSuccess;
 }
@@ -1458,6 +1524,53 @@ inline cudaError_t cudaLaunchCooperativeKernel(void (*k)(P...), dim3 grid, dim3 
                            [=] { return ::labkit::rt::launch_values(k, spec, values); }))
     return cudaSuccess;
   return ::labkit::rt::launch_values(k, spec, values);
+}
+
+// printf and the forms the compiler makes of it (puts, putchar, the fortified __printf_chk): in a
+// kernel thread the text goes to the device's buffer (above) and the thread lets the others of its
+// block run, so that the lanes of a warp print each printf in turn, as in lockstep on a GPU; on the
+// host, to stdout as always.
+// Weak, as __assert_fail below: defined in each of a program's files that include this.
+extern "C" __attribute__((weak)) int vprintf(const char* fmt, va_list ap) {
+  if (::labkit::tl_fiber && ::labkit::tl_worker) {
+    int n = ::labkit::rt::device_vprintf(fmt, ap);
+    ::labkit::let_others_run();
+    return n;
+  }
+  return std::vfprintf(stdout, fmt, ap);
+}
+extern "C" __attribute__((weak)) int printf(const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vprintf(fmt, ap);
+  va_end(ap);
+  return n;
+}
+extern "C" __attribute__((weak)) int __printf_chk(int, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vprintf(fmt, ap);
+  va_end(ap);
+  return n;
+}
+extern "C" __attribute__((weak)) int __vprintf_chk(int, const char* fmt, va_list ap) { return vprintf(fmt, ap); }
+extern "C" __attribute__((weak)) int puts(const char* text) {
+  if (::labkit::tl_fiber && ::labkit::tl_worker) {
+    std::string line = std::string(text) + "\n";
+    ::labkit::rt::keep_device_output(line.data(), int(line.size()));
+    ::labkit::let_others_run();
+    return 1;
+  }
+  return std::fputs(text, stdout) < 0 || std::fputc('\n', stdout) == EOF ? EOF : 1;
+}
+extern "C" __attribute__((weak)) int putchar(int c) {
+  if (::labkit::tl_fiber && ::labkit::tl_worker) {
+    const char one = char(c);
+    ::labkit::rt::keep_device_output(&one, 1);
+    ::labkit::let_others_run();
+    return (unsigned char)c;
+  }
+  return std::fputc(c, stdout);
 }
 
 // assert() in a kernel: as on a GPU, each failing thread's message names its block and thread, the
