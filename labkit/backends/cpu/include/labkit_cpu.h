@@ -1151,6 +1151,11 @@ inline void begin_block(Worker& W, unsigned long long b) {
     f.state = St::Ready;
     f.stack_lo = W.stacks + (size_t(set) * n + i) * W.stack_size + page;
     f.grid_gen = 0;            // every block of the grid starts at the first grid sync's object
+#if LABKIT_ASAN
+    // The last block's threads left this stack by a switch, not by returning: their frames' redzones
+    // are still poisoned, and a new frame laid out over them would be reported.
+    __asan_unpoison_memory_region(f.stack_lo, f.stack_size);
+#endif
     f.sp = initial_stack(f.stack_lo, f.stack_size);
     W.order[i] = i;
   }
