@@ -318,9 +318,10 @@ def test_command_line_runs_a_program_with_its_arguments():
 
 
 def test_every_thread_that_fails_an_assert_prints_its_line_and_the_command_line_prints_as_it_runs(tmp_path):
-    """As on a GPU (an H200 printed simpleAssert's four lines): each failing thread of the block says
-    so, the launch fails with cudaErrorAssert, whose string is the runtime's; the command line passes
-    the program's stdout and stderr through as it runs, so the lines come in the program's order."""
+    """As on a GPU (an H200 printed simpleAssert's four lines, at its synchronize): each failing thread
+    of the block says so, at the next synchronizing call; the launch fails with cudaErrorAssert, whose
+    string is the runtime's; the command line passes the program's stdout and stderr through as it
+    runs, so the lines come in the program's order."""
     src = tmp_path / "asserts.cu"
     src.write_text(r"""#include <cassert>
 #include <cstdio>
@@ -329,6 +330,8 @@ int main() {
   printf("before\n");
   fflush(stdout);
   check<<<2, 32>>>(60);
+  printf("launched\n");
+  fflush(stdout);
   cudaError_t e = cudaDeviceSynchronize();
   printf("after: %s | %s\n", cudaGetErrorName(e), cudaGetErrorString(e));
   return 0;
@@ -343,8 +346,8 @@ int main() {
     proc = subprocess.run([sys.executable, "-m", "labkit.cuda", "run", str(src)], stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
     lines = proc.stdout.splitlines()
-    assert proc.returncode == 0 and lines[0] == "before" and lines[-1].startswith("after: cudaErrorAssert")
-    assert sum("Assertion" in ln for ln in lines[1:-1]) == 4
+    assert proc.returncode == 0 and lines[:2] == ["before", "launched"]
+    assert lines[-1].startswith("after: cudaErrorAssert") and sum("Assertion" in ln for ln in lines[2:-1]) == 4
 
 
 def test_kernel_printf_shows_at_the_synchronizing_calls_as_on_a_gpu():

@@ -243,33 +243,35 @@ inline State& st() { static State* s = new State(); return *s; }   // never dest
 // before the first kernel's lines.)
 struct DeviceOutput {
   std::mutex mu;
-  std::string text;
+  std::vector<std::pair<FILE*, std::string>> text;   // in the order printed: printf's to stdout, assert's to stderr
   size_t lines = 0;
   bool watching = false;
 };
 inline DeviceOutput& device_output() { static DeviceOutput* d = new DeviceOutput(); return *d; }
 inline void flush_device_output() {
   DeviceOutput& d = device_output();
-  std::string text;
+  std::vector<std::pair<FILE*, std::string>> text;
   {
     std::lock_guard<std::mutex> g(d.mu);
     text.swap(d.text);
     d.lines = 0;
   }
-  if (text.empty()) return;
-  std::fwrite(text.data(), 1, text.size(), stdout);
-  std::fflush(stdout);
+  for (const auto& [to, chunk] : text) {
+    std::fwrite(chunk.data(), 1, chunk.size(), to);
+    std::fflush(to);
+  }
 }
 inline void report_unflushed_output() {
   DeviceOutput& d = device_output();
-  if (d.text.empty()) return;
+  if (d.lines == 0 && d.text.empty()) return;
   std::fflush(stdout);
   std::fprintf(stderr, "labkit: %zu line%s that kernels printed never showed: a GPU shows a kernel's printf at "
                "a synchronizing call (cudaDeviceSynchronize, a blocking cudaMemcpy, cudaDeviceReset ...) and drops "
-               "what is left when the program exits\n", d.lines + (d.text.back() != '\n'), d.lines == 1 ? "" : "s");
+               "what is left when the program exits\n", d.lines + (d.text.back().second.back() != '\n'),
+               d.lines == 1 ? "" : "s");
 }
-// Text a kernel printed, kept for the next flush point.
-inline int keep_device_output(const char* text, int n) {
+// Text a kernel printed (to stderr: an assert's line), kept for the next flush point.
+inline int keep_device_output(const char* text, int n, FILE* to = stdout) {
   if (n <= 0) return n;
   DeviceOutput& d = device_output();
   std::lock_guard<std::mutex> g(d.mu);
@@ -277,7 +279,8 @@ inline int keep_device_output(const char* text, int n) {
     d.watching = true;
     std::atexit(report_unflushed_output);
   }
-  d.text.append(text, size_t(n));
+  if (d.text.empty() || d.text.back().first != to) d.text.emplace_back(to, std::string());
+  d.text.back().second.append(text, size_t(n));
   for (int i = 0; i < n; ++i) d.lines += text[i] == '\n';
   return n;
 }
@@ -1573,8 +1576,9 @@ extern "C" __attribute__((weak)) int putchar(int c) {
   return std::fputc(c, stdout);
 }
 
-// assert() in a kernel: as on a GPU, each failing thread's message names its block and thread, the
-// launch stops, and the program sees cudaErrorAssert (sticky) instead of being aborted.  On the host,
+// assert() in a kernel: as on a GPU, each failing thread's message names its block and thread (on
+// stderr, at the next synchronizing call, as printf's lines), the launch stops, and the program sees
+// cudaErrorAssert (sticky) instead of being aborted.  On the host,
 // assert() aborts as the C library's does.  Weak: defined in each of a program's files that include this.
 #include <assert.h>
 extern "C" __attribute__((weak, noreturn)) void __assert_fail(const char* expr, const char* file, unsigned line,
@@ -1584,7 +1588,8 @@ extern "C" __attribute__((weak, noreturn)) void __assert_fail(const char* expr, 
     char buf[1024];
     snprintf(buf, sizeof buf, "%s:%u: %s: block: [%u,%u,%u], thread: [%u,%u,%u] Assertion `%s` failed.", file, line,
              func, b.x, b.y, b.z, t.x, t.y, t.z, expr);
-    std::fprintf(stderr, "%s\n", buf);
+    std::string line = std::string(buf) + "\n";   // shown at the next synchronizing call, as printf's lines
+    ::labkit::rt::keep_device_output(line.data(), int(line.size()), stderr);
     ::labkit::assert_from_fiber(buf);
   }
   std::fprintf(stderr, "%s:%u: %s: Assertion `%s' failed.\n", file, line, func, expr);
