@@ -184,6 +184,10 @@ inline int bias_grad_length(cublasLtEpilogue_t e, int m, int n) {
     return m;
   return e == CUBLASLT_EPILOGUE_BGRADB ? n : 0;
 }
+// Whether the epilogue reads or writes the bias pointer (a bias, or a bias gradient), and an
+// auxiliary matrix.
+inline bool uses_bias(cublasLtEpilogue_t e) { return has_bias(e) || bias_grad_length(e, 1, 1) > 0; }
+inline bool uses_aux(cublasLtEpilogue_t e) { return writes_aux(e) || reads_aux(e); }
 // The auxiliary matrix's leading dimension: D's rows where none was set.
 inline int64_t aux_ld(const cublasLtMatmulDescOpaque_t& d, int m) { return d.aux_ld ? d.aux_ld : m; }
 // cuBLASLt's GELU: the tanh approximation, and its derivative for DGELU.
@@ -258,7 +262,7 @@ inline cublasStatus_t matmul_as(const cublasLtMatmulDescOpaque_t& d, const void*
   const cudaDataType_t aux_type = d.aux_type_set ? d.aux_type : ld.type;
   const size_t bias_size = ::labkit::blas::type_size(bias_type);
   const int grad_length = bias_grad_length(kind, m, n);
-  const bool uses_bias = has_bias(kind) || grad_length > 0, uses_aux = writes_aux(kind) || reads_aux(kind);
+  const bool with_bias = uses_bias(kind), with_aux = uses_aux(kind);
   const bool mask = aux_is_mask(kind);
   // The auxiliary matrix's bytes: m x n elements ld apart, one bit each for ReLU's mask.
   const long long aux_stride = aux_ld(d, m);
@@ -275,13 +279,13 @@ inline cublasStatus_t matmul_as(const cublasLtMatmulDescOpaque_t& d, const void*
   };
   std::vector<Batch> batches;
   for (int q = 0; q < batch; ++q) {
-    void* bias = uses_bias ? static_cast<char*>(const_cast<void*>(d.bias)) + q * d.bias_batch_stride * bias_size
+    void* bias = with_bias ? static_cast<char*>(const_cast<void*>(d.bias)) + q * d.bias_batch_stride * bias_size
                            : nullptr;
     if (bias && !::labkit::blas::operand(bias, size_t(grad_length ? grad_length : m) * bias_size, call,
                                          grad_length ? "bias gradient" : "bias vector"))
       return CUBLAS_STATUS_EXECUTION_FAILED;
     void* aux = nullptr;
-    if (uses_aux) {
+    if (with_aux) {
       const long long step = mask ? q * d.aux_batch_stride / 8
                                   : q * d.aux_batch_stride * (long long)::labkit::blas::type_size(aux_type);
       aux = static_cast<char*>(d.aux) + step;
@@ -331,7 +335,7 @@ inline cublasStatus_t epilogue_transposes(const cublasLtMatmulDescOpaque_t& d, c
 }
 inline cublasStatus_t epilogue_rules(const cublasLtMatmulDescOpaque_t& d, int m, size_t workspace, const char** why) {
   const cublasLtEpilogue_t e = d.epilogue;
-  const int64_t ld = (writes_aux(e) || reads_aux(e)) ? d.aux_ld : 0;
+  const int64_t ld = uses_aux(e) ? d.aux_ld : 0;
   *why = nullptr;
   if (ld && (ld < m || (aux_is_mask(e) && ld % 128)))
     *why = aux_is_mask(e) ? "a ReLU bit mask's leading dimension (CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD) must be a "
@@ -353,12 +357,11 @@ inline cublasStatus_t epilogue_rules(const cublasLtMatmulDescOpaque_t& d, int m,
 // GELU that keeps no auxiliary matrix.
 inline cublasStatus_t epilogue_pointers(const cublasLtMatmulDescOpaque_t& d, const char** why) {
   const cublasLtEpilogue_t e = d.epilogue;
-  const bool uses_bias = has_bias(e) || bias_grad_length(e, 1, 1) > 0;
   *why = nullptr;
-  if (uses_bias && !d.bias)
+  if (uses_bias(e) && !d.bias)
     *why = has_bias(e) ? "the epilogue adds a bias, and no bias pointer was set"
                        : "the epilogue writes a bias gradient, and no bias pointer was set";
-  else if (!uses_bias && d.bias) *why = "a bias pointer is set, and the epilogue uses no bias";
+  else if (!uses_bias(e) && d.bias) *why = "a bias pointer is set, and the epilogue uses no bias";
   else if (reads_aux(e) && !d.aux) *why = "the epilogue reads an auxiliary matrix, and no aux pointer was set";
   if (*why) return CUBLAS_STATUS_INVALID_VALUE;
   if (writes_aux(e) && !d.aux) *why = "the epilogue writes an auxiliary matrix, and no aux pointer was set";
