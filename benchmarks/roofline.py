@@ -11,10 +11,12 @@ For each network, precision and batch size (GPU defaults; ``--quick``: smaller b
                (data and weight of every convolution), SGD, kernel by kernel (ResNetSmall.step_list)
     mobilenet  MobileNetV2 FP32, batch 256 (synthetic weights, seeded)
 
-each step of the network's plan (``model.plan(N).steps``; the ResNet's ``step_list``) is timed alone by
-labkit.measure.breakdown (CUDA events around each step, the median of ``--repeat`` runs after
-``--warmup``), and set beside its cost (``model.step_costs(N)``: FLOPs, and the least bytes, each input,
-weight and bias read once and the output written once) and its floor: the larger of bytes at the
+on a GPU each case is tuned first (labkit.tune; the ResNet by one training step with the autotuner
+searching), its decisions' sources recorded in the rows; then each step of the network's plan
+(``model.plan(N).steps``; the ResNet's ``step_list``) is timed alone by labkit.measure.breakdown
+(CUDA events around each step, the median of ``--repeat`` runs after ``--warmup``), and set beside
+its cost (``model.step_costs(N)``: FLOPs, and the least bytes, each input, weight and bias read once
+and the output written once) and its floor: the larger of bytes at the
 measured copy bandwidth and FLOPs at the measured GEMM peak of the precision the step runs in (the
 device's ceilings, ``labkit.device().ceilings()``; TF32: cuBLAS's float32 GEMM with CUPY_TF32=1, timed
 in a child process so that this one stays in plain FP32).  In a TF32 network only the convolutions
@@ -42,22 +44,14 @@ sys.path.insert(0, str(ROOT))
 
 import labkit  # noqa: E402
 from labkit import measure, plots  # noqa: E402
-from labkit.measure import roofline as rf  # noqa: E402
-from labkit.models import alexnet, fashion_mnist as fm, mobilenet_v2 as mb  # noqa: E402
-from labkit.models.resnet_small import ResNetSmall  # noqa: E402
+from labkit.ladder.floors import NETS, build_case, case_label, floor_rows  # noqa: E402
 
-NETS = ("fashion", "alexnet", "resnet", "mobilenet")
-TITLES = {"fashion": "FashionNet", "alexnet": "AlexNet", "resnet": "ResNet-small training step",
-          "mobilenet": "MobileNetV2"}
 # (precision, batch) per network: the issue's sizes, --quick's, and the CPU executor's.
 GPU_CASES = {"fashion": [("fp32", 10000)], "alexnet": [("fp32", 1024), ("fp32", 64), ("tf32", 1024), ("tf32", 64)],
              "resnet": [("fp32", 1024)], "mobilenet": [("fp32", 256)]}
 QUICK_CASES = {"fashion": [("fp32", 1000)], "alexnet": [("fp32", 64), ("tf32", 64)], "resnet": [("fp32", 64)],
                "mobilenet": [("fp32", 32)]}
 CPU_CASES = {"fashion": [("fp32", 4)], "alexnet": [("fp32", 1)], "resnet": [("fp32", 4)], "mobilenet": [("fp32", 2)]}
-RESNET_CHANNELS = {"gpu": 64, "cpu": 4}
-MOBILENET_HW = {"gpu": mb.INPUT_HW, "cpu": (32, 32)}
-LR, MOMENTUM, WD = 0.05, 0.9, 5e-4
 
 # The TF32 ceiling, measured in a child process: CuPy reads CUPY_TF32 (documented among its environment
 # variables) for float32 matmul, and this process must keep plain FP32.  The product of two 512x512
@@ -105,70 +99,6 @@ def measure_tf32(n: int = 8192) -> dict:
 def cases(nets, quick: bool, gpu: bool) -> list[tuple[str, str, int]]:
     table = (QUICK_CASES if quick else GPU_CASES) if gpu else CPU_CASES
     return [(net, prec, n) for net in nets for prec, n in table[net]]
-
-
-def tensor_core_steps(net: str, names: list[str]) -> list[str]:
-    """The steps that take a TF32 network's precision: its implicit-GEMM convolutions (AlexNet's five;
-    MobileNetV2's stem, expansions, projections and head).  Depthwise, dense, pooling, LRN and softmax
-    kernels are plain FP32 in either network."""
-    if net == "alexnet":
-        return [n for n in names if re.fullmatch(r"conv\d", n)]
-    if net == "mobilenet":
-        return [n for n in names if n in ("stem", "head") or n.endswith((".expand", ".project"))]
-    return []
-
-
-def build(net: str, precision: str, N: int, gpu: bool, rng):
-    """(steps [(name, fn)], {name: Cost}, notes, the model) of one case, its inputs filled with random
-    data (a plan's buffers start as NaN, and a kernel may run at another speed on NaN)."""
-    xp = labkit.xp
-    where = "gpu" if gpu else "cpu"
-    if net == "resnet":
-        c = RESNET_CHANNELS[where]
-        model = ResNetSmall(c, seed=0)
-        x = xp.asarray(rng.random((N, 1, 28, 28), dtype=np.float32))
-        labels = xp.asarray(rng.integers(0, 10, N).astype(np.int32))
-        steps = model.step_list(x, labels, lr=LR, momentum=MOMENTUM, weight_decay=WD)
-        notes = {"channels": c, "input_hw": [28, 28], "backward": model.backward, "tensor_core_steps": []}
-        return steps, model.step_costs(N), notes, model
-    if net == "fashion":
-        model, notes = fm.FashionNet(fm.load_weights()), {"variant": "fused"}
-        fill = lambda shape: rng.random(shape, dtype=np.float32)                       # noqa: E731
-    elif net == "alexnet":
-        weights, source = alexnet.load_weights()
-        model, notes = alexnet.AlexNet(weights, precision=precision), {"weights": source}
-        fill = lambda shape: (50 * rng.standard_normal(shape)).astype(np.float32)      # noqa: E731  (0-255 scale)
-    else:
-        hw = MOBILENET_HW[where]
-        model = mb.MobileNetV2(mb.synthetic_weights(), input_hw=hw, precision=precision)
-        notes = {"input_hw": list(hw), "weights": "synthetic (seed 2018)"}
-        fill = lambda shape: rng.standard_normal(shape, dtype=np.float32)              # noqa: E731
-    plan = model.plan(N)
-    plan.x[...] = xp.asarray(fill(plan.x.shape))
-    notes["tensor_core_steps"] = tensor_core_steps(net, [name for name, _ in plan.steps]) if precision == "tf32" else []
-    return list(plan.steps), model.step_costs(N), notes, model
-
-
-def rows_of(net, precision, N, steps, costs, ceil, bd, notes) -> list[dict]:
-    missing = [name for name, _ in steps if name not in costs]
-    if missing:
-        raise RuntimeError(f"{net}: steps without a cost: {missing}")
-    out = []
-    tensor_cores = set(notes["tensor_core_steps"])
-    for part in bd.parts:
-        c = costs[part.name]
-        fp = precision if part.name in tensor_cores else "fp32"
-        out.append({"network": net, "precision": precision, "batch": N, "step": part.name, "kernel": None,
-                    "flops": c.flops, "bytes": c.bytes, "intensity": c.intensity, "floor_precision": fp,
-                    "floor_ms": rf.floor_ms(c, ceil, fp), "bound": rf.bound(c, ceil, fp),
-                    "measured_ms": part.median_ms,
-                    "percent_of_floor": rf.percent_of_floor(part.median_ms, c, ceil, fp),
-                    **{k: v for k, v in notes.items() if k != "tensor_core_steps"}})
-    return out
-
-
-def case_label(r: dict) -> str:
-    return f"{TITLES[r['network']]} {r['precision'].upper()} batch {r['batch']:,}"
 
 
 def markdown(rows: list[dict], doc_head: dict) -> str:
@@ -219,9 +149,9 @@ def main() -> int:
     rng = np.random.default_rng(0)
     rows = []
     for net, precision, N in todo:
-        steps, costs, notes, model = build(net, precision, N, gpu, rng)
+        steps, costs, notes, model = build_case(net, precision, N, rng)
         bd = measure.breakdown([(name, "kernel", fn) for name, fn in steps], warmup=warmup, repeat=repeat)
-        case = rows_of(net, precision, N, steps, costs, ceil, bd, notes)
+        case = floor_rows(net, precision, N, steps, costs, ceil, bd, notes)
         rows += case
         floor, ms = sum(r["floor_ms"] for r in case), sum(r["measured_ms"] for r in case)
         print(f"{case_label(case[0])}: {len(case)} steps, {ms:.3f} ms measured, floor {floor:.3f} ms "

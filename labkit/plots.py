@@ -258,6 +258,29 @@ def grouped_hbars(groups: dict[str, dict[str, float]], title: str | None = None,
     return fig
 
 
+def floor_bars(rows: Sequence[dict], title: str | None = None, *, top: int | None = None,
+               device: str | None = None) -> Figure:
+    """Where the time goes and how far each piece is from its floor: one horizontal bar per step of
+    ``rows`` (``step``, ``measured_ms``, ``floor_ms``, ``percent_of_floor``; labkit.ladder.floors), the
+    slowest on top (``top``: only that many), its floor drawn inside it in a darker shade and its % of
+    floor written after it.  The gap between the two is what a better kernel could win there."""
+    sel = sorted(rows, key=lambda r: -r["measured_ms"])[:top] if rows else []
+    if not sel:
+        raise ValueError("floor_bars needs at least one row")
+    total = sum(r["measured_ms"] for r in rows)
+    fig, ax = plt.subplots(figsize=(8.0, max(2.6, 0.26 * len(sel) + 1.4)))
+    y = list(range(len(sel)))
+    ax.barh(y, [r["measured_ms"] for r in sel], color="C0", alpha=0.45, height=0.75, label="measured")
+    ax.barh(y, [min(r["floor_ms"], r["measured_ms"]) for r in sel], color="C0", height=0.75, label="floor")
+    for i, r in enumerate(sel):
+        ax.text(r["measured_ms"], i, f" {r['percent_of_floor']:.0f}% of floor, {100 * r['measured_ms'] / total:.0f}%"
+                " of the time", va="center", fontsize=6.5)
+    ax.set_yticks(y, [r["step"] for r in sel], fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlim(0, 1.45 * max(r["measured_ms"] for r in sel))
+    return _finish_bars(fig, ax, title, "ms (each step alone)", device or _device_text(rows), horizontal=True)
+
+
 # A per-kernel / per-memcpy breakdown is drawn as stacked bars.
 bar_breakdown = stacked_bars
 

@@ -44,10 +44,11 @@ def test_fashion_on_the_cpu_executor(script, tmp_path, monkeypatch):
     assert (tmp_path / "roofline_cpu.png").stat().st_size > 0
 
 
-def test_tensor_core_steps_are_the_implicit_gemm_convolutions(script):
+def test_tensor_core_steps_are_the_implicit_gemm_convolutions():
+    from labkit.ladder.floors import tensor_core_steps
     from labkit.models import alexnet, mobilenet_v2 as mb
     names = list(alexnet.AlexNet(alexnet.load_weights()[0]).step_costs(2))
-    assert script.tensor_core_steps("alexnet", names) == ["conv1", "conv2", "conv3", "conv4", "conv5"]
+    assert tensor_core_steps("alexnet", names) == ["conv1", "conv2", "conv3", "conv4", "conv5"]
     names = list(mb.MobileNetV2(mb.synthetic_weights()).step_costs(2))
-    tc = script.tensor_core_steps("mobilenet", names)
+    tc = tensor_core_steps("mobilenet", names)
     assert len(tc) == 2 + 16 + 17 and "features.1.dw" not in tc and "classifier" not in tc
