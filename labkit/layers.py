@@ -24,17 +24,17 @@ from .ops.depthwise_any import DepthwiseAnyConv2d, depthwise_any_conv2d
 from .ops.dw_project import DepthwiseProject
 from .ops.gemm import Dense
 from .ops.implicit import ImplicitConv2d
-from .ops.lrn import LRN, lrn
+from .ops.lrn import LRN, LRNMaxPool, lrn, lrn_max_pool
 from .ops.pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, max_pool2d, softmax
 
 # Inference: the convolutions (any geometry on the fastest kernel for it, direct rungs, implicit GEMM,
 # transposed, depthwise 3x3 and of any geometry, depthwise + projection fused, conv + tanh + pool
-# fused), dense, pooling, LRN, softmax.  Training: the
+# fused), dense, pooling, LRN (and LRN + max-pool fused), softmax.  Training: the
 # 3x3 block convolutions (direct and Winograd, forward and backward data) and their weight gradients,
 # backward data of any convolution.
 __all__ = ["AutoConv2d", "ConvTranspose2d", "conv_transpose2d", "Conv2d", "ImplicitConv2d", "DepthwiseConv2d", "DepthwiseAnyConv2d", "DepthwiseProject", "ConvPoolTanh",
-           "Dense", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN",
+           "Dense", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN", "LRNMaxPool",
            "SmallConv3x3", "WinogradConv3x3", "SmallWeightGrad", "WinogradWeightGrad", "Auto3x3", "AutoWeightGrad3x3",
            "BackwardData",
-           "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "depthwise_any_conv2d", "lrn",
+           "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "depthwise_any_conv2d", "lrn", "lrn_max_pool",
            "conv_pool_tanh", "CONV_POOL_THREADS", "conv_pool_shared_bytes"]

@@ -291,12 +291,14 @@ def launch_mobilenet_parts() -> int:
 
 
 def launch_alexnet_parts() -> int:
-    """LRN, split-K GEMM (partial tiles, ragged K) and its reduce, on odd sizes."""
+    """LRN, LRN + max-pool fused (a last band and chunk cut short), split-K GEMM (partial tiles, ragged K)
+    and its reduce, on odd sizes."""
     from labkit import layers
     from labkit.ops.gemm import gemm
 
     rng = np.random.default_rng()
     layers.lrn(cp.asarray(rng.standard_normal((2, 7, 5, 3), dtype=np.float32)), 2)
+    layers.lrn_max_pool(cp.asarray(rng.standard_normal((2, 13, 31, 29), dtype=np.float32)), 3, 2)
     a = cp.asarray(rng.standard_normal((3, 293), dtype=np.float32))
     b = cp.asarray(rng.standard_normal((293, 70), dtype=np.float32))
     gemm(a, b, cp.zeros(70, cp.float32), variant="dbuf", splits=5, activation="relu",
@@ -314,7 +316,7 @@ def launch_alexnet_parts() -> int:
                           layer, activation="relu", precision="tf32",      # split-K in the TF32 implicit GEMM
                           tiles=Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2))
     conv(cp.asarray(rng.standard_normal((2, 8, 13, 11), dtype=np.float32)), splits=3)
-    return 3 + 2 * 3 + 2 + 2
+    return 4 + 2 * 3 + 2 + 2
 
 
 def launch_prepared_and_graphs() -> int:

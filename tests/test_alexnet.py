@@ -177,6 +177,10 @@ def test_network_matches_reference_at_batch_1(synthetic):
     assert rel_error(p, ref) < 1e-5 and abs(float(to_numpy(p).sum()) - 1.0) < 1e-5
     with pytest.raises(ValueError, match=r"x must be \(N, 3, 227, 227\)"):
         net(labkit.xp.zeros((1, 3, 224, 224), dtype=labkit.xp.float32))
+    # LRN and pooling as two kernels each time: the same sums in the same order, the same probabilities
+    apart = alexnet.AlexNet(w, fuse_lrn_pool=False)
+    assert [name for name, _ in apart.plan(1).steps][:3] == ["conv1", "lrn1", "pool1"]
+    np.testing.assert_array_equal(to_numpy(apart(labkit.xp.asarray(x))), to_numpy(net(labkit.xp.asarray(x))))
 
 
 @pytest.mark.check
@@ -196,7 +200,7 @@ def test_breakdown_memory_and_first_call_on_the_backend(synthetic):
     bd = ab.forward_breakdown(net, 1, warmup=0, repeat=1)
     names, mem_kind = [p.name for p in bd.parts], bd.meta["host_memory"]   # pinned on a GPU, else pageable
     assert names[0].endswith(f"x ({mem_kind})") and names[-1].endswith(f"probabilities ({mem_kind})")
-    assert names[1:-1] == ["conv1", "lrn1", "pool1", "conv2", "lrn2", "pool2", "conv3", "conv4", "conv5", "pool5",
+    assert names[1:-1] == ["conv1", "lrn1 + pool1", "conv2", "lrn2 + pool2", "conv3", "conv4", "conv5", "pool5",
                            "fc6", "fc7", "fc8", "softmax"]
     assert all(p.median_ms > 0 for p in bd.parts) and bd.whole_ms >= bd.op_ms * 0.5
     mem = {r["component"]: r for r in ab.memory(net, 2)}

@@ -15,7 +15,7 @@ from ..backends.clock import host_us
 from .breakdown import Breakdown, Part, breakdown
 from .roofline import (Cost, achieved, bound, conv2d_backward_data_cost, conv2d_backward_weight_cost, conv2d_cost,
                        dense_backward_cost, dense_cost, elementwise_cost, floor_ms, gemm_cost,
-                       global_avg_pool_cost, lrn_cost, out_size, percent_of_floor, pool2d_cost,
+                       global_avg_pool_cost, lrn_cost, lrn_max_pool_cost, out_size, percent_of_floor, pool2d_cost,
                        sgd_momentum_cost, softmax_cost, softmax_cross_entropy_cost)
 from .sweep import ROW_KEYS, load_results, load_rows, release_gpu_memory, save_rows, sweep
 from .timer import LAUNCHES, Timing, per_launch_ms, time_fn, time_region
@@ -25,7 +25,7 @@ __all__ = [
     "Timing", "time_fn", "time_region", "per_launch_ms", "LAUNCHES", "host_us",
     "sweep", "save_rows", "load_rows", "load_results", "ROW_KEYS", "release_gpu_memory",
     "Cost", "conv2d_cost", "dense_cost", "gemm_cost", "out_size", "pool2d_cost", "global_avg_pool_cost",
-    "lrn_cost", "softmax_cost", "elementwise_cost", "conv2d_backward_data_cost", "conv2d_backward_weight_cost",
+    "lrn_cost", "lrn_max_pool_cost", "softmax_cost", "elementwise_cost", "conv2d_backward_data_cost", "conv2d_backward_weight_cost",
     "dense_backward_cost", "softmax_cross_entropy_cost", "sgd_momentum_cost",
     "floor_ms", "bound", "percent_of_floor", "achieved",
 ]

@@ -93,6 +93,15 @@ def lrn_cost(N: int, C: int, H: int, W: int, depth_radius: int, *, dtype_bytes: 
     return Cost(float(elems * (2 * (2 * depth_radius + 1) + 3)), float(2 * elems * dtype_bytes), (N, C, H, W))
 
 
+def lrn_max_pool_cost(N: int, C: int, H: int, W: int, depth_radius: int, K: int, stride: int, *,
+                      dtype_bytes: int = 4) -> Cost:
+    """LRN then a KxK max-pool in one kernel: both operations' FLOPs, but the normalized values never
+    reach memory: reads x once, writes the pooled output once."""
+    norm, pool = lrn_cost(N, C, H, W, depth_radius, dtype_bytes=dtype_bytes), pool2d_cost(N, C, H, W, K, stride,
+                                                                                         dtype_bytes=dtype_bytes)
+    return Cost(norm.flops + pool.flops, pool.bytes, pool.out_shape)
+
+
 def softmax_cost(rows: int, cols: int, *, dtype_bytes: int = 4) -> Cost:
     """Softmax of each row: max, subtract-exp, sum, divide (4 per element); reads and writes rows*cols."""
     return Cost(float(4 * rows * cols), float(2 * rows * cols * dtype_bytes), (rows, cols))

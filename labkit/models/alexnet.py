@@ -30,7 +30,7 @@ import numpy as np
 from .. import backends, layers, reference
 from ..backends.parallel import run_parallel
 from ..checks import check_array, fast_input
-from ..measure.roofline import Cost, conv2d_cost, dense_cost, lrn_cost, pool2d_cost, softmax_cost
+from ..measure.roofline import Cost, conv2d_cost, dense_cost, lrn_cost, lrn_max_pool_cost, pool2d_cost, softmax_cost
 from ..results import DATA_DIR
 from ..shapes import ALEXNET_CONVS
 from .alexnet_weights import WEIGHTS_ENV, read_bvlc_npy, synthetic_weights, to_labkit
@@ -126,9 +126,10 @@ def reference_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarra
 
 class AlexNet(PlannedModel):
     """The network on the backend in use: implicit-GEMM convolutions with ReLU fused (FP32, or TF32
-    tensor cores on a GPU), LRN and max-pooling kernels, dense layers as GEMMs with bias and ReLU
-    fused (the weights streamed at 1-4 images, split-K where the grid would leave SMs idle),
-    softmax.  Weights go to the backend once, when the network is made; each batch size gets a plan
+    tensor cores on a GPU), LRN and max-pooling kernels (after conv1 and conv2 one kernel for both,
+    ``lrn_max_pool``, unless ``fuse_lrn_pool=False``: steps "lrn1 + pool1" and "lrn2 + pool2"), dense
+    layers as GEMMs with bias and ReLU fused (the weights streamed at 1-4 images, split-K where the
+    grid would leave SMs idle), softmax.  Weights go to the backend once, when the network is made; each batch size gets a plan
     (buffers, workspaces, steps; the whole pass as one CUDA graph) made once.
 
         probs = net(x)                 # eager: each kernel launched from Python, x read in place
@@ -138,10 +139,11 @@ class AlexNet(PlannedModel):
     copy them to keep them.
     """
 
-    def __init__(self, weights: dict[str, np.ndarray], *, precision: str = "fp32"):
+    def __init__(self, weights: dict[str, np.ndarray], *, precision: str = "fp32", fuse_lrn_pool: bool = True):
         self.backend = backends.current()
         xp = backends.xp()
         self.precision = precision
+        self.fuse_lrn_pool = bool(fuse_lrn_pool)
         self.host_weights = weights          # kept (not copied) for replica()
         self.w = {k: xp.asarray(v) for k, v in weights.items()}
         self.convs = {name: layers.ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
@@ -150,12 +152,13 @@ class AlexNet(PlannedModel):
         self.fcs = {name: layers.Dense(self.w[f"{name}_w"], self.w[f"{name}_b"], activation=act)
                     for name, act in (("fc6", "relu"), ("fc7", "relu"), ("fc8", None))}
         self.lrn, self.pool, self.softmax = layers.LRN(**LRN), layers.MaxPool2d(3, 2), layers.Softmax()
+        self.lrn_pool = layers.LRNMaxPool(3, 2, **LRN)
         self._kind = xp.ndarray
         self._plans: dict[int, Plan] = {}
 
     def replica(self) -> "AlexNet":
         """The same network on the current device (its weights copied there from the host once)."""
-        return AlexNet(self.host_weights, precision=self.precision)
+        return AlexNet(self.host_weights, precision=self.precision, fuse_lrn_pool=self.fuse_lrn_pool)
 
     def compile(self, N: int) -> None:
         """Every layer's kernels for a batch of N compiled (or loaded) and its launch planned, side by
@@ -171,11 +174,15 @@ class AlexNet(PlannedModel):
             conv = self.convs[name]
             ws = p.add_workspace(name, conv.workspace_shape(N))
             h = p.add(name, (N, layer.M) + layer.out_hw, lambda src, out, conv=conv, ws=ws: conv(src, out, workspace=ws))
+            c, hh, ww = h.shape[1:]
+            pooled = (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1)
+            if name in LRN_AFTER and self.fuse_lrn_pool:
+                h = p.add(f"lrn{name[-1]} + pool{name[-1]}", pooled, self.lrn_pool)
+                continue
             if name in LRN_AFTER:
                 h = p.add(f"lrn{name[-1]}", h.shape, self.lrn)
             if name in POOL_AFTER:
-                c, hh, ww = h.shape[1:]
-                h = p.add(f"pool{name[-1]}", (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1), self.pool)
+                h = p.add(f"pool{name[-1]}", pooled, self.pool)
         h = h.reshape(N, -1)          # a view: the (c, h, w) flatten, no copy
         for name, fc in self.fcs.items():
             ws = p.add_workspace(name, fc.workspace_shape(N))
@@ -190,6 +197,9 @@ class AlexNet(PlannedModel):
         for name, L in ALEXNET_CONVS.items():
             c = out[name] = conv2d_cost(N, L.C, L.H, L.W, L.M, L.K, stride=L.stride, pad=L.pad, groups=L.groups)
             shape = c.out_shape
+            if name in LRN_AFTER and self.fuse_lrn_pool:
+                out[f"lrn{name[-1]} + pool{name[-1]}"] = lrn_max_pool_cost(*shape, LRN["depth_radius"], 3, 2)
+                continue
             if name in LRN_AFTER:
                 out[f"lrn{name[-1]}"] = lrn_cost(*shape, LRN["depth_radius"])
             if name in POOL_AFTER:

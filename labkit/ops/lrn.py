@@ -1,7 +1,10 @@
-"""Local response normalization across channels (labkit/kernels/lrn.cu), TensorFlow's semantics.
+"""Local response normalization across channels (labkit/kernels/lrn.cu), TensorFlow's semantics, and
+LRN followed by a max-pool in one kernel (AlexNet's lrn + pool).
 
     y = lrn(x, depth_radius=2, bias=1.0, alpha=2e-5, beta=0.75)   # x float32 NCHW
     norm = LRN(depth_radius=2, alpha=2e-5); y = norm(x)
+    z = lrn_max_pool(x, 3, 2, depth_radius=2, alpha=2e-5)          # == max_pool2d(lrn(x), 3, 2)
+    both = LRNMaxPool(3, 2, depth_radius=2, alpha=2e-5); z = both(x)
 """
 from __future__ import annotations
 
@@ -15,7 +18,7 @@ from ..device_query import gpu_sm_count
 from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
-__all__ = ["lrn", "LRN", "channel_chunk"]
+__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "MAX_FUSED_THREADS"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -88,3 +91,84 @@ class LRN(ShapeLayer):
 
     def _make(self, shape):
         return _plan(self.backend, shape, self.params)
+
+
+# lrn_max_pool: a block's threads are the input pixels of its band of pooled rows, at most this many.
+MAX_FUSED_THREADS = 512
+
+
+def fused_band(H: int, W: int, k: int, s: int) -> int:
+    """Pooled rows per block of lrn_max_pool: the most whose input rows ((band-1)*s + k of them, W
+    pixels each) fit MAX_FUSED_THREADS threads, at most the pooled rows there are; 0 where even one
+    pooled row's k input rows do not (a plane wider than MAX_FUSED_THREADS / k: use lrn, then max_pool2d)."""
+    PH = (H - k) // s + 1
+    if k * W > MAX_FUSED_THREADS:
+        return 0
+    return max(1, min(PH, (MAX_FUSED_THREADS // W - k) // s + 1))
+
+
+def _fused_chunk(N: int, C: int, blocks_per_image: int, sms: int) -> int:
+    """Channels per block: 8 (the halo of 2r channels read once per 8) where that still gives every SM
+    4 blocks, else 4 (small batches: more blocks)."""
+    return 8 if N * cdiv(C, 8) * blocks_per_image >= 4 * sms else 4
+
+
+def _check_pool(k, s) -> tuple:
+    check_int(k, "k", low=1)
+    check_int(s, "s", low=1)
+    return int(k), int(s)
+
+
+def _fused_plan(backend: str, shape: tuple, pool: tuple, params: tuple) -> _Plan:
+    key = (backend, shape, pool, params, "lrn_max_pool")
+
+    def make():
+        depth_radius, bias, alpha, beta = _check_params(*params)
+        k, s = _check_pool(*pool)
+        N, C, H, W = (int(v) for v in shape)
+        if H < k or W < k:
+            raise ValueError(f"a {k}x{k} pooling window does not fit a {H}x{W} plane")
+        if N > 65535:
+            raise ValueError(f"lrn_max_pool runs one grid layer per image: at most 65535, got N={N}: split the batch")
+        band = fused_band(H, W, k, s)
+        if band == 0:
+            raise ValueError(f"lrn_max_pool takes planes at most {MAX_FUSED_THREADS // k} wide for a {k}x{k} window "
+                             f"(a block holds {k} whole input rows), got W={W}: use lrn, then max_pool2d")
+        PH, PW = (H - k) // s + 1, (W - k) // s + 1
+        rows = (band - 1) * s + k
+        chunk = _fused_chunk(N, C, cdiv(PH, band), gpu_sm_count())
+        fn = load("lrn", defines={"LRN_R": depth_radius, "LMP_K": k, "LMP_S": s, "LMP_CHUNK": chunk}
+                  ).get_function("lrn_max_pool")
+        return _Plan(fn.launcher((cdiv(C, chunk), cdiv(PH, band), N), (cdiv(rows * W, 32) * 32,),
+                                 (None, None) + ints(C, H, W, PH, PW, band)
+                                 + (np.float32(bias), np.float32(alpha), np.float32(beta)),
+                                 shared_mem=2 * rows * W * 4),
+                     (N, C, PH, PW))
+    return _PLANS.get_or_make(key, make)
+
+
+def lrn_max_pool(x, k: int, s: int, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5,
+                 beta: float = 0.75, *, out=None):
+    """``max_pool2d(lrn(x, ...), k, s)`` (no padding) in one kernel: the normalized values never leave
+    the chip.  Planes at most MAX_FUSED_THREADS / k wide."""
+    backend = backends.current()
+    if not (fast_input(x, array_type(backend)) and x.ndim == 4):
+        check_array(x, "x", "NCHW", 4, backend)
+    _check_params(depth_radius, bias, alpha, beta)
+    plan = _fused_plan(backend, tuple(int(v) for v in x.shape), _check_pool(k, s), (depth_radius, bias, alpha, beta))
+    y = output(out, plan.out_shape, "NCHW", (x,), backend=backend)
+    plan.launch(x, y)
+    return y
+
+
+class LRNMaxPool(ShapeLayer):
+    """lrn_max_pool as a layer with its parameters fixed: ``LRNMaxPool(3, 2, depth_radius=2, alpha=2e-5)(x)``."""
+
+    def __init__(self, k: int, s: int, depth_radius: int = 2, bias: float = 1.0, alpha: float = 2e-5,
+                 beta: float = 0.75):
+        super().__init__()
+        self.pool = _check_pool(k, s)
+        self.params = _check_params(depth_radius, bias, alpha, beta)
+
+    def _make(self, shape):
+        return _fused_plan(self.backend, shape, self.pool, self.params)
