@@ -151,10 +151,11 @@ def launch_training_parts() -> int:
         n += 5
     a, b = f32(3, 5, 7), f32(3, 5, 7)
     tr.relu_backward(a, b), tr.add(a, b), tr.gap_backward(f32(3, 5), (3, 5, 7, 9))
+    tr.gap_relu_backward(f32(3, 5, 7, 9), f32(3, 5)), tr.gap_relu_backward(f32(3, 5, 6, 6), f32(3, 5))  # scalar, float4
     tr.dense_forward(f32(7, 11), f32(11, 10), f32(10)), tr.dense_backward(f32(7, 11), f32(11, 10), f32(7, 10))
     tr.softmax_cross_entropy(f32(9, 10), cp.asarray(np.array([0, 1, 2, 3, 4, 5, 6, 7, 12], np.int32)))
     tr.sgd_momentum(f32(1001), f32(1001), f32(1001), lr=0.1, momentum=0.9, weight_decay=1e-4)
-    n += 9
+    n += 11
     from labkit.ops.conv_small import SmallConv3x3, SmallWeightGrad, Tile, WeightTile
     L = ConvLayer(8, 9, 7, 4, 3, 1, 1)             # conv_small.cu: a ragged last tile of rows
     wt = f32(L.C * 9, L.M)

@@ -163,6 +163,29 @@ def test_training_kernels_match_the_reference():
         assert rel_error(g, r) < 1e-5
 
 
+@pytest.mark.check
+@pytest.mark.parametrize("shape", [(3, 5, 7, 9), (2, 4, 6, 6), (1, 3, 1, 1), (5, 2, 3, 4)])
+def test_pooling_and_relu_backward_in_one_pass(shape):
+    """gap_relu_backward against the float64 references of the two in turn: HW odd (the scalar kernel)
+    and a multiple of 4 (the float4 one), a poisoned output, NaN in y passing dg and NaN in dg reaching
+    its plane where y > 0, as PyTorch's threshold_backward does; the same values as the two kernels."""
+    y = np.maximum(f32(*shape), 0)
+    y[0, 0, 0, 0] = np.nan
+    dg = f32(*shape[:2])
+    dg[-1, -1] = np.nan
+    got = tr.gap_relu_backward(dev(y), dev(dg), out=poisoned(shape))
+    want = ref.relu_backward(y, ref.global_avg_pool_backward(dg, shape))
+    np.testing.assert_array_equal(np.isnan(to_numpy(got)), np.isnan(want))
+    fin = np.isfinite(want)
+    assert np.abs(to_numpy(got)[fin] - want[fin]).max() <= 1e-6 * np.abs(want[fin]).max()
+    np.testing.assert_array_equal(to_numpy(got), to_numpy(tr.relu_backward(dev(y), tr.gap_backward(dev(dg), shape))))
+    with pytest.raises(ValueError, match=r"dg"):
+        tr.gap_relu_backward(dev(y), dev(f32(shape[0], shape[1] + 1)))
+    with pytest.raises(ValueError):
+        yd = dev(y)
+        tr.gap_relu_backward(yd, dev(dg), out=yd)          # out may not overlap an input
+
+
 @pytest.mark.parametrize("N,D", [(37, 10), (1, 3), (9, 70)])
 def test_softmax_cross_entropy_kernel(N, D):
     z = f32(N, D) * 4

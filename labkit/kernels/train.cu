@@ -7,6 +7,14 @@
 //                                         passes dy, as PyTorch's threshold_backward)
 //   add(a, b, out, n)                     out = a + b (a residual block's two gradient paths)
 //   gap_backward(dy, dx, NC, HW)          dx[p, :] = dy[p] / HW for each of the NC planes
+//   gap_relu_backward(y, dg, dx, NC, HW)  both in one pass, where the pooling's input came out of a
+//   gap_relu_backward4(...)               ReLU y: dx = 0 where y <= 0, else dg[p] / HW.  Apart, the
+//                                         plane-sized dL/dy is written and read back; here only y
+//                                         is read.  The grid names the plane (y and z: more planes
+//                                         than one grid dimension holds) and the position in it (x),
+//                                         so no index is divided.  The 4 variant moves float4s (HW a
+//                                         multiple of 4, 16-byte aligned arrays): a quarter of the
+//                                         instructions, four values in flight per load.
 //   dense_forward(x, w, b, y, N, I, O)    y (N, O) = x (N, I) . w (I, O) + b: a thread per output,
 //                                         reading w as it is now (a training loop changes it)
 //   dense_backward_data(dy, w, dx, N, I, O)      dx (N, I) = dy (N, O) . w (I, O)^T
@@ -23,7 +31,8 @@
 //                                         follows a learning-rate schedule (the host writes hyper
 //                                         between replays) where values passed as arguments would
 //                                         be frozen into the graph.
-// Launch: the elementwise kernels grid (ceil(n / 256),), block (256,); dense_backward_data one thread
+// Launch: the elementwise kernels grid (ceil(n / 256),), block (256,); gap_relu_backward(4) grid
+// (ceil(HW' / T), min(NC, 65535), ceil(NC / 65535)), block (T,), HW' = HW (HW / 4), T <= 256; dense_backward_data one thread
 // per dx element, dense_backward_weight one thread per dw element (and db on the first I*O threads'
 // neighbours: threads I*O .. I*O+O-1); softmax_xent grid (ceil(N / 8),), block (256,); mean grid (1,),
 // block (TR_THREADS,).  Float32 (labels int32), C-contiguous.
@@ -52,6 +61,31 @@ extern "C" __global__ void add(const float* __restrict__ a, const float* __restr
 extern "C" __global__ void gap_backward(const float* __restrict__ dy, float* __restrict__ dx, int NC, int HW) {
   const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (i < (long long)NC * HW) dx[i] = dy[i / HW] * (1.0f / HW);
+}
+
+extern "C" __global__ void gap_relu_backward(const float* __restrict__ y, const float* __restrict__ dg,
+                                             float* __restrict__ dx, long long NC, int HW) {
+  const long long plane = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  const int j = blockIdx.x * blockDim.x + threadIdx.x;
+  if (plane >= NC || j >= HW) return;
+  const float g = dg[plane] * (1.0f / HW);           // as gap_backward, then relu_backward's test
+  const long long i = plane * HW + j;
+  dx[i] = y[i] <= 0.0f ? 0.0f : g;
+}
+
+extern "C" __global__ void gap_relu_backward4(const float4* __restrict__ y, const float* __restrict__ dg,
+                                              float4* __restrict__ dx, long long NC, int HW) {
+  const long long plane = (long long)blockIdx.z * gridDim.y + blockIdx.y;
+  const int j = blockIdx.x * blockDim.x + threadIdx.x, HW4 = HW / 4;
+  if (plane >= NC || j >= HW4) return;
+  const float g = dg[plane] * (1.0f / HW);
+  const float4 v = y[plane * HW4 + j];
+  float4 o;
+  o.x = v.x <= 0.0f ? 0.0f : g;
+  o.y = v.y <= 0.0f ? 0.0f : g;
+  o.z = v.z <= 0.0f ? 0.0f : g;
+  o.w = v.w <= 0.0f ? 0.0f : g;
+  dx[plane * HW4 + j] = o;
 }
 
 extern "C" __global__ void dense_forward(const float* __restrict__ x, const float* __restrict__ w,

@@ -30,7 +30,7 @@ from ..backends.parallel import run_parallel
 from ..checks import array_module, check_array, check_int, is_cupy, to_numpy
 from ..loader import load
 from ..measure.roofline import (Cost, conv2d_backward_data_cost, conv2d_backward_weight_cost, conv2d_cost,
-                                dense_backward_cost, dense_cost, elementwise_cost, global_avg_pool_cost,
+                                dense_backward_cost, dense_cost, global_avg_pool_cost,
                                 sgd_momentum_cost, softmax_cross_entropy_cost)
 from ..ops import conv_backward as cb
 from ..ops import training as tr
@@ -263,7 +263,9 @@ class ResNetSmall:
                 "g": xp.empty((N, c), dtype=xp.float32), "logits": xp.empty((N, CLASSES), dtype=xp.float32),
                 "loss": xp.empty(1, dtype=xp.float32), "dz": xp.empty((N, CLASSES), dtype=xp.float32),
                 "rows": xp.empty(N, dtype=xp.float32), "dg": xp.empty((N, c), dtype=xp.float32),
-                "d1": act(), "d2": act(), "d3": act(), "d4": act()}
+                "d2": act(), "d3": act(), "d4": act()}
+            if self.backward != "small":   # the small rung needs no plane-sized dL/da2 (gap_relu_backward)
+                b["d1"] = act()
         return b
 
     def _check_input(self, x) -> int:
@@ -298,11 +300,10 @@ class ResNetSmall:
         c, (H, W) = self.channels, self.input_hw
         tr.softmax_cross_entropy(b["logits"], labels, out=(b["loss"], b["dz"], b["rows"]))
         tr.dense_backward(b["g"], p["fc.w"], b["dz"], out=(b["dg"], g["fc.w"], g["fc.b"]))
-        tr.gap_backward(b["dg"], (N, c, H, W), out=b["d1"])               # d1 = dL/da2
         if self.backward == "small":
             self._small_backward(x, b)
             return b["loss"]
-        da = b["d1"]
+        da = tr.gap_backward(b["dg"], (N, c, H, W), out=b["d1"])          # d1 = dL/da2
         for blk, a_in, h, a_out in (("block2", "a1", "h2", "a2"), ("block1", "a0", "h1", "a1")):
             ds = tr.relu_backward(b[a_out], da, out=b["d2"])            # through the block's last ReLU
             self._conv_backward(f"{blk}.conv2", b[h], ds, dx=b["d3"])    # d3 = dL/dh
@@ -314,9 +315,10 @@ class ResNetSmall:
         return b["loss"]
 
     def _small_backward(self, x, b) -> None:
-        """The backward from dL/da2 (in d1) on conv_small's kernels: each block's two backward-data
-        launches also apply the ReLUs' backward and add the skip's gradient."""
-        ds = tr.relu_backward(b["a2"], b["d1"], out=b["d2"])          # dL/d(block2's sum before its ReLU)
+        """The backward from dL/dg (the pooled means, in dg) on conv_small's kernels: the pooling's and
+        the last ReLU's backward in one pass; each block's two backward-data launches also apply the
+        ReLUs' backward and add the skip's gradient."""
+        ds = tr.gap_relu_backward(b["a2"], b["dg"], out=b["d2"])      # dL/d(block2's sum before its ReLU)
         spare = b["d3"]
         for blk, a_in, h in (("block2", "a1", "h2"), ("block1", "a0", "h1")):
             self._weight_grads(f"{blk}.conv2", b[h], ds)
@@ -348,7 +350,6 @@ class ResNetSmall:
             raise ValueError(f"step_list follows the 'small' rung's kernels; this network's is {self.backward!r}")
         N = self._check_input(x)
         b, cv, g, p = self._bufs(N), self.convs, self.grads, self.params
-        c, (H, W) = self.channels, self.input_hw
         self.sgd.set(lr=lr, momentum=momentum, weight_decay=weight_decay)
         wg = lambda n, a, dy: lambda: self._weight_grads(n, a, dy)   # noqa: E731
         steps = [("stem forward", lambda: cv["stem"](x, b["a0"])),
@@ -362,8 +363,7 @@ class ResNetSmall:
                   lambda: tr.softmax_cross_entropy(b["logits"], labels, out=(b["loss"], b["dz"], b["rows"]))),
                  ("dense backward", lambda: tr.dense_backward(b["g"], p["fc.w"], b["dz"],
                                                               out=(b["dg"], g["fc.w"], g["fc.b"]))),
-                 ("global avg pool backward", lambda: tr.gap_backward(b["dg"], (N, c, H, W), out=b["d1"])),
-                 ("relu backward", lambda: tr.relu_backward(b["a2"], b["d1"], out=b["d2"]))]
+                 ("global avg pool + relu backward", lambda: tr.gap_relu_backward(b["a2"], b["dg"], out=b["d2"]))]
         # _small_backward's buffers, unrolled: block2 reads dL/ds in d2 and leaves it in d3, block1 back in d2.
         for blk, a_in, h, ds, spare in (("block2", "a1", "h2", "d2", "d3"), ("block1", "a0", "h1", "d3", "d2")):
             conv1, conv2 = f"{blk}.conv1", f"{blk}.conv2"
@@ -391,8 +391,8 @@ class ResNetSmall:
         out["dense forward"] = dense_cost(N, c, CLASSES)
         out["softmax cross-entropy"] = softmax_cross_entropy_cost(N, CLASSES)
         out["dense backward"] = dense_backward_cost(N, c, CLASSES)
-        out["global avg pool backward"] = Cost(float(N * c * H * W), float(4 * (N * c + N * c * H * W)), act)
-        out["relu backward"] = elementwise_cost(act, inputs=2)
+        # reads y and the (N, c) gradient of the means, writes dL/dx: one operation per element
+        out["global avg pool + relu backward"] = Cost(float(N * c * H * W), float(4 * (N * c + 2 * N * c * H * W)), act)
         for blk in ("block2", "block1"):
             for conv, extra in (("conv2", 1), ("conv1", 2)):   # the ReLU's gate; conv1 also the skip's gradient
                 out[f"{blk}.{conv} backward weight"] = conv2d_backward_weight_cost(N, c, H, W, c, 3, pad=1)

@@ -3,6 +3,7 @@
     dx = relu_backward(y, dy)                     # y: the ReLU's output
     s = add(a, b)                                 # a residual block's two gradient paths
     dx = gap_backward(dy, (N, C, H, W))           # global average pooling's backward
+    dx = gap_relu_backward(y, dg)                 # both backwards of y = relu(.) -> mean over H, W
     y = dense_forward(x, w, b)                    # x @ w + b, w read as it is now
     dx, dw, db = dense_backward(x, w, dy)         # y = x @ w + b, w (in, out)
     loss, dz = softmax_cross_entropy(z, labels)   # the batch's mean loss (shape (1,)), its gradient
@@ -22,7 +23,7 @@ from ..checks import array_module, check_array, check_no_alias, check_shape, out
 from ..loader import load
 from .plans import PlanCache, cdiv, ints
 
-__all__ = ["relu_backward", "add", "gap_backward", "dense_forward", "dense_backward", "softmax_cross_entropy", "sgd_momentum",
+__all__ = ["relu_backward", "add", "gap_backward", "gap_relu_backward", "dense_forward", "dense_backward", "softmax_cross_entropy", "sgd_momentum",
            "SGD", "THREADS"]
 
 THREADS = 256
@@ -68,6 +69,31 @@ def gap_backward(dy, shape: tuple, *, out=None):
     NC, HW = N * C, H * W
     _fn("gap_backward", (backend, "gap", NC, HW), (cdiv(NC * HW, THREADS),), (THREADS,),
         (None, None) + ints(NC, HW))(dy, dx)
+    return dx
+
+
+def _aligned16(a) -> bool:
+    data = a.data
+    return (data.ptr if hasattr(data, "ptr") else a.ctypes.data) % 16 == 0
+
+
+def gap_relu_backward(y, dg, *, out=None):
+    """dL/dx where y = relu(x) (N, C, H, W) is pooled to its plane means, given dg = dL/d(mean) (N, C):
+    ``relu_backward(y, gap_backward(dg, y.shape))`` in one pass (the same values), reading y only."""
+    backend = backends.current()
+    check_array(y, "y", "NCHW", 4, backend)
+    N, C, H, W = (int(v) for v in y.shape)
+    check_array(dg, "dg", "(N, C)", 2, backend)
+    check_shape(dg, "dg", (N, C), "(N, C) of y's N and C")
+    dx = output(out, (N, C, H, W), "NCHW", (y, dg), backend=backend)
+    NC, HW = N * C, H * W
+    vec = HW % 4 == 0 and _aligned16(y) and _aligned16(dx)
+    width = HW // 4 if vec else HW
+    threads = min(THREADS, cdiv(width, 32) * 32)
+    gy = min(NC, 65535)
+    name = "gap_relu_backward4" if vec else "gap_relu_backward"
+    _fn(name, (backend, name, NC, HW), (cdiv(width, threads), gy, cdiv(NC, gy)), (threads,),
+        (None, None, None, np.int64(NC), np.int32(HW)))(y, dg, dx)
     return dx
 
 
