@@ -86,7 +86,7 @@ def main() -> int:
         if args.backward == "small":   # as in the step: the bias gradient and the ReLU's backward fused
             parts["block conv backward weight"] = lambda: net.wgrad[name](b["a0"], d, net.grads[f"{name}.w"],
                                                                           bias=net.grads[f"{name}.b"])
-            parts["block conv backward data"] = lambda: net.bwd_data[name](d, b["d3"], residual=b["d1"],
+            parts["block conv backward data"] = lambda: net.bwd_data[name](d, b["d3"], residual=b["d4"],
                                                                            gate=b["a0"])
         else:
             bwd = "tiled" if args.backward == "gemm" else "direct"

@@ -47,8 +47,8 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
     v[WIN - 1] = d < C ? xp[(size_t)d * HW] : 0.0f;
     float sum = 0.0f;
 #pragma unroll
-    for (int j = 0; j < WIN; ++j) sum += v[j] * v[j];
-    const float base = bias + alpha * sum;
+    for (int j = 0; j < WIN; ++j) sum = fmaf(v[j], v[j], sum);   // fused: the same sums in lrn_max_pool
+    const float base = fmaf(alpha, sum, bias);
     const float scale = beta == 0.75f ? rsqrtf(base) * rsqrtf(sqrtf(base)) : powf(base, -beta);
     yp[(size_t)c * HW] = v[LRN_R] * scale;
   }
@@ -65,7 +65,7 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 //   rows of the plane, one each.  A thread loads its pixel's LMP_CHUNK + 2r channels at once (all
 //   the loads in flight together: the memory's latency is paid once per chunk, not per channel),
 //   then for each channel of the chunk: the LRN of its pixel from the 2r+1 values around it (the
-//   sums as in lrn_across_channels, so the results agree bit for bit), into shared memory; one
+//   same fused multiply-adds as lrn_across_channels, so the results agree bit for bit), into shared memory; one
 //   barrier; the first band * PW threads each take the max over one pooled output's window there.
 //   Two buffers in turn: a channel's values are written while the last channel's pooling may still
 //   read the other buffer, so one barrier per channel suffices.
@@ -109,16 +109,18 @@ extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __re
   const bool pools = prow < band && ph0 + prow < PH;
   const float* win = normed + (prow * LMP_S) * W + pcol * LMP_S;   // its window's corner, buffer 0
   float* yp = y + ((size_t)blockIdx.z * C * PH + ph0 + prow) * PW + pcol;
+  // Unrolled whole (v stays in registers); the last chunk's missing channels skip the body, the same
+  // way in every thread, so the barrier inside is reached by all or none.
 #pragma unroll
   for (int i = 0; i < LMP_CHUNK; ++i) {
     const int c = c0 + i;
-    if (c >= C) break;                               // the same for the whole block
+    if (c >= C) continue;
     float* buf = normed + (i % 2) * npix;
     if (mine) {
-      float sum = 0.0f;
+      float sum = 0.0f;   // fmaf as in lrn_across_channels (a compiler may not split one into * and +)
 #pragma unroll
-      for (int j = 0; j < WIN; ++j) sum += v[i + j] * v[i + j];
-      const float base = bias + alpha * sum;
+      for (int j = 0; j < WIN; ++j) sum = fmaf(v[i + j], v[i + j], sum);
+      const float base = fmaf(alpha, sum, bias);
       const float scale = beta == 0.75f ? rsqrtf(base) * rsqrtf(sqrtf(base)) : powf(base, -beta);
       buf[t] = v[i + LRN_R] * scale;
     }

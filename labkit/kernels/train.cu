@@ -10,11 +10,13 @@
 //   gap_relu_backward(y, dg, dx, NC, HW)  both in one pass, where the pooling's input came out of a
 //   gap_relu_backward4(...)               ReLU y: dx = 0 where y <= 0, else dg[p] / HW.  Apart, the
 //                                         plane-sized dL/dy is written and read back; here only y
-//                                         is read.  The grid names the plane (y and z: more planes
-//                                         than one grid dimension holds) and the position in it (x),
-//                                         so no index is divided.  The 4 variant moves float4s (HW a
-//                                         multiple of 4, 16-byte aligned arrays): a quarter of the
-//                                         instructions, four values in flight per load.
+//                                         is read.  The scalar kernel's grid names the plane (y and
+//                                         z: more planes than one grid dimension holds) and the
+//                                         position in it (x), so no index is divided.  The 4 variant
+//                                         (HW a multiple of 4, 16-byte aligned arrays, fewer than 2^31
+//                                         float4s) moves float4s, four per thread, its plane found by a
+//                                         32-bit division: a quarter of the instructions, 64 bytes in
+//                                         flight per thread.
 //   dense_forward(x, w, b, y, N, I, O)    y (N, O) = x (N, I) . w (I, O) + b: a thread per output,
 //                                         reading w as it is now (a training loop changes it)
 //   dense_backward_data(dy, w, dx, N, I, O)      dx (N, I) = dy (N, O) . w (I, O)^T
@@ -31,8 +33,9 @@
 //                                         follows a learning-rate schedule (the host writes hyper
 //                                         between replays) where values passed as arguments would
 //                                         be frozen into the graph.
-// Launch: the elementwise kernels grid (ceil(n / 256),), block (256,); gap_relu_backward(4) grid
-// (ceil(HW' / T), min(NC, 65535), ceil(NC / 65535)), block (T,), HW' = HW (HW / 4), T <= 256; dense_backward_data one thread
+// Launch: the elementwise kernels grid (ceil(n / 256),), block (256,); gap_relu_backward grid
+// (ceil(HW / T), min(NC, 65535), ceil(NC / 65535)), block (T,), T <= 256; gap_relu_backward4 grid
+// (ceil(n / 4 / 1024),), block (256,); dense_backward_data one thread
 // per dx element, dense_backward_weight one thread per dw element (and db on the first I*O threads'
 // neighbours: threads I*O .. I*O+O-1); softmax_xent grid (ceil(N / 8),), block (256,); mean grid (1,),
 // block (TR_THREADS,).  Float32 (labels int32), C-contiguous.
@@ -74,18 +77,30 @@ extern "C" __global__ void gap_relu_backward(const float* __restrict__ y, const 
 }
 
 extern "C" __global__ void gap_relu_backward4(const float4* __restrict__ y, const float* __restrict__ dg,
-                                              float4* __restrict__ dx, long long NC, int HW) {
-  const long long plane = (long long)blockIdx.z * gridDim.y + blockIdx.y;
-  const int j = blockIdx.x * blockDim.x + threadIdx.x, HW4 = HW / 4;
-  if (plane >= NC || j >= HW4) return;
-  const float g = dg[plane] * (1.0f / HW);
-  const float4 v = y[plane * HW4 + j];
-  float4 o;
-  o.x = v.x <= 0.0f ? 0.0f : g;
-  o.y = v.y <= 0.0f ? 0.0f : g;
-  o.z = v.z <= 0.0f ? 0.0f : g;
-  o.w = v.w <= 0.0f ? 0.0f : g;
-  dx[plane * HW4 + j] = o;
+                                              float4* __restrict__ dx, unsigned n4, unsigned HW4) {
+  // Flat over the float4s (fewer than 2^31: the host checks), four per thread a blockDim apart, all
+  // four loads issued before any is used; a float4 never straddles planes (HW a multiple of 4).
+  const unsigned i0 = blockIdx.x * (blockDim.x * 4) + threadIdx.x;
+  const float scale = 1.0f / (HW4 * 4);
+  float4 v[4];
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const unsigned i = i0 + u * blockDim.x;
+    if (i < n4) v[u] = y[i];
+  }
+#pragma unroll
+  for (int u = 0; u < 4; ++u) {
+    const unsigned i = i0 + u * blockDim.x;
+    if (i < n4) {
+      const float g = dg[i / HW4] * scale;
+      float4 o;
+      o.x = v[u].x <= 0.0f ? 0.0f : g;
+      o.y = v[u].y <= 0.0f ? 0.0f : g;
+      o.z = v[u].z <= 0.0f ? 0.0f : g;
+      o.w = v[u].w <= 0.0f ? 0.0f : g;
+      dx[i] = o;
+    }
+  }
 }
 
 extern "C" __global__ void dense_forward(const float* __restrict__ x, const float* __restrict__ w,

@@ -87,12 +87,14 @@ def gap_relu_backward(y, dg, *, out=None):
     check_shape(dg, "dg", (N, C), "(N, C) of y's N and C")
     dx = output(out, (N, C, H, W), "NCHW", (y, dg), backend=backend)
     NC, HW = N * C, H * W
-    vec = HW % 4 == 0 and _aligned16(y) and _aligned16(dx)
-    width = HW // 4 if vec else HW
-    threads = min(THREADS, cdiv(width, 32) * 32)
+    if HW % 4 == 0 and NC * HW // 4 < 2**31 and _aligned16(y) and _aligned16(dx):
+        n4 = NC * HW // 4
+        _fn("gap_relu_backward4", (backend, "gap_relu4", NC, HW), (cdiv(n4, 4 * THREADS),), (THREADS,),
+            (None, None, None, np.uint32(n4), np.uint32(HW // 4)))(y, dg, dx)
+        return dx
+    threads = min(THREADS, cdiv(HW, 32) * 32)
     gy = min(NC, 65535)
-    name = "gap_relu_backward4" if vec else "gap_relu_backward"
-    _fn(name, (backend, name, NC, HW), (cdiv(width, threads), gy, cdiv(NC, gy)), (threads,),
+    _fn("gap_relu_backward", (backend, "gap_relu", NC, HW), (cdiv(HW, threads), gy, cdiv(NC, gy)), (threads,),
         (None, None, None, np.int64(NC), np.int32(HW)))(y, dg, dx)
     return dx
 
