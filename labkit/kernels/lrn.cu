@@ -17,12 +17,24 @@
 // else 2.
 // The grid names the element: blockIdx.z the image, blockIdx.y the chunk, the x dimension the pixel
 // (no 64-bit division or remainder decodes a flat index).  beta = 0.75, AlexNet's, takes two
-// reciprocal square roots instead of powf: v^-0.75 = rsqrt(v) * rsqrt(sqrt(v)), within a few ulp.
+// reciprocal square roots instead of powf (lrn_scale).
 // Launch (Python: labkit.ops.lrn.lrn): grid (ceil(HW / 256), ceil(C / chunk), N), block (256,).
 
 #ifndef LRN_R
 #define LRN_R 2
 #endif
+
+// base^-beta.  AlexNet's beta = 0.75 by two reciprocal square roots (the multi-function unit's fast
+// ones; powf or an IEEE sqrtf cost ten times the instructions): with r = base^-1/2, rsqrt(r) =
+// base^1/4, so r * (r * rsqrt(r)) = base^-3/4; no intermediate is smaller than the result (no
+// underflow before it), within a few ulp.
+__device__ __forceinline__ float lrn_scale(float base, float beta) {
+  if (beta == 0.75f) {
+    const float r = rsqrtf(base);
+    return r * (r * rsqrtf(r));
+  }
+  return powf(base, -beta);
+}
 
 extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, float* __restrict__ y, int N, int C,
                                                int HW, int chunk, float bias, float alpha, float beta) {
@@ -48,9 +60,7 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
     float sum = 0.0f;
 #pragma unroll
     for (int j = 0; j < WIN; ++j) sum = fmaf(v[j], v[j], sum);   // fused: the same sums in lrn_max_pool
-    const float base = fmaf(alpha, sum, bias);
-    const float scale = beta == 0.75f ? rsqrtf(base) * rsqrtf(sqrtf(base)) : powf(base, -beta);
-    yp[(size_t)c * HW] = v[LRN_R] * scale;
+    yp[(size_t)c * HW] = v[LRN_R] * lrn_scale(fmaf(alpha, sum, bias), beta);
   }
 }
 
@@ -108,7 +118,8 @@ extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __re
   const int prow = t / PW, pcol = t % PW;
   const bool pools = prow < band && ph0 + prow < PH;
   const float* win = normed + (prow * LMP_S) * W + pcol * LMP_S;   // its window's corner, buffer 0
-  float* yp = y + ((size_t)blockIdx.z * C * PH + ph0 + prow) * PW + pcol;
+  const int out_plane = PH * PW;
+  float* yp = y + (((size_t)blockIdx.z * C + c0) * PH + ph0 + prow) * PW + pcol;   // channel c0's output
   // Unrolled whole (v stays in registers); the last chunk's missing channels skip the body, the same
   // way in every thread, so the barrier inside is reached by all or none.
 #pragma unroll
@@ -120,9 +131,7 @@ extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __re
       float sum = 0.0f;   // fmaf as in lrn_across_channels (a compiler may not split one into * and +)
 #pragma unroll
       for (int j = 0; j < WIN; ++j) sum = fmaf(v[i + j], v[i + j], sum);
-      const float base = fmaf(alpha, sum, bias);
-      const float scale = beta == 0.75f ? rsqrtf(base) * rsqrtf(sqrtf(base)) : powf(base, -beta);
-      buf[t] = v[i + LRN_R] * scale;
+      buf[t] = v[i + LRN_R] * lrn_scale(fmaf(alpha, sum, bias), beta);
     }
     __syncthreads();
     if (pools) {
@@ -135,7 +144,7 @@ extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __re
           const float u = wp[p * W + q];
           best = (u > best || u != u) ? u : best;
         }
-      yp[(size_t)c * PH * PW] = best;
+      yp[i * out_plane] = best;
     }
   }
 }
