@@ -103,3 +103,10 @@ def test_the_fused_cost_reads_x_and_writes_the_pooled_output():
     c = rf.lrn_max_pool_cost(4, 96, 55, 55, 2, 3, 2)
     assert c.bytes == 4 * (4 * 96 * 55 * 55 + 4 * 96 * 27 * 27) and c.out_shape == (4, 96, 27, 27)
     assert c.flops == rf.lrn_cost(4, 96, 55, 55, 2).flops + rf.pool2d_cost(4, 96, 55, 55, 3, 2).flops
+
+
+def test_the_chunk_is_the_largest_that_keeps_every_sm_busy():
+    assert lrn_ops.fused_chunk(1024, 96, 7, 132) == 16
+    assert lrn_ops.fused_chunk(64, 256, 2, 132) == 16      # 64 * 16 * 2 = 2,048 blocks
+    assert lrn_ops.fused_chunk(8, 96, 7, 132) == 8         # at 16: 8 * 6 * 7 = 336 blocks < 4 * 132
+    assert lrn_ops.fused_chunk(1, 96, 7, 132) == 4         # too few blocks even at 8

@@ -70,7 +70,7 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 // values live only in shared memory: each input is read once (plus the halos below) and only the
 // pooled output is written.
 //   A block takes one image (blockIdx.z), a band of `band` pooled rows (blockIdx.y) and a chunk of
-//   LMP_CHUNK channels (blockIdx.x, the fastest: the blocks of neighbouring chunks run together and
+//   LMP_CHUNK channels (16, 8 or 4: labkit.ops.lrn.fused_chunk) (blockIdx.x, the fastest: the blocks of neighbouring chunks run together and
 //   share their halo channels through L2).  Its threads are the band's input pixels, (band-1)*S + K
 //   rows of the plane, one each.  A thread loads its pixel's LMP_CHUNK + 2r channels at once (all
 //   the loads in flight together: the memory's latency is paid once per chunk, not per channel),
