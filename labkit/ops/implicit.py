@@ -172,10 +172,6 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
                 for bk, stages in ((16, 3), (16, 4), (32, 3), (32, 4)):
                     out += [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, minb=minb)
                             for wm, wn in ((2, 4), (4, 2)) for minb in (1, 2)]
-        # 4 warps of 64 x 64: each fragment loaded from shared memory feeds twice the mma instructions of
-        # a 32 x 64 or 64 x 32 warp tile (the shared loads, not the tensor cores, held 8 warps back)
-        out += [Tiles("tf32", bm=128, bn=128, bk=bk, wm=2, wn=2, stages=stages, minb=minb)
-                for bk, stages in ((16, 4), (32, 3), (32, 4)) for minb in (1, 2)]
     good = []
     for t in out:
         try:
