@@ -352,6 +352,36 @@ def test_concat_channels_and_lrn(tmp_path):
     check(path, x, reference.lrn(k, depth_radius=1, bias=2.0, alpha=1e-2 / 3, beta=0.75))
 
 
+@pytest.mark.check
+def test_lrn_then_max_pool_run_as_one_kernel_where_they_can(tmp_path):
+    """LRN + MaxPool fused (lrn_max_pool) when the pool is plain and reads the LRN alone; a padded pool,
+    or an LRN read twice, keeps the two kernels.  Each against the float64 reference."""
+    lrn = dict(size=5, alpha=1e-2, beta=0.75, bias=2.0)
+    x = randn(2, 7, 11, 13)
+    norm = reference.lrn(x, depth_radius=2, bias=2.0, alpha=1e-2 / 5, beta=0.75)
+    nodes = [helper.make_node("LRN", ["x"], ["n"], **lrn),
+             helper.make_node("MaxPool", ["n"], ["y"], kernel_shape=[3, 3], strides=[2, 2])]
+    model = check(save(tmp_path, nodes, {}, [2, 7, 11, 13]), x, reference.max_pool2d(norm, 3, 2))
+    rows = model.describe(2)
+    assert [r["op"] for r in rows] == ["LRN+MaxPool"] and rows[0]["kernel"] == "lrn_max_pool (lrn.cu)"
+    assert rows[0]["bytes"] == 4 * (2 * 7 * 11 * 13 + 2 * 7 * 5 * 6)      # x read once, the pooled output written
+
+    nodes = [helper.make_node("LRN", ["x"], ["n"], **lrn),
+             helper.make_node("MaxPool", ["n"], ["y"], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])]
+    model = check(save(tmp_path, nodes, {}, [2, 7, 11, 13], name="padded.onnx"), x, pool_ref(norm, "max", (3, 3),
+                                                                                             (2, 2), (1, 1, 1, 1)))
+    assert [r["op"] for r in model.describe(2)] == ["LRN", "MaxPool"]
+
+    nodes = [helper.make_node("LRN", ["x"], ["n"], **lrn),
+             helper.make_node("MaxPool", ["n"], ["p"], kernel_shape=[3, 3], strides=[2, 2]),
+             helper.make_node("Pad", ["n", "pads"], ["q"]),         # the LRN's output read twice
+             helper.make_node("Add", ["p", "q"], ["y"])]
+    pads = np.array([0, 0, -6, -7, 0, 0, 0, 0], dtype=np.int64)  # crop n to the pooled output's 5 x 6
+    ref = reference.max_pool2d(norm, 3, 2) + norm[:, :, 6:, 7:]
+    model = check(save(tmp_path, nodes, dict(pads=pads), [2, 7, 11, 13], name="twice.onnx"), x, ref)
+    assert [r["op"] for r in model.describe(2)][:2] == ["LRN", "MaxPool"]
+
+
 def test_matmul_add_reshape_unsqueeze_dropout_identity_pad(tmp_path):
     wm, bias = randn(24, 6), randn(6)
     nodes = [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),

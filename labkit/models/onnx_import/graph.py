@@ -14,14 +14,19 @@ graph's output):
   the step running where the Add was (both operands ready);
 * Add of a constant after a MatMul (or Gemm): its bias;
 * an activation after a Conv, ConvTranspose or Gemm (ReLU, ReLU6, tanh; ReLU and tanh for Gemm), or
-  after an Add, Mul or a standalone batch normalization (any of pointwise.cu's).
+  after an Add, Mul or a standalone batch normalization (any of pointwise.cu's);
+* a MaxPool after an LRN (a square window, equal strides, no padding or dilation, the floor's output
+  size, a plane narrow enough for lrn.cu's lrn_max_pool): one kernel, the normalized values never
+  written (AlexNet's and GoogLeNet-era networks' LRN + pool).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from ...errors import OnnxImportError
-from .nodes import SPECS, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Unary, View, constant_value, refuse
+from ...ops.lrn import fused_band
+from .nodes import (SPECS, LRN, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Pool, Unary, View,
+                    constant_value, refuse)
 from .host import HOST_OPS, HostOp
 from .nodes_layout import LAYOUT_SPECS, split_parts
 from .reader import OnnxGraph
@@ -126,7 +131,7 @@ def _readers(specs: list) -> dict:
 def fuse(specs: list, consts: dict, shapes: dict, output: str) -> list:
     """The specs with the fusions of the module docstring made (specs of fused nodes removed)."""
     specs = list(specs)
-    for step in (_fold_batch_norm, _fuse_residual, _fuse_bias, _fuse_activation):
+    for step in (_fold_batch_norm, _fuse_residual, _fuse_bias, _fuse_activation, _fuse_lrn_pool):
         specs = step(specs, consts, shapes, output)
     return specs
 
@@ -219,6 +224,27 @@ def _fuse_activation(specs, consts, shapes, output):
         else:
             continue
         _absorb(prev, s)
+        specs[i] = None
+    return [s for s in specs if s is not None]
+
+
+def _fuse_lrn_pool(specs, consts, shapes, output):
+    readers, writer = _readers(specs), _writers(specs)
+    for i, s in enumerate(specs):
+        if not (isinstance(s, Pool) and s.mode == "max"):
+            continue
+        j = writer.get(s.inputs[0])
+        lrn = specs[j] if j is not None else None
+        if not (isinstance(lrn, LRN) and lrn.pool is None and _sole(lrn.output, readers, output)):
+            continue
+        x = shapes[s.inputs[0]]
+        pads, hw, _ = s.geometry(x)
+        (k, kw), (st, sw) = s.kernel, s.strides
+        if k != kw or st != sw or any(pads) or s.dilations != (1, 1) or \
+                hw != ((x[2] - k) // st + 1, (x[3] - k) // st + 1) or fused_band(x[2], x[3], k, st) == 0:
+            continue
+        lrn.pool = (k, st)
+        _absorb(lrn, s)
         specs[i] = None
     return [s for s in specs if s is not None]
 

@@ -18,6 +18,7 @@ Which kernel runs what:
     BatchNormalization    channel_affine (where no convolution took it)
     activations           pointwise.cu's unary;  Add, Mul: binary_bcast
     Concat                concat_copy per input;  Pad: pad4;  Softmax: softmax_rows;  LRN: lrn_across_channels
+    LRN + MaxPool         lrn_max_pool (fused: graph.fuse)
     Transpose             permute;  Slice, each output of a Split: slice_copy;  ReduceMean over H, W: global_avg_pool
 """
 from __future__ import annotations
@@ -207,10 +208,13 @@ class Kernels:
                 (lambda: "softmax_rows (pool_softmax.cu)"))
 
     def _make_lrn(self, spec: nodes.LRN, in_shapes):
+        if spec.pool:
+            return layers.LRNMaxPool(*spec.pool, spec.radius, spec.bias, spec.alpha, spec.beta)
         return layers.LRN(spec.radius, spec.bias, spec.alpha, spec.beta)
 
     def _run_lrn(self, spec, lrn, in_shapes, out_shape, alloc):
-        return (lambda ins, out: lrn(ins[0], out)), (lambda: "lrn_across_channels (lrn.cu)")
+        name = "lrn_max_pool (lrn.cu)" if spec.pool else "lrn_across_channels (lrn.cu)"
+        return (lambda ins, out: lrn(ins[0], out)), (lambda: name)
 
     def _make_transpose(self, spec, in_shapes):
         return Permute(spec.resolved(len(in_shapes[0])))

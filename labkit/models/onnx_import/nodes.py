@@ -666,13 +666,18 @@ class LRN(Spec):
         self.beta, self.bias = float(at.get("beta", 0.75)), float(at.get("bias", 1.0))
         if self.bias <= 0 or self.alpha < 0:
             refuse(node, f"bias {self.bias} must be > 0 and alpha >= 0")
+        self.pool = None        # (k, s) once a max-pool after it is fused in (graph.fuse)
 
     def shape(self, shapes):
         self._rank(shapes[0], (4,))
+        if self.pool:
+            (k, s), (N, C, H, W) = self.pool, shapes[0]
+            return (N, C, (H - k) // s + 1, (W - k) // s + 1)
         return tuple(shapes[0])
 
     def flops(self, shapes, out):
-        return numel(out) * (2 * (2 * self.radius + 1) + 3)
+        lrn = numel(shapes[0]) * (2 * (2 * self.radius + 1) + 3)
+        return lrn + (numel(out) * self.pool[0] ** 2 if self.pool else 0)
 
 
 class Pad(Spec):
