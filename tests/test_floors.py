@@ -49,6 +49,8 @@ def test_the_table_puts_the_slowest_first_and_sums_the_steps(fashion_rows):
     assert lines[-1].startswith("all steps") and float(last[2]) == pytest.approx(total, rel=1e-3)
     assert float(last[-1].rstrip("%")) == pytest.approx(100 * floor / total, abs=0.06)
     assert len(lines) == len(fashion_rows) + 2
+    short = floors.table(fashion_rows, top=2).splitlines()
+    assert len(short) == 5 and short[3].startswith(f"{len(fashion_rows) - 2} more") and short[-1] == lines[-1]
 
 
 def test_the_shipped_runs_give_a_case_with_its_device():

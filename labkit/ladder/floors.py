@@ -162,9 +162,12 @@ def case_label(r: dict) -> str:
     return f"{TITLES[r['network']]} {r['precision'].upper()} batch {r['batch']:,}"
 
 
-def table(rows: list[dict], *, sort: bool = True) -> str:
-    """The rows as text, slowest step first (``sort``), with their sum: the time, the floor, % of it."""
+def table(rows: list[dict], *, sort: bool = True, top: int | None = None) -> str:
+    """The rows as text, slowest step first (``sort``; ``top``: only that many, the rest counted), with
+    the sum of all of them: the time, the floor, % of it."""
     sel = sorted(rows, key=lambda r: -r["measured_ms"]) if sort else list(rows)
+    rest = sel[top:] if top is not None else []
+    sel = sel[:top] if top is not None else sel
     total = sum(r["measured_ms"] for r in rows)
     width = max([len(r["step"]) for r in rows] + [9])
     lines = [f"{'step':<{width}s} {'ms':>9s} {'share':>6s} {'floor ms':>9s} {'bound':>14s} {'% floor':>8s}"]
@@ -172,6 +175,9 @@ def table(rows: list[dict], *, sort: bool = True) -> str:
         bound = r["bound"] + (" (TF32)" if r["floor_precision"] == "tf32" else "")
         lines.append(f"{r['step']:<{width}s} {r['measured_ms']:9.4f} {100 * r['measured_ms'] / total:5.1f}% "
                      f"{r['floor_ms']:9.4f} {bound:>14s} {r['percent_of_floor']:7.1f}%")
+    if rest:
+        ms = sum(r["measured_ms"] for r in rest)
+        lines.append(f"{f'{len(rest)} more':<{width}s} {ms:9.4f} {100 * ms / total:5.1f}%")
     floor = sum(r["floor_ms"] for r in rows)
     lines.append(f"{'all steps':<{width}s} {total:9.4f} {100.0:5.1f}% {floor:9.4f} {'':>14s} "
                  f"{100 * floor / total:7.1f}%")
