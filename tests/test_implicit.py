@@ -159,6 +159,24 @@ def test_tuned_table_lookup(tmp_path, monkeypatch):
     assert entry["fp32"]["median_ms"] == 1.25 and entry["tf32"]["median_ms"] == 0.5
 
 
+@pytest.mark.parametrize("optin_kib, bk, minb", [(227, 32, 2), (163, 16, 2), (99, 16, 1)])
+def test_the_tf32_default_follows_the_gpus_shared_memory(monkeypatch, optin_kib, bk, minb):
+    """sm_90 holds two blocks of 32-deep k-tiles, sm_80 two of 16-deep ones, sm_86/89 one."""
+    monkeypatch.setattr(implicit, "shared_optin_limit", lambda: optin_kib * 1024)
+    t = implicit.default_tiles(implicit.ALEXNET_CONVS["conv2"], "tf32")
+    assert (t.bk, t.minb, t.stages) == (bk, minb, 3)
+    assert minb * (t.shared_bytes() + 1024) <= optin_kib * 1024 + 1024
+
+
+def test_a_tf32_search_tries_two_blocks_and_deep_k_tiles_first():
+    cands = implicit.candidates(implicit.ALEXNET_CONVS["conv2"], "tf32")
+    assert (cands[0].minb, cands[0].bk, cands[0].stages, cands[0].bm) == (2, 32, 3, 128)
+    first_one_block = next(i for i, t in enumerate(cands) if t.minb == 1)
+    assert all(t.minb == 2 for t in cands[:first_one_block])
+    conv1 = implicit.candidates(implicit.ALEXNET_CONVS["conv1"], "tf32")
+    assert conv1[0].bm == 96                    # 96 output channels: the block's rows fit them
+
+
 def test_every_candidate_and_default_is_valid():
     for layer in implicit.ALEXNET_CONVS.values():
         for prec in implicit.PRECISIONS:
