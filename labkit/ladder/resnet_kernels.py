@@ -21,6 +21,7 @@ from ..checks import rel_error, to_numpy
 from ..device_query import device
 from ..measure.sweep import progress_bar
 from ..models.resnet_small import to_ckkm, to_mckk
+from ..ops.conv3x3_auto import Auto3x3, AutoWeightGrad3x3
 from ..ops.conv_small import (SmallConv3x3, SmallWeightGrad, direct_candidates, tile_for, weight_candidates,
                                weight_tile_for)
 from ..ops.conv_winograd import (WinogradConv3x3, WinogradTile, winograd_candidates, winograd_pays,
@@ -32,7 +33,7 @@ from ..shapes import ConvLayer
 from .harness import agrees
 
 __all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "pass_cost", "kernel_shape", "make_pass",
-           "network_algorithm"]
+           "network_algorithm", "network_pass"]
 
 PASSES = ("forward", "data", "weight")
 CHECK_BATCH = 3
@@ -47,6 +48,23 @@ def network_algorithm(kind: str, layer: ConvLayer) -> str:
     """The kernel the network (labkit.models.resnet_small) runs the pass on, on this GPU: "winograd"
     where the tuned table times Winograd's best tile below the direct kernel's, else "direct"."""
     return "winograd" if winograd_pays(kind, *kernel_shape(kind, layer)) else "direct"
+
+
+def network_pass(kind: str, layer: ConvLayer, N: int):
+    """(the pass's op, "winograd" or "direct") as the network chooses it at a batch of N on this GPU:
+    through the autotuner (labkit.ops.conv3x3_auto: its disk cache, a search, the tuned table or the
+    defaults), as ResNetSmall's layers do; ``network_algorithm`` reads the tuned table alone, which a
+    GPU without entries does not have.  The weights and bias are make_pass's."""
+    xp = backends.xp()
+    rng = np.random.default_rng(1)
+    wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
+    if kind == "weight":
+        op = AutoWeightGrad3x3(layer).layer_at(N)
+    else:
+        b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
+        op = Auto3x3(wt, b, layer, activation="relu" if kind == "forward" else None,
+                     transpose=kind == "data").layer_at(N)
+    return op, "winograd" if isinstance(op, (WinogradConv3x3, WinogradWeightGrad)) else "direct"
 
 
 def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
