@@ -84,17 +84,17 @@ def test_resnet_pass_sweep_checks_then_times():
 def test_the_network_pass_is_what_the_network_would_run(kind):
     """network_pass builds the pass through the autotuner's entry point (Auto3x3, AutoWeightGrad3x3): on
     the CPU executor nothing is searched, so it is the untuned choice; its output agrees with the same
-    algorithm made directly (make_pass), and the algorithm it names is the op's."""
-    from labkit.checks import rel_error
+    algorithm made directly (make_pass: the same weights), so the algorithm it names is the op's."""
+    from labkit.checks import rel_error, to_numpy
     from labkit.ops.conv3x3_auto import untuned_choice
     layer = ConvLayer(8, 7, 9, 8, 3, 1, 1)
     op, algorithm = resnet_kernels.network_pass(kind, layer, 2)
     c_in, c_out = (layer.M, layer.C) if kind == "data" else (layer.C, layer.M)
-    if kind != "weight":
+    if kind != "weight" and labkit.backend() == "cpu":     # on a GPU the autotuner may choose either
         assert algorithm == untuned_choice(kind, c_in, c_out, layer.H, layer.W)["algorithm"]
     ref, _ = resnet_kernels.make_pass(kind, layer, algorithm=algorithm)
     rng = np.random.default_rng(3)
     a = labkit.xp.asarray(rng.standard_normal((2, c_in, layer.H, layer.W)).astype(np.float32))
     dy = labkit.xp.asarray(rng.standard_normal((2, layer.M, layer.H, layer.W)).astype(np.float32))
     got, want = (op(a, dy), ref(a, dy)) if kind == "weight" else (op(a), ref(a))
-    assert rel_error(got, want) < 1e-5
+    assert rel_error(got, to_numpy(want).astype(np.float64)) < 1e-5
