@@ -14,6 +14,8 @@ from labkit import plots  # noqa: E402
 from labkit.ladder import floors  # noqa: E402
 from labkit.models import fashion_mnist as fm  # noqa: E402
 
+pytestmark = pytest.mark.check      # under a second on the CPU executor: part of make check
+
 CEILINGS = {"copy_GBps": 100.0, "fp32_TFLOPs": 1.0}
 
 
