@@ -95,6 +95,27 @@ def launch_layers() -> int:
     return 6
 
 
+def launch_pointwise_and_layer_norm() -> int:
+    """pointwise.cu (every activation code, the four broadcasting ops) and layer_norm.cu, on odd sizes."""
+    from labkit.ops.layer_norm import LayerNorm
+    from labkit.ops.pointwise import ACTIVATIONS, OPS, Binary, Unary
+
+    rng = np.random.default_rng()
+    f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
+    n = 0
+    for act in ACTIVATIONS:
+        if act is not None:
+            Unary(act, -1.0, 1.0)(f32(3, 37))
+            n += 1
+    for op in OPS:
+        Binary(op)(f32(2, 3, 5), f32(3, 1))
+        n += 1
+    for shape, norm in (((3, 5, 33), (33,)), ((2, 3, 4, 5), (3, 4, 5)), ((7, 1), (1,))):
+        LayerNorm(f32(*norm), f32(*norm))(f32(*shape))
+        n += 1
+    return n
+
+
 def launch_unroll() -> int:
     """im2col and col2im (padding, stride), and the unrolled convolution with groups."""
     from labkit.ops import unroll
@@ -420,6 +441,7 @@ def main() -> int:
     n += launch_conv_ladder()
     n += launch_gemm_ladder()
     n += launch_layers()
+    n += launch_pointwise_and_layer_norm()
     n += launch_unroll()
     n += launch_implicit()
     n += launch_alexnet_parts()

@@ -382,6 +382,82 @@ def test_lrn_then_max_pool_run_as_one_kernel_where_they_can(tmp_path):
     assert [r["op"] for r in model.describe(2)][:2] == ["LRN", "MaxPool"]
 
 
+def _erf(v):
+    from math import erf
+    return np.vectorize(erf)(v)
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("gelu", ["decomposed", "Gelu"])
+def test_a_convnext_block_layer_norm_gelu_sub_div(tmp_path, gelu):
+    """ConvNeXt's block as torch.onnx.export writes it: a 7x7 depthwise convolution, channels-last
+    (Transpose), LayerNormalization over the channels, MatMul + bias on a rank-4 input, GELU (as
+    Div, Erf, Add, Mul, Mul at opset 17, or the Gelu op of opset 20), MatMul, back to NCHW, the layer
+    scale (Mul), the skip (Add); then a Sub and a Div of a constant.  Against float64."""
+    C, N, H, W = 8, 2, 9, 7
+    wd, bd = randn(C, 1, 7, 7) * 0.2, randn(C)
+    g, be = rng.random(C).astype(np.float32) + 0.5, randn(C)
+    w1, b1, w2, b2 = randn(C, 4 * C) * 0.3, randn(4 * C), randn(4 * C, C) * 0.3, randn(C)
+    scale = randn(C, 1, 1)
+    inits = dict(wd=wd, bd=bd, g=g, be=be, w1=w1, b1=b1, w2=w2, b2=b2, scale=scale,
+                 sqrt2=np.float32(np.sqrt(2.0)), one=np.float32(1.0), half=np.float32(0.5),
+                 shift=np.float32(0.25), div=np.float32(3.0))
+    nodes = [helper.make_node("Conv", ["x", "wd", "bd"], ["c"], kernel_shape=[7, 7], pads=[3, 3, 3, 3], group=C),
+             helper.make_node("Transpose", ["c"], ["t"], perm=[0, 2, 3, 1]),
+             helper.make_node("LayerNormalization", ["t", "g", "be"], ["ln"], axis=-1, epsilon=1e-6),
+             helper.make_node("MatMul", ["ln", "w1"], ["m1"]),
+             helper.make_node("Add", ["m1", "b1"], ["h"])]
+    if gelu == "Gelu":
+        nodes += [helper.make_node("Gelu", ["h"], ["gl"])]
+        opset = 20
+    else:
+        nodes += [helper.make_node("Div", ["h", "sqrt2"], ["d"]), helper.make_node("Erf", ["d"], ["e"]),
+                  helper.make_node("Add", ["e", "one"], ["a1"]), helper.make_node("Mul", ["h", "a1"], ["m"]),
+                  helper.make_node("Mul", ["m", "half"], ["gl"])]
+        opset = 17
+    nodes += [helper.make_node("MatMul", ["gl", "w2"], ["m2"]), helper.make_node("Add", ["m2", "b2"], ["o"]),
+              helper.make_node("Transpose", ["o"], ["back"], perm=[0, 3, 1, 2]),
+              helper.make_node("Mul", ["scale", "back"], ["ls"]), helper.make_node("Add", ["ls", "x"], ["r"]),
+              helper.make_node("Sub", ["r", "shift"], ["s"]), helper.make_node("Div", ["s", "div"], ["y"])]
+    path = save(tmp_path, nodes, inits, [N, C, H, W], opset=opset)
+    x = randn(N, C, H, W)
+    c = conv_ref(x, wd, bd, pads=(3, 3, 3, 3), groups=C).transpose(0, 2, 3, 1)
+    h = reference.layer_norm(c, g, be, 1e-6) @ w1 + b1
+    gl = 0.5 * h * (1 + _erf(h / np.sqrt(2.0)))
+    ref = ((scale * ((gl @ w2 + b2).transpose(0, 3, 1, 2)) + x) - 0.25) / 3.0
+    model = check(path, x, ref)
+    ops = [r["op"] for r in model.describe(N)]
+    assert "LayerNormalization" in ops and any(o.startswith("MatMul") for o in ops)
+    kernels = " ".join(r["kernel"] for r in model.describe(N))
+    assert "layer_norm_rows" in kernels and "leading axes as rows" in kernels
+
+
+def test_layer_norm_refusals(tmp_path):
+    g = np.ones(5, np.float32)
+    for attrs, inits, match in [({"axis": 0}, dict(g=g), "never the batch"),
+                                ({"stash_type": 0}, dict(g=g), "stash_type"),
+                                ({}, dict(g=np.ones(4, np.float32)), "Scale of shape")]:
+        nodes = [helper.make_node("LayerNormalization", ["x", "g"], ["y"], **attrs)]
+        path = save(tmp_path, nodes, inits, [2, 3, 5], name=f"ln{len(match)}.onnx")
+        with pytest.raises(OnnxImportError, match=match):
+            labkit.import_onnx(path)
+    nodes = [helper.make_node("Gelu", ["x"], ["y"], approximate="cubic")]
+    with pytest.raises(OnnxImportError, match="approximate"):
+        labkit.import_onnx(save(tmp_path, nodes, {}, [2, 3], opset=20, name="gelu.onnx"))
+
+
+def test_layer_norm_of_a_whole_image_and_the_tanh_gelu(tmp_path):
+    """LayerNormalization over the last three axes (axis=1 of NCHW: GroupNorm-like shapes), and Gelu's
+    tanh approximation."""
+    g, b = rng.random((3, 4, 5)).astype(np.float32) + 0.5, randn(3, 4, 5)
+    nodes = [helper.make_node("LayerNormalization", ["x", "g", "b"], ["n"], axis=1),
+             helper.make_node("Gelu", ["n"], ["y"], approximate="tanh")]
+    x = randn(2, 3, 4, 5) * 4 + 7
+    n = reference.layer_norm(x, g, b, 1e-5)
+    ref = 0.5 * n * (1 + np.tanh(np.sqrt(2 / np.pi) * (n + 0.044715 * n ** 3)))
+    check(save(tmp_path, nodes, dict(g=g, b=b), [2, 3, 4, 5], opset=20), x, ref)
+
+
 def test_matmul_add_reshape_unsqueeze_dropout_identity_pad(tmp_path):
     wm, bias = randn(24, 6), randn(6)
     nodes = [helper.make_node("Pad", ["x", "pads", "zero"], ["p"]),
@@ -445,9 +521,9 @@ def no_launch(monkeypatch):
 
 @pytest.mark.check
 def test_unknown_op_is_refused_naming_op_and_node(tmp_path, no_launch):
-    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Gelu", ["r"], ["y"], name="act7")]
-    path = save(tmp_path, nodes, {}, [1, 2, 3, 3], opset=20)
-    with pytest.raises(OnnxImportError, match=r"Gelu node 'act7': op 'Gelu' is not supported"):
+    nodes = [helper.make_node("Relu", ["x"], ["r"]), helper.make_node("Mish", ["r"], ["y"], name="act7")]
+    path = save(tmp_path, nodes, {}, [1, 2, 3, 3], opset=18)
+    with pytest.raises(OnnxImportError, match=r"Mish node 'act7': op 'Mish' is not supported"):
         labkit.import_onnx(path)
 
 

@@ -7,6 +7,7 @@
 //
 //   0 none   1 relu   2 clip(a, b)   3 leaky relu (slope a)   4 sigmoid   5 tanh
 //   6 hard sigmoid max(0, min(1, a*v + b))   7 hard swish v * max(0, min(1, v/6 + 1/2))
+//   8 erf   9 gelu v/2 (1 + erf(v / sqrt 2))   10 gelu by tanh v/2 (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
 //
 // NaN stays NaN through every one (as in PyTorch and ONNX Runtime): comparisons are written so
 // that a NaN input fails them and is passed on.
@@ -16,7 +17,7 @@
 //   channel_affine(x, s, t, y, total, C, HW, act, a, b)      y = act(x * s[c] + t[c]), x NCHW
 //   binary_bcast(p, q, y, total, d1, d2, d3, sp0..sp3, sq0..sq3, op, act, a, b)
 //       y = act(p op q) on the output's 4 dims (d0 implied by total), p and q read with strides
-//       (0 along a broadcast dimension); op 0 adds, 1 multiplies.
+//       (0 along a broadcast dimension); op 0 adds, 1 multiplies, 2 subtracts q, 3 divides by q.
 
 __device__ __forceinline__ float activate(float v, int act, float a, float b) {
   switch (act) {
@@ -27,6 +28,9 @@ __device__ __forceinline__ float activate(float v, int act, float a, float b) {
     case 5: return tanhf(v);
     case 6: { const float h = a * v + b; return h < 0.0f ? 0.0f : (h > 1.0f ? 1.0f : h); }
     case 7: { const float h = v / 6.0f + 0.5f; return v * (h < 0.0f ? 0.0f : (h > 1.0f ? 1.0f : h)); }
+    case 8: return erff(v);
+    case 9: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case 10: return 0.5f * v * (1.0f + tanhf(0.79788456080286536f * (v + 0.044715f * v * v * v)));
     default: return v;
   }
 }
@@ -63,5 +67,6 @@ extern "C" __global__ void binary_bcast(const float* __restrict__ p, const float
   const int i0 = i / (d3 * d2 * d1);
   const float u = p[i0 * sp0 + i1 * sp1 + i2 * sp2 + i3 * sp3];
   const float v = q[i0 * sq0 + i1 * sq1 + i2 * sq2 + i3 * sq3];
-  y[i] = activate(op == 0 ? u + v : u * v, act, a, b);
+  const float r = op == 0 ? u + v : op == 1 ? u * v : op == 2 ? u - v : u / v;
+  y[i] = activate(r, act, a, b);
 }

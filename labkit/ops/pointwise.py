@@ -1,5 +1,5 @@
 """Element-wise layers (labkit/kernels/pointwise.cu): activations, a per-channel affine map, and
-Add/Mul with broadcasting, on the backend in use.
+Add/Mul/Sub/Div with broadcasting, on the backend in use.
 
     act = Unary("hard_swish"); y = act(x)                    # any shape, float32
     bn = ChannelAffine(scale, shift, activation="relu")      # y = relu(x * s[c] + t[c]), x NCHW
@@ -24,8 +24,8 @@ THREADS = 256
 MAX_ELEMENTS = 2**31 - 1     # the kernels index with int
 # The kernels' activation codes (pointwise.cu), and the parameters each reads: (a, b).
 ACTIVATIONS = {None: 0, "relu": 1, "clip": 2, "leaky_relu": 3, "sigmoid": 4, "tanh": 5, "hard_sigmoid": 6,
-               "hard_swish": 7}
-OPS = {"add": 0, "mul": 1}
+               "hard_swish": 7, "erf": 8, "gelu": 9, "gelu_tanh": 10}
+OPS = {"add": 0, "mul": 1, "sub": 2, "div": 3}
 
 
 def _act(activation, a, b) -> tuple:
@@ -133,12 +133,12 @@ class ChannelAffine(_Layer):
 
 
 class Binary(_Layer):
-    """y = act(p + q) or act(p * q) with NumPy's broadcasting, up to 4 dimensions."""
+    """y = act(p op q), op add, mul, sub or div, with NumPy's broadcasting, up to 4 dimensions."""
 
     def __init__(self, op: str, activation: str | None = None, a: float = 0.0, b: float = 0.0):
         super().__init__()
         if op not in OPS:
-            raise ValueError(f"op must be 'add' or 'mul', got {op!r}")
+            raise ValueError(f"op must be one of {', '.join(map(repr, OPS))}, got {op!r}")
         self.op, self.activation = op, activation
         self._params = _act(activation, a, b)
 

@@ -327,3 +327,20 @@ def softmax(x: np.ndarray, axis: int = -1, *, dtype: Any = np.float64) -> np.nda
         raise ValueError(f"axis {axis} is out of range for x with shape {x.shape}")
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray, eps: float = 1e-5, *,
+               dtype: Any = np.float64) -> np.ndarray:
+    """Layer normalization over the trailing ``gamma.shape`` of x: (x - mean) / sqrt(var + eps) *
+    gamma + beta, the variance biased (divided by the count), as PyTorch's F.layer_norm and ONNX's
+    LayerNormalization."""
+    dt = check_dtype(dtype)
+    x = np.asarray(as_real_array(x, "x"), dtype=dt)
+    g = np.asarray(as_real_array(gamma, "gamma"), dtype=dt)
+    b = np.asarray(as_real_array(beta, "beta"), dtype=dt)
+    if g.shape != b.shape or x.shape[x.ndim - g.ndim:] != g.shape:
+        raise ValueError(f"x {x.shape} must end in gamma's and beta's shape, got {g.shape} and {b.shape}")
+    axes = tuple(range(x.ndim - g.ndim, x.ndim))
+    mean = x.mean(axis=axes, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=axes, keepdims=True)
+    return (x - mean) / np.sqrt(var + eps) * g + b

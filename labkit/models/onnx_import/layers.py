@@ -19,6 +19,8 @@ Which kernel runs what:
     activations           pointwise.cu's unary;  Add, Mul: binary_bcast
     Concat                concat_copy per input;  Pad: pad4;  Softmax: softmax_rows;  LRN: lrn_across_channels
     LRN + MaxPool         lrn_max_pool (fused: graph.fuse)
+    LayerNormalization    layer_norm_rows (layer_norm.cu), over the trailing axes
+    Sub, Div; Erf, Gelu   binary_bcast, unary (pointwise.cu)
     Transpose             permute;  Slice, each output of a Split: slice_copy;  ReduceMean over H, W: global_avg_pool
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ import numpy as np
 
 from ... import backends, layers
 from ...checks import array_module
+from ...ops.layer_norm import LayerNorm
 from ...ops.pointwise import Binary as BinaryLayer, ChannelAffine, Unary as UnaryLayer
 from ...ops.pool_pad import ConcatCopy, Pad4, Permute, Pool2d, SliceCopy
 from ...ops.conv_transpose import TransposeGeometry
@@ -132,8 +135,14 @@ class Kernels:
         return layers.Dense(self._dev(spec.w), self._dev(spec.b), activation=act)
 
     def _run_gemm(self, spec, fc, in_shapes, out_shape, alloc):
-        ws = alloc("split-K workspace", fc.workspace_shape(out_shape[0]))
-        return (lambda ins, out: fc(ins[0], out, workspace=ws)), (lambda: "dense (gemm.cu)")
+        rows = int(np.prod(out_shape[:-1]))
+        ws = alloc("split-K workspace", fc.workspace_shape(rows))
+        if len(out_shape) == 2:
+            return (lambda ins, out: fc(ins[0], out, workspace=ws)), (lambda: "dense (gemm.cu)")
+        # a MatMul of a rank-3 or 4 input: its leading axes as the dense layer's rows (views, no copy)
+        flat_in, flat_out = (rows, in_shapes[0][-1]), (rows, out_shape[-1])
+        return ((lambda ins, out: fc(ins[0].reshape(flat_in), out.reshape(flat_out), workspace=ws)),
+                (lambda: "dense (gemm.cu), leading axes as rows"))
 
     # --- element-wise ----------------------------------------------------------------------------
     def _make_unary(self, spec: nodes.Unary, in_shapes):
@@ -206,6 +215,13 @@ class Kernels:
         rows = spec.rows(in_shapes[0])
         return ((lambda ins, out: sm(ins[0].reshape(rows), out.reshape(rows))),
                 (lambda: "softmax_rows (pool_softmax.cu)"))
+
+    def _make_layernorm(self, spec: nodes.LayerNorm, in_shapes):
+        norm = spec.normalized(in_shapes[0])
+        return LayerNorm(self._dev(spec.scale.reshape(norm)), self._dev(spec.bias.reshape(norm)), spec.eps)
+
+    def _run_layernorm(self, spec, ln, in_shapes, out_shape, alloc):
+        return (lambda ins, out: ln(ins[0], out)), (lambda: "layer_norm_rows (layer_norm.cu)")
 
     def _make_lrn(self, spec: nodes.LRN, in_shapes):
         if spec.pool:

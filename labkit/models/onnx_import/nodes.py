@@ -348,10 +348,11 @@ class BatchNorm(Spec):
 
 
 class Unary(Spec):
-    """Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish: ``kind`` is pointwise.cu's name,
-    ``fused_as`` the convolution epilogue's name where one can take it (relu, relu6, tanh)."""
+    """Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Erf, Gelu (exact, or its tanh
+    approximation): ``kind`` is pointwise.cu's name, ``fused_as`` the convolution epilogue's name where
+    one can take it (relu, relu6, tanh)."""
     ATTRS_OF = {"Relu": (), "Sigmoid": (), "Tanh": (), "HardSwish": (), "LeakyRelu": ("alpha",),
-                "HardSigmoid": ("alpha", "beta"), "Clip": ("min", "max")}
+                "HardSigmoid": ("alpha", "beta"), "Clip": ("min", "max"), "Erf": (), "Gelu": ("approximate",)}
 
     def __init__(self, node, ctx):
         self.ATTRS = self.ATTRS_OF[node.op]
@@ -369,8 +370,15 @@ class Unary(Spec):
             self.kind, self.a, self.b = "leaky_relu", float(at.get("alpha", 0.01)), 0.0
         elif op == "HardSigmoid":
             self.kind, self.a, self.b = "hard_sigmoid", float(at.get("alpha", 0.2)), float(at.get("beta", 0.5))
+        elif op == "Gelu":
+            how = at.get("approximate", "none")
+            how = how.decode() if isinstance(how, bytes) else how
+            if how not in ("none", "tanh"):
+                refuse(node, f"approximate={how!r}: Gelu takes 'none' or 'tanh'")
+            self.kind, self.a, self.b = ("gelu" if how == "none" else "gelu_tanh"), 0.0, 0.0
         else:
-            self.kind = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hard_swish"}[op]
+            self.kind = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hard_swish",
+                         "Erf": "erf"}[op]
             self.a = self.b = 0.0
             self.fused_as = self.kind if op in ("Relu", "Tanh") else None
 
@@ -391,7 +399,8 @@ class Unary(Spec):
 
 
 class Binary(Spec):
-    """Add or Mul of two tensors with broadcasting (a constant operand is uploaded once)."""
+    """Add, Mul, Sub or Div of two tensors with broadcasting (a constant operand is uploaded once)."""
+    FOLD = {"add": np.add, "mul": np.multiply, "sub": np.subtract, "div": np.divide}
 
     def __init__(self, node, ctx):
         super().__init__(node, ctx)
@@ -410,7 +419,7 @@ class Binary(Spec):
         return out
 
     def fold(self, values):
-        return (np.add if self.kind == "add" else np.multiply)(*values)
+        return self.FOLD[self.kind](*values)
 
 
 class Gemm(Spec):
@@ -449,10 +458,12 @@ class Gemm(Spec):
 
     def shape(self, shapes):
         x = shapes[0]
-        self._rank(x, (2,))
-        if x[1] != self.w.shape[0]:
+        # Gemm is 2-D; MatMul by a matrix multiplies the last axis of any input of rank 2 to 4 (ConvNeXt's
+        # Linear layers on channels-last pixels): its leading axes are rows of one dense layer.
+        self._rank(x, (2,) if self.node.op == "Gemm" else (2, 3, 4))
+        if x[-1] != self.w.shape[0]:
             refuse(self.node, f"input of shape {x}, but the weights take {self.w.shape[0]} columns")
-        return (x[0], self.w.shape[1])
+        return tuple(x[:-1]) + (self.w.shape[1],)
 
     def flops(self, shapes, out):
         return 2 * numel(out) * self.w.shape[0]
@@ -680,6 +691,47 @@ class LRN(Spec):
         return lrn + (numel(out) * self.pool[0] ** 2 if self.pool else 0)
 
 
+class LayerNorm(Spec):
+    """LayerNormalization (opset 17): over the axes from ``axis`` on, with a constant Scale and
+    optional B of that shape; only its first output (the mean and inverse deviation are refused)."""
+    ATTRS = ("axis", "epsilon", "stash_type")
+
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        at = node.attrs
+        self.axis, self.eps = int(at.get("axis", -1)), float(at.get("epsilon", 1e-5))
+        if not np.isfinite(self.eps) or self.eps < 0:
+            refuse(node, f"epsilon {self.eps} must be a finite number >= 0")
+        if int(at.get("stash_type", 1)) != 1:
+            refuse(node, "stash_type other than 1 (float32 statistics) is not run")
+        self.scale = const_input(node, ctx, 1, "Scale").astype(np.float64)
+        bias = const_input(node, ctx, 2, "B", optional=True)
+        self.bias = np.zeros_like(self.scale) if bias is None else bias.astype(np.float64)
+        self.inputs = [node.inputs[0]]
+
+    def normalized(self, x: tuple) -> tuple:
+        axis = self.axis + len(x) if self.axis < 0 else self.axis
+        if not 1 <= axis < len(x):
+            refuse(self.node, f"axis {self.axis} of an input of rank {len(x)}: labkit normalizes trailing axes, "
+                              "never the batch")
+        return tuple(x[axis:])
+
+    def shape(self, shapes):
+        x = shapes[0]
+        self._rank(x, (2, 3, 4))
+        norm = self.normalized(x)
+        for name, v in (("Scale", self.scale), ("B", self.bias)):
+            if v.size != numel(norm) or (v.ndim and tuple(v.shape) != norm[len(norm) - v.ndim:]):
+                refuse(self.node, f"{name} of shape {v.shape} for normalized axes {norm}")
+        return tuple(x)
+
+    def flops(self, shapes, out):
+        return 8 * numel(out)
+
+    def weight_count(self):
+        return self.scale.size + self.bias.size
+
+
 class Pad(Spec):
     ATTRS = ("mode", "pads", "value")
 
@@ -719,4 +771,5 @@ class Pad(Spec):
 SPECS = {"Conv": Conv, "ConvTranspose": ConvTranspose, "BatchNormalization": BatchNorm,
          **{op: Unary for op in Unary.ATTRS_OF}, "Add": Binary, "Mul": Binary, "Gemm": Gemm, "MatMul": Gemm,
          "MaxPool": Pool, "AveragePool": Pool, "GlobalAveragePool": GlobalAveragePool, "Concat": Concat,
-         **{op: View for op in View.ATTRS_OF}, "Softmax": Softmax, "LRN": LRN, "Pad": Pad}
+         **{op: View for op in View.ATTRS_OF}, "Softmax": Softmax, "LRN": LRN, "Pad": Pad,
+         "Sub": Binary, "Div": Binary, "LayerNormalization": LayerNorm}
