@@ -1,0 +1,33 @@
+"""A ConvNeXt exported by PyTorch (tests/data/onnx/convnext_pico: torchvision's blocks at small widths,
+torch.onnx.export at opsets 17 and 20), imported and run by labkit, against the logits PyTorch computed
+for the same images when the file was written: LayerNormalization on channels-last pixels, MatMul of
+rank-4 activations, GELU as Erf's decomposition (opset 17) and as Gelu (opset 20), the layer scale."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import labkit
+from labkit.checks import to_numpy
+
+pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the 'reference' extra)")
+
+DATA = Path(__file__).resolve().parent / "data" / "onnx" / "convnext_pico"
+
+
+@pytest.mark.parametrize("opset", [17, 20])
+def test_pytorchs_convnext_runs_as_pytorch_does(opset):
+    x = np.random.default_rng(0).standard_normal((3, 3, 64, 64)).astype(np.float32)
+    want = np.load(DATA / "logits.npy")
+    model = labkit.import_onnx(DATA / f"opset{opset}.onnx")
+    for got in (to_numpy(model(labkit.xp.asarray(x))), None):
+        if got is None:                                   # the same through the plan (a CUDA graph on a GPU)
+            plan = model.plan(3)
+            plan.x[...] = labkit.xp.asarray(x)
+            got = to_numpy(plan.run())
+        assert np.abs(got - want).max() <= 1e-4 * np.abs(want).max()
+        assert (got.argmax(1) == want.argmax(1)).all()
+    ops = {r["op"] for r in model.describe(3)}
+    assert "LayerNormalization" in ops and "MatMul+Add" in ops
