@@ -432,6 +432,32 @@ def test_a_convnext_block_layer_norm_gelu_sub_div(tmp_path, gelu):
     assert "layer_norm_rows" in kernels and "leading axes as rows" in kernels
 
 
+@pytest.mark.parametrize("form", ["div", "mul", "swapped", "add2", "read_twice"])
+def test_gelu_written_out_runs_as_one_step_where_it_is_gelu(tmp_path, form):
+    """x * (1 + erf(x / sqrt 2)) * 0.5 as exporters write it (Div, or Mul by 1/sqrt 2; operands in either
+    order) is one gelu step; an Add of 2 instead of 1, or the Erf read twice, keeps the ops apart.
+    Each against float64."""
+    inits = dict(c=np.float32(np.sqrt(2.0)), r=np.float32(np.sqrt(0.5)), one=np.float32(1.0),
+                 two=np.float32(2.0), half=np.float32(0.5))
+    scaled = (helper.make_node("Mul", ["r", "x"], ["d"]) if form == "mul" else helper.make_node("Div", ["x", "c"], ["d"]))
+    add = helper.make_node("Add", ["two" if form == "add2" else "one", "e"] if form == "swapped" else
+                           ["e", "two" if form == "add2" else "one"], ["a"])
+    nodes = [scaled, helper.make_node("Erf", ["d"], ["e"]), add,
+             helper.make_node("Mul", ["a", "x"] if form == "swapped" else ["x", "a"], ["m"]),
+             helper.make_node("Mul", ["half", "m"] if form == "swapped" else ["m", "half"],
+                              ["g" if form == "read_twice" else "y"])]
+    if form == "read_twice":
+        nodes.append(helper.make_node("Add", ["g", "e"], ["y"]))
+    x = randn(2, 3, 5) * 2
+    e = _erf(x / np.sqrt(2.0))
+    ref = x * (e + (2.0 if form == "add2" else 1.0)) * 0.5 + (e if form == "read_twice" else 0.0)
+    model = check(save(tmp_path, nodes, inits, [2, 3, 5], name=f"{form}.onnx"), x, ref)
+    ops = [r["op"] for r in model.describe(2)]
+    fused = form in ("div", "mul", "swapped")
+    assert (len(ops) == 1 and ops[0].endswith("Erf+Add+Mul+Mul")) == fused, ops
+    assert any("gelu" in r["kernel"] for r in model.describe(2)) == fused
+
+
 def test_layer_norm_refusals(tmp_path):
     g = np.ones(5, np.float32)
     for attrs, inits, match in [({"axis": 0}, dict(g=g), "never the batch"),

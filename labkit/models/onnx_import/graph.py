@@ -17,7 +17,10 @@ graph's output):
   after an Add, Mul or a standalone batch normalization (any of pointwise.cu's);
 * a MaxPool after an LRN (a square window, equal strides, no padding or dilation, the floor's output
   size, a plane narrow enough for lrn.cu's lrn_max_pool): one kernel, the normalized values never
-  written (AlexNet's and GoogLeNet-era networks' LRN + pool).
+  written (AlexNet's and GoogLeNet-era networks' LRN + pool);
+* GELU written out as exporters before opset 20 write it, x * (1 + erf(x / sqrt 2)) * 0.5 (Div or Mul
+  by the constant, Erf, Add 1, Mul by x, Mul 0.5, in either operand order): one unary gelu step
+  instead of five passes over the tensor (ConvNeXt's MLPs).
 """
 from __future__ import annotations
 
@@ -131,7 +134,7 @@ def _readers(specs: list) -> dict:
 def fuse(specs: list, consts: dict, shapes: dict, output: str) -> list:
     """The specs with the fusions of the module docstring made (specs of fused nodes removed)."""
     specs = list(specs)
-    for step in (_fold_batch_norm, _fuse_residual, _fuse_bias, _fuse_activation, _fuse_lrn_pool):
+    for step in (_fold_batch_norm, _fuse_gelu, _fuse_residual, _fuse_bias, _fuse_activation, _fuse_lrn_pool):
         specs = step(specs, consts, shapes, output)
     return specs
 
@@ -225,6 +228,64 @@ def _fuse_activation(specs, consts, shapes, output):
             continue
         _absorb(prev, s)
         specs[i] = None
+    return [s for s in specs if s is not None]
+
+
+def _scalar(v, consts) -> float | None:
+    c = consts.get(v)
+    return float(np.asarray(c).reshape(-1)[0]) if c is not None and np.asarray(c).size == 1 else None
+
+
+def _other(s, v):
+    """The operand of a two-input spec that is not ``v`` (None if both or neither are)."""
+    a, b = s.inputs
+    return b if a == v and b != v else a if b == v and a != v else None
+
+
+def _fuse_gelu(specs, consts, shapes, output):
+    readers, writer = _readers(specs), _writers(specs)
+    reader_of = {}
+    for i, s in enumerate(specs):
+        for v in s.inputs:
+            reader_of.setdefault(v, []).append(i)
+
+    def sole_reader(v, kind):
+        idx = reader_of.get(v, [])
+        if len(idx) != 1 or not _sole(v, readers, output):
+            return None
+        s = specs[idx[0]]
+        return idx[0] if isinstance(s, Binary) and s.kind == kind and s.activation is None else None
+
+    for i, erf in enumerate(specs):
+        if not (isinstance(erf, Unary) and erf.kind == "erf"):
+            continue
+        j = writer.get(erf.inputs[0])
+        scaled = specs[j] if j is not None else None          # x / sqrt 2, or x * (1 / sqrt 2)
+        if not (isinstance(scaled, Binary) and scaled.activation is None and _sole(scaled.output, readers, output)):
+            continue
+        if scaled.kind == "div" and _scalar(scaled.inputs[1], consts) is not None:
+            x, ok = scaled.inputs[0], abs(_scalar(scaled.inputs[1], consts) - np.sqrt(2.0)) < 1e-5
+        elif scaled.kind == "mul":
+            c = next((v for v in scaled.inputs if _scalar(v, consts) is not None), None)
+            x = _other(scaled, c) if c is not None else None
+            ok = x is not None and abs(_scalar(c, consts) - np.sqrt(0.5)) < 1e-6
+        else:
+            continue
+        k = sole_reader(erf.output, "add")
+        if not ok or k is None or _scalar(_other(specs[k], erf.output) or "", consts) != 1.0:
+            continue
+        m = sole_reader(specs[k].output, "mul")
+        if m is None or _other(specs[m], specs[k].output) != x:
+            continue
+        h = sole_reader(specs[m].output, "mul")
+        if h is None or _scalar(_other(specs[h], specs[m].output) or "", consts) != 0.5:
+            continue
+        erf.kind, erf.inputs = "gelu", [x]
+        for q in (k, m, h):
+            _absorb(erf, specs[q])
+        erf.ops.insert(0, scaled.node.op)
+        erf.names.insert(0, scaled.name)
+        specs[j] = specs[k] = specs[m] = specs[h] = None
     return [s for s in specs if s is not None]
 
 
