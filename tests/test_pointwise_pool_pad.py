@@ -52,8 +52,8 @@ def test_channel_affine_and_broadcasting():
     assert broadcast_shape((2, 1, 5), (3, 1)) == (2, 3, 5)
     with pytest.raises(ValueError, match=r"do not broadcast \(dimension 4 against 3\)"):
         Binary("add")(dev(x), dev(np.zeros((3, 5))))
-    with pytest.raises(ValueError, match="op must be 'add' or 'mul'"):
-        Binary("sub")
+    with pytest.raises(ValueError, match="op must be one of 'add', 'mul', 'sub', 'div'"):
+        Binary("pow")
 
 
 def test_pad_and_concat_copy():
