@@ -79,7 +79,8 @@ def untuned_choice(kind: str, C: int, M: int, H: int, W: int) -> dict:
 
 def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
     """The configurations of one pass ("forward", "data" or "weight"; C -> M as the kernel sees it),
-    {"algorithm": "direct" | "winograd", "tile": {...}}, the untuned choice first."""
+    {"algorithm": "direct" | "winograd", "tile": {...}}, the untuned choice first, then the tuned
+    tables' tiles, then the two kernels' likeliest tiles in turn."""
     if kind == "weight":
         spaces = {"direct": _likely(weight_candidates(C, M, H, W), lambda t: t.tm * t.rows,
                                     lambda t: t.threads(), LIMIT),
@@ -95,12 +96,22 @@ def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
         heads = {"direct": _table_tiles(table_key(kind, C, M, H, W), Tile),
                  "winograd": [t for t in _table_tiles(table_key(f"winograd_{kind}", C, M, H, W), WinogradTile)
                               if t.f == 2]}
+    # The tables' tiles of every GPU first (a head start), then the two kernels' spaces taken in turn:
+    # a search that its budget cuts short (a slow or busy host compiles fewer candidates in the same
+    # seconds) has then timed both kernels, not only the first one's tiles.  On an H200 beside three
+    # other jobs, with the direct tiles first, the searches kept direct kernels and the 64-channel step
+    # ran 21.8 ms instead of 14.4.
+    ordered = [("direct", t) for t in heads["direct"]] + [("winograd", t) for t in heads["winograd"]]
+    rest = {algorithm: list(spaces[algorithm]) for algorithm in ("direct", "winograd")}
+    while rest["direct"] or rest["winograd"]:
+        for algorithm in ("direct", "winograd"):
+            if rest[algorithm]:
+                ordered.append((algorithm, rest[algorithm].pop(0)))
     out = [untuned_choice(kind, C, M, H, W)]
-    for algorithm in ("direct", "winograd"):
-        for t in heads[algorithm] + spaces[algorithm]:
-            c = {"algorithm": algorithm, "tile": asdict(t)}
-            if c not in out:
-                out.append(c)
+    for algorithm, t in ordered:
+        c = {"algorithm": algorithm, "tile": asdict(t)}
+        if c not in out:
+            out.append(c)
     return out
 
 
