@@ -24,7 +24,7 @@ from ..models.resnet_small import to_ckkm, to_mckk
 from ..ops.conv3x3_auto import Auto3x3, AutoWeightGrad3x3
 from ..ops.conv_small import (SmallConv3x3, SmallWeightGrad, direct_candidates, tile_for, weight_candidates,
                                weight_tile_for)
-from ..ops.conv_winograd import (WinogradConv3x3, WinogradTile, winograd_candidates, winograd_pays,
+from ..ops.conv_winograd import (WinogradConv3x3, WinogradTile, winograd_candidates,
                                  winograd_tile_for)
 from ..ops.conv_winograd_wgrad import (WinogradWeightGrad, WinogradWeightTile, winograd_weight_candidates,
                                       winograd_weight_tile_for)
@@ -33,7 +33,7 @@ from ..shapes import ConvLayer
 from .harness import agrees
 
 __all__ = ["PASSES", "candidates", "sweep_pass", "cudnn_pass_ms", "pass_cost", "kernel_shape", "make_pass",
-           "network_algorithm", "network_pass"]
+           "network_pass"]
 
 PASSES = ("forward", "data", "weight")
 CHECK_BATCH = 3
@@ -44,27 +44,26 @@ def kernel_shape(kind: str, layer: ConvLayer) -> tuple[int, int, int, int]:
     return (layer.M, layer.C, layer.H, layer.W) if kind == "data" else (layer.C, layer.M, layer.H, layer.W)
 
 
-def network_algorithm(kind: str, layer: ConvLayer) -> str:
-    """The kernel the network (labkit.models.resnet_small) runs the pass on, on this GPU: "winograd"
-    where the tuned table times Winograd's best tile below the direct kernel's, else "direct"."""
-    return "winograd" if winograd_pays(kind, *kernel_shape(kind, layer)) else "direct"
-
-
 def network_pass(kind: str, layer: ConvLayer, N: int):
     """(the pass's op, "winograd" or "direct") as the network chooses it at a batch of N on this GPU:
     through the autotuner (labkit.ops.conv3x3_auto: its disk cache, a search, the tuned table or the
-    defaults), as ResNetSmall's layers do; ``network_algorithm`` reads the tuned table alone, which a
-    GPU without entries does not have.  The weights and bias are make_pass's."""
-    xp = backends.xp()
-    rng = np.random.default_rng(1)
-    wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
+    defaults), as ResNetSmall's layers do.  The weights and bias are make_pass's."""
+    wt, b = _pass_weights(kind, layer)
     if kind == "weight":
         op = AutoWeightGrad3x3(layer).layer_at(N)
     else:
-        b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
         op = Auto3x3(wt, b, layer, activation="relu" if kind == "forward" else None,
                      transpose=kind == "data").layer_at(N)
     return op, "winograd" if isinstance(op, (WinogradConv3x3, WinogradWeightGrad)) else "direct"
+
+
+def _pass_weights(kind: str, layer: ConvLayer) -> tuple:
+    """(weights in the CKKM layout, the forward's bias or None): seeded, the same for every pass object."""
+    xp = backends.xp()
+    rng = np.random.default_rng(1)
+    wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
+    b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
+    return wt, b
 
 
 def candidates(kind: str, C: int, M: int, H: int, W: int, algorithm: str = "direct") -> list:
@@ -80,13 +79,10 @@ def make_pass(kind: str, layer: ConvLayer, tile=None, algorithm: str = "direct")
     """The pass's labkit object: SmallConv3x3 or, with algorithm="winograd" (or a WinogradTile),
     WinogradConv3x3 (forward, ReLU and bias as in the network; data, as the transposed convolution),
     or SmallWeightGrad (WinogradWeightGrad), with ``tile`` or the tuned/default one."""
-    xp = backends.xp()
-    rng = np.random.default_rng(1)
-    wt = xp.asarray(to_ckkm(rng.standard_normal((layer.M, layer.C, 3, 3)) / np.sqrt(9 * layer.C)).astype(np.float32))
+    wt, b = _pass_weights(kind, layer)
     if kind == "weight":
         winograd = algorithm == "winograd" or isinstance(tile, WinogradWeightTile)
         return (WinogradWeightGrad if winograd else SmallWeightGrad)(layer, tile=tile), wt
-    b = xp.asarray(rng.standard_normal(layer.M).astype(np.float32)) if kind == "forward" else None
     cls = WinogradConv3x3 if algorithm == "winograd" or isinstance(tile, WinogradTile) else SmallConv3x3
     return cls(wt, b, layer, activation="relu" if kind == "forward" else None, transpose=kind == "data", tile=tile), wt
 

@@ -159,8 +159,14 @@ def lrn_max_pool(x, k: int, s: int, depth_radius: int = 2, bias: float = 1.0, al
     backend = backends.current()
     if not (fast_input(x, array_type(backend)) and x.ndim == 4):
         check_array(x, "x", "NCHW", 4, backend)
-    _check_params(depth_radius, bias, alpha, beta)
-    plan = _fused_plan(backend, tuple(int(v) for v in x.shape), _check_pool(k, s), (depth_radius, bias, alpha, beta))
+    try:       # a shape and parameters seen before: the plan made then, no checks again
+        plan = _PLANS.get((backend, x.shape, (k, s), (depth_radius, bias, alpha, beta), "lrn_max_pool"))
+    except TypeError:   # an unhashable parameter: the checks name it
+        plan = None
+    if plan is None:
+        _check_params(depth_radius, bias, alpha, beta)
+        plan = _fused_plan(backend, tuple(int(v) for v in x.shape), _check_pool(k, s),
+                           (depth_radius, bias, alpha, beta))
     y = output(out, plan.out_shape, "NCHW", (x,), backend=backend)
     plan.launch(x, y)
     return y
