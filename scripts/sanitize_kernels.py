@@ -5,6 +5,8 @@
     compute-sanitizer --tool synccheck python3 scripts/sanitize_kernels.py
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py --find-the-bug   # must report
     compute-sanitizer --tool memcheck python3 scripts/sanitize_kernels.py --exercises     # the exercises alone
+    compute-sanitizer --tool initcheck python3 scripts/sanitize_kernels.py --pointwise    # pointwise, layer_norm,
+                                                                                          # conv_winograd_gemm
 
 labkit/kernels/find_the_bug.cu is left out of the clean run: its kernels are racy on purpose (notebook
 03's exercise). `--find-the-bug` launches only them, so that a racecheck run shows the tool does report
@@ -113,6 +115,23 @@ def launch_pointwise_and_layer_norm() -> int:
     for shape, norm in (((3, 5, 33), (33,)), ((2, 3, 4, 5), (3, 4, 5)), ((7, 1), (1,))):
         LayerNorm(f32(*norm), f32(*norm))(f32(*shape))
         n += 1
+    return n
+
+
+def launch_winograd_gemm() -> int:
+    """conv_winograd_gemm.cu's transforms and gemm.cu's batched GEMM: odd planes, uneven padding,
+    bias, residual and ReLU."""
+    from labkit.ops.conv_winograd_gemm import WinogradGemmConv2d
+    from labkit.shapes import ConvLayer
+
+    rng = np.random.default_rng()
+    f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
+    n = 0
+    for (N, C, H, W, M), pad, res in (((3, 5, 9, 7, 6), (1, 1), True), ((2, 3, 6, 5, 37), (0, 2), False)):
+        layer = ConvLayer.of(C, H, W, M, 3, 1, pad)
+        conv = WinogradGemmConv2d(f32(M, C, 3, 3), f32(M), layer, activation="relu", residual=res)
+        conv(f32(N, C, H, W), residual=f32(N, M, *layer.out_hw) if res else None)
+        n += 3
     return n
 
 
@@ -425,6 +444,11 @@ def main() -> int:
     if sys.argv[1:] == ["--find-the-bug"]:
         print(f"launched {launch_find_the_bug()} kernels (racy on purpose)")
         return 0
+    if sys.argv[1:] == ["--pointwise"]:         # pointwise.cu, layer_norm.cu, conv_winograd_gemm.cu alone
+        n = launch_pointwise_and_layer_norm() + launch_winograd_gemm()
+        cp.cuda.Device().synchronize()
+        print(f"launched {n} kernels")
+        return 0
     if sys.argv[1:] == ["--training"]:          # the backward pass and training kernels alone
         n = launch_training_parts()
         cp.cuda.Device().synchronize()
@@ -443,6 +467,7 @@ def main() -> int:
     n += launch_layers()
     n += launch_pointwise_and_layer_norm()
     n += launch_unroll()
+    n += launch_winograd_gemm()
     n += launch_implicit()
     n += launch_alexnet_parts()
     n += launch_mobilenet_parts()

@@ -86,6 +86,7 @@ QUOTED_FROM_FILES = {
     ("10_training_a_small_resnet.ipynb", "79d49ac8", "0.031"): "tune_conv_winograd_c16_h100.json",
     ("10_training_a_small_resnet.ipynb", "79d49ac8", "0.032"): "tune_conv_winograd_c16_h100.json",
     ("10_training_a_small_resnet.ipynb", "22c50137", "0.857"): "train_seeds_c16_h100.json",
+    ("13_your_network.ipynb", "69e1b4c2", "0.744x"): "onnx_torchvision_h200.json",
 }
 # Precise numbers of the body text that no stored output or shipped file holds, with the reason.
 NOT_STORED = {

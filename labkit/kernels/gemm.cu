@@ -14,7 +14,8 @@
 //                 across the block tile, so that those float4 reads are free of bank conflicts
 //   gemm_dbuf     gemm_vec with two shared-memory stages: the next tile's global loads are in
 //                 flight while the current tile is computed; gemm_dbuf_splitk + gemm_splitk_reduce
-//                 share its main loop among blocks that each take a slice of K (few rows of C); one __syncthreads per tile
+//                 share its main loop among blocks that each take a slice of K (few rows of C); one __syncthreads per tile;
+//                 gemm_dbuf_batched runs it over a batch of products (Winograd's, conv_winograd_gemm.cu)
 //
 // Beside the ladder, gemm_few_rows: for 1-16 rows (a dense layer at a small batch), where the
 // product is bound by reading B once; warps stream B's rows with float4 loads, K split among blocks.
@@ -415,6 +416,21 @@ extern "C" __global__ void gemm_dbuf_splitk(const float* __restrict__ A, const f
   dbuf_mainloop(A, B, M, N, K, t0, min(tiles, t0 + tiles_per_split), acc);
   store_groups(P + (size_t)blockIdx.z * M * N, acc, nullptr, 0, M, N, blockIdx.y * BM, blockIdx.x * BN, tr,
                tc, 0);
+}
+
+// Batched (P independent products of one shape, each its own A, B and C: the GEMMs of a Winograd
+// convolution, one per transform position).  blockIdx.z takes product z: A + z * sa, B + z * sb,
+// C + z * sc (strides in floats); no bias, no activation (the caller's epilogue does them).
+// Launch: grid (ceil(N / BN), ceil(M / BM), batch), block ((BM/TM) * (BN/TN),).
+extern "C" __global__ void gemm_dbuf_batched(const float* __restrict__ A, const float* __restrict__ B,
+                                             float* __restrict__ C, int M, int N, int K, long long sa,
+                                             long long sb, long long sc) {
+  using namespace gemm;
+  const int tr = threadIdx.x / (BN / TN), tc = threadIdx.x % (BN / TN);
+  const size_t z = blockIdx.z;
+  float acc[TM][TN] = {};
+  dbuf_mainloop(A + z * sa, B + z * sb, M, N, K, 0, (K + BK - 1) / BK, acc);
+  store_groups(C + z * sc, acc, nullptr, 0, M, N, blockIdx.y * BM, blockIdx.x * BN, tr, tc, 0);
 }
 
 // C[m, n] = act(sum over z of P[z, m, n] + bias): one thread per element, a fixed order of the

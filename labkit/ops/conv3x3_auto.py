@@ -6,7 +6,9 @@ the autotuner finds fastest on this GPU, per batch size.
     dw = AutoWeightGrad3x3(layer)(x, dy, out=dw, bias=db)             # as SmallWeightGrad / WinogradWeightGrad
 
 Each pass (forward, backward data, weight gradient) can run on conv_small's direct kernel or on
-Winograd's F(2x2, 3x3), each with many tiles; which wins depends on the layer, the batch and the GPU.
+Winograd's F(2x2, 3x3), each with many tiles (forward and backward data also on Winograd's
+F(2x2, 3x3) as 16 whole-batch GEMMs, conv_winograd_gemm.cu, with a few GEMM tiles, where its
+workspace fits); which wins depends on the layer, the batch and the GPU.
 The tuned table holds the answers measured on the GPUs it names (labkit/tuned/conv_small.json); on
 any other GPU the candidates below are checked against float64 samples and timed once
 (labkit.autotune), the winner kept on disk.  Candidates, the table's choice (or the defaults) first:
@@ -16,7 +18,7 @@ any other GPU the candidates below are checked against float64 samples and timed
   good guess on an H200);
 * the likeliest tiles of each kernel's space (``direct_candidates``, ``winograd_candidates`` with
   F(2x2) only, ``weight_candidates``, ``winograd_weight_candidates``): about 24 sums a thread and
-  256 threads a block first, LIMIT of each.
+  256 threads a block first, LIMIT of each; GEMM_TILES GEMM tiles of conv_winograd_gemm.cu.
 
 On the CPU executor, with LABKIT_AUTOTUNE=0 and where the table knows this GPU, the first candidate
 runs: what the network ran before it had an autotuner.
@@ -34,14 +36,18 @@ from ..tuned import CONV_SMALL, lookup, read_table
 from .conv_small import (SmallConv3x3, SmallWeightGrad, Tile, WeightTile, check_small_layer, direct_candidates,
                          table_key, tile_for, weight_candidates, weight_tile_for)
 from .conv_winograd import WinogradConv3x3, WinogradTile, winograd_candidates, winograd_pays, winograd_tile_for
+from .conv_winograd_gemm import WinogradGemm3x3, workspace_bytes, workspace_limit
 from .conv_winograd_wgrad import (WinogradWeightGrad, WinogradWeightTile, winograd_weight_candidates,
                                   winograd_weight_tile_for)
+from .gemm import default_config as gemm_default, gemm_candidates
 from .implicit import TOLERANCE
 from .plans import sampled_mismatch
 
-__all__ = ["Auto3x3", "AutoWeightGrad3x3", "pass_candidates", "untuned_choice", "LIMIT"]
+__all__ = ["Auto3x3", "AutoWeightGrad3x3", "pass_candidates", "untuned_choice", "fits", "LIMIT", "GEMM_TILES"]
 
 LIMIT = 8                       # tiles of each kernel the search times, beyond the table's
+GEMM_TILES = 3                  # GEMM tiles of conv_winograd_gemm.cu it times
+_TYPICAL_TILES = 4096           # the GEMMs' columns (2x2 tiles of the batch) the tile choice assumes
 
 
 def _likely(tiles: list, sums, threads, limit: int) -> list:
@@ -79,8 +85,9 @@ def untuned_choice(kind: str, C: int, M: int, H: int, W: int) -> dict:
 
 def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
     """The configurations of one pass ("forward", "data" or "weight"; C -> M as the kernel sees it),
-    {"algorithm": "direct" | "winograd", "tile": {...}}, the untuned choice first, then the tuned
-    tables' tiles, then the two kernels' likeliest tiles in turn."""
+    {"algorithm": "direct" | "winograd" | "winograd_gemm", "tile": {...}}, the untuned choice first,
+    then the tuned tables' tiles, then the kernels' likeliest tiles in turn (winograd_gemm's "tile"
+    is gemm.cu's block tile; ``fits`` says at which batch sizes its workspace does)."""
     if kind == "weight":
         spaces = {"direct": _likely(weight_candidates(C, M, H, W), lambda t: t.tm * t.rows,
                                     lambda t: t.threads(), LIMIT),
@@ -96,23 +103,33 @@ def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
         heads = {"direct": _table_tiles(table_key(kind, C, M, H, W), Tile),
                  "winograd": [t for t in _table_tiles(table_key(f"winograd_{kind}", C, M, H, W), WinogradTile)
                               if t.f == 2]}
+        gemm_tiles = [t for t in [gemm_default(M, _TYPICAL_TILES, C)[1]] if t]   # None: few rows, not a tile
+        gemm_tiles += [t for t in gemm_candidates(M, _TYPICAL_TILES) if t not in gemm_tiles]
+        spaces["winograd_gemm"] = gemm_tiles[:GEMM_TILES]
     # The tables' tiles of every GPU first (a head start), then the two kernels' spaces taken in turn:
     # a search that its budget cuts short (a slow or busy host compiles fewer candidates in the same
     # seconds) has then timed both kernels, not only the first one's tiles.  On an H200 beside three
     # other jobs, with the direct tiles first, the searches kept direct kernels and the 64-channel step
     # ran 21.8 ms instead of 14.4.
     ordered = [("direct", t) for t in heads["direct"]] + [("winograd", t) for t in heads["winograd"]]
-    rest = {algorithm: list(spaces[algorithm]) for algorithm in ("direct", "winograd")}
-    while rest["direct"] or rest["winograd"]:
-        for algorithm in ("direct", "winograd"):
+    rest = {algorithm: list(tiles) for algorithm, tiles in spaces.items()}
+    while any(rest.values()):
+        for algorithm in rest:
             if rest[algorithm]:
                 ordered.append((algorithm, rest[algorithm].pop(0)))
     out = [untuned_choice(kind, C, M, H, W)]
     for algorithm, t in ordered:
-        c = {"algorithm": algorithm, "tile": asdict(t)}
+        c = {"algorithm": algorithm, "tile": t if isinstance(t, dict) else asdict(t)}
         if c not in out:
             out.append(c)
     return out
+
+
+def fits(config: dict, C: int, M: int, H: int, W: int, N: int) -> bool:
+    """Whether a configuration runs a pass (C -> M on H x W) at a batch of N: winograd_gemm's only
+    where its workspace is within ``workspace_limit()``; the others always."""
+    return config["algorithm"] != "winograd_gemm" or \
+        workspace_bytes(ConvLayer.of(C, H, W, M, 3, 1, 1), N) <= workspace_limit()
 
 
 def _flags(layer) -> str:
@@ -137,6 +154,8 @@ class Auto3x3:
 
     def make(self, config: dict):
         """The layer of one configuration (made once)."""
+        if config["algorithm"] == "winograd_gemm":
+            return WinogradGemm3x3(self.wt, self.b, self.layer, tiles=config["tile"], **self.options)
         cls = WinogradConv3x3 if config["algorithm"] == "winograd" else SmallConv3x3
         tile = (WinogradTile if cls is WinogradConv3x3 else Tile)(**config["tile"])
         return cls(self.wt, self.b, self.layer, tile=tile, **self.options)
@@ -145,9 +164,11 @@ class Auto3x3:
         layer = self._layers.get(N)
         if layer is None:
             L, d = self.layer, self.default
-            configs = pass_candidates(self.kind, self.c_in, self.c_out, L.H, L.W)
+            configs = [c for c in pass_candidates(self.kind, self.c_in, self.c_out, L.H, L.W)
+                       if fits(c, self.c_in, self.c_out, L.H, L.W, N)]
             shipped = _this_gpu_knows(self.kind, self.c_in, self.c_out, L.H, L.W)
-            problem = autotune.Problem(f"conv3x3_{self.kind}", ("conv_small", "conv_winograd"),
+            problem = autotune.Problem(f"conv3x3_{self.kind}",
+                                       ("conv_small", "conv_winograd", "conv_winograd_gemm", "gemm"),
                                        f"C{self.c_in}_M{self.c_out}_H{L.H}_W{L.W}_N{N}_{_flags(d)}", configs,
                                        lambda: _PassBench(self, N), shipped=shipped)
             config = autotune.choose(problem)

@@ -11,6 +11,10 @@ Every kernel family that can run the shape offers its candidates (tiles, tilings
     depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
     winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3), its
                  tiles: winograd_auto_tiles), and conv_small.cu's direct kernel for the same shapes
+    winograd_gemm conv_winograd_gemm.cu: 3x3, stride 1, any padding, one group: F(2x2,3x3) as 16 GEMMs
+                 of the whole batch (gemm.cu's batched kernel) between transforms in global memory,
+                 for many channels on small planes; its candidates are GEMM tiles (none where its
+                 workspace, V and Mx, would pass its workspace_limit: 1/64 of the GPU's memory)
     phased       conv_winograd.cu on dilated 3x3 layers padded by their dilation, on unpadded 3x3
                  layers and on 3x3 layers of a few groups (stride 1): the input's phases as a batch,
                  the output cropped, a launch a group (labkit.ops.conv_phased)
@@ -36,9 +40,11 @@ from . import conv as direct
 from .conv_phased import PhasedWinograd, phased_geometry
 from .conv_small import SmallConv3x3
 from .conv_winograd import WinogradConv3x3, WinogradTile, winograd_auto_tiles
+from . import conv_winograd_gemm as wgemm
 from .depthwise import ACTIVATIONS as DEPTHWISE_3X3_ACTIVATIONS, DepthwiseConv2d, Tiling, tiling_candidates
 from .depthwise_any import (ACTIVATIONS as DEPTHWISE_ACTIVATIONS, DepthwiseAnyConv2d, Tiling as AnyTiling,
                             tiling_candidates as any_tiling_candidates)
+from .gemm import default_config as gemm_default, gemm_candidates
 from .implicit import ACTIVATIONS, TOLERANCE, ImplicitConv2d, Tiles, prepare_weights
 from .plans import sampled_mismatch
 
@@ -120,6 +126,25 @@ def _winograd_make(conv: "AutoConv2d", config: dict) -> Runner:
     return _runner(layer)
 
 
+WGEMM_TILES = 4     # GEMM tiles the search times for winograd_gemm: the default and the likeliest others
+
+
+def _wgemm_candidates(conv: "AutoConv2d", N: int) -> list:
+    L = conv.layer
+    if wgemm.workspace_bytes(L, N) > wgemm.workspace_limit():
+        return []
+    T = wgemm.tiles_of(L, N)
+    out = [t for t in [gemm_default(L.M, T, L.C)[1]] if t]     # None: few rows, not a block tile
+    out += [t for t in gemm_candidates(L.M, T) if t not in out]
+    return [{"tiles": t} for t in out[:WGEMM_TILES]]
+
+
+def _wgemm_make(conv: "AutoConv2d", config: dict) -> Runner:
+    layer = wgemm.WinogradGemmConv2d(conv.w, conv.b, conv.layer, activation=conv.activation,
+                                     residual=conv.residual, tiles=config["tiles"])
+    return _runner(layer)
+
+
 def _phased_candidates(conv: "AutoConv2d", N: int) -> list:
     _, _, h, w, _ = phased_geometry(conv.layer)
     L = conv.layer
@@ -151,6 +176,8 @@ FAMILIES: tuple[Family, ...] = (
     Family("winograd", ("conv_winograd", "conv_small"),
            lambda L, a: _dense_3x3_same(L) and a in (None, "relu"),
            _winograd_candidates, _winograd_make, residual=True),
+    Family("winograd_gemm", ("conv_winograd_gemm", "gemm"),
+           lambda L, a: wgemm.applies(L) and a in ACTIVATIONS, _wgemm_candidates, _wgemm_make, residual=True),
     Family("phased", ("conv_winograd",),
            lambda L, a: phased_geometry(L) is not None and a in (None, "relu"),
            _phased_candidates, _phased_make),

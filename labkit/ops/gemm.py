@@ -43,7 +43,7 @@ from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
 __all__ = ["gemm", "gemm_few_rows", "Dense", "gemm_config", "default_config", "few_rows_slices", "ROWS_MAX",
            "FEW_ROWS", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS",
-           "BIG_TILES", "gemm_candidates", "tuning_candidates", "tuned_gemm"]
+           "BIG_TILES", "gemm_candidates", "tuning_candidates", "tuned_gemm", "batched_launcher"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
 
@@ -324,6 +324,20 @@ def _tile_plan(variant, M, N, K, p, splits, has_bias, act, check) -> _Plan:
     reduce, tail = _reduce(mod, M, N, slices, has_bias, act)
     return _Plan((mod.get_function("gemm_dbuf_splitk"), (grid[0], grid[1], slices), block), ints(M, N, K, per),
                  (M, N), (slices, M, N), reduce, tail, kernel="gemm_dbuf_splitk")
+
+
+def batched_launcher(M: int, N: int, K: int, batch: int, params: Mapping[str, int] | None = None):
+    """``launch(a, b, c)``: ``batch`` products c[z] = a[z] @ b[z] (a (batch, M, K), b (batch, K, N),
+    c (batch, M, N), float32, C-contiguous) on gemm_dbuf_batched with the block tile ``params``
+    (GEMM_BM, ... as gemm's; None: the defaults).  No bias, no activation; the caller's arrays are
+    its to check (Winograd's transforms, labkit.ops.conv_winograd_gemm, are made for it)."""
+    _positive(M=M, N=N, K=K, batch=batch)
+    p = _params(params)
+    mod = load("gemm", defines={**{k: p[k] for k in _BLOCK_KEYS}, **_tuned_only()})
+    grid, block, _shared = gemm_launch_config("dbuf", M, N, K, p)
+    strides = tuple(np.int64(s) for s in (M * K, K * N, M * N))
+    return mod.get_function("gemm_dbuf_batched").launcher((grid[0], grid[1], batch), block,
+                                                          (None, None, None) + ints(M, N, K) + strides)
 
 
 def _few_rows_plan(M, N, K, slices, has_bias, act, check) -> _Plan:

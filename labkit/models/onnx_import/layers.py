@@ -266,6 +266,7 @@ def _auto_name(choice: dict) -> str:
     """What labkit.conv2d's auto choice runs, in words."""
     family = choice.get("family", "?")
     files = {"implicit": "conv_implicit.cu", "depthwise": "depthwise_any.cu", "depthwise3x3": "depthwise.cu",
-             "winograd": "conv_winograd.cu / conv_small.cu", "tuned": "conv_tuned.cu"}
+             "winograd": "conv_winograd.cu / conv_small.cu", "tuned": "conv_tuned.cu",
+             "winograd_gemm": "conv_winograd_gemm.cu + gemm.cu"}
     detail = choice.get("kernel") or ""
     return f"auto: {family}{' ' + detail if detail else ''} ({files.get(family, family)})"
