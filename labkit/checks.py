@@ -15,7 +15,8 @@ import numpy as np
 from . import backends
 from .errors import check_float, check_int  # noqa: F401  (the argument checks, here with the rest)
 
-ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2, "relu6": 3}   # the kernels' `int act`
+ACTIVATIONS: dict[str | None, int] = {None: 0, "tanh": 1, "relu": 2, "relu6": 3,   # the kernels' `int act`
+                                      "gelu": 4, "gelu_tanh": 5}
 # What most kernels implement; a kernel that also has ReLU6 (min(max(v, 0), 6): MobileNetV2) says so.
 BASIC_ACTIVATIONS = (None, "tanh", "relu")
 F32 = np.dtype(np.float32)

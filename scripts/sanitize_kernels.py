@@ -6,7 +6,7 @@
     compute-sanitizer --tool racecheck python3 scripts/sanitize_kernels.py --find-the-bug   # must report
     compute-sanitizer --tool memcheck python3 scripts/sanitize_kernels.py --exercises     # the exercises alone
     compute-sanitizer --tool initcheck python3 scripts/sanitize_kernels.py --pointwise    # pointwise, layer_norm,
-                                                                                          # conv_winograd_gemm
+                                                         # conv_winograd_gemm, transpose_tiles, GEMM's GELU
 
 labkit/kernels/find_the_bug.cu is left out of the clean run: its kernels are racy on purpose (notebook
 03's exercise). `--find-the-bug` launches only them, so that a racecheck run shows the tool does report
@@ -133,6 +133,22 @@ def launch_winograd_gemm() -> int:
         conv(f32(N, C, H, W), residual=f32(N, M, *layer.out_hw) if res else None)
         n += 3
     return n
+
+
+def launch_transpose_and_gelu() -> int:
+    """pool_pad.cu's transpose_tiles (NCHW <-> NHWC, odd sizes) and gemm.cu's GELU epilogues (one
+    kernel, split-K's reduce, few rows)."""
+    from labkit.ops.gemm import gemm
+    from labkit.ops.pool_pad import Permute
+
+    rng = np.random.default_rng()
+    f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
+    Permute((0, 2, 3, 1))(f32(3, 37, 5, 7))
+    Permute((0, 3, 1, 2))(f32(2, 5, 7, 45))
+    gemm(f32(37, 19), f32(19, 45), f32(45), variant="dbuf", activation="gelu")
+    gemm(f32(40, 300), f32(300, 70), f32(70), variant="dbuf", splits=3, activation="gelu_tanh")
+    gemm(f32(3, 100), f32(100, 130), f32(130), activation="gelu")
+    return 7
 
 
 def launch_unroll() -> int:
@@ -444,8 +460,8 @@ def main() -> int:
     if sys.argv[1:] == ["--find-the-bug"]:
         print(f"launched {launch_find_the_bug()} kernels (racy on purpose)")
         return 0
-    if sys.argv[1:] == ["--pointwise"]:         # pointwise.cu, layer_norm.cu, conv_winograd_gemm.cu alone
-        n = launch_pointwise_and_layer_norm() + launch_winograd_gemm()
+    if sys.argv[1:] == ["--pointwise"]:         # pointwise, layer norm, Winograd GEMMs, transposes, GELU GEMMs
+        n = launch_pointwise_and_layer_norm() + launch_winograd_gemm() + launch_transpose_and_gelu()
         cp.cuda.Device().synchronize()
         print(f"launched {n} kernels")
         return 0
@@ -468,6 +484,7 @@ def main() -> int:
     n += launch_pointwise_and_layer_norm()
     n += launch_unroll()
     n += launch_winograd_gemm()
+    n += launch_transpose_and_gelu()
     n += launch_implicit()
     n += launch_alexnet_parts()
     n += launch_mobilenet_parts()

@@ -201,7 +201,7 @@ BAD = [
     ("bias-shape", _with(bias=lambda x: x["bias"][:5].copy()), {}, ValueError,
      r"bias must have shape \(7,\), one value per column of b, got \(5,\)"),
     ("activation", good, {"activation": "sigmoid"}, ValueError,
-     r"activation must be None, 'tanh' or 'relu', got 'sigmoid'"),
+     r"activation must be None, 'tanh', 'relu', 'gelu' or 'gelu_tanh', got 'sigmoid'"),
     ("variant", good, {"variant": "fast"}, ValueError,
      r"variant must be auto or one of 'naive', 'tiled', 'regtile', 'vec', 'dbuf', got 'fast'"),
     ("params", good, {"params": {"GEMM_TN": 3}}, ValueError, r"GEMM_TN divide GEMM_BN, got .*TN=3"),
@@ -281,6 +281,31 @@ def test_split_k_choice_and_refusals():
         gemm(a, labkit.xp.zeros((16, 4), dtype=labkit.xp.float32), variant="vec", splits=2)
     with pytest.raises(ValueError, match="splits must be a positive int or 'auto'"):
         gemm(a, labkit.xp.zeros((16, 4), dtype=labkit.xp.float32), variant="dbuf", splits=0)
+
+
+@pytest.mark.parametrize("act", ["gelu", "gelu_tanh"])
+@pytest.mark.parametrize("M, N, K, how", [(37, 45, 19, {"variant": "dbuf"}), (40, 70, 300, {"variant": "dbuf", "splits": 3}),
+                                          (3, 130, 100, {"variant": "auto"}), (21, 33, 17, {"variant": "vec"})])
+def test_gelu_in_the_epilogue(act, M, N, K, how):
+    """GELU (exact, and its tanh form) after the bias, in every path's epilogue (one kernel, split-K's
+    reduce, few rows), against float64; a NaN product stays NaN."""
+    from math import erf
+    rng = np.random.default_rng()
+    a = rng.standard_normal((M, K)).astype(np.float32)
+    b = (rng.standard_normal((K, N)) / np.sqrt(K)).astype(np.float32)
+    bias = rng.standard_normal(N).astype(np.float32)
+    a[1, 0] = np.nan
+    v = a.astype(np.float64) @ b + bias
+    if act == "gelu":
+        want = 0.5 * v * (1 + np.vectorize(erf)(v / np.sqrt(2)))
+    else:
+        want = 0.5 * v * (1 + np.tanh(np.sqrt(2 / np.pi) * (v + 0.044715 * v ** 3)))
+    xp = labkit.xp
+    out = xp.full((M, N), 7.0, dtype=xp.float32)
+    c = gemm(xp.asarray(a), xp.asarray(b), xp.asarray(bias), activation=act, out=out, **how)
+    got = labkit.checks.to_numpy(c)
+    assert c is out and np.isnan(got[1]).all() and not np.isnan(np.delete(got, 1, axis=0)).any()
+    assert rel_error(np.delete(got, 1, axis=0), np.delete(want, 1, axis=0)) < 1e-5
 
 
 # --- few rows (dense layers at small batches) ---------------------------------------------------

@@ -392,8 +392,9 @@ def _erf(v):
 def test_a_convnext_block_layer_norm_gelu_sub_div(tmp_path, gelu):
     """ConvNeXt's block as torch.onnx.export writes it: a 7x7 depthwise convolution, channels-last
     (Transpose), LayerNormalization over the channels, MatMul + bias on a rank-4 input, GELU (as
-    Div, Erf, Add, Mul, Mul at opset 17, or the Gelu op of opset 20), MatMul, back to NCHW, the layer
-    scale (Mul), the skip (Add); then a Sub and a Div of a constant.  Against float64."""
+    Div, Erf, Add, Mul, Mul at opset 17, or the Gelu op of opset 20) fused into the first MatMul's
+    epilogue, MatMul, back to NCHW, the layer scale (Mul), the skip (Add); then a Sub and a Div of a
+    constant.  Against float64."""
     C, N, H, W = 8, 2, 9, 7
     wd, bd = randn(C, 1, 7, 7) * 0.2, randn(C)
     g, be = rng.random(C).astype(np.float32) + 0.5, randn(C)
@@ -430,6 +431,27 @@ def test_a_convnext_block_layer_norm_gelu_sub_div(tmp_path, gelu):
     assert "LayerNormalization" in ops and any(o.startswith("MatMul") for o in ops)
     kernels = " ".join(r["kernel"] for r in model.describe(N))
     assert "layer_norm_rows" in kernels and "leading axes as rows" in kernels
+    # the GELU rides in the first dense layer's epilogue (gemm.cu): no pass of its own
+    assert any(o.startswith("MatMul+Add+") and ("Gelu" in o or "Erf" in o) for o in ops), ops
+    assert "unary gelu" not in kernels
+    # the layer scale folded into the second dense layer's weights, the skip added in the transposing copy
+    assert "MatMul+Add+Mul" in ops and "Transpose+Add" in ops and "Mul" not in ops, ops
+
+
+def test_a_scale_that_varies_along_another_axis_is_not_folded(tmp_path):
+    """Gemm -> Transpose -> Mul folds only a constant that varies along the axis the Gemm's outputs
+    moved to; one along the rows stays a Mul of its own.  Both against float64."""
+    w, b = randn(6, 4), randn(4)
+    for scale, folded in ((randn(4, 1, 1), True), (randn(1, 3, 1), False), (np.float32(1.5), True)):
+        nodes = [helper.make_node("MatMul", ["x", "w"], ["m"]), helper.make_node("Add", ["m", "b"], ["a"]),
+                 helper.make_node("Transpose", ["a"], ["t"], perm=[0, 3, 1, 2]),
+                 helper.make_node("Mul", ["t", "s"], ["y"])]
+        x = randn(2, 3, 5, 6)
+        ref = (x @ w + b).transpose(0, 3, 1, 2) * scale
+        model = check(save(tmp_path, nodes, dict(w=w, b=b, s=np.asarray(scale, np.float32)), [2, 3, 5, 6],
+                           name=f"scale{np.size(scale)}{folded}.onnx"), x, ref)
+        ops = [r["op"] for r in model.describe(2)]
+        assert ("MatMul+Add+Mul" in ops) == folded and ("Mul" in ops) == (not folded), ops
 
 
 @pytest.mark.parametrize("form", ["div", "mul", "swapped", "add2", "read_twice"])

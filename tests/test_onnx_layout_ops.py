@@ -11,7 +11,7 @@ import labkit
 from labkit import reference
 from labkit.checks import to_numpy
 from labkit.errors import OnnxImportError
-from labkit.ops.pool_pad import Permute, SliceCopy
+from labkit.ops.pool_pad import Permute, SliceCopy, batched_transpose
 
 onnx = pytest.importorskip("onnx", reason="the ONNX importer needs the onnx package (the 'reference' extra)")
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
@@ -50,12 +50,25 @@ def check(path, x, ref):
 @pytest.mark.check
 @pytest.mark.parametrize("shape, perm", [((2, 3, 4, 5, 7), (0, 2, 1, 3, 4)), ((3, 5, 7), (2, 0, 1)),
                                          ((2, 3, 1, 5, 2, 3), (5, 4, 3, 2, 1, 0)), ((9,), (0,)),
-                                         ((1, 9, 2, 3), (0, 2, 3, 1))])
+                                         ((1, 9, 2, 3), (0, 2, 3, 1)), ((3, 37, 5, 7), (0, 2, 3, 1)),
+                                         ((2, 5, 7, 45), (0, 3, 1, 2)), ((33, 70), (1, 0)),
+                                         ((2, 3, 35, 33), (0, 1, 3, 2)), ((4, 3, 2, 5), (2, 3, 0, 1))])
 def test_permute_is_numpy_transpose(shape, perm):
     x = randn(*shape)
     out = labkit.xp.full(tuple(shape[p] for p in perm), np.nan, dtype=np.float32)
     got = to_numpy(Permute(perm)(labkit.xp.asarray(x), out))
     assert np.array_equal(got, np.transpose(x, perm))
+
+
+@pytest.mark.check
+def test_which_permutations_are_a_batch_of_transposes():
+    """transpose_tiles takes a permutation that keeps its first axes and swaps the two runs after them."""
+    assert batched_transpose((8, 96, 56, 56), (0, 2, 3, 1)) == (8, 96, 56 * 56)        # NCHW -> NHWC
+    assert batched_transpose((8, 56, 56, 96), (0, 3, 1, 2)) == (8, 56 * 56, 96)        # and back
+    assert batched_transpose((4, 3, 2, 5), (2, 3, 0, 1)) == (1, 12, 10)
+    assert batched_transpose((2, 3, 4, 5), (0, 1, 3, 2)) == (6, 4, 5)
+    for perm in [(0, 1, 2, 3), (0, 2, 1, 3), (3, 2, 1, 0), (1, 0, 3, 2)]:
+        assert batched_transpose((2, 3, 4, 5), perm) is None
 
 
 @pytest.mark.check
@@ -187,3 +200,25 @@ def test_a_slice_of_the_input_s_shape_feeds_a_reshape(tmp_path):
     r = x.astype(np.float64).reshape(2, 3, 20)
     e = np.exp(r - r.max(axis=-1, keepdims=True))
     check(save(tmp_path, nodes, inits, x.shape), x, e / e.sum(axis=-1, keepdims=True))
+
+
+@pytest.mark.check
+@pytest.mark.parametrize("shape, perm", [((3, 37, 5, 7), (0, 2, 3, 1)), ((2, 5, 7, 45), (0, 3, 1, 2)),
+                                         ((2, 3, 4, 5, 7), (0, 2, 1, 3, 4))])
+def test_permute_adds_an_addend_in_the_copy(shape, perm):
+    """y = transpose(x) + addend, in the tiled kernel and the element-a-thread one; a NaN of either stays."""
+    x = randn(*shape)
+    out_shape = tuple(shape[p] for p in perm)
+    r = randn(*out_shape)
+    r.reshape(-1)[5] = np.nan
+    layer = Permute(perm, add=True)
+    out = labkit.xp.full(out_shape, 7.0, dtype=np.float32)
+    got = to_numpy(layer(labkit.xp.asarray(x), out, addend=labkit.xp.asarray(r)))
+    assert np.array_equal(got, np.transpose(x, perm) + r, equal_nan=True)
+    assert layer.kernel(shape).startswith("transpose_tiles" if batched_transpose(shape, perm) else "permute")
+    with pytest.raises(ValueError, match="pass addend="):
+        layer(labkit.xp.asarray(x))
+    with pytest.raises(ValueError, match="addend must have the output's shape"):
+        layer(labkit.xp.asarray(x), addend=labkit.xp.asarray(x if x.shape != out_shape else randn(1, 2, 3, 4)))
+    with pytest.raises(ValueError, match="without add=True"):
+        Permute(perm)(labkit.xp.asarray(x), addend=labkit.xp.asarray(r))

@@ -23,9 +23,10 @@
 // The operation: A (M, K), B (K, N), C (M, N), all float32 row-major (C-contiguous), any M, N, K
 // (the tiles need not divide them: every load and store is guarded).
 //   C[m, n] = act(sum over k of A[m, k] * B[k, n]  (+ bias[n] if has_bias == 1, + bias[m] if 2))
-//   act: 0 none, 1 tanh, 2 ReLU.  has_bias: 0 none (`bias` is not read: pass any float array),
-//   1 one bias per column, `bias` (N,) (a dense layer: x @ W + b), 2 one bias per row, `bias` (M,)
-//   (a convolution as W @ columns, whose rows are the output channels).
+//   act: 0 none, 1 tanh, 2 ReLU, 4 GELU, 5 GELU by tanh (NaN kept by each).  has_bias: 0 none
+//   (`bias` is not read: pass any float array), 1 one bias per column, `bias` (N,) (a dense layer:
+//   x @ W + b), 2 one bias per row, `bias` (M,) (a convolution as W @ columns, whose rows are the
+//   output channels).
 //
 // Every kernel: (A, B, bias, C, M, N, K, has_bias, act), with int sizes and flags.
 //
@@ -68,6 +69,8 @@
 #define ACT_NONE 0
 #define ACT_TANH 1
 #define ACT_RELU 2
+#define ACT_GELU 4        // v/2 (1 + erf(v / sqrt 2)), as pointwise.cu's code 9 (the exact GELU)
+#define ACT_GELU_TANH 5   // v/2 (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3))), as pointwise.cu's code 10
 
 namespace gemm {
 constexpr int T = GEMM_TILE;
@@ -95,6 +98,10 @@ __device__ __forceinline__ float epilogue(float acc, const float* __restrict__ b
   if (act == ACT_TANH) return tanhf(acc);
   // Not fmaxf: fmaxf(NaN, 0) is 0, and a NaN must reach C, as PyTorch's relu keeps it.
   if (act == ACT_RELU) return acc < 0.0f ? 0.0f : acc;
+  // A transformer MLP's first layer (ConvNeXt's): its GELU here saves a pass over its 4x-wide output.
+  if (act == ACT_GELU) return 0.5f * acc * (1.0f + erff(acc * 0.70710678118654752f));
+  if (act == ACT_GELU_TANH)
+    return 0.5f * acc * (1.0f + tanhf(0.79788456080286536f * (acc + 0.044715f * acc * acc * acc)));
   return acc;
 }
 

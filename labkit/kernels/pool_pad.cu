@@ -16,11 +16,19 @@
 //   slice_copy(x, y, total, inner_x, inner_y, offset)
 //       its inverse: columns [offset, offset + inner_y) of x viewed as (outer, inner_x) into y viewed as
 //       (outer, inner_y) (Slice on one axis with step 1; each output of a Split).
-//   permute(x, y, total, d0..d5, s0..s5)
+//   permute(x, r, y, total, d0..d5, s0..s5, add)
 //       y (6 dims d0..d5, unused leading ones 1) is x with its axes reordered: element (i0, ..., i5)
-//       of y is x[i0*s0 + ... + i5*s5], s the strides of x's axes in y's order (Transpose).
+//       of y is x[i0*s0 + ... + i5*s5], s the strides of x's axes in y's order (Transpose); with add,
+//       plus r's element at the same place of y (a residual added in the copy: ConvNeXt's skip).
+//   transpose_tiles(x, r, y, rows, cols, add)
+//       the permutations that are a batch of 2-D transposes (NCHW <-> NHWC among them): x viewed as
+//       (batch, rows, cols), y as (batch, cols, rows), y[b][c][r] = x[b][r][c] (+ r[b][c][r] with add).  A block moves a
+//       32 x 32 tile through shared memory, so that both its reads of x and its writes of y are
+//       coalesced rows (permute reads x 4 bytes at a time with a stride: about a quarter of the
+//       copy bandwidth); the tile's 33-float rows keep its column reads free of bank conflicts.
+//       Grid (ceil(cols / 32), ceil(rows / 32), batch), block (32, 8).
 //
-// Launch (Python: labkit.ops.pool_pad): grid (ceil(total / 256),), block (256,).
+// Launch (Python: labkit.ops.pool_pad): grid (ceil(total / 256),), block (256,), transpose_tiles aside.
 
 extern "C" __global__ void pool_any(const float* __restrict__ x, float* __restrict__ y, int NC, int H, int W,
                                     int Ho, int Wo, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl,
@@ -83,8 +91,9 @@ extern "C" __global__ void slice_copy(const float* __restrict__ x, float* __rest
 
 // One thread per element of y: consecutive threads write consecutive elements (coalesced stores); the
 // reads gather from x along whichever axis became the last.
-extern "C" __global__ void permute(const float* __restrict__ x, float* __restrict__ y, int total, int d0, int d1,
-                                   int d2, int d3, int d4, int d5, int s0, int s1, int s2, int s3, int s4, int s5) {
+extern "C" __global__ void permute(const float* __restrict__ x, const float* __restrict__ r, float* __restrict__ y,
+                                   int total, int d0, int d1, int d2, int d3, int d4, int d5, int s0, int s1, int s2,
+                                   int s3, int s4, int s5, int add) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
   const int o = i;
@@ -99,5 +108,26 @@ extern "C" __global__ void permute(const float* __restrict__ x, float* __restric
   src += (long long)(i % d1) * s1;
   i /= d1;
   src += (long long)(i % d0) * s0;
-  y[o] = x[src];
+  float v = x[src];
+  if (add) v += r[o];
+  y[o] = v;
+}
+
+extern "C" __global__ void transpose_tiles(const float* __restrict__ x, const float* __restrict__ r,
+                                           float* __restrict__ y, int rows, int cols, int add) {
+  __shared__ float tile[32][33];
+  const size_t plane = (size_t)blockIdx.z * rows * cols;
+  const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+  for (int i = threadIdx.y; i < 32; i += 8) {           // rows of x: a warp reads 32 neighbours
+    const int q = r0 + i, c = c0 + threadIdx.x;
+    if (q < rows && c < cols) tile[i][threadIdx.x] = x[plane + (size_t)q * cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {           // rows of y: a warp writes 32 neighbours
+    const int c = c0 + i, q = r0 + threadIdx.x;
+    if (c < cols && q < rows) {
+      const size_t at = plane + (size_t)c * rows + q;
+      y[at] = add ? tile[threadIdx.x][i] + r[at] : tile[threadIdx.x][i];
+    }
+  }
 }

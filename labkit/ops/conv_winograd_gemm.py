@@ -36,8 +36,8 @@ from .gemm import batched_launcher, default_config
 from .implicit import ACTIVATIONS
 from .plans import cdiv, ints
 
-__all__ = ["WinogradGemmConv2d", "WinogradGemm3x3", "applies", "workspace_bytes", "workspace_limit", "transform_weights", "tiles_of",
-           "POSITIONS"]
+__all__ = ["WinogradGemmConv2d", "WinogradGemm3x3", "applies", "workspace_bytes", "workspace_limit",
+           "transform_weights", "tiles_of", "POSITIONS"]
 
 POSITIONS = 16                     # F(2x2, 3x3): 4 x 4 transform positions, one GEMM each
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])

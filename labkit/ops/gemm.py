@@ -33,8 +33,8 @@ from ..errors import check_int
 from .. import autotune, backends
 from ..backends.cpu import parse_checks
 from ..backends.limits import SHARED_MEM_PER_BLOCK
-from ..checks import (array_module, array_type, check_activation, check_array, check_no_alias, fast_input,
-                      output)
+from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_no_alias,
+                      fast_input, output)
 from ..device_query import gpu_sm_count
 from ..loader import load
 from ..tuned import GEMM, lookup
@@ -43,9 +43,11 @@ from .plans import PlanCache, cdiv, ints, sampled_mismatch
 
 __all__ = ["gemm", "gemm_few_rows", "Dense", "gemm_config", "default_config", "few_rows_slices", "ROWS_MAX",
            "FEW_ROWS", "gemm_launch_config", "splits_for", "splitk_slices", "VARIANTS", "DEFAULT_PARAMS",
-           "BIG_TILES", "gemm_candidates", "tuning_candidates", "tuned_gemm", "batched_launcher"]
+           "BIG_TILES", "gemm_candidates", "tuning_candidates", "tuned_gemm", "batched_launcher",
+           "ACTIVATIONS"]
 
 VARIANTS: tuple[str, ...] = ("naive", "tiled", "regtile", "vec", "dbuf")
+ACTIVATIONS = BASIC_ACTIVATIONS + ("gelu", "gelu_tanh")   # gemm.cu's epilogue (codes 1, 2, 4, 5)
 
 # The kernels' compile-time parameters (macros of gemm.cu) and their defaults.
 DEFAULT_PARAMS: dict[str, int] = {"GEMM_TILE": 16, "GEMM_BM": 64, "GEMM_BN": 64, "GEMM_BK": 8,
@@ -205,7 +207,8 @@ class _GemmBench:
 
     def build(self, config: dict):
         M, N, K = self.shape
-        plan = _plan_of(config, M, N, K, int(self.bias is not None), check_activation(self.act), self.check_modes)
+        plan = _plan_of(config, M, N, K, int(self.bias is not None), check_activation(self.act, ACTIVATIONS),
+                        self.check_modes)
         launch, reduce = plan.bind(self.b, self.a if self.bias is None else self.bias)
         a, y = self.a, self.y
         if reduce is None:
@@ -357,7 +360,7 @@ def _check_operands(a, b, bias, activation, bias_per: str, backend: str):
     """gemm's operands checked (dtype, layout, backend, shapes), before anything is compiled or
     launched; returns M, N, K."""
     xp = array_module(backend)
-    check_activation(activation)
+    check_activation(activation, ACTIVATIONS)
     check_array(a, "a", "row-major (M, K)", 2, backend, xp)
     check_array(b, "b", "row-major (K, N)", 2, backend, xp)
     M, K = (int(v) for v in a.shape)
@@ -427,7 +430,8 @@ def gemm(a, b, bias=None, *, variant: str = "auto", activation: str | None = Non
             weights @ columns); or None.
         variant: "auto" (the autotuner's kernel, tiles and slices for this shape on a GPU, among
             ``tuning_candidates``; the tuned table's or ``default_config``'s first),
-            or one of ``VARIANTS``.   activation: None, "tanh" or "relu" (after the bias).
+            or one of ``VARIANTS``.   activation: None, "tanh", "relu", "gelu" or "gelu_tanh" (after
+            the bias).
         out: optional float32 (M, N) C-contiguous array on the backend to write (returned); it must
             not overlap a, b or bias.
         check: the CPU executor's checking modes ("memory", "barrier", "shuffle", a list, "all"), as
@@ -449,7 +453,8 @@ def gemm(a, b, bias=None, *, variant: str = "auto", activation: str | None = Non
         _check_variant(variant, auto=True)
         M, N, K = _check_operands(a, b, bias, activation, bias_per, backend)
         _check_splits(splits, "dbuf" if variant == "auto" else variant)
-        act, has_bias = check_activation(activation), 0 if bias is None else (1 if bias_per == "column" else 2)
+        act = check_activation(activation, ACTIVATIONS)
+        has_bias = 0 if bias is None else (1 if bias_per == "column" else 2)
         if variant == "auto" and splits == "auto" and params is None and bias_per == "column":
             plan = _plan_of(tuned_gemm(M, N, K, bias=bias, activation=activation, check=check), M, N, K, has_bias,
                             act, check)
@@ -491,8 +496,8 @@ def gemm_few_rows(a, b, bias=None, *, activation: str | None = None, out=None, s
         if slices != "auto" and (isinstance(slices, (bool, np.bool_)) or not isinstance(slices, (int, np.integer))
                                  or not 1 <= slices <= K):
             raise ValueError(f"slices must be 'auto' or an int from 1 to K={K}, got {slices!r}")
-        plan = _PLANS[key] = _few_rows_plan(M, N, K, slices, int(bias is not None), check_activation(activation),
-                                            check)
+        plan = _PLANS[key] = _few_rows_plan(M, N, K, slices, int(bias is not None),
+                                            check_activation(activation, ACTIVATIONS), check)
     y = output(out, plan.out_shape, "row-major (M, N)", (a, b, bias), backend=backend)
     plan.run(a, b, a if bias is None else bias, y, _workspace(plan, workspace, array_module(backend)))
     return y
@@ -515,7 +520,7 @@ class Dense:
     def __init__(self, w, b=None, *, activation: str | None = None, check: str | Iterable[str] | None = None):
         self.backend = backends.current()
         xp = array_module(self.backend)
-        check_activation(activation)
+        check_activation(activation, ACTIVATIONS)
         check_array(w, "w", "(in, out)", 2, self.backend, xp)
         K, N = (int(v) for v in w.shape)
         if b is not None:
@@ -532,7 +537,7 @@ class Dense:
         """The plan for ``rows`` rows (made on first use, with its workspace)."""
         if rows not in self._plans:
             K, N = self.in_features, self.out_features
-            act, has_bias = check_activation(self.activation), int(self.b is not None)
+            act, has_bias = check_activation(self.activation, ACTIVATIONS), int(self.b is not None)
             config = tuned_gemm(rows, N, K, b=self.w, bias=self.b, activation=self.activation, check=self.check)
             p = _plan_of(config, rows, N, K, has_bias, act, self.check)
             # [plan, the layer's own workspace (made on first use), launch, launch of the reduce]

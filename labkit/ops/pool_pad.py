@@ -23,7 +23,7 @@ from ..checks import array_type, check_array, fast_input, output
 from ..loader import load
 from .plans import cdiv, ints
 
-__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "pool_out_size", "MODES", "THREADS"]
+__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "batched_transpose", "pool_out_size", "MODES", "THREADS"]
 
 THREADS = 256
 MODES = ("max", "avg")
@@ -198,34 +198,83 @@ class SliceCopy(_AxisWindow):
         return f"cannot slice {tuple(y.shape)} out of {tuple(x.shape)} at {offset} of axis {a}"
 
 
+def batched_transpose(shape: tuple, perm: tuple) -> tuple[int, int, int] | None:
+    """(batch, rows, cols) where ``numpy.transpose(x, perm)`` of an x of ``shape`` is a batch of 2-D
+    transposes of x viewed as (batch, rows, cols): perm keeps its first k axes and swaps the two runs
+    after them (NCHW -> NHWC is (0, 2, 3, 1): batch N, rows C, cols H*W); else None (the identity too)."""
+    n, k = len(perm), 0
+    while k < n and perm[k] == k:
+        k += 1
+    if k == n:
+        return None
+    j = perm[k]
+    if tuple(perm[k:]) != tuple(range(j, n)) + tuple(range(k, j)):
+        return None
+    size = lambda axes: int(np.prod(axes, dtype=np.int64))   # noqa: E731
+    return size(shape[:k]), size(shape[k:j]), size(shape[j:])
+
+
 class Permute(_Layer):
-    """``numpy.transpose(x, perm)`` as a contiguous copy, for tensors of up to 6 axes."""
+    """``numpy.transpose(x, perm)`` as a contiguous copy, for tensors of up to 6 axes: a batch of
+    tiled 2-D transposes (transpose_tiles) where the permutation is one, else an element a thread.
+    ``add=True``: each call passes ``addend=`` an array of y's shape, added in the copy
+    (y = transpose(x) + addend: a skip connection after a channels-last block, ConvNeXt's)."""
 
     MAX_RANK = 6
 
-    def __init__(self, perm):
+    def __init__(self, perm, add: bool = False):
         super().__init__()
         self.perm = tuple(int(p) for p in perm)
         if sorted(self.perm) != list(range(len(self.perm))) or not 1 <= len(self.perm) <= self.MAX_RANK:
             raise ValueError(f"perm must order the axes 0 .. n-1 (n <= {self.MAX_RANK}), got {perm}")
+        if not isinstance(add, (bool, np.bool_)):
+            raise TypeError(f"add must be True or False, got {add!r}")
+        self.add = bool(add)
+
+    def kernel(self, shape: tuple) -> str:
+        """The kernel a call on an x of ``shape`` runs."""
+        return ("transpose_tiles" if self._fits_tiles(shape) else "permute") + (" + add" if self.add else "")
 
     def out_shape(self, shape: tuple) -> tuple:
         if len(shape) != len(self.perm):
             raise ValueError(f"perm {self.perm} for a tensor of shape {tuple(shape)}")
         return tuple(shape[p] for p in self.perm)
 
-    def __call__(self, x, out=None):
+    def __call__(self, x, out=None, *, addend=None):
         self._in(x, len(self.perm), "any layout")
         shape = self.out_shape(x.shape)
-        y = output(out, shape, "any layout", (x,), backend=self.backend)
+        if self.add:
+            if addend is None:
+                raise ValueError(f"this Permute adds: pass addend= a float32 array of shape {shape}")
+            if not (fast_input(addend, self._kind) and addend.ndim == len(shape)):
+                check_array(addend, "addend", "any layout", len(shape), self.backend)
+            if tuple(addend.shape) != shape:
+                raise ValueError(f"addend must have the output's shape {shape}, got {tuple(addend.shape)}")
+        elif addend is not None:
+            raise ValueError("this Permute was made without add=True: it adds nothing")
+        y = output(out, shape, "any layout", (x,) + ((addend,) if self.add else ()), backend=self.backend)
         launch = self._plans.get(x.shape)
         if launch is None:
-            total = _total(x.shape)
-            strides = [int(np.prod(x.shape[k + 1:], dtype=np.int64)) for k in range(x.ndim)]
-            pad = self.MAX_RANK - x.ndim          # leading axes of size 1 (their stride is never used)
-            dims = (1,) * pad + shape
-            src = (0,) * pad + tuple(strides[p] for p in self.perm)
-            launch = self._plans[x.shape] = load("pool_pad").get_function("permute").launcher(
-                (max(1, cdiv(total, THREADS)),), (THREADS,), (None, None) + ints(total, *dims, *src))
-        launch(x, y)
+            launch = self._plans[x.shape] = self._launch(x.shape)
+        launch(x, addend if self.add else x, y)     # without add the kernels read no addend (x stands in)
         return y
+
+    def _fits_tiles(self, shape: tuple) -> bool:
+        """Is the permutation of an x of ``shape`` a batch of 2-D transposes that transpose_tiles' grid
+        holds (at most 65535 of them, of at most 65535 tiles' rows)?"""
+        bt = batched_transpose(shape, self.perm)
+        return bt is not None and bt[0] <= 65535 and cdiv(bt[1], 32) <= 65535 and min(bt) > 0
+
+    def _launch(self, shape: tuple):
+        """launch(x, addend, y) of an x of ``shape``: transpose_tiles where it fits, else permute."""
+        if self._fits_tiles(shape):
+            batch, rows, cols = batched_transpose(shape, self.perm)
+            return load("pool_pad").get_function("transpose_tiles").launcher(
+                (cdiv(cols, 32), cdiv(rows, 32), batch), (32, 8), (None, None, None) + ints(rows, cols, self.add))
+        total = _total(shape)
+        strides = [int(np.prod(shape[k + 1:], dtype=np.int64)) for k in range(len(shape))]
+        pad = self.MAX_RANK - len(shape)          # leading axes of size 1 (their stride is never used)
+        dims = (1,) * pad + self.out_shape(shape)
+        src = (0,) * pad + tuple(strides[p] for p in self.perm)
+        return load("pool_pad").get_function("permute").launcher(
+            (max(1, cdiv(total, THREADS)),), (THREADS,), (None, None, None) + ints(total, *dims, *src, self.add))

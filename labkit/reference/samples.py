@@ -16,6 +16,8 @@ a huge receptive field at 512 positions), the sums stay on the GPU.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 __all__ = ["conv_samples", "conv_transpose_samples", "gemm_samples", "activate", "sample_positions",
@@ -25,6 +27,9 @@ __all__ = ["conv_samples", "conv_transpose_samples", "gemm_samples", "activate",
 # samples go in parts of at most this many, so that the host's index arrays and their temporaries
 # stay within some hundred MB.
 HOST_GATHER_MAX = 1 << 24
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 
 def to_host(a) -> np.ndarray:
@@ -56,8 +61,9 @@ def sample_positions(xp, size: int, count: int = 512, seed: int = 0):
 
 
 def activate(xp, v, act: str | None):
-    """The kernels' epilogues in float64: None, "relu", "relu6", "tanh"; each keeps a NaN, as
-    PyTorch's do (``maximum`` and ``minimum`` propagate it, where ``fmax`` would drop it)."""
+    """The kernels' epilogues in float64: None, "relu", "relu6", "tanh", "gelu", "gelu_tanh"; each
+    keeps a NaN, as PyTorch's do (``maximum`` and ``minimum`` propagate it, where ``fmax`` would drop
+    it)."""
     if act is None:
         return v
     if act == "relu":
@@ -66,7 +72,12 @@ def activate(xp, v, act: str | None):
         return xp.minimum(xp.maximum(v, 0.0), 6.0)
     if act == "tanh":
         return xp.tanh(v)
-    raise ValueError(f"activation must be None, 'relu', 'relu6' or 'tanh', got {act!r}")
+    if act == "gelu":            # v/2 (1 + erf(v / sqrt 2)); erf on the host (the samples are few)
+        h = to_host(v)
+        return xp.asarray(0.5 * h * (1.0 + _ERF(h / math.sqrt(2.0))))
+    if act == "gelu_tanh":
+        return 0.5 * v * (1.0 + xp.tanh(math.sqrt(2.0 / math.pi) * (v + 0.044715 * v ** 3)))
+    raise ValueError(f"activation must be None, 'relu', 'relu6', 'tanh', 'gelu' or 'gelu_tanh', got {act!r}")
 
 
 def _sums_module(xp, values: int):

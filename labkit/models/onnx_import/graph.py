@@ -13,14 +13,17 @@ graph's output):
   kernel adds in its epilogue (ResNet's skips: the implicit GEMM or, for 3x3 convolutions, Winograd),
   the step running where the Add was (both operands ready);
 * Add of a constant after a MatMul (or Gemm): its bias;
-* an activation after a Conv, ConvTranspose or Gemm (ReLU, ReLU6, tanh; ReLU and tanh for Gemm), or
-  after an Add, Mul or a standalone batch normalization (any of pointwise.cu's);
+* an activation after a Conv, ConvTranspose or Gemm (ReLU, ReLU6, tanh; ReLU, tanh and GELU for
+  Gemm), or after an Add, Mul or a standalone batch normalization (any of pointwise.cu's);
+* Mul by a constant per channel after a Transpose of a Gemm's output (ConvNeXt's layer scale): folded
+  into the Gemm's weight columns and bias;
+* Add after a Transpose, the other operand of its output's shape (ConvNeXt's skip): made in the copy;
 * a MaxPool after an LRN (a square window, equal strides, no padding or dilation, the floor's output
   size, a plane narrow enough for lrn.cu's lrn_max_pool): one kernel, the normalized values never
   written (AlexNet's and GoogLeNet-era networks' LRN + pool);
 * GELU written out as exporters before opset 20 write it, x * (1 + erf(x / sqrt 2)) * 0.5 (Div or Mul
   by the constant, Erf, Add 1, Mul by x, Mul 0.5, in either operand order): one unary gelu step
-  instead of five passes over the tensor (ConvNeXt's MLPs).
+  instead of five passes over the tensor, itself fused into the Gemm before it (ConvNeXt's MLPs).
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from ...ops.lrn import fused_band
 from .nodes import (SPECS, LRN, BatchNorm, Binary, Concat, Conv, ConvTranspose, Ctx, Gemm, Pool, Unary, View,
                     constant_value, refuse)
 from .host import HOST_OPS, HostOp
-from .nodes_layout import LAYOUT_SPECS, split_parts
+from .nodes_layout import LAYOUT_SPECS, Transpose, split_parts
 from .reader import OnnxGraph
 
 __all__ = ["lower", "infer", "fuse", "free_batch", "is_host", "SUPPORTED_OPS"]
@@ -134,7 +137,8 @@ def _readers(specs: list) -> dict:
 def fuse(specs: list, consts: dict, shapes: dict, output: str) -> list:
     """The specs with the fusions of the module docstring made (specs of fused nodes removed)."""
     specs = list(specs)
-    for step in (_fold_batch_norm, _fuse_gelu, _fuse_residual, _fuse_bias, _fuse_activation, _fuse_lrn_pool):
+    for step in (_fold_batch_norm, _fuse_gelu, _fuse_residual, _fuse_bias, _fold_channel_scale, _fuse_activation,
+                 _fuse_transpose_add, _fuse_lrn_pool):
         specs = step(specs, consts, shapes, output)
     return specs
 
@@ -148,9 +152,10 @@ def _sole(v: str, readers: dict, output: str) -> bool:
 
 
 def _absorb(first, second) -> None:
-    """``first`` now also does ``second``'s work and writes its output."""
-    first.ops.append(second.node.op)
-    first.names.append(second.name)
+    """``first`` now also does ``second``'s work (and whatever ``second`` had absorbed: a GELU's five
+    nodes) and writes its output."""
+    first.ops.extend(second.ops)
+    first.names.extend(second.names)
     first.output = second.output
 
 
@@ -205,6 +210,70 @@ def _fuse_bias(specs, consts, shapes, output):
                 and g.add_bias(consts[c]):
             _absorb(g, s)
             specs[i] = None
+            fused.add(i)
+    return [s for s in specs if s is not None]
+
+
+def _channel_scale(c, shape: tuple, axis: int) -> np.ndarray | None:
+    """A constant ``c`` multiplied into a tensor of ``shape`` as one value per index of ``axis`` (or one
+    value for all): those values, (shape[axis],) in float64; None if it varies along another axis or
+    does not broadcast."""
+    c = np.asarray(c, dtype=np.float64)
+    if c.ndim > len(shape):
+        return None
+    dims = (1,) * (len(shape) - c.ndim) + c.shape
+    if any(d != 1 and (k != axis or d != shape[axis]) for k, d in enumerate(dims)):
+        return None
+    return np.broadcast_to(c.reshape(-1), (shape[axis],)) if c.size > 1 else np.full(shape[axis], float(c.reshape(-1)[0]))
+
+
+def _fold_channel_scale(specs, consts, shapes, output):
+    """Gemm -> Transpose -> Mul by a constant per channel (ConvNeXt's layer scale after its channels-last
+    MLP): the scale folded into the Gemm's weight columns and bias (x @ (w g) + b g = (x @ w + b) g,
+    the Transpose moving the Gemm's last axis to where the constant varies); the Mul removed."""
+    readers, writer = _readers(specs), _writers(specs)
+    for i, s in enumerate(specs):
+        if not (isinstance(s, Binary) and s.kind == "mul" and s.activation is None):
+            continue
+        for k in (0, 1):
+            j, c = writer.get(s.inputs[k]), s.inputs[1 - k]
+            t = specs[j] if j is not None else None
+            if not (isinstance(t, Transpose) and len(t.inputs) == 1 and c in consts and
+                    _sole(t.output, readers, output)):
+                continue
+            g_at = writer.get(t.inputs[0])
+            g = specs[g_at] if g_at is not None else None
+            if not (isinstance(g, Gemm) and g.activation is None and _sole(g.output, readers, output)):
+                continue
+            out = shapes[t.output]
+            if shapes[s.output] != out:      # the constant must not broadcast the product to a larger shape
+                continue
+            scale = _channel_scale(consts[c], out, t.resolved(len(out)).index(len(out) - 1))
+            if scale is None:
+                continue
+            g.w = g.w * scale[None, :]
+            g.b = None if g.b is None else g.b * scale
+            g.ops.append(s.node.op)
+            g.names.append(s.name)
+            t.output = s.output
+            specs[i] = None
+            break
+    return [s for s in specs if s is not None]
+
+
+def _fuse_transpose_add(specs, consts, shapes, output):
+    """Transpose -> Add of a value of its output's shape (ConvNeXt's skip, after its channels-last MLP):
+    the Add made in the copy (Permute(add=True)), which runs where the Add ran."""
+    readers, writer = _readers(specs), _writers(specs)
+    fused = set()
+    for i, s, j, t, other in _plain_adds(specs, writer):
+        if i in fused:
+            continue
+        if isinstance(t, Transpose) and len(t.inputs) == 1 and _sole(t.output, readers, output) and \
+                other not in consts and other != t.output and shapes[other] == shapes[t.output]:
+            t.inputs.append(other)
+            _absorb(t, s)
+            specs[i], specs[j] = t, None
             fused.add(i)
     return [s for s in specs if s is not None]
 
@@ -280,7 +349,7 @@ def _fuse_gelu(specs, consts, shapes, output):
         h = sole_reader(specs[m].output, "mul")
         if h is None or _scalar(_other(specs[h], specs[m].output) or "", consts) != 0.5:
             continue
-        erf.kind, erf.inputs = "gelu", [x]
+        erf.kind, erf.fused_as, erf.inputs = "gelu", "gelu", [x]
         for q in (k, m, h):
             _absorb(erf, specs[q])
         erf.ops.insert(0, scaled.node.op)

@@ -233,10 +233,13 @@ class Kernels:
         return (lambda ins, out: lrn(ins[0], out)), (lambda: name)
 
     def _make_transpose(self, spec, in_shapes):
-        return Permute(spec.resolved(len(in_shapes[0])))
+        return Permute(spec.resolved(len(in_shapes[0])), add=len(spec.inputs) == 2)
 
     def _run_transpose(self, spec, perm, in_shapes, out_shape, alloc):
-        return (lambda ins, out: perm(ins[0], out)), (lambda: "permute (pool_pad.cu)")
+        name = f"{perm.kernel(in_shapes[0])} (pool_pad.cu)"
+        if perm.add:      # a skip connection added in the copy
+            return (lambda ins, out: perm(ins[0], out, addend=ins[1])), (lambda: name)
+        return (lambda ins, out: perm(ins[0], out)), (lambda: name)
 
     def _make_slice(self, spec, in_shapes):
         axis, offset, _ = spec.window(in_shapes[0])

@@ -349,8 +349,8 @@ class BatchNorm(Spec):
 
 class Unary(Spec):
     """Relu, Clip, LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Erf, Gelu (exact, or its tanh
-    approximation): ``kind`` is pointwise.cu's name, ``fused_as`` the convolution epilogue's name where
-    one can take it (relu, relu6, tanh)."""
+    approximation): ``kind`` is pointwise.cu's name, ``fused_as`` the epilogue's name where one can
+    take it (relu, relu6, tanh: a convolution's or a dense layer's; gelu, gelu_tanh: a dense layer's)."""
     ATTRS_OF = {"Relu": (), "Sigmoid": (), "Tanh": (), "HardSwish": (), "LeakyRelu": ("alpha",),
                 "HardSigmoid": ("alpha", "beta"), "Clip": ("min", "max"), "Erf": (), "Gelu": ("approximate",)}
 
@@ -376,6 +376,7 @@ class Unary(Spec):
             if how not in ("none", "tanh"):
                 refuse(node, f"approximate={how!r}: Gelu takes 'none' or 'tanh'")
             self.kind, self.a, self.b = ("gelu" if how == "none" else "gelu_tanh"), 0.0, 0.0
+            self.fused_as = self.kind                 # a dense layer's epilogue takes it (gemm.cu)
         else:
             self.kind = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "HardSwish": "hard_swish",
                          "Erf": "erf"}[op]
@@ -426,7 +427,7 @@ class Gemm(Spec):
     """Gemm (and MatMul by a constant, with a bias once an Add is fused in) as a dense layer:
     y = x @ w + b with w (in, out), b (out,), made once from B, alpha, beta and C."""
     ATTRS = ("alpha", "beta", "transA", "transB")
-    FUSABLE = ("relu", "tanh")           # gemm.cu's epilogue
+    FUSABLE = ("relu", "tanh", "gelu", "gelu_tanh")    # gemm.cu's epilogue
 
     def __init__(self, node, ctx):
         self.ATTRS = self.ATTRS if node.op == "Gemm" else ()
