@@ -168,8 +168,9 @@ def test_every_family_auto_may_choose_is_right_on_its_shapes():
                                            (ConvLayer.of(4, 8, 9, 8, 1), "relu")], ids=lambda v: str(v))
 def test_a_residual_is_added_by_every_family_that_offers_one(L, activation):
     """y = act(conv(x) + b + residual) from each candidate of the families whose epilogue adds one
-    (the implicit GEMM; Winograd and conv_small's direct kernel on 3x3, stride 1, padding 1), on a
-    poisoned output; the families that cannot add one are not offered."""
+    (the implicit GEMM; Winograd and conv_small's direct kernel on 3x3, stride 1, padding 1; the
+    whole-batch Winograd GEMMs on 3x3, stride 1), on a poisoned output; the families that cannot add
+    one are not offered."""
     xp = labkit.xp
     seed = int(np.random.SeedSequence().entropy % 2**32)
     x, w, b = _data(seed, (3, L.C, L.H, L.W), (L.M, L.C // L.groups) + L.kernel_hw, (L.M,))
@@ -179,7 +180,7 @@ def test_a_residual_is_added_by_every_family_that_offers_one(L, activation):
     ref = _activate(plain + res.astype(np.float64), activation)
     families = {c["family"] for c in conv.candidates(3)}
     same_3x3 = L.K == 3 and L.stride == 1 and L.pad == 1
-    assert families == ({"implicit", "winograd"} if same_3x3 else {"implicit"})
+    assert families == ({"implicit", "winograd", "winograd_gemm"} if same_3x3 else {"implicit"})
     tried = 0
     for c in conv.candidates(3)[:6]:
         out = xp.full(ref.shape, np.nan, dtype=xp.float32)
@@ -412,3 +413,13 @@ def test_the_unrolled_rung_says_how_large_its_column_matrix_would_be_before_allo
     with pytest.raises(ValueError, match=r"column matrix of N\*C\*K\*K\*Ho\*Wo = 460800 floats \(1\.8 MiB\), "
                                          r"over the 1\.0 MiB free: use variant='auto'"):
         labkit.conv2d(x, w, variant="unrolled", pad=1)
+
+
+def test_the_tuned_rung_is_offered_only_where_its_images_fit_a_block():
+    """conv_tuned.cu stages whole images in shared memory: auto offers it a valid convolution whose
+    plane fits, and not one that would fail to compile (256 x 14 x 14 floats are 200 KB)."""
+    small = ConvLayer.of(6, 22, 22, 16, 5)
+    big = ConvLayer.of(256, 14, 14, 256, 3)
+    names = lambda L: [f.name for f in conv_auto.families_for(L, None)]   # noqa: E731
+    assert "tuned" in names(small) and "tuned" not in names(big)
+    assert {"implicit", "winograd_gemm"} <= set(names(big))

@@ -173,3 +173,4 @@ def test_the_training_passes(transpose, bias, res, gate, relu):
         w[0, 0, 1, 2] += 1.0                                  # a training step's update, seen by the next call
         wt[...] = dev(np.ascontiguousarray(w.transpose(1, 2, 3, 0).reshape(C * 9, M)))
         kernel = w.transpose(1, 0, 2, 3)[:, :, ::-1, ::-1] if transpose else w
+

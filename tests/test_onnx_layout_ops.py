@@ -222,3 +222,26 @@ def test_permute_adds_an_addend_in_the_copy(shape, perm):
         layer(labkit.xp.asarray(x), addend=labkit.xp.asarray(x if x.shape != out_shape else randn(1, 2, 3, 4)))
     with pytest.raises(ValueError, match="without add=True"):
         Permute(perm)(labkit.xp.asarray(x), addend=labkit.xp.asarray(r))
+
+
+@pytest.mark.parametrize("N", [1, 3])
+def test_a_slice_at_bounds_computed_from_shapes(tmp_path, N):
+    """x.chunk(2, dim=1) as torch.onnx.export writes it with a dynamic batch (torchvision's
+    ShuffleNetV2): the half's end is Shape, Gather(1), Add 1, Div 2, Mul 1 of x; each half a Slice.
+    Both halves, at the batch size of the call; a constant sliced at such bounds is shape arithmetic,
+    which a kernel's input may not be: refused, naming the node that reads it."""
+    one, two, lo, big = (np.array([v], np.int64) for v in (1, 2, 0, 2**62))
+    nodes = [helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["c"], axis=0),
+             helper.make_node("Add", ["c", "one"], ["c1"]), helper.make_node("Div", ["c1", "two"], ["h"]),
+             helper.make_node("Mul", ["h", "one"], ["end"]),
+             helper.make_node("Slice", ["x", "lo", "end", "one"], ["a"]),
+             helper.make_node("Slice", ["x", "end", "big", "one"], ["b"]),
+             helper.make_node("Mul", ["a", "b"], ["y"])]
+    x = randn(N, 6, 3, 5)
+    check(save(tmp_path, nodes, dict(one=one, two=two, lo=lo, big=big), ["N", 6, 3, 5]), x,
+          x[:, :3].astype(np.float64) * x[:, 3:])
+    nodes[-3] = helper.make_node("Slice", ["w", "lo", "end", "one"], ["a"])
+    with pytest.raises(OnnxImportError, match="Mul node .* reads values computed from shapes as data"):
+        labkit.import_onnx(save(tmp_path, nodes, dict(one=one, two=two, lo=lo, big=big, w=randn(1, 6, 3, 5)),
+                                ["N", 6, 3, 5], opset=14))

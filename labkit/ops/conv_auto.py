@@ -47,6 +47,7 @@ from .depthwise_any import (ACTIVATIONS as DEPTHWISE_ACTIVATIONS, DepthwiseAnyCo
 from .gemm import default_config as gemm_default, gemm_candidates
 from .implicit import ACTIVATIONS, TOLERANCE, ImplicitConv2d, Tiles, prepare_weights
 from .plans import sampled_mismatch
+from .tuned_config import check_config, tuned_config
 
 __all__ = ["AutoConv2d", "FAMILIES", "families_for"]
 
@@ -156,6 +157,17 @@ def _phased_make(conv: "AutoConv2d", config: dict) -> Runner:
                                   tile=WinogradTile(**config["tile"])))
 
 
+def _tuned_fits(L: ConvLayer) -> bool:
+    """Whether conv_tuned.cu's configuration for the layer fits a block: it stages whole images (and
+    maybe the weights) in shared memory, which a large plane of many channels does not fit.  Checked
+    here, so that such a layer is never offered to it (nothing compiled to find out)."""
+    try:
+        check_config(tuned_config(L.C, L.H, L.W, L.M, L.K), L.C, L.H, L.W, L.M, L.K)
+    except ValueError:
+        return False
+    return True
+
+
 def _tuned_make(conv: "AutoConv2d", config: dict) -> Runner:
     layer = direct.Conv2d(conv.w, conv.b, variant="tuned", activation=conv.activation)
     return lambda x, out=None, residual=None: layer(x, out=out)     # never asked for a residual (not its family)
@@ -182,7 +194,8 @@ FAMILIES: tuple[Family, ...] = (
            lambda L, a: phased_geometry(L) is not None and a in (None, "relu"),
            _phased_candidates, _phased_make),
     Family("tuned", ("conv_tuned",),
-           lambda L, a: L.square and (L.stride, L.pad, L.groups) == (1, 0, 1) and a in (None, "tanh", "relu"),
+           lambda L, a: (L.square and (L.stride, L.pad, L.groups) == (1, 0, 1) and a in (None, "tanh", "relu")
+                         and _tuned_fits(L)),
            lambda conv, N: [{}], _tuned_make),
 )
 

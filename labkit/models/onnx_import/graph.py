@@ -61,10 +61,11 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
             specs.append(HostOp(node, ctx))
             ctx.host.add(node.outputs[0])
             continue
-        data = ins[:1] if node.op == "Reshape" else ins      # a Reshape's target may come from shapes
+        # A Reshape's target and a Slice's bounds may come from shapes; nothing else does.
+        data = ins[:1] if node.op in ("Reshape", "Slice") else ins
         if any(v in ctx.host for v in data):
             refuse(node, "it reads values computed from shapes as data: labkit uses shape arithmetic only for "
-                         "a Reshape's target")
+                         "a Reshape's target and a Slice's bounds")
         if node.op == "Split":             # one slice per output
             for part in split_parts(node, ctx):
                 if part.inputs[0] in consts:
@@ -105,6 +106,8 @@ def infer(specs: list, consts: dict, input_name: str, input_shape: tuple) -> dic
             continue
         if getattr(s, "target_from", None):
             s.target = tuple(int(v) for v in host[s.target_from].reshape(-1))
+        if getattr(s, "bounds_from", None):
+            s.set_bounds(*[None if not v else host.get(v, consts.get(v)) for v in s.bounds_from])
         shapes[s.output] = tuple(int(v) for v in s.shape([shapes[v] for v in s.inputs]))
     return shapes
 

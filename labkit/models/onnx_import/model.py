@@ -277,8 +277,10 @@ class OnnxModel(PlannedModel):
 
     def describe(self, N: int = 1, *, time: bool = False, repeat: int = 10) -> Table:
         """One row per step: node, op (with what was fused into it), nodes (the names of every node it
-        runs), input and output shapes, the kernel chosen, FLOPs, bytes (inputs, weights and output, each once).  ``time``: each step's
-        median time (labkit.measure.breakdown) and its percentage of the roofline floor."""
+        runs), input and output shapes, the kernel chosen, FLOPs, bytes (inputs, weights and output,
+        each once).  ``time``: each step's median time (labkit.measure.breakdown) and its percentage
+        of the roofline floor.  A convolution's FLOPs are the direct method's, whichever kernel runs
+        it: a Winograd step can pass 100%, having multiplied 2.25x less."""
         p = self.plan(N)
         shapes = self.shapes(N)
         rows = Table()

@@ -49,24 +49,39 @@ class Transpose(Spec):
 
 class Slice(Spec):
     """Indices [start, end) of one axis after the batch, step 1 (ONNX's clamping of start and end to
-    the axis, negative ones counted from its end); every other axis whole."""
+    the axis, negative ones counted from its end); every other axis whole.  Its starts, ends, axes and
+    steps are constants, or values computed from shapes (ShuffleNetV2's channel split, x.chunk(2, 1),
+    exported as Shape, Gather, Add, Div: ``bounds_from``, resolved at each batch size by graph.infer)."""
     ATTRS = ("starts", "ends", "axes")
 
     def __init__(self, node, ctx):
         if ctx.opset >= 10:
             self.ATTRS = ()
         super().__init__(node, ctx)
+        self.bounds_from = None
         if ctx.opset >= 10:
-            starts, ends = (tuple(int(v) for v in const_input(node, ctx, i, w).reshape(-1))
-                            for i, w in ((1, "starts"), (2, "ends")))
-            axes = const_input(node, ctx, 3, "axes", optional=True)
-            steps = const_input(node, ctx, 4, "steps", optional=True)
-            axes = None if axes is None else tuple(int(v) for v in axes.reshape(-1))
-            if steps is not None and any(int(v) != 1 for v in steps.reshape(-1)):
-                refuse(node, f"steps {steps.reshape(-1).tolist()}: labkit slices with step 1")
+            names = [node.inputs[i] if i < len(node.inputs) else "" for i in range(1, 5)]
+            if any(v and v in ctx.host for v in names):
+                for v, what in zip(names, ("starts", "ends", "axes", "steps")):
+                    if v and v not in ctx.host and v not in ctx.consts:
+                        refuse(node, f"its {what} ({v!r}) is computed from data at run time; labkit takes it "
+                                     "as a constant or as arithmetic on shapes")
+                self.bounds_from = tuple(names)
+                self.axis, self.start, self.end = 1, 0, 2**63 - 1      # until infer gives the bounds
+                return
+            starts, ends = (const_input(node, ctx, i, w) for i, w in ((1, "starts"), (2, "ends")))
+            self.set_bounds(starts, ends, const_input(node, ctx, 3, "axes", optional=True),
+                            const_input(node, ctx, 4, "steps", optional=True))
         else:
-            starts, ends, axes = node.attrs.get("starts", ()), node.attrs.get("ends", ()), node.attrs.get("axes")
-        axes = tuple(range(len(starts))) if axes is None else axes
+            self.set_bounds(node.attrs.get("starts", ()), node.attrs.get("ends", ()), node.attrs.get("axes"), None)
+
+    def set_bounds(self, starts, ends, axes, steps) -> None:
+        """The window from ONNX's starts, ends, axes (None: the first ones) and steps (None: 1)."""
+        node = self.node
+        starts, ends = (tuple(int(v) for v in np.asarray(a).reshape(-1)) for a in (starts, ends))
+        if steps is not None and any(int(v) != 1 for v in np.asarray(steps).reshape(-1)):
+            refuse(node, f"steps {np.asarray(steps).reshape(-1).tolist()}: labkit slices with step 1")
+        axes = tuple(range(len(starts))) if axes is None else tuple(int(v) for v in np.asarray(axes).reshape(-1))
         if not len(starts) == len(ends) == len(axes):
             refuse(node, f"starts {starts}, ends {ends} and axes {axes} differ in length")
         # Axes sliced whole (start 0, end past it) change nothing: only one other may remain.
@@ -95,7 +110,7 @@ class Slice(Spec):
     def flops(self, shapes, out):
         return 0
 
-    def fold(self, values):
+    def fold(self, values):      # (a constant sliced at bounds from shapes is a host op: graph.lower)
         a, start, length = self.window(values[0].shape)
         return np.take(values[0], range(start, start + length), axis=a)
 
