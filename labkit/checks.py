@@ -113,6 +113,34 @@ def check_array(a, name: str, layout: str, ndim: int, backend: str | None = None
                              f"run under `with cupy.cuda.Device({a.data.device_id}):`, or copy it over")
 
 
+def check_bias(b, M: int, backend: str, xp=None) -> None:
+    """A layer's bias: None, or float32 (M,) on the backend."""
+    if b is not None:
+        check_array(b, "b", "(M,)", 1, backend, xp)
+        if tuple(b.shape) != (M,):
+            raise ValueError(f"b must have shape ({M},), got {tuple(b.shape)}")
+
+
+def check_conv_arguments(w, b, layer, residual, backend: str, xp=None) -> None:
+    """A convolution layer's arguments, once, when it is made: w float32 (M, C/groups, KH, KW) of
+    ``layer`` (a ``labkit.shapes.ConvLayer``), b (M,) or None, ``residual`` True or False."""
+    check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend, xp)
+    want = (layer.M, layer.C // layer.groups) + tuple(layer.kernel_hw)
+    if tuple(w.shape) != want:
+        raise ValueError(f"w must have shape {want} for {layer.key}, got {tuple(w.shape)}")
+    check_bias(b, layer.M, backend, xp)
+    if not isinstance(residual, (bool, np.bool_)):
+        raise TypeError(f"residual must be True or False, got {residual!r}")
+
+
+def check_input(x, x_shape: tuple, layer: str, backend: str) -> None:
+    """The slow path of a layer's input check (after ``fast_input`` said no): place, dtype, rank and
+    layout of an NCHW x, then its (C, H, W) against the layer's ``x_shape``; ``layer`` names it."""
+    check_array(x, "x", "NCHW", 4, backend)
+    if tuple(x.shape[1:]) != tuple(x_shape):
+        raise ValueError(f"x must be (N, {', '.join(map(str, x_shape))}) for {layer}, got {tuple(x.shape)}")
+
+
 def fast_input(a, kind: type) -> bool:
     """The check of a prepared call: is ``a`` of ``kind``, float32 and C-contiguous?  (Its shape is
     the plan's key; its place is the plan's device.)  False sends the caller to ``check_array``."""

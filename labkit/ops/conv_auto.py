@@ -30,10 +30,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Callable, NamedTuple
 
-import numpy as np
-
 from .. import autotune, backends
-from ..checks import array_module, check_activation, check_array, fast_input
+from ..checks import array_module, check_activation, check_conv_arguments, check_input, fast_input
 from ..reference.samples import conv_samples, sample_positions
 from ..shapes import ConvLayer
 from . import conv as direct
@@ -230,16 +228,7 @@ class AutoConv2d:
         layer = ConvLayer(*layer).canonical()
         layer.check()
         check_activation(activation, ACTIVATIONS)
-        check_array(w, "w", "(M, C/groups, KH, KW)", 4, backend, xp)
-        want = (layer.M, layer.C // layer.groups) + layer.kernel_hw
-        if tuple(w.shape) != want:
-            raise ValueError(f"w must have shape {want} for {layer.key}, got {tuple(w.shape)}")
-        if b is not None:
-            check_array(b, "b", "(M,)", 1, backend, xp)
-            if tuple(b.shape) != (layer.M,):
-                raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
-        if not isinstance(residual, (bool, np.bool_)):
-            raise TypeError(f"residual must be True or False, got {residual!r}")
+        check_conv_arguments(w, b, layer, residual, backend, xp)
         self.w, self.b, self.layer, self.activation, self.residual = w, b, layer, activation, bool(residual)
         self.families = families_for(layer, activation, self.residual)
         self._kind = xp.ndarray
@@ -280,10 +269,7 @@ class AutoConv2d:
 
     def __call__(self, x, out=None, *, residual=None):
         if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
-            check_array(x, "x", "NCHW", 4, self.backend)
-            if tuple(x.shape[1:]) != self._x_shape:
-                raise ValueError(f"x must be (N, {', '.join(map(str, self._x_shape))}) for {self.layer.key}, "
-                                 f"got {tuple(x.shape)}")
+            check_input(x, self._x_shape, self.layer.key, self.backend)
         if (residual is None) == self.residual:      # the chosen kernel checks its shape and dtype
             raise ValueError("this layer adds a residual: pass residual= an array of y's shape" if self.residual
                              else "this layer was made without residual=True: it adds none")

@@ -28,7 +28,8 @@ import numpy as np
 
 from .. import backends
 from ..device_query import device
-from ..checks import array_module, check_activation, check_array, check_residual, fast_input, output, to_numpy
+from ..checks import (array_module, check_activation, check_conv_arguments, check_input, check_residual, fast_input,
+                      output, to_numpy)
 from ..loader import load
 from ..shapes import ConvLayer
 from .conv_small import Conv3x3Layer
@@ -36,7 +37,7 @@ from .gemm import batched_launcher, default_config
 from .implicit import ACTIVATIONS
 from .plans import cdiv, ints
 
-__all__ = ["WinogradGemmConv2d", "WinogradGemm3x3", "applies", "workspace_bytes", "workspace_limit",
+__all__ = ["WinogradGemmConv2d", "WinogradGemm3x3", "applies", "workspace_bytes", "workspace_limit", "check_workspace",
            "transform_weights", "tiles_of", "POSITIONS"]
 
 POSITIONS = 16                     # F(2x2, 3x3): 4 x 4 transform positions, one GEMM each
@@ -71,6 +72,15 @@ def workspace_bytes(layer: ConvLayer, N: int) -> int:
     return 4 * POSITIONS * (layer.C + layer.M) * tiles_of(layer, N)
 
 
+def check_workspace(layer: ConvLayer, N: int, fix: str) -> None:
+    """ValueError, saying how much and what to use instead (``fix``), where a batch of N would need more
+    V and Mx than ``workspace_limit()``: said before anything is compiled or allocated."""
+    need, limit = workspace_bytes(layer, N), workspace_limit()
+    if need > limit:
+        raise ValueError(f"{layer.key} at batch {N} needs {need / 2**20:.0f} MiB of Winograd workspace (V and Mx), "
+                         f"over this device's {limit // 2**20} MiB: {fix}")
+
+
 def transform_weights(w) -> np.ndarray:
     """U = G g G^T of each (m, c) filter, float64 on the host: (16, M, C), position 4 a + b first."""
     g = to_numpy(w).astype(np.float64)
@@ -98,15 +108,7 @@ class WinogradGemmConv2d:
             raise ValueError(f"conv_winograd_gemm.cu runs 3x3 windows at stride 1, without dilation, one group; "
                              f"got {layer.key}: use labkit.conv2d(variant='auto')")
         self._act = check_activation(activation, ACTIVATIONS)
-        check_array(w, "w", "(M, C, 3, 3)", 4, backend, xp)
-        if tuple(w.shape) != (layer.M, layer.C, 3, 3):
-            raise ValueError(f"w must have shape {(layer.M, layer.C, 3, 3)} for {layer.key}, got {tuple(w.shape)}")
-        if b is not None:
-            check_array(b, "b", "(M,)", 1, backend, xp)
-            if tuple(b.shape) != (layer.M,):
-                raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
-        if not isinstance(residual, (bool, np.bool_)):
-            raise TypeError(f"residual must be True or False, got {residual!r}")
+        check_conv_arguments(w, b, layer, residual, backend, xp)
         self.layer, self.activation, self.residual, self.tiles = layer, activation, bool(residual), tiles
         self.w, self.b = w, b
         self.u = xp.asarray(transform_weights(w).astype(np.float32))
@@ -124,11 +126,7 @@ class WinogradGemmConv2d:
         if entry is not None:
             return entry
         L, xp = self.layer, array_module(self.backend)
-        need, limit = self.workspace_bytes(N), workspace_limit()
-        if need > limit:
-            raise ValueError(f"{L.key} at batch {N} needs {need / 2**20:.0f} MiB of Winograd workspace (V and Mx), "
-                             f"over this device's {limit // 2**20} MiB: a smaller batch, or another kernel "
-                             "(labkit.conv2d(variant='auto') picks one that fits)")
+        check_workspace(L, N, "a smaller batch, or another kernel (labkit.conv2d(variant='auto') picks one that fits)")
         T = tiles_of(L, N)
         (ph, pw) = L.pad_hw
         mod = load("conv_winograd_gemm", defines={
@@ -154,10 +152,7 @@ class WinogradGemmConv2d:
 
     def __call__(self, x, out=None, *, residual=None):
         if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
-            check_array(x, "x", "NCHW", 4, self.backend)
-            if tuple(x.shape[1:]) != self._x_shape:
-                raise ValueError(f"x must be (N, {', '.join(map(str, self._x_shape))}) for {self.layer.key}, "
-                                 f"got {tuple(x.shape)}")
+            check_input(x, self._x_shape, self.layer.key, self.backend)
         run, out_shape = self._plans.get(x.shape[0]) or self.plan(int(x.shape[0]))
         res = check_residual(residual, out_shape, self.residual, self._kind, self.backend, "WinogradGemmConv2d")
         y = output(out, out_shape, "NCHW", (x, self.w, self.b) + res, backend=self.backend)
@@ -184,11 +179,7 @@ class WinogradGemm3x3(Conv3x3Layer):
 
     def make_plan(self, N: int):
         G, xp = self.geometry, array_module(self.backend)
-        need, limit = self.workspace_bytes(N), workspace_limit()
-        if need > limit:
-            raise ValueError(f"{G.key} at batch {N} needs {need / 2**20:.0f} MiB of Winograd workspace (V and Mx), "
-                             f"over this device's {limit // 2**20} MiB: conv_small's or conv_winograd's kernels "
-                             "(labkit.ops.conv3x3_auto picks one that fits)")
+        check_workspace(G, N, "conv_small's or conv_winograd's kernels (labkit.ops.conv3x3_auto picks one that fits)")
         T = tiles_of(G, N)
         defines = {"WGG_C": G.C, "WGG_H": G.H, "WGG_W": G.W, "WGG_M": G.M, "WGG_PH": 1, "WGG_PW": 1,
                    **self.epilogue_defines("WGG")}

@@ -27,8 +27,8 @@ import numpy as np
 from ..errors import check_int
 from .. import autotune, backends
 from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
-from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_residual,
-                      fast_input, output)
+from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_bias,
+                      check_residual, fast_input, output)
 from ..device_query import device, gpu_sm_count
 from ..loader import load, set_constant
 from ..shapes import ALEXNET_CONVS, ConvLayer
@@ -379,10 +379,7 @@ class ImplicitConv2d:
             raise ValueError(f"weights_layout must be 'MCKK' or 'CKKM', got {weights_layout!r}")
         if tuple(w.shape) != want:
             raise ValueError(f"w must have shape {want} ({weights_layout}) for {layer}, got {tuple(w.shape)}")
-        if b is not None:
-            check_array(b, "b", "(M,)", 1, backend, xp)
-            if tuple(b.shape) != (layer.M,):
-                raise ValueError(f"b must have shape ({layer.M},), got {tuple(b.shape)}")
+        check_bias(b, layer.M, backend, xp)
         self._fixed = tiles is not None
         if tiles is None:
             tiles = tiles_for(layer, precision)
