@@ -136,10 +136,10 @@ def launch_winograd_gemm() -> int:
 
 
 def launch_transpose_and_gelu() -> int:
-    """pool_pad.cu's transpose_tiles (NCHW <-> NHWC, odd sizes) and gemm.cu's GELU epilogues (one
-    kernel, split-K's reduce, few rows)."""
+    """pool_pad.cu's transpose_tiles (NCHW <-> NHWC, odd sizes) and gather_axis, and gemm.cu's GELU
+    epilogues (one kernel, split-K's reduce, few rows)."""
     from labkit.ops.gemm import gemm
-    from labkit.ops.pool_pad import Permute
+    from labkit.ops.pool_pad import Permute, gather_axis
 
     rng = np.random.default_rng()
     f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
@@ -148,7 +148,9 @@ def launch_transpose_and_gelu() -> int:
     gemm(f32(37, 19), f32(19, 45), f32(45), variant="dbuf", activation="gelu")
     gemm(f32(40, 300), f32(300, 70), f32(70), variant="dbuf", splits=3, activation="gelu_tanh")
     gemm(f32(3, 100), f32(100, 130), f32(130), activation="gelu")
-    return 7
+    x = f32(3, 5, 7, 9)
+    gather_axis(x.shape, 1, np.array([4, 0, 2]), cp)(x, cp.empty((3, 3, 7, 9), cp.float32))
+    return 8
 
 
 def launch_unroll() -> int:

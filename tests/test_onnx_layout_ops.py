@@ -245,3 +245,38 @@ def test_a_slice_at_bounds_computed_from_shapes(tmp_path, N):
     with pytest.raises(OnnxImportError, match="Mul node .* reads values computed from shapes as data"):
         labkit.import_onnx(save(tmp_path, nodes, dict(one=one, two=two, lo=lo, big=big, w=randn(1, 6, 3, 5)),
                                 ["N", 6, 3, 5], opset=14))
+
+
+@pytest.mark.parametrize("N", [1, 3])
+def test_a_gather_at_indices_computed_from_the_batch(tmp_path, N):
+    """An as_strided view as torch.onnx's dynamo exporter writes it: x flattened, then a Gather at
+    Range(0, N) * C + (the channels' offsets), the batch taken from Shape and a Squeeze without axes.
+    Here the offsets reverse the channels; against NumPy, at the batch size of the call."""
+    C = 6
+    nodes = [helper.make_node("Reshape", ["x", "flat"], ["f"]),
+             helper.make_node("Shape", ["x"], ["s"], start=0, end=1), helper.make_node("Squeeze", ["s"], ["n"]),
+             helper.make_node("Range", ["zero", "n", "one"], ["r"]), helper.make_node("Mul", ["r", "c"], ["base"]),
+             helper.make_node("Unsqueeze", ["base", "ax1"], ["b2"]), helper.make_node("Add", ["b2", "rev"], ["idx"]),
+             helper.make_node("Gather", ["f", "idx"], ["y"], axis=0)]
+    inits = dict(flat=np.array([-1], np.int64), zero=np.array(0, np.int64), one=np.array(1, np.int64),
+                 c=np.array(C, np.int64), ax1=np.array([1], np.int64), rev=np.arange(C - 1, -1, -1, dtype=np.int64))
+    x = randn(N, C, 1, 1)
+    check(save(tmp_path, nodes, inits, ["N", C, 1, 1], opset=18), x, x.reshape(N, C)[:, ::-1].astype(np.float64))
+
+
+def test_a_gather_of_constant_indices_and_its_refusals(tmp_path):
+    """Gather on axis 1 at constant indices (a negative one counted from the end): x[:, [2, -1, 0]];
+    an index outside the axis is refused at import, and so is shape arithmetic past its bound."""
+    x = randn(2, 5, 3, 4)
+    nodes = [helper.make_node("Gather", ["x", "i"], ["y"], axis=1)]
+    check(save(tmp_path, nodes, dict(i=np.array([2, -1, 0], np.int64)), ["N", 5, 3, 4]), x,
+          x[:, [2, 4, 0]].astype(np.float64))
+    with pytest.raises(OnnxImportError, match="indices from 0 to 5 on an axis of 5"):
+        labkit.import_onnx(save(tmp_path, nodes, dict(i=np.array([0, 5], np.int64)), ["N", 5, 3, 4], opset=14))
+    inits = dict(zero=np.array(0, np.int64), one=np.array(1, np.int64), big=np.array(2**40, np.int64))
+    for limit in ("big", "nbig"):      # a constant Range, and one whose limit comes from the batch
+        huge = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+                helper.make_node("Mul", ["n", "big"], ["nbig"]), helper.make_node("Range", ["zero", limit, "one"], ["r"]),
+                helper.make_node("Gather", ["x", "r"], ["y"], axis=1)]
+        with pytest.raises(OnnxImportError, match="over 4194304 values"):
+            labkit.import_onnx(save(tmp_path, huge, inits, ["N", 5, 3, 4], opset=15))

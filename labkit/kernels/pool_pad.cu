@@ -20,6 +20,9 @@
 //       y (6 dims d0..d5, unused leading ones 1) is x with its axes reordered: element (i0, ..., i5)
 //       of y is x[i0*s0 + ... + i5*s5], s the strides of x's axes in y's order (Transpose); with add,
 //       plus r's element at the same place of y (a residual added in the copy: ConvNeXt's skip).
+//   gather_axis(x, idx, y, total, count, n, inner)
+//       Gather along one axis: x viewed as (outer, n, inner), y as (outer, count, inner),
+//       y[o][j][k] = x[o][idx[j]][k], idx (count,) int64 positions 0 .. n-1 (checked on the host).
 //   transpose_tiles(x, r, y, rows, cols, add)
 //       the permutations that are a batch of 2-D transposes (NCHW <-> NHWC among them): x viewed as
 //       (batch, rows, cols), y as (batch, cols, rows), y[b][c][r] = x[b][r][c] (+ r[b][c][r] with add).  A block moves a
@@ -87,6 +90,15 @@ extern "C" __global__ void slice_copy(const float* __restrict__ x, float* __rest
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= total) return;
   y[i] = x[(long long)(i / inner_y) * inner_x + offset + i % inner_y];
+}
+
+extern "C" __global__ void gather_axis(const float* __restrict__ x, const long long* __restrict__ idx,
+                                       float* __restrict__ y, long long total, int count, int n, int inner) {
+  const long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+  if (o >= total) return;
+  const long long k = o % inner, t = o / inner;
+  const long long j = t % count, outer = t / count;
+  y[o] = x[(outer * n + idx[j]) * inner + k];
 }
 
 // One thread per element of y: consecutive threads write consecutive elements (coalesced stores); the

@@ -23,7 +23,8 @@ from ..checks import array_type, check_array, fast_input, output
 from ..loader import load
 from .plans import cdiv, ints
 
-__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "batched_transpose", "pool_out_size", "MODES", "THREADS"]
+__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "batched_transpose", "gather_axis", "pool_out_size",
+           "MODES", "THREADS"]
 
 THREADS = 256
 MODES = ("max", "avg")
@@ -196,6 +197,23 @@ class SliceCopy(_AxisWindow):
 
     def _refusal(self, x, y, offset, a):
         return f"cannot slice {tuple(y.shape)} out of {tuple(x.shape)} at {offset} of axis {a}"
+
+
+def gather_axis(shape: tuple, axis: int, positions, xp):
+    """``launch(x, y)``: y = take(x, positions, axis) for an x of ``shape`` (C-contiguous float32), y of
+    shape[:axis] + positions.shape + shape[axis+1:]; ``positions`` ints in 0 .. shape[axis]-1 (the
+    caller checks them: the kernel reads where they say), copied to the device once, here."""
+    positions = np.asarray(positions, dtype=np.int64)
+    n = int(shape[axis])
+    if positions.size and not (0 <= positions.min() and positions.max() < n):
+        raise ValueError(f"positions must lie in 0 .. {n - 1}, got {positions.min()} .. {positions.max()}")
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    count = int(positions.size)
+    total = int(np.prod(shape[:axis], dtype=np.int64)) * count * inner
+    idx = xp.asarray(positions.reshape(-1))
+    fn = load("pool_pad").get_function("gather_axis").launcher(
+        (max(1, cdiv(total, THREADS)),), (THREADS,), (None, idx, None, np.int64(total)) + ints(count, n, inner))
+    return fn
 
 
 def batched_transpose(shape: tuple, perm: tuple) -> tuple[int, int, int] | None:

@@ -56,16 +56,19 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
             consts[node.outputs[0]] = constant_value(node)
             continue
         ins = [v for v in node.inputs if v]
+        if node.op == "Range" and all(v in consts for v in ins):    # a constant: folded (bounded as host values)
+            consts[node.outputs[0]] = HostOp(node, ctx).evaluate([consts[v] for v in ins])
+            continue
         if node.op == "Shape" or (node.op in HOST_OPS and any(v in ctx.host for v in ins) and
                                   all(v in ctx.host or v in consts for v in ins)):
             specs.append(HostOp(node, ctx))
             ctx.host.add(node.outputs[0])
             continue
-        # A Reshape's target and a Slice's bounds may come from shapes; nothing else does.
-        data = ins[:1] if node.op in ("Reshape", "Slice") else ins
+        # A Reshape's target, a Slice's bounds and a Gather's indices may come from shapes; nothing else does.
+        data = ins[:1] if node.op in ("Reshape", "Slice", "Gather") else ins
         if any(v in ctx.host for v in data):
             refuse(node, "it reads values computed from shapes as data: labkit uses shape arithmetic only for "
-                         "a Reshape's target and a Slice's bounds")
+                         "a Reshape's target, a Slice's bounds and a Gather's indices")
         if node.op == "Split":             # one slice per output
             for part in split_parts(node, ctx):
                 if part.inputs[0] in consts:
@@ -108,6 +111,8 @@ def infer(specs: list, consts: dict, input_name: str, input_shape: tuple) -> dic
             s.target = tuple(int(v) for v in host[s.target_from].reshape(-1))
         if getattr(s, "bounds_from", None):
             s.set_bounds(*[None if not v else host.get(v, consts.get(v)) for v in s.bounds_from])
+        if getattr(s, "indices_from", None):
+            s.set_indices(host[s.indices_from])
         shapes[s.output] = tuple(int(v) for v in s.shape([shapes[v] for v in s.inputs]))
     return shapes
 

@@ -1,12 +1,14 @@
 """Shape arithmetic, done on the host: what an exporter writes for ``x.view(x.size(0), -1)`` with a
-dynamic batch (Shape, Gather, Unsqueeze, Concat, then Reshape).  The values are small int vectors
-computed from the shapes of one batch size, in ``infer``, before any launch; no kernel runs them.
+dynamic batch (Shape, Gather, Unsqueeze, Concat, then Reshape).  The values are int arrays computed
+from the shapes of one batch size, in ``infer``, before any launch; no kernel runs them.
 
     Shape(x) -> Gather(indices 0) -> Unsqueeze(axes 0) -> Concat([n, -1]) -> Reshape(x, that)
 
 Only these ops take part, and only on int values that come from shapes or constants: Shape, Gather,
-Unsqueeze, Squeeze, Concat, Cast, Add, Sub, Mul, Div, Identity, Slice.  A host value read by a kernel (as
-data, not as a Reshape's target) is refused.
+Unsqueeze, Squeeze, Concat, Cast, Add, Sub, Mul, Div, Identity, Slice, Range (the index arithmetic of
+an ``as_strided`` view, as torch.onnx's dynamo exporter writes one: Range over the batch, Mul, Add).
+Each value has at most MAX_ELEMENTS elements.  A host value read by a kernel as data is refused; it
+may be a Reshape's target, a Slice's bounds or a Gather's indices.
 """
 from __future__ import annotations
 
@@ -18,9 +20,11 @@ __all__ = ["HOST_OPS", "HostOp"]
 
 HOST_OPS = {"Shape": ("start", "end"), "Gather": ("axis",), "Unsqueeze": ("axes",), "Squeeze": ("axes",),
             "Concat": ("axis",), "Cast": ("to", "saturate"), "Add": (), "Sub": (), "Mul": (), "Div": (),
-            "Identity": (), "Slice": ("starts", "ends", "axes")}
+            "Identity": (), "Slice": ("starts", "ends", "axes"), "Range": ()}
 _INT_TYPES = (6, 7)       # ONNX's INT32 and INT64: what a Cast of shape values may ask for
-_MAX_ELEMENTS = 64        # shape vectors are short; a longer one is not shape arithmetic
+# Shape vectors are short; index arithmetic over a batch is N times a layer's width.  Beyond this a
+# file's arithmetic is refused (a hostile one could ask for any size): 32 MiB of int64 at most.
+MAX_ELEMENTS = 1 << 22
 
 
 class HostOp(Spec):
@@ -44,8 +48,8 @@ class HostOp(Spec):
                 self.inputs = self.inputs[:1]
             else:
                 self.axes = node.attrs.get("axes")
-            if self.axes is None:
-                refuse(node, "name the axes")
+            if self.axes is None and node.op == "Unsqueeze":
+                refuse(node, "name the axes")      # (a Squeeze without axes drops every axis of size 1)
 
     def evaluate(self, args: list) -> np.ndarray:
         op, at = self.node.op, self.node.attrs
@@ -53,16 +57,24 @@ class HostOp(Spec):
             shape = np.asarray(args[0], dtype=np.int64)
             return shape[at.get("start", 0):at.get("end", len(shape))]
         a = [np.asarray(v) for v in args]
-        if any(v.dtype.kind not in "iub" or v.size > _MAX_ELEMENTS for v in a):
-            refuse(self.node, "shape arithmetic takes short int vectors only")
+        if any(v.dtype.kind not in "iub" or v.size > MAX_ELEMENTS for v in a):
+            refuse(self.node, f"shape arithmetic takes int arrays of at most {MAX_ELEMENTS} elements only")
         a = [v.astype(np.int64) for v in a]
         try:
             if op == "Gather":
-                return np.take(a[0], a[1], axis=at.get("axis", 0))
+                axis = at.get("axis", 0)
+                if a[1].size * (a[0].size // max(1, a[0].shape[axis])) > MAX_ELEMENTS:
+                    refuse(self.node, f"shape arithmetic over {MAX_ELEMENTS} values")
+                return np.take(a[0], a[1], axis=axis)
             if op == "Unsqueeze":
                 return np.expand_dims(a[0], tuple(sorted(x % (a[0].ndim + len(self.axes)) for x in self.axes)))
             if op == "Squeeze":
-                return np.squeeze(a[0], tuple(x % a[0].ndim for x in self.axes))
+                return np.squeeze(a[0], None if self.axes is None else tuple(x % a[0].ndim for x in self.axes))
+            if op == "Range":
+                start, limit, delta = (int(v.reshape(-1)[0]) for v in a[:3])
+                if delta == 0 or not 0 <= -(-(limit - start) // delta) <= MAX_ELEMENTS:
+                    refuse(self.node, f"Range({start}, {limit}, {delta}): a step of 0, or over {MAX_ELEMENTS} values")
+                return np.arange(start, limit, delta, dtype=np.int64)
             if op == "Concat":
                 return np.concatenate(a, axis=at.get("axis", 0))
             if op in ("Cast", "Identity"):
@@ -77,7 +89,12 @@ class HostOp(Spec):
                     index[ax] = slice(int(s0), int(e0), st)
                 return a[0][tuple(index)]
             if op == "Div":
+                if int(np.prod(np.broadcast_shapes(a[0].shape, a[1].shape), dtype=np.int64)) > MAX_ELEMENTS:
+                    refuse(self.node, f"shape arithmetic over {MAX_ELEMENTS} values")
                 return np.floor_divide(a[0], a[1])
+            size = int(np.prod(np.broadcast_shapes(a[0].shape, a[1].shape), dtype=np.int64))
+            if size > MAX_ELEMENTS:         # broadcasting can make a large array of two small ones: asked first
+                refuse(self.node, f"shape arithmetic of {size} values, over {MAX_ELEMENTS}")
             return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](a[0], a[1])
         except (ValueError, IndexError, np.exceptions.AxisError) as exc:
             refuse(self.node, f"on shape values {[v.tolist() for v in a]}: {exc}")

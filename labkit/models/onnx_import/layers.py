@@ -33,7 +33,7 @@ from ... import backends, layers
 from ...checks import array_module
 from ...ops.layer_norm import LayerNorm
 from ...ops.pointwise import Binary as BinaryLayer, ChannelAffine, Unary as UnaryLayer
-from ...ops.pool_pad import ConcatCopy, Pad4, Permute, Pool2d, SliceCopy
+from ...ops.pool_pad import ConcatCopy, Pad4, Permute, Pool2d, SliceCopy, gather_axis
 from ...ops.conv_transpose import TransposeGeometry
 from ...shapes import ConvLayer
 from . import nodes
@@ -240,6 +240,13 @@ class Kernels:
         if perm.add:      # a skip connection added in the copy
             return (lambda ins, out: perm(ins[0], out, addend=ins[1])), (lambda: name)
         return (lambda ins, out: perm(ins[0], out)), (lambda: name)
+
+    def _run_gather(self, spec, made, in_shapes, out_shape, alloc):
+        # The indices of this batch size (graph.infer set them for it), on the device once per plan.
+        x = tuple(in_shapes[0])
+        axis, positions = spec.positions(x)
+        launch = gather_axis(x, axis, positions, self.xp)
+        return (lambda ins, out: launch(ins[0], out)), (lambda: "gather_axis (pool_pad.cu)")
 
     def _make_slice(self, spec, in_shapes):
         axis, offset, _ = spec.window(in_shapes[0])

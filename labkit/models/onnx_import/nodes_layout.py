@@ -10,7 +10,7 @@ import numpy as np
 
 from .nodes import Spec, check_attrs, const_input, ints_attr_or_input, numel, refuse
 
-__all__ = ["Transpose", "Slice", "SplitPart", "ReduceMean", "split_parts", "LAYOUT_SPECS"]
+__all__ = ["Transpose", "Slice", "SplitPart", "Gather", "ReduceMean", "split_parts", "LAYOUT_SPECS"]
 
 MAX_RANK = 6          # pool_pad.cu's permute
 
@@ -115,6 +115,61 @@ class Slice(Spec):
         return np.take(values[0], range(start, start + length), axis=a)
 
 
+class Gather(Spec):
+    """Gather on a computed value: y = take(x, indices, axis), every index inside the axis (negative
+    ones counted from its end).  The indices are a constant, or arithmetic on shapes: torch.onnx's
+    dynamo exporter writes an ``as_strided`` view as a Gather of the flattened tensor at indices it
+    computes from the batch size (Range, Mul, Add): ``indices_from``, resolved at each batch size by
+    graph.infer."""
+    ATTRS = ("axis",)
+
+    def __init__(self, node, ctx):
+        super().__init__(node, ctx)
+        self.axis = int(node.attrs.get("axis", 0))
+        name = node.inputs[1] if len(node.inputs) > 1 else ""
+        if not name:
+            refuse(node, "its indices (input 1) are missing")
+        self.indices_from = name if name in ctx.host else None
+        self.indices = None
+        if self.indices_from is None:
+            self.set_indices(const_input(node, ctx, 1, "indices"))
+
+    def set_indices(self, v) -> None:
+        v = np.asarray(v)
+        if v.dtype.kind not in "iu":
+            refuse(self.node, f"indices of dtype {v.dtype}: Gather takes int indices")
+        self.indices = v.astype(np.int64)
+
+    def _axis(self, x: tuple) -> int:
+        a = self.axis + len(x) if self.axis < 0 else self.axis
+        if not 0 <= a < len(x):
+            refuse(self.node, f"axis {self.axis} of an input of shape {tuple(x)}")
+        return a
+
+    def positions(self, x: tuple) -> tuple[int, np.ndarray]:
+        """(axis, the indices as positions 0 .. n-1 of it) on an input of shape ``x``."""
+        a = self._axis(x)
+        n, idx = x[a], self.indices
+        if idx.size and (idx.min() < -n or idx.max() >= n):
+            refuse(self.node, f"indices from {idx.min()} to {idx.max()} on an axis of {n}")
+        return a, np.where(idx < 0, idx + n, idx)
+
+    def shape(self, shapes):
+        x = tuple(shapes[0])
+        a, idx = self.positions(x)
+        out = x[:a] + idx.shape + x[a + 1:]
+        if not out:
+            refuse(self.node, f"it gathers a single value of {x}: labkit's values keep at least one axis")
+        return out
+
+    def flops(self, shapes, out):
+        return 0
+
+    def fold(self, values):
+        a, idx = self.positions(values[0].shape)
+        return np.take(values[0], idx, axis=a)
+
+
 class SplitPart(Slice):
     """Output ``index`` of a Split: the parts' sizes from ``split`` (an attribute before opset 13, an
     input from 13), else ``num_outputs`` (opset 18) or as many equal parts as the node has outputs."""
@@ -183,4 +238,4 @@ class ReduceMean(Spec):
         return np.mean(values[0], axis=(2, 3), keepdims=self.keepdims)
 
 
-LAYOUT_SPECS = {"Transpose": Transpose, "Slice": Slice, "ReduceMean": ReduceMean}
+LAYOUT_SPECS = {"Transpose": Transpose, "Slice": Slice, "ReduceMean": ReduceMean, "Gather": Gather}
