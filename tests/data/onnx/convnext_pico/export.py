@@ -1,13 +1,16 @@
 """A small ConvNeXt in PyTorch, exported as torch.onnx.export writes it, for tests/test_onnx_convnext.py.
 
-    python export.py        # needs torch and onnx; writes opset17.onnx, opset20.onnx and logits.npy here
+    python export.py        # needs torch, onnx and onnxscript; writes opset17.onnx, opset20.onnx,
+                            # dynamo18.onnx and logits.npy here
 
 The blocks are torchvision's ConvNeXt's (CNBlock: a 7x7 depthwise convolution, channels-last
 LayerNorm, Linear, GELU, Linear, back to NCHW, the layer scale, the skip; LayerNorm2d; the stem and
 the downsampling convolutions; the head), with widths 16-32-64 and depths 1-2-1 so that the CPU
 executor runs it in seconds.  Random weights (seed 0); the layer scale and the norms' parameters made
 large enough that every op matters.  The TorchScript exporter at opset 17 writes GELU as Div, Erf,
-Add, Mul, Mul; at opset 20 as one Gelu node.  logits.npy: PyTorch's float32 logits of the 3 images
+Add, Mul, Mul; at opset 20 as one Gelu node.  dynamo18.onnx: the same model through torch.onnx's
+dynamo exporter (the default in current PyTorch; opset 18), which writes the head's LayerNorm2d on a
+1x1 map as an as_strided view: a Gather at indices computed from the batch size.  logits.npy: PyTorch's float32 logits of the 3 images
 np.random.default_rng(0).standard_normal((3, 3, 64, 64)) (the test makes the same ones).
 """
 import numpy as np, torch
@@ -59,12 +62,15 @@ x = torch.from_numpy(np.random.default_rng(0).standard_normal((3, 3, 64, 64)).as
 for opset in (17, 20):
     torch.onnx.export(m, (x[:1],), f"opset{opset}.onnx", dynamo=False, opset_version=opset,
                       input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+# traced at batch 2: the dynamo exporter would take a traced batch of 1 as a fixed size
+torch.onnx.export(m, (x[:2],), "dynamo18.onnx", dynamo=True, input_names=["x"], output_names=["y"],
+                  dynamic_shapes={"x": {0: torch.export.Dim("N", min=1, max=4096)}})
 with torch.no_grad():
     np.save("logits.npy", m(x).numpy())
 import onnx
-for opset in (17, 20):
+for name in ("opset17", "opset20", "dynamo18"):
     try:
-        g = onnx.load(f"opset{opset}.onnx").graph
-        print(opset, sorted({n.op_type for n in g.node}))
+        g = onnx.load(f"{name}.onnx").graph
+        print(name, sorted({n.op_type for n in g.node}))
     except Exception as e:
         print(e)
