@@ -36,10 +36,9 @@ from ..tuned import CONV_SMALL, lookup, read_table
 from .conv_small import (SmallConv3x3, SmallWeightGrad, Tile, WeightTile, check_small_layer, direct_candidates,
                          table_key, tile_for, weight_candidates, weight_tile_for)
 from .conv_winograd import WinogradConv3x3, WinogradTile, winograd_candidates, winograd_pays, winograd_tile_for
-from .conv_winograd_gemm import WinogradGemm3x3, workspace_bytes, workspace_limit
+from .conv_winograd_gemm import WinogradGemm3x3, fits as winograd_gemm_fits, gemm_tiles
 from .conv_winograd_wgrad import (WinogradWeightGrad, WinogradWeightTile, winograd_weight_candidates,
                                   winograd_weight_tile_for)
-from .gemm import default_config as gemm_default, gemm_candidates
 from .implicit import TOLERANCE
 from .plans import sampled_mismatch
 
@@ -103,9 +102,7 @@ def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
         heads = {"direct": _table_tiles(table_key(kind, C, M, H, W), Tile),
                  "winograd": [t for t in _table_tiles(table_key(f"winograd_{kind}", C, M, H, W), WinogradTile)
                               if t.f == 2]}
-        gemm_tiles = [t for t in [gemm_default(M, _TYPICAL_TILES, C)[1]] if t]   # None: few rows, not a tile
-        gemm_tiles += [t for t in gemm_candidates(M, _TYPICAL_TILES) if t not in gemm_tiles]
-        spaces["winograd_gemm"] = gemm_tiles[:GEMM_TILES]
+        spaces["winograd_gemm"] = gemm_tiles(ConvLayer.of(C, H, W, M, 3, 1, 1), _TYPICAL_TILES, GEMM_TILES)
     # The tables' tiles of every GPU first (a head start), then the two kernels' spaces taken in turn:
     # a search that its budget cuts short (a slow or busy host compiles fewer candidates in the same
     # seconds) has then timed both kernels, not only the first one's tiles.  On an H200 beside three
@@ -128,8 +125,7 @@ def pass_candidates(kind: str, C: int, M: int, H: int, W: int) -> list[dict]:
 def fits(config: dict, C: int, M: int, H: int, W: int, N: int) -> bool:
     """Whether a configuration runs a pass (C -> M on H x W) at a batch of N: winograd_gemm's only
     where its workspace is within ``workspace_limit()``; the others always."""
-    return config["algorithm"] != "winograd_gemm" or \
-        workspace_bytes(ConvLayer.of(C, H, W, M, 3, 1, 1), N) <= workspace_limit()
+    return config["algorithm"] != "winograd_gemm" or winograd_gemm_fits(ConvLayer.of(C, H, W, M, 3, 1, 1), N)
 
 
 def _flags(layer) -> str:

@@ -42,7 +42,6 @@ from . import conv_winograd_gemm as wgemm
 from .depthwise import ACTIVATIONS as DEPTHWISE_3X3_ACTIVATIONS, DepthwiseConv2d, Tiling, tiling_candidates
 from .depthwise_any import (ACTIVATIONS as DEPTHWISE_ACTIVATIONS, DepthwiseAnyConv2d, Tiling as AnyTiling,
                             tiling_candidates as any_tiling_candidates)
-from .gemm import default_config as gemm_default, gemm_candidates
 from .implicit import ACTIVATIONS, TOLERANCE, ImplicitConv2d, Tiles, prepare_weights
 from .plans import sampled_mismatch
 from .tuned_config import check_config, tuned_config
@@ -130,12 +129,9 @@ WGEMM_TILES = 4     # GEMM tiles the search times for winograd_gemm: the default
 
 def _wgemm_candidates(conv: "AutoConv2d", N: int) -> list:
     L = conv.layer
-    if wgemm.workspace_bytes(L, N) > wgemm.workspace_limit():
+    if not wgemm.fits(L, N):
         return []
-    T = wgemm.tiles_of(L, N)
-    out = [t for t in [gemm_default(L.M, T, L.C)[1]] if t]     # None: few rows, not a block tile
-    out += [t for t in gemm_candidates(L.M, T) if t not in out]
-    return [{"tiles": t} for t in out[:WGEMM_TILES]]
+    return [{"tiles": t} for t in wgemm.gemm_tiles(L, wgemm.tiles_of(L, N), WGEMM_TILES)]
 
 
 def _wgemm_make(conv: "AutoConv2d", config: dict) -> Runner:

@@ -33,12 +33,12 @@ from ..checks import (array_module, check_activation, check_conv_arguments, chec
 from ..loader import load
 from ..shapes import ConvLayer
 from .conv_small import Conv3x3Layer
-from .gemm import batched_launcher, default_config
+from .gemm import batched_launcher, default_config, gemm_candidates
 from .implicit import ACTIVATIONS
 from .plans import cdiv, ints
 
 __all__ = ["WinogradGemmConv2d", "WinogradGemm3x3", "applies", "workspace_bytes", "workspace_limit", "check_workspace",
-           "transform_weights", "tiles_of", "POSITIONS"]
+           "fits", "gemm_tiles", "transform_weights", "tiles_of", "POSITIONS"]
 
 POSITIONS = 16                     # F(2x2, 3x3): 4 x 4 transform positions, one GEMM each
 _G = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0.0, 0.0, 1.0]])
@@ -81,6 +81,42 @@ def check_workspace(layer: ConvLayer, N: int, fix: str) -> None:
                          f"over this device's {limit // 2**20} MiB: {fix}")
 
 
+def fits(layer: ConvLayer, N: int) -> bool:
+    """Whether a batch of N of ``layer`` keeps its V and Mx within ``workspace_limit()``."""
+    return workspace_bytes(layer, N) <= workspace_limit()
+
+
+def gemm_tiles(layer: ConvLayer, T: int, limit: int) -> list[dict]:
+    """gemm.cu's block tiles an autotuner times for the GEMMs (M x C by C x T): its default for the
+    shape first, then its sweep's likeliest, at most ``limit``."""
+    out = [t for t in [default_config(layer.M, T, layer.C)[1]] if t]     # None: few rows, not a block tile
+    out += [t for t in gemm_candidates(layer.M, T) if t not in out]
+    return out[:limit]
+
+
+def _passes(G: ConvLayer, N: int, tiles: dict | None, epilogue: dict, fix: str, xp) -> tuple:
+    """What both layers share at a batch of N of the pass ``G`` (as a forward layer): (module, Mx, the
+    input transform's launch(x) into V, the GEMMs' launch(u) from V into Mx), V and Mx allocated here
+    (before any CUDA graph captures the pass).  ``epilogue``: the output transform's flags
+    (WGG_BIAS, WGG_ADD, WGG_GATE, WGG_FLIP); ``fix``: what to use instead where the workspace is too large."""
+    check_workspace(G, N, fix)
+    T = tiles_of(G, N)
+    ph, pw = G.pad_hw
+    mod = load("conv_winograd_gemm", defines={"WGG_C": G.C, "WGG_H": G.H, "WGG_W": G.W, "WGG_M": G.M,
+                                              "WGG_PH": ph, "WGG_PW": pw, **epilogue})
+    v = xp.empty((POSITIONS, G.C, T), dtype=xp.float32)
+    mx = xp.empty((POSITIONS, G.M, T), dtype=xp.float32)
+    to_v = mod.get_function("wgg_input").launcher((cdiv(G.C * T, 256),), (256,), (None, v) + ints(N))
+    gemms = batched_launcher(G.M, T, G.C, POSITIONS, tiles or default_config(G.M, T, G.C)[1])
+    return mod, mx, to_v, lambda u: gemms(u, v, mx)
+
+
+def _output_launch(mod, G: ConvLayer, N: int, mx, b, addend, gate, act: int):
+    """wgg_output's launch from Mx: None among b, addend, gate where each call passes one, then y."""
+    return mod.get_function("wgg_output").launcher(
+        (cdiv(G.M * tiles_of(G, N), 256),), (256,), (mx, b, addend, gate, None) + ints(N, act))
+
+
 def transform_weights(w) -> np.ndarray:
     """U = G g G^T of each (m, c) filter, float64 on the host: (16, M, C), position 4 a + b first."""
     g = to_numpy(w).astype(np.float64)
@@ -95,8 +131,8 @@ class WinogradGemmConv2d:
     stride 1, any padding, no dilation, one group), ``activation`` None, "tanh", "relu" or "relu6",
     ``residual``: y = act(conv(x) + b + residual), each call passing ``residual=``; ``tiles``: gemm.cu's
     block tile (GEMM_BM, GEMM_BN, GEMM_BK, GEMM_TM, GEMM_TN) for the GEMMs, else its defaults.
-    Per batch size ``plan`` makes the three launches once (compiled, nothing allocated), the first call
-    the layer's V and Mx; a call checks x and launches."""
+    Per batch size ``plan`` makes the three launches and the layer's V and Mx once; a call checks x
+    and launches."""
 
     def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, residual: bool = False,
                  tiles: dict | None = None):
@@ -119,34 +155,24 @@ class WinogradGemmConv2d:
         return workspace_bytes(self.layer, N)
 
     def plan(self, N: int) -> tuple:
-        """(run(x, y, res), y's shape) of a batch of N, made once: the three launches on V and Mx, which
-        its first run allocates.  ValueError, before anything is compiled or allocated, where V and Mx
-        would pass ``workspace_limit()``."""
+        """(run(x, y, res), y's shape) of a batch of N, made once: the three launches on the layer's V
+        and Mx.  ValueError, before anything is compiled or allocated, where V and Mx would pass
+        ``workspace_limit()``."""
         entry = self._plans.get(N)
         if entry is not None:
             return entry
-        L, xp = self.layer, array_module(self.backend)
-        check_workspace(L, N, "a smaller batch, or another kernel (labkit.conv2d(variant='auto') picks one that fits)")
-        T = tiles_of(L, N)
-        (ph, pw) = L.pad_hw
-        mod = load("conv_winograd_gemm", defines={
-            "WGG_C": L.C, "WGG_H": L.H, "WGG_W": L.W, "WGG_M": L.M, "WGG_PH": ph, "WGG_PW": pw,
-            "WGG_BIAS": int(self.b is not None), "WGG_ADD": int(self.residual)})
-        to_v = mod.get_function("wgg_input").launcher((cdiv(L.C * T, 256),), (256,), (None, None) + ints(N))
-        gemms = batched_launcher(L.M, T, L.C, POSITIONS, self.tiles or default_config(L.M, T, L.C)[1])
-        bias = self.b if self.b is not None else self.u      # not read without a bias
-        from_mx = mod.get_function("wgg_output").launcher(
-            (cdiv(L.M * T, 256),), (256,), (None, bias, None, bias, None) + ints(N, self._act))
-        scratch: list = []
+        L = self.layer
+        mod, mx, to_v, gemms = _passes(L, N, self.tiles, {"WGG_BIAS": int(self.b is not None),
+                                                          "WGG_ADD": int(self.residual)},
+                                       "a smaller batch, or another kernel (labkit.conv2d(variant='auto') picks one "
+                                       "that fits)", array_module(self.backend))
+        bias = self.b if self.b is not None else self.u      # not read without a bias (nor the gate)
+        from_mx = _output_launch(mod, L, N, mx, bias, None, bias, self._act)
 
         def run(x, y, res):
-            if not scratch:
-                scratch.extend([xp.empty((POSITIONS, L.C, T), dtype=xp.float32),
-                                xp.empty((POSITIONS, L.M, T), dtype=xp.float32)])
-            v, mx = scratch
-            to_v(x, v)
-            gemms(self.u, v, mx)
-            from_mx(mx, res, y)
+            to_v(x)
+            gemms(self.u)
+            from_mx(res, y)
         entry = self._plans[N] = (run, (N, L.M) + L.out_hw)
         return entry
 
@@ -179,24 +205,16 @@ class WinogradGemm3x3(Conv3x3Layer):
 
     def make_plan(self, N: int):
         G, xp = self.geometry, array_module(self.backend)
-        check_workspace(G, N, "conv_small's or conv_winograd's kernels (labkit.ops.conv3x3_auto picks one that fits)")
-        T = tiles_of(G, N)
-        defines = {"WGG_C": G.C, "WGG_H": G.H, "WGG_W": G.W, "WGG_M": G.M, "WGG_PH": 1, "WGG_PW": 1,
-                   **self.epilogue_defines("WGG")}
-        mod = load("conv_winograd_gemm", defines=defines)
+        mod, mx, to_v, gemms = _passes(G, N, self.tiles, self.epilogue_defines("WGG"),
+                                       "conv_small's or conv_winograd's kernels (labkit.ops.conv3x3_auto picks one "
+                                       "that fits)", xp)
         u = xp.empty((POSITIONS, G.M, G.C), dtype=xp.float32)
-        v = xp.empty((POSITIONS, G.C, T), dtype=xp.float32)
-        mx = xp.empty((POSITIONS, G.M, T), dtype=xp.float32)
         to_u = mod.get_function("wgg_weights").launcher((cdiv(G.M * G.C, 256),), (256,), (self.wt, u))
-        to_v = mod.get_function("wgg_input").launcher((cdiv(G.C * T, 256),), (256,), (None, v) + ints(N))
-        gemms = batched_launcher(G.M, T, G.C, POSITIONS, self.tiles or default_config(G.M, T, G.C)[1])
-        b, addend, gate = self.fixed_pointers()
-        from_mx = mod.get_function("wgg_output").launcher(
-            (cdiv(G.M * T, 256),), (256,), (mx, b, addend, gate, None) + ints(N, 2 if self.relu else 0))
+        from_mx = _output_launch(mod, G, N, mx, *self.fixed_pointers(), 2 if self.relu else 0)
 
         def run(x, *per_call):     # per_call: (residual,) (gate,) as the layer was made, then y
             to_u()
             to_v(x)
-            gemms(u, v, mx)
+            gemms(u)
             from_mx(*per_call)
         return run

@@ -63,8 +63,7 @@ class HostOp(Spec):
         try:
             if op == "Gather":
                 axis = at.get("axis", 0)
-                if a[1].size * (a[0].size // max(1, a[0].shape[axis])) > MAX_ELEMENTS:
-                    refuse(self.node, f"shape arithmetic over {MAX_ELEMENTS} values")
+                self._bounded(a[1].size * (a[0].size // max(1, a[0].shape[axis])))
                 return np.take(a[0], a[1], axis=axis)
             if op == "Unsqueeze":
                 return np.expand_dims(a[0], tuple(sorted(x % (a[0].ndim + len(self.axes)) for x in self.axes)))
@@ -88,16 +87,16 @@ class HostOp(Spec):
                 for s0, e0, ax, st in zip(starts.reshape(-1), ends.reshape(-1), axes, steps):
                     index[ax] = slice(int(s0), int(e0), st)
                 return a[0][tuple(index)]
-            if op == "Div":
-                if int(np.prod(np.broadcast_shapes(a[0].shape, a[1].shape), dtype=np.int64)) > MAX_ELEMENTS:
-                    refuse(self.node, f"shape arithmetic over {MAX_ELEMENTS} values")
-                return np.floor_divide(a[0], a[1])
-            size = int(np.prod(np.broadcast_shapes(a[0].shape, a[1].shape), dtype=np.int64))
-            if size > MAX_ELEMENTS:         # broadcasting can make a large array of two small ones: asked first
-                refuse(self.node, f"shape arithmetic of {size} values, over {MAX_ELEMENTS}")
-            return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply}[op](a[0], a[1])
+            # Add, Sub, Mul, Div: broadcasting can make a large array of two small ones, so its size is asked first
+            self._bounded(int(np.prod(np.broadcast_shapes(a[0].shape, a[1].shape), dtype=np.int64)))
+            return {"Add": np.add, "Sub": np.subtract, "Mul": np.multiply, "Div": np.floor_divide}[op](a[0], a[1])
         except (ValueError, IndexError, np.exceptions.AxisError) as exc:
             refuse(self.node, f"on shape values {[v.tolist() for v in a]}: {exc}")
+
+    def _bounded(self, size: int) -> None:
+        """Refuse an op whose result would have more than MAX_ELEMENTS values (before it is made)."""
+        if size > MAX_ELEMENTS:
+            refuse(self.node, f"shape arithmetic of {size} values, over {MAX_ELEMENTS} values")
 
     def shape(self, shapes):
         raise AssertionError("host values are evaluated, not run")
