@@ -36,6 +36,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from datetime import datetime, timezone
 
 import numpy as np
 
@@ -111,7 +112,9 @@ def markdown(rows: list[dict], doc_head: dict) -> str:
     for label in dict.fromkeys(case_label(r) for r in rows):
         sel = [r for r in rows if case_label(r) == label]
         floor, ms = sum(r["floor_ms"] for r in sel), sum(r["measured_ms"] for r in sel)
-        lines += [f"## {label}", "",
+        earlier = sel[0].get("run_date") not in (None, doc_head.get("date"))
+        lines += [f"## {label}", ""] + ([f"From an earlier run ({sel[0]['run_date']}), against that run's ceilings "
+                                         "(meta.earlier_runs in the JSON).", ""] if earlier else []) + [
                   "| step | GFLOP | MB | floor ms | bound | measured ms | % of floor |",
                   "|---|---:|---:|---:|---|---:|---:|"]
         lines += [f"| {r['step']} | {r['flops'] / 1e9:.4g} | {r['bytes'] / 1e6:.4g} | {r['floor_ms']:.4g} | "
@@ -129,6 +132,9 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="smaller batches (GPU): a check that it all runs")
     ap.add_argument("--repeat", type=int, default=None, help="timed runs per step (default 10 on a GPU, 2 on CPU)")
     ap.add_argument("--warmup", type=int, default=None, help="untimed runs first (default 2 on a GPU, 1 on CPU)")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the networks not run now from this device's file in --out (each row "
+                         "names the run it came from: run_date, and meta.earlier_runs that run's ceilings)")
     args = ap.parse_args()
     dev = labkit.device()
     gpu = dev.is_gpu
@@ -179,8 +185,16 @@ def main() -> int:
                      "and activations not counted"}
     out = Path(args.out)
     tag = short_name(dev.name)
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    rows = [{**r, "run_date": stamp} for r in rows]
+    if args.merge and (out / f"roofline_{tag}.json").exists():
+        old = measure.load_results(out / f"roofline_{tag}.json")
+        kept = [{**r, "run_date": r.get("run_date", old["date"])} for r in old["rows"] if r["network"] not in args.nets]
+        earlier = {**old["meta"].get("earlier_runs", {}), old["date"]: old["meta"].get("ceilings")}
+        meta["earlier_runs"] = {d: c for d, c in earlier.items() if any(r["run_date"] == d for r in kept)}
+        rows = kept + rows
     path = measure.save_rows(rows, out / f"roofline_{tag}.json", meta=meta)
-    head = {"device": dev.label, "note": note, **ceil}
+    head = {"device": dev.label, "note": note, "date": stamp, **ceil}
     (out / f"roofline_{tag}.md").write_text(markdown(rows, head) + "\n")
     import matplotlib
     matplotlib.use("Agg")

@@ -13,6 +13,7 @@ from labkit.checks import rel_error, to_numpy
 from labkit.ladder import implicit as study
 from labkit.ops import implicit
 from labkit.ops.implicit import ConvLayer, ImplicitConv2d, Tiles, conv2d_implicit
+from labkit.ops.pool_pad import channels_last_copy
 
 
 rng = np.random.default_rng()
@@ -25,7 +26,11 @@ FP32_TILES = [Tiles("fp32", bm=32, bn=64, bk=8, tm=4, tn=4), Tiles("fp32", bm=64
               Tiles("fp32", bm=128, bn=64, bk=8, tm=8, tn=4)]
 TF32_TILES = [Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=2),
               Tiles("tf32", bm=128, bn=128, bk=16, wm=2, wn=4, stages=4, minb=2),   # 69 KiB: opts in past 48
-              Tiles("tf32", bm=96, bn=256, bk=8, wm=2, wn=4, stages=3)]
+              Tiles("tf32", bm=96, bn=256, bk=8, wm=2, wn=4, stages=3),
+              # gathering from the channels-last copy: 4, 8 and 2 copies of 4 channels down a column
+              Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=2, layout="nhwc"),
+              Tiles("tf32", bm=128, bn=128, bk=32, wm=2, wn=4, stages=3, minb=2, layout="nhwc"),
+              Tiles("tf32", bm=96, bn=256, bk=8, wm=2, wn=4, stages=3, layout="nhwc")]
 
 
 def dev(a):
@@ -78,6 +83,11 @@ def test_layer_object_prepares_weights_once_and_reruns():
 def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
     N, C, H, W, M, K, stride, pad, groups = shape
     x, w, b, ref = case(*shape)
+    if tiles.nhwc and groups > 1 and (C // groups) % 4:   # one group: any C (rounded up to 4 in the copy)
+        with pytest.raises(ValueError, match="C/groups = .* not a multiple of 4"):
+            conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
+                            tiles=tiles)
+        return
     out = labkit.xp.full(ref.shape, np.nan, dtype=labkit.xp.float32)
     y = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
                         tiles=tiles, out=out)
@@ -87,6 +97,62 @@ def test_tf32_matches_reference_within_tf32_rounding(shape, tiles):
     y_rn = conv2d_implicit(dev(x), dev(w), dev(b), stride=stride, pad=pad, groups=groups, precision="tf32",
                            tiles=tiles, round_tf32=True)
     assert 1e-7 < rel_error(y_rn, ref) < 2e-3
+
+
+def unpack_tf32(wp, layer, tiles, rows):
+    """pack_weights_tf32's inverse: (G, MG, rows) from (G, MB, KT, BK*BM)."""
+    G, mb, kt, _ = wp.shape
+    a = wp.reshape(G, mb, kt, tiles.bk // 8, tiles.bm // 16, 8, 4, 2, 2)   # G, MB, KT, kb, mi, gid, tig, kh, mh
+    a = a.transpose(0, 1, 4, 8, 5, 2, 3, 7, 6).reshape(G, mb * tiles.bm, kt * tiles.bk)
+    return a[:, :layer.M // G, :rows]
+
+
+@pytest.mark.parametrize("layer", [ConvLayer.of(5, 9, 8, 7, (3, 2), (2, 1), (1, 0), (1, 2)),   # C4 = 8: 3 zero channels
+                                   ConvLayer.of(8, 7, 6, 6, 3, 1, 2, 2, groups=2),             # 4 channels a group
+                                   ConvLayer.of(3, 13, 11, 10, 5, 3, 2)], ids=str)            # an RGB stem
+def test_nhwc_taps_and_packing_make_the_convolution(layer):
+    """The NHWC kernel's GEMM done in NumPy, as the kernel does it: each column of X_g gathered 4 rows at a
+    time through k_taps(nhwc) from pool_pad.cu's channels-last copy (run here), times the weights
+    pack_weights_tf32 packed for NHWC tiles, unpacked.  The GPU kernel reads the same table and packing."""
+    N, tiles = 2, Tiles("tf32", bm=32, bn=64, bk=16, wm=2, wn=2, layout="nhwc")
+    C, H, W, G = layer.C, layer.H, layer.W, layer.groups
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((layer.M, C // G) + layer.kernel_hw).astype(np.float32)
+    c4 = implicit.channels4(C)
+    x4 = dev(np.full((N, H, W, c4), np.nan, np.float32))               # poisoned: every value is written
+    channels_last_copy(N, C, H * W)(dev(x), x4)
+    x4 = to_numpy(x4).reshape(-1)
+    taps = implicit.k_taps(layer, tiles.bk, nhwc=True)
+    rows = layer.kernel_hw[0] * layer.kernel_hw[1] * implicit.channels4(C // G)
+    wg = unpack_tf32(to_numpy(implicit.pack_weights_tf32(dev(w), layer, tiles)), layer, tiles, rows)
+    (Ho, Wo), (SH, SW), (PH, PW) = layer.out_hw, layer.stride_hw, layer.pad_hw
+    y = np.zeros((N, layer.M, Ho, Wo))
+    for g in range(G):
+        for n in range(N):
+            for oh in range(Ho):
+                for ow in range(Wo):
+                    ih0, iw0 = oh * SH - PH, ow * SW - PW
+                    base = ((n * H + ih0) * W + iw0) * c4 + g * (C // G)
+                    col = np.zeros(rows)
+                    for q, (off, hw) in enumerate(taps[:rows // 4]):
+                        if 0 <= ih0 + (hw >> 16) < H and 0 <= iw0 + (hw & 0xFFFF) < W:
+                            col[4 * q:4 * q + 4] = x4[base + off:base + off + 4]
+                    y[n, g * (layer.M // G):(g + 1) * (layer.M // G), oh, ow] = wg[g] @ col
+    assert (taps[rows // 4:, 1] >> 16 == 0x4000).all()          # past the last row: outside every image
+    ref = reference.conv2d(x, implicit.round_to_tf32(w), None, stride=layer.stride_hw, pad=layer.pad_hw,
+                           dilation=layer.dilation_hw, groups=G)
+    assert rel_error(y, ref) < 1e-6
+
+
+@pytest.mark.parametrize("C, HW", [(3, 37), (8, 5), (64, 45), (130, 33)])
+def test_channels_last_copy_pads_to_whole_groups_of_4(C, HW):
+    x = rng.standard_normal((3, C, HW)).astype(np.float32)
+    c4 = implicit.channels4(C)
+    y = dev(np.full((3, HW, c4), np.nan, np.float32))
+    channels_last_copy(3, C, HW)(dev(x), y)
+    want = np.zeros((3, HW, c4), np.float32)
+    want[..., :C] = x.transpose(0, 2, 1)
+    assert np.array_equal(to_numpy(y), want)
 
 
 @pytest.mark.check
@@ -136,6 +202,9 @@ def test_bad_input_is_refused_before_launch(bad, match):
     (Tiles("tf32", bm=48, bn=64, bk=16, wm=2, wn=2), "multiple of 16\\*wm"),
     (Tiles("tf32", bm=128, bn=256, bk=32, wm=2, wn=4, stages=5), "over 227 KiB"),
     (Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, stages=1), "stages must be at least 2"),
+    (Tiles("fp32", bm=64, bn=64, bk=8, tm=8, tn=8, layout="nhwc"), "'nhwc' with precision 'tf32'"),
+    (Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2, layout="nchw4"), "layout must be one of"),
+    (Tiles("tf32", bm=32, bn=8, bk=16, wm=2, wn=1, layout="nhwc"), "splitting the input tile's 8 x 4 copies"),
 ])
 def test_bad_tiles_are_refused(tiles, match):
     with pytest.raises(ValueError, match=match):
@@ -168,13 +237,19 @@ def test_the_tf32_default_follows_the_gpus_shared_memory(monkeypatch, optin_kib,
     assert minb * (t.shared_bytes() + 1024) <= optin_kib * 1024 + 1024
 
 
-def test_a_tf32_search_tries_two_blocks_and_deep_k_tiles_first():
+def test_a_tf32_search_tries_channels_last_two_blocks_and_deep_k_tiles_first():
     cands = implicit.candidates(implicit.ALEXNET_CONVS["conv2"], "tf32")
-    assert (cands[0].minb, cands[0].bk, cands[0].stages, cands[0].bm) == (2, 32, 3, 128)
+    assert (cands[0].layout, cands[0].minb, cands[0].bk, cands[0].stages, cands[0].bm) == ("nhwc", 2, 32, 3, 128)
+    first_nchw = next(i for i, t in enumerate(cands) if not t.nhwc)
+    assert first_nchw == len(cands) // 2 and all(t.nhwc for t in cands[:first_nchw])   # each tile both ways
     first_one_block = next(i for i, t in enumerate(cands) if t.minb == 1)
     assert all(t.minb == 2 for t in cands[:first_one_block])
     conv1 = implicit.candidates(implicit.ALEXNET_CONVS["conv1"], "tf32")
     assert conv1[0].bm == 96                    # 96 output channels: the block's rows fit them
+    # groups of 2 channels cannot start on 16-byte boundaries: no channels-last tiles offered
+    assert not any(t.nhwc for t in implicit.candidates(ConvLayer(6, 9, 9, 6, 3, groups=3), "tf32"))
+    assert implicit.default_tiles(ConvLayer(6, 9, 9, 6, 3, groups=3), "tf32").layout == "nchw"
+    assert implicit.default_tiles(ConvLayer(3, 9, 9, 6, 3), "tf32").layout == "nhwc"   # one group: any C
 
 
 def test_every_candidate_and_default_is_valid():

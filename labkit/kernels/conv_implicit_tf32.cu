@@ -32,6 +32,19 @@
 //     into the table k_taps in constant memory (k -> offset in x, kh * DH, kw * DW: the tap's
 //     dilated position in the window).  All threads of a warp
 //     gather the same row k, so each lookup is one broadcast read of the constant cache.
+//   * Channels last (TC_NHWC=1).  Gathered from NCHW, each value of the B tile is a copy of its own
+//     (4 bytes, a bounds test, a table lookup): with the mma work as fast as it is, those integer
+//     instructions are what the SM issues most.  From a channels-last copy of x (N, H, W, C4), C4 =
+//     C rounded up to 4 with zero channels (pool_pad.cu's channels_last, one pass before the GEMM),
+//     X_g's rows are ordered (kh, kw, c) and 4 neighbouring rows of one column are 16 neighbouring
+//     bytes: one copy moves 4 values, and a thread's copies of one k-tile share one table lookup
+//     (k_taps then holds one entry per 4 rows).  The weights are packed in the same row order.
+//     The B tile is stored column by column (Bs[j * LDK + k], LDK = BK + 4 floats), so a column's
+//     4 values land in one 16-byte store; the 4-float pad keeps both the stores of 8 neighbouring
+//     columns and the fragment loads (rows tig, tig+4 of columns gid) free of bank conflicts.  (Taking
+//     the rows in the order 0, 4, 1, 5, ... so that one 8-byte load fetches both of a fragment's
+//     values did not pay on an H200: 0-8% slower on AlexNet's convolutions.)
+//     Groups need C/G a multiple of 4 (a group's channels then start on a 16-byte boundary).
 //
 // conv_implicit_tf32(x, wp, bias, y, N, has_bias, act, res, has_res): the arguments of conv_implicit
 //   (y = act(conv + bias + res), act 0 none, 1 tanh, 2 ReLU, 3 ReLU6), but the
@@ -45,8 +58,9 @@
 //   the kernel's max_dynamic_shared_size_bytes raised first; labkit.ops.implicit does it).
 // Compile-time parameters: LAYER_* as in conv_implicit.cu; TC_BM, TC_BN, TC_BK (a multiple of 8),
 // TC_WM, TC_WN (warps along m and along p), TC_STAGES (>= 2), TC_MINB (blocks per SM the register
-// budget must allow: __launch_bounds__'s second argument), TC_ROUND (0 or 1, see above).
-// Before the first launch, k_taps must hold labkit.ops.implicit.k_taps(layer, TC_BK) (set_constant).
+// budget must allow: __launch_bounds__'s second argument), TC_ROUND (0 or 1, see above), TC_NHWC (0:
+// x is NCHW; 1: x is the channels-last copy (N, H, W, C4), the weights packed in its row order).
+// Before the first launch, k_taps must hold labkit.ops.implicit.k_taps(layer, TC_BK, nhwc) (set_constant).
 
 #ifndef LAYER_C
 #define LAYER_C 3
@@ -111,6 +125,9 @@
 #ifndef TC_ROUND
 #define TC_ROUND 0
 #endif
+#ifndef TC_NHWC
+#define TC_NHWC 0
+#endif
 
 namespace tc {
 constexpr int C = LAYER_C, H = LAYER_H, W = LAYER_W, M = LAYER_M, G = LAYER_G;
@@ -121,12 +138,18 @@ constexpr int HO = (H + 2 * PH - DH * (KH - 1) - 1) / SH + 1, WO = (W + 2 * PW -
 constexpr int HWO = HO * WO;
 constexpr int BM = TC_BM, BN = TC_BN, BK = TC_BK, WM = TC_WM, WN = TC_WN, STAGES = TC_STAGES;
 constexpr int THREADS = 32 * WM * WN;
+constexpr bool NHWC = TC_NHWC;
+constexpr int C4 = (C + 3) / 4 * 4;          // channels of the channels-last copy (NHWC)
+constexpr int KGX = NHWC ? KH * KW * ((CG + 3) / 4 * 4) : KG;  // rows of X_g as gathered (NHWC: per tap, CG rounded up to 4)
 constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's piece of the block tile
 constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
-constexpr int LDB = BN + 8;                  // the B tile's padded rows (see above)
-constexpr int STAGE_FLOATS = BK * (BM + LDB); // one stage: the packed A tile, then the B tile
+constexpr int LDB = BN + 8;                  // NCHW: the B tile's padded rows (see above)
+constexpr int LDK = BK + 4;                  // NHWC: the B tile's padded columns
+constexpr int STAGE_FLOATS = BK * BM + (NHWC ? BN * LDK : BK * LDB); // one stage: the packed A tile, then the B tile
 constexpr int MB = (MG + BM - 1) / BM;        // block rows of a group's output
-constexpr int KT = (KG + BK - 1) / BK;        // k-tiles
+constexpr int KT = (KGX + BK - 1) / BK;       // k-tiles
+constexpr int QUADS = BK / 4;                 // NHWC: 16-byte copies down one column of a B tile
+constexpr int COLS = NHWC ? BN * QUADS / THREADS : 1;  // NHWC: the columns a thread copies, THREADS / QUADS apart
 constexpr int A_GROUPS = BK * BM / 4;
 constexpr int A_LOADS = (A_GROUPS + THREADS - 1) / THREADS;
 constexpr int B_ROWS = THREADS / BN;
@@ -135,14 +158,18 @@ static_assert(C % G == 0 && M % G == 0, "LAYER_G must divide LAYER_C and LAYER_M
 static_assert(HO >= 1 && WO >= 1, "the dilated window does not fit the padded input");
 static_assert(BM % (16 * WM) == 0 && BN % (8 * WN) == 0, "a warp's piece must be whole 16x8 tiles");
 static_assert(BK % 8 == 0, "TC_BK must be a multiple of 8");
-static_assert(THREADS % BN == 0, "32*TC_WM*TC_WN threads must be a multiple of TC_BN (one column each)");
-constexpr int TAPS = (KG + BK - 1) / BK * BK;  // rows of X_g, rounded up to whole tiles
+static_assert(NHWC || THREADS % BN == 0, "32*TC_WM*TC_WN threads must be a multiple of TC_BN (one column each)");
+static_assert(!NHWC || (THREADS % QUADS == 0 && (BN * QUADS) % THREADS == 0),
+              "NHWC: the threads must split a B tile's BN x BK/4 copies evenly");
+static_assert(!NHWC || G == 1 || CG % 4 == 0, "NHWC with groups needs C/G a multiple of 4");
+constexpr int TAPS = KT * BK / (NHWC ? 4 : 1);  // entries of k_taps: rows of X_g (NHWC: groups of 4), whole tiles
 static_assert(STAGES >= 2, "TC_STAGES must be at least 2");
 static_assert(TAPS * 8 <= 60 * 1024, "the k_taps table exceeds constant memory");
 }  // namespace tc
 
 // Row k of X_g: x.x = (c * H + kh) * W + kw, the offset of the tap from the window's corner in
 // channel 0; x.y = (kh * DH) << 16 | kw * DW.  Rows past KG have kh = 0x4000: outside every image (zeros).
+// NHWC: entry q for rows 4q .. 4q+3 = (kh, kw, c .. c+3): x.x = ((kh * DH) * W + kw * DW) * C4 + c.
 __constant__ int2 k_taps[tc::TAPS];
 
 __device__ __forceinline__ unsigned to_tf32(float v) {
@@ -165,6 +192,10 @@ __device__ __forceinline__ void copy4(float* dst, const float* src, bool read) {
 __device__ __forceinline__ void copy16(float* dst, const float* src, bool read) {
   const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(read ? 16 : 0));
+}
+__device__ __forceinline__ void copy16_ca(float* dst, const float* src, bool read) {
+  const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(read ? 16 : 0));
 }
 __device__ __forceinline__ void copies_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int PENDING>
@@ -189,7 +220,8 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
                                               int has_res, int g, int t_begin, int t_end,
                                               bool partial) {
   using namespace tc;
-  // STAGES stages of: the packed A tile (BK * BM floats), then Bs[k * LDB + j] = X_g[k0 + k, bp + j].
+  // STAGES stages of: the packed A tile (BK * BM floats), then Bs[k * LDB + j] = X_g[k0 + k, bp + j]
+  // (NHWC: Bs[j * LDK + k]).
   extern __shared__ __align__(16) float smem[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int gid = lane / 4, tig = lane % 4;  // the mma fragments' row group and thread-in-group
@@ -197,15 +229,20 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
   const int bm = blockIdx.y * BM, bp = blockIdx.x * BN;
   const float* wa = wt + ((size_t)g * MB + blockIdx.y) * KT * (BK * BM);  // this block row's k-tiles
 
-  // The column this thread gathers for the whole launch, decoded once.
-  const int my_col = tid % BN, my_row = tid / BN;
-  const int p = bp + my_col;
-  int ih0 = -(1 << 20), iw0 = 0, base = 0;  // past the last pixel: every tap reads as padding
-  if (p < N * HWO) {
-    const int n = p / HWO, r = p - n * HWO;
-    ih0 = (r / WO) * SH - PH;
-    iw0 = (r % WO) * SW - PW;
-    base = (n * C + g * CG) * H * W + ih0 * W + iw0;
+  // The columns this thread gathers for the whole launch, decoded once (NCHW: one, rows my_row,
+  // my_row + B_ROWS, ...; NHWC: COLS of them, THREADS / QUADS apart, its group of 4 rows my_quad).
+  const int my_col = NHWC ? tid / QUADS : tid % BN, my_row = tid / BN, my_quad = tid % QUADS;
+  int ih0[COLS], iw0[COLS], base[COLS];
+#pragma unroll
+  for (int l = 0; l < COLS; ++l) {
+    const int p = bp + my_col + l * (THREADS / QUADS);
+    ih0[l] = -(1 << 20), iw0[l] = 0, base[l] = 0;  // past the last pixel: every tap reads as padding
+    if (p < N * HWO) {
+      const int n = p / HWO, r = p - n * HWO;
+      ih0[l] = (r / WO) * SH - PH;
+      iw0[l] = (r % WO) * SW - PW;
+      base[l] = NHWC ? ((n * H + ih0[l]) * W + iw0[l]) * C4 + g * CG : (n * C + g * CG) * H * W + ih0[l] * W + iw0[l];
+    }
   }
 
   // Start the copies of the slice's i-th tile (k-tile t_begin + i) into stage i % STAGES (any thread
@@ -219,13 +256,23 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
       const int q = tid + l * THREADS;
       if (q < A_GROUPS) copy16(As + 4 * q, wa + (size_t)t * (BK * BM) + 4 * q, true);
     }
+    if (NHWC) {
+      const int2 tap = k_taps[k0 / 4 + my_quad];   // one lookup for all this thread's columns
+      const int dh = tap.y >> 16, dw = tap.y & 0xffff;
 #pragma unroll
-    for (int l = 0; l < B_LOADS; ++l) {
-      const int r = my_row + l * B_ROWS;
-      if (r >= BK) break;
-      const int2 tap = k_taps[k0 + r];
-      const bool in = (unsigned)(ih0 + (tap.y >> 16)) < (unsigned)H && (unsigned)(iw0 + (tap.y & 0xffff)) < (unsigned)W;
-      copy4(Bs + r * LDB + my_col, x + (in ? base + tap.x : 0), in);
+      for (int l = 0; l < COLS; ++l) {
+        const bool in = (unsigned)(ih0[l] + dh) < (unsigned)H && (unsigned)(iw0[l] + dw) < (unsigned)W;
+        copy16_ca(Bs + (my_col + l * (THREADS / QUADS)) * LDK + 4 * my_quad, x + (in ? base[l] + tap.x : 0), in);
+      }
+    } else {
+#pragma unroll
+      for (int l = 0; l < B_LOADS; ++l) {
+        const int r = my_row + l * B_ROWS;
+        if (r >= BK) break;
+        const int2 tap = k_taps[k0 + r];
+        const bool in = (unsigned)(ih0[0] + (tap.y >> 16)) < (unsigned)H && (unsigned)(iw0[0] + (tap.y & 0xffff)) < (unsigned)W;
+        copy4(Bs + r * LDB + my_col, x + (in ? base[0] + tap.x : 0), in);
+      }
     }
   };
 
@@ -242,7 +289,8 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
     if (i + STAGES - 1 < tiles) issue(i + STAGES - 1);  // into the stage tile i-1 used
     copies_commit();
     const float4* as = reinterpret_cast<const float4*>(smem + (i % STAGES) * STAGE_FLOATS) + lane;
-    const float* bs = smem + (i % STAGES) * STAGE_FLOATS + BK * BM + wn * WTN + gid;
+    const float* bs = smem + (i % STAGES) * STAGE_FLOATS + BK * BM + (NHWC ? (wn * WTN + gid) * LDK + tig
+                                                                           : wn * WTN + gid + tig * LDB);
 #pragma unroll
     for (int kk = 0; kk < BK; kk += 8) {
       unsigned a[MT][4], b[NT][2];
@@ -256,9 +304,9 @@ __device__ __forceinline__ void implicit_tf32(const float* __restrict__ x, const
       }
 #pragma unroll
       for (int j = 0; j < NT; ++j) {  // column gid of tile j, rows tig and tig+4
-        const float* q = bs + (kk + tig) * LDB + j * 8;
+        const float* q = NHWC ? bs + j * 8 * LDK + kk : bs + kk * LDB + j * 8;
         b[j][0] = to_tf32(q[0]);
-        b[j][1] = to_tf32(q[4 * LDB]);
+        b[j][1] = to_tf32(q[NHWC ? 4 : 4 * LDB]);
       }
 #pragma unroll
       for (int mi = 0; mi < MT; ++mi)

@@ -30,8 +30,17 @@
 //       coalesced rows (permute reads x 4 bytes at a time with a stride: about a quarter of the
 //       copy bandwidth); the tile's 33-float rows keep its column reads free of bank conflicts.
 //       Grid (ceil(cols / 32), ceil(rows / 32), batch), block (32, 8).
+//   channels_last(x, y, C, HW, C4) and channels_last_narrow(x, y, C, HW, C4)
+//       x (N, C, HW) -> y (N, HW, C4), C4 = C rounded up to a multiple of 4, channels C .. C4-1 zero:
+//       the channels-last copy whose 16-byte groups of 4 channels conv_implicit_tf32.cu's NHWC
+//       gather reads.  channels_last moves 32 x 32 tiles as transpose_tiles does (grid
+//       (ceil(HW / 32), ceil(C4 / 32), N), block (32, 8)).  With few channels (C4 <= 8: an RGB
+//       image) its warps would write 4 or 8 floats a row; channels_last_narrow gives each thread a
+//       pixel instead, which reads its C values (the warp's reads coalesced along the plane) and
+//       writes C4 / 4 float4s (coalesced for C4 = 4): grid (ceil(HW / 256), N), block (256,).
 //
-// Launch (Python: labkit.ops.pool_pad): grid (ceil(total / 256),), block (256,), transpose_tiles aside.
+// Launch (Python: labkit.ops.pool_pad): grid (ceil(total / 256),), block (256,), transpose_tiles and
+// the channels-last copies aside.
 
 extern "C" __global__ void pool_any(const float* __restrict__ x, float* __restrict__ y, int NC, int H, int W,
                                     int Ho, int Wo, int kh, int kw, int sh, int sw, int dh, int dw, int pt, int pl,
@@ -141,5 +150,34 @@ extern "C" __global__ void transpose_tiles(const float* __restrict__ x, const fl
       const size_t at = plane + (size_t)c * rows + q;
       y[at] = add ? tile[threadIdx.x][i] + r[at] : tile[threadIdx.x][i];
     }
+  }
+}
+
+extern "C" __global__ void channels_last(const float* __restrict__ x, float* __restrict__ y, int C, int HW, int C4) {
+  __shared__ float tile[32][33];
+  const size_t n = blockIdx.z;
+  const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32;
+  for (int i = threadIdx.y; i < 32; i += 8) {           // channels of x: a warp reads 32 neighbouring pixels
+    const int c = c0 + i, p = p0 + threadIdx.x;
+    tile[i][threadIdx.x] = c < C && p < HW ? x[(n * C + c) * HW + p] : 0.0f;   // the padding channels: zeros
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {           // pixels of y: a warp writes 32 neighbouring channels
+    const int p = p0 + i, c = c0 + threadIdx.x;
+    if (p < HW && c < C4) y[(n * HW + p) * C4 + c] = tile[threadIdx.x][i];
+  }
+}
+
+extern "C" __global__ void channels_last_narrow(const float* __restrict__ x, float* __restrict__ y, int C, int HW,
+                                                int C4) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= HW) return;
+  const size_t n = blockIdx.y;
+  const float* xp = x + n * C * HW + p;
+  float4* yp = reinterpret_cast<float4*>(y + (n * HW + p) * C4);
+  for (int q = 0; q < C4 / 4; ++q) {
+    const int c = 4 * q;
+    yp[q] = make_float4(c < C ? xp[(size_t)c * HW] : 0.0f, c + 1 < C ? xp[(size_t)(c + 1) * HW] : 0.0f,
+                        c + 2 < C ? xp[(size_t)(c + 2) * HW] : 0.0f, c + 3 < C ? xp[(size_t)(c + 3) * HW] : 0.0f);
   }
 }

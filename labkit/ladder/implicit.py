@@ -77,13 +77,14 @@ def sweep_implicit(layer: ConvLayer, batch: int, precision: str = "fp32", *,
         rows.append({**asdict(t), "tiles": t.short(), "layer": layer.key, "batch": batch,
                      "median_ms": r.median_ms, "min_ms": r.min_ms, "device": r.device, "rel_error": err})
     best = min(rows, key=lambda r: r["median_ms"])
-    return rows, Tiles(best["precision"], **{k: best[k] for k in TILE_FIELDS})
+    return rows, Tiles(best["precision"], **{k: best[k] for k in TILE_FIELDS + ("layout",)})
 
 
 def record_tiles(layer: ConvLayer, tiles: Tiles, *, device_name: str, median_ms: float, batch: int,
                  table=None) -> None:
     """Keep a winner in the table: one entry per GPU name, layer shape and precision."""
-    used = ("bm", "bn", "bk") + (("tm", "tn") if tiles.precision == "fp32" else ("wm", "wn", "stages", "minb"))
+    used = ("bm", "bn", "bk") + (("tm", "tn") if tiles.precision == "fp32" else ("wm", "wn", "stages", "minb")) \
+        + (("layout",) if tiles.nhwc else ())
     entry = {k: v for k, v in asdict(tiles).items() if k in used}
     write_entry(table or TABLE, device_name, layer.key, {tiles.precision: {
         **entry, "median_ms": round(median_ms, 5), "batch": batch}}, merge=True)

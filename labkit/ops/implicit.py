@@ -28,17 +28,19 @@ from ..errors import check_int
 from .. import autotune, backends
 from ..backends.limits import SHARED_MEM_OPTIN_MAX, SHARED_MEM_PER_BLOCK
 from ..checks import (BASIC_ACTIVATIONS, array_module, array_type, check_activation, check_array, check_bias,
-                      check_residual, fast_input, output)
+                      check_no_alias, check_residual, fast_input, output)
 from ..device_query import device, gpu_sm_count
 from ..loader import load, set_constant
 from ..shapes import ALEXNET_CONVS, ConvLayer
 from ..tuned import CONV_IMPLICIT, lookup
 from ..reference.samples import conv_samples, sample_positions
 from .plans import PlanCache, cdiv, ints, sampled_mismatch
+from .pool_pad import channels_last_copy
 
 __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
            "candidates", "ALEXNET_CONVS", "PRECISIONS", "TOLERANCE", "TABLE", "SMALL_TILES", "k_taps",
-           "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS",
+           "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS", "LAYOUTS",
+           "nhwc_fits", "channels4",
            "ACTIVATIONS"]
 
 PRECISIONS = ("fp32", "tf32")
@@ -61,7 +63,9 @@ class Tiles:
     """The kernels' compile-time tile sizes.  Both: a block computes a bm x bn tile of a group's
     output (channels x pixels), bk deep at a time.  fp32: each thread tm x tn outputs.  tf32: a
     block of wm x wn warps, each owning a (bm/wm) x (bn/wn) piece as 16 x 8 mma tiles, with
-    ``stages`` tiles in flight (cp.async) and registers budgeted for ``minb`` blocks per SM."""
+    ``stages`` tiles in flight (cp.async) and registers budgeted for ``minb`` blocks per SM, gathering
+    from x itself (``layout="nchw"``) or from a channels-last copy of it made first (``"nhwc"``: a
+    16-byte copy moves 4 channels of a pixel; the copy costs a pass over x)."""
     precision: str = "fp32"
     bm: int = 128
     bn: int = 128
@@ -72,6 +76,7 @@ class Tiles:
     wn: int = 4
     stages: int = 3
     minb: int = 1
+    layout: str = "nchw"
 
     @property
     def threads(self) -> int:
@@ -85,20 +90,26 @@ class Tiles:
 
     def short(self) -> str:
         inner = (f"T{self.tm}x{self.tn}" + (f" B{self.minb}" if self.minb != 1 else "") if self.precision == "fp32"
-                 else f"W{self.wm}x{self.wn} S{self.stages} B{self.minb}")
+                 else f"W{self.wm}x{self.wn} S{self.stages} B{self.minb}" + (" NHWC" if self.nhwc else ""))
         return f"{self.bm}x{self.bn}x{self.bk} {inner}"
+
+    @property
+    def nhwc(self) -> bool:
+        return self.layout == "nhwc"
 
     def defines(self) -> dict:
         if self.precision == "fp32":
             return {"IG_BM": self.bm, "IG_BN": self.bn, "IG_BK": self.bk, "IG_TM": self.tm, "IG_TN": self.tn,
                     **({"IG_MINB": self.minb} if self.minb != 1 else {})}
         return {"TC_BM": self.bm, "TC_BN": self.bn, "TC_BK": self.bk, "TC_WM": self.wm, "TC_WN": self.wn,
-                "TC_STAGES": self.stages, "TC_MINB": self.minb}
+                "TC_STAGES": self.stages, "TC_MINB": self.minb, **({"TC_NHWC": 1} if self.nhwc else {})}
 
     def shared_bytes(self) -> int:
         """fp32: the static tiles; tf32: the dynamic shared memory given at launch."""
         if self.precision == "fp32":
             return 2 * (self.bm + self.bn) * self.bk * 4
+        if self.nhwc:   # the B tile column by column, each padded by 4 floats
+            return self.stages * (self.bk * self.bm + self.bn * (self.bk + 4)) * 4
         return self.stages * self.bk * (self.bm + self.bn + 8) * 4
 
     def check(self) -> None:
@@ -108,6 +119,8 @@ class Tiles:
         vals = asdict(self)
         for k in TILE_FIELDS:
             check_int(vals[k], k)
+        if self.layout not in LAYOUTS or (self.nhwc and self.precision != "tf32"):
+            raise ValueError(f"layout must be one of {LAYOUTS} ('nhwc' with precision 'tf32'), got {self.layout!r}")
         if self.precision == "fp32":
             if self.bm % self.tm or self.bn % self.tn or self.tm % 4 or self.tn % 4 or self.bk % 4:
                 raise ValueError(f"tm, tn, bk must be multiples of 4, tm dividing bm and tn dividing bn: {self}")
@@ -116,8 +129,11 @@ class Tiles:
                 raise ValueError(f"bm must be a multiple of 16*wm, bn of 8*wn, bk of 8: {self}")
             if self.stages < 2:
                 raise ValueError(f"stages must be at least 2 (one tile computed, one arriving): {self}")
-        t = self.threads
-        if t > 1024 or t % self.bn:
+        t, quads = self.threads, self.bk // 4
+        if self.nhwc and (t > 1024 or t % quads or self.bn * quads % t):
+            raise ValueError(f"{t} threads per block: at most 1024, splitting the input tile's {self.bn} x "
+                             f"{quads} copies of 4 channels evenly: {self}")
+        if not self.nhwc and (t > 1024 or t % self.bn):
             raise ValueError(f"{t} threads per block: at most 1024, and a multiple of bn={self.bn} "
                              f"(each thread gathers one column of the input tile): {self}")
         limit = SHARED_MEM_PER_BLOCK if self.precision == "fp32" else SHARED_MEM_OPTIN_MAX
@@ -125,7 +141,8 @@ class Tiles:
             raise ValueError(f"the shared stages take {self.shared_bytes()} bytes, over {limit // 1024} KiB: {self}")
 
 
-TILE_FIELDS = ("bm", "bn", "bk", "tm", "tn", "wm", "wn", "stages", "minb")
+TILE_FIELDS = ("bm", "bn", "bk", "tm", "tn", "wm", "wn", "stages", "minb")   # the integers; and layout
+LAYOUTS = ("nchw", "nhwc")
 
 # Small tiles for small batches: a layer whose tuned tiles make fewer blocks than the GPU has SMs
 # (AlexNet's conv3 at batch 1: 169 pixels, 6 blocks of 128 x 128) runs these instead, which make
@@ -139,13 +156,15 @@ def default_tiles(layer: ConvLayer, precision: str = "fp32") -> Tiles:
     blocks an SM where the GPU's shared memory holds two (the mma.sync kernel waits on latency with
     one block's 8 warps), k-tiles of 32 where it holds two of those (half the barriers a product):
     on an H200 128 x 128 x 32, two blocks, ran AlexNet's conv2 at batch 1,024 in 4.55 ms against
-    6.96 for 128 x 128 x 16, one block."""
+    6.96 for 128 x 128 x 16, one block; and gathering from a channels-last copy where the layer
+    allows (``nhwc_fits``): 3.57 ms with the copy, conv3-5 1.27-1.58x faster than from NCHW."""
     mg = layer.M // layer.groups
     bm = 64 if mg <= 64 or (mg % 128 and mg % 64 == 0) else 128
     if precision == "tf32":
         per_sm = shared_optin_limit() + 1024           # the block's reserved KiB back: the SM's shared memory
+        layout = "nhwc" if nhwc_fits(layer) else "nchw"
         for bk, minb in ((32, 2), (16, 2), (16, 1)):
-            t = Tiles("tf32", bm=bm, bn=128, bk=bk, wm=2, wn=4, stages=3, minb=minb)
+            t = Tiles("tf32", bm=bm, bn=128, bk=bk, wm=2, wn=4, stages=3, minb=minb, layout=layout)
             if minb * (t.shared_bytes() + 1024) <= per_sm:
                 return t
         return t
@@ -156,7 +175,7 @@ def tiles_for(layer: ConvLayer, precision: str = "fp32", device_name: str | None
     """The tuned table's tiles for this layer, precision and GPU, else ``default_tiles``."""
     entry = (lookup(TABLE, layer.key, device_name) or {}).get(precision)
     if entry:
-        return Tiles(precision, **{k: entry[k] for k in TILE_FIELDS if k in entry})
+        return Tiles(precision, **{k: entry[k] for k in TILE_FIELDS + ("layout",) if k in entry})
     return default_tiles(layer, precision)
 
 
@@ -176,11 +195,12 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
         # 8 x 8 a thread, registers held to two blocks an SM (IG_MINB): twice the warps to hide latency
         out += [Tiles("fp32", bm=128, bn=128, bk=bk, tm=8, tn=8, minb=2) for bk in (8, 16)]
     else:
+        layouts = LAYOUTS if nhwc_fits(layer) else ("nchw",)
         for bm in (64, 96, 128):
             for bn in (128, 256):
                 for bk, stages in ((16, 3), (16, 4), (32, 3), (32, 4)):
-                    out += [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, minb=minb)
-                            for wm, wn in ((2, 4), (4, 2)) for minb in (1, 2)]
+                    out += [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=stages, minb=minb, layout=lay)
+                            for wm, wn in ((2, 4), (4, 2)) for minb in (1, 2) for lay in layouts]
     good = []
     for t in out:
         try:
@@ -201,20 +221,45 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
 
 def _tf32_prior(t: Tiles, mg: int) -> tuple:
     """The order a TF32 search tries tiles in, most promising first, so that a search cut short by its
-    budget has timed those: two blocks an SM (the mma.sync kernel waits on latency with one block's 8
-    warps: on an H200 the tensor pipe was 31% busy), k-tiles of 32 (half the barriers and waits per
-    mma), then 16 four deep; block rows that fit the group's output channels, 128 pixels a block."""
+    budget has timed those: the channels-last gather (on an H200 1.25-1.6x faster on AlexNet's convs
+    at batch 64 and 1,024, the copy included), two blocks an SM (the mma.sync kernel waits on latency
+    with one block's 8 warps: on an H200 the tensor pipe was 31% busy), k-tiles of 32 (half the
+    barriers and waits per mma), then 16 four deep; block rows that fit the group's output
+    channels, 128 pixels a block."""
     depth = {(32, 3): 0, (16, 4): 1, (32, 4): 2, (16, 3): 3}.get((t.bk, t.stages), 4)
     rows = min(mg, 128)
-    return (t.minb != 2, depth, abs(t.bm - rows), t.bn != 128, t.wm, t.bm, t.bn)
+    return (not t.nhwc, t.minb != 2, depth, abs(t.bm - rows), t.bn != 128, t.wm, t.bm, t.bn)
 
 
-def k_taps(layer: ConvLayer, bk: int) -> np.ndarray:
+def nhwc_fits(layer: ConvLayer) -> bool:
+    """Can the TF32 kernel gather this layer from a channels-last copy?  One group, or groups of a
+    multiple of 4 channels (each group's channels must start on a 16-byte boundary)."""
+    return layer.groups == 1 or (layer.C // layer.groups) % 4 == 0
+
+
+def channels4(c: int) -> int:
+    """Channels of the channels-last copy: c rounded up to whole 16-byte groups of 4."""
+    return cdiv(c, 4) * 4
+
+
+def k_taps(layer: ConvLayer, bk: int, nhwc: bool = False) -> np.ndarray:
     """conv_implicit_tf32.cu's table k_taps: for each row k = (c*KH + kh)*KW + kw of a group's column
     matrix, (offset of the tap in the input from the window's corner, (kh*DH) << 16 | kw*DW: the
     tap's dilated position in the window); rows past the last, up to a whole number of bk-tiles, get
-    0x4000 << 16 (outside every image: zeros)."""
+    0x4000 << 16 (outside every image: zeros).  ``nhwc``: the rows are ordered (kh, kw, c) over the
+    group's channels rounded up to 4, and one entry stands for 4 rows k = 4q .. 4q+3 (the same tap,
+    channels c .. c+3 from c = 4q mod that count), its offset ((kh*DH)*W + kw*DW)*C4 + c in the
+    channels-last copy (N, H, W, C4)."""
     (KH, KW), (DH, DW) = layer.kernel_hw, layer.dilation_hw
+    if nhwc:
+        cg4 = channels4(layer.C // layer.groups)
+        rows = KH * KW * cg4
+        q = np.arange(cdiv(rows, bk) * bk // 4)
+        tap, c = q // (cg4 // 4), q % (cg4 // 4) * 4
+        kh, kw = tap // KW * DH, tap % KW * DW
+        taps = np.stack([(kh * layer.W + kw) * channels4(layer.C) + c, (kh << 16) | kw], axis=1).astype(np.int32)
+        taps[rows // 4:] = (0, 0x4000 << 16)
+        return taps
     kg = layer.C // layer.groups * KH * KW
     k = np.arange(cdiv(kg, bk) * bk)
     c, kh, kw = k // (KH * KW), (k // KW) % KH * DH, k % KW * DW
@@ -236,14 +281,23 @@ def pack_weights_tf32(w, layer: ConvLayer, tiles: Tiles):
     W_g[m, k] of m = mi*16 + mh*8 + gid, k = kb*8 + kh*4 + tig sits at
     ((kb*(BM/16) + mi)*32 + gid*4 + tig)*4 + mh + 2*kh: the 4 values of one thread's mma A fragment
     (rows gid, gid+8; columns tig, tig+4) are neighbours, and a warp's 32 fragments 512
-    neighbouring bytes."""
+    neighbouring bytes.  NHWC tiles: W_g's columns in the channels-last gather's order (kh, kw, c),
+    the group's channels rounded up to 4 with zero columns."""
     xp = backends.xp()
     G, bm, bk = layer.groups, tiles.bm, tiles.bk
-    mg, kg = layer.M // G, layer.C // G * layer.taps
-    mb, kt = cdiv(mg, bm), cdiv(kg, bk)
+    mg = layer.M // G
     host = w.get() if hasattr(w, "get") else np.asarray(w)
+    host = host.reshape(G, mg, -1)
+    if tiles.nhwc:
+        cg = layer.C // G
+        (KH, KW), cg4 = layer.kernel_hw, channels4(cg)
+        last = np.zeros((G, mg, KH, KW, cg4), dtype=np.float32)
+        last[..., :cg] = host.reshape(G, mg, cg, KH, KW).transpose(0, 1, 3, 4, 2)
+        host = last.reshape(G, mg, -1)
+    kg = host.shape[2]
+    mb, kt = cdiv(mg, bm), cdiv(kg, bk)
     wp = np.zeros((G, mb * bm, kt * bk), dtype=np.float32)
-    wp[:, :mg, :kg] = host.reshape(G, mg, kg)
+    wp[:, :mg, :kg] = host
     # axes: G, MB, mi, mh, gid | KT, kb, kh, tig  ->  G, MB, KT, kb, mi, gid, tig, kh, mh
     packed = wp.reshape(G, mb, bm // 16, 2, 8, kt, bk // 8, 2, 4).transpose(0, 1, 5, 6, 2, 4, 8, 7, 3)
     return xp.asarray(round_to_tf32(packed.reshape(G, mb, kt, bk * bm)))
@@ -266,23 +320,43 @@ class _Plan:
     main: tuple                 # (function, grid, block, shared bytes): the GEMM over all of K, or split-K's slices
     tail: tuple
     out_shape: tuple
-    workspace_shape: tuple | None = None
+    workspace_shape: tuple | None = None   # split-K's partial sums, or NHWC's channels-last copy of x
     reduce: tuple | None = None     # (function, grid, block) of conv_implicit_reduce
     reduce_tail: tuple = ()
     has_res: int = 0
+    channels_last: object = None    # NHWC tiles: launch(x, workspace) of pool_pad.cu's copy
 
-    def bind(self, wt, bias) -> tuple:
-        """(launch, launch of the reduce or None) with the prepared weights and the bias fixed:
-        launch(x, y); with split-K launch(x, workspace) then reduce(workspace, y).  With a residual
-        the epilogue's launch takes it last: launch(x, y, res), reduce(workspace, y, res); without,
-        the weights stand in for it (has_res = 0: never read)."""
+    @property
+    def workspace_what(self) -> str:
+        return "(N, H, W, C rounded up to 4): x channels last" if self.channels_last else \
+            "(slices, N, M, Ho, Wo): split-K's partial sums"
+
+    def bind(self, wt, bias):
+        """``run(x, y, workspace, *res)`` with the prepared weights and the bias fixed: one launch; with
+        split-K the slices into the workspace, then the reduce into y; with NHWC tiles the
+        channels-last copy of x into the workspace, then the GEMM from it.  With a residual the
+        epilogue's launch takes it last; without, the weights stand in for it (has_res = 0: never
+        read).  Without a workspace (one launch) run ignores that argument."""
         fn, grid, block, shared = self.main
         res = (None if self.has_res else wt,) + ints(self.has_res)
         if self.reduce is None:
-            return fn.launcher(grid, block, (None, wt, bias, None) + self.tail + res, shared), None
+            main = fn.launcher(grid, block, (None, wt, bias, None) + self.tail + res, shared)
+            if self.channels_last is None:
+                return lambda x, y, ws, *r: main(x, y, *r)
+            copy = self.channels_last
+
+            def run(x, y, ws, *r):
+                copy(x, ws)
+                main(ws, y, *r)
+            return run
         rfn, rgrid, rblock = self.reduce
-        return (fn.launcher(grid, block, (None, wt, None) + self.tail, shared),
-                rfn.launcher(rgrid, rblock, (None, bias, None) + self.reduce_tail + res))
+        slices = fn.launcher(grid, block, (None, wt, None) + self.tail, shared)
+        reduce = rfn.launcher(rgrid, rblock, (None, bias, None) + self.reduce_tail + res)
+
+        def run_split(x, y, ws, *r):
+            slices(x, ws)
+            reduce(ws, y, *r)
+        return run_split
 
 
 # Weight-independent plans, shared by every layer object of the same shape and options.
@@ -296,7 +370,7 @@ def _module(layer: ConvLayer, tiles: Tiles, round_tf32: bool):
         defines["TC_ROUND"] = int(round_tf32)
     mod = load("conv_implicit" if tiles.precision == "fp32" else "conv_implicit_tf32", defines=defines)
     if tiles.precision == "tf32":
-        set_constant(mod, "k_taps", k_taps(layer, tiles.bk))   # the same for every layer of this shape
+        set_constant(mod, "k_taps", k_taps(layer, tiles.bk, tiles.nhwc))   # the same for every layer of this shape
         shared = tiles.shared_bytes()
         if shared > shared_optin_limit():
             raise ValueError(f"{tiles.short()} needs {shared} bytes of shared memory; this GPU lets a "
@@ -317,6 +391,12 @@ def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: in
         raise ValueError(f"batch {N} needs {grid[0]} column blocks: split the batch")
     block = (tiles.threads, 1, 1)
     out_shape = (N, layer.M) + layer.out_hw
+    if tiles.nhwc:
+        if splits != 1:
+            raise ValueError(f"NHWC tiles run without split-K (one slice), got {splits}")
+        return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
+                     out_shape, (N, layer.H, layer.W, channels4(layer.C)), has_res=has_res,
+                     channels_last=channels_last_copy(N, layer.C, layer.H * layer.W))
     if splits == 1:
         return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
                      out_shape, has_res=has_res)
@@ -387,6 +467,9 @@ class ImplicitConv2d:
             raise TypeError(f"tiles must be a labkit.ops.implicit.Tiles, got {type(tiles).__name__}")
         tiles = replace(tiles, precision=precision)
         tiles.check()
+        if tiles.nhwc and not nhwc_fits(layer):
+            raise ValueError(f"NHWC tiles gather 4 channels of a group at once: C/groups = {layer.C // layer.groups} "
+                             f"is not a multiple of 4 ({tiles.short()}, {layer.key}); use layout='nchw'")
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
         self.backend, self._kind, self._act = backend, xp.ndarray, act
         self.residual = bool(residual)
@@ -396,7 +479,8 @@ class ImplicitConv2d:
         self._plans: dict[tuple, tuple] = {}
         self._x_shape = (layer.C, layer.H, layer.W)
         ho, wo = layer.out_hw
-        per_image = max(layer.C * layer.H * layer.W, layer.M * ho * wo)
+        # (TF32: x's channels-last copy, its channels rounded up to 4, is indexed the same way)
+        per_image = max((channels4(layer.C) if precision == "tf32" else layer.C) * layer.H * layer.W, layer.M * ho * wo)
         if per_image >= INDEX_LIMIT:
             raise ValueError(f"one image of x or y of {layer.key} has {per_image} elements, over the kernels' "
                              f"32-bit offsets ({INDEX_LIMIT}): split the image")
@@ -437,7 +521,7 @@ class ImplicitConv2d:
         tiles = tiles or self.tiles_at(N)
         k_tiles = cdiv(self.layer.gemm_shape(N)[2], tiles.bk)
         if splits is None:
-            if self.backend != "cuda":
+            if self.backend != "cuda" or tiles.nhwc:   # NHWC tiles: the copy's workspace, no slices
                 return 1
             sms, blocks = gpu_sm_count(), self.blocks(tiles, N)
             depth = 8 if self.precision == "fp32" else max(1, 64 // tiles.bk)
@@ -468,8 +552,8 @@ class ImplicitConv2d:
         return self._entry(N, splits)[0]
 
     def _entry(self, N: int, splits: int | None) -> list:
-        """[plan, prepared weights, the layer's own split-K workspace (made on first use) or None,
-        launch, launch of the reduce or None] (bias not read when has_bias == 0: the weights stand in)."""
+        """[plan, prepared weights, the layer's own workspace (split-K's or NHWC's, made on first use) or
+        None, run] (bias not read when has_bias == 0: the weights stand in)."""
         key = (N, splits)
         entry = self._plans.get(key)
         if entry is None:
@@ -483,7 +567,7 @@ class ImplicitConv2d:
                 n = self.splits_at(N, splits, tiles)
             plan = self._plan_of(tiles, n, N)
             wt = self.weights(tiles)
-            entry = self._plans[key] = [plan, wt, None, *plan.bind(wt, wt if self.b is None else self.b)]
+            entry = self._plans[key] = [plan, wt, None, plan.bind(wt, wt if self.b is None else self.b)]
         return entry
 
     def _plan_of(self, tiles: Tiles, n: int, N: int) -> _Plan:
@@ -498,7 +582,7 @@ class ImplicitConv2d:
         first = self.tiles_at(N)
         out = [(first, self.splits_at(N, None, first))]
         for t in [self.tiles, SMALL_TILES[self.precision]] + candidates(self.layer, self.precision):
-            for n in (self.splits_at(N, None, t), 1):
+            for n in ((1,) if t.nhwc else (self.splits_at(N, None, t), 1)):
                 if (t, n) not in out:
                     out.append((t, n))
         return out
@@ -525,7 +609,8 @@ class ImplicitConv2d:
         """y = act(conv(x) + b [+ residual]).  ``splits``: split-K's slices (default ``splits_at``);
         with more than one, the partial sums go to ``workspace`` (float32 ``workspace_shape(N)``),
         else to the layer's own, made on first use (two streams running this layer at once need one
-        each, and a CUDA graph one that outlives it: a model's plan passes its own).  ``residual``:
+        each, and a CUDA graph one that outlives it: a model's plan passes its own).  NHWC tiles
+        use the workspace the same way, for x's channels-last copy.  ``residual``:
         float32 of y's shape, required by (and only by) a layer made with ``residual=True``."""
         if not (fast_input(x, self._kind) and x.shape[1:] == self._x_shape):
             L = self.layer
@@ -535,22 +620,22 @@ class ImplicitConv2d:
         if x.shape[0] > self.max_batch:
             return self._split_batch(x, out, workspace, splits, residual)
         entry = self._plans.get((x.shape[0], splits)) or self._entry(int(x.shape[0]), splits)
-        plan, _wt, ws, launch, reduce = entry
+        plan, _wt, ws, run = entry
         res = check_residual(residual, plan.out_shape, self.residual, self._kind, self.backend, "ImplicitConv2d")
         y = output(out, plan.out_shape, "NCHW", (x, self._w, self.b) + res, backend=self.backend)
-        if reduce is None:
-            launch(x, y, *res)
+        if plan.workspace_shape is None:
+            run(x, y, None, *res)
             return y
         if workspace is not None:
             if tuple(workspace.shape) != plan.workspace_shape or workspace.dtype != np.float32:
-                raise ValueError(f"workspace must be float32 {plan.workspace_shape} (slices, N, M, Ho, Wo), "
+                raise ValueError(f"workspace must be float32 {plan.workspace_shape} {plan.workspace_what}, "
                                  f"got {workspace.dtype} {tuple(workspace.shape)}")
+            check_no_alias(workspace, (x, y) + res, "workspace")
             ws = workspace
         elif ws is None:
             xp = array_module(self.backend)
             ws = entry[2] = xp.empty(plan.workspace_shape, dtype=xp.float32)
-        launch(x, ws)
-        reduce(ws, y, *res)
+        run(x, y, ws, *res)
         return y
 
 
@@ -594,16 +679,10 @@ class _ImplicitBench:
         tiles.check()
         plan = self.conv._plan_of(tiles, n, self.N)
         wt = self.conv.weights(tiles)
-        launch, reduce = plan.bind(wt, wt if self.conv.b is None else self.conv.b)
+        run = plan.bind(wt, wt if self.conv.b is None else self.conv.b)
         x, y, res = self.x, self.y, self.res
-        if reduce is None:
-            return lambda: launch(x, y, *res)
-        ws = xp.empty(plan.workspace_shape, dtype=xp.float32)
-
-        def run():
-            launch(x, ws)
-            reduce(ws, y, *res)
-        return run
+        ws = None if plan.workspace_shape is None else xp.empty(plan.workspace_shape, dtype=xp.float32)
+        return lambda: run(x, y, ws, *res)
 
     def check(self, launch) -> str | None:
         return sampled_mismatch(self.y, launch, self.idx, self.ref, self.terms, self.tol)

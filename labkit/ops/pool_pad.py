@@ -23,7 +23,7 @@ from ..checks import array_type, check_array, fast_input, output
 from ..loader import load
 from .plans import cdiv, ints
 
-__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "batched_transpose", "gather_axis", "pool_out_size",
+__all__ = ["Pool2d", "Pad4", "ConcatCopy", "SliceCopy", "Permute", "batched_transpose", "channels_last_copy", "gather_axis", "pool_out_size",
            "MODES", "THREADS"]
 
 THREADS = 256
@@ -214,6 +214,21 @@ def gather_axis(shape: tuple, axis: int, positions, xp):
     fn = load("pool_pad").get_function("gather_axis").launcher(
         (max(1, cdiv(total, THREADS)),), (THREADS,), (None, idx, None, np.int64(total)) + ints(count, n, inner))
     return fn
+
+
+def channels_last_copy(N: int, C: int, HW: int):
+    """``launch(x, y)``: x (N, C, HW) float32 into y (N, HW, C4) channels last, C4 = C rounded up to a
+    multiple of 4 with the extra channels zero (channels_last, or channels_last_narrow for C4 <= 8).
+    The copy conv_implicit_tf32.cu's NHWC tiles gather from."""
+    c4 = cdiv(C, 4) * 4
+    if not 1 <= N <= 65535:
+        raise ValueError(f"the channels-last copy runs one grid layer per image: 1 .. 65535 images, got {N}")
+    mod = load("pool_pad")
+    if c4 <= 8:
+        return mod.get_function("channels_last_narrow").launcher(
+            (cdiv(HW, THREADS), N), (THREADS,), (None, None) + ints(C, HW, c4))
+    return mod.get_function("channels_last").launcher(
+        (cdiv(HW, 32), cdiv(c4, 32), N), (32, 8), (None, None) + ints(C, HW, c4))
 
 
 def batched_transpose(shape: tuple, perm: tuple) -> tuple[int, int, int] | None:
