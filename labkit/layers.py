@@ -22,6 +22,7 @@ from .ops.conv_winograd_wgrad import WinogradWeightGrad
 from .ops.depthwise import DepthwiseConv2d, depthwise_conv2d
 from .ops.depthwise_any import DepthwiseAnyConv2d, depthwise_any_conv2d
 from .ops.dw_project import DepthwiseProject
+from .ops.dense_tf32 import DenseTF32
 from .ops.gemm import Dense
 from .ops.implicit import ImplicitConv2d
 from .ops.lrn import LRN, LRNMaxPool, lrn, lrn_max_pool
@@ -33,7 +34,7 @@ from .ops.pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool
 # 3x3 block convolutions (direct and Winograd, forward and backward data) and their weight gradients,
 # backward data of any convolution.
 __all__ = ["AutoConv2d", "ConvTranspose2d", "conv_transpose2d", "Conv2d", "ImplicitConv2d", "DepthwiseConv2d", "DepthwiseAnyConv2d", "DepthwiseProject", "ConvPoolTanh",
-           "Dense", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN", "LRNMaxPool",
+           "Dense", "DenseTF32", "MaxPool2d", "GlobalAvgPool", "Softmax", "LRN", "LRNMaxPool",
            "SmallConv3x3", "WinogradConv3x3", "SmallWeightGrad", "WinogradWeightGrad", "Auto3x3", "AutoWeightGrad3x3",
            "BackwardData",
            "max_pool2d", "global_avg_pool", "softmax", "depthwise_conv2d", "depthwise_any_conv2d", "lrn", "lrn_max_pool",

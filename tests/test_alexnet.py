@@ -231,6 +231,23 @@ def test_plan_run_and_workspace(synthetic):
         assert plan.workspace["fc6"] is not None and plan.workspace_bytes["fc6"] > 0
 
 
+@pytest.mark.gpu     # TF32 runs on the tensor cores
+def test_tf32_network_takes_the_dense_layers_to_the_tensor_cores_from_its_threshold(synthetic):
+    _raw, w, net = synthetic
+    tf32 = alexnet.AlexNet(w, precision="tf32")
+    N = alexnet.TF32_DENSE_ROWS
+    assert all(type(fc).__name__ == "Dense" for fc in tf32.dense_layers(N - 1).values())
+    assert all(type(fc).__name__ == "DenseTF32" for fc in tf32.dense_layers(N).values())
+    x = labkit.xp.asarray((50 * np.random.default_rng(7).standard_normal((N,) + alexnet.INPUT_SHAPE)).astype(np.float32))
+    ref = to_numpy(net.logits(x)).astype(np.float64)           # FP32, checked against float64 above
+    plan = tf32.plan(N)
+    plan.x[...] = x
+    plan.buffers["fc8"][...] = float("nan")
+    plan.run()
+    err = rel_error(plan.buffers["fc8"], ref)
+    assert 1e-6 < err < 1e-2                                   # TF32's rounding through eight layers, no more
+
+
 @pytest.mark.gpu
 def test_pytorch_peer_eager_and_as_a_graph_is_the_same_network(synthetic):
     from labkit import peers

@@ -155,6 +155,18 @@ def test_channels_last_copy_pads_to_whole_groups_of_4(C, HW):
     assert np.array_equal(to_numpy(y), want)
 
 
+def test_a_table_past_constant_memory_is_refused_or_gathered_channels_last():
+    big = ConvLayer(1024, 3, 3, 8, 3, pad=1)                  # 9,216 rows: past the NCHW table's 7,680
+    nchw, nhwc = Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2), Tiles("tf32", bm=64, bn=64, bk=16, wm=2, wn=2,
+                                                                        layout="nhwc")
+    assert not implicit.taps_fit(big, nchw) and implicit.taps_fit(big, nhwc)
+    assert implicit.default_tiles(big, "tf32").nhwc
+    assert all(t.nhwc for t in implicit.candidates(big, "tf32"))
+    if ON_GPU:
+        with pytest.raises(ValueError, match="exceeds constant memory.*use layout='nhwc'"):
+            ImplicitConv2d(dev(np.zeros((8, 1024, 3, 3), np.float32)), None, big, precision="tf32", tiles=nchw)
+
+
 @pytest.mark.check
 def test_k_taps_table():
     layer = ConvLayer(4, 9, 7, 6, 3, pad=1, groups=2)          # KG = 2 * 3 * 3 = 18 rows

@@ -49,6 +49,8 @@ def test_tensor_core_steps_are_the_implicit_gemm_convolutions():
     from labkit.models import alexnet, mobilenet_v2 as mb
     names = list(alexnet.AlexNet(alexnet.load_weights()[0]).step_costs(2))
     assert tensor_core_steps("alexnet", names) == ["conv1", "conv2", "conv3", "conv4", "conv5"]
+    assert tensor_core_steps("alexnet", names, 64) == ["conv1", "conv2", "conv3", "conv4", "conv5"]
+    assert tensor_core_steps("alexnet", names, alexnet.TF32_DENSE_ROWS)[5:] == ["fc6", "fc7", "fc8"]   # TF32 dense
     names = list(mb.MobileNetV2(mb.synthetic_weights()).step_costs(2))
     tc = tensor_core_steps("mobilenet", names)
     assert len(tc) == 2 + 16 + 17 and "features.1.dw" not in tc and "classifier" not in tc

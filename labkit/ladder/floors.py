@@ -41,12 +41,14 @@ LR, MOMENTUM, WD = 0.05, 0.9, 5e-4
 SHIPPED_GPUS = ("h200", "h100")
 
 
-def tensor_core_steps(net: str, names: list[str]) -> list[str]:
+def tensor_core_steps(net: str, names: list[str], N: int | None = None) -> list[str]:
     """The steps that take a TF32 network's precision: its implicit-GEMM convolutions (AlexNet's five;
-    MobileNetV2's stem, expansions, projections and head).  Depthwise, dense, pooling, LRN and softmax
-    kernels are plain FP32 in either network."""
+    MobileNetV2's stem, expansions, projections and head), and AlexNet's dense layers at a batch of
+    ``N`` from alexnet.TF32_DENSE_ROWS.  Depthwise, pooling, LRN and softmax kernels are plain FP32 in
+    either network, and so are the other dense layers."""
     if net == "alexnet":
-        return [n for n in names if re.fullmatch(r"conv\d", n)]
+        dense = N is not None and N >= alexnet.TF32_DENSE_ROWS
+        return [n for n in names if re.fullmatch(r"conv\d", n) or (dense and re.fullmatch(r"fc\d", n))]
     if net == "mobilenet":
         return [n for n in names if n in ("stem", "head") or n.endswith((".expand", ".project"))]
     return []
@@ -110,7 +112,8 @@ def build_case(net: str, precision: str, N: int, rng, *, model=None):
         notes["autotune"] = tuning_note([], 0.0, gpu)
     plan = model.plan(N)
     plan.x[...] = xp.asarray(fill(plan.x.shape))
-    notes["tensor_core_steps"] = tensor_core_steps(net, [name for name, _ in plan.steps]) if precision == "tf32" else []
+    notes["tensor_core_steps"] = tensor_core_steps(net, [name for name, _ in plan.steps], N) \
+        if precision == "tf32" else []
     return list(plan.steps), model.step_costs(N), notes, model
 
 

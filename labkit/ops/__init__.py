@@ -7,6 +7,7 @@
     depthwise     depthwise.cu                  depthwise 3x3 (MobileNetV2): naive and shared-memory tiles
     depthwise_any depthwise_any.cu              depthwise of any kernel, stride, padding and dilation
     gemm          gemm.cu                       the GEMM ladder, few-row streaming, split-K, Dense
+    dense_tf32    conv_implicit_tf32.cu         a dense layer on the tensor cores (a 1x1 convolution, GPU only)
     pool_softmax  pool_softmax.cu               max-pooling, global average pooling, softmax
     lrn           lrn.cu                        local response normalization
     conv_pool     conv_pool.cu                  conv + bias + tanh + 2x2 max-pool, fused
@@ -22,14 +23,15 @@ sweeps, comparisons with cuDNN) live in labkit.ladder.
 """
 from __future__ import annotations
 
-from . import (conv, conv_auto, conv_pool, conv_transpose, depthwise, depthwise_any, gemm, implicit, lrn, pointwise,
-               pool_pad, pool_softmax, rungs, tuned_config, unroll)
+from . import (conv, conv_auto, conv_pool, conv_transpose, dense_tf32, depthwise, depthwise_any, gemm, implicit, lrn,
+               pointwise, pool_pad, pool_softmax, rungs, tuned_config, unroll)
 from .conv_auto import AutoConv2d
 from .conv_transpose import ConvTranspose2d, conv_transpose2d
 from .conv import Conv2d
 from .conv_pool import ConvPoolTanh, conv_pool_tanh
 from .depthwise import DepthwiseConv2d, depthwise_conv2d
 from .depthwise_any import DepthwiseAnyConv2d, depthwise_any_conv2d
+from .dense_tf32 import DenseTF32
 from .gemm import Dense
 from .implicit import ImplicitConv2d
 from .lrn import LRN
@@ -37,7 +39,7 @@ from .pool_softmax import GlobalAvgPool, MaxPool2d, Softmax, global_avg_pool, ma
 from .rungs import RUNG_NAMES, RUNGS, Rung, conv2d
 
 __all__ = ["conv", "conv_auto", "conv_pool", "conv_transpose", "AutoConv2d", "ConvTranspose2d", "conv_transpose2d",
-           "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pointwise", "pool_pad", "pool_softmax", "rungs",
+           "dense_tf32", "DenseTF32", "depthwise", "depthwise_any", "gemm", "implicit", "lrn", "pointwise", "pool_pad", "pool_softmax", "rungs",
            "tuned_config", "unroll",
            "conv2d", "RUNGS", "RUNG_NAMES", "Rung", "Conv2d", "ImplicitConv2d", "Dense", "MaxPool2d", "Softmax",
            "LRN", "ConvPoolTanh", "max_pool2d", "softmax", "conv_pool_tanh", "DepthwiseConv2d", "depthwise_conv2d",

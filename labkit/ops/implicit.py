@@ -40,7 +40,7 @@ from .pool_pad import channels_last_copy
 __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
            "candidates", "ALEXNET_CONVS", "PRECISIONS", "TOLERANCE", "TABLE", "SMALL_TILES", "k_taps",
            "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS", "LAYOUTS",
-           "nhwc_fits", "channels4",
+           "nhwc_fits", "channels4", "taps_fit", "MAX_TAPS",
            "ACTIVATIONS"]
 
 PRECISIONS = ("fp32", "tf32")
@@ -209,7 +209,7 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
             continue
         if not (64 if t.bm <= 32 else 128) <= t.threads <= 512:
             continue
-        if t.precision == "tf32" and t.shared_bytes() > shared_optin_limit():
+        if t.precision == "tf32" and (t.shared_bytes() > shared_optin_limit() or not taps_fit(layer, t)):
             continue
         if (t.bm > 2 * mg and t.bm > 16) or (t.bm == 96 and (mg % 96 or mg % 64 == 0)):
             continue   # half the block idle (the shortest tiles aside), or 96 rows where 64 or 128 fit as well
@@ -235,6 +235,18 @@ def nhwc_fits(layer: ConvLayer) -> bool:
     """Can the TF32 kernel gather this layer from a channels-last copy?  One group, or groups of a
     multiple of 4 channels (each group's channels must start on a 16-byte boundary)."""
     return layer.groups == 1 or (layer.C // layer.groups) % 4 == 0
+
+
+# conv_implicit_tf32.cu's k_taps table in constant memory: at most this many int2 entries (60 KiB).
+MAX_TAPS = 60 * 1024 // 8
+
+
+def taps_fit(layer: ConvLayer, tiles: Tiles) -> bool:
+    """Does the TF32 kernel's table of rows (one entry per row of X_g, NHWC: per 4 rows) fit constant
+    memory?  NCHW: C/groups * KH * KW up to 7,680 rows; NHWC four times as many."""
+    if tiles.precision != "tf32":
+        return True
+    return len(k_taps(layer, tiles.bk, tiles.nhwc)) <= MAX_TAPS
 
 
 def channels4(c: int) -> int:
@@ -394,6 +406,9 @@ def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: in
     if tiles.nhwc:
         if splits != 1:
             raise ValueError(f"NHWC tiles run without split-K (one slice), got {splits}")
+        if layer.H * layer.W == 1 and channels4(layer.C) == layer.C:   # one pixel: x is channels last already
+            return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
+                         out_shape, has_res=has_res)
         return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
                      out_shape, (N, layer.H, layer.W, channels4(layer.C)), has_res=has_res,
                      channels_last=channels_last_copy(N, layer.C, layer.H * layer.W))
@@ -470,6 +485,11 @@ class ImplicitConv2d:
         if tiles.nhwc and not nhwc_fits(layer):
             raise ValueError(f"NHWC tiles gather 4 channels of a group at once: C/groups = {layer.C // layer.groups} "
                              f"is not a multiple of 4 ({tiles.short()}, {layer.key}); use layout='nchw'")
+        if not taps_fit(layer, tiles):
+            raise ValueError(f"{layer.key} has {layer.C // layer.groups * layer.taps} rows per group: the TF32 kernel's "
+                             f"table of them ({len(k_taps(layer, tiles.bk, tiles.nhwc))} entries) exceeds constant "
+                             f"memory ({MAX_TAPS}); " + ("use layout='nhwc' (an entry per 4 rows)"
+                                                        if nhwc_fits(layer) and not tiles.nhwc else "use precision='fp32'"))
         self.layer, self.tiles, self.activation, self.precision = layer, tiles, activation, precision
         self.backend, self._kind, self._act = backend, xp.ndarray, act
         self.residual = bool(residual)
@@ -507,6 +527,10 @@ class ImplicitConv2d:
             return self.tiles
         sms = gpu_sm_count()
         small = SMALL_TILES[self.precision]
+        if not taps_fit(self.layer, small):       # rows past the NCHW table: the channels-last gather
+            small = replace(small, layout="nhwc")
+            if not (nhwc_fits(self.layer) and taps_fit(self.layer, small)):
+                return self.tiles
         if self.blocks(self.tiles, N) < sms and self.blocks(small, N) > self.blocks(self.tiles, N):
             return small
         return self.tiles
