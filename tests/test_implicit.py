@@ -262,6 +262,11 @@ def test_a_tf32_search_tries_channels_last_two_blocks_and_deep_k_tiles_first():
     assert not any(t.nhwc for t in implicit.candidates(ConvLayer(6, 9, 9, 6, 3, groups=3), "tf32"))
     assert implicit.default_tiles(ConvLayer(6, 9, 9, 6, 3, groups=3), "tf32").layout == "nchw"
     assert implicit.default_tiles(ConvLayer(3, 9, 9, 6, 3), "tf32").layout == "nhwc"   # one group: any C
+    # a 1x1 convolution of a plane: NCHW first (its gather is coalesced rows; the copy an extra pass)
+    pointwise = ConvLayer(32, 14, 14, 64, 1)
+    assert implicit.default_tiles(pointwise, "tf32").layout == "nchw"
+    assert not implicit.candidates(pointwise, "tf32")[0].nhwc and any(t.nhwc for t in implicit.candidates(pointwise, "tf32"))
+    assert implicit.default_tiles(ConvLayer(4096, 1, 1, 10, 1), "tf32").nhwc          # a dense layer: no copy
 
 
 def test_every_candidate_and_default_is_valid():

@@ -40,7 +40,7 @@ from .pool_pad import channels_last_copy
 __all__ = ["ConvLayer", "Tiles", "ImplicitConv2d", "conv2d_implicit", "tiles_for", "default_tiles",
            "candidates", "ALEXNET_CONVS", "PRECISIONS", "TOLERANCE", "TABLE", "SMALL_TILES", "k_taps",
            "pack_weights_tf32", "round_to_tf32", "prepare_weights", "shared_optin_limit", "TILE_FIELDS", "LAYOUTS",
-           "nhwc_fits", "channels4", "taps_fit", "MAX_TAPS",
+           "nhwc_fits", "nhwc_preferred", "channels4", "taps_fit", "MAX_TAPS",
            "ACTIVATIONS"]
 
 PRECISIONS = ("fp32", "tf32")
@@ -162,7 +162,7 @@ def default_tiles(layer: ConvLayer, precision: str = "fp32") -> Tiles:
     bm = 64 if mg <= 64 or (mg % 128 and mg % 64 == 0) else 128
     if precision == "tf32":
         per_sm = shared_optin_limit() + 1024           # the block's reserved KiB back: the SM's shared memory
-        layout = "nhwc" if nhwc_fits(layer) else "nchw"
+        layout = "nhwc" if nhwc_preferred(layer) else "nchw"
         for bk, minb in ((32, 2), (16, 2), (16, 1)):
             t = Tiles("tf32", bm=bm, bn=128, bk=bk, wm=2, wn=4, stages=3, minb=minb, layout=layout)
             if minb * (t.shared_bytes() + 1024) <= per_sm:
@@ -215,20 +215,21 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
             continue   # half the block idle (the shortest tiles aside), or 96 rows where 64 or 128 fit as well
         good.append(t)
     if precision == "tf32":
-        good.sort(key=lambda t: _tf32_prior(t, mg))
+        prefer = nhwc_preferred(layer)
+        good.sort(key=lambda t: _tf32_prior(t, mg, prefer))
     return good
 
 
-def _tf32_prior(t: Tiles, mg: int) -> tuple:
+def _tf32_prior(t: Tiles, mg: int, prefer_nhwc: bool) -> tuple:
     """The order a TF32 search tries tiles in, most promising first, so that a search cut short by its
-    budget has timed those: the channels-last gather (on an H200 1.25-1.6x faster on AlexNet's convs
-    at batch 64 and 1,024, the copy included), two blocks an SM (the mma.sync kernel waits on latency
+    budget has timed those: the channels-last gather where ``nhwc_preferred`` (on an H200 1.25-1.6x
+    faster on AlexNet's convs at batch 64 and 1,024, the copy included), two blocks an SM (the mma.sync kernel waits on latency
     with one block's 8 warps: on an H200 the tensor pipe was 31% busy), k-tiles of 32 (half the
     barriers and waits per mma), then 16 four deep; block rows that fit the group's output
     channels, 128 pixels a block."""
     depth = {(32, 3): 0, (16, 4): 1, (32, 4): 2, (16, 3): 3}.get((t.bk, t.stages), 4)
     rows = min(mg, 128)
-    return (not t.nhwc, t.minb != 2, depth, abs(t.bm - rows), t.bn != 128, t.wm, t.bm, t.bn)
+    return (t.nhwc != prefer_nhwc, t.minb != 2, depth, abs(t.bm - rows), t.bn != 128, t.wm, t.bm, t.bn)
 
 
 def nhwc_fits(layer: ConvLayer) -> bool:
@@ -247,6 +248,14 @@ def taps_fit(layer: ConvLayer, tiles: Tiles) -> bool:
     if tiles.precision != "tf32":
         return True
     return len(k_taps(layer, tiles.bk, tiles.nhwc)) <= MAX_TAPS
+
+
+def nhwc_preferred(layer: ConvLayer) -> bool:
+    """Where the TF32 kernel starts (untuned) and its search begins: the channels-last gather for a
+    window of more than one tap, whose gather it makes 4x cheaper, and for one-pixel planes (a dense
+    layer), which need no copy.  A 1x1 convolution of a larger plane gathers coalesced rows from NCHW
+    already, and its copy would be a whole extra pass over x in a layer bound by memory."""
+    return nhwc_fits(layer) and (layer.taps > 1 or layer.H * layer.W == 1)
 
 
 def channels4(c: int) -> int:
