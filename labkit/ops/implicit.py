@@ -157,7 +157,7 @@ def default_tiles(layer: ConvLayer, precision: str = "fp32") -> Tiles:
     one block's 8 warps), k-tiles of 32 where it holds two of those (half the barriers a product):
     on an H200 128 x 128 x 32, two blocks, ran AlexNet's conv2 at batch 1,024 in 4.55 ms against
     6.96 for 128 x 128 x 16, one block; and gathering from a channels-last copy where the layer
-    allows (``nhwc_fits``): 3.57 ms with the copy, conv3-5 1.27-1.58x faster than from NCHW."""
+    pays (``nhwc_preferred``): 3.57 ms with the copy, conv3-5 1.27-1.58x faster than from NCHW."""
     mg = layer.M // layer.groups
     bm = 64 if mg <= 64 or (mg % 128 and mg % 64 == 0) else 128
     if precision == "tf32":
@@ -222,8 +222,9 @@ def candidates(layer: ConvLayer, precision: str = "fp32") -> list[Tiles]:
 
 def _tf32_prior(t: Tiles, mg: int, prefer_nhwc: bool) -> tuple:
     """The order a TF32 search tries tiles in, most promising first, so that a search cut short by its
-    budget has timed those: the channels-last gather where ``nhwc_preferred`` (on an H200 1.25-1.6x
-    faster on AlexNet's convs at batch 64 and 1,024, the copy included), two blocks an SM (the mma.sync kernel waits on latency
+    budget has timed those: the channels-last gather where ``nhwc_preferred`` (on an H200 1.07-1.71x
+    faster on AlexNet's convs at batch 64 and 1,024, the copy included: benchmarks/results/
+    tf32_layout_h200.json), two blocks an SM (the mma.sync kernel waits on latency
     with one block's 8 warps: on an H200 the tensor pipe was 31% busy), k-tiles of 32 (half the
     barriers and waits per mma), then 16 four deep; block rows that fit the group's output
     channels, 128 pixels a block."""
