@@ -5,6 +5,9 @@ folded, shapes inferred, and what the kernels' epilogues can take fused into the
     shapes = infer(specs, consts, g.input_name, (N, C, H, W))
     specs = fuse(specs, consts, shapes, g.output_name)
 
+A Transpose that moves the batch axis, with the layout ops after it that bring it back (the dynamo
+exporter's adaptive average pool), becomes one step as it is lowered: nodes_plane.PlaneMap.
+
 Fusions, each only where the value between the two is read by nothing else (and is not the
 graph's output):
 
@@ -35,6 +38,7 @@ from .nodes import (SPECS, LRN, BatchNorm, Binary, Concat, Conv, ConvTranspose, 
                     constant_value, refuse)
 from .host import HOST_OPS, HostOp
 from .nodes_layout import LAYOUT_SPECS, Transpose, split_parts
+from .nodes_plane import PlaneMap, plane_map_region
 from .reader import OnnxGraph
 
 __all__ = ["lower", "infer", "fuse", "free_batch", "is_host", "SUPPORTED_OPS"]
@@ -48,8 +52,19 @@ def lower(g: OnnxGraph) -> tuple[list, dict]:
     consts = dict(g.constants)
     ctx = Ctx(consts, g.opset)
     read = {v for n in g.nodes for v in n.inputs} | {g.output_name}
-    specs = []
-    for node in g.nodes:
+    reader_of: dict = {}
+    for n in g.nodes:
+        for v in dict.fromkeys(n.inputs):
+            reader_of.setdefault(v, []).append(n)
+    specs, taken = [], set()
+    for i, node in enumerate(g.nodes):
+        if node.name in taken:            # a node of a PlaneMap made at the chain's first node
+            continue
+        region = plane_map_region(g.nodes, i, consts, reader_of, g.output_name) if node.op == "Transpose" else None
+        if region and node.inputs and node.inputs[0] not in consts and node.inputs[0] not in ctx.host:
+            specs.append(PlaneMap(*region, ctx))
+            taken.update(n.name for n in region[0][1:])
+            continue
         if node.domain not in ("", "ai.onnx"):
             refuse(node, f"op of domain {node.domain!r}: labkit runs the default ONNX domain's ops")
         if node.op == "Constant":

@@ -22,6 +22,7 @@ Which kernel runs what:
     LayerNormalization    layer_norm_rows (layer_norm.cu), over the trailing axes
     Sub, Div; Erf, Gelu   binary_bcast, unary (pointwise.cu)
     Transpose             permute;  Slice, each output of a Split: slice_copy;  ReduceMean over H, W: global_avg_pool
+    Transpose moving the batch, GatherND, ...   as one map of each plane (nodes_plane.PlaneMap): Dense (gemm.cu)
 """
 from __future__ import annotations
 
@@ -143,6 +144,17 @@ class Kernels:
         flat_in, flat_out = (rows, in_shapes[0][-1]), (rows, out_shape[-1])
         return ((lambda ins, out: fc(ins[0].reshape(flat_in), out.reshape(flat_out), workspace=ws)),
                 (lambda: "dense (gemm.cu), leading axes as rows"))
+
+    def _make_planemap(self, spec, in_shapes):
+        return layers.Dense(self._dev(spec.matrix(in_shapes[0])), None)
+
+    def _run_planemap(self, spec, fc, in_shapes, out_shape, alloc):
+        # each (image, channel) plane a row: (N*C, H*W) @ P -> (N*C, Ho*Wo), views of x and y, no copy
+        rows = out_shape[0] * out_shape[1]
+        flat_in, flat_out = (rows, in_shapes[0][2] * in_shapes[0][3]), (rows, out_shape[2] * out_shape[3])
+        ws = alloc("split-K workspace", fc.workspace_shape(rows))
+        return ((lambda ins, out: fc(ins[0].reshape(flat_in), out.reshape(flat_out), workspace=ws)),
+                (lambda: "dense over each plane (gemm.cu)"))
 
     # --- element-wise ----------------------------------------------------------------------------
     def _make_unary(self, spec: nodes.Unary, in_shapes):
