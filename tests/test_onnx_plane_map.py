@@ -5,6 +5,8 @@ windows).  Each graph against ONNX's own reference evaluator, eager and as a pla
 a region that mixes images or channels, or is not linear, refused before any launch."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -18,6 +20,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 pytestmark = pytest.mark.check
 rng = np.random.default_rng(5)
+DATA = Path(__file__).resolve().parent / "data" / "onnx" / "adaptive_pools"
 
 
 def save(tmp_path, nodes, inits, chw, opset=18):
@@ -134,3 +137,32 @@ def test_a_gather_nd_elsewhere_is_still_refused(tmp_path):
     path, _ = save(tmp_path, [helper.make_node("GatherND", ["x", "idx"], ["y"])], {"idx": idx}, (3, 2, 2))
     with pytest.raises(OnnxImportError, match="GatherND.*not supported"):
         labkit.import_onnx(path)
+
+
+def test_the_dynamo_exporters_adaptive_pools_run_as_pytorch_does():
+    """A file torch.onnx's dynamo exporter wrote (tests/data/onnx/adaptive_pools): a 3x3 map pooled to 5x5
+    and a global max pooled to 2x2, against PyTorch's logits, eager and as a plan, at batch 3 and 1."""
+    model = labkit.import_onnx(DATA / "dynamo18.onnx")
+    x = np.random.default_rng(0).standard_normal((3, 3, 12, 12)).astype(np.float32)
+    want = np.load(DATA / "logits.npy").astype(np.float64)
+    got = to_numpy(model(labkit.xp.asarray(x))).astype(np.float64)
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+    p = model.plan(1)
+    p.x[...] = labkit.xp.asarray(x[2:])
+    assert np.abs(to_numpy(p.run()).astype(np.float64) - want[2:]).max() <= 1e-5 * np.abs(want).max()
+    ops = [r["op"] for r in model.describe(3)]
+    assert sum(op.startswith("Transpose+GatherND+Transpose") for op in ops) == 2 and "ReduceMax" in ops
+
+
+@pytest.mark.parametrize("node", [helper.make_node("GlobalMaxPool", ["x"], ["y"]),
+                                  helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=0),
+                                  helper.make_node("ReduceMax", ["x", "axes"], ["y"], keepdims=1)])
+def test_a_global_max_pool_keeps_nan_as_pytorch_does(tmp_path, node):
+    path, ref = save(tmp_path, [node], {"axes": np.array([2, 3], np.int64)}, (4, 5, 3))
+    model = labkit.import_onnx(path)
+    x = rng.standard_normal((2, 4, 5, 3)).astype(np.float32)
+    x[1, 2, 3, 1] = np.nan                                     # one plane holds a NaN: its max is NaN
+    want = ref.run(None, {"x": x})[0]
+    got = to_numpy(model(labkit.xp.asarray(x)))
+    assert got.shape == want.shape and np.isnan(got.reshape(2, 4)[1, 2])
+    assert np.array_equal(np.isnan(got), np.isnan(want)) and np.allclose(got[~np.isnan(got)], want[~np.isnan(want)])

@@ -14,7 +14,7 @@ Which kernel runs what:
     ConvTranspose         ConvTranspose2d (each output phase an implicit GEMM)
     Gemm, MatMul          Dense (gemm.cu), bias and ReLU/tanh fused
     MaxPool               max_pool2d (square window, no padding, floor) or pool_any
-    AveragePool           pool_any;  GlobalAveragePool: global_avg_pool
+    AveragePool           pool_any;  GlobalAveragePool: global_avg_pool;  GlobalMaxPool, ReduceMax over H, W: pool_any
     BatchNormalization    channel_affine (where no convolution took it)
     activations           pointwise.cu's unary;  Add, Mul: binary_bcast
     Concat                concat_copy per input;  Pad: pad4;  Softmax: softmax_rows;  LRN: lrn_across_channels
@@ -199,6 +199,15 @@ class Kernels:
     def _run_globalaveragepool(self, spec, pool, in_shapes, out_shape, alloc):
         flat = out_shape[:2]
         return (lambda ins, out: pool(ins[0], out.reshape(flat))), (lambda: "global_avg_pool (pool_softmax.cu)")
+
+    def _make_globalmaxpool(self, spec, in_shapes):
+        return Pool2d("max", in_shapes[0][2:])        # one window of the whole plane
+
+    def _run_globalmaxpool(self, spec, pool, in_shapes, out_shape, alloc):
+        shape = out_shape[:2] + (1, 1)
+        return (lambda ins, out: pool(ins[0], out.reshape(shape))), (lambda: "pool_any max (pool_pad.cu)")
+
+    _make_reducemax, _run_reducemax = _make_globalmaxpool, _run_globalmaxpool
 
     def _make_concat(self, spec: nodes.Concat, in_shapes):
         return ConcatCopy(spec.resolved_axis(len(in_shapes[0])))

@@ -538,6 +538,10 @@ class GlobalAveragePool(Spec):
         return numel(shapes[0])
 
 
+class GlobalMaxPool(GlobalAveragePool):
+    """The largest value of each plane (NaN wins, as in PyTorch)."""
+
+
 class Concat(Spec):
     ATTRS = ("axis",)
 
@@ -771,6 +775,7 @@ class Pad(Spec):
 
 SPECS = {"Conv": Conv, "ConvTranspose": ConvTranspose, "BatchNormalization": BatchNorm,
          **{op: Unary for op in Unary.ATTRS_OF}, "Add": Binary, "Mul": Binary, "Gemm": Gemm, "MatMul": Gemm,
-         "MaxPool": Pool, "AveragePool": Pool, "GlobalAveragePool": GlobalAveragePool, "Concat": Concat,
+         "MaxPool": Pool, "AveragePool": Pool, "GlobalAveragePool": GlobalAveragePool,
+         "GlobalMaxPool": GlobalMaxPool, "Concat": Concat,
          **{op: View for op in View.ATTRS_OF}, "Softmax": Softmax, "LRN": LRN, "Pad": Pad,
          "Sub": Binary, "Div": Binary, "LayerNormalization": LayerNorm}

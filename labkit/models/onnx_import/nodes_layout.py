@@ -1,5 +1,5 @@
 """The ops that move values without computing new ones, beyond reshapes: Transpose, Slice, Split,
-and ReduceMean over the spatial axes (a global average pool), as torchvision's ShuffleNetV2 writes
+and ReduceMean and ReduceMax over the spatial axes (a global average or max pool), as torchvision's ShuffleNetV2 writes
 them (its channel shuffle is Reshape to 5 axes, Transpose, Reshape; its halves are a Split; its head
 a ReduceMean over H and W).  Each spec checks its attributes and computes its output's shape, as
 nodes.py's do; the kernels are pool_pad.cu's permute and slice_copy, and global_avg_pool.
@@ -10,7 +10,7 @@ import numpy as np
 
 from .nodes import Spec, check_attrs, const_input, ints_attr_or_input, numel, refuse
 
-__all__ = ["Transpose", "Slice", "SplitPart", "Gather", "ReduceMean", "split_parts", "LAYOUT_SPECS"]
+__all__ = ["Transpose", "Slice", "SplitPart", "Gather", "ReduceMean", "ReduceMax", "split_parts", "LAYOUT_SPECS"]
 
 MAX_RANK = 6          # pool_pad.cu's permute
 
@@ -227,7 +227,7 @@ class ReduceMean(Spec):
     def shape(self, shapes):
         x = tuple(shapes[0])
         if len(x) != 4 or sorted(a % 4 for a in self.axes) != [2, 3]:
-            refuse(self.node, f"axes {self.axes} of shape {x}: labkit takes the mean over H and W of NCHW "
+            refuse(self.node, f"axes {self.axes} of shape {x}: labkit reduces over H and W of NCHW "
                               "tensors (axes 2 and 3)")
         return (x[0], x[1], 1, 1) if self.keepdims else (x[0], x[1])
 
@@ -238,4 +238,13 @@ class ReduceMean(Spec):
         return np.mean(values[0], axis=(2, 3), keepdims=self.keepdims)
 
 
-LAYOUT_SPECS = {"Transpose": Transpose, "Slice": Slice, "ReduceMean": ReduceMean, "Gather": Gather}
+class ReduceMax(ReduceMean):
+    """The largest value over H and W of an NCHW tensor (a global max pool: torch.amax over the plane,
+    AdaptiveMaxPool2d(1)); NaN wins, as in PyTorch.  Other axes are refused."""
+
+    def fold(self, values):
+        return np.max(values[0], axis=(2, 3), keepdims=self.keepdims)
+
+
+LAYOUT_SPECS = {"Transpose": Transpose, "Slice": Slice, "ReduceMean": ReduceMean, "ReduceMax": ReduceMax,
+                "Gather": Gather}
