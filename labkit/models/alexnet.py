@@ -50,8 +50,9 @@ POOL_AFTER = ("conv1", "conv2", "conv5")     # a 3x3/2 max-pool follows these
 LRN_AFTER = ("conv1", "conv2")
 # TF32: the dense layers too run on the tensor cores (DenseTF32, a 1x1 convolution) from this many
 # images up.  On an H200 at 1,024: fc6 0.54 against 1.89 ms in FP32, fc7 0.25 against 0.88, fc8 0.13
-# against 0.27.  With 64 images or fewer the FP32 kernels, bound by reading the weights, were as
-# fast or faster; between, fc8 was still slower in TF32 (0.12 against 0.08 ms at 256).
+# against 0.27.  With 64 images or fewer the FP32 kernels, bound by reading the weights, were faster
+# (fc7 at 8 images aside: 0.065 against 0.072 ms); between, fc8 was still slower in TF32 (0.12 against
+# 0.08 ms at 256).
 TF32_DENSE_ROWS = 512
 
 
