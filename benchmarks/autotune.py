@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -41,11 +40,6 @@ from labkit.models.mobilenet_v2_weights import load_weights as mobilenet_weights
 TUNED = {"fashion": [100, 1000, 10000], "alexnet": [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024],
          "mobilenet": [1, 32, 128, 256]}
 HEADLINE = {"fashion": [10000], "alexnet": [1, 8, 64, 128, 256, 1024], "mobilenet": [256]}
-
-
-def short_name(name: str) -> str:
-    m = re.search(r"([A-Z]+\d+[A-Za-z]*)", name.replace("NVIDIA ", ""))
-    return (m.group(1) if m else re.sub(r"\W+", "_", name)).lower()
 
 
 def make(net: str):
@@ -133,7 +127,7 @@ def main() -> int:
     for r in table:
         print(f"{r['net']:>10s} batch {r['batch']:>6d}: labkit graph {r['labkit_ms']:9.4f} ms, PyTorch graph "
               f"{r['pytorch_ms']:9.4f} ms, ratio {r['ratio']:.3f}")
-    tag = short_name(dev.name)
+    tag = measure.device_tag(dev.name)
     meta = {"benchmark": "autotune", "shipped_tables": not args.no_shipped, "budget_s": autotune.budget_s(),
             "first_process": first, "second_process": second, "ratios": table,
             "wall_s": time.perf_counter() - t0}

@@ -56,7 +56,6 @@ import argparse
 import json
 import math
 import os
-import re
 import statistics
 import sys
 import time
@@ -69,6 +68,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import labkit  # noqa: E402
+from labkit.measure import device_tag as gpu_tag  # noqa: E402
 
 KINDS = ("dense", "rect", "dilated", "strided", "transposed", "depthwise", "separable", "pointwise", "grouped")
 TF32_KINDS = ("dense", "rect", "dilated", "strided", "grouped", "pointwise")
@@ -337,14 +337,8 @@ def rough_h100_ms(p: Problem, tflops: float = 50.0, gbps: float = 2800.0) -> flo
 
 # --- data, references, checks ---------------------------------------------------------------------
 
-def short_name(name: str) -> str:
-    """ "NVIDIA H100 80GB HBM3" -> "h100" (as benchmarks/autotune.py names its files)."""
-    m = re.search(r"([A-Z]+\d+[A-Za-z]*)", name.replace("NVIDIA ", ""))
-    return (m.group(1) if m else re.sub(r"\W+", "_", name)).lower()
-
-
 def device_tag(dev) -> str:
-    return short_name(dev.name) if dev.is_gpu else "cpu"
+    return gpu_tag(dev.name) if dev.is_gpu else "cpu"
 
 
 def randn(xp, shape, seed: int, scale: float = 1.0):
@@ -883,7 +877,7 @@ def merge(files: list[str], out: Path | None) -> int:
     doc = dict(docs[0], rows=merged, date=max(d["date"] for d in docs))
     doc["meta"] = dict(docs[0]["meta"], merged_from=[str(f) for f in files], only=None, ids=None)
     doc["meta"]["summary"] = s = summary(merged)
-    tag = doc["meta"].get("tag") or short_name(doc["device"])
+    tag = doc["meta"].get("tag") or gpu_tag(doc["device"])
     folder = out or Path(files[0]).parent
     path = write(doc, folder / f"conv_zoo_{tag}.json")
     print_table(merged)

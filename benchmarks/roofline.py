@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -74,14 +73,6 @@ ref = x.astype(np.float64) @ y.astype(np.float64)
 err = float(np.abs(z - ref).max() / np.abs(ref).max())
 print(json.dumps({"tf32_TFLOPs": 2 * n ** 3 / (ms * 1e-3) / 1e12, "n": n, "ms": ms, "rel_error_512": err}))
 """
-
-
-def short_name(name: str) -> str:
-    """"NVIDIA H100 80GB HBM3" -> "h100"; the CPU executor -> "cpu"."""
-    if not labkit.device().is_gpu:
-        return "cpu"
-    m = re.search(r"([A-Z]+\d+[A-Za-z]*)", name.replace("NVIDIA ", ""))
-    return (m.group(1) if m else re.sub(r"\W+", "_", name)).lower()
 
 
 def measure_tf32(n: int = 8192) -> dict:
@@ -184,7 +175,7 @@ def main() -> int:
             "flops": "multiply-adds as 2; one per element for pooling, sums and element-wise maps; fused bias "
                      "and activations not counted"}
     out = Path(args.out)
-    tag = short_name(dev.name)
+    tag = measure.device_tag()
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     rows = [{**r, "run_date": stamp} for r in rows]
     if args.merge and (out / f"roofline_{tag}.json").exists():

@@ -24,7 +24,6 @@ import labkit  # noqa: E402
 from labkit import measure, plots  # noqa: E402
 from labkit.ops import implicit  # noqa: E402
 from labkit.ops.implicit import ALEXNET_CONVS, ImplicitConv2d, Tiles  # noqa: E402
-from roofline import short_name  # noqa: E402  (benchmarks/roofline.py)
 
 NHWC = [Tiles("tf32", bm=bm, bn=bn, bk=bk, wm=wm, wn=wn, stages=st, minb=mb, layout="nhwc")
         for bm, bn, bk, wm, wn, st, mb in [
@@ -85,7 +84,7 @@ def main() -> int:
                              "tflops": flops / ms / 1e9, "rel_err": err, "vs_cudnn_tf32": ms / t_tf32})
                 print(f"batch {N} {name} {t.short():34s} {ms:8.3f} ms {flops / ms / 1e9:6.1f} TFLOP/s "
                       f"(cuDNN TF32 {t_tf32:.3f}, FP32 {t_fp32:.3f})", flush=True)
-    tag = short_name(dev.name)
+    tag = measure.device_tag(dev.name)
     out = Path(args.out)
     path = measure.save_rows(rows, out / f"tf32_layout_{tag}.json",
                              meta={"benchmark": "tf32_layout", "statistic": "median of CUDA-event times",

@@ -336,3 +336,12 @@ def test_shipped_reads_only_json_in_benchmarks_results():
         shipped("../../pyproject.toml")
     with pytest.raises(ValueError, match="name a .json file"):
         shipped("../results/conv_ladder_h100.json/..")
+
+
+@pytest.mark.check
+def test_result_files_are_named_by_the_gpus_short_name():
+    from labkit.measure import device_tag
+    assert device_tag("NVIDIA H100 80GB HBM3") == "h100" and device_tag("NVIDIA H200") == "h200"
+    assert device_tag("NVIDIA A100-SXM4-80GB") == "a100" and device_tag("Tesla T4") == "t4"
+    assert device_tag("NVIDIA GeForce RTX 4090") == "nvidia_geforce_rtx_4090"     # no model number glued to letters
+    assert device_tag() == ("cpu" if labkit.backend() != "cuda" else device_tag(labkit.device().name))

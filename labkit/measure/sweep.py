@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -81,6 +82,18 @@ def _plain(o):
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def device_tag(name: str | None = None) -> str:
+    """A GPU's short name for result files: "NVIDIA H100 80GB HBM3" -> "h100" (``name``, or the device
+    in use: "cpu" on the CPU executor)."""
+    if name is None:
+        dev = device()
+        if not dev.is_gpu:
+            return "cpu"
+        name = dev.name
+    m = re.search(r"([A-Z]+\d+[A-Za-z]*)", name.replace("NVIDIA ", ""))
+    return (m.group(1) if m else re.sub(r"\W+", "_", name)).lower()
 
 
 def save_rows(rows: list[dict], path_json: str | Path, meta: dict | None = None) -> Path:
