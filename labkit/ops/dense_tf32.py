@@ -30,8 +30,6 @@ class DenseTF32:
         check_array(w, "w", "(in, out)", 2, self.backend, xp)
         K, N = (int(v) for v in w.shape)
         check_bias(b, N, backend=self.backend, xp=xp)
-        if b is not None and tuple(b.shape) != (N,):
-            raise ValueError(f"b must have shape ({N},), one value per output of w (in, out), got {tuple(b.shape)}")
         self.in_features, self.out_features, self.activation = K, N, activation
         self.conv = ImplicitConv2d(xp.ascontiguousarray(w.T).reshape(N, K, 1, 1), b, ConvLayer(K, 1, 1, N, 1),
                                    activation=activation, precision="tf32")

@@ -413,12 +413,10 @@ def _make_plan(layer: ConvLayer, tiles: Tiles, splits: int, N: int, has_bias: in
         raise ValueError(f"batch {N} needs {grid[0]} column blocks: split the batch")
     block = (tiles.threads, 1, 1)
     out_shape = (N, layer.M) + layer.out_hw
-    if tiles.nhwc:
-        if splits != 1:
-            raise ValueError(f"NHWC tiles run without split-K (one slice), got {splits}")
-        if layer.H * layer.W == 1 and channels4(layer.C) == layer.C:   # one pixel: x is channels last already
-            return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
-                         out_shape, has_res=has_res)
+    if tiles.nhwc and splits != 1:
+        raise ValueError(f"NHWC tiles run without split-K (one slice), got {splits}")
+    # NHWC: x copied channels last first, unless it is already (one pixel, channels a multiple of 4)
+    if tiles.nhwc and not (layer.H * layer.W == 1 and channels4(layer.C) == layer.C):
         return _Plan(tiles, 1, (mod.get_function(tiles.kernel), grid, block, shared), ints(N, has_bias, act),
                      out_shape, (N, layer.H, layer.W, channels4(layer.C)), has_res=has_res,
                      channels_last=channels_last_copy(N, layer.C, layer.H * layer.W))
