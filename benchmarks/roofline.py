@@ -1,12 +1,15 @@
 """Close to the limit: every step of the course's networks beside its roofline floor.
 
-    python benchmarks/roofline.py [--out benchmarks/results] [--nets fashion alexnet resnet mobilenet]
+    python benchmarks/roofline.py [--out benchmarks/results] [--nets fashion alexnet alexnet_auto resnet mobilenet]
                                   [--quick] [--repeat 10] [--warmup 2]
 
 For each network, precision and batch size (GPU defaults; ``--quick``: smaller batches):
 
     fashion    FashionNet (fused layer 1), FP32, batch 10,000
     alexnet    AlexNet FP32 and TF32, batch 1,024 and 64 (synthetic weights unless $LABKIT_ALEXNET_WEIGHTS)
+    alexnet_auto  the same FP32 AlexNet with convs="auto": each convolution on labkit.conv2d's autotuned
+               choice (Winograd F(2x2, r) as GEMMs, where it wins); its FLOPs stay the direct
+               convolution's, so such a step can pass 100% of its floor
     resnet     the small ResNet's training step, 64 channels, batch 1,024, 28x28: forward, loss, backward
                (data and weight of every convolution), SGD, kernel by kernel (ResNetSmall.step_list)
     mobilenet  MobileNetV2 FP32, batch 256 (synthetic weights, seeded)
@@ -48,10 +51,11 @@ from labkit.ladder.floors import NETS, build_case, case_label, floor_rows  # noq
 
 # (precision, batch) per network: the issue's sizes, --quick's, and the CPU executor's.
 GPU_CASES = {"fashion": [("fp32", 10000)], "alexnet": [("fp32", 1024), ("fp32", 64), ("tf32", 1024), ("tf32", 64)],
-             "resnet": [("fp32", 1024)], "mobilenet": [("fp32", 256)]}
-QUICK_CASES = {"fashion": [("fp32", 1000)], "alexnet": [("fp32", 64), ("tf32", 64)], "resnet": [("fp32", 64)],
-               "mobilenet": [("fp32", 32)]}
-CPU_CASES = {"fashion": [("fp32", 4)], "alexnet": [("fp32", 1)], "resnet": [("fp32", 4)], "mobilenet": [("fp32", 2)]}
+             "alexnet_auto": [("fp32", 1024), ("fp32", 64)], "resnet": [("fp32", 1024)], "mobilenet": [("fp32", 256)]}
+QUICK_CASES = {"fashion": [("fp32", 1000)], "alexnet": [("fp32", 64), ("tf32", 64)], "alexnet_auto": [("fp32", 64)],
+               "resnet": [("fp32", 64)], "mobilenet": [("fp32", 32)]}
+CPU_CASES = {"fashion": [("fp32", 4)], "alexnet": [("fp32", 1)], "alexnet_auto": [("fp32", 1)], "resnet": [("fp32", 4)],
+             "mobilenet": [("fp32", 2)]}
 
 # The TF32 ceiling, measured in a child process: CuPy reads CUPY_TF32 (documented among its environment
 # variables) for float32 matmul, and this process must keep plain FP32.  The product of two 512x512

@@ -120,16 +120,22 @@ def launch_pointwise_and_layer_norm() -> int:
 
 def launch_winograd_gemm() -> int:
     """conv_winograd_gemm.cu's transforms and gemm.cu's batched GEMM: odd planes, uneven padding,
-    bias, residual and ReLU."""
+    bias, residual and ReLU; windows 3x3, 5x5 in two groups, 7x7, 1 x 7 and 5 x 3."""
     from labkit.ops.conv_winograd_gemm import WinogradGemmConv2d
     from labkit.shapes import ConvLayer
 
     rng = np.random.default_rng()
     f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
     n = 0
-    for (N, C, H, W, M), pad, res in (((3, 5, 9, 7, 6), (1, 1), True), ((2, 3, 6, 5, 37), (0, 2), False)):
-        layer = ConvLayer.of(C, H, W, M, 3, 1, pad)
-        conv = WinogradGemmConv2d(f32(M, C, 3, 3), f32(M), layer, activation="relu", residual=res)
+    for (N, C, H, W, M), window, pad, groups, res in (((3, 5, 9, 7, 6), 3, (1, 1), 1, True),
+                                                      ((2, 3, 6, 5, 37), 3, (0, 2), 1, False),
+                                                      ((2, 10, 11, 9, 12), 5, (2, 2), 2, True),
+                                                      ((1, 3, 13, 10, 5), 7, (3, 1), 1, False),
+                                                      ((2, 6, 9, 12, 7), (1, 7), (0, 3), 1, True),
+                                                      ((1, 4, 8, 7, 9), (5, 3), (1, 2), 1, False)):
+        layer = ConvLayer.of(C, H, W, M, window, 1, pad, 1, groups)
+        conv = WinogradGemmConv2d(f32(M, C // groups, *layer.kernel_hw), f32(M), layer, activation="relu",
+                                  residual=res)
         conv(f32(N, C, H, W), residual=f32(N, M, *layer.out_hw) if res else None)
         n += 3
     return n

@@ -231,6 +231,31 @@ def test_plan_run_and_workspace(synthetic):
         assert plan.workspace["fc6"] is not None and plan.workspace_bytes["fc6"] > 0
 
 
+@pytest.mark.check
+def test_auto_convolutions_are_the_same_network(synthetic):
+    """convs="auto": each convolution on labkit.conv2d's auto choice (on a GPU the autotuner's, e.g.
+    Winograd as GEMMs on conv2-conv5), eager and as the plan, against the float64 reference; refused
+    with TF32, and an unknown choice refused by name."""
+    _raw, w, _net = synthetic
+    net = alexnet.AlexNet(w, convs="auto")
+    assert all(type(c).__name__ == "AutoConv2d" for c in net.convs.values())
+    x = alexnet.preprocess(alexnet.load_photos(["coffee.png", "rocket.jpg"])[0])
+    ref = reference.softmax(alexnet.reference_logits(w, x))
+    assert rel_error(net(labkit.xp.asarray(x)), ref) < 1e-5
+    plan = net.plan(x.shape[0])
+    plan.x[...] = labkit.xp.asarray(x)
+    plan.buffers["softmax"][...] = float("nan")
+    plan.run()
+    assert rel_error(plan.buffers["softmax"], ref) < 1e-5
+    if labkit.backend() == "cpu":        # untuned: the implicit GEMM with its default tiles
+        assert all(c.choice(x.shape[0])["family"] == "implicit" for c in net.convs.values())
+    assert net.replica().conv_kernels == "auto"
+    with pytest.raises(ValueError, match="use precision='fp32'"):
+        alexnet.AlexNet(w, precision="tf32", convs="auto")
+    with pytest.raises(ValueError, match="convs must be one of"):
+        alexnet.AlexNet(w, convs="winograd")
+
+
 @pytest.mark.gpu     # TF32 runs on the tensor cores
 def test_tf32_network_takes_the_dense_layers_to_the_tensor_cores_from_its_threshold(synthetic):
     _raw, w, net = synthetic

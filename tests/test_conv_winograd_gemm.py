@@ -1,9 +1,13 @@
-"""Winograd F(2x2, 3x3) in three passes (conv_winograd_gemm.cu + gemm.cu's gemm_dbuf_batched,
-labkit.ops.conv_winograd_gemm) against the float64 reference: fresh random inputs of odd sizes, every
-padding per side up to 3, each epilogue (bias, residual, activation), a NaN-poisoned output; NaN and
-infinity where PyTorch's convolution puts them; the batched GEMM alone; the refusals, the workspace
+"""Winograd F(2, r) in three passes (conv_winograd_gemm.cu + gemm.cu's gemm_dbuf_batched,
+labkit.ops.conv_winograd_gemm) against the float64 reference: fresh random inputs of odd sizes, windows
+from 2x2 to 7x7 square and rectangular (1 x 7, 5 x 3, ...), every padding per side up to 3, groups, each
+epilogue (bias, residual, activation), a NaN-poisoned output; NaN and infinity where PyTorch's
+convolution puts them; Toom-Cook's matrices exact; the batched GEMM alone; the refusals, the workspace
 bound said before anything is allocated; ``auto`` offering it."""
 from __future__ import annotations
+
+from fractions import Fraction
+from itertools import product
 
 import numpy as np
 import pytest
@@ -20,10 +24,11 @@ rng = np.random.default_rng()
 dev = labkit.xp.asarray
 
 
-def _reference(x, w, b, pad, act, res):
+def _reference(x, w, b, pad, act, res, groups=1):
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
-    y = reference.conv2d(x64, w64, None if b is None else b.astype(np.float64), pad=pad)
-    terms = reference.conv2d(np.abs(x64), np.abs(w64), None if b is None else np.abs(b.astype(np.float64)), pad=pad)
+    y = reference.conv2d(x64, w64, None if b is None else b.astype(np.float64), pad=pad, groups=groups)
+    terms = reference.conv2d(np.abs(x64), np.abs(w64), None if b is None else np.abs(b.astype(np.float64)), pad=pad,
+                             groups=groups)
     if res is not None:
         y, terms = y + res, terms + np.abs(res)
     if act == "relu":
@@ -35,47 +40,78 @@ def _reference(x, w, b, pad, act, res):
     return y, terms
 
 
-CASES = [  # N, C, H, W, M, pad (h, w), activation, bias, residual
-    (2, 3, 7, 9, 5, (1, 1), "relu", True, True),
-    (1, 5, 6, 5, 4, (0, 2), None, False, False),
-    (3, 4, 5, 5, 6, (2, 0), "relu6", True, False),
-    (1, 7, 3, 4, 3, (3, 1), "tanh", True, True),
-    (2, 2, 11, 1, 7, (0, 1), None, True, False),
-    (1, 9, 8, 8, 10, (1, 1), "relu", False, True),
+CASES = [  # N, C, H, W, M, window, pad (h, w), groups, activation, bias, residual
+    (2, 3, 7, 9, 5, 3, (1, 1), 1, "relu", True, True),
+    (1, 5, 6, 5, 4, 3, (0, 2), 1, None, False, False),
+    (3, 4, 5, 5, 6, 3, (2, 0), 1, "relu6", True, False),
+    (1, 7, 3, 4, 3, 3, (3, 1), 1, "tanh", True, True),
+    (2, 2, 11, 1, 7, 3, (0, 1), 1, None, True, False),
+    (1, 9, 8, 8, 10, 3, (1, 1), 1, "relu", False, True),
+    (2, 5, 9, 11, 6, 5, (2, 2), 1, "relu", True, False),      # AlexNet's conv2, small
+    (1, 8, 13, 10, 12, 5, (2, 2), 2, "relu", True, True),     # ... with its two groups
+    (2, 3, 12, 9, 4, 7, (3, 0), 1, None, True, False),
+    (1, 4, 10, 13, 5, (1, 7), (0, 3), 1, "relu6", False, False),
+    (2, 6, 13, 6, 3, (7, 1), (3, 0), 1, None, True, True),
+    (1, 16, 9, 9, 20, (5, 3), (1, 2), 4, "tanh", True, False),
+    (3, 4, 6, 7, 5, 2, (1, 0), 1, "relu", True, False),       # even windows
+    (1, 5, 11, 8, 6, (4, 6), (3, 1), 1, None, False, True),
+    (1, 3, 5, 9, 4, (3, 1), (1, 0), 1, None, True, False),
 ]
 
 
-@pytest.mark.parametrize("N, C, H, W, M, pad, act, bias, res", CASES)
-def test_matches_the_reference(N, C, H, W, M, pad, act, bias, res):
-    L = ConvLayer.of(C, H, W, M, 3, 1, pad)
+@pytest.mark.parametrize("N, C, H, W, M, window, pad, groups, act, bias, res", CASES)
+def test_matches_the_reference(N, C, H, W, M, window, pad, groups, act, bias, res):
+    L = ConvLayer.of(C, H, W, M, window, 1, pad, 1, groups)
     x = rng.standard_normal((N, C, H, W)).astype(np.float32)
-    w = rng.standard_normal((M, C, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((M, C // groups) + L.kernel_hw).astype(np.float32)
     b = rng.standard_normal(M).astype(np.float32) if bias else None
     r = rng.standard_normal((N, M) + L.out_hw).astype(np.float32) if res else None
     conv = wgemm.WinogradGemmConv2d(dev(w), None if b is None else dev(b), L, activation=act, residual=res)
     out = labkit.xp.full((N, M) + L.out_hw, np.nan, dtype=labkit.xp.float32)
     y = conv(dev(x), out, residual=None if r is None else dev(r))
-    want, terms = _reference(x, w, b, pad, act, r)
+    want, terms = _reference(x, w, b, pad, act, r, groups)
     assert y is out and y.shape == want.shape
     assert rel_error(y, want, terms) < 1e-6
 
 
-def test_nan_and_infinity_where_the_direct_convolution_puts_them():
-    """One NaN and one infinity in x: NaN exactly in the outputs whose 3x3 windows hold the NaN (ReLU
+@pytest.mark.parametrize("window", [3, 5, 7, (1, 7), (6, 3)])
+def test_nan_and_infinity_where_the_direct_convolution_puts_them(window):
+    """One NaN and one infinity in x: NaN exactly in the outputs whose windows hold the NaN (ReLU
     keeps it, as PyTorch's does); the infinity's windows non-finite, every other output finite."""
-    L = ConvLayer.of(3, 9, 10, 4, 3, 1, 1)
-    x = rng.standard_normal((2, 3, 9, 10)).astype(np.float32)
-    x[1, 2, 4, 5] = np.nan
-    x[0, 1, 0, 9] = np.inf
-    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    L = ConvLayer.of(3, 11, 12, 4, window, 1, 0)
+    (kh, kw), (ho, wo) = L.kernel_hw, L.out_hw
+    x = rng.standard_normal((2, 3, 11, 12)).astype(np.float32)
+    nan_at, inf_at = (1, 2, int(rng.integers(11)), int(rng.integers(12))), (0, 1, 0, 11)
+    x[nan_at], x[inf_at] = np.nan, np.inf
+    w = rng.standard_normal((4, 3) + L.kernel_hw).astype(np.float32)
+    w[:, 1] = np.abs(w[:, 1])        # the infinity's channel: +inf before ReLU (a -inf would leave a 0)
     y = to_numpy(wgemm.WinogradGemmConv2d(dev(w), None, L, activation="relu")(dev(x)))
-    nan_windows = np.zeros(y.shape, bool)
-    nan_windows[1, :, 3:6, 4:7] = True
-    inf_windows = np.zeros(y.shape, bool)
-    inf_windows[0, :, 0:2, 8:10] = True
+
+    def windows(n, h, w_):
+        out = np.zeros(y.shape, bool)
+        out[n, :, max(0, h - kh + 1):min(h + 1, ho), max(0, w_ - kw + 1):min(w_ + 1, wo)] = True
+        return out
+    nan_windows, inf_windows = windows(*nan_at[:1], *nan_at[2:]), windows(*inf_at[:1], *inf_at[2:])
     assert np.array_equal(np.isnan(y) & ~inf_windows, nan_windows)
     assert np.isfinite(y[~(nan_windows | inf_windows)]).all()
     assert not np.isfinite(y[inf_windows]).all()
+
+
+@pytest.mark.parametrize("r", range(1, wgemm.MAX_WINDOW + 1))
+def test_toom_cook_is_exact_and_keeps_nan_in_its_windows(r):
+    """F(2, r)'s A^T ((G g) * (B^T d)) is the correlation for every g and d, in exact fractions (the
+    bilinear form's coefficient of g_k d_j is 1 where j = o + k, else 0), and the nonzero pattern of
+    A^T B^T is the windows': a NaN of d reaches exactly the outputs whose windows hold it."""
+    at, g, bt = wgemm.toom_cook(r)
+    m, alpha = len(at), len(bt)
+    assert (len(g), len(g[0])) == (alpha, r)
+    for o, k, j in product(range(m), range(r), range(alpha)):
+        coefficient = sum(at[o][xi] * g[xi][k] * bt[xi][j] for xi in range(alpha))
+        assert coefficient == Fraction(int(j == o + k))
+    reach = [[any(at[o][xi] and bt[xi][j] for xi in range(alpha)) for j in range(alpha)] for o in range(m)]
+    assert reach == [[o <= j < o + r for j in range(alpha)] for o in range(m)]
+    # B^T and A^T are dyadic (exact in float32): the kernel's transforms add no rounding of their own
+    assert all(float(v) == np.float32(float(v)) for row in (*at, *bt) for v in row)
 
 
 def test_the_batched_gemm():
@@ -93,9 +129,13 @@ def test_the_batched_gemm():
 def test_refusals():
     w = dev(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
     for layer in (ConvLayer.of(3, 8, 8, 4, 3, 2, 1), ConvLayer.of(3, 8, 8, 4, 3, 1, 1, 2),
-                  ConvLayer.of(4, 8, 8, 4, 3, 1, 1, 1, 2), ConvLayer.of(3, 8, 8, 4, (3, 5), 1, 1)):
-        with pytest.raises(ValueError, match="3x3 windows at stride 1"):
+                  ConvLayer.of(4, 8, 8, 4, 3, 1, 1, 1, 2), ConvLayer.of(3, 8, 8, 4, (3, 9), 1, 1),
+                  ConvLayer.of(3, 8, 8, 4, 1), ConvLayer.of(6, 8, 8, 6, 3, 1, 1, 1, 2)):
+        assert not wgemm.applies(layer)
+        with pytest.raises(ValueError, match="windows up to 7x7 .* at stride 1"):
             wgemm.WinogradGemmConv2d(w, None, layer)
+    with pytest.raises(ValueError, match="1 <= r <= 7"):
+        wgemm.toom_cook(8)
     L = ConvLayer.of(3, 8, 8, 4, 3, 1, 1)
     with pytest.raises(ValueError, match="w must have shape"):
         wgemm.WinogradGemmConv2d(dev(np.zeros((4, 2, 3, 3), np.float32)), None, L)
@@ -114,29 +154,61 @@ def test_refusals():
 
 
 def test_the_workspace_is_said_before_it_is_allocated():
+    """A batch over the bound runs in chunks (``chunk``: the workspace of one chunk); a layer of which
+    one image is over the bound is refused before anything is allocated, and auto does not offer it."""
     big = ConvLayer.of(512, 64, 64, 512, 3, 1, 1)
+    assert wgemm.workspace_bytes(big, 64) == 4 * 16 * 1024 * 64 * 32 * 32
+    assert wgemm.workspace_bytes(ConvLayer.of(512, 63, 64, 512, 5, 1, 2), 64) == 4 * 36 * 1024 * 64 * 32 * 32
+    assert wgemm.workspace_bytes(ConvLayer.of(512, 63, 64, 512, (1, 7), 1, (0, 3)), 64) == 4 * 8 * 1024 * 64 * 63 * 32
+    n = wgemm.chunk(big, 64)
+    assert 1 <= n < 64 and wgemm.workspace_bytes(big, n) <= wgemm.workspace_limit() < wgemm.workspace_bytes(big, n + 1)
     conv = wgemm.WinogradGemmConv2d(dev(np.zeros((512, 512, 3, 3), np.float32)), None, big)
-    assert conv.workspace_bytes(64) == 4 * 16 * 1024 * 64 * 32 * 32
+    assert conv.workspace_bytes(64) == wgemm.workspace_bytes(big, n)
+    huge = ConvLayer.of(512, 512, 512, 512, 3, 1, 1)          # one image: 4 GiB of V and Mx, over any bound
+    assert wgemm.workspace_bytes(huge, 1) > wgemm.workspace_limit() and wgemm.chunk(huge, 4) == 0
+    conv = wgemm.WinogradGemmConv2d(dev(np.zeros((512, 512, 3, 3), np.float32)), None, huge)
     with pytest.raises(ValueError, match="MiB of Winograd workspace"):
-        conv.plan(64)
-    auto = conv_auto.AutoConv2d(dev(np.zeros((512, 512, 3, 3), np.float32)), None, big)
+        conv.plan(1)
+    auto = conv_auto.AutoConv2d(dev(np.zeros((512, 512, 3, 3), np.float32)), None, huge)
     assert "winograd_gemm" in [f.name for f in auto.families]
-    assert not [c for c in auto.candidates(64) if c["family"] == "winograd_gemm"]   # over workspace_limit(): not offered
-    assert [c for c in auto.candidates(1) if c["family"] == "winograd_gemm"]
+    assert not [c for c in auto.candidates(1) if c["family"] == "winograd_gemm"]   # over workspace_limit(): not offered
+    auto = conv_auto.AutoConv2d(dev(np.zeros((512, 512, 3, 3), np.float32)), None, big)
+    assert [c for c in auto.candidates(64) if c["family"] == "winograd_gemm"]
 
 
-def test_auto_offers_and_runs_it_with_a_residual():
-    L = ConvLayer.of(6, 7, 5, 5, 3, 1, 1)
-    w = rng.standard_normal((5, 6, 3, 3)).astype(np.float32)
+@pytest.mark.parametrize("N, bound_images", [(7, 3), (5, 5), (4, 1)])
+def test_a_batch_over_the_bound_runs_in_chunks(monkeypatch, N, bound_images):
+    """With the bound at ``bound_images`` images' V and Mx, a batch of N runs chunk by chunk (the last
+    one shorter, on the first's V and Mx): the same result as the reference, residual included."""
+    L = ConvLayer.of(6, 9, 7, 5, 5, 1, 2)
+    monkeypatch.setattr(wgemm, "workspace_limit", lambda: wgemm.workspace_bytes(L, bound_images))
+    assert wgemm.chunk(L, N) == min(N, bound_images)
+    x = rng.standard_normal((N, 6, 9, 7)).astype(np.float32)
+    w = rng.standard_normal((5, 6, 5, 5)).astype(np.float32)
     b = rng.standard_normal(5).astype(np.float32)
+    r = rng.standard_normal((N, 5, 9, 7)).astype(np.float32)
+    conv = wgemm.WinogradGemmConv2d(dev(w), dev(b), L, activation="relu", residual=True)
+    assert conv.workspace_bytes(N) == wgemm.workspace_bytes(L, min(N, bound_images))
+    out = labkit.xp.full((N, 5, 9, 7), np.nan, dtype=labkit.xp.float32)
+    for _ in range(2):                                        # the plan, then the plan again
+        y = conv(dev(x), out, residual=dev(r))
+        want, terms = _reference(x, w, b, (2, 2), "relu", r)
+        assert y is out and rel_error(y, want, terms) < 1e-6
+
+
+@pytest.mark.parametrize("window, groups", [(3, 1), (5, 2)])
+def test_auto_offers_and_runs_it_with_a_residual(window, groups):
+    L = ConvLayer.of(8, 7, 5, 10, window, 1, window // 2, 1, groups)
+    w = rng.standard_normal((10, 8 // groups, window, window)).astype(np.float32)
+    b = rng.standard_normal(10).astype(np.float32)
     auto = conv_auto.AutoConv2d(dev(w), dev(b), L, activation="relu", residual=True)
     configs = [c for c in auto.candidates(3) if c["family"] == "winograd_gemm"]
     assert configs and all("tiles" in c for c in configs)
-    x = rng.standard_normal((3, 6, 7, 5)).astype(np.float32)
-    r = rng.standard_normal((3, 5, 7, 5)).astype(np.float32)
-    y = labkit.xp.full((3, 5, 7, 5), np.nan, dtype=labkit.xp.float32)
+    x = rng.standard_normal((3, 8, 7, 5)).astype(np.float32)
+    r = rng.standard_normal((3, 10, 7, 5)).astype(np.float32)
+    y = labkit.xp.full((3, 10, 7, 5), np.nan, dtype=labkit.xp.float32)
     auto.make(configs[-1])(dev(x), y, dev(r))
-    want, terms = _reference(x, w, b, (1, 1), "relu", r)
+    want, terms = _reference(x, w, b, (window // 2,) * 2, "relu", r, groups)
     assert rel_error(y, want, terms) < 1e-6
 
 

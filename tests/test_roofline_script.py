@@ -23,6 +23,7 @@ def script():
 def test_cases_follow_the_issue(script):
     gpu = script.cases(script.NETS, quick=False, gpu=True)
     assert ("alexnet", "tf32", 1024) in gpu and ("alexnet", "fp32", 64) in gpu
+    assert [c for c in gpu if c[0] == "alexnet_auto"] == [("alexnet_auto", "fp32", 1024), ("alexnet_auto", "fp32", 64)]
     assert ("fashion", "fp32", 10000) in gpu and ("resnet", "fp32", 1024) in gpu and ("mobilenet", "fp32", 256) in gpu
     assert all(p == "fp32" for _n, p, _b in script.cases(script.NETS, quick=False, gpu=False))  # no TF32 on a CPU
 

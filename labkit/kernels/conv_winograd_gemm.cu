@@ -1,40 +1,52 @@
-// conv_winograd_gemm.cu -- a 3x3 convolution (stride 1, any zero padding, one group) by Winograd's
-// F(2x2, 3x3) in three passes through global memory ("non-fused" Winograd, as cuDNN's
-// WINOGRAD_NONFUSED): the input transform, 16 independent GEMMs, the output transform.
+// conv_winograd_gemm.cu -- a KH x KW convolution (stride 1, any zero padding, no dilation, any groups)
+// by Winograd's F(2, r) in each direction, in three passes through global memory ("non-fused"
+// Winograd, as cuDNN's WINOGRAD_NONFUSED): the input transform, independent GEMMs, the output
+// transform.  A 3x3 window is F(2x2, 3x3); a 5x5 one F(2x2, 5x5); a 1 x 7 one F(1x2, 1x7).
 //
-//   y = A^T [ U . V ] A, summed over the input channels, per 2x2 tile of outputs
-//   V = B^T d B: d the tile's 4x4 input patch (rows 2 i - PH .. 2 i - PH + 3, columns likewise; zeros
-//   outside the plane), B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1];
-//   U = G g G^T: g a 3x3 filter, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1] (the host transforms the
-//   weights once, in float64: labkit.ops.conv_winograd_gemm);
-//   A^T = [1 1 1 0; 0 1 -1 -1].
-// Position xi = 4 a + b of the transforms is one GEMM: Mx[xi] (M x T) = U[xi] (M x C) @ V[xi] (C x T),
-// T the batch's tiles.  That is 16 multiply-adds per (m, c, tile) for the direct method's 36.
+//   y = AH^T [ U . V ] AW, summed over a group's input channels, per MH x MW tile of outputs
+//   V = BH^T d BW: d the tile's AH x AW input patch (rows MH i - PH .. MH i - PH + AH - 1, columns
+//   likewise; zeros outside the plane);  U = GH g GW^T: g a KH x KW filter.
+// Per direction, r = KH (or KW) > 1 takes m = 2 outputs a tile and alpha = r + 1 transform points
+// (Toom-Cook at 0, 1, -1, 2, -2, 1/2, -1/2 and infinity); r = 1 is the identity (m = alpha = 1).  The
+// host makes the matrices exactly (fractions: labkit.ops.conv_winograd_gemm.toom_cook) and passes them
+// as WGG_BTH, WGG_ATH, WGG_GH (and _W); F(2x2, 3x3)'s, the defaults, are
+//   B^T = [1 0 -1 0; 0 1 1 0; 0 1 -1 0; 0 1 0 -1], G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1],
+//   A^T = [1 1 -1 0; 0 1 1 -1].
+// The transforms multiply by the matrices' entries with every loop unrolled: the compiler keeps only
+// the nonzero terms, and a 1 or -1 costs no multiply (a zero term is left out, not multiplied: 0 * NaN
+// would be NaN).
+// Position xi = AW a + b of the transforms is one GEMM per group: Mx[xi, g] (Mg x T) = U[xi, g] (Mg x Cg)
+// @ V[xi, g] (Cg x T), T the batch's tiles.  That is AH AW multiply-adds per (m, c, tile) for the direct
+// method's MH MW KH KW: 16 for 36 at 3x3, 36 for 100 at 5x5.
 //
-// conv_winograd.cu does the same arithmetic in one kernel, its transforms in shared memory: it wins
-// where a block's few output channels and one row of tiles keep the GEMMs busy (ResNet-small's 16-64
-// channels on 28 x 28).  With hundreds of channels on small planes (14 x 14, 7 x 7) its blocks have too
-// little to multiply; here the GEMMs are whole-batch products of the tuned GEMM kernel
-// (gemm.cu's gemm_dbuf_batched), at the price of V and Mx travelling through memory: 16 values per
-// (channel, tile) each way, 4x the input's and the output's size.  The autotuner weighs the two.
+// conv_winograd.cu does F(2x2, 3x3) in one kernel, its transforms in shared memory: it wins where a
+// block's few output channels and one row of tiles keep the GEMMs busy (ResNet-small's 16-64 channels
+// on 28 x 28).  With hundreds of channels on small planes (14 x 14, 7 x 7) its blocks have too little
+// to multiply; here the GEMMs are whole-batch products of the tuned GEMM kernel (gemm.cu's
+// gemm_dbuf_batched), at the price of V and Mx travelling through memory: AH AW values per (channel,
+// tile) each way, 4x the input's and the output's size at 3x3, 9x at 5x5.  The autotuner weighs them.
 //
-// wgg_input(x, v, N)    v[xi][c][t] = (B^T d B)[xi] for channel c of tile t = (n, ti, tj), t fastest:
-//   one thread per (c, t), its 16 stores coalesced across the warp.  Grid (ceil(C * T / 256),),
+// wgg_input(x, v, N)    v[xi][c][t] = (BH^T d BW)[xi] for channel c of tile t = (n, ti, tj), t fastest:
+//   one thread per (c, t), its AH AW stores coalesced across the warp.  Grid (ceil(C * T / 256),),
 //   block (256,).
-// wgg_output(mx, b, res, gate, y, N, act)    y[n][m][2 ti + a][2 tj + b] = finish(A^T Mx A + bias + res):
-//   one thread per (m, t), its 16 loads coalesced.  act: 0 none, 1 tanh, 2 ReLU, 3 ReLU6, a NaN kept
-//   as PyTorch keeps it (conv_implicit.cu's finish); then 0 where gate <= 0 (WGG_GATE: a training
-//   step's ReLU backward riding in the store; a NaN gate passes the value, as conv_small.cu's
+// wgg_output(mx, b, res, gate, y, N, act)    y[n][m][MH ti + a][MW tj + b] = finish(AH^T Mx AW + bias
+//   + res): one thread per (m, t), its AH AW loads coalesced.  act: 0 none, 1 tanh, 2 ReLU, 3 ReLU6, a
+//   NaN kept as PyTorch keeps it (conv_implicit.cu's finish); then 0 where gate <= 0 (WGG_GATE: a
+//   training step's ReLU backward riding in the store; a NaN gate passes the value, as conv_small.cu's
 //   epilogue does).  b read where WGG_BIAS, res where WGG_ADD, gate where WGG_GATE.
 //   Grid (ceil(M * T / 256),), block (256,).
-// wgg_weights(wt, u)    U (16, M, C) on the GPU from a training layer's weights wt, the forward
-//   layer's (C_f * 9, M_f) layout, read at every step (the step changes them); with WGG_FLIP the
-//   backward-data pass's: the forward's filters turned 180 degrees, its C_f and M_f swapped (the
-//   kernel's C is M_f, its M is C_f).  One thread per (m, c).  Grid (ceil(M * C / 256),), block (256,).
-// NaN: F(2x2)'s transforms carry a NaN of x to exactly the outputs whose windows hold it (B^T's
-// columns 0 and 3 reach only the rows A^T's rows 1 and 0 drop), as the direct convolution does.
-// x (N, C, H, W), y and res (N, M, HO, WO), v (16, C, T), mx (16, M, T), float32, C-contiguous.
-// Compile-time: WGG_C, WGG_H, WGG_W, WGG_M, WGG_PH, WGG_PW, WGG_BIAS, WGG_ADD, WGG_GATE, WGG_FLIP.
+// wgg_weights(wt, u)    U (AH AW, M, C) on the GPU from a training layer's weights wt (one group), the
+//   forward layer's (C_f * KH * KW, M_f) layout, read at every step (the step changes them); with
+//   WGG_FLIP the backward-data pass's: the forward's filters turned 180 degrees, its C_f and M_f
+//   swapped (the kernel's C is M_f, its M is C_f).  One thread per (m, c).  Grid (ceil(M * C / 256),),
+//   block (256,).
+// NaN: with m = 2 and the points 0 and infinity, input column 0 of BH^T reaches only the point 0, which
+// A^T's second row drops, and the last column only infinity, which its first row drops: a NaN of x
+// reaches exactly the outputs whose windows hold it, as in the direct convolution.  (F(4x4, 3x3) would
+// spread it over the tile: it is not offered here.)
+// x (N, C, H, W), y and res (N, M, HO, WO), v (AH AW, C, T), mx (AH AW, M, T), float32, C-contiguous.
+// Compile-time: WGG_C, WGG_H, WGG_W, WGG_M, WGG_G (groups), WGG_KH, WGG_KW, WGG_PH, WGG_PW, the
+// matrices, WGG_BIAS, WGG_ADD, WGG_GATE, WGG_FLIP.
 
 #ifndef WGG_C
 #define WGG_C 8
@@ -47,6 +59,12 @@
 #endif
 #ifndef WGG_M
 #define WGG_M 8
+#endif
+#ifndef WGG_KH
+#define WGG_KH 3
+#endif
+#ifndef WGG_KW
+#define WGG_KW 3
 #endif
 #ifndef WGG_PH
 #define WGG_PH 1
@@ -66,12 +84,43 @@
 #ifndef WGG_FLIP
 #define WGG_FLIP 0
 #endif
+// F(2, 3)'s matrices, the defaults of both directions (a 3x3 window)
+#ifndef WGG_BTH
+#define WGG_BTH {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, 1, -1, 0}, {0, 1, 0, -1}}
+#define WGG_ATH {{1, 1, -1, 0}, {0, 1, 1, -1}}
+#define WGG_GH {{1, 0, 0}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0, 0, 1}}
+#endif
+#ifndef WGG_BTW
+#define WGG_BTW WGG_BTH
+#define WGG_ATW WGG_ATH
+#define WGG_GW WGG_GH
+#endif
 
 namespace wgg {
-constexpr int C = WGG_C, H = WGG_H, W = WGG_W, M = WGG_M, PH = WGG_PH, PW = WGG_PW;
-constexpr int HO = H + 2 * PH - 2, WO = W + 2 * PW - 2;   // a 3x3 window at stride 1
-constexpr int TH = (HO + 1) / 2, TW = (WO + 1) / 2;        // 2x2 tiles of the output plane
-static_assert(HO >= 1 && WO >= 1, "the 3x3 window does not fit the padded input");
+constexpr int C = WGG_C, H = WGG_H, W = WGG_W, M = WGG_M, KH = WGG_KH, KW = WGG_KW, PH = WGG_PH, PW = WGG_PW;
+constexpr int MH = KH > 1 ? 2 : 1, MW = KW > 1 ? 2 : 1;      // outputs of a tile, per direction
+constexpr int AH = MH + KH - 1, AW = MW + KW - 1;            // transform points, per direction
+constexpr int P = AH * AW;                                   // transform positions: GEMMs per group
+constexpr int HO = H + 2 * PH - KH + 1, WO = W + 2 * PW - KW + 1;   // stride 1
+constexpr int TH = (HO + MH - 1) / MH, TW = (WO + MW - 1) / MW;     // tiles of the output plane
+static_assert(HO >= 1 && WO >= 1, "the window does not fit the padded input");
+
+// The matrices' entries, looked up with indices the unrolled loops make constant.
+__host__ __device__ constexpr float bth(int i, int j) { constexpr float a[AH][AH] = WGG_BTH; return a[i][j]; }
+__host__ __device__ constexpr float btw(int i, int j) { constexpr float a[AW][AW] = WGG_BTW; return a[i][j]; }
+__host__ __device__ constexpr float ath(int i, int j) { constexpr float a[MH][AH] = WGG_ATH; return a[i][j]; }
+__host__ __device__ constexpr float atw(int i, int j) { constexpr float a[MW][AW] = WGG_ATW; return a[i][j]; }
+__host__ __device__ constexpr float gh(int i, int j) { constexpr float a[AH][KH] = WGG_GH; return a[i][j]; }
+__host__ __device__ constexpr float gw(int i, int j) { constexpr float a[AW][KW] = WGG_GW; return a[i][j]; }
+
+// acc += c * v where c is a matrix entry: nothing where c is 0, no multiply where it is 1 or -1, and
+// the first term assigned rather than added to 0 (with the loops unrolled, c and `any` are constants).
+__device__ __forceinline__ void add_term(float& acc, bool& any, float c, float v) {
+  if (c == 0.0f) return;
+  const float t = c == 1.0f ? v : (c == -1.0f ? -v : c * v);
+  acc = any ? acc + t : t;
+  any = true;
+}
 }  // namespace wgg
 
 // The epilogue: bias, residual, activation; the comparisons keep a NaN (fmaxf(NaN, 0) would be 0).
@@ -91,33 +140,39 @@ extern "C" __global__ void wgg_input(const float* __restrict__ x, float* __restr
   const int c = (int)(i / T);
   const long long t = i - c * T;
   const int n = (int)(t / (TH * TW)), r = (int)(t % (TH * TW));
-  const int h0 = 2 * (r / TW) - PH, w0 = 2 * (r % TW) - PW;
+  const int h0 = MH * (r / TW) - PH, w0 = MW * (r % TW) - PW;
   const float* __restrict__ plane = x + ((size_t)n * C + c) * H * W;
-  float d[4][4];
+  float d[AH][AW];
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {
+  for (int a = 0; a < AH; ++a) {
     const bool row = h0 + a >= 0 && h0 + a < H;
 #pragma unroll
-    for (int b = 0; b < 4; ++b)
+    for (int b = 0; b < AW; ++b)
       d[a][b] = row && w0 + b >= 0 && w0 + b < W ? plane[(h0 + a) * W + w0 + b] : 0.0f;
   }
-  float s[4][4];   // B^T d: each column of d
+  float s[AH][AW];   // BH^T d: each column of d
 #pragma unroll
-  for (int b = 0; b < 4; ++b) {
-    s[0][b] = d[0][b] - d[2][b];
-    s[1][b] = d[1][b] + d[2][b];
-    s[2][b] = d[2][b] - d[1][b];
-    s[3][b] = d[1][b] - d[3][b];
-  }
+  for (int a = 0; a < AH; ++a)
+#pragma unroll
+    for (int b = 0; b < AW; ++b) {
+      float acc = 0.0f;
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < AH; ++k) add_term(acc, any, bth(a, k), d[k][b]);
+      s[a][b] = acc;
+    }
   float* __restrict__ out = v + (size_t)c * T + t;
   const size_t step = (size_t)C * T;   // from one transform position to the next
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {        // (B^T d) B: each row
-    out[(4 * a + 0) * step] = s[a][0] - s[a][2];
-    out[(4 * a + 1) * step] = s[a][1] + s[a][2];
-    out[(4 * a + 2) * step] = s[a][2] - s[a][1];
-    out[(4 * a + 3) * step] = s[a][1] - s[a][3];
-  }
+  for (int a = 0; a < AH; ++a)         // (BH^T d) BW: each row
+#pragma unroll
+    for (int b = 0; b < AW; ++b) {
+      float acc = 0.0f;
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < AW; ++k) add_term(acc, any, btw(b, k), s[a][k]);
+      out[(AW * a + b) * step] = acc;
+    }
 }
 
 extern "C" __global__ void wgg_output(const float* __restrict__ mx, const float* __restrict__ b,
@@ -130,31 +185,39 @@ extern "C" __global__ void wgg_output(const float* __restrict__ mx, const float*
   const int m = (int)(i / T);
   const long long t = i - m * T;
   const int n = (int)(t / (TH * TW)), r = (int)(t % (TH * TW));
-  const int oh = 2 * (r / TW), ow = 2 * (r % TW);
+  const int oh = MH * (r / TW), ow = MW * (r % TW);
   const float* __restrict__ in = mx + (size_t)m * T + t;
   const size_t step = (size_t)M * T;
-  float q[4][4];
+  float q[AH][AW];
 #pragma unroll
-  for (int a = 0; a < 4; ++a)
+  for (int a = 0; a < AH; ++a)
 #pragma unroll
-    for (int c = 0; c < 4; ++c) q[a][c] = in[(4 * a + c) * step];
-  float s[2][4];   // A^T q: each column
+    for (int c = 0; c < AW; ++c) q[a][c] = in[(AW * a + c) * step];
+  float s[MH][AW];   // AH^T q: each column
 #pragma unroll
-  for (int c = 0; c < 4; ++c) {
-    s[0][c] = q[0][c] + q[1][c] + q[2][c];
-    s[1][c] = q[1][c] - q[2][c] - q[3][c];
-  }
+  for (int a = 0; a < MH; ++a)
+#pragma unroll
+    for (int c = 0; c < AW; ++c) {
+      float acc = 0.0f;
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < AH; ++k) add_term(acc, any, ath(a, k), q[k][c]);
+      s[a][c] = acc;
+    }
   const float bias = WGG_BIAS ? b[m] : 0.0f;
   const size_t base = ((size_t)n * M + m) * HO * WO;
 #pragma unroll
-  for (int a = 0; a < 2; ++a) {
+  for (int a = 0; a < MH; ++a) {
     if (oh + a >= HO) break;
-    const float o[2] = {s[a][0] + s[a][1] + s[a][2], s[a][1] - s[a][2] - s[a][3]};   // (A^T q) A
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < MW; ++c) {
       if (ow + c >= WO) break;
+      float o = 0.0f;   // (AH^T q) AW
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < AW; ++k) add_term(o, any, atw(c, k), s[a][k]);
       const size_t at = base + (size_t)(oh + a) * WO + ow + c;
-      float v = wgg_finish(o[c], bias, WGG_ADD ? res[at] : 0.0f, act);
+      float v = wgg_finish(o, bias, WGG_ADD ? res[at] : 0.0f, act);
       if (WGG_GATE && gate[at] <= 0.0f) v = 0.0f;
       y[at] = v;
     }
@@ -163,28 +226,35 @@ extern "C" __global__ void wgg_output(const float* __restrict__ mx, const float*
 
 extern "C" __global__ void wgg_weights(const float* __restrict__ wt, float* __restrict__ u) {
   using namespace wgg;
+  constexpr int TAPS = KH * KW;
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= M * C) return;
   const int m = i / C, c = i % C;
-  float g[3][3];
+  float g[KH][KW];
 #pragma unroll
-  for (int tap = 0; tap < 9; ++tap)
-    g[tap / 3][tap % 3] = WGG_FLIP ? wt[(m * 9 + 8 - tap) * C + c] : wt[(c * 9 + tap) * M + m];
-  float t[4][3];   // G g: each column of g
+  for (int tap = 0; tap < TAPS; ++tap)
+    g[tap / KW][tap % KW] = WGG_FLIP ? wt[(m * TAPS + TAPS - 1 - tap) * C + c] : wt[(c * TAPS + tap) * M + m];
+  float t[AH][KW];   // GH g: each column of g
 #pragma unroll
-  for (int j = 0; j < 3; ++j) {
-    t[0][j] = g[0][j];
-    t[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-    t[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-    t[3][j] = g[2][j];
-  }
+  for (int a = 0; a < AH; ++a)
+#pragma unroll
+    for (int j = 0; j < KW; ++j) {
+      float acc = 0.0f;
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < KH; ++k) add_term(acc, any, gh(a, k), g[k][j]);
+      t[a][j] = acc;
+    }
   float* __restrict__ out = u + (size_t)m * C + c;
   const size_t step = (size_t)M * C;
 #pragma unroll
-  for (int a = 0; a < 4; ++a) {   // (G g) G^T: each row
-    out[(4 * a + 0) * step] = t[a][0];
-    out[(4 * a + 1) * step] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
-    out[(4 * a + 2) * step] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
-    out[(4 * a + 3) * step] = t[a][2];
-  }
+  for (int a = 0; a < AH; ++a)   // (GH g) GW^T: each row
+#pragma unroll
+    for (int b = 0; b < AW; ++b) {
+      float acc = 0.0f;
+      bool any = false;
+#pragma unroll
+      for (int k = 0; k < KW; ++k) add_term(acc, any, gw(b, k), t[a][k]);
+      out[(AW * a + b) * step] = acc;
+    }
 }

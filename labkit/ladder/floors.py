@@ -31,9 +31,9 @@ from ..results import shipped
 __all__ = ["TITLES", "NETS", "build_case", "floor_rows", "measure_case", "shipped_case", "table", "case_label",
            "tensor_core_steps", "tuning_note", "SHIPPED_GPUS"]
 
-NETS = ("fashion", "alexnet", "resnet", "mobilenet")
-TITLES = {"fashion": "FashionNet", "alexnet": "AlexNet", "resnet": "ResNet-small training step",
-          "mobilenet": "MobileNetV2"}
+NETS = ("fashion", "alexnet", "alexnet_auto", "resnet", "mobilenet")
+TITLES = {"fashion": "FashionNet", "alexnet": "AlexNet", "alexnet_auto": "AlexNet (auto convolutions)",
+          "resnet": "ResNet-small training step", "mobilenet": "MobileNetV2"}
 RESNET_CHANNELS = {"gpu": 64, "cpu": 4}
 MOBILENET_HW = {"gpu": mb.INPUT_HW, "cpu": (32, 32)}
 LR, MOMENTUM, WD = 0.05, 0.9, 5e-4
@@ -94,10 +94,11 @@ def build_case(net: str, precision: str, N: int, rng, *, model=None):
     if net == "fashion":
         model, notes = model or fm.FashionNet(fm.load_weights()), {"variant": "fused"}
         fill = lambda shape: rng.random(shape, dtype=np.float32)                       # noqa: E731
-    elif net == "alexnet":
+    elif net in ("alexnet", "alexnet_auto"):     # the second: each convolution on labkit.conv2d's auto choice
         if model is None:
             weights, source = alexnet.load_weights()
-            model, notes = alexnet.AlexNet(weights, precision=precision), {"weights": source}
+            convs = "auto" if net == "alexnet_auto" else "implicit"
+            model, notes = alexnet.AlexNet(weights, precision=precision, convs=convs), {"weights": source}
         else:
             notes = {"weights": "the caller's"}
         fill = lambda shape: (50 * rng.standard_normal(shape)).astype(np.float32)      # noqa: E731  (0-255 scale)

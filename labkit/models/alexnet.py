@@ -36,7 +36,7 @@ from ..shapes import ALEXNET_CONVS
 from .alexnet_weights import WEIGHTS_ENV, read_bvlc_npy, synthetic_weights, to_labkit
 from .plan import Plan, PlannedModel
 
-__all__ = ["POOL_AFTER", "LRN", "MEAN_BGR", "INPUT_SHAPE", "IMAGES_DIR", "CLASSES_PATH",
+__all__ = ["CONVS", "POOL_AFTER", "LRN", "MEAN_BGR", "INPUT_SHAPE", "IMAGES_DIR", "CLASSES_PATH",
            "load_weights", "class_names", "load_photos", "preprocess", "reference_logits", "AlexNet",
            "weight_bytes", "Plan"]
 
@@ -46,6 +46,7 @@ CLASSES_PATH = _DATA / "imagenet" / "imagenet_1k_wnid_lemma.tsv"
 INPUT_SHAPE = (3, 227, 227)
 MEAN_BGR = (103.939, 116.779, 123.68)
 LRN = dict(depth_radius=2, bias=1.0, alpha=2e-5, beta=0.75)
+CONVS = ("implicit", "auto")    # the convolutions' kernels: the implicit GEMM, or labkit.conv2d's auto choice
 POOL_AFTER = ("conv1", "conv2", "conv5")     # a 3x3/2 max-pool follows these
 LRN_AFTER = ("conv1", "conv2")
 # TF32: the dense layers too run on the tensor cores (DenseTF32, a 1x1 convolution) from this many
@@ -143,18 +144,32 @@ class AlexNet(PlannedModel):
 
     The arrays returned are the plan's buffers, overwritten by the next call of the same batch size:
     copy them to keep them.
+
+    ``convs="auto"`` (FP32 only) runs each convolution on ``labkit.conv2d(variant="auto")``'s kernel
+    for its shape and batch size instead: on a GPU the autotuner times the implicit GEMM beside
+    Winograd's F(2x2, 5x5) and F(2x2, 3x3) as GEMMs (conv_winograd_gemm.cu), which win on conv2-conv5;
+    untuned (the CPU executor) it is the implicit GEMM with its default tiles.
     """
 
-    def __init__(self, weights: dict[str, np.ndarray], *, precision: str = "fp32", fuse_lrn_pool: bool = True):
+    def __init__(self, weights: dict[str, np.ndarray], *, precision: str = "fp32", fuse_lrn_pool: bool = True,
+                 convs: str = "implicit"):
+        if convs not in CONVS:
+            raise ValueError(f"convs must be one of {CONVS}, got {convs!r}")
+        if convs == "auto" and precision != "fp32":
+            raise ValueError(f"convs='auto' picks among FP32 kernels: use precision='fp32' with it, got {precision!r}")
         self.backend = backends.current()
         xp = backends.xp()
-        self.precision = precision
+        self.precision, self.conv_kernels = precision, convs
         self.fuse_lrn_pool = bool(fuse_lrn_pool)
         self.host_weights = weights          # kept (not copied) for replica()
         self.w = {k: xp.asarray(v) for k, v in weights.items()}
-        self.convs = {name: layers.ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
-                                           precision=precision)
-                      for name, L in ALEXNET_CONVS.items()}
+        if convs == "auto":
+            self.convs = {name: layers.AutoConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu")
+                          for name, L in ALEXNET_CONVS.items()}
+        else:
+            self.convs = {name: layers.ImplicitConv2d(self.w[f"{name}_w"], self.w[f"{name}_b"], L, activation="relu",
+                                                      precision=precision)
+                          for name, L in ALEXNET_CONVS.items()}
         fc_acts = (("fc6", "relu"), ("fc7", "relu"), ("fc8", None))
         self.fcs = {name: layers.Dense(self.w[f"{name}_w"], self.w[f"{name}_b"], activation=act)
                     for name, act in fc_acts}
@@ -167,7 +182,8 @@ class AlexNet(PlannedModel):
 
     def replica(self) -> "AlexNet":
         """The same network on the current device (its weights copied there from the host once)."""
-        return AlexNet(self.host_weights, precision=self.precision, fuse_lrn_pool=self.fuse_lrn_pool)
+        return AlexNet(self.host_weights, precision=self.precision, fuse_lrn_pool=self.fuse_lrn_pool,
+                       convs=self.conv_kernels)
 
     def compile(self, N: int) -> None:
         """Every layer's kernels for a batch of N compiled (or loaded) and its launch planned, side by
@@ -186,8 +202,12 @@ class AlexNet(PlannedModel):
         p = Plan(N, INPUT_SHAPE, self.backend)
         for name, layer in ALEXNET_CONVS.items():
             conv = self.convs[name]
-            ws = p.add_workspace(name, conv.workspace_shape(N))
-            h = p.add(name, (N, layer.M) + layer.out_hw, lambda src, out, conv=conv, ws=ws: conv(src, out, workspace=ws))
+            if isinstance(conv, layers.AutoConv2d):       # the chosen kernel holds its own workspace
+                h = p.add(name, (N, layer.M) + layer.out_hw, lambda src, out, conv=conv: conv(src, out))
+            else:
+                ws = p.add_workspace(name, conv.workspace_shape(N))
+                h = p.add(name, (N, layer.M) + layer.out_hw,
+                          lambda src, out, conv=conv, ws=ws: conv(src, out, workspace=ws))
             c, hh, ww = h.shape[1:]
             pooled = (N, c, (hh - 3) // 2 + 1, (ww - 3) // 2 + 1)
             if name in LRN_AFTER and self.fuse_lrn_pool:

@@ -11,10 +11,12 @@ Every kernel family that can run the shape offers its candidates (tiles, tilings
     depthwise3x3 depthwise.cu: MobileNetV2's 3x3, padding 1, stride 1 or 2
     winograd     conv_winograd.cu: 3x3, stride 1, padding 1, one group (F(2x2,3x3) or F(4x4,3x3), its
                  tiles: winograd_auto_tiles), and conv_small.cu's direct kernel for the same shapes
-    winograd_gemm conv_winograd_gemm.cu: 3x3, stride 1, any padding, one group: F(2x2,3x3) as 16 GEMMs
-                 of the whole batch (gemm.cu's batched kernel) between transforms in global memory,
-                 for many channels on small planes; its candidates are GEMM tiles (none where its
-                 workspace, V and Mx, would pass its workspace_limit: 1/64 of the GPU's memory)
+    winograd_gemm conv_winograd_gemm.cu: windows up to 7x7 (square or not), stride 1, any padding,
+                 groups: F(2, r) each way ((r+1)^2 GEMMs of the whole batch, gemm.cu's batched kernel,
+                 between transforms in global memory), for many channels on small planes; its
+                 candidates are GEMM tiles; a batch whose workspace (V and Mx) would pass its
+                 workspace_limit (1/64 of the GPU's memory) runs in chunks of images (none offered
+                 where one image's would)
     phased       conv_winograd.cu on dilated 3x3 layers padded by their dilation, on unpadded 3x3
                  layers and on 3x3 layers of a few groups (stride 1): the input's phases as a batch,
                  the output cropped, a launch a group (labkit.ops.conv_phased)
@@ -129,9 +131,10 @@ WGEMM_TILES = 4     # GEMM tiles the search times for winograd_gemm: the default
 
 def _wgemm_candidates(conv: "AutoConv2d", N: int) -> list:
     L = conv.layer
-    if not wgemm.fits(L, N):
+    n = wgemm.chunk(L, N)          # a batch over its workspace bound runs in chunks of n images
+    if n < 1:
         return []
-    return [{"tiles": t} for t in wgemm.gemm_tiles(L, wgemm.tiles_of(L, N), WGEMM_TILES)]
+    return [{"tiles": t} for t in wgemm.gemm_tiles(L, wgemm.tiles_of(L, n), WGEMM_TILES)]
 
 
 def _wgemm_make(conv: "AutoConv2d", config: dict) -> Runner:
