@@ -114,6 +114,22 @@ def test_toom_cook_is_exact_and_keeps_nan_in_its_windows(r):
     assert all(float(v) == np.float32(float(v)) for row in (*at, *bt) for v in row)
 
 
+@pytest.mark.parametrize("window, groups", [(3, 1), (5, 2), ((1, 7), 1), ((7, 4), 2)])
+def test_the_layer_transforms_its_weights_on_the_device(window, groups):
+    """U from wgg_weights (the layer's own (M, C/groups, KH, KW) weights, made by its first plan) is the
+    float64 host transform within float32's rounding, and later plans (other batches) keep it."""
+    L = ConvLayer.of(8, 9, 10, 12, window, 1, 1, 1, groups)
+    w = rng.standard_normal((12, 8 // groups) + L.kernel_hw).astype(np.float32)
+    conv = wgemm.WinogradGemmConv2d(dev(w), None, L)
+    conv.plan(2)
+    u = to_numpy(conv.u).astype(np.float64)
+    want = wgemm.transform_weights(w)
+    assert u.shape == want.shape == (wgemm.positions(L), 12, 8 // groups)
+    assert np.abs(u - want).max() <= 1e-6 * np.abs(want).max()
+    conv.plan(3)
+    assert np.array_equal(to_numpy(conv.u), u.astype(np.float32))
+
+
 def test_the_batched_gemm():
     P, M, N, K = 3, 37, 45, 19
     a = rng.standard_normal((P, M, K)).astype(np.float32)

@@ -35,18 +35,20 @@
 //   training step's ReLU backward riding in the store; a NaN gate passes the value, as conv_small.cu's
 //   epilogue does).  b read where WGG_BIAS, res where WGG_ADD, gate where WGG_GATE.
 //   Grid (ceil(M * T / 256),), block (256,).
-// wgg_weights(wt, u)    U (AH AW, M, C) on the GPU from a training layer's weights wt (one group), the
-//   forward layer's (C_f * KH * KW, M_f) layout, read at every step (the step changes them); with
-//   WGG_FLIP the backward-data pass's: the forward's filters turned 180 degrees, its C_f and M_f
-//   swapped (the kernel's C is M_f, its M is C_f).  One thread per (m, c).  Grid (ceil(M * C / 256),),
-//   block (256,).
+// wgg_weights(wt, u)    U (AH AW, M, C/groups) on the GPU.  WGG_MCKK: wt is a layer's own weights
+//   (M, C/groups, KH, KW), transformed once when the layer plans (a call of labkit.conv2d makes its
+//   layer anew: a host transform would download and multiply at every call).  Else a training layer's
+//   weights (one group), the forward layer's (C_f * KH * KW, M_f) layout, read at every step (the step
+//   changes them); with WGG_FLIP the backward-data pass's: the forward's filters turned 180 degrees,
+//   its C_f and M_f swapped (the kernel's C is M_f, its M is C_f).  One thread per (m, c).
+//   Grid (ceil(M * C/groups / 256),), block (256,).
 // NaN: with m = 2 and the points 0 and infinity, input column 0 of BH^T reaches only the point 0, which
 // A^T's second row drops, and the last column only infinity, which its first row drops: a NaN of x
 // reaches exactly the outputs whose windows hold it, as in the direct convolution.  (F(4x4, 3x3) would
 // spread it over the tile: it is not offered here.)
 // x (N, C, H, W), y and res (N, M, HO, WO), v (AH AW, C, T), mx (AH AW, M, T), float32, C-contiguous.
 // Compile-time: WGG_C, WGG_H, WGG_W, WGG_M, WGG_G (groups), WGG_KH, WGG_KW, WGG_PH, WGG_PW, the
-// matrices, WGG_BIAS, WGG_ADD, WGG_GATE, WGG_FLIP.
+// matrices, WGG_BIAS, WGG_ADD, WGG_GATE, WGG_FLIP, WGG_MCKK.
 
 #ifndef WGG_C
 #define WGG_C 8
@@ -84,6 +86,12 @@
 #ifndef WGG_FLIP
 #define WGG_FLIP 0
 #endif
+#ifndef WGG_MCKK
+#define WGG_MCKK 0
+#endif
+#ifndef WGG_G
+#define WGG_G 1
+#endif
 // F(2, 3)'s matrices, the defaults of both directions (a 3x3 window)
 #ifndef WGG_BTH
 #define WGG_BTH {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, 1, -1, 0}, {0, 1, 0, -1}}
@@ -98,6 +106,7 @@
 
 namespace wgg {
 constexpr int C = WGG_C, H = WGG_H, W = WGG_W, M = WGG_M, KH = WGG_KH, KW = WGG_KW, PH = WGG_PH, PW = WGG_PW;
+constexpr int CG = C / WGG_G;                                // a group's input channels (the transforms need no more)
 constexpr int MH = KH > 1 ? 2 : 1, MW = KW > 1 ? 2 : 1;      // outputs of a tile, per direction
 constexpr int AH = MH + KH - 1, AW = MW + KW - 1;            // transform points, per direction
 constexpr int P = AH * AW;                                   // transform positions: GEMMs per group
@@ -227,13 +236,15 @@ extern "C" __global__ void wgg_output(const float* __restrict__ mx, const float*
 extern "C" __global__ void wgg_weights(const float* __restrict__ wt, float* __restrict__ u) {
   using namespace wgg;
   constexpr int TAPS = KH * KW;
+  constexpr int CIN = WGG_MCKK ? CG : C;       // U's columns: a group's channels
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= M * C) return;
-  const int m = i / C, c = i % C;
+  if (i >= M * CIN) return;
+  const int m = i / CIN, c = i % CIN;
   float g[KH][KW];
 #pragma unroll
   for (int tap = 0; tap < TAPS; ++tap)
-    g[tap / KW][tap % KW] = WGG_FLIP ? wt[(m * TAPS + TAPS - 1 - tap) * C + c] : wt[(c * TAPS + tap) * M + m];
+    g[tap / KW][tap % KW] = WGG_MCKK ? wt[((size_t)m * CIN + c) * TAPS + tap]
+                          : WGG_FLIP ? wt[(m * TAPS + TAPS - 1 - tap) * C + c] : wt[(c * TAPS + tap) * M + m];
   float t[AH][KW];   // GH g: each column of g
 #pragma unroll
   for (int a = 0; a < AH; ++a)
@@ -245,8 +256,8 @@ extern "C" __global__ void wgg_weights(const float* __restrict__ wt, float* __re
       for (int k = 0; k < KH; ++k) add_term(acc, any, gh(a, k), g[k][j]);
       t[a][j] = acc;
     }
-  float* __restrict__ out = u + (size_t)m * C + c;
-  const size_t step = (size_t)M * C;
+  float* __restrict__ out = u + (size_t)m * CIN + c;
+  const size_t step = (size_t)M * CIN;
 #pragma unroll
   for (int a = 0; a < AH; ++a)   // (GH g) GW^T: each row
 #pragma unroll

@@ -235,10 +235,11 @@ def _output_launch(mod, G: ConvLayer, N: int, mx, b, addend, gate, act: int):
 
 def transform_weights(w) -> np.ndarray:
     """U = GH g GW^T of each (m, c) filter (w (M, C/groups, KH, KW)), float64 on the host:
-    (P, M, C/groups), position AW a + b first; it is (P * groups, M/groups, C/groups), the GEMMs' A."""
+    (P, M, C/groups), position AW a + b first; it is (P * groups, M/groups, C/groups), the GEMMs' A.
+    (The layers make theirs on the device, wgg_weights; this is the float64 reference of it.)"""
     g = to_numpy(w).astype(np.float64)
     gh, gw = (np.array(toom_cook(r)[1], dtype=np.float64) for r in g.shape[2:])
-    u = np.einsum("ai,mcij,bj->abmc", gh, g, gw)
+    u = np.einsum("ai,mcij,bj->abmc", gh, g, gw, optimize=True)
     return u.reshape(-1, g.shape[0], g.shape[1])
 
 
@@ -267,7 +268,10 @@ class WinogradGemmConv2d:
         check_conv_arguments(w, b, layer, residual, backend, xp)
         self.layer, self.activation, self.residual, self.tiles = layer, activation, bool(residual), tiles
         self.w, self.b = w, b
-        self.u = xp.asarray(transform_weights(w).astype(np.float32))
+        # U = G g G^T, made on the device by the first plan (wgg_weights): no download of w, no host
+        # arithmetic (labkit.conv2d makes its layer anew at every call)
+        self.u = xp.empty((positions(layer), layer.M, layer.C // layer.groups), dtype=xp.float32)
+        self._u_made = False
         self._kind, self._x_shape = xp.ndarray, (layer.C, layer.H, layer.W)
         self._plans: dict[int, tuple] = {}
 
@@ -287,10 +291,15 @@ class WinogradGemmConv2d:
         steps, room = {}, None
         for size in sorted({n, N % n} - {0}, reverse=True):  # a chunk, then what is left (on its V and Mx)
             mod, mx, to_v, gemms, room = _passes(L, size, self.tiles, {"WGG_BIAS": int(self.b is not None),
-                                                                       "WGG_ADD": int(self.residual)},
+                                                                       "WGG_ADD": int(self.residual),
+                                                                       "WGG_MCKK": 1, "WGG_G": L.groups},
                                                  "another kernel (labkit.conv2d(variant='auto') picks one that fits)",
                                                  array_module(self.backend), room)
             from_mx = _output_launch(mod, L, size, mx, bias, None, bias, self._act)
+            if not self._u_made:
+                cells = L.M * (L.C // L.groups)
+                mod.get_function("wgg_weights")((cdiv(cells, 256),), (256,), (self.w, self.u))
+                self._u_made = True
 
             def step(x, y, res, to_v=to_v, gemms=gemms, from_mx=from_mx):
                 to_v(x)
