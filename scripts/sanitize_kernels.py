@@ -120,7 +120,7 @@ def launch_pointwise_and_layer_norm() -> int:
 
 def launch_winograd_gemm() -> int:
     """conv_winograd_gemm.cu's transforms and gemm.cu's batched GEMM: odd planes, uneven padding,
-    bias, residual and ReLU; windows 3x3, 5x5 in two groups, 7x7, 1 x 7 and 5 x 3."""
+    bias, residual and ReLU; windows 3x3, 5x5 in two groups, 7x7, 1 x 7 and 5 x 3, a dilated 3x3."""
     from labkit.ops.conv_winograd_gemm import WinogradGemmConv2d
     from labkit.shapes import ConvLayer
 
@@ -132,8 +132,10 @@ def launch_winograd_gemm() -> int:
                                                       ((2, 10, 11, 9, 12), 5, (2, 2), 2, True),
                                                       ((1, 3, 13, 10, 5), 7, (3, 1), 1, False),
                                                       ((2, 6, 9, 12, 7), (1, 7), (0, 3), 1, True),
-                                                      ((1, 4, 8, 7, 9), (5, 3), (1, 2), 1, False)):
-        layer = ConvLayer.of(C, H, W, M, window, 1, pad, 1, groups)
+                                                      ((1, 4, 8, 7, 9), (5, 3), (1, 2), 1, False),
+                                                      ((2, 3, 13, 11, 5), 3, (0, 2), 1, False)):
+        dilation = (3, 2) if window == 3 and pad == (0, 2) else 1     # the last: dilated, phases of unequal length
+        layer = ConvLayer.of(C, H, W, M, window, 1, pad, dilation, groups)
         conv = WinogradGemmConv2d(f32(M, C // groups, *layer.kernel_hw), f32(M), layer, activation="relu",
                                   residual=res)
         conv(f32(N, C, H, W), residual=f32(N, M, *layer.out_hw) if res else None)

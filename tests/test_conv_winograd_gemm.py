@@ -24,11 +24,12 @@ rng = np.random.default_rng()
 dev = labkit.xp.asarray
 
 
-def _reference(x, w, b, pad, act, res, groups=1):
+def _reference(x, w, b, pad, act, res, groups=1, dilation=1):
     x64, w64 = x.astype(np.float64), w.astype(np.float64)
-    y = reference.conv2d(x64, w64, None if b is None else b.astype(np.float64), pad=pad, groups=groups)
+    y = reference.conv2d(x64, w64, None if b is None else b.astype(np.float64), pad=pad, groups=groups,
+                         dilation=dilation)
     terms = reference.conv2d(np.abs(x64), np.abs(w64), None if b is None else np.abs(b.astype(np.float64)), pad=pad,
-                             groups=groups)
+                             groups=groups, dilation=dilation)
     if res is not None:
         y, terms = y + res, terms + np.abs(res)
     if act == "relu":
@@ -74,12 +75,39 @@ def test_matches_the_reference(N, C, H, W, M, window, pad, groups, act, bias, re
     assert rel_error(y, want, terms) < 1e-6
 
 
-@pytest.mark.parametrize("window", [3, 5, 7, (1, 7), (6, 3)])
-def test_nan_and_infinity_where_the_direct_convolution_puts_them(window):
+DILATED = [  # N, C, H, W, M, window, pad (h, w), dilation (h, w), groups
+    (2, 3, 13, 11, 5, 3, (2, 2), (2, 2), 1),
+    (1, 4, 17, 15, 6, 3, (0, 3), (3, 3), 1),          # unpadded in height: phases of unequal length
+    (2, 5, 12, 13, 4, 5, (4, 2), (2, 1), 1),
+    (1, 8, 16, 9, 8, (1, 7), (0, 6), (1, 2), 2),
+    (1, 3, 19, 14, 7, (3, 5), (3, 1), (4, 3), 1),     # more phases than a tile's rows
+    (2, 2, 9, 10, 3, 2, (1, 0), (5, 2), 1),           # dilation nearly the plane: one output row a phase
+]
+
+
+@pytest.mark.parametrize("N, C, H, W, M, window, pad, dilation, groups", DILATED)
+def test_dilated_windows_phase_by_phase(N, C, H, W, M, window, pad, dilation, groups):
+    """A dilated window: tiles of outputs DH rows (DW columns) apart, their patches' rows likewise, the
+    phases' last tiles guarded: the float64 reference's result, NaN-poisoned output overwritten."""
+    L = ConvLayer.of(C, H, W, M, window, 1, pad, dilation, groups)
+    assert wgemm.applies(L)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = rng.standard_normal((M, C // groups) + L.kernel_hw).astype(np.float32)
+    b = rng.standard_normal(M).astype(np.float32)
+    conv = wgemm.WinogradGemmConv2d(dev(w), dev(b), L, activation="relu")
+    out = labkit.xp.full((N, M) + L.out_hw, np.nan, dtype=labkit.xp.float32)
+    y = conv(dev(x), out)
+    want, terms = _reference(x, w, b, pad, "relu", None, groups, dilation)
+    assert y is out and y.shape == want.shape
+    assert rel_error(y, want, terms) < 1e-6
+
+
+@pytest.mark.parametrize("window, dilation", [(3, 1), (5, 1), (7, 1), ((1, 7), 1), ((6, 3), 1), (3, 2), (3, (2, 3))])
+def test_nan_and_infinity_where_the_direct_convolution_puts_them(window, dilation):
     """One NaN and one infinity in x: NaN exactly in the outputs whose windows hold the NaN (ReLU
     keeps it, as PyTorch's does); the infinity's windows non-finite, every other output finite."""
-    L = ConvLayer.of(3, 11, 12, 4, window, 1, 0)
-    (kh, kw), (ho, wo) = L.kernel_hw, L.out_hw
+    L = ConvLayer.of(3, 11, 12, 4, window, 1, 0, dilation)
+    (kh, kw), (ho, wo), (dh, dw) = L.kernel_hw, L.out_hw, L.dilation_hw
     x = rng.standard_normal((2, 3, 11, 12)).astype(np.float32)
     nan_at, inf_at = (1, 2, int(rng.integers(11)), int(rng.integers(12))), (0, 1, 0, 11)
     x[nan_at], x[inf_at] = np.nan, np.inf
@@ -87,9 +115,12 @@ def test_nan_and_infinity_where_the_direct_convolution_puts_them(window):
     w[:, 1] = np.abs(w[:, 1])        # the infinity's channel: +inf before ReLU (a -inf would leave a 0)
     y = to_numpy(wgemm.WinogradGemmConv2d(dev(w), None, L, activation="relu")(dev(x)))
 
-    def windows(n, h, w_):
+    def windows(n, h, w_):     # the outputs (i, j) whose taps i + dh k, j + dw l reach (h, w_)
         out = np.zeros(y.shape, bool)
-        out[n, :, max(0, h - kh + 1):min(h + 1, ho), max(0, w_ - kw + 1):min(w_ + 1, wo)] = True
+        for k, l in product(range(kh), range(kw)):
+            i, j = h - dh * k, w_ - dw * l
+            if 0 <= i < ho and 0 <= j < wo:
+                out[n, :, i, j] = True
         return out
     nan_windows, inf_windows = windows(*nan_at[:1], *nan_at[2:]), windows(*inf_at[:1], *inf_at[2:])
     assert np.array_equal(np.isnan(y) & ~inf_windows, nan_windows)
@@ -144,8 +175,8 @@ def test_the_batched_gemm():
 
 def test_refusals():
     w = dev(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
-    for layer in (ConvLayer.of(3, 8, 8, 4, 3, 2, 1), ConvLayer.of(3, 8, 8, 4, 3, 1, 1, 2),
-                  ConvLayer.of(4, 8, 8, 4, 3, 1, 1, 1, 2), ConvLayer.of(3, 8, 8, 4, (3, 9), 1, 1),
+    for layer in (ConvLayer.of(3, 8, 8, 4, 3, 2, 1), ConvLayer.of(4, 8, 8, 4, 3, 1, 1, 1, 2),
+                  ConvLayer.of(3, 8, 8, 4, (3, 9), 1, 1),
                   ConvLayer.of(3, 8, 8, 4, 1), ConvLayer.of(6, 8, 8, 6, 3, 1, 1, 1, 2)):
         assert not wgemm.applies(layer)
         with pytest.raises(ValueError, match="windows up to 7x7 .* at stride 1"):

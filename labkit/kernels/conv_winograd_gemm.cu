@@ -1,4 +1,4 @@
-// conv_winograd_gemm.cu -- a KH x KW convolution (stride 1, any zero padding, no dilation, any groups)
+// conv_winograd_gemm.cu -- a KH x KW convolution (stride 1, any zero padding, any dilation, any groups)
 // by Winograd's F(2, r) in each direction, in three passes through global memory ("non-fused"
 // Winograd, as cuDNN's WINOGRAD_NONFUSED): the input transform, independent GEMMs, the output
 // transform.  A 3x3 window is F(2x2, 3x3); a 5x5 one F(2x2, 5x5); a 1 x 7 one F(1x2, 1x7).
@@ -15,6 +15,10 @@
 // The transforms multiply by the matrices' entries with every loop unrolled: the compiler keeps only
 // the nonzero terms, and a 1 or -1 costs no multiply (a zero term is left out, not multiplied: 0 * NaN
 // would be NaN).
+// Dilation (DH, DW): the outputs of one phase (rows oh = p (mod DH), likewise columns) are an undilated
+// convolution of the input rows of the same phase, so a tile takes MH outputs DH rows apart and its patch
+// AH input rows DH apart; tiles are counted phase by phase (TH = DH ceil(ceil(HO / DH) / MH)), each
+// phase's last ones guarded where they pass the plane.  Nothing is copied (no space-to-batch).
 // Position xi = AW a + b of the transforms is one GEMM per group: Mx[xi, g] (Mg x T) = U[xi, g] (Mg x Cg)
 // @ V[xi, g] (Cg x T), T the batch's tiles.  That is AH AW multiply-adds per (m, c, tile) for the direct
 // method's MH MW KH KW: 16 for 36 at 3x3, 36 for 100 at 5x5.
@@ -26,10 +30,10 @@
 // gemm_dbuf_batched), at the price of V and Mx travelling through memory: AH AW values per (channel,
 // tile) each way, 4x the input's and the output's size at 3x3, 9x at 5x5.  The autotuner weighs them.
 //
-// wgg_input(x, v, N)    v[xi][c][t] = (BH^T d BW)[xi] for channel c of tile t = (n, ti, tj), t fastest:
+// wgg_input(x, v, N)    v[xi][c][t] = (BH^T d BW)[xi] for channel c of tile t = (n, ri, rj), t fastest:
 //   one thread per (c, t), its AH AW stores coalesced across the warp.  Grid (ceil(C * T / 256),),
 //   block (256,).
-// wgg_output(mx, b, res, gate, y, N, act)    y[n][m][MH ti + a][MW tj + b] = finish(AH^T Mx AW + bias
+// wgg_output(mx, b, res, gate, y, N, act)    y[n][m][oh0 + DH a][ow0 + DW b] = finish(AH^T Mx AW + bias
 //   + res): one thread per (m, t), its AH AW loads coalesced.  act: 0 none, 1 tanh, 2 ReLU, 3 ReLU6, a
 //   NaN kept as PyTorch keeps it (conv_implicit.cu's finish); then 0 where gate <= 0 (WGG_GATE: a
 //   training step's ReLU backward riding in the store; a NaN gate passes the value, as conv_small.cu's
@@ -47,7 +51,7 @@
 // reaches exactly the outputs whose windows hold it, as in the direct convolution.  (F(4x4, 3x3) would
 // spread it over the tile: it is not offered here.)
 // x (N, C, H, W), y and res (N, M, HO, WO), v (AH AW, C, T), mx (AH AW, M, T), float32, C-contiguous.
-// Compile-time: WGG_C, WGG_H, WGG_W, WGG_M, WGG_G (groups), WGG_KH, WGG_KW, WGG_PH, WGG_PW, the
+// Compile-time: WGG_C, WGG_H, WGG_W, WGG_M, WGG_G (groups), WGG_KH, WGG_KW, WGG_PH, WGG_PW, WGG_DH, WGG_DW, the
 // matrices, WGG_BIAS, WGG_ADD, WGG_GATE, WGG_FLIP, WGG_MCKK.
 
 #ifndef WGG_C
@@ -73,6 +77,12 @@
 #endif
 #ifndef WGG_PW
 #define WGG_PW 1
+#endif
+#ifndef WGG_DH
+#define WGG_DH 1
+#endif
+#ifndef WGG_DW
+#define WGG_DW 1
 #endif
 #ifndef WGG_BIAS
 #define WGG_BIAS 1
@@ -110,9 +120,16 @@ constexpr int CG = C / WGG_G;                                // a group's input 
 constexpr int MH = KH > 1 ? 2 : 1, MW = KW > 1 ? 2 : 1;      // outputs of a tile, per direction
 constexpr int AH = MH + KH - 1, AW = MW + KW - 1;            // transform points, per direction
 constexpr int P = AH * AW;                                   // transform positions: GEMMs per group
-constexpr int HO = H + 2 * PH - KH + 1, WO = W + 2 * PW - KW + 1;   // stride 1
-constexpr int TH = (HO + MH - 1) / MH, TW = (WO + MW - 1) / MW;     // tiles of the output plane
+constexpr int DH = WGG_DH, DW = WGG_DW;
+constexpr int HO = H + 2 * PH - DH * (KH - 1), WO = W + 2 * PW - DW * (KW - 1);   // stride 1
 static_assert(HO >= 1 && WO >= 1, "the window does not fit the padded input");
+// tiles of one phase (outputs DH rows apart), and of the plane: every phase's, phase by phase
+constexpr int PTH = ((HO + DH - 1) / DH + MH - 1) / MH, PTW = ((WO + DW - 1) / DW + MW - 1) / MW;
+constexpr int TH = DH * PTH, TW = DW * PTW;
+
+// A tile's first output row (column): tile row ri is the ti-th tile of phase ri / PTH.
+__device__ __forceinline__ int first_row(int ri) { return ri / PTH + DH * MH * (ri % PTH); }
+__device__ __forceinline__ int first_col(int rj) { return rj / PTW + DW * MW * (rj % PTW); }
 
 // The matrices' entries, looked up with indices the unrolled loops make constant.
 __host__ __device__ constexpr float bth(int i, int j) { constexpr float a[AH][AH] = WGG_BTH; return a[i][j]; }
@@ -149,15 +166,18 @@ extern "C" __global__ void wgg_input(const float* __restrict__ x, float* __restr
   const int c = (int)(i / T);
   const long long t = i - c * T;
   const int n = (int)(t / (TH * TW)), r = (int)(t % (TH * TW));
-  const int h0 = MH * (r / TW) - PH, w0 = MW * (r % TW) - PW;
+  const int h0 = first_row(r / TW) - PH, w0 = first_col(r % TW) - PW;
   const float* __restrict__ plane = x + ((size_t)n * C + c) * H * W;
   float d[AH][AW];
 #pragma unroll
   for (int a = 0; a < AH; ++a) {
-    const bool row = h0 + a >= 0 && h0 + a < H;
+    const int h = h0 + DH * a;
+    const bool row = h >= 0 && h < H;
 #pragma unroll
-    for (int b = 0; b < AW; ++b)
-      d[a][b] = row && w0 + b >= 0 && w0 + b < W ? plane[(h0 + a) * W + w0 + b] : 0.0f;
+    for (int b = 0; b < AW; ++b) {
+      const int w = w0 + DW * b;
+      d[a][b] = row && w >= 0 && w < W ? plane[h * W + w] : 0.0f;
+    }
   }
   float s[AH][AW];   // BH^T d: each column of d
 #pragma unroll
@@ -194,7 +214,7 @@ extern "C" __global__ void wgg_output(const float* __restrict__ mx, const float*
   const int m = (int)(i / T);
   const long long t = i - m * T;
   const int n = (int)(t / (TH * TW)), r = (int)(t % (TH * TW));
-  const int oh = MH * (r / TW), ow = MW * (r % TW);
+  const int oh = first_row(r / TW), ow = first_col(r % TW);
   const float* __restrict__ in = mx + (size_t)m * T + t;
   const size_t step = (size_t)M * T;
   float q[AH][AW];
@@ -217,15 +237,15 @@ extern "C" __global__ void wgg_output(const float* __restrict__ mx, const float*
   const size_t base = ((size_t)n * M + m) * HO * WO;
 #pragma unroll
   for (int a = 0; a < MH; ++a) {
-    if (oh + a >= HO) break;
+    if (oh + DH * a >= HO) break;
 #pragma unroll
     for (int c = 0; c < MW; ++c) {
-      if (ow + c >= WO) break;
+      if (ow + DW * c >= WO) break;
       float o = 0.0f;   // (AH^T q) AW
       bool any = false;
 #pragma unroll
       for (int k = 0; k < AW; ++k) add_term(o, any, atw(c, k), s[a][k]);
-      const size_t at = base + (size_t)(oh + a) * WO + ow + c;
+      const size_t at = base + (size_t)(oh + DH * a) * WO + ow + DW * c;
       float v = wgg_finish(o, bias, WGG_ADD ? res[at] : 0.0f, act);
       if (WGG_GATE && gate[at] <= 0.0f) v = 0.0f;
       y[at] = v;

@@ -1,4 +1,4 @@
-"""A convolution of any window up to 7 x 7 (stride 1, any zero padding, no dilation, any groups) by
+"""A convolution of any window up to 7 x 7 (stride 1, any zero padding, any dilation, any groups) by
 Winograd's F(2, r) in each direction, in three passes: the input transform, a GEMM per transform
 position and group on the tuned GEMM kernel, the output transform with the epilogue
 (labkit/kernels/conv_winograd_gemm.cu; cuDNN calls this WINOGRAD_NONFUSED).
@@ -153,19 +153,19 @@ def workspace_limit() -> int:
 
 
 def applies(layer: ConvLayer) -> bool:
-    """Can conv_winograd_gemm.cu run ``layer``: stride 1, no dilation, each window side at most
+    """Can conv_winograd_gemm.cu run ``layer``: stride 1, any dilation, each window side at most
     MAX_WINDOW and not 1 x 1 (a GEMM already); one group, or groups of at least MIN_GROUP channels in
     and out (a depthwise layer's products would be 1 x 1)."""
     kh, kw = layer.kernel_hw
     return (max(kh, kw) <= MAX_WINDOW and (kh, kw) != (1, 1) and layer.stride_hw == (1, 1)
-            and layer.dilation_hw == (1, 1)
             and (layer.groups == 1 or min(layer.C, layer.M) // layer.groups >= MIN_GROUP))
 
 
 def tiles_of(layer: ConvLayer, N: int) -> int:
-    """T: the output tiles (2x2; 1x2 or 2x1 where a window side is 1) of a batch of N (the GEMMs' columns)."""
-    (ho, wo), (kh, kw) = layer.out_hw, layer.kernel_hw
-    return N * cdiv(ho, _split(kh)[0]) * cdiv(wo, _split(kw)[0])
+    """T: the output tiles (2x2; 1x2 or 2x1 where a window side is 1) of a batch of N (the GEMMs'
+    columns), counted phase by phase where the layer is dilated (each phase's outputs a tile)."""
+    (ho, wo), (kh, kw), (dh, dw) = layer.out_hw, layer.kernel_hw, layer.dilation_hw
+    return N * dh * cdiv(cdiv(ho, dh), _split(kh)[0]) * dw * cdiv(cdiv(wo, dw), _split(kw)[0])
 
 
 def workspace_bytes(layer: ConvLayer, N: int) -> int:
@@ -212,9 +212,10 @@ def _passes(G: ConvLayer, N: int, tiles: dict | None, epilogue: dict, fix: str, 
     WGG_FLIP); ``fix``: what to use instead where the workspace is too large."""
     check_workspace(G, N, fix)
     T, P = tiles_of(G, N), positions(G)
-    ph, pw = G.pad_hw
+    (ph, pw), (dh, dw) = G.pad_hw, G.dilation_hw
     mod = load("conv_winograd_gemm", defines={"WGG_C": G.C, "WGG_H": G.H, "WGG_W": G.W, "WGG_M": G.M,
-                                              "WGG_PH": ph, "WGG_PW": pw, **matrix_defines(G), **epilogue})
+                                              "WGG_PH": ph, "WGG_PW": pw, "WGG_DH": dh, "WGG_DW": dw,
+                                              **matrix_defines(G), **epilogue})
     if room is None:
         v = xp.empty((P, G.C, T), dtype=xp.float32)
         mx = xp.empty((P, G.M, T), dtype=xp.float32)
@@ -247,7 +248,7 @@ class WinogradGemmConv2d:
     """One convolution layer on conv_winograd_gemm.cu and gemm.cu's batched GEMM.
 
     Args: ``w`` float32 (M, C/groups, KH, KW) on the backend, ``b`` (M,) or None, ``layer`` its
-    ConvLayer (``applies``: stride 1, any padding, no dilation, windows up to 7 x 7, groups), ``activation`` None, "tanh", "relu" or "relu6",
+    ConvLayer (``applies``: stride 1, any padding and dilation, windows up to 7 x 7, groups), ``activation`` None, "tanh", "relu" or "relu6",
     ``residual``: y = act(conv(x) + b + residual), each call passing ``residual=``; ``tiles``: gemm.cu's
     block tile (GEMM_BM, GEMM_BN, GEMM_BK, GEMM_TM, GEMM_TN) for the GEMMs, else its defaults.
     Per batch size ``plan`` makes the three launches and the layer's V and Mx once; a call checks x
@@ -262,7 +263,7 @@ class WinogradGemmConv2d:
         layer.check()
         if not applies(layer):
             raise ValueError(f"conv_winograd_gemm.cu runs windows up to {MAX_WINDOW}x{MAX_WINDOW} (not 1x1) at "
-                             f"stride 1, without dilation, in one group or groups of {MIN_GROUP} or more channels; got "
+                             f"stride 1, in one group or groups of {MIN_GROUP} or more channels; got "
                              f"{layer.key}: use labkit.conv2d(variant='auto')")
         self._act = check_activation(activation, ACTIVATIONS)
         check_conv_arguments(w, b, layer, residual, backend, xp)
