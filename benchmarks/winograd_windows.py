@@ -107,7 +107,8 @@ def main() -> int:
                            winograd_gemm_pct_fp32_peak=100 * flops / best[0] / 1e9 / peak)
             else:
                 row["winograd_gemm_ms"] = None
-                row["winograd_gemm_note"] = (f"one image's V and Mx need {wgemm.workspace_bytes(L, 1) / 2**20:.0f} MiB, "
+                one = wgemm.workspace_bytes(L, 1) / 2**20
+                row["winograd_gemm_note"] = (f"one image's V and Mx need {one:.0f} MiB, "
                                              f"over {wgemm.workspace_limit() / 2**20:.0f} MiB")
             implicit = conv_auto.AutoConv2d(w, b, L)
             implicit.families = [f for f in implicit.families if f.name == "implicit"]
@@ -126,7 +127,8 @@ def main() -> int:
     out = Path(args.out)
     path = measure.save_rows(rows, out / f"winograd_windows_{tag}.json",
                              meta={"benchmark": "winograd_windows", "statistic": "median of CUDA-event times",
-                                   "repeat": args.repeat, "autotune_budget_s": float(os.environ["LABKIT_AUTOTUNE_BUDGET"]),
+                                   "repeat": args.repeat,
+                                   "autotune_budget_s": float(os.environ["LABKIT_AUTOTUNE_BUDGET"]),
                                    "cudnn": "torch.nn.functional.conv2d, cudnn.benchmark, allow_tf32 False",
                                    "tolerance": TOLERANCE, "torch": torch.__version__})
     print(f"wrote {path} and {plot(rows, dev.label, out / f'winograd_windows_{tag}.png')}")

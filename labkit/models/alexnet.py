@@ -136,7 +136,8 @@ class AlexNet(PlannedModel):
     tensor cores on a GPU), LRN and max-pooling kernels (after conv1 and conv2 one kernel for both,
     ``lrn_max_pool``, unless ``fuse_lrn_pool=False``: steps "lrn1 + pool1" and "lrn2 + pool2"), dense
     layers as GEMMs with bias and ReLU fused (the weights streamed at 1-4 images, split-K where the
-    grid would leave SMs idle; in TF32 from TF32_DENSE_ROWS images on the tensor cores), softmax.  Weights go to the backend once, when the network is made; each batch size gets a plan
+    grid would leave SMs idle; in TF32 from TF32_DENSE_ROWS images on the tensor cores), softmax.
+    Weights go to the backend once, when the network is made; each batch size gets a plan
     (buffers, workspaces, steps; the whole pass as one CUDA graph) made once.
 
         probs = net(x)                 # eager: each kernel launched from Python, x read in place

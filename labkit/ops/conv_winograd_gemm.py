@@ -20,8 +20,10 @@ Why F(2, r) and not F(4, 3) or F(6, 3): with two outputs a tile and the points 0
 the transform's, a NaN of x reaches exactly the outputs whose windows hold it (the kernel's header
 says why), and the rounding error stays near the direct sum's up to 7 x 7 (the tests bound it).
 
-The weights' transform U = G g G^T is made once, on the host in float64: the layer's weights are
-fixed (inference).  Its GEMM tiles: ``tiles``, else gemm.cu's defaults for the product's shape.
+The weights' transform U = G g G^T is made once, on the device, by the layer's first plan
+(wgg_weights; ``transform_weights`` is its float64 reference on the host): the layer's weights are
+fixed (inference).  Its GEMM tiles: ``tiles``, else gemm.cu's defaults for the product's shape.  A
+batch whose V and Mx would pass ``workspace_limit()`` runs in chunks of images (``chunk``).
 
 ``WinogradGemm3x3`` is the same three passes for a training step's 3x3 layers (stride 1, padding 1),
 with conv_small's interface (``Conv3x3Layer``): forward, or backward data (``transpose=True``), its
@@ -48,7 +50,8 @@ from .implicit import ACTIVATIONS
 from .plans import cdiv, ints
 
 __all__ = ["WinogradGemmConv2d", "WinogradGemm3x3", "applies", "workspace_bytes", "workspace_limit", "check_workspace",
-           "fits", "chunk", "gemm_tiles", "transform_weights", "tiles_of", "positions", "toom_cook", "MAX_WINDOW", "MIN_GROUP"]
+           "fits", "chunk", "gemm_tiles", "transform_weights", "tiles_of", "positions", "toom_cook", "matrix_defines",
+           "MAX_WINDOW", "MIN_GROUP"]
 
 MAX_WINDOW = 7     # the largest window side: F(2, 7) has 8 points; more would grow the rounding error
 MIN_GROUP = 4      # channels each of several groups must have in and out (the GEMMs' inner and row dimensions)
@@ -204,7 +207,8 @@ def gemm_tiles(layer: ConvLayer, T: int, limit: int) -> list[dict]:
     return out[:limit]
 
 
-def _passes(G: ConvLayer, N: int, tiles: dict | None, epilogue: dict, fix: str, xp, room: tuple | None = None) -> tuple:
+def _passes(G: ConvLayer, N: int, tiles: dict | None, epilogue: dict, fix: str, xp,
+            room: tuple | None = None) -> tuple:
     """What both layers share at a batch of N of the pass ``G`` (as a forward layer): (module, Mx, the
     input transform's launch(x) into V, the GEMMs' launch(u) from V into Mx, (V, Mx)), V and Mx
     allocated here (before any CUDA graph captures the pass), or taken from the front of ``room``, a
@@ -248,7 +252,8 @@ class WinogradGemmConv2d:
     """One convolution layer on conv_winograd_gemm.cu and gemm.cu's batched GEMM.
 
     Args: ``w`` float32 (M, C/groups, KH, KW) on the backend, ``b`` (M,) or None, ``layer`` its
-    ConvLayer (``applies``: stride 1, any padding and dilation, windows up to 7 x 7, groups), ``activation`` None, "tanh", "relu" or "relu6",
+    ConvLayer (``applies``: stride 1, any padding and dilation, windows up to 7 x 7, groups),
+    ``activation`` None, "tanh", "relu" or "relu6",
     ``residual``: y = act(conv(x) + b + residual), each call passing ``residual=``; ``tiles``: gemm.cu's
     block tile (GEMM_BM, GEMM_BN, GEMM_BK, GEMM_TM, GEMM_TN) for the GEMMs, else its defaults.
     Per batch size ``plan`` makes the three launches and the layer's V and Mx once; a call checks x
@@ -347,8 +352,8 @@ class WinogradGemm3x3(Conv3x3Layer):
     def make_plan(self, N: int):
         G, xp = self.geometry, array_module(self.backend)
         mod, mx, to_v, gemms, _ = _passes(G, N, self.tiles, self.epilogue_defines("WGG"),
-                                       "conv_small's or conv_winograd's kernels (labkit.ops.conv3x3_auto picks one "
-                                       "that fits)", xp)
+                                          "conv_small's or conv_winograd's kernels (labkit.ops.conv3x3_auto picks "
+                                          "one that fits)", xp)
         u = xp.empty((positions(G), G.M, G.C), dtype=xp.float32)
         to_u = mod.get_function("wgg_weights").launcher((cdiv(G.M * G.C, 256),), (256,), (self.wt, u))
         from_mx = _output_launch(mod, G, N, mx, *self.fixed_pointers(), 2 if self.relu else 0)
