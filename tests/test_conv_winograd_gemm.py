@@ -243,9 +243,9 @@ def test_a_batch_over_the_bound_runs_in_chunks(monkeypatch, N, bound_images):
         assert y is out and rel_error(y, want, terms) < 1e-6
 
 
-@pytest.mark.parametrize("window, groups", [(3, 1), (5, 2)])
-def test_auto_offers_and_runs_it_with_a_residual(window, groups):
-    L = ConvLayer.of(8, 7, 5, 10, window, 1, window // 2, 1, groups)
+@pytest.mark.parametrize("window, groups, dilation", [(3, 1, 1), (5, 2, 1), (3, 1, 2)])
+def test_auto_offers_and_runs_it_with_a_residual(window, groups, dilation):
+    L = ConvLayer.of(8, 7, 5, 10, window, 1, dilation * (window // 2), dilation, groups)
     w = rng.standard_normal((10, 8 // groups, window, window)).astype(np.float32)
     b = rng.standard_normal(10).astype(np.float32)
     auto = conv_auto.AutoConv2d(dev(w), dev(b), L, activation="relu", residual=True)
@@ -255,7 +255,7 @@ def test_auto_offers_and_runs_it_with_a_residual(window, groups):
     r = rng.standard_normal((3, 10, 7, 5)).astype(np.float32)
     y = labkit.xp.full((3, 10, 7, 5), np.nan, dtype=labkit.xp.float32)
     auto.make(configs[-1])(dev(x), y, dev(r))
-    want, terms = _reference(x, w, b, (window // 2,) * 2, "relu", r, groups)
+    want, terms = _reference(x, w, b, (dilation * (window // 2),) * 2, "relu", r, groups, dilation)
     assert rel_error(y, want, terms) < 1e-6
 
 
