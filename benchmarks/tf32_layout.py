@@ -40,8 +40,7 @@ def main() -> int:
     ap.add_argument("--plot-only", metavar="JSON", help="draw the .png beside a JSON this script wrote, and stop")
     args = ap.parse_args()
     if args.plot_only:
-        doc = measure.load_results(args.plot_only)
-        print(f"wrote {plot(doc['rows'], doc['device_label'], Path(args.plot_only).with_suffix('.png'))}")
+        print(f"wrote {measure.redraw(args.plot_only, plot)}")
         return 0
     dev = labkit.device()
     if not dev.is_gpu:

@@ -56,8 +56,7 @@ def main() -> int:
     ap.add_argument("--plot-only", metavar="JSON", help="draw the .png beside a JSON this script wrote, and stop")
     args = ap.parse_args()
     if args.plot_only:
-        doc = measure.load_results(args.plot_only)
-        print(f"wrote {plot(doc['rows'], doc['device_label'], Path(args.plot_only).with_suffix('.png'))}")
+        print(f"wrote {measure.redraw(args.plot_only, plot)}")
         return 0
     dev = labkit.device()
     if not dev.is_gpu:
@@ -110,8 +109,7 @@ def main() -> int:
                 one = wgemm.workspace_bytes(L, 1) / 2**20
                 row["winograd_gemm_note"] = (f"one image's V and Mx need {one:.0f} MiB, "
                                              f"over {wgemm.workspace_limit() / 2**20:.0f} MiB")
-            implicit = conv_auto.AutoConv2d(w, b, L)
-            implicit.families = [f for f in implicit.families if f.name == "implicit"]
+            implicit = conv_auto.AutoConv2d(w, b, L, families=("implicit",))
             auto = conv_auto.AutoConv2d(w, b, L)
             for what, layer in (("implicit", implicit), ("auto", auto)):
                 ms, err = checked(lambda a, o: layer(a, o), what)

@@ -127,14 +127,16 @@ def launch_winograd_gemm() -> int:
     rng = np.random.default_rng()
     f32 = lambda *s: cp.asarray(rng.standard_normal(s, dtype=np.float32))  # noqa: E731
     n = 0
-    for (N, C, H, W, M), window, pad, groups, res in (((3, 5, 9, 7, 6), 3, (1, 1), 1, True),
-                                                      ((2, 3, 6, 5, 37), 3, (0, 2), 1, False),
-                                                      ((2, 10, 11, 9, 12), 5, (2, 2), 2, True),
-                                                      ((1, 3, 13, 10, 5), 7, (3, 1), 1, False),
-                                                      ((2, 6, 9, 12, 7), (1, 7), (0, 3), 1, True),
-                                                      ((1, 4, 8, 7, 9), (5, 3), (1, 2), 1, False),
-                                                      ((2, 3, 13, 11, 5), 3, (0, 1), 1, False)):
-        dilation = (3, 2) if (N, C, H) == (2, 3, 13) else 1     # the last: dilated, phases of unequal length
+    cases = (  # (N, C, H, W, M), window, pad, dilation, groups, residual
+        ((3, 5, 9, 7, 6), 3, (1, 1), 1, 1, True),
+        ((2, 3, 6, 5, 37), 3, (0, 2), 1, 1, False),
+        ((2, 10, 11, 9, 12), 5, (2, 2), 1, 2, True),
+        ((1, 3, 13, 10, 5), 7, (3, 1), 1, 1, False),
+        ((2, 6, 9, 12, 7), (1, 7), (0, 3), 1, 1, True),
+        ((1, 4, 8, 7, 9), (5, 3), (1, 2), 1, 1, False),
+        ((2, 3, 13, 11, 5), 3, (0, 1), (3, 2), 1, False),      # dilated: phases of unequal length
+    )
+    for (N, C, H, W, M), window, pad, dilation, groups, res in cases:
         layer = ConvLayer.of(C, H, W, M, window, 1, pad, dilation, groups)
         conv = WinogradGemmConv2d(f32(M, C // groups, *layer.kernel_hw), f32(M), layer, activation="relu",
                                   residual=res)

@@ -243,6 +243,23 @@ def test_a_batch_over_the_bound_runs_in_chunks(monkeypatch, N, bound_images):
         assert y is out and rel_error(y, want, terms) < 1e-6
 
 
+def test_auto_searches_only_the_families_asked_for():
+    """AutoConv2d(families=...): the search restricted to those names (here winograd_gemm alone); a name
+    that is no family, or families none of which runs the layer, refused before anything compiles."""
+    L = ConvLayer.of(6, 9, 8, 7, 5, 1, 2)
+    w = dev(rng.standard_normal((7, 6, 5, 5)).astype(np.float32))
+    auto = conv_auto.AutoConv2d(w, None, L, families=("winograd_gemm",))
+    assert [f.name for f in auto.families] == ["winograd_gemm"]
+    assert {c["family"] for c in auto.candidates(2)} == {"winograd_gemm"}
+    x = rng.standard_normal((2, 6, 9, 8)).astype(np.float32)
+    want, terms = _reference(x, to_numpy(w), None, (2, 2), None, None)
+    assert auto.choice(2)["family"] == "winograd_gemm" and rel_error(auto(dev(x)), want, terms) < 1e-6
+    with pytest.raises(ValueError, match="no kernel family"):
+        conv_auto.AutoConv2d(w, None, L, families=("winograd_gem",))
+    with pytest.raises(ValueError, match="none of the families"):
+        conv_auto.AutoConv2d(w, None, L, families=("depthwise",))
+
+
 @pytest.mark.parametrize("window, groups, dilation", [(3, 1, 1), (5, 2, 1), (3, 1, 2)])
 def test_auto_offers_and_runs_it_with_a_residual(window, groups, dilation):
     L = ConvLayer.of(8, 7, 5, 10, window, 1, dilation * (window // 2), dilation, groups)

@@ -20,7 +20,7 @@ import labkit.backends
 from labkit import plots
 from labkit.device_query import CPU_LABEL, Ceilings, device
 from labkit.measure import (ROW_KEYS, Cost, Timing, achieved, bound, conv2d_cost, dense_cost, floor_ms,
-                            gemm_cost, load_results, load_rows, percent_of_floor, save_rows, sweep,
+                            gemm_cost, load_results, load_rows, percent_of_floor, redraw, save_rows, sweep,
                             time_fn, time_region)
 from labkit.results import REPO_ROOT, results_dir
 
@@ -117,6 +117,13 @@ def test_save_load_round_trip(cpu, tmp_path):
     assert doc["versions"]["python"] and doc["versions"]["numpy"] == np.__version__
     assert doc["date"].endswith("+00:00")
     assert doc["meta"] == {"layer": [1, 48, 48], "note": "test"}
+    seen = []                                  # redraw: the plot called on the file's rows, its .png beside it
+
+    def plot(rows_, label, png):
+        seen.append((rows_, label, png))
+        return png
+    assert redraw(path, plot) == path.with_suffix(".png")
+    assert seen == [(doc["rows"], CPU_LABEL, path.with_suffix(".png"))]
 
 
 # --- roofline ------------------------------------------------------------------------------

@@ -17,13 +17,13 @@ from .roofline import (Cost, achieved, bound, conv2d_backward_data_cost, conv2d_
                        dense_backward_cost, dense_cost, elementwise_cost, floor_ms, gemm_cost,
                        global_avg_pool_cost, lrn_cost, lrn_max_pool_cost, out_size, percent_of_floor, pool2d_cost,
                        sgd_momentum_cost, softmax_cost, softmax_cross_entropy_cost)
-from .sweep import ROW_KEYS, device_tag, load_results, load_rows, release_gpu_memory, save_rows, sweep
+from .sweep import ROW_KEYS, device_tag, load_results, load_rows, redraw, release_gpu_memory, save_rows, sweep
 from .timer import LAUNCHES, Timing, per_launch_ms, time_fn, time_region
 
 __all__ = [
     "Breakdown", "Part", "breakdown",
     "Timing", "time_fn", "time_region", "per_launch_ms", "LAUNCHES", "host_us",
-    "sweep", "save_rows", "load_rows", "load_results", "device_tag", "ROW_KEYS", "release_gpu_memory",
+    "sweep", "save_rows", "load_rows", "load_results", "redraw", "device_tag", "ROW_KEYS", "release_gpu_memory",
     "Cost", "conv2d_cost", "dense_cost", "gemm_cost", "out_size", "pool2d_cost", "global_avg_pool_cost",
     "lrn_cost", "lrn_max_pool_cost", "softmax_cost", "elementwise_cost", "conv2d_backward_data_cost", "conv2d_backward_weight_cost",
     "dense_backward_cost", "softmax_cross_entropy_cost", "sgd_momentum_cost",

@@ -119,6 +119,13 @@ def load_results(path: str | Path) -> dict:
     return json.loads(Path(path).read_text())
 
 
+def redraw(path_json: str | Path, plot: Callable[[list[dict], str, Path], Path]) -> Path:
+    """A benchmark's plot drawn again from the JSON it wrote: ``plot(rows, device_label, png)`` with the
+    .png beside the JSON (a script's --plot-only); returns the .png's path."""
+    doc = load_results(path_json)
+    return plot(doc["rows"], doc["device_label"], Path(path_json).with_suffix(".png"))
+
+
 def load_rows(path: str | Path) -> list[dict]:
     """The rows save_rows wrote (each row still names its device)."""
     return load_results(path)["rows"]

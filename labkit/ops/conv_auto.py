@@ -218,10 +218,13 @@ class AutoConv2d:
     Args: w float32 (M, C/groups, KH, KW), b (M,) or None, on the backend; ``layer`` its ConvLayer
     (``ConvLayer.of``); ``activation`` None, "tanh", "relu" or "relu6" (what the chosen family fuses);
     ``residual``: y = act(conv(x) + b + residual), each call passing ``residual=`` an array of y's
-    shape (a ResNet's skip connection, added in the chosen kernel's epilogue).
+    shape (a ResNet's skip connection, added in the chosen kernel's epilogue); ``families``: the
+    names of the families the search may use (None: every one that can run the layer), e.g.
+    ("implicit",) to time one family alone (its choice is cached apart from the whole search's).
     """
 
-    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, residual: bool = False):
+    def __init__(self, w, b, layer: ConvLayer, *, activation: str | None = None, residual: bool = False,
+                 families: tuple[str, ...] | None = None):
         self.backend = backend = backends.current()
         xp = array_module(backend)
         layer = ConvLayer(*layer).canonical()
@@ -230,6 +233,14 @@ class AutoConv2d:
         check_conv_arguments(w, b, layer, residual, backend, xp)
         self.w, self.b, self.layer, self.activation, self.residual = w, b, layer, activation, bool(residual)
         self.families = families_for(layer, activation, self.residual)
+        if families is not None:
+            unknown = sorted(set(families) - {f.name for f in FAMILIES})
+            if unknown:
+                raise ValueError(f"no kernel family {unknown}: the families are {[f.name for f in FAMILIES]}")
+            self.families = [f for f in self.families if f.name in families]
+            if not self.families:
+                raise ValueError(f"none of the families {list(families)} runs {layer.key} with activation "
+                                 f"{activation!r}{' and a residual' if residual else ''}")
         self._kind = xp.ndarray
         self._x_shape = (layer.C, layer.H, layer.W)
         self._runners: dict[int, Runner] = {}

@@ -60,9 +60,9 @@ MIN_GROUP = 4      # channels each of several groups must have in and out (the G
 POINTS = (Fraction(0), Fraction(1), Fraction(-1), Fraction(2), Fraction(-2), Fraction(1, 2), Fraction(-1, 2))
 
 
-def _solve_bt(at: list, g: list) -> list | None:
+def _solve_bt(at: list, g: list) -> list:
     """B^T such that A^T ((G g) * (B^T d)) is the correlation of g and d for every g and d, exactly
-    (Gaussian elimination over fractions, one column of B^T at a time); None where none exists."""
+    (Gaussian elimination over fractions, one column of B^T at a time)."""
     m, alpha, r = len(at), len(g), len(g[0])
     eqs = [(o, k) for o in range(m) for k in range(r)]
     q = [[at[o][xi] * g[xi][k] for xi in range(alpha)] for o, k in eqs]
@@ -83,7 +83,7 @@ def _solve_bt(at: list, g: list) -> list | None:
             pivots.append(col)
             top += 1
         if any(row[-1] != 0 and not any(row[:-1]) for row in rows):
-            return None
+            raise ArithmeticError("no B^T makes these A^T and G a correlation: the points are not distinct")
         for i, col in enumerate(pivots):
             bt[col][j] = rows[i][-1]
     return bt
@@ -102,11 +102,8 @@ def toom_cook(r: int) -> tuple[tuple, tuple, tuple]:
     points = POINTS[:r]
     norm = [Fraction(np.prod([p - q for q in points if q != p], dtype=object)) for p in points]
     g = [[p ** k / n for k in range(r)] for p, n in zip(points, norm)] + [[Fraction(int(k == r - 1)) for k in range(r)]]
-    for sign in (1, -1):
-        at = [[p ** o for p in points] + [Fraction(sign * int(o == 1))] for o in range(2)]
-        bt = _solve_bt(at, g)
-        if bt is not None:
-            break
+    at = [[p ** o for p in points] + [Fraction(int(o == 1))] for o in range(2)]
+    bt = _solve_bt(at, g)     # exists for distinct points (Toom-Cook's construction)
     for xi in range(r + 1):
         if next(v for v in bt[xi] if v) < 0:    # B^T's row and G's row negated: their product is kept
             bt[xi], g[xi] = [-v for v in bt[xi]], [-v for v in g[xi]]
