@@ -30,6 +30,16 @@ def test_max_pool_matches_reference(shape, k, s):
     assert np.array_equal(to_numpy(y), ref.astype(np.float32))      # a max is exact
 
 
+def test_max_pool_decodes_64_bit_indices_too():
+    """Outputs past 2^32 elements decode their index in 64 bits: forced here on a small tensor."""
+    x = rng.standard_normal((3, 5, 11, 13)).astype(np.float32)
+    ref = reference.max_pool2d(x, 3, 2).astype(np.float32)
+    y = poisoned(ref.shape)
+    fn = labkit.load("pool_softmax", defines={"POOL_INDEX32_BELOW": 0}).get_function("max_pool2d")
+    fn((-(-y.size // 256),), (256,), (dev(x), y) + tuple(np.int32(v) for v in (15, 11, 13, 5, 6, 3, 2)))
+    assert np.array_equal(to_numpy(y), ref)
+
+
 @pytest.mark.check
 @pytest.mark.parametrize("k, s", [(2, 2), (3, 2), (3, 1)])
 def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
@@ -46,14 +56,34 @@ def test_max_pool_keeps_a_nan_as_the_reference_does(k, s):
 
 
 @pytest.mark.check
-@pytest.mark.parametrize("shape", [(1, 10), (37, 10), (5, 33), (9, 100), (3, 1)])
+@pytest.mark.parametrize("shape", [(1, 10), (37, 10), (5, 33), (9, 100), (3, 1), (67, 3), (11, 1000),
+                                   (3, 1024), (2, 1025), (3, 2500)])
 def test_softmax_matches_reference(shape):
+    """Rows held in registers by groups of 1 to 32 lanes (up to MAX_HELD_ROW values), longer ones a warp
+    per row; row counts that leave a block's last groups without a row."""
     x = (rng.standard_normal(shape) * 8).astype(np.float32)
     x[0, 0] = 80.0                                                    # exp(80) overflows float32
     ref = reference.softmax(x)
     y = to_numpy(layers.softmax(dev(x), out=poisoned(shape)))
     assert rel_error(y, ref) < 1e-5
     assert np.allclose(y.sum(axis=1), 1.0, atol=1e-5)
+
+
+def test_softmax_held_in_registers_equals_the_warp_loop_bit_for_bit():
+    """With a warp per row, softmax_rows_held adds the same terms in the same order as softmax_rows."""
+    from labkit.ops.pool_softmax import lane_group
+    x = (rng.standard_normal((13, 1000)) * 8).astype(np.float32)
+    assert lane_group(1000) == 32
+    y = to_numpy(layers.softmax(dev(x)))
+    loop = poisoned(x.shape)
+    labkit.load("pool_softmax").get_function("softmax_rows")((2,), (256,), (dev(x), loop, np.int32(13), np.int32(1000)))
+    assert np.array_equal(y, to_numpy(loop))
+
+
+def test_lane_groups():
+    from labkit.ops.pool_softmax import lane_group
+    assert [lane_group(n) for n in (1, 4, 5, 10, 33, 49, 100, 128, 129, 1000, 5000)] == \
+        [1, 1, 2, 4, 16, 16, 32, 32, 32, 32, 32]
 
 
 @pytest.mark.check
@@ -101,6 +131,13 @@ def test_checking_modes(check):
     s = np.full((20, 10), np.nan, np.float32)
     mod.get_function("softmax_rows")((3,), (256,), (logits, s, np.int32(20), np.int32(10)))
     assert rel_error(s, reference.softmax(logits)) < 1e-5
+    s[:] = np.nan        # groups of 4 lanes, 3 values each; the block's last 44 groups have no row
+    labkit.load("pool_softmax", defines={"SM_G": 4, "SM_VPL": 3}, check=check).get_function("softmax_rows_held")(
+        (1,), (256,), (logits, s, np.int32(20), np.int32(10)))
+    assert rel_error(s, reference.softmax(logits)) < 1e-5
+    planes, means = x.reshape(6, 81), np.full(6, np.nan, np.float32)
+    mod.get_function("global_avg_pool")((1,), (256,), (x, means, np.int32(6), np.int32(81), np.int32(32)))
+    assert rel_error(means, planes.astype(np.float64).mean(axis=1)) < 1e-6
 
 
 @pytest.mark.check

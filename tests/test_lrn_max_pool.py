@@ -67,13 +67,14 @@ def test_the_kernel_at_every_chunk_and_band(shape, k, s, r, band, chunk):
               check="memory").get_function("lrn_max_pool")
     fn((-(-C // chunk), -(-PH // band), N), (-(-rows * W // 32) * 32,),
        (labkit.xp.asarray(x), y, *(np.int32(v) for v in (C, H, W, PH, PW, band)), np.float32(1.0),
-        np.float32(1e-2), np.float32(0.75)), shared_mem=2 * rows * W * 4)
+        np.float32(1e-2), np.float32(0.75)), shared_mem=lrn_ops.fused_shared_bytes(chunk, band, W, k, s))
     assert rel_error(y, _ref(x, k, s, r, 1e-2)) < 1e-5
 
 
 def test_the_band_fills_a_block_and_refuses_wide_planes():
     assert lrn_ops.fused_band(55, 55, 3, 2) == 4          # 9 input rows of 55: 495 threads
-    assert lrn_ops.fused_band(27, 27, 3, 2) == 8          # 17 of 27: 459
+    assert lrn_ops.fused_band(27, 27, 3, 2) == 7          # 13 pooled rows in two bands of 7 + 6, not 8 + 5
+    assert lrn_ops.fused_band(27, 27, 3, 1) == 13         # 15 input rows of 27 fit 512 threads
     assert lrn_ops.fused_band(5, 5, 3, 2) == 2            # no more than the pooled rows there are
     assert lrn_ops.fused_band(300, 171, 3, 2) == 0        # 3 rows of 171 > 512 threads
     x = labkit.xp.zeros((1, 2, 8, 171), dtype=labkit.xp.float32)

@@ -246,8 +246,10 @@ def test_implicit_residual_is_checked():
 
 
 @pytest.mark.check
-@pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 1, 1), (3, 2, 13, 11), (1, 40, 2, 33)])
+@pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 1, 1), (3, 2, 13, 11), (1, 40, 2, 33), (3, 37, 2, 2),
+                                   (2, 70, 3, 3)])
 def test_global_avg_pool(shape):
+    """Planes of 1 to 143 values: groups of 1 to 32 lanes, the last block's last groups without a plane."""
     x = rng.standard_normal(shape).astype(np.float32)
     out = poisoned(shape[:2])
     assert global_avg_pool(dev(x), out=out) is out

@@ -70,22 +70,27 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 // values live only in shared memory: each input is read once (plus the halos below) and only the
 // pooled output is written.
 //   A block takes one image (blockIdx.z), a band of `band` pooled rows (blockIdx.y) and a chunk of
-//   LMP_CHUNK channels (16, 8 or 4: labkit.ops.lrn.fused_chunk) (blockIdx.x, the fastest: the blocks of neighbouring chunks run together and
-//   share their halo channels through L2).  Its threads are the band's input pixels, (band-1)*S + K
-//   rows of the plane, one each.  A thread loads its pixel's LMP_CHUNK + 2r channels at once (all
-//   the loads in flight together: the memory's latency is paid once per chunk, not per channel),
-//   then for each channel of the chunk: the LRN of its pixel from the 2r+1 values around it (the
-//   same fused multiply-adds as lrn_across_channels, so the results agree bit for bit), into shared memory; one
-//   barrier; the first band * PW threads each take the max over one pooled output's window there.
-//   Two buffers in turn: a channel's values are written while the last channel's pooling may still
-//   read the other buffer, so one barrier per channel suffices.
+//   LMP_CHUNK channels (16, 8 or 4: labkit.ops.lrn.fused_chunk) (blockIdx.x, the fastest: the blocks
+//   of neighbouring chunks run together and share their halo channels through L2).  Two phases, one
+//   barrier between them:
+//   1. Normalize.  The threads are the band's input pixels, (band-1)*S + K rows of the plane, one
+//      each (a warp reads a contiguous run of the plane).  A thread loads its pixel's LMP_CHUNK + 2r
+//      channels at once (all the loads in flight together: the memory's latency is paid once per
+//      chunk, not per channel), then writes the LRN of each channel of the chunk, from the 2r+1 values
+//      around it (the same fused multiply-adds as lrn_across_channels, so the results agree bit for
+//      bit), into that channel's plane in shared memory.
+//   2. Pool.  Every thread takes pooled outputs, channel by channel and row by row, so a warp writes
+//      a contiguous run of the output: the max over one window of the shared planes.
+//   An earlier version pooled after each channel, behind a barrier of its own, with only the band's
+//   band * PW outputs' threads at work (a fifth of the block): 16 barriers per chunk, the loads of
+//   the next block's chunk waiting behind them, 35-40% of the memory floor on an H200.
 //   Neighbouring bands share a row of inputs (the pool's windows overlap), which both normalize.
 //   NaN: the LRN keeps it, the max takes it (not fmaxf, which would drop it), as in PyTorch.
 // lrn_max_pool(x, y, C, H, W, PH, PW, band, bias, alpha, beta): x (N, C, H, W), y (N, C, PH, PW),
 //   PH = (H - K) / S + 1, PW likewise.  Launch (labkit.ops.lrn.lrn_max_pool): grid
 //   (ceil(C / LMP_CHUNK), ceil(PH / band), N), block (((band-1)*S + K) * W rounded up to a warp,),
-//   dynamic shared memory 2 * ((band-1)*S + K) * W floats.  Compile-time: LRN_R, LMP_K, LMP_S,
-//   LMP_CHUNK.
+//   dynamic shared memory LMP_CHUNK * ((band-1)*S + K) * W floats (labkit.ops.lrn.fused_shared_bytes).
+//   Compile-time: LRN_R, LMP_K, LMP_S, LMP_CHUNK.
 
 #ifndef LMP_K
 #define LMP_K 3
@@ -99,52 +104,46 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 
 extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __restrict__ y, int C, int H, int W,
                                         int PH, int PW, int band, float bias, float alpha, float beta) {
-  extern __shared__ float normed[];                 // two buffers of rows * W normalized values
+  extern __shared__ float normed[];                 // LMP_CHUNK planes of rows * W normalized values
   constexpr int WIN = 2 * LRN_R + 1, LOADS = LMP_CHUNK + 2 * LRN_R;
   const int rows = (band - 1) * LMP_S + LMP_K, npix = rows * W;
   const int t = threadIdx.x, ph0 = blockIdx.y * band, h0 = ph0 * LMP_S;
   const int c0 = blockIdx.x * LMP_CHUNK;
   const size_t plane = (size_t)H * W;
-  const bool mine = t < npix && h0 + t / W < H;     // this thread's input pixel is in the plane
-  const float* xp = x + (size_t)blockIdx.z * C * plane + (size_t)h0 * W + t;
-  // v[j]: channel c0 - r + j of this pixel, 0 outside [0, C) (its square adds nothing).
-  float v[LOADS];
+  if (t < npix && h0 + t / W < H) {                 // this thread's input pixel is in the plane
+    const float* xp = x + (size_t)blockIdx.z * C * plane + (size_t)h0 * W + t;
+    // v[j]: channel c0 - r + j of this pixel, 0 outside [0, C) (its square adds nothing).
+    float v[LOADS];
 #pragma unroll
-  for (int j = 0; j < LOADS; ++j) {
-    const int d = c0 - LRN_R + j;
-    v[j] = mine && d >= 0 && d < C ? xp[(size_t)d * plane] : 0.0f;
-  }
-  // The pooled output this thread writes, if any: row ph0 + t / PW of the band, column t % PW.
-  const int prow = t / PW, pcol = t % PW;
-  const bool pools = prow < band && ph0 + prow < PH;
-  const float* win = normed + (prow * LMP_S) * W + pcol * LMP_S;   // its window's corner, buffer 0
-  const int out_plane = PH * PW;
-  float* yp = y + (((size_t)blockIdx.z * C + c0) * PH + ph0 + prow) * PW + pcol;   // channel c0's output
-  // Unrolled whole (v stays in registers); the last chunk's missing channels skip the body, the same
-  // way in every thread, so the barrier inside is reached by all or none.
+    for (int j = 0; j < LOADS; ++j) {
+      const int d = c0 - LRN_R + j;
+      v[j] = d >= 0 && d < C ? xp[(size_t)d * plane] : 0.0f;
+    }
+    // Channels past C (the last chunk) are normalized too, from zeros, and never pooled.
 #pragma unroll
-  for (int i = 0; i < LMP_CHUNK; ++i) {
-    const int c = c0 + i;
-    if (c >= C) continue;
-    float* buf = normed + (i % 2) * npix;
-    if (mine) {
+    for (int i = 0; i < LMP_CHUNK; ++i) {
       float sum = 0.0f;   // fmaf as in lrn_across_channels (a compiler may not split one into * and +)
 #pragma unroll
       for (int j = 0; j < WIN; ++j) sum = fmaf(v[i + j], v[i + j], sum);
-      buf[t] = v[i + LRN_R] * lrn_scale(fmaf(alpha, sum, bias), beta);
+      normed[i * npix + t] = v[i + LRN_R] * lrn_scale(fmaf(alpha, sum, bias), beta);
     }
-    __syncthreads();
-    if (pools) {
-      const float* wp = win + (i % 2) * npix;
-      float best = wp[0];
+  }
+  __syncthreads();
+  // Output o of the block: channel i = o / (band * PW), then pooled row and column.  The rows of a
+  // band are contiguous in y, so consecutive o are consecutive addresses within a channel.
+  const int band_outs = band * PW;
+  for (int o = t; o < LMP_CHUNK * band_outs; o += blockDim.x) {
+    const int i = o / band_outs, r = o - i * band_outs, prow = r / PW, pcol = r - prow * PW;
+    if (c0 + i >= C || ph0 + prow >= PH) continue;   // past the last channel or the last pooled row
+    const float* wp = normed + i * npix + (prow * LMP_S) * W + pcol * LMP_S;
+    float best = wp[0];
 #pragma unroll
-      for (int p = 0; p < LMP_K; ++p)
+    for (int p = 0; p < LMP_K; ++p)
 #pragma unroll
-        for (int q = 0; q < LMP_K; ++q) {
-          const float u = wp[p * W + q];
-          best = (u > best || u != u) ? u : best;
-        }
-      yp[i * out_plane] = best;
-    }
+      for (int q = 0; q < LMP_K; ++q) {
+        const float u = wp[p * W + q];
+        best = (u > best || u != u) ? u : best;
+      }
+    y[(((size_t)blockIdx.z * C + c0 + i) * PH + ph0 + prow) * PW + pcol] = best;
   }
 }

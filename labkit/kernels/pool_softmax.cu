@@ -6,22 +6,42 @@
 //   softmax_rows one warp per row of an (N, D) matrix: the row's max and sum of exponentials by
 //                warp shuffles, then exp(x - max) / sum; numerically safe for any logits, and a
 //                NaN in a row makes the whole row NaN (as in PyTorch)
-//   global_avg_pool  one warp per (image, channel) plane: its mean, (N, C, H, W) -> (N, C)
+//   softmax_rows_held  the same, a group of SM_G lanes per row, the row held in registers: read
+//                once, one exponential per element (rows of at most 32 * SM_G values)
+//   global_avg_pool  a group of G lanes per (image, channel) plane: its mean, (N, C, H, W) -> (N, C)
 //
-// Launch (Python: labkit.ops.pool_softmax.max_pool2d, softmax):
+// Launch (Python: labkit.ops.pool_softmax.max_pool2d, softmax, global_avg_pool):
 //   max_pool2d(x, y, NC, H, W, PH, PW, k, s):  grid (ceil(NC*PH*PW / 256),), block (256,)
 //   softmax_rows(x, y, N, D):                 grid (ceil(N / 8),), block (256,) = 8 warps, 8 rows
-//   global_avg_pool(x, y, NC, HW):            grid (ceil(NC / 8),), block (256,) = 8 warps, 8 planes
+//   softmax_rows_held(x, y, N, D):            grid (ceil(N / (256 / SM_G)),), block (256,)
+//   global_avg_pool(x, y, NC, HW, G):         grid (ceil(NC / (256 / G)),), block (256,)
 
 // Version 1: max-pooling, one output per thread.  Consecutive threads take consecutive outputs of
-// a row, so their window reads (stride s apart) stay close together in memory.
+// a row, so their window reads (stride s apart) stay close together in memory.  The flat index is
+// decoded in 32 bits wherever the output has fewer than 2^32 elements: a 64-bit division is a
+// subroutine of some 70 instructions, and three of them per output were most of what this kernel
+// issued (AlexNet's pool5 at 54% of its memory floor on an H200).  POOL_INDEX32_BELOW (2^32) is
+// where the 64-bit decode takes over; a test sets it to 0 to check that path on small tensors.
+#ifndef POOL_INDEX32_BELOW
+#define POOL_INDEX32_BELOW 0x100000000LL
+#endif
 extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __restrict__ y, int NC, int H,
                                       int W, int PH, int PW, int k, int s) {
+  const long long total = (long long)NC * PH * PW;
   const long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
-  if (o >= (long long)NC * PH * PW) return;
-  const int pw = (int)(o % PW);
-  const int ph = (int)((o / PW) % PH);
-  const long long plane = o / ((long long)PH * PW);
+  if (o >= total) return;
+  int pw, ph;
+  long long plane;
+  if (total < POOL_INDEX32_BELOW) {   // the same for every thread: no divergence
+    const unsigned u = (unsigned)o, row = u / (unsigned)PW;
+    pw = (int)(u - row * (unsigned)PW);
+    ph = (int)(row % (unsigned)PH);
+    plane = row / (unsigned)PH;
+  } else {
+    pw = (int)(o % PW);
+    ph = (int)((o / PW) % PH);
+    plane = o / ((long long)PH * PW);
+  }
   const float* xp = x + plane * H * W + (long long)(ph * s) * W + pw * s;
   float best = xp[0];
   for (int p = 0; p < k; ++p)
@@ -53,16 +73,68 @@ extern "C" __global__ void softmax_rows(const float* __restrict__ x, float* __re
   for (int c = lane; c < D; c += 32) y[(long long)row * D + c] = expf(xr[c] - mx) / sum;
 }
 
-// Version 3: the mean of each plane (a network's head: MobileNetV2's 7x7 planes, ResNet's), one warp
-// per plane.  The lanes read neighbouring floats (coalesced), then a butterfly sums the 32 partial
+// Version 2b: softmax with the row held in registers.  A group of SM_G lanes (a power of two, at
+// most 32) takes a row, each lane SM_VPL of its values (columns g, g + SM_G, ...), all loaded at once:
+// the row is read from memory once and each exponential computed once, where softmax_rows reads it
+// three times and exponentiates twice, each pass a loop whose loads wait for the one before.  Short
+// rows (FashionNet's 10 classes) take a group of a few lanes, so a warp holds several rows.  With
+// SM_G = 32 a lane's sums add the same terms in the same order as softmax_rows: the same results,
+// bit for bit.  Lanes past the row (or past the last row) take -infinity, which the max ignores and
+// whose exponential adds 0.
+#ifndef SM_G
+#define SM_G 32
+#endif
+#ifndef SM_VPL
+#define SM_VPL 32
+#endif
+extern "C" __global__ void softmax_rows_held(const float* __restrict__ x, float* __restrict__ y, int N, int D) {
+  const int g = threadIdx.x % SM_G;
+  const long long row = (long long)blockIdx.x * (blockDim.x / SM_G) + threadIdx.x / SM_G;
+  const bool live = row < N;          // every lane stays for the shuffles below
+  const float* xr = x + row * D;
+  const float minus_inf = __uint_as_float(0xff800000u);
+  float v[SM_VPL];
+#pragma unroll
+  for (int j = 0; j < SM_VPL; ++j) {
+    const int c = g + j * SM_G;
+    v[j] = live && c < D ? xr[c] : minus_inf;
+  }
+  float mx = v[0];
+#pragma unroll
+  for (int j = 1; j < SM_VPL; ++j) mx = fmaxf(mx, v[j]);   // a NaN skipped here still reaches the sum
+#pragma unroll
+  for (int off = SM_G / 2; off > 0; off /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off, SM_G));
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < SM_VPL; ++j) {
+    v[j] = expf(v[j] - mx);
+    if (g + j * SM_G < D) sum += v[j];
+  }
+#pragma unroll
+  for (int off = SM_G / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off, SM_G);
+  if (!live) return;
+#pragma unroll
+  for (int j = 0; j < SM_VPL; ++j) {
+    const int c = g + j * SM_G;
+    if (c < D) y[row * D + c] = v[j] / sum;
+  }
+}
+
+// Version 3: the mean of each plane (a network's head: MobileNetV2's 7x7 planes, ResNet's), a group
+// of G lanes per plane (G a power of two, at most 32: labkit.ops.pool_softmax.avg_group picks about a
+// quarter of the plane, so a 7x7 plane takes 16 lanes, 4 values each, and a warp two planes; a warp
+// per 49-value plane had left 15 of its lanes idle in the second of two rounds).  The lanes of a
+// group read neighbouring floats (coalesced), then a butterfly within the group sums their partial
 // sums, as in softmax_rows.
-extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* __restrict__ y, int NC, int HW) {
-  const int lane = threadIdx.x % 32;
-  const long long plane = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-  if (plane >= NC) return;  // the whole warp leaves together
+extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* __restrict__ y, int NC, int HW,
+                                           int G) {
+  const int g = threadIdx.x % G;
+  const long long plane = (long long)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
+  const bool live = plane < NC;       // every lane stays for the shuffles below
   const float* xp = x + plane * HW;
   float sum = 0.0f;
-  for (int i = lane; i < HW; i += 32) sum += xp[i];
-  for (int off = 16; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off);
-  if (lane == 0) y[plane] = sum / HW;
+  if (live)
+    for (int i = g; i < HW; i += G) sum += xp[i];
+  for (int off = G / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off, G);
+  if (live && g == 0) y[plane] = sum / HW;
 }

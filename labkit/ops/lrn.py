@@ -18,7 +18,7 @@ from ..device_query import gpu_sm_count
 from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
-__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "fused_chunk", "MAX_FUSED_THREADS"]
+__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "fused_chunk", "fused_shared_bytes", "MAX_FUSED_THREADS"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -98,13 +98,21 @@ MAX_FUSED_THREADS = 512
 
 
 def fused_band(H: int, W: int, k: int, s: int) -> int:
-    """Pooled rows per block of lrn_max_pool: the most whose input rows ((band-1)*s + k of them, W
-    pixels each) fit MAX_FUSED_THREADS threads, at most the pooled rows there are; 0 where even one
-    pooled row's k input rows do not (a plane wider than MAX_FUSED_THREADS / k: use lrn, then max_pool2d)."""
+    """Pooled rows per block of lrn_max_pool: at most as many as fit MAX_FUSED_THREADS threads (their
+    (band-1)*s + k input rows, W pixels each), evened out over the bands the plane then needs, so the
+    last band is not left nearly empty (27x27 planes: 7 + 6 pooled rows, not 8 + 5); 0 where even one
+    pooled row's k input rows do not fit (a plane wider than MAX_FUSED_THREADS / k: use lrn, then
+    max_pool2d)."""
     PH = (H - k) // s + 1
     if k * W > MAX_FUSED_THREADS:
         return 0
-    return max(1, min(PH, (MAX_FUSED_THREADS // W - k) // s + 1))
+    most = max(1, min(PH, (MAX_FUSED_THREADS // W - k) // s + 1))
+    return cdiv(PH, cdiv(PH, most))
+
+
+def fused_shared_bytes(chunk: int, band: int, W: int, k: int, s: int) -> int:
+    """Dynamic shared memory of lrn_max_pool: the chunk's normalized planes of the band's input rows."""
+    return chunk * ((band - 1) * s + k) * W * 4
 
 
 def fused_chunk(N: int, C: int, blocks_per_image: int, sms: int) -> int:
@@ -147,7 +155,7 @@ def _fused_plan(backend: str, shape: tuple, pool: tuple, params: tuple) -> _Plan
         return _Plan(fn.launcher((cdiv(C, chunk), cdiv(PH, band), N), (cdiv(rows * W, 32) * 32,),
                                  (None, None) + ints(C, H, W, PH, PW, band)
                                  + (np.float32(bias), np.float32(alpha), np.float32(beta)),
-                                 shared_mem=2 * rows * W * 4),
+                                 shared_mem=fused_shared_bytes(chunk, band, W, k, s)),
                      (N, C, PH, PW))
     return _PLANS.get_or_make(key, make)
 

@@ -1,8 +1,8 @@
 """Max-pooling, global average pooling and softmax (labkit/kernels/pool_softmax.cu), on the backend in use.
 
     y = max_pool2d(x, k=2, stride=2)            # x float32 NCHW (labkit.xp array)
-    v = global_avg_pool(x)                      # (N, C, H, W) -> (N, C): one warp per plane
-    p = softmax(logits)                         # (N, D) rows: one warp per row
+    v = global_avg_pool(x)                      # (N, C, H, W) -> (N, C): a group of lanes per plane
+    p = softmax(logits)                         # (N, D) rows: a group of lanes per row
     pool = MaxPool2d(3, 2); y = pool(x)         # the same, as a layer object
 
 Each shape's plan (function, grid, int32 arguments) is made once; a call checks its input and
@@ -17,7 +17,8 @@ from ..checks import array_type, check_array, check_int, fast_input, output
 from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
-__all__ = ["max_pool2d", "softmax", "global_avg_pool", "MaxPool2d", "Softmax", "GlobalAvgPool", "THREADS"]
+__all__ = ["max_pool2d", "softmax", "global_avg_pool", "MaxPool2d", "Softmax", "GlobalAvgPool", "THREADS",
+           "lane_group", "MAX_HELD_ROW"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -42,14 +43,31 @@ def _pool_plan(backend: str, shape: tuple, k: int, stride: int) -> _Plan:
     return _PLANS.get_or_make(key, make)
 
 
+# softmax_rows_held holds a row in registers, at most 32 values a lane: longer rows take softmax_rows.
+MAX_HELD_ROW = 32 * 32
+
+
+def lane_group(n: int) -> int:
+    """Lanes per row (softmax) or plane (global average pool) of n values: the power of two, at most a
+    warp, nearest above a quarter of n, so each lane takes about 4 values and short rows share a warp."""
+    g = 1
+    while g < 32 and 4 * g < n:
+        g *= 2
+    return g
+
+
 def _softmax_plan(backend: str, shape: tuple) -> _Plan:
     key = (backend, "softmax", shape)
 
     def make():
         N, D = shape
-        rows_per_block = THREADS // 32
-        return _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
-            (cdiv(N, rows_per_block),), (THREADS,), (None, None) + ints(N, D)), (N, D))
+        if D > MAX_HELD_ROW:
+            rows_per_block = THREADS // 32
+            return _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
+                (cdiv(N, rows_per_block),), (THREADS,), (None, None) + ints(N, D)), (N, D))
+        g = lane_group(D)
+        fn = load("pool_softmax", defines={"SM_G": g, "SM_VPL": cdiv(D, g)}).get_function("softmax_rows_held")
+        return _Plan(fn.launcher((cdiv(N, THREADS // g),), (THREADS,), (None, None) + ints(N, D)), (N, D))
     return _PLANS.get_or_make(key, make)
 
 
@@ -58,9 +76,9 @@ def _avg_plan(backend: str, shape: tuple) -> _Plan:
 
     def make():
         N, C, H, W = shape
-        planes_per_block = THREADS // 32
+        g = lane_group(H * W)
         return _Plan(load("pool_softmax").get_function("global_avg_pool").launcher(
-            (cdiv(N * C, planes_per_block),), (THREADS,), (None, None) + ints(N * C, H * W)), (N, C))
+            (cdiv(N * C, THREADS // g),), (THREADS,), (None, None) + ints(N * C, H * W, g)), (N, C))
     return _PLANS.get_or_make(key, make)
 
 
@@ -99,7 +117,8 @@ def max_pool2d(x, k: int = 2, stride: int | None = None, *, out=None):
 
 
 def softmax(x, *, out=None):
-    """Softmax of each row of float32 ``x`` (N, D), on the backend: one warp per row."""
+    """Softmax of each row of float32 ``x`` (N, D), on the backend: rows of at most MAX_HELD_ROW values
+    held in registers by a group of lanes (lane_group), longer ones a warp per row."""
     return _shape_op(x, out, "softmax", _softmax_plan, 2, "(N, D)", "(N, D)")
 
 

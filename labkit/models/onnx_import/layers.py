@@ -17,7 +17,7 @@ Which kernel runs what:
     AveragePool           pool_any;  GlobalAveragePool: global_avg_pool;  GlobalMaxPool, ReduceMax over H, W: pool_any
     BatchNormalization    channel_affine (where no convolution took it)
     activations           pointwise.cu's unary;  Add, Mul: binary_bcast
-    Concat                concat_copy per input;  Pad: pad4;  Softmax: softmax_rows;  LRN: lrn_across_channels
+    Concat                concat_copy per input;  Pad: pad4;  Softmax: softmax_rows(_held);  LRN: lrn_across_channels
     LRN + MaxPool         lrn_max_pool (fused: graph.fuse)
     LayerNormalization    layer_norm_rows (layer_norm.cu), over the trailing axes
     Sub, Div; Erf, Gelu   binary_bcast, unary (pointwise.cu)
@@ -35,6 +35,7 @@ from ...checks import array_module
 from ...ops.layer_norm import LayerNorm
 from ...ops.pointwise import Binary as BinaryLayer, ChannelAffine, Unary as UnaryLayer
 from ...ops.pool_pad import ConcatCopy, Pad4, Permute, Pool2d, SliceCopy, gather_axis
+from ...ops.pool_softmax import MAX_HELD_ROW
 from ...ops.conv_transpose import TransposeGeometry
 from ...shapes import ConvLayer
 from . import nodes
@@ -235,7 +236,7 @@ class Kernels:
     def _run_softmax(self, spec, sm, in_shapes, out_shape, alloc):
         rows = spec.rows(in_shapes[0])
         return ((lambda ins, out: sm(ins[0].reshape(rows), out.reshape(rows))),
-                (lambda: "softmax_rows (pool_softmax.cu)"))
+                (lambda: ("softmax_rows_held" if rows[1] <= MAX_HELD_ROW else "softmax_rows") + " (pool_softmax.cu)"))
 
     def _make_layernorm(self, spec: nodes.LayerNorm, in_shapes):
         norm = spec.normalized(in_shapes[0])
