@@ -79,8 +79,9 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 //      chunk, not per channel), then writes the LRN of each channel of the chunk, from the 2r+1 values
 //      around it (the same fused multiply-adds as lrn_across_channels, so the results agree bit for
 //      bit), into that channel's plane in shared memory.
-//   2. Pool.  Every thread takes pooled outputs, channel by channel and row by row, so a warp writes
-//      a contiguous run of the output: the max over one window of the shared planes.
+//   2. Pool.  The threads take the pooled outputs, a thread one position of the band in every
+//      few channels, consecutive threads consecutive positions (a warp writes a contiguous run of
+//      the output): the max over one window of the shared planes.
 //   An earlier version pooled after each channel, behind a barrier of its own, with only the band's
 //   band * PW outputs' threads at work (a fifth of the block): 16 barriers per chunk, the loads of
 //   the next block's chunk waiting behind them, 35-40% of the memory floor on an H200.
@@ -101,9 +102,30 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 #ifndef LMP_CHUNK
 #define LMP_CHUNK 8
 #endif
+// Blocks of 512 threads (labkit.ops.lrn.MAX_FUSED_THREADS) that an SM must hold at once: the registers
+// a thread may use follow (3: 42 of them, where the compiler would take 48 and fit only 2 blocks).
+#ifndef LMP_MIN_BLOCKS
+#define LMP_MIN_BLOCKS 3
+#endif
 
-extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __restrict__ y, int C, int H, int W,
-                                        int PH, int PW, int band, float bias, float alpha, float beta) {
+// The larger of a and b, NaN if either is (PyTorch's max-pool keeps a NaN; fmaxf would drop it): one
+// max.NaN instruction on sm_80 and later, where the comparison and select take three.  The executor
+// takes the comparison.
+__device__ __forceinline__ float max_nan(float a, float b) {
+#if defined(LABKIT_CUDA_ARCH)
+  return (b > a || b != b) ? b : a;
+#elif __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (b > a || b != b) ? b : a;
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(512, LMP_MIN_BLOCKS)
+lrn_max_pool(const float* __restrict__ x, float* __restrict__ y, int C, int H, int W, int PH, int PW, int band,
+             float bias, float alpha, float beta) {
   extern __shared__ float normed[];                 // LMP_CHUNK planes of rows * W normalized values
   constexpr int WIN = 2 * LRN_R + 1, LOADS = LMP_CHUNK + 2 * LRN_R;
   const int rows = (band - 1) * LMP_S + LMP_K, npix = rows * W;
@@ -129,21 +151,22 @@ extern "C" __global__ void lrn_max_pool(const float* __restrict__ x, float* __re
     }
   }
   __syncthreads();
-  // Output o of the block: channel i = o / (band * PW), then pooled row and column.  The rows of a
-  // band are contiguous in y, so consecutive o are consecutive addresses within a channel.
-  const int band_outs = band * PW;
-  for (int o = t; o < LMP_CHUNK * band_outs; o += blockDim.x) {
-    const int i = o / band_outs, r = o - i * band_outs, prow = r / PW, pcol = r - prow * PW;
-    if (c0 + i >= C || ph0 + prow >= PH) continue;   // past the last channel or the last pooled row
-    const float* wp = normed + i * npix + (prow * LMP_S) * W + pcol * LMP_S;
+  // A thread keeps one pooled position of the band (r = t mod band * PW) and takes it in every
+  // `lanes`-th channel from t / (band * PW): its divisions are done once, not per output.  The band's
+  // rows are contiguous in y, so consecutive threads write consecutive addresses.
+  const int band_outs = band * PW, lanes = blockDim.x / band_outs;
+  if (t >= lanes * band_outs) return;               // no barrier follows
+  const int r = t % band_outs, prow = r / PW, pcol = r - prow * PW;
+  if (ph0 + prow >= PH) return;                     // past the last pooled row
+  const float* win = normed + (prow * LMP_S) * W + pcol * LMP_S;
+  float* yp = y + (((size_t)blockIdx.z * C + c0) * PH + ph0 + prow) * PW + pcol;
+  for (int i = t / band_outs; i < LMP_CHUNK && c0 + i < C; i += lanes) {
+    const float* wp = win + i * npix;
     float best = wp[0];
 #pragma unroll
     for (int p = 0; p < LMP_K; ++p)
 #pragma unroll
-      for (int q = 0; q < LMP_K; ++q) {
-        const float u = wp[p * W + q];
-        best = (u > best || u != u) ? u : best;
-      }
-    y[(((size_t)blockIdx.z * C + c0 + i) * PH + ph0 + prow) * PW + pcol] = best;
+      for (int q = 0; q < LMP_K; ++q) best = max_nan(best, wp[p * W + q]);
+    yp[(size_t)i * PH * PW] = best;
   }
 }

@@ -25,6 +25,22 @@
 #ifndef POOL_INDEX32_BELOW
 #define POOL_INDEX32_BELOW 0x100000000LL
 #endif
+
+// The larger of a and b, NaN if either is.  Not fmaxf, which returns the other operand when one is
+// NaN: a NaN in the window must reach the output (as in the reference and PyTorch), not vanish into a
+// plausible number.  One max.NaN instruction on sm_80 and later (the comparison and select take
+// three); the executor takes the comparison.
+__device__ __forceinline__ float max_nan(float a, float b) {
+#if defined(LABKIT_CUDA_ARCH)
+  return (b > a || b != b) ? b : a;
+#elif __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return (b > a || b != b) ? b : a;
+#endif
+}
 extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __restrict__ y, int NC, int H,
                                       int W, int PH, int PW, int k, int s) {
   const long long total = (long long)NC * PH * PW;
@@ -45,12 +61,7 @@ extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __rest
   const float* xp = x + plane * H * W + (long long)(ph * s) * W + pw * s;
   float best = xp[0];
   for (int p = 0; p < k; ++p)
-    for (int q = 0; q < k; ++q) {
-      const float v = xp[p * W + q];
-      // Not fmaxf, which returns the other operand when one is NaN: a NaN in the window must reach
-      // the output (as in the reference and PyTorch), not vanish into a plausible number.
-      best = (v > best || v != v) ? v : best;
-    }
+    for (int q = 0; q < k; ++q) best = max_nan(best, xp[p * W + q]);
   y[o] = best;
 }
 
