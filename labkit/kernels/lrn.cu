@@ -83,8 +83,11 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 //      few channels, consecutive threads consecutive positions (a warp writes a contiguous run of
 //      the output): the max over one window of the shared planes.
 //   An earlier version pooled after each channel, behind a barrier of its own, with only the band's
-//   band * PW outputs' threads at work (a fifth of the block): 16 barriers per chunk, the loads of
-//   the next block's chunk waiting behind them, 35-40% of the memory floor on an H200.
+//   band * PW outputs' threads at work (a fifth of the block): 16 barriers per chunk, 35-40% of the
+//   memory floor on an H200, where Nsight Compute found the SM's issue (not the memory) at 80-85% of
+//   its peak.  Fewer instructions per output (one barrier, divisions once per thread, max.NaN) and
+//   4 blocks an SM made it 0.889 -> 0.743 ms (lrn1 + pool1, batch 1,024; 47% of the floor) and
+//   0.648 -> 0.451 ms (lrn2 + pool2; 49%).
 //   Neighbouring bands share a row of inputs (the pool's windows overlap), which both normalize.
 //   NaN: the LRN keeps it, the max takes it (not fmaxf, which would drop it), as in PyTorch.
 // lrn_max_pool(x, y, C, H, W, PH, PW, band, bias, alpha, beta): x (N, C, H, W), y (N, C, PH, PW),
@@ -103,9 +106,11 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 #define LMP_CHUNK 8
 #endif
 // Blocks of 512 threads (labkit.ops.lrn.MAX_FUSED_THREADS) that an SM must hold at once: the registers
-// a thread may use follow (3: 42 of them, where the compiler would take 48 and fit only 2 blocks).
+// a thread may use follow (4: 32 of them, where the compiler would take 48 and fit only 2 blocks).  On
+// an H200 at AlexNet's two sizes, batch 1,024, 4 was the fastest of 2, 3 and 4 (lrn1 + pool1 0.743
+// against 0.778 and 0.812 ms; lrn2 + pool2 0.451 against 0.486 and 0.512).
 #ifndef LMP_MIN_BLOCKS
-#define LMP_MIN_BLOCKS 3
+#define LMP_MIN_BLOCKS 4
 #endif
 
 // The larger of a and b, NaN if either is (PyTorch's max-pool keeps a NaN; fmaxf would drop it): one
