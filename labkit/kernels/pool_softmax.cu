@@ -8,13 +8,13 @@
 //                NaN in a row makes the whole row NaN (as in PyTorch)
 //   softmax_rows_held  the same, a group of SM_G lanes per row, the row held in registers: read
 //                once, one exponential per element (rows of at most 32 * SM_G values)
-//   global_avg_pool  a group of G lanes per (image, channel) plane: its mean, (N, C, H, W) -> (N, C)
+//   global_avg_pool  a group of AVG_G lanes per (image, channel) plane: its mean, (N, C, H, W) -> (N, C)
 //
 // Launch (Python: labkit.ops.pool_softmax.max_pool2d, softmax, global_avg_pool):
 //   max_pool2d(x, y, NC, H, W, PH, PW, k, s):  grid (ceil(NC*PH*PW / 256),), block (256,)
 //   softmax_rows(x, y, N, D):                 grid (ceil(N / 8),), block (256,) = 8 warps, 8 rows
 //   softmax_rows_held(x, y, N, D):            grid (ceil(N / (256 / SM_G)),), block (256,)
-//   global_avg_pool(x, y, NC, HW, G):         grid (ceil(NC / (256 / G)),), block (256,)
+//   global_avg_pool(x, y, NC, HW):            grid (ceil(NC / (256 / AVG_G)),), block (256,)
 
 // Version 1: max-pooling, one output per thread.  Consecutive threads take consecutive outputs of
 // a row, so their window reads (stride s apart) stay close together in memory.  The flat index is
@@ -132,20 +132,25 @@ extern "C" __global__ void softmax_rows_held(const float* __restrict__ x, float*
 }
 
 // Version 3: the mean of each plane (a network's head: MobileNetV2's 7x7 planes, ResNet's), a group
-// of G lanes per plane (G a power of two, at most 32: labkit.ops.pool_softmax.avg_group picks about a
-// quarter of the plane, so a 7x7 plane takes 16 lanes, 4 values each, and a warp two planes; a warp
+// of AVG_G lanes per plane (a power of two, at most 32: labkit.ops.pool_softmax.lane_group picks about
+// a quarter of the plane, so a 7x7 plane takes 16 lanes, 4 values each, and a warp two planes; a warp
 // per 49-value plane had left 15 of its lanes idle in the second of two rounds).  The lanes of a
 // group read neighbouring floats (coalesced), then a butterfly within the group sums their partial
-// sums, as in softmax_rows.
-extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* __restrict__ y, int NC, int HW,
-                                           int G) {
-  const int g = threadIdx.x % G;
-  const long long plane = (long long)blockIdx.x * (blockDim.x / G) + threadIdx.x / G;
+// sums, as in softmax_rows.  AVG_G is fixed when the module is compiled: a loop of constant stride
+// unrolls, with several loads in flight (a stride known only at run time had cost ResNet's 28x28
+// planes 11%).
+#ifndef AVG_G
+#define AVG_G 32
+#endif
+extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* __restrict__ y, int NC, int HW) {
+  const int g = threadIdx.x % AVG_G;
+  const long long plane = (long long)blockIdx.x * (blockDim.x / AVG_G) + threadIdx.x / AVG_G;
   const bool live = plane < NC;       // every lane stays for the shuffles below
   const float* xp = x + plane * HW;
   float sum = 0.0f;
   if (live)
-    for (int i = g; i < HW; i += G) sum += xp[i];
-  for (int off = G / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off, G);
+    for (int i = g; i < HW; i += AVG_G) sum += xp[i];
+#pragma unroll
+  for (int off = AVG_G / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off, AVG_G);
   if (live && g == 0) y[plane] = sum / HW;
 }

@@ -77,8 +77,8 @@ def _avg_plan(backend: str, shape: tuple) -> _Plan:
     def make():
         N, C, H, W = shape
         g = lane_group(H * W)
-        return _Plan(load("pool_softmax").get_function("global_avg_pool").launcher(
-            (cdiv(N * C, THREADS // g),), (THREADS,), (None, None) + ints(N * C, H * W, g)), (N, C))
+        return _Plan(load("pool_softmax", defines={"AVG_G": g}).get_function("global_avg_pool").launcher(
+            (cdiv(N * C, THREADS // g),), (THREADS,), (None, None) + ints(N * C, H * W)), (N, C))
     return _PLANS.get_or_make(key, make)
 
 
