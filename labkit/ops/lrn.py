@@ -18,7 +18,7 @@ from ..device_query import gpu_sm_count
 from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
-__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "fused_chunk", "fused_shared_bytes", "MAX_FUSED_THREADS"]
+__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "fused_chunk", "fused_defines", "fused_shared_bytes", "MAX_FUSED_THREADS"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -110,6 +110,13 @@ def fused_band(H: int, W: int, k: int, s: int) -> int:
     return cdiv(PH, cdiv(PH, most))
 
 
+def fused_defines(depth_radius: int, k: int, s: int, chunk: int, C: int, H: int, W: int, band: int) -> dict:
+    """lrn_max_pool's compile-time constants: the window, the chunk, and the layer's sizes (a module per
+    layer: its divisions become multiplies and its offsets immediates)."""
+    return {"LRN_R": depth_radius, "LMP_K": k, "LMP_S": s, "LMP_CHUNK": chunk, "LMP_C": C, "LMP_H": H, "LMP_W": W,
+            "LMP_BAND": band}
+
+
 def fused_shared_bytes(chunk: int, band: int, W: int, k: int, s: int) -> int:
     """Dynamic shared memory of lrn_max_pool: the chunk's normalized planes of the band's input rows."""
     return chunk * ((band - 1) * s + k) * W * 4
@@ -150,11 +157,9 @@ def _fused_plan(backend: str, shape: tuple, pool: tuple, params: tuple) -> _Plan
         PH, PW = (H - k) // s + 1, (W - k) // s + 1
         rows = (band - 1) * s + k
         chunk = fused_chunk(N, C, cdiv(PH, band), gpu_sm_count())
-        fn = load("lrn", defines={"LRN_R": depth_radius, "LMP_K": k, "LMP_S": s, "LMP_CHUNK": chunk}
-                  ).get_function("lrn_max_pool")
+        fn = load("lrn", defines=fused_defines(depth_radius, k, s, chunk, C, H, W, band)).get_function("lrn_max_pool")
         return _Plan(fn.launcher((cdiv(C, chunk), cdiv(PH, band), N), (cdiv(rows * W, 32) * 32,),
-                                 (None, None) + ints(C, H, W, PH, PW, band)
-                                 + (np.float32(bias), np.float32(alpha), np.float32(beta)),
+                                 (None, None, np.float32(bias), np.float32(alpha), np.float32(beta)),
                                  shared_mem=fused_shared_bytes(chunk, band, W, k, s)),
                      (N, C, PH, PW))
     return _PLANS.get_or_make(key, make)
