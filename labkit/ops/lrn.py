@@ -126,7 +126,8 @@ def fused_chunk(N: int, C: int, blocks_per_image: int, sms: int) -> int:
     """Channels per block: the most of 16, 8 and 4 that still gives every SM 4 blocks (the halo of 2r
     channels is read once per chunk, and a block's loads go out together).  On an H200 at AlexNet's
     two sizes, batch 64 and 1,024, 16 was the fastest of 8 and 16 (lrn1 + pool1 at batch 1,024:
-    0.743 against 1.016 ms, the band as fused_band gives, 4 blocks an SM)."""
+    0.743 against 1.016 ms, the band as fused_band gives, 4 blocks an SM, the kernel's version before
+    its sizes were compile-time constants)."""
     for chunk in (16, 8):
         if N * cdiv(C, chunk) * blocks_per_image >= 4 * sms:
             return chunk
