@@ -63,7 +63,8 @@ def test_the_kernel_at_every_chunk_and_band(shape, k, s, r, band, chunk):
     rows = (band - 1) * s + k
     x = rng.standard_normal(shape).astype(np.float32) * 3
     y = labkit.xp.full((N, C, PH, PW), np.nan, dtype=labkit.xp.float32)
-    fn = load("lrn", defines=lrn_ops.fused_defines(r, k, s, chunk, C, H, W, band), check="memory").get_function("lrn_max_pool")
+    fn = load("lrn", defines=lrn_ops.fused_defines(r, k, s, chunk, C, H, W, band),
+              check="memory").get_function("lrn_max_pool")
     fn((-(-C // chunk), -(-PH // band), N), (-(-rows * W // 32) * 32,),
        (labkit.xp.asarray(x), y, np.float32(1.0), np.float32(1e-2), np.float32(0.75)),
        shared_mem=lrn_ops.fused_shared_bytes(chunk, band, W, k, s))

@@ -18,7 +18,8 @@ from ..device_query import gpu_sm_count
 from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
-__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "fused_chunk", "fused_defines", "fused_shared_bytes", "MAX_FUSED_THREADS"]
+__all__ = ["lrn", "LRN", "channel_chunk", "lrn_max_pool", "LRNMaxPool", "fused_band", "fused_chunk", "fused_defines",
+           "fused_shared_bytes", "MAX_FUSED_THREADS"]
 
 THREADS = 256
 _PLANS = PlanCache()

@@ -18,7 +18,7 @@ from ..loader import load
 from .plans import PlanCache, ShapeLayer, cdiv, ints
 
 __all__ = ["max_pool2d", "softmax", "global_avg_pool", "MaxPool2d", "Softmax", "GlobalAvgPool", "THREADS",
-           "lane_group", "MAX_HELD_ROW"]
+           "lane_group", "softmax_kernel", "MAX_HELD_ROW"]
 
 THREADS = 256
 _PLANS = PlanCache()
@@ -56,12 +56,17 @@ def lane_group(n: int) -> int:
     return g
 
 
+def softmax_kernel(D: int) -> str:
+    """The kernel that runs rows of D values: held in registers up to MAX_HELD_ROW, else a warp's loop."""
+    return "softmax_rows_held" if D <= MAX_HELD_ROW else "softmax_rows"
+
+
 def _softmax_plan(backend: str, shape: tuple) -> _Plan:
     key = (backend, "softmax", shape)
 
     def make():
         N, D = shape
-        if D > MAX_HELD_ROW:
+        if softmax_kernel(D) == "softmax_rows":
             rows_per_block = THREADS // 32
             return _Plan(load("pool_softmax").get_function("softmax_rows").launcher(
                 (cdiv(N, rows_per_block),), (THREADS,), (None, None) + ints(N, D)), (N, D))

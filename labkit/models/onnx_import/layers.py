@@ -35,7 +35,7 @@ from ...checks import array_module
 from ...ops.layer_norm import LayerNorm
 from ...ops.pointwise import Binary as BinaryLayer, ChannelAffine, Unary as UnaryLayer
 from ...ops.pool_pad import ConcatCopy, Pad4, Permute, Pool2d, SliceCopy, gather_axis
-from ...ops.pool_softmax import MAX_HELD_ROW
+from ...ops.pool_softmax import softmax_kernel
 from ...ops.conv_transpose import TransposeGeometry
 from ...shapes import ConvLayer
 from . import nodes
@@ -236,7 +236,7 @@ class Kernels:
     def _run_softmax(self, spec, sm, in_shapes, out_shape, alloc):
         rows = spec.rows(in_shapes[0])
         return ((lambda ins, out: sm(ins[0].reshape(rows), out.reshape(rows))),
-                (lambda: ("softmax_rows_held" if rows[1] <= MAX_HELD_ROW else "softmax_rows") + " (pool_softmax.cu)"))
+                (lambda: f"{softmax_kernel(rows[1])} (pool_softmax.cu)"))
 
     def _make_layernorm(self, spec: nodes.LayerNorm, in_shapes):
         norm = spec.normalized(in_shapes[0])
