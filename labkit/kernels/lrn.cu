@@ -97,7 +97,7 @@ extern "C" __global__ void lrn_across_channels(const float* __restrict__ x, floa
 //   NaN: the LRN keeps it, the max takes it (not fmaxf, which would drop it), as in PyTorch.
 // lrn_max_pool(x, y, bias, alpha, beta): x (N, LMP_C, LMP_H, LMP_W), y (N, LMP_C, PH, PW),
 //   PH = (LMP_H - K) / S + 1, PW likewise.  Launch (labkit.ops.lrn.lrn_max_pool): grid
-//   (ceil(C / LMP_CHUNK), ceil(PH / LMP_BAND), N), block ((LMP_BAND-1)*S + K) * W rounded up to a warp,),
+//   (ceil(C / LMP_CHUNK), ceil(PH / LMP_BAND), N), block (((LMP_BAND-1)*S + K) * W rounded up to a warp,),
 //   dynamic shared memory LMP_CHUNK * ((LMP_BAND-1)*S + K) * W floats (labkit.ops.lrn.fused_shared_bytes).
 //   Compile-time: LRN_R, LMP_K, LMP_S, LMP_CHUNK, LMP_C, LMP_H, LMP_W, LMP_BAND.
 
