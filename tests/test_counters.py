@@ -370,13 +370,20 @@ def test_the_bias_adds_of_the_unrolled_rung_are_counted_once_per_output():
 
 
 def test_a_window_loop_loads_what_nvcc_loads():
-    """max_pool2d reads xp[0], then every element of its k x k window, xp[0] again among them: nvcc
-    keeps both loads (1 + k*k per thread, as ncu counts on the H100); g++'s partial-redundancy
-    elimination would drop one, so the counting build is compiled without it."""
+    """max_pool2d reads xp[0], then every element of its k x k window, xp[0] again among them.  With the
+    sizes as arguments nvcc keeps both loads (1 + k*k per thread, as ncu counts on the H100); g++'s
+    partial-redundancy elimination would drop one, so the counting build is compiled without it.  With
+    the layer's sizes compiled in (labkit.ops.pool_softmax's module per geometry) the window unrolls and
+    nvcc loads each element once (k*k, as ncu counts on the H200), and so does the executor."""
     k, planes, side = 2, 4, 16
     x = np.random.default_rng(0).standard_normal((1, planes, side, side), dtype=np.float32)
-    r, = labkit.counters(labkit.ops.pool_softmax.max_pool2d, x, k)
     warps = planes * (side // k) ** 2 // 32
+    r, = labkit.counters(labkit.ops.pool_softmax.max_pool2d, x, k)
+    assert (r[LD_REQ], r[ST_REQ]) == (k * k * warps, warps)
+    y = np.empty((1, planes, side // k, side // k), np.float32)
+    args = tuple(np.int32(v) for v in (planes, side, side, side // k, side // k, k, k))
+    r, = labkit.counters(lambda: labkit.load("pool_softmax").get_function("max_pool2d")(
+        (-(-y.size // 256),), (256,), (x, y) + args))
     assert (r[LD_REQ], r[ST_REQ]) == ((1 + k * k) * warps, warps)
 
 

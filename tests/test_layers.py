@@ -35,9 +35,11 @@ def test_max_pool_decodes_64_bit_indices_too():
     x = rng.standard_normal((3, 5, 11, 13)).astype(np.float32)
     ref = reference.max_pool2d(x, 3, 2).astype(np.float32)
     y = poisoned(ref.shape)
-    fn = labkit.load("pool_softmax", defines={"POOL_INDEX32_BELOW": 0}).get_function("max_pool2d")
-    fn((-(-y.size // 256),), (256,), (dev(x), y) + tuple(np.int32(v) for v in (15, 11, 13, 5, 6, 3, 2)))
-    assert np.array_equal(to_numpy(y), ref)
+    for fixed in ({}, {"MP_H": 11, "MP_W": 13, "MP_K": 3, "MP_S": 2}):   # run-time sizes, compile-time ones
+        y = poisoned(ref.shape)
+        fn = labkit.load("pool_softmax", defines={"POOL_INDEX32_BELOW": 0, **fixed}).get_function("max_pool2d")
+        fn((-(-y.size // 256),), (256,), (dev(x), y) + tuple(np.int32(v) for v in (15, 11, 13, 5, 6, 3, 2)))
+        assert np.array_equal(to_numpy(y), ref)
 
 
 @pytest.mark.check
@@ -138,6 +140,11 @@ def test_checking_modes(check):
     planes, means = x.reshape(6, 81), np.full(6, np.nan, np.float32)
     mod.get_function("global_avg_pool")((1,), (256,), (x, means, np.int32(6), np.int32(81)))
     assert rel_error(means, planes.astype(np.float64).mean(axis=1)) < 1e-6
+    small = rng.standard_normal((70, 9)).astype(np.float32)      # 70 planes of 9, fixed at compile time
+    means = np.full(70, np.nan, np.float32)
+    labkit.load("pool_softmax", defines={"AVG_G": 4, "AVG_HW": 9}, check=check).get_function(
+        "global_avg_pool")((2,), (256,), (small, means, np.int32(70), np.int32(9)))
+    assert rel_error(means, small.astype(np.float64).mean(axis=1)) < 1e-6
 
 
 @pytest.mark.check

@@ -259,6 +259,28 @@ def test_global_avg_pool(shape):
 
 
 @pytest.mark.check
+@pytest.mark.parametrize("hw", [(7, 7), (11, 13)])
+def test_global_avg_pool_unaligned_and_nan(hw):
+    """x starting 4 bytes past a 16-byte boundary, and NaN: a plane holding one has a NaN mean, as in
+    PyTorch; the other planes' stay finite."""
+    N, C = 2, 70
+    size = N * C * hw[0] * hw[1]
+    base = rng.standard_normal(size + 1).astype(np.float32)
+    base[1 + 3 * hw[0] * hw[1] + 5] = np.nan                      # plane 3 of the view
+    buf = dev(base)
+    x = buf[1:].reshape(N, C, *hw)
+    out = poisoned((N, C))
+    global_avg_pool(x, out=out)
+    host = base[1:].reshape(N, C, *hw)
+    ref = reference.global_avg_pool(host)
+    got = to_numpy(out)
+    assert np.isnan(got[0, 3]) and np.isnan(ref[0, 3])
+    finite = ~np.isnan(ref)
+    assert np.isfinite(got[finite]).all()
+    assert rel_error(got[finite], ref[finite], terms=reference.global_avg_pool(np.abs(host))[finite]) < 1e-6
+
+
+@pytest.mark.check
 def test_floor_bytes():
     assert floor_bytes(depthwise_layer(512, 32, 32, 1), 128) == 4 * 128 * 512 * 2 * 32 * 32
 
@@ -363,6 +385,8 @@ def test_weights_are_checked(weights):
     del bad["features.5.conv.1.1.running_var"]
     with pytest.raises(ValueError, match="running_var' is missing"):
         mb.MobileNetV2(bad, input_hw=(32, 32))
+    with pytest.raises(ValueError, match="depthwise must be one of"):
+        mb.MobileNetV2(weights, input_hw=(32, 32), depthwise="any")
     bad = {**weights, "features.3.conv.0.0.weight": weights["features.3.conv.0.0.weight"][:, :, :, :0]}
     with pytest.raises(ValueError, match="must be float32"):
         mb.fold_batch_norm(bad)

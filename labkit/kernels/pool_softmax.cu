@@ -41,8 +41,26 @@ __device__ __forceinline__ float max_nan(float a, float b) {
   return (b > a || b != b) ? b : a;
 #endif
 }
-extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __restrict__ y, int NC, int H,
-                                      int W, int PH, int PW, int k, int s) {
+//
+// MP_H, MP_W, MP_K, MP_S (all four, or none): the layer's plane, window and stride fixed when the
+// module is compiled (labkit.ops.pool_softmax compiles one module per pooling geometry).  Then the
+// decode's divisions are by constants (a multiply and a shift each) and the window's loops unroll into
+// k*k loads with immediate offsets, all in flight at once: with run-time sizes the SMs spent most of
+// their issue slots on index arithmetic while the memory sat at half its rate (ncu, H200, pool5).
+// The arguments H .. s are then not read.
+#if defined(MP_H) && defined(MP_W) && defined(MP_K) && defined(MP_S)
+#define MP_FIXED 1
+#else
+#define MP_FIXED 0
+#endif
+extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __restrict__ y, int NC, int H_arg,
+                                      int W_arg, int PH_arg, int PW_arg, int k_arg, int s_arg) {
+#if MP_FIXED
+  constexpr int H = MP_H, W = MP_W, k = MP_K, s = MP_S, PH = (MP_H - MP_K) / MP_S + 1,
+                PW = (MP_W - MP_K) / MP_S + 1;
+#else
+  const int H = H_arg, W = W_arg, k = k_arg, s = s_arg, PH = PH_arg, PW = PW_arg;
+#endif
   const long long total = (long long)NC * PH * PW;
   const long long o = (long long)blockIdx.x * blockDim.x + threadIdx.x;
   if (o >= total) return;
@@ -60,7 +78,9 @@ extern "C" __global__ void max_pool2d(const float* __restrict__ x, float* __rest
   }
   const float* xp = x + plane * H * W + (long long)(ph * s) * W + pw * s;
   float best = xp[0];
+#pragma unroll
   for (int p = 0; p < k; ++p)
+#pragma unroll
     for (int q = 0; q < k; ++q) best = max_nan(best, xp[p * W + q]);
   y[o] = best;
 }
@@ -138,7 +158,11 @@ extern "C" __global__ void softmax_rows_held(const float* __restrict__ x, float*
 // group read neighbouring floats (coalesced), then a butterfly within the group sums their partial
 // sums, as in softmax_rows.  AVG_G is fixed when the module is compiled: a loop of constant stride
 // unrolls, with several loads in flight (a stride known only at run time had cost ResNet's 28x28
-// planes 11%).
+// planes 11%).  AVG_HW (optional; labkit.ops.pool_softmax compiles one module per plane size) fixes
+// the plane's size too: the loop unrolls completely and a lane issues all of its loads before the
+// first add.  On an H200 (ncu) the kernel had waited on memory at a third of its rate; with the size
+// fixed, 1,024 x 256 planes of 14 x 14 went from 68% to 97% of the copy rate, and 1,024 x 512 of 7 x 7
+// from 42% to 73%.
 #ifndef AVG_G
 #define AVG_G 32
 #endif
@@ -147,10 +171,16 @@ extern "C" __global__ void global_avg_pool(const float* __restrict__ x, float* _
   const long long plane = (long long)blockIdx.x * (blockDim.x / AVG_G) + threadIdx.x / AVG_G;
   const bool live = plane < NC;       // every lane stays for the shuffles below
   const float* xp = x + plane * HW;
+#ifdef AVG_HW
+  constexpr int n = AVG_HW;   // the plane's size fixed at compile time: the loop unrolls, a lane's loads all in flight
+#else
+  const int n = HW;
+#endif
   float sum = 0.0f;
   if (live)
-    for (int i = g; i < HW; i += AVG_G) sum += xp[i];
+#pragma unroll
+    for (int i = g; i < n; i += AVG_G) sum += xp[i];
 #pragma unroll
   for (int off = AVG_G / 2; off > 0; off /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, off, AVG_G);
-  if (live && g == 0) y[plane] = sum / HW;
+  if (live && g == 0) y[plane] = sum / n;
 }

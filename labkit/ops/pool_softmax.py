@@ -38,7 +38,9 @@ def _pool_plan(backend: str, shape: tuple, k: int, stride: int) -> _Plan:
             raise ValueError(f"a {k}x{k} window does not fit the {H}x{W} plane")
         PH, PW = (H - k) // stride + 1, (W - k) // stride + 1
         total = N * C * PH * PW
-        return _Plan(load("pool_softmax").get_function("max_pool2d").launcher(
+        # One module per pooling geometry: its sizes compile to constants (pool_softmax.cu, MP_*).
+        module = load("pool_softmax", defines={"MP_H": H, "MP_W": W, "MP_K": k, "MP_S": stride})
+        return _Plan(module.get_function("max_pool2d").launcher(
             (cdiv(total, THREADS),), (THREADS,), (None, None) + ints(N * C, H, W, PH, PW, k, stride)), (N, C, PH, PW))
     return _PLANS.get_or_make(key, make)
 
@@ -82,7 +84,9 @@ def _avg_plan(backend: str, shape: tuple) -> _Plan:
     def make():
         N, C, H, W = shape
         g = lane_group(H * W)
-        return _Plan(load("pool_softmax", defines={"AVG_G": g}).get_function("global_avg_pool").launcher(
+        # One module per plane size: the lanes' loop unrolls (pool_softmax.cu, AVG_HW).
+        module = load("pool_softmax", defines={"AVG_G": g, "AVG_HW": H * W})
+        return _Plan(module.get_function("global_avg_pool").launcher(
             (cdiv(N * C, THREADS // g),), (THREADS,), (None, None) + ints(N * C, H * W)), (N, C))
     return _PLANS.get_or_make(key, make)
 
