@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import labkit  # noqa: E402
 from labkit.measure.counters import METRICS  # noqa: E402
 from labkit.measure.counters import DRAM_READ, DRAM_WRITE  # noqa: E402
-from labkit.shapes import SEED_LAYERS  # noqa: E402
+from labkit.shapes import SEED_LAYERS, ConvLayer  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # No per-GPU tuned configuration on either side: the executor's machine is not the GPU.
@@ -82,21 +82,33 @@ KNOWN = {
         "others' first (a simulation of the loop matched by iteration gives ncu's 6528 requests, 24384 sectors)"),
     ("ladder/constant", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st"): (
         "not the addresses: each store instruction's lanes write consecutive words (conflict-free, as on "
-        "conv_tiled, whose identical stores ncu counts without it); one wavefront the hardware added"),
+        "conv_tiled, whose identical stores ncu counts without it), and the hardware's count changes from run "
+        "to run of the same launch: three more H200 runs gave 0, 1 and 3 store conflicts (9984-9987 "
+        "wavefronts), conv_tiled's 0 each time"),
     ("ladder/constant", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st"): (
         "not the addresses: each store instruction's lanes write consecutive words (conflict-free, as on "
-        "conv_tiled, whose identical stores ncu counts without it); one wavefront the hardware added"),
+        "conv_tiled, whose identical stores ncu counts without it), and the hardware's count changes from run "
+        "to run of the same launch: three more H200 runs gave 0, 1 and 3 store conflicts (9984-9987 "
+        "wavefronts), conv_tiled's 0 each time"),
     ("ladder/tuned", "dram__bytes_read"): (
         "the rungs' largest excess over the compulsory reads (137 KB; the others' 3-37 KB): conv_tuned_const is "
         "unrolled completely (4800 FFMAs a thread, each a 16-byte instruction with a __constant__ operand: some "
         "80 KB of code, an estimate from the source, the SASS not measured) and reads 9.6 KB of __constant__ "
         "weights, all of it from DRAM after ncu's cache flush"),
+    ("layer/max_pool2d", "l1tex__t_requests_pipe_lsu_mem_global_op_ld"): (
+        "the H100's values are of the kernel before the layer's sizes were compiled in, which loaded each "
+        "window's first element twice (5 loads a 2x2 window); the H200's, of the kernel now, are 4 a window, as "
+        "the executor counts"),
+    ("layer/max_pool2d", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld"): (
+        "the H100's values are of the kernel before the layer's sizes were compiled in, which loaded each "
+        "window's first element twice (5 loads a 2x2 window); the H200's, of the kernel now, are 4 a window, as "
+        "the executor counts"),
     ("layer/softmax", "smsp__sass_"): (
         "the kernel's 1280 expf and 640 divisions count as nvcc's sequences (FFMA and FMUL exact); the 128 FADDs "
         "more (1%) are not traced to an instruction"),
 }
 # The L2 of the GPU each device name has (bytes): the L2-resident model's size.
-L2_BYTES = {"H100": 50 * 2**20}
+L2_BYTES = {"H100": 50 * 2**20, "H200": 50 * 2**20}
 DRAM = (DRAM_READ, DRAM_WRITE)
 
 
@@ -110,7 +122,13 @@ def _ladder(variant: str):
 
     def case():
         x, w, b = _rng_arrays((BATCH, L["C"], L["H"], L["W"]), (L["M"], L["C"], L["K"], L["K"]), (L["M"],))
-        labkit.conv2d(x, w, b, variant=variant)
+        if variant == "implicit":
+            # One slice of K on both sides: on a GPU the layer would split K among blocks where its tiles
+            # make few (splits_at counts the GPU's SMs), and the executor has no SMs to count.
+            layer = ConvLayer(L["C"], L["H"], L["W"], L["M"], L["K"])
+            labkit.ops.implicit.ImplicitConv2d(w, b, layer)(x, splits=1)
+        else:
+            labkit.conv2d(x, w, b, variant=variant)
     return case
 
 
@@ -129,10 +147,16 @@ def _max_pool():
 def _softmax():
     # softmax_rows, the warp-per-row loop, launched by name: labkit.ops.pool_softmax.softmax now runs rows
     # of up to MAX_HELD_ROW values on softmax_rows_held, and this case's ncu counts (counters_h100.json)
-    # are softmax_rows'.  softmax_rows_held waits for the next H100 run to be compared.
+    # are softmax_rows'.  softmax_rows_held is the next case's.
     x, = _rng_arrays((64, 10))
     y = labkit.xp.empty_like(x)
     labkit.load("pool_softmax").get_function("softmax_rows")((8,), (256,), (x, y, np.int32(64), np.int32(10)))
+
+
+def _softmax_held():
+    # softmax_rows_held: a row's values held in registers by a group of lanes (rows of up to MAX_HELD_ROW).
+    x, = _rng_arrays((64, 10))
+    labkit.ops.pool_softmax.softmax(x)
 
 
 def _vector_add():
@@ -150,7 +174,7 @@ def _block_sum():
 
 CASES = {**{f"ladder/{v}": _ladder(v) for v in ("naive", "tiled", "constant", "tuned", "unrolled", "implicit")},
          **{f"gemm/{v}": _gemm(v) for v in labkit.ops.gemm.VARIANTS},
-         "layer/max_pool2d": _max_pool, "layer/softmax": _softmax,
+         "layer/max_pool2d": _max_pool, "layer/softmax": _softmax, "layer/softmax_held": _softmax_held,
          "exercise/vector_add": _vector_add, "exercise/block_sum": _block_sum}
 
 
