@@ -51,11 +51,12 @@ from labkit.ladder.floors import NETS, build_case, case_label, floor_rows  # noq
 
 # (precision, batch) per network: the sizes, --quick's, and the CPU executor's.
 GPU_CASES = {"fashion": [("fp32", 10000)], "alexnet": [("fp32", 1024), ("fp32", 64), ("tf32", 1024), ("tf32", 64)],
-             "alexnet_auto": [("fp32", 1024), ("fp32", 64)], "resnet": [("fp32", 1024)], "mobilenet": [("fp32", 256)]}
+             "alexnet_auto": [("fp32", 1024), ("fp32", 64)], "resnet": [("fp32", 1024)], "mobilenet": [("fp32", 256)],
+             "mobilenet_auto": [("fp32", 256)]}
 QUICK_CASES = {"fashion": [("fp32", 1000)], "alexnet": [("fp32", 64), ("tf32", 64)], "alexnet_auto": [("fp32", 64)],
-               "resnet": [("fp32", 64)], "mobilenet": [("fp32", 32)]}
+               "resnet": [("fp32", 64)], "mobilenet": [("fp32", 32)], "mobilenet_auto": [("fp32", 32)]}
 CPU_CASES = {"fashion": [("fp32", 4)], "alexnet": [("fp32", 1)], "alexnet_auto": [("fp32", 1)], "resnet": [("fp32", 4)],
-             "mobilenet": [("fp32", 2)]}
+             "mobilenet": [("fp32", 2)], "mobilenet_auto": [("fp32", 2)]}
 
 # The TF32 ceiling, measured in a child process: CuPy reads CUPY_TF32 (documented among its environment
 # variables) for float32 matmul, and this process must keep plain FP32.  The product of two 512x512

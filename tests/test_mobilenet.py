@@ -247,7 +247,7 @@ def test_implicit_residual_is_checked():
 
 @pytest.mark.check
 @pytest.mark.parametrize("shape", [(2, 5, 7, 7), (1, 3, 1, 1), (3, 2, 13, 11), (1, 40, 2, 33), (3, 37, 2, 2),
-                                   (2, 70, 3, 3)])
+                                   (2, 70, 3, 3), (3, 70, 8, 8), (2, 96, 7, 7), (1, 65, 5, 13)])
 def test_global_avg_pool(shape):
     """Planes of 1 to 143 values: groups of 1 to 32 lanes, the last block's last groups without a plane."""
     x = rng.standard_normal(shape).astype(np.float32)
@@ -396,10 +396,11 @@ def test_weights_are_checked(weights):
         mb.check_weights(bad)
 
 
-@pytest.mark.parametrize("depthwise,fuse", [("tiled", 0), ("naive", 0), ("tiled", 3)])
+@pytest.mark.parametrize("depthwise,fuse", [("tiled", 0), ("naive", 0), ("tiled", 3), ("auto", 0)])
 def test_network_matches_float64_reference(weights, depthwise, fuse):
     """At 40x40 (planes 20 .. 2; the same layers as at 224, smaller planes), batch 2; fuse=3: the
-    blocks of 3x3 and 2x2 planes with depthwise and projection as one kernel."""
+    blocks of 3x3 and 2x2 planes with depthwise and projection as one kernel; depthwise="auto": the
+    depthwise layers on labkit.conv2d's auto choice (untuned on the executor: depthwise_any.cu)."""
     hw = (40, 40)
     x = rng.standard_normal((2, 3) + hw).astype(np.float32)
     ref = mb.reference_logits(weights, x)

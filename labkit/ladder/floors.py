@@ -31,9 +31,10 @@ from ..results import shipped
 __all__ = ["TITLES", "NETS", "build_case", "floor_rows", "measure_case", "shipped_case", "table", "case_label",
            "tensor_core_steps", "tuning_note", "SHIPPED_GPUS"]
 
-NETS = ("fashion", "alexnet", "alexnet_auto", "resnet", "mobilenet")
+NETS = ("fashion", "alexnet", "alexnet_auto", "resnet", "mobilenet", "mobilenet_auto")
 TITLES = {"fashion": "FashionNet", "alexnet": "AlexNet", "alexnet_auto": "AlexNet (auto convolutions)",
-          "resnet": "ResNet-small training step", "mobilenet": "MobileNetV2"}
+          "resnet": "ResNet-small training step", "mobilenet": "MobileNetV2",
+          "mobilenet_auto": "MobileNetV2 (auto depthwise kernels)"}
 RESNET_CHANNELS = {"gpu": 64, "cpu": 4}
 MOBILENET_HW = {"gpu": mb.INPUT_HW, "cpu": (32, 32)}
 LR, MOMENTUM, WD = 0.05, 0.9, 5e-4
@@ -103,7 +104,10 @@ def build_case(net: str, precision: str, N: int, rng, *, model=None):
             notes = {"weights": "the caller's"}
         fill = lambda shape: (50 * rng.standard_normal(shape)).astype(np.float32)      # noqa: E731  (0-255 scale)
     else:
-        model = model or mb.MobileNetV2(mb.synthetic_weights(), input_hw=MOBILENET_HW[where], precision=precision)
+        # the second: each depthwise layer on the autotuner's choice of depthwise.cu or depthwise_any.cu
+        dw = "auto" if net == "mobilenet_auto" else "tiled"
+        model = model or mb.MobileNetV2(mb.synthetic_weights(), input_hw=MOBILENET_HW[where], precision=precision,
+                                        depthwise=dw)
         notes = {"input_hw": list(model.input_hw), "weights": "synthetic (seed 2018)"}
         fill = lambda shape: rng.standard_normal(shape, dtype=np.float32)              # noqa: E731
     if gpu:

@@ -41,7 +41,7 @@ from .plan import Plan, PlannedModel
 
 __all__ = ["SETTINGS", "BN_EPS", "INPUT_HW", "Block", "blocks", "parameter_shapes", "parameter_count",
            "synthetic_weights", "check_weights", "tensor_names", "fold_batch_norm", "reference_logits", "MobileNetV2",
-           "Plan", "STEM", "HEAD_CHANNELS"]
+           "Plan", "STEM", "HEAD_CHANNELS", "DEPTHWISE"]
 
 SETTINGS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
             (6, 320, 1, 1))   # (expansion t, channels c, blocks n, stride s of the first)
@@ -50,6 +50,8 @@ HEAD_CHANNELS = 1280
 BN_EPS = 1e-5                 # torch.nn.BatchNorm2d's default, as torchvision's MobileNetV2 uses
 INPUT_HW = (224, 224)
 BN_PARTS = ("weight", "bias", "running_mean", "running_var")
+DEPTHWISE = ("tiled", "naive", "auto")                 # the depthwise layers' kernels (MobileNetV2's depthwise=)
+DEPTHWISE_FAMILIES = ("depthwise3x3", "depthwise")    # depthwise="auto" chooses between depthwise.cu and depthwise_any.cu
 
 
 class Block(NamedTuple):
@@ -237,7 +239,10 @@ class MobileNetV2(PlannedModel):
         plan = net.plan(N); plan.x[...] = x; plan.run()  # one CUDA graph; probs in plan.out
 
     ``input_hw``: the input plane (224 x 224 as trained; smaller ones for the CPU executor).
-    ``depthwise``: "tiled" or "naive" (depthwise.cu's rungs).  ``fuse_below``: blocks whose depthwise
+    ``depthwise``: "tiled" or "naive" (depthwise.cu's rungs), or "auto": per layer and batch size the
+    autotuner's choice between depthwise.cu's tiled kernel and depthwise_any.cu's (labkit.conv2d's auto,
+    its two depthwise families; untuned, depthwise_any's default tile).  On an H200 at batch 256
+    depthwise_any wins on the 112-28 pixel planes and depthwise.cu on the 14 and 7 pixel ones.  ``fuse_below``: blocks whose depthwise
     output plane is at most this many pixels on a side run depthwise and projection as one kernel
     (dw_project.cu, ``fuse_tiles``); 0: none (the default: on an H100 the fused kernel is 1.8-6.8x
     slower than the two it replaces, benchmarks/results/mobilenet_fused_h100.json).  ``precision``: "fp32" or "tf32" (the
@@ -251,6 +256,8 @@ class MobileNetV2(PlannedModel):
         self.backend = backends.current()
         xp = backends.xp()
         self.host_weights, self.input_hw = weights, tuple(int(v) for v in input_hw)
+        if depthwise not in DEPTHWISE:
+            raise ValueError(f"depthwise must be one of {DEPTHWISE}, got {depthwise!r}")
         self.depthwise, self.precision = depthwise, precision
         self.fuse_below, self.fuse_tiles = int(fuse_below), fuse_tiles
         folded = fold_batch_norm(weights)
@@ -272,7 +279,10 @@ class MobileNetV2(PlannedModel):
                                                       tiles=fuse_tiles)
             for kind, (prefix, L) in convs.items():
                 w, bias = dev[prefix]
-                if kind == "dw":
+                if kind == "dw" and depthwise == "auto":
+                    self.convs[f"{b.name}.dw"] = layers.AutoConv2d(w, bias, L, activation="relu6",
+                                                                   families=DEPTHWISE_FAMILIES)
+                elif kind == "dw":
                     self.convs[f"{b.name}.dw"] = DepthwiseConv2d(w, bias, L, activation="relu6", variant=depthwise)
                 else:
                     self.convs[f"{b.name}.{kind}"] = layers.ImplicitConv2d(
