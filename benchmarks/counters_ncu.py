@@ -96,13 +96,19 @@ KNOWN = {
         "80 KB of code, an estimate from the source, the SASS not measured) and reads 9.6 KB of __constant__ "
         "weights, all of it from DRAM after ncu's cache flush"),
     ("ladder/implicit", "l1tex__t_requests_pipe_lsu_mem_global_op_st"): (
-        "not traced yet: ncu counts 4x the executor's global store requests and sectors alike (352 and 5568 "
-        "against 88 and 1392 on the H200): the same sectors a request, four times the store instructions; "
-        "loads, shared memory and FP32 instructions are equal"),
+        "nvcc splits the epilogue's float4 store into four 4-byte stores (its PTX for sm_90 has st.global.f32 "
+        "at +0, +4, +8, +12 and no st.global.v4: the selects of the epilogue scalarize the vector), where the "
+        "host compiler keeps one 16-byte store: 4x the requests, and the sectors of each counted 4 times. A "
+        "trial with the store written as __stwb (one st.global.v4) gave ncu's 88 and 1392 exactly, but ran "
+        "MobileNetV2's 1x1 layers 0-44% slower (most 2-20%) in its one roofline run (tiles searched afresh), so it is not "
+        "in the kernel"),
     ("ladder/implicit", "l1tex__t_sectors_pipe_lsu_mem_global_op_st"): (
-        "not traced yet: ncu counts 4x the executor's global store requests and sectors alike (352 and 5568 "
-        "against 88 and 1392 on the H200): the same sectors a request, four times the store instructions; "
-        "loads, shared memory and FP32 instructions are equal"),
+        "nvcc splits the epilogue's float4 store into four 4-byte stores (its PTX for sm_90 has st.global.f32 "
+        "at +0, +4, +8, +12 and no st.global.v4: the selects of the epilogue scalarize the vector), where the "
+        "host compiler keeps one 16-byte store: 4x the requests, and the sectors of each counted 4 times. A "
+        "trial with the store written as __stwb (one st.global.v4) gave ncu's 88 and 1392 exactly, but ran "
+        "MobileNetV2's 1x1 layers 0-44% slower (most 2-20%) in its one roofline run (tiles searched afresh), so it is not "
+        "in the kernel"),
     ("layer/max_pool2d", "l1tex__t_requests_pipe_lsu_mem_global_op_ld"): (
         "the H100's values are of the kernel before the layer's sizes were compiled in, which loaded each "
         "window's first element twice (5 loads a 2x2 window); the H200's, of the kernel now, are 4 a window, as "
