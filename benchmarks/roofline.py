@@ -1,6 +1,7 @@
 """Close to the limit: every step of the course's networks beside its roofline floor.
 
-    python benchmarks/roofline.py [--out benchmarks/results] [--nets fashion alexnet alexnet_auto resnet mobilenet]
+    python benchmarks/roofline.py [--out benchmarks/results] [--nets fashion alexnet alexnet_auto resnet mobilenet
+                                  mobilenet_auto]
                                   [--quick] [--repeat 10] [--warmup 2]
 
 For each network, precision and batch size (GPU defaults; ``--quick``: smaller batches):
@@ -13,6 +14,8 @@ For each network, precision and batch size (GPU defaults; ``--quick``: smaller b
     resnet     the small ResNet's training step, 64 channels, batch 1,024, 28x28: forward, loss, backward
                (data and weight of every convolution), SGD, kernel by kernel (ResNetSmall.step_list)
     mobilenet  MobileNetV2 FP32, batch 256 (synthetic weights, seeded)
+    mobilenet_auto  the same with depthwise="auto": each depthwise layer on the autotuner's choice of
+               depthwise.cu's tiled kernel or depthwise_any.cu
 
 on a GPU each case is tuned first (labkit.tune; the ResNet by one training step with the autotuner
 searching), its decisions' sources recorded in the rows; then each step of the network's plan
