@@ -70,7 +70,8 @@ WHY = {
                          "launch's own: its writes stay in the L2 (write-back) and reach DRAM after it, where the "
                          "footprint fits (the L2-resident column)",
 }
-# What the analysis of each remaining difference found (case, metric prefix): quoted on its rows.
+# What the analysis of each remaining difference found (case, metric prefix or a tuple of prefixes, as
+# str.startswith takes them): quoted on its rows.
 KNOWN = {
     ("ladder/tiled", "l1tex__t_"): (
         "lanes matched by execution, not by loop iteration: in the tile-loading loop, lanes whose first element "
@@ -80,12 +81,8 @@ KNOWN = {
         "lanes matched by execution, not by loop iteration: in the tile-loading loop, lanes whose first element "
         "is past the input's edge skip that load, and the executor pairs their second iteration's load with the "
         "others' first (a simulation of the loop matched by iteration gives ncu's 6528 requests, 24384 sectors)"),
-    ("ladder/constant", "l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st"): (
-        "not the addresses: each store instruction's lanes write consecutive words (conflict-free, as on "
-        "conv_tiled, whose identical stores ncu counts without it), and the hardware's count changes from run "
-        "to run of the same launch: three more H200 runs gave 0, 1 and 3 store conflicts (9984-9987 "
-        "wavefronts), conv_tiled's 0 each time"),
-    ("ladder/constant", "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st"): (
+    ("ladder/constant", ("l1tex__data_pipe_lsu_wavefronts_mem_shared_op_st",
+                         "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_st")): (
         "not the addresses: each store instruction's lanes write consecutive words (conflict-free, as on "
         "conv_tiled, whose identical stores ncu counts without it), and the hardware's count changes from run "
         "to run of the same launch: three more H200 runs gave 0, 1 and 3 store conflicts (9984-9987 "
@@ -95,25 +92,16 @@ KNOWN = {
         "unrolled completely (4800 FFMAs a thread, each a 16-byte instruction with a __constant__ operand: some "
         "80 KB of code, an estimate from the source, the SASS not measured) and reads 9.6 KB of __constant__ "
         "weights, all of it from DRAM after ncu's cache flush"),
-    ("ladder/implicit", "l1tex__t_requests_pipe_lsu_mem_global_op_st"): (
+    ("ladder/implicit", ("l1tex__t_requests_pipe_lsu_mem_global_op_st",
+                         "l1tex__t_sectors_pipe_lsu_mem_global_op_st")): (
         "nvcc splits the epilogue's float4 store into four 4-byte stores (its PTX for sm_90 has st.global.f32 "
         "at +0, +4, +8, +12 and no st.global.v4: the selects of the epilogue scalarize the vector), where the "
         "host compiler keeps one 16-byte store: 4x the requests, and the sectors of each counted 4 times. A "
         "trial with the store written as __stwb (one st.global.v4) gave ncu's 88 and 1392 exactly, but ran "
-        "MobileNetV2's 1x1 layers 0-44% slower (most 2-20%) in its one roofline run (tiles searched afresh), so it is not "
-        "in the kernel"),
-    ("ladder/implicit", "l1tex__t_sectors_pipe_lsu_mem_global_op_st"): (
-        "nvcc splits the epilogue's float4 store into four 4-byte stores (its PTX for sm_90 has st.global.f32 "
-        "at +0, +4, +8, +12 and no st.global.v4: the selects of the epilogue scalarize the vector), where the "
-        "host compiler keeps one 16-byte store: 4x the requests, and the sectors of each counted 4 times. A "
-        "trial with the store written as __stwb (one st.global.v4) gave ncu's 88 and 1392 exactly, but ran "
-        "MobileNetV2's 1x1 layers 0-44% slower (most 2-20%) in its one roofline run (tiles searched afresh), so it is not "
-        "in the kernel"),
-    ("layer/max_pool2d", "l1tex__t_requests_pipe_lsu_mem_global_op_ld"): (
-        "the H100's values are of the kernel before the layer's sizes were compiled in, which loaded each "
-        "window's first element twice (5 loads a 2x2 window); the H200's, of the kernel now, are 4 a window, as "
-        "the executor counts"),
-    ("layer/max_pool2d", "l1tex__t_sectors_pipe_lsu_mem_global_op_ld"): (
+        "MobileNetV2's 1x1 layers 0-44% slower (most 2-20%) in its one roofline run (tiles searched afresh), "
+        "so it is not in the kernel"),
+    ("layer/max_pool2d", ("l1tex__t_requests_pipe_lsu_mem_global_op_ld",
+                          "l1tex__t_sectors_pipe_lsu_mem_global_op_ld")): (
         "the H100's values are of the kernel before the layer's sizes were compiled in, which loaded each "
         "window's first element twice (5 loads a 2x2 window); the H200's, of the kernel now, are 4 a window, as "
         "the executor counts"),

@@ -51,7 +51,8 @@ BN_EPS = 1e-5                 # torch.nn.BatchNorm2d's default, as torchvision's
 INPUT_HW = (224, 224)
 BN_PARTS = ("weight", "bias", "running_mean", "running_var")
 DEPTHWISE = ("tiled", "naive", "auto")                 # the depthwise layers' kernels (MobileNetV2's depthwise=)
-DEPTHWISE_FAMILIES = ("depthwise3x3", "depthwise")    # depthwise="auto" chooses between depthwise.cu and depthwise_any.cu
+# depthwise="auto" chooses between depthwise.cu and depthwise_any.cu (labkit.conv2d auto's families)
+DEPTHWISE_FAMILIES = ("depthwise3x3", "depthwise")
 
 
 class Block(NamedTuple):
@@ -242,11 +243,12 @@ class MobileNetV2(PlannedModel):
     ``depthwise``: "tiled" or "naive" (depthwise.cu's rungs), or "auto": per layer and batch size the
     autotuner's choice between depthwise.cu's tiled kernel and depthwise_any.cu's (labkit.conv2d's auto,
     its two depthwise families; untuned, depthwise_any's default tile).  On an H200 at batch 256
-    depthwise_any wins on the 112-28 pixel planes and depthwise.cu on the 14 and 7 pixel ones.  ``fuse_below``: blocks whose depthwise
-    output plane is at most this many pixels on a side run depthwise and projection as one kernel
-    (dw_project.cu, ``fuse_tiles``); 0: none (the default: on an H100 the fused kernel is 1.8-6.8x
-    slower than the two it replaces, benchmarks/results/mobilenet_fused_h100.json).  ``precision``: "fp32" or "tf32" (the
-    GEMMs on the tensor cores; GPU only).  The arrays returned are the plan's buffers, overwritten by
+    depthwise_any wins on the 112-28 pixel planes and depthwise.cu on the 14 and 7 pixel ones.
+    ``fuse_below``: blocks whose depthwise output plane is at most this many pixels on a side run
+    depthwise and projection as one kernel (dw_project.cu, ``fuse_tiles``); 0: none (the default: on an
+    H100 the fused kernel is 1.8-6.8x slower than the two it replaces,
+    benchmarks/results/mobilenet_fused_h100.json).  ``precision``: "fp32" or "tf32" (the GEMMs on the
+    tensor cores; GPU only).  The arrays returned are the plan's buffers, overwritten by
     the next call of the same batch size.
     """
 
